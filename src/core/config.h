@@ -1,0 +1,80 @@
+/*
+ * The gateway's configuration (sandgate.yaml, SPEC §3): a plain value built
+ * once by config_load() and never changed afterwards; a reload builds a new
+ * one. Paths in it are already resolved against the config file's directory.
+ */
+#ifndef SG_CONFIG_H
+#define SG_CONFIG_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/diag.h"
+#include "core/netaddr.h"
+
+#define CONFIG_MAX_RESOLVERS	8
+#define CONFIG_MAX_POLICY_PATHS	32
+
+/* A TCP/UDP listen address; enabled is 0 when the key was set to null. */
+struct config_listen {
+	int			 enabled;
+	char			 text[128];	/* as written, for logs */
+	struct sockaddr_storage	 ss;
+	socklen_t		 sslen;
+};
+
+struct config {
+	char		*file;		/* the file loaded, NULL for built-in defaults */
+	char		*state_dir;
+	struct config_listen listen_http;
+	struct config_listen listen_socks5;
+	struct config_listen listen_dns;
+	struct config_listen listen_transparent;
+	struct config_listen listen_ingress;
+	struct config_listen listen_metrics;
+	char		*admin_socket;	/* NULL: disabled */
+	char		*ingress_domain;	/* lower-case, no trailing dot */
+	char		*policy_paths[CONFIG_MAX_POLICY_PATHS];
+	int		 n_policy_paths;
+	char		*ca_cert;
+	char		*ca_key;
+	char		*vault_db;
+	char		*vault_key_file;
+	/* upstream */
+	int		 resolvers_system;	/* 1: read /etc/resolv.conf */
+	struct sockaddr_storage resolvers[CONFIG_MAX_RESOLVERS];
+	int		 n_resolvers;
+	char		*ca_bundle;		/* NULL: the system store */
+	uint32_t	 connect_timeout_ms;
+	uint32_t	 idle_timeout_ms;
+	/* audit */
+	char		*audit_db;
+	uint64_t	 audit_retention_s;
+	/* geoip: NULL when unset */
+	char		*geoip_country_db;
+	char		*geoip_asn_db;
+	/* sandbox launcher */
+	char		*sandbox_runtime;	/* "runsc" or "crun" */
+	struct cidr	 sandbox_subnet;
+	char		*sandbox_rootfs;	/* "host" or a directory */
+	/* limits */
+	uint32_t	 max_connections;
+	uint32_t	 max_header_bytes;
+	int		 workers;		/* resolved: "auto" -> cores */
+};
+
+/*
+ * Load a config file, or the built-in defaults when path is NULL. Every
+ * problem is added to d; returns NULL when there was any.
+ */
+struct config	*config_load(const char *path, struct diag *d);
+/* The -c FILE search order of SPEC §2: ./sandgate.yaml, /etc/sandgate/sandgate.yaml, else NULL. */
+const char	*config_find(const char *explicit_path);
+void		 config_free(struct config *);
+
+/* Shared value parsers, also used by the policy loader and the CLI. */
+int	config_parse_duration_ms(const char *s, uint64_t *ms);	/* 10s 5m 2h 7d 250ms */
+int	config_parse_hostport(const char *s, struct sockaddr_storage *,
+	    socklen_t *, uint16_t default_port);
+
+#endif

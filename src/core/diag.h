@@ -1,0 +1,32 @@
+/*
+ * Diagnostics collected while loading files: every error carries
+ * FILE:LINE:COL (1-based) so that `policy check` reports all of them in one run.
+ */
+#ifndef SG_DIAG_H
+#define SG_DIAG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct diag_entry {
+	char	*file;
+	int	 line;
+	int	 col;
+	char	*msg;
+};
+
+struct diag {
+	struct diag_entry *v;
+	size_t		 n;
+	size_t		 cap;
+};
+
+void	diag_init(struct diag *);
+void	diag_free(struct diag *);
+/* line/col 0 when unknown (e.g. a file that cannot be opened). */
+void	diag_add(struct diag *, const char *file, int line, int col,
+	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* One "FILE:LINE:COL: message" line per entry. */
+void	diag_print(const struct diag *, FILE *);
+
+#endif

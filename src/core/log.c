@@ -1,0 +1,183 @@
+/*
+ * Logging to stderr with a level, plus routing of libevent's and OpenSSL's
+ * diagnostics into the same stream.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <openssl/err.h>
+
+#include "core/log.h"
+
+static enum log_level log_level = LOG_LVL_INFO;
+static const char *log_prog = "sandgate";
+static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+log_event_cb(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_WARN)
+		log_warnx("libevent: %s", msg);
+	else
+		log_debug("libevent: %s", msg);
+}
+
+void
+log_init(enum log_level lvl, const char *progname)
+{
+	log_level = lvl;
+	if (progname != NULL)
+		log_prog = progname;
+	event_set_log_callback(log_event_cb);
+}
+
+void
+log_set_level(enum log_level lvl)
+{
+	log_level = lvl;
+}
+
+int
+log_enabled(enum log_level lvl)
+{
+	return lvl <= log_level;
+}
+
+static void
+log_vwrite(const char *lvl, const char *fmt, va_list ap, const char *suffix)
+{
+	char msg[2048];
+	struct timespec ts;
+	struct tm tm;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	pthread_mutex_lock(&log_mtx);
+	fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s%s%s\n",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_prog, lvl, msg,
+	    suffix ? ": " : "", suffix ? suffix : "");
+	fflush(stderr);
+	pthread_mutex_unlock(&log_mtx);
+}
+
+void
+log_warn(const char *fmt, ...)
+{
+	va_list ap;
+	int saved = errno;
+	char ebuf[128];
+	const char *e;
+
+	e = strerror_r(saved, ebuf, sizeof(ebuf));
+	va_start(ap, fmt);
+	log_vwrite("warn", fmt, ap, e);
+	va_end(ap);
+	errno = saved;
+}
+
+void
+log_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vwrite("warn", fmt, ap, NULL);
+	va_end(ap);
+}
+
+void
+log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_level < LOG_LVL_INFO)
+		return;
+	va_start(ap, fmt);
+	log_vwrite("info", fmt, ap, NULL);
+	va_end(ap);
+}
+
+void
+log_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_level < LOG_LVL_DEBUG)
+		return;
+	va_start(ap, fmt);
+	log_vwrite("debug", fmt, ap, NULL);
+	va_end(ap);
+}
+
+void
+fatal(const char *fmt, ...)
+{
+	va_list ap;
+	char ebuf[128];
+	const char *e;
+
+	e = strerror_r(errno, ebuf, sizeof(ebuf));
+	va_start(ap, fmt);
+	log_vwrite("fatal", fmt, ap, e);
+	va_end(ap);
+	exit(1);
+}
+
+void
+fatalx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vwrite("fatal", fmt, ap, NULL);
+	va_end(ap);
+	exit(1);
+}
+
+void
+log_openssl(const char *what)
+{
+	unsigned long e;
+	char buf[256];
+	int any = 0;
+
+	while ((e = ERR_get_error()) != 0) {
+		ERR_error_string_n(e, buf, sizeof(buf));
+		log_warnx("%s: %s", what, buf);
+		any = 1;
+	}
+	if (!any)
+		log_warnx("%s: (no OpenSSL error queued)", what);
+}
+
+const char *
+log_escape(const void *data, size_t len, char *out, size_t outlen)
+{
+	const unsigned char *p = data;
+	size_t i, o = 0;
+
+	if (outlen == 0)
+		return out;
+	for (i = 0; i < len; i++) {
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
+			if (o + 1 >= outlen)
+				break;
+			out[o++] = (char)p[i];
+		} else {
+			if (o + 4 >= outlen)
+				break;
+			snprintf(out + o, 5, "\\x%02x", p[i]);
+			o += 4;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}

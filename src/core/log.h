@@ -1,0 +1,32 @@
+/*
+ * Process-wide logging: one line per message to stderr (journald picks it up
+ * under systemd). Owns the log level; bytes a peer sent are escaped with
+ * log_escape() before they reach a format string argument.
+ */
+#ifndef SG_LOG_H
+#define SG_LOG_H
+
+#include <stddef.h>
+
+enum log_level { LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
+
+void	log_init(enum log_level, const char *progname);
+void	log_set_level(enum log_level);
+int	log_enabled(enum log_level);
+void	log_warn(const char *, ...) __attribute__((format(printf, 1, 2)));
+void	log_warnx(const char *, ...) __attribute__((format(printf, 1, 2)));
+void	log_info(const char *, ...) __attribute__((format(printf, 1, 2)));
+void	log_debug(const char *, ...) __attribute__((format(printf, 1, 2)));
+void	fatal(const char *, ...)
+	    __attribute__((format(printf, 1, 2), noreturn));
+void	fatalx(const char *, ...)
+	    __attribute__((format(printf, 1, 2), noreturn));
+/* Drain OpenSSL's error queue into the log, prefixed by what was being done. */
+void	log_openssl(const char *what);
+/*
+ * Copy at most len bytes of peer data into out (size outlen, always
+ * terminated), escaping anything but printable ASCII as \xNN.
+ */
+const char *log_escape(const void *data, size_t len, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * The policy engine's public face: load the policy documents (SPEC §4),
+ * identify a client as a sandbox, and decide. A struct policy is immutable
+ * once loaded and reference-counted, so a reload swaps one pointer while
+ * live sessions finish on the policy they started with.
+ */
+#ifndef SG_POLICY_H
+#define SG_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/diag.h"
+#include "core/netaddr.h"
+
+struct policy;
+
+#define POLICY_ID_MAX		40	/* [a-z0-9][a-z0-9-]{0,39} */
+#define POLICY_NAME_MAX		63
+#define POLICY_HOST_MAX		253
+
+/* Every policy file named by the config (files, or directories of *.yaml in name order). */
+struct policy	*policy_load(const struct config *, struct diag *);
+/* The same for an explicit list of files or directories (tests, benchmarks). */
+struct policy	*policy_load_paths(char *const *paths, int n, struct diag *);
+void		 policy_ref(struct policy *);
+void		 policy_unref(struct policy *);
+/* "3 files, 2 sandboxes, 1 policy, 12 rules, 1 credential" */
+void		 policy_summary(const struct policy *, char *buf, size_t len);
+
+/* Who a client is: a plain value a session copies. */
+struct policy_identity {
+	char	sandbox[POLICY_ID_MAX + 1];
+	char	policy[POLICY_NAME_MAX + 1];
+};
+
+/* 0 and *out filled when a static sandbox's source covers src; -1 otherwise. */
+int	policy_identify_source(const struct policy *, const struct netaddr *src,
+	    struct policy_identity *out);
+/*
+ * Proxy auth (Basic id:token, SOCKS5 user/pass): 0 when the sandbox exists,
+ * has a token_sha256 and SHA-256(token) matches (constant-time); -1 otherwise.
+ */
+int	policy_identify_token(const struct policy *, const char *id, size_t idlen,
+	    const char *token, size_t tokenlen, struct policy_identity *out);
+/* For `policy explain --sandbox ID`: 0 when a static sandbox has that id. */
+int	policy_identity_by_id(const struct policy *, const char *id,
+	    struct policy_identity *out);
+
+/* A destination, normalised once. */
+struct policy_target {
+	char		host[POLICY_HOST_MAX + 1];	/* lower-case name without trailing dot, A-labels; or canonical IP text */
+	int		is_ip;
+	struct netaddr	ip;				/* when is_ip */
+	uint16_t	port;
+};
+
+/*
+ * Normalise host[0..len) (brackets around IPv6 allowed) into t. Names are
+ * lower-cased, lose one trailing dot and have U-labels converted to A-labels;
+ * any IP literal form becomes is_ip. -1 for a name that is not a valid
+ * host name (empty labels, bad characters, over 253 bytes).
+ */
+int	policy_target_init(struct policy_target *t, const char *host, size_t len,
+	    uint16_t port);
+
+enum policy_tls {
+	POLICY_TLS_PASSTHROUGH = 0,
+	POLICY_TLS_INTERCEPT
+};
+
+struct policy_verdict {
+	int		 allow;		/* 1 allow (so far), 0 deny */
+	char		 rule[POLICY_NAME_MAX + 24]; /* "P:allow[N]", "P:deny[N]", "default-deny", "no-identity" */
+	const char	*reason;	/* static, from core/reason.h; NULL while allowed */
+	/* Set from the allow rule that matched: */
+	enum policy_tls	 tls;
+	int		 opaque;
+	int		 inspect;	/* the rule limits methods or paths: each request must be seen */
+};
+
+/*
+ * Steps 1-3 of the decision order. id NULL: no identity. method and path
+ * NULL: decide on host and port alone (a tunnel before its requests are
+ * seen); otherwise the path's query ("?...") is ignored. Always fills v;
+ * returns v->allow.
+ */
+int	policy_decide(const struct policy *, const struct policy_identity *id,
+	    const struct policy_target *, const char *method, const char *path,
+	    struct policy_verdict *v);
+/*
+ * Step 4 for an allowed verdict: every address the target resolved to (or
+ * the IP target itself) must be globally reachable or covered by the
+ * policy's allow_private. Any one that is not denies the whole answer
+ * (reason destination-ip-prohibited). Returns v->allow.
+ */
+int	policy_check_addrs(const struct policy *, const struct policy_identity *id,
+	    const struct policy_target *, const struct netaddr *addrs, size_t n,
+	    struct policy_verdict *v);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * What the policy loader (policy_load.c) builds and the matcher
+ * (policy_match.c) reads. Nothing outside src/core/policy_*.c includes this.
+ */
+#ifndef SG_POLICY_INT_H
+#define SG_POLICY_INT_H
+
+#include <stdatomic.h>
+
+#include "core/policy.h"
+
+struct policy_index;		/* policy_match.c: name table + cidr sets */
+
+enum policy_rule_kind {
+	RULE_HOST,		/* exact name or "*." wildcard */
+	RULE_CIDR
+};
+
+struct policy_rule {
+	enum policy_rule_kind kind;
+	char		*host;		/* normalised; for a wildcard, the part after "*." */
+	int		 wildcard;	/* "*.x" matches any depth below x, never x itself */
+	struct cidr	 cidr;
+	uint16_t	*ports;		/* n_ports == 0: any port (deny rules' default) */
+	size_t		 n_ports;
+	char		**methods;	/* upper-case; n_methods == 0: any */
+	size_t		 n_methods;
+	char		**paths;	/* globs; n_paths == 0: any */
+	size_t		 n_paths;
+	enum policy_tls	 tls;
+	int		 opaque;
+	const char	*file;		/* points into struct policy's files[] */
+	int		 line, col;
+};
+
+/* allow_private entries: a prefix, or a (wildcard) name whose answers may be internal. */
+struct policy_private {
+	int		 is_name;
+	struct cidr	 cidr;
+	char		*host;		/* normalised; wildcard part after "*." */
+	int		 wildcard;
+};
+
+struct policy_def {
+	char		*name;
+	struct policy_rule *allow;
+	size_t		 n_allow;
+	struct policy_rule *deny;
+	size_t		 n_deny;
+	struct policy_private *priv;
+	size_t		 n_priv;
+	uint16_t	*dns_types;	/* DNS qtype numbers; default A, AAAA */
+	size_t		 n_dns_types;
+	char		(*country_deny)[3];	/* ISO 3166 alpha-2, upper-case */
+	size_t		 n_country_deny;
+	uint32_t	*asn_deny;
+	size_t		 n_asn_deny;
+	char		**credentials;	/* names of struct policy_credential */
+	size_t		 n_credentials;
+	struct policy_index *allow_idx;	/* built by policy_index_build() */
+	struct policy_index *deny_idx;
+	struct policy_index *priv_idx;
+};
+
+struct policy_sandbox {
+	char		 id[POLICY_ID_MAX + 1];
+	char		*policy;
+	int		 has_token;
+	unsigned char	 token_sha256[32];
+	struct cidr	*sources;
+	size_t		 n_sources;
+	const char	*file;
+	int		 line, col;
+};
+
+struct policy_credential {
+	char		*name;
+	char		*secret;	/* vault entry name, not the value */
+	char		**hosts;	/* normalised names */
+	size_t		 n_hosts;
+	char		**headers;	/* default: Authorization */
+	size_t		 n_headers;
+	int		 query;
+	int		 exclusive;	/* default 1 */
+	char		*env;		/* NULL: none */
+	char		*placeholder;	/* NULL: random per sandbox */
+};
+
+struct policy {
+	atomic_int	 refcnt;
+	char		**files;	/* every file loaded, for diagnostics */
+	size_t		 n_files;
+	struct policy_def *defs;
+	size_t		 n_defs;
+	struct policy_sandbox *sandboxes;
+	size_t		 n_sandboxes;
+	struct policy_credential *creds;
+	size_t		 n_creds;
+	struct cidr_set	*source_idx;	/* sandbox source prefixes -> sandbox index */
+};
+
+/*
+ * policy_match.c: build the lookup structures of every policy_def and the
+ * sandbox source index once loading succeeded; free them with the policy.
+ * Errors (e.g. two sandboxes with the same source) go to d.
+ */
+int	policy_index_build(struct policy *, struct diag *);
+void	policy_index_free(struct policy *);
+
+/* policy_names.c: host-name normalisation shared by loader and matcher. */
+/*
+ * Lower-case, drop one trailing dot, convert U-labels to A-labels (punycode),
+ * check LDH syntax (underscores allowed, as real DNS has them). Returns the
+ * length written to out (NUL-terminated), or -1 when the name is invalid.
+ */
+int	policy_name_normalize(const char *in, size_t len, char *out, size_t outlen);
+/* Path glob: '*' matches any run of characters, '/' included. */
+int	policy_glob_match(const char *glob, const char *s, size_t slen);
+
+#endif

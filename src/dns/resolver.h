@@ -1,0 +1,47 @@
+/*
+ * Asynchronous A/AAAA resolution on c-ares, driven by one libevent loop,
+ * with a TTL cache. One resolver per event loop (per worker thread): nothing
+ * in it is shared between threads.
+ */
+#ifndef SG_RESOLVER_H
+#define SG_RESOLVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/netaddr.h"
+
+struct event_base;
+struct resolver;
+struct resolver_query;
+
+#define RESOLVER_MAX_ADDRS	32
+
+/* Result codes handed to the callback. */
+#define RESOLVER_OK		0
+#define RESOLVER_ENOTFOUND	1	/* NXDOMAIN or no A/AAAA data */
+#define RESOLVER_ETIMEOUT	2
+#define RESOLVER_EFAIL		3	/* SERVFAIL, refused, bad answer, no servers */
+
+/*
+ * Called exactly once per query unless it was cancelled first, always from
+ * the event loop (never from inside resolver_lookup()). addrs holds up to
+ * RESOLVER_MAX_ADDRS addresses, IPv4 first; ttl is the smallest TTL.
+ */
+typedef void (*resolver_cb)(int result, const struct netaddr *addrs, size_t n,
+    uint32_t ttl, void *arg);
+
+/* servers from cfg->resolvers, or /etc/resolv.conf when cfg->resolvers_system. */
+struct resolver	*resolver_new(struct event_base *, const struct config *cfg);
+void		 resolver_free(struct resolver *);	/* cancels everything pending */
+/* name is already normalised (lower-case, no trailing dot). NULL on allocation failure. */
+struct resolver_query *resolver_lookup(struct resolver *, const char *name,
+	    resolver_cb cb, void *arg);
+/* After this the callback is never called; q is freed. */
+void		 resolver_cancel(struct resolver_query *q);
+/* For metrics and tests. */
+void		 resolver_stats(const struct resolver *, uint64_t *hits,
+	    uint64_t *misses, size_t *entries);
+
+#endif

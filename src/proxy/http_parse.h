@@ -1,0 +1,143 @@
+/*
+ * Pure HTTP/1.x head and chunked-body parsers: functions over bytes, no I/O,
+ * no heap. Strict framing lives here and only here, so that what the gateway
+ * forwards is exactly what it understood (no request smuggling in the gaps).
+ */
+#ifndef SG_HTTP_PARSE_H
+#define SG_HTTP_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define HTTP_MAX_HEADERS	128
+
+/* Return values of the head parsers (a positive value is the head's length). */
+#define HTTP_NEED_MORE		0
+#define HTTP_ERR_BAD		(-1)	/* 400 */
+#define HTTP_ERR_URI_TOO_LONG	(-2)	/* 414: request line longer than max_line */
+#define HTTP_ERR_HEAD_TOO_LARGE	(-3)	/* 431: head longer than max_head, or too many headers */
+#define HTTP_ERR_VERSION	(-4)	/* 505 */
+
+struct http_slice {
+	const char	*p;	/* points into the parsed buffer; not terminated */
+	size_t		 len;
+};
+
+struct http_header {
+	struct http_slice name;
+	struct http_slice value;	/* leading/trailing OWS removed */
+};
+
+enum http_framing {
+	HTTP_BODY_NONE,
+	HTTP_BODY_LENGTH,
+	HTTP_BODY_CHUNKED,
+	HTTP_BODY_UNTIL_CLOSE		/* responses only */
+};
+
+enum http_target_form {
+	HTTP_TARGET_ORIGIN,		/* /path?q */
+	HTTP_TARGET_ABSOLUTE,		/* http://host[:port]/path?q */
+	HTTP_TARGET_AUTHORITY,		/* host:port (CONNECT only) */
+	HTTP_TARGET_ASTERISK		/* * (OPTIONS only) */
+};
+
+struct http_limits {
+	size_t	max_line;		/* request/status line, CRLF excluded (414 beyond) */
+	size_t	max_head;		/* whole head, final CRLF CRLF included (431 beyond) */
+};
+
+struct http_request {
+	struct http_slice method;
+	struct http_slice target;	/* as sent */
+	int		 version_minor;	/* HTTP/1.0 or HTTP/1.1 */
+	enum http_target_form form;
+	/* absolute and authority forms, split: */
+	struct http_slice scheme;	/* "http", lower-cased by the caller if needed */
+	struct http_slice host;		/* without brackets for IPv6 */
+	uint16_t	 port;		/* explicit, or 80 for http:, 443 for https: */
+	int		 has_port;
+	struct http_slice path;		/* origin and absolute forms: from '/' (or "*"), query included; "/" when empty */
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t		 n_headers;
+	struct http_slice host_header;	/* the Host header's value */
+	int		 has_host;
+	enum http_framing framing;	/* NONE, LENGTH or CHUNKED */
+	uint64_t	 content_length;
+	int		 keep_alive;	/* from version and Connection */
+	int		 upgrade;	/* Connection: upgrade and an Upgrade header */
+	int		 expect_continue;
+};
+
+struct http_response {
+	int		 status;
+	int		 version_minor;
+	struct http_slice reason;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t		 n_headers;
+	enum http_framing framing;
+	uint64_t	 content_length;
+	int		 keep_alive;
+};
+
+/*
+ * Parse a request head at buf[0..len). Returns the head's length (through
+ * the empty line) when complete, HTTP_NEED_MORE, or an HTTP_ERR_*. Rejected:
+ * bare CR or LF, NUL and other control bytes, obs-fold, whitespace before a
+ * colon, invalid tokens, Content-Length with Transfer-Encoding, duplicate or
+ * invalid Content-Length, a Transfer-Encoding other than a final "chunked",
+ * duplicate Host, HTTP/1.1 without Host, and any version but 1.0 and 1.1.
+ */
+int	http_parse_request(const char *buf, size_t len,
+	    const struct http_limits *, struct http_request *out);
+/*
+ * Parse a response head. req_method is the request's method (HEAD and
+ * CONNECT responses have no body), so is the status (1xx, 204, 304).
+ */
+int	http_parse_response(const char *buf, size_t len,
+	    const struct http_limits *, const char *req_method, size_t req_method_len,
+	    struct http_response *out);
+
+/*
+ * First bytes of a tunnel: 1 when buf starts like an HTTP request line
+ * (a known method token and a space), 0 when it cannot be one, -1 when
+ * more bytes are needed to tell.
+ */
+int	http_sniff_request(const char *buf, size_t len);
+
+/* Case-insensitive header-name test. */
+int	http_header_is(const struct http_header *, const char *name);
+/* Find the first header of that name, NULL when absent. */
+const struct http_header *http_header_find(const struct http_header *, size_t n,
+	    const char *name);
+/*
+ * Hop-by-hop: the fixed RFC 9110 list (Connection, Keep-Alive,
+ * Proxy-Connection, Proxy-Authorization, Proxy-Authenticate, TE, Trailer,
+ * Transfer-Encoding, Upgrade) or a name listed in a Connection header of
+ * headers[0..n).
+ */
+int	http_header_is_hop_by_hop(const struct http_header *h,
+	    const struct http_header *headers, size_t n);
+
+/* Chunked body decoder state: it validates and measures, the caller relays the bytes unchanged. */
+struct http_chunked {
+	int		 state;
+	uint64_t	 remaining;	/* bytes left in the current chunk */
+	size_t		 line_len;	/* bytes of the current size/trailer line */
+	size_t		 trailer_len;	/* total trailer bytes */
+	int		 digits;
+};
+
+void	http_chunked_init(struct http_chunked *);
+/*
+ * Feed body bytes. Returns how many of buf[0..len) belong to the body (all
+ * of them unless the body ends inside buf), sets *done to 1 once the final
+ * CRLF after the last chunk and trailers was consumed, and returns -1 on
+ * bad framing (bad hex, bare LF, chunk-size overflow, lines or trailers
+ * over 8 KiB).
+ */
+ssize_t	http_chunked_feed(struct http_chunked *, const char *buf, size_t len,
+	    int *done);
+
+#endif

@@ -1,0 +1,428 @@
+/*
+ * The explicit HTTP proxy's request heads: identity (Proxy-Authorization or
+ * source address), absolute-form requests, CONNECT, and plain HTTP carried
+ * inside a CONNECT tunnel. Decides each request; the forwarding itself is
+ * proxy_forward.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/evp.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+static void	connect_resolved(struct session *);
+static void	forward_resolved(struct session *);
+
+void
+session_deny(struct session *s, int status, const char *reason,
+    const char *detail)
+{
+	session_log(s, status >= 500 ? "error" : "deny", status, reason,
+	    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	session_http_error(s, status, reason, detail);
+}
+
+static void
+slice_copy(char *dst, size_t dstlen, const struct http_slice *sl)
+{
+	size_t n = sl->len < dstlen - 1 ? sl->len : dstlen - 1;
+
+	memcpy(dst, sl->p, n);
+	dst[n] = '\0';
+}
+
+/*
+ * Proxy-Authorization: Basic base64(id:token). 1 identified, 0 no header,
+ * -1 present but wrong.
+ */
+static int
+identify_basic(struct session *s, const struct http_request *req)
+{
+	const struct http_header *h;
+	unsigned char dec[768];
+	const char *v, *colon;
+	size_t vlen;
+	int n, pad = 0;
+
+	h = http_header_find(req->headers, req->n_headers, "Proxy-Authorization");
+	if (h == NULL)
+		return 0;
+	v = h->value.p;
+	vlen = h->value.len;
+	if (vlen < 6 || strncasecmp(v, "Basic ", 6) != 0)
+		return -1;
+	v += 6;
+	vlen -= 6;
+	while (vlen > 0 && *v == ' ') {
+		v++;
+		vlen--;
+	}
+	if (vlen == 0 || vlen % 4 != 0 || vlen / 4 * 3 >= sizeof(dec))
+		return -1;
+	if (v[vlen - 1] == '=')
+		pad++;
+	if (vlen > 1 && v[vlen - 2] == '=')
+		pad++;
+	n = EVP_DecodeBlock(dec, (const unsigned char *)v, (int)vlen);
+	if (n < 0 || n - pad <= 0)
+		return -1;
+	n -= pad;
+	if ((colon = memchr(dec, ':', (size_t)n)) == NULL)
+		return -1;
+	if (policy_identify_token(s->pol, (const char *)dec,
+	    (size_t)(colon - (const char *)dec), colon + 1,
+	    (size_t)n - (size_t)(colon + 1 - (const char *)dec), &s->ident) == -1) {
+		OPENSSL_cleanse(dec, sizeof(dec));
+		return -1;
+	}
+	OPENSSL_cleanse(dec, sizeof(dec));
+	return 1;
+}
+
+/* Identity per SPEC §4: a Proxy-Authorization that is present decides. */
+static int
+identify(struct session *s, const struct http_request *req)
+{
+	int r = identify_basic(s, req);
+
+	if (r == -1) {
+		s->has_ident = 0;
+		session_deny(s, 407, REASON_AUTH_FAILED,
+		    "proxy credentials not accepted");
+		return -1;
+	}
+	if (r == 0 && policy_identify_source(s->pol, &s->client_addr,
+	    &s->ident) == -1) {
+		s->has_ident = 0;
+		session_deny(s, 407, REASON_NO_IDENTITY,
+		    "no sandbox identity: send Proxy-Authorization");
+		return -1;
+	}
+	s->has_ident = 1;
+	return 0;
+}
+
+/* The request head the origin gets: hop-by-hop removed, Via added. */
+static int
+build_origin_head(struct session *s, const struct http_request *req,
+    int replace_host)
+{
+	struct evbuffer *h;
+	size_t i;
+	int v6;
+
+	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
+		return -1;
+	h = s->pending_head;
+	evbuffer_drain(h, evbuffer_get_length(h));
+	evbuffer_add_printf(h, "%.*s %.*s HTTP/1.%d\r\n", (int)req->method.len,
+	    req->method.p, (int)req->path.len, req->path.p, req->version_minor);
+	if (replace_host) {
+		/* RFC 9112 §3.2.2: the target URI's authority replaces Host. */
+		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
+		evbuffer_add_printf(h, "Host: %s%.*s%s", v6 ? "[" : "",
+		    (int)req->host.len, req->host.p, v6 ? "]" : "");
+		if (req->has_port)
+			evbuffer_add_printf(h, ":%u", req->port);
+		evbuffer_add(h, "\r\n", 2);
+	}
+	for (i = 0; i < req->n_headers; i++) {
+		const struct http_header *hd = &req->headers[i];
+		if (http_header_is_hop_by_hop(hd, req->headers, req->n_headers))
+			continue;
+		if (replace_host && http_header_is(hd, "Host"))
+			continue;
+		evbuffer_add_printf(h, "%.*s: %.*s\r\n", (int)hd->name.len,
+		    hd->name.p, (int)hd->value.len, hd->value.p);
+	}
+	if (req->framing == HTTP_BODY_CHUNKED)
+		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+	if (req->upgrade) {
+		const struct http_header *u = http_header_find(req->headers,
+		    req->n_headers, "Upgrade");
+		evbuffer_add_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
+		    (int)u->value.len, u->value.p);
+	} else if (req->version_minor == 0) {
+		evbuffer_add_printf(h, "Connection: close\r\n");
+	}
+	evbuffer_add_printf(h, "Via: 1.%d sandgate\r\n\r\n", req->version_minor);
+	return 0;
+}
+
+static void
+forward_prepare(struct session *s, const struct http_request *req)
+{
+	struct forward *f = &s->fwd;
+
+	f->req_framing = req->framing;
+	f->req_left = req->content_length;
+	http_chunked_init(&f->req_chunk);
+	f->client_keep_alive = req->keep_alive && !req->upgrade;
+	f->upgrade = req->upgrade;
+}
+
+static int
+host_matches_tunnel(struct session *s, const struct http_request *req)
+{
+	struct policy_target t;
+	const char *v = req->host_header.p, *colon = NULL;
+	size_t len = req->host_header.len, hostlen;
+	unsigned long port = s->target.port;
+	char *end, pbuf[8];
+
+	if (!req->has_host)
+		return 0;
+	if (len > 0 && v[0] == '[') {
+		const char *rb = memchr(v, ']', len);
+		if (rb == NULL)
+			return 0;
+		if ((size_t)(rb - v) + 1 < len) {
+			if (rb[1] != ':')
+				return 0;
+			colon = rb + 1;
+		}
+	} else {
+		colon = memchr(v, ':', len);
+	}
+	hostlen = colon ? (size_t)(colon - v) : len;
+	if (colon != NULL) {
+		size_t plen = len - hostlen - 1;
+		if (plen == 0 || plen >= sizeof(pbuf))
+			return 0;
+		memcpy(pbuf, colon + 1, plen);
+		pbuf[plen] = '\0';
+		port = strtoul(pbuf, &end, 10);
+		if (*end != '\0' || pbuf[0] < '0' || pbuf[0] > '9')
+			return 0;
+	}
+	if (policy_target_init(&t, v, hostlen, (uint16_t)port) == -1)
+		return 0;
+	return port == s->target.port && t.is_ip == s->target.is_ip &&
+	    strcmp(t.host, s->target.host) == 0;
+}
+
+/* A request inside a CONNECT tunnel: same name, decided afresh. */
+static void
+tunnel_request(struct session *s, const struct http_request *req, int n)
+{
+	char detail[POLICY_HOST_MAX + 64];
+
+	if (req->form == HTTP_TARGET_AUTHORITY) {
+		session_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
+		return;
+	}
+	if (!host_matches_tunnel(s, req)) {
+		snprintf(detail, sizeof(detail), "Host does not match the tunnel "
+		    "to %s:%u", s->target.host, s->target.port);
+		session_deny(s, 403, REASON_HOST_MISMATCH, detail);
+		return;
+	}
+	if (!policy_decide(s->pol, &s->ident, &s->target, s->fwd.method,
+	    s->fwd.path, &s->verdict)) {
+		snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
+		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
+		session_deny(s, 403, s->verdict.reason, detail);
+		return;
+	}
+	if (build_origin_head(s, req, 0) == -1) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	forward_prepare(s, req);
+	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	bufferevent_disable(s->cbev, EV_READ);
+	if (s->obev != NULL)
+		forward_start(s);
+	else
+		upstream_connect(s, forward_start);
+}
+
+static void
+connect_request(struct session *s, const struct http_request *req, int n)
+{
+	char detail[POLICY_HOST_MAX + 64];
+
+	s->kind = KIND_CONNECT;
+	if (policy_target_init(&s->target, req->host.p, req->host.len,
+	    req->port) == -1) {
+		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
+		return;
+	}
+	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+	    &s->verdict)) {
+		s->logged = 1;
+		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
+		    s->target.host, s->target.port, s->verdict.rule);
+		session_deny(s, 403, s->verdict.reason, detail);
+		return;
+	}
+	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	upstream_resolve(s, connect_resolved);
+}
+
+static void
+connect_resolved(struct session *s)
+{
+	evbuffer_add_printf(bufferevent_get_output(s->cbev),
+	    "HTTP/1.1 200 Connection established\r\n\r\n");
+	tunnel_start(s);
+}
+
+static void
+absolute_request(struct session *s, const struct http_request *req, int n)
+{
+	char detail[POLICY_HOST_MAX + 64];
+
+	if (req->scheme.len != 4 || strncasecmp(req->scheme.p, "http", 4) != 0) {
+		session_deny(s, 400, REASON_BAD_REQUEST,
+		    "only http:// URLs are forwarded; use CONNECT for https");
+		return;
+	}
+	if (policy_target_init(&s->target, req->host.p, req->host.len,
+	    req->port) == -1) {
+		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
+		return;
+	}
+	if (!policy_decide(s->pol, &s->ident, &s->target, s->fwd.method,
+	    s->fwd.path, &s->verdict)) {
+		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
+		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
+		session_deny(s, 403, s->verdict.reason, detail);
+		return;
+	}
+	if (build_origin_head(s, req, 1) == -1) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	forward_prepare(s, req);
+	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	bufferevent_disable(s->cbev, EV_READ);
+	/* Keep-alive to the same origin: its addresses are checked again. */
+	if (s->obev != NULL && s->origin_port == s->target.port &&
+	    strcmp(s->origin_host, s->target.host) == 0) {
+		if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs,
+		    s->n_addrs, &s->verdict)) {
+			session_deny(s, 403, s->verdict.reason,
+			    "destination address not allowed");
+			return;
+		}
+		forward_start(s);
+		return;
+	}
+	upstream_drop(s);
+	upstream_resolve(s, forward_resolved);
+}
+
+static void
+forward_resolved(struct session *s)
+{
+	upstream_connect(s, forward_start);
+}
+
+static void
+handle_head(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct http_request req;
+	struct http_limits lim;
+	size_t len = evbuffer_get_length(in), want;
+	const char *buf;
+	int n;
+
+	if (len == 0)
+		return;
+	lim.max_line = PROXY_MAX_LINE;
+	lim.max_head = s->p->cfg->max_header_bytes;
+	want = len < lim.max_head + 1 ? len : lim.max_head + 1;
+	if ((buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	memset(&s->fwd, 0, sizeof(s->fwd));
+	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
+	n = http_parse_request(buf, want, &lim, &req);
+	switch (n) {
+	case HTTP_NEED_MORE:
+		return;
+	case HTTP_ERR_URI_TOO_LONG:
+		session_deny(s, 414, REASON_URI_TOO_LONG, "request line too long");
+		return;
+	case HTTP_ERR_HEAD_TOO_LARGE:
+		session_deny(s, 431, REASON_HEAD_TOO_LARGE, "request head too large");
+		return;
+	case HTTP_ERR_VERSION:
+		session_deny(s, 505, REASON_BAD_REQUEST, "only HTTP/1.0 and 1.1");
+		return;
+	default:
+		if (n < 0) {
+			session_deny(s, 400, REASON_BAD_REQUEST, "malformed request");
+			return;
+		}
+	}
+	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req.method);
+	if (req.form == HTTP_TARGET_AUTHORITY)
+		slice_copy(s->fwd.path, sizeof(s->fwd.path), &req.target);
+	else
+		slice_copy(s->fwd.path, sizeof(s->fwd.path), &req.path);
+
+	if (s->tunnel_http) {
+		tunnel_request(s, &req, n);
+		return;
+	}
+	/* New requests on a kept-alive connection follow the current policy. */
+	policy_unref(s->pol);
+	s->pol = proxy_policy_get(s->p);
+	memset(&s->target, 0, sizeof(s->target));
+	memset(&s->verdict, 0, sizeof(s->verdict));
+	if (identify(s, &req) == -1)
+		return;
+	switch (req.form) {
+	case HTTP_TARGET_AUTHORITY:
+		connect_request(s, &req, n);
+		break;
+	case HTTP_TARGET_ABSOLUTE:
+		absolute_request(s, &req, n);
+		break;
+	default:
+		session_deny(s, 400, REASON_BAD_REQUEST,
+		    "not a proxy request: use an absolute URL or CONNECT");
+		break;
+	}
+}
+
+void
+http_client_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	session_touch(s);
+	switch (s->state) {
+	case S_HEAD:
+		handle_head(s);
+		break;
+	case S_FORWARD:
+		forward_client_read(s);
+		break;
+	case S_SNIFF:
+		tunnel_sniff(s);
+		break;
+	default:
+		break;
+	}
+}
+
+void
+http_next_request(struct session *s)
+{
+	s->state = S_HEAD;
+	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+	    session_client_event_cb, s);
+	bufferevent_enable(s->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+		handle_head(s);
+}

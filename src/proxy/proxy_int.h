@@ -1,0 +1,188 @@
+/*
+ * What the files of src/proxy/ share: workers, sessions and the helpers that
+ * move a session from one stage to the next. A session has one owner (its
+ * worker's event loop) and one exit (session_close).
+ */
+#ifndef SG_PROXY_INT_H
+#define SG_PROXY_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+#include <event2/buffer.h>
+#include <event2/listener.h>
+
+#include "core/config.h"
+#include "core/policy.h"
+#include "dns/resolver.h"
+#include "proxy/http_parse.h"
+#include "proxy/proxy.h"
+
+#define PROXY_MAX_ADDRS		RESOLVER_MAX_ADDRS
+#define PROXY_HWM		(256 * 1024)	/* bytes queued toward a peer before we stop reading the other side */
+#define PROXY_READ_HWM		(64 * 1024)	/* bytes buffered from a socket before reads pause */
+#define PROXY_SNIFF_SECS	5		/* server-speaks-first: no client bytes -> opaque */
+#define PROXY_MAX_LINE		8192		/* request line (414 beyond) */
+
+enum listener_kind {
+	LISTENER_HTTP,
+	LISTENER_MAX
+};
+
+struct worker {
+	struct proxy		*proxy;
+	int			 index;
+	pthread_t		 thread;
+	struct event_base	*base;
+	struct resolver		*resolver;
+	struct evconnlistener	*listeners[LISTENER_MAX];
+	struct event		*resume_ev;	/* re-enables accept after EMFILE */
+	uint64_t		 next_session;
+	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
+};
+
+struct proxy {
+	struct config		*cfg;
+	char			*cfg_path;	/* NULL: built-in defaults */
+	pthread_mutex_t		 pol_mtx;
+	struct policy		*pol;		/* current; guarded by pol_mtx */
+	struct worker		*workers;
+	int			 n_workers;
+	int			 listen_fds[LISTENER_MAX][64];	/* per worker, bound at start-up */
+	atomic_uint		 n_conns;
+	atomic_ullong		 n_refused;
+	struct event_base	*main_base;
+};
+
+/* The current policy, with a reference the caller must drop. */
+struct policy	*proxy_policy_get(struct proxy *);
+
+enum session_state {
+	S_HEAD,			/* waiting for a request head */
+	S_RESOLVING,
+	S_CONNECTING,
+	S_FORWARD,		/* one request and its response in flight */
+	S_SNIFF,		/* tunnel open, waiting for the client's first bytes */
+	S_RELAY,		/* tunnel: bytes both ways */
+	S_FINISHING		/* writing a last answer, then close */
+};
+
+enum session_kind {
+	KIND_HTTP,		/* absolute-form request on the explicit proxy */
+	KIND_CONNECT		/* CONNECT tunnel on the explicit proxy */
+};
+
+/* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
+struct forward {
+	int			 req_done;
+	int			 resp_done;
+	int			 resp_head_done;
+	enum http_framing	 req_framing;
+	uint64_t		 req_left;
+	struct http_chunked	 req_chunk;
+	enum http_framing	 resp_framing;
+	uint64_t		 resp_left;
+	struct http_chunked	 resp_chunk;
+	int			 client_keep_alive;
+	int			 origin_keep_alive;
+	int			 upgrade;	/* the request asked to switch protocols */
+	int			 status;
+	char			 method[24];
+	char			 path[512];	/* for the log, truncated */
+	uint64_t		 bytes_up;
+	uint64_t		 bytes_down;
+	struct timespec		 started;
+};
+
+struct session {
+	uint64_t		 id;
+	TAILQ_ENTRY(session)	 entry;
+	struct worker		*w;
+	struct proxy		*p;
+	struct policy		*pol;		/* reference held */
+	enum session_kind	 kind;
+	enum session_state	 state;
+	int			 closing;
+	struct event		*free_ev;	/* deferred free after session_close */
+
+	struct bufferevent	*cbev;		/* client side */
+	struct bufferevent	*obev;		/* origin side, NULL until connected */
+	char			 client_str[NETADDR_STRLEN + 8];
+	struct netaddr		 client_addr;
+
+	int			 has_ident;
+	struct policy_identity	 ident;
+	struct policy_target	 target;
+	struct policy_verdict	 verdict;
+
+	struct resolver_query	*rq;
+	struct netaddr		 addrs[PROXY_MAX_ADDRS];
+	size_t			 n_addrs;
+	size_t			 addr_next;	/* next address to try */
+	struct netaddr		 origin_addr;	/* connected to */
+	char			 origin_host[POLICY_HOST_MAX + 1];	/* target of obev */
+	uint16_t		 origin_port;
+	void			(*on_connected)(struct session *);
+
+	struct event		*timer;		/* sniff timer */
+	struct event		*idle_ev;
+	struct timeval		 last_active;
+
+	int			 tunnel_http;	/* CONNECT tunnel carrying plain HTTP */
+	struct evbuffer		*pending_head;	/* request head built for the origin */
+	struct forward		 fwd;
+
+	int			 eof_client;	/* relay half-close bookkeeping */
+	int			 eof_origin;
+	uint64_t		 bytes_up;	/* tunnel totals */
+	uint64_t		 bytes_down;
+	struct timespec		 started;
+	const char		*close_reason;
+	int			 logged;
+};
+
+/* proxy_session.c */
+struct session	*session_new(struct worker *, evutil_socket_t,
+		    const struct sockaddr *, int socklen);
+void		 session_close(struct session *, const char *reason);
+/* Send a complete HTTP error answer, then close once it is written. */
+void		 session_http_error(struct session *, int status,
+		    const char *reason, const char *detail);
+/* Write what is queued to the client, then close. */
+void		 session_finish(struct session *, const char *reason);
+void		 session_touch(struct session *);
+/* The client side's EOF/error handler outside the relay. */
+void		 session_client_event_cb(struct bufferevent *, short, void *);
+/* One log line per decision: allow/deny/error with the rule and reason. */
+void		 session_log(struct session *, const char *decision, int status,
+		    const char *reason, uint64_t up, uint64_t down,
+		    const struct timespec *started);
+void		 session_set_idle(struct session *);
+
+/* proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP). */
+void		 http_client_read_cb(struct bufferevent *, void *);
+void		 http_next_request(struct session *);
+/* Log the denial and answer it in the session's protocol, then close. */
+void		 session_deny(struct session *, int status, const char *reason,
+		    const char *detail);
+
+/* proxy_forward.c: one request to the origin and its response back. */
+void		 forward_start(struct session *);
+void		 forward_client_read(struct session *);
+
+/* proxy_upstream.c: resolution and connection of the origin side. */
+void		 upstream_resolve(struct session *, void (*next)(struct session *));
+void		 upstream_connect(struct session *, void (*next)(struct session *));
+void		 upstream_drop(struct session *);
+
+/* proxy_tunnel.c */
+void		 tunnel_start(struct session *);
+void		 tunnel_sniff(struct session *);
+void		 relay_start(struct session *);
+
+#endif

@@ -1,0 +1,362 @@
+/*
+ * Start-up and life cycle of the gateway: binds the listeners once per
+ * worker (SO_REUSEPORT), runs one event loop per worker thread, handles
+ * SIGHUP (reload), SIGTERM and SIGINT on the main thread, and owns the
+ * pointer to the current policy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <event2/thread.h>
+
+#include "core/log.h"
+#include "proxy/proxy_int.h"
+
+static const char *listener_names[LISTENER_MAX] = { "http" };
+
+struct policy *
+proxy_policy_get(struct proxy *p)
+{
+	struct policy *pol;
+
+	pthread_mutex_lock(&p->pol_mtx);
+	pol = p->pol;
+	policy_ref(pol);
+	pthread_mutex_unlock(&p->pol_mtx);
+	return pol;
+}
+
+static int
+listen_socket(const struct config_listen *l)
+{
+	int fd, one = 1;
+
+	fd = socket(l->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)
+		goto fail;
+	if (l->ss.ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&l->ss, l->sslen) == -1)
+		goto fail;
+	if (listen(fd, 1024) == -1)
+		goto fail;
+	return fd;
+fail:
+	{
+		int saved = errno;
+		close(fd);
+		errno = saved;
+	}
+	return -1;
+}
+
+static void
+accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *arg)
+{
+	struct worker *w = arg;
+	struct proxy *p = w->proxy;
+	int one = 1;
+
+	if (atomic_fetch_add(&p->n_conns, 1) >= p->cfg->max_connections) {
+		atomic_fetch_sub(&p->n_conns, 1);
+		if (atomic_fetch_add(&p->n_refused, 1) % 1000 == 0)
+			log_warnx("max_connections (%u) reached: refusing connections",
+			    p->cfg->max_connections);
+		close(fd);
+		return;
+	}
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (session_new(w, fd, sa, socklen) == NULL) {
+		atomic_fetch_sub(&p->n_conns, 1);
+		close(fd);
+	}
+}
+
+static void
+resume_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker *w = arg;
+	int i;
+
+	for (i = 0; i < LISTENER_MAX; i++)
+		if (w->listeners[i] != NULL)
+			evconnlistener_enable(w->listeners[i]);
+}
+
+static void
+accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct worker *w = arg;
+	struct timeval tv = { 1, 0 };
+	int e = EVUTIL_SOCKET_ERROR(), i;
+
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		/* Out of descriptors: stop accepting for a moment instead of spinning. */
+		log_warnx("accept: %s: pausing accept for 1s", strerror(e));
+		for (i = 0; i < LISTENER_MAX; i++)
+			if (w->listeners[i] != NULL)
+				evconnlistener_disable(w->listeners[i]);
+		evtimer_add(w->resume_ev, &tv);
+		return;
+	}
+	log_warnx("accept: %s", strerror(e));
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	event_base_dispatch(w->base);
+	return NULL;
+}
+
+static int
+worker_init(struct proxy *p, struct worker *w, int index)
+{
+	int i;
+
+	w->proxy = p;
+	w->index = index;
+	TAILQ_INIT(&w->sessions);
+	if ((w->base = event_base_new()) == NULL) {
+		log_warnx("worker %d: event_base_new failed", index);
+		return -1;
+	}
+	if ((w->resolver = resolver_new(w->base, p->cfg)) == NULL) {
+		log_warnx("worker %d: resolver initialisation failed", index);
+		return -1;
+	}
+	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL)
+		return -1;
+	for (i = 0; i < LISTENER_MAX; i++) {
+		int fd = p->listen_fds[i][index];
+		if (fd == -1)
+			continue;
+		w->listeners[i] = evconnlistener_new(w->base, accept_cb, w,
+		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		if (w->listeners[i] == NULL) {
+			log_warnx("worker %d: evconnlistener_new failed", index);
+			return -1;
+		}
+		p->listen_fds[i][index] = -1;	/* now owned by the listener */
+		evconnlistener_set_error_cb(w->listeners[i], accept_error_cb);
+	}
+	return 0;
+}
+
+static const struct config_listen *
+listener_config(const struct config *cfg, enum listener_kind k)
+{
+	switch (k) {
+	case LISTENER_HTTP:
+		return &cfg->listen_http;
+	default:
+		return NULL;
+	}
+}
+
+struct proxy *
+proxy_new(struct config *cfg, struct policy *pol)
+{
+	struct proxy *p;
+	int i, k;
+
+	if (evthread_use_pthreads() == -1) {
+		log_warnx("libevent was built without pthreads support");
+		return NULL;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return NULL;
+	p->cfg = cfg;
+	p->pol = pol;
+	pthread_mutex_init(&p->pol_mtx, NULL);
+	atomic_init(&p->n_conns, 0);
+	atomic_init(&p->n_refused, 0);
+	p->n_workers = cfg->workers < 1 ? 1 : cfg->workers > 64 ? 64 : cfg->workers;
+	for (k = 0; k < LISTENER_MAX; k++)
+		for (i = 0; i < 64; i++)
+			p->listen_fds[k][i] = -1;
+
+	for (k = 0; k < LISTENER_MAX; k++) {
+		const struct config_listen *l = listener_config(cfg, k);
+		if (l == NULL || !l->enabled)
+			continue;
+		for (i = 0; i < p->n_workers; i++) {
+			if ((p->listen_fds[k][i] = listen_socket(l)) == -1) {
+				log_warn("listen %s on %s", listener_names[k], l->text);
+				goto fail;
+			}
+		}
+		log_info("listening: %s on %s (%d workers)", listener_names[k],
+		    l->text, p->n_workers);
+	}
+	if (cfg->listen_socks5.enabled || cfg->listen_dns.enabled ||
+	    cfg->listen_transparent.enabled || cfg->listen_ingress.enabled ||
+	    cfg->listen_metrics.enabled || cfg->admin_socket != NULL)
+		log_info("socks5, dns, transparent, ingress, metrics and admin "
+		    "listeners are not part of this build yet; not started");
+
+	if ((p->main_base = event_base_new()) == NULL)
+		goto fail;
+	if ((p->workers = calloc(p->n_workers, sizeof(*p->workers))) == NULL)
+		goto fail;
+	for (i = 0; i < p->n_workers; i++)
+		if (worker_init(p, &p->workers[i], i) == -1)
+			goto fail;
+	return p;
+fail:
+	proxy_free(p);
+	return NULL;
+}
+
+int
+proxy_reload(struct proxy *p)
+{
+	struct config *ncfg;
+	struct policy *npol, *old;
+	struct diag d;
+	char sum[256];
+	size_t i;
+
+	diag_init(&d);
+	ncfg = config_load(p->cfg->file, &d);
+	npol = ncfg != NULL ? policy_load(ncfg, &d) : NULL;
+	if (npol == NULL) {
+		for (i = 0; i < d.n; i++)
+			log_warnx("reload: %s:%d:%d: %s", d.v[i].file,
+			    d.v[i].line, d.v[i].col, d.v[i].msg);
+		log_warnx("reload failed with %zu error%s; the previous policy "
+		    "stays in force", d.n, d.n == 1 ? "" : "s");
+		diag_free(&d);
+		config_free(ncfg);
+		return -1;
+	}
+	diag_free(&d);
+	/* Listeners, timeouts and limits need a restart; only policies swap. */
+	config_free(ncfg);
+	pthread_mutex_lock(&p->pol_mtx);
+	old = p->pol;
+	p->pol = npol;
+	pthread_mutex_unlock(&p->pol_mtx);
+	policy_unref(old);
+	policy_summary(npol, sum, sizeof(sum));
+	log_info("reload: new policy in force: %s", sum);
+	return 0;
+}
+
+static void
+signal_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct proxy *p = arg;
+	int i;
+
+	if (sig == SIGHUP) {
+		log_info("SIGHUP: reloading");
+		proxy_reload(p);
+		return;
+	}
+	log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	for (i = 0; i < p->n_workers; i++)
+		event_base_loopexit(p->workers[i].base, NULL);
+	event_base_loopexit(p->main_base, NULL);
+}
+
+int
+proxy_run(struct proxy *p)
+{
+	struct event *sighup, *sigterm, *sigint;
+	sigset_t all, old;
+	int i, started = 0, rc = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	sighup = evsignal_new(p->main_base, SIGHUP, signal_cb, p);
+	sigterm = evsignal_new(p->main_base, SIGTERM, signal_cb, p);
+	sigint = evsignal_new(p->main_base, SIGINT, signal_cb, p);
+	if (sighup == NULL || sigterm == NULL || sigint == NULL ||
+	    evsignal_add(sighup, NULL) == -1 || evsignal_add(sigterm, NULL) == -1 ||
+	    evsignal_add(sigint, NULL) == -1) {
+		log_warnx("cannot install signal handlers");
+		rc = -1;
+		goto done;
+	}
+
+	/* Workers never see signals: the main loop handles them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (i = 0; i < p->n_workers; i++) {
+		if (pthread_create(&p->workers[i].thread, NULL, worker_main,
+		    &p->workers[i]) != 0) {
+			log_warnx("pthread_create failed");
+			break;
+		}
+		started++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (started == p->n_workers) {
+		log_info("ready");
+		event_base_dispatch(p->main_base);
+	} else {
+		rc = -1;
+		for (i = 0; i < started; i++)
+			event_base_loopexit(p->workers[i].base, NULL);
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(p->workers[i].thread, NULL);
+done:
+	if (sighup)
+		event_free(sighup);
+	if (sigterm)
+		event_free(sigterm);
+	if (sigint)
+		event_free(sigint);
+	return rc;
+}
+
+void
+proxy_free(struct proxy *p)
+{
+	int i, k;
+
+	if (p == NULL)
+		return;
+	for (i = 0; p->workers != NULL && i < p->n_workers; i++) {
+		struct worker *w = &p->workers[i];
+		for (k = 0; k < LISTENER_MAX; k++)
+			if (w->listeners[k] != NULL)
+				evconnlistener_free(w->listeners[k]);
+		if (w->resume_ev != NULL)
+			event_free(w->resume_ev);
+		if (w->resolver != NULL)
+			resolver_free(w->resolver);
+		if (w->base != NULL) {
+			/* Sessions still open at shutdown are closed, not leaked. */
+			while (!TAILQ_EMPTY(&w->sessions))
+				session_close(TAILQ_FIRST(&w->sessions), "shutdown");
+			event_base_loop(w->base, EVLOOP_NONBLOCK);
+			event_base_free(w->base);
+		}
+	}
+	free(p->workers);
+	for (k = 0; k < LISTENER_MAX; k++)
+		for (i = 0; i < 64; i++)
+			if (p->listen_fds[k][i] != -1)
+				close(p->listen_fds[k][i]);
+	if (p->main_base != NULL)
+		event_base_free(p->main_base);
+	if (p->pol != NULL)
+		policy_unref(p->pol);
+	config_free(p->cfg);
+	pthread_mutex_destroy(&p->pol_mtx);
+	free(p);
+}

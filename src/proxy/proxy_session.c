@@ -1,0 +1,288 @@
+/*
+ * Session life cycle: creation on accept, the single exit session_close(),
+ * deferred freeing, idle timing, error answers and the one log line per
+ * decision.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+static void	session_free_cb(evutil_socket_t, short, void *);
+static void	session_idle_cb(evutil_socket_t, short, void *);
+
+struct session *
+session_new(struct worker *w, evutil_socket_t fd, const struct sockaddr *sa,
+    int socklen)
+{
+	struct session *s;
+	uint16_t port = 0;
+	char abuf[NETADDR_STRLEN];
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->w = w;
+	s->p = w->proxy;
+	s->id = ((uint64_t)w->index << 48) | ++w->next_session;
+	s->state = S_HEAD;
+	s->kind = KIND_HTTP;
+	clock_gettime(CLOCK_MONOTONIC, &s->started);
+	netaddr_from_sockaddr(sa, &s->client_addr, &port);
+	netaddr_ntop(&s->client_addr, abuf, sizeof(abuf));
+	snprintf(s->client_str, sizeof(s->client_str),
+	    s->client_addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", abuf, port);
+
+	s->free_ev = event_new(w->base, -1, 0, session_free_cb, s);
+	s->idle_ev = evtimer_new(w->base, session_idle_cb, s);
+	s->cbev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (s->free_ev == NULL || s->idle_ev == NULL || s->cbev == NULL) {
+		if (s->cbev != NULL) {
+			/* fd now belongs to the bufferevent: keep it from being closed twice. */
+			bufferevent_setfd(s->cbev, -1);
+			bufferevent_free(s->cbev);
+		}
+		if (s->free_ev)
+			event_free(s->free_ev);
+		if (s->idle_ev)
+			event_free(s->idle_ev);
+		free(s);
+		return NULL;
+	}
+	s->pol = proxy_policy_get(s->p);
+	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
+	bufferevent_setcb(s->cbev, http_client_read_cb, NULL, session_client_event_cb, s);
+	/* A whole request head must fit before reads pause. */
+	bufferevent_setwatermark(s->cbev, EV_READ, 0,
+	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
+	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
+	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	session_set_idle(s);
+	return s;
+}
+
+static void
+session_free_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+
+	event_free(s->free_ev);
+	free(s);
+}
+
+void
+session_close(struct session *s, const char *reason)
+{
+	if (s->closing)
+		return;
+	s->closing = 1;
+	if (s->close_reason == NULL)
+		s->close_reason = reason;
+	TAILQ_REMOVE(&s->w->sessions, s, entry);
+	if (s->rq != NULL) {
+		resolver_cancel(s->rq);
+		s->rq = NULL;
+	}
+	/* A tunnel is one decision: its line is written when it ends. */
+	if (s->kind == KIND_CONNECT && !s->logged && s->verdict.allow)
+		session_log(s, "allow", 200, reason, s->bytes_up, s->bytes_down,
+		    &s->started);
+	if (s->timer != NULL)
+		event_free(s->timer);
+	if (s->idle_ev != NULL)
+		event_free(s->idle_ev);
+	if (s->cbev != NULL)
+		bufferevent_free(s->cbev);
+	if (s->obev != NULL)
+		bufferevent_free(s->obev);
+	if (s->pending_head != NULL)
+		evbuffer_free(s->pending_head);
+	s->timer = s->idle_ev = NULL;
+	s->cbev = s->obev = NULL;
+	s->pending_head = NULL;
+	policy_unref(s->pol);
+	s->pol = NULL;
+	atomic_fetch_sub(&s->p->n_conns, 1);
+	/* Callers up the stack may still look at *s: free it from the loop. */
+	event_active(s->free_ev, EV_TIMEOUT, 0);
+}
+
+void
+session_client_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (what & BEV_EVENT_EOF)
+		session_close(s, "client-closed");
+	else
+		session_close(s, "client-error");
+}
+
+static void
+finish_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		session_close(s, s->close_reason);
+}
+
+void
+session_finish(struct session *s, const char *reason)
+{
+	struct timeval tv = { 5, 0 };
+
+	if (s->closing)
+		return;
+	s->state = S_FINISHING;
+	if (s->close_reason == NULL)
+		s->close_reason = reason;
+	upstream_drop(s);
+	if (s->rq != NULL) {
+		resolver_cancel(s->rq);
+		s->rq = NULL;
+	}
+	if (s->timer != NULL)
+		evtimer_del(s->timer);
+	bufferevent_disable(s->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0) {
+		session_close(s, reason);
+		return;
+	}
+	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
+	bufferevent_setwatermark(s->cbev, EV_WRITE, 0, 0);
+	/* A client that never reads its answer does not hold the session. */
+	evtimer_add(s->idle_ev, &tv);
+}
+
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 407: return "Proxy Authentication Required";
+	case 408: return "Request Timeout";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+void
+session_http_error(struct session *s, int status, const char *reason,
+    const char *detail)
+{
+	struct evbuffer *out;
+	char body[768];
+	int n;
+
+	if (s->closing)
+		return;
+	n = snprintf(body, sizeof(body), "sandgate: %s (%s)\n",
+	    detail ? detail : status_text(status), reason);
+	if (n < 0 || (size_t)n >= sizeof(body))
+		n = (int)strlen(body);
+	out = bufferevent_get_output(s->cbev);
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\n"
+	    "Content-Length: %d\r\n"
+	    "X-Sandgate-Reason: %s\r\n"
+	    "%s"
+	    "Connection: close\r\n"
+	    "\r\n%s",
+	    status, status_text(status), n, reason,
+	    status == 407 ? "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n" : "",
+	    body);
+	session_finish(s, reason);
+}
+
+void
+session_set_idle(struct session *s)
+{
+	struct timeval tv;
+	uint32_t ms = s->p->cfg->idle_timeout_ms;
+
+	event_base_gettimeofday_cached(s->w->base, &s->last_active);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(s->idle_ev, &tv);
+}
+
+void
+session_touch(struct session *s)
+{
+	event_base_gettimeofday_cached(s->w->base, &s->last_active);
+}
+
+static void
+session_idle_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+	struct timeval now, idle, left;
+	uint32_t ms = s->p->cfg->idle_timeout_ms;
+
+	if (s->state == S_FINISHING) {
+		session_close(s, s->close_reason);
+		return;
+	}
+	/* Activity only stamps a time; the timer re-arms for what is left. */
+	event_base_gettimeofday_cached(s->w->base, &now);
+	idle.tv_sec = ms / 1000;
+	idle.tv_usec = (ms % 1000) * 1000;
+	timersub(&now, &s->last_active, &left);
+	if (timercmp(&left, &idle, <)) {
+		timersub(&idle, &left, &left);
+		evtimer_add(s->idle_ev, &left);
+		return;
+	}
+	session_close(s, REASON_IDLE_TIMEOUT);
+}
+
+static const char *
+kind_name(const struct session *s)
+{
+	return s->kind == KIND_CONNECT ? "connect" : "http";
+}
+
+void
+session_log(struct session *s, const char *decision, int status,
+    const char *reason, uint64_t up, uint64_t down,
+    const struct timespec *started)
+{
+	struct timespec now;
+	long long ms;
+	char ip[NETADDR_STRLEN] = "-";
+	char path[256] = "-";
+
+	s->logged = 1;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +
+	    (now.tv_nsec - started->tv_nsec) / 1000000;
+	if (s->obev != NULL || s->origin_addr.family != 0)
+		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
+	if (s->kind == KIND_HTTP || s->tunnel_http)
+		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
+	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
+	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
+	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",
+	    s->client_str, s->target.host[0] ? s->target.host : "-",
+	    s->target.port, ip,
+	    (s->kind == KIND_HTTP || s->tunnel_http) && s->fwd.method[0] ?
+	    s->fwd.method : (s->kind == KIND_CONNECT ? "CONNECT" : "-"),
+	    path, status, s->verdict.rule[0] ? s->verdict.rule : "-",
+	    reason ? reason : "-", (unsigned long long)up,
+	    (unsigned long long)down, ms);
+}

@@ -1,0 +1,242 @@
+/*
+ * Tunnels (CONNECT now; SOCKS5 and transparent later): the first bytes
+ * decide what the tunnel carries before the gateway connects onward, then
+ * bytes are relayed both ways with bounded buffers and half-close.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+#include "proxy/tls_sni.h"
+
+static void	relay_read_cb(struct bufferevent *, void *);
+static void	relay_write_cb(struct bufferevent *, void *);
+static void	relay_event_cb(struct bufferevent *, short, void *);
+
+/* A fatal TLS alert, access_denied(49), in a TLS 1.2-framed record. */
+static const unsigned char tls_alert_access_denied[] = {
+	0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31
+};
+
+static void
+tunnel_refuse(struct session *s, int tls, const char *reason,
+    const char *detail)
+{
+	s->verdict.allow = 0;
+	session_log(s, "deny", 403, reason, 0, 0, &s->started);
+	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
+	if (tls)
+		bufferevent_write(s->cbev, tls_alert_access_denied,
+		    sizeof(tls_alert_access_denied));
+	session_finish(s, reason);
+}
+
+static void
+sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+
+	/* Nothing from the client: a server-speaks-first protocol, i.e. opaque. */
+	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
+	    "no client bytes within 5s and the rule is not opaque");
+}
+
+void
+tunnel_start(struct session *s)
+{
+	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
+
+	if (s->verdict.opaque) {
+		/* Opaque rules connect at once: the server may speak first. */
+		upstream_connect(s, relay_start);
+		return;
+	}
+	s->state = S_SNIFF;
+	if (s->timer == NULL &&
+	    (s->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	evtimer_add(s->timer, &tv);
+	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+	    session_client_event_cb, s);
+	bufferevent_enable(s->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+		tunnel_sniff(s);
+}
+
+static void
+sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
+{
+	struct tls_client_hello ch;
+	struct policy_target t;
+	int r;
+
+	r = tls_parse_client_hello(p, len, &ch);
+	if (r == TLS_CH_NEED_MORE) {
+		if (total >= TLS_CH_MAX_LEN)
+			tunnel_refuse(s, 1, REASON_PROTOCOL_DENY,
+			    "ClientHello too large");
+		return;
+	}
+	if (r != TLS_CH_OK) {
+		tunnel_refuse(s, 1, REASON_PROTOCOL_DENY, "malformed ClientHello");
+		return;
+	}
+	if (s->target.is_ip) {
+		if (ch.has_sni) {
+			tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
+			    "SNI present in a tunnel to an IP address");
+			return;
+		}
+	} else if (!ch.has_sni ||
+	    policy_target_init(&t, ch.sni, ch.sni_len, s->target.port) == -1 ||
+	    t.is_ip || strcmp(t.host, s->target.host) != 0) {
+		tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
+		    "SNI differs from the CONNECT name");
+		return;
+	}
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT || s->verdict.inspect) {
+		/* Methods and paths cannot be seen in a passed-through TLS stream. */
+		tunnel_refuse(s, 1, REASON_NEEDS_INTERCEPT,
+		    "rule needs TLS interception, which this build does not do yet");
+		return;
+	}
+	evtimer_del(s->timer);
+	upstream_connect(s, relay_start);
+}
+
+void
+tunnel_sniff(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	size_t len = evbuffer_get_length(in), want;
+	const uint8_t *p;
+	int r;
+
+	if (len == 0)
+		return;
+	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
+	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	if (p[0] == 0x16) {
+		sniff_tls(s, p, want, len);
+		return;
+	}
+	r = http_sniff_request((const char *)p, want);
+	if (r == -1)
+		return;
+	evtimer_del(s->timer);
+	if (r == 1) {
+		/* Plain HTTP in the tunnel: every request is decided on its own. */
+		s->tunnel_http = 1;
+		http_next_request(s);
+		return;
+	}
+	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
+	    "tunnel bytes are neither TLS nor HTTP and the rule is not opaque");
+}
+
+void
+relay_start(struct session *s)
+{
+	s->state = S_RELAY;
+	if (s->timer != NULL)
+		evtimer_del(s->timer);
+	bufferevent_setcb(s->cbev, relay_read_cb, relay_write_cb,
+	    relay_event_cb, s);
+	bufferevent_setcb(s->obev, relay_read_cb, relay_write_cb,
+	    relay_event_cb, s);
+	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
+	/* Bytes that arrived before the tunnel opened (the ClientHello) go first. */
+	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+		relay_read_cb(s->cbev, s);
+	if (!s->closing && s->obev != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
+		relay_read_cb(s->obev, s);
+}
+
+static struct bufferevent *
+relay_peer(struct session *s, struct bufferevent *bev)
+{
+	return bev == s->cbev ? s->obev : s->cbev;
+}
+
+/* Both directions ended and everything was written: the tunnel is done. */
+static int
+relay_maybe_done(struct session *s)
+{
+	if (s->eof_client && s->eof_origin &&
+	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0) {
+		session_close(s, "done");
+		return 1;
+	}
+	return 0;
+}
+
+static void
+relay_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct bufferevent *peer = relay_peer(s, bev);
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *out = bufferevent_get_output(peer);
+	size_t n = evbuffer_get_length(in);
+
+	session_touch(s);
+	evbuffer_add_buffer(out, in);
+	if (bev == s->cbev)
+		s->bytes_up += n;
+	else
+		s->bytes_down += n;
+	if (evbuffer_get_length(out) > PROXY_HWM)
+		bufferevent_disable(bev, EV_READ);	/* relay_write_cb resumes */
+}
+
+static void
+relay_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct bufferevent *peer = relay_peer(s, bev);
+	int peer_eof = bev == s->cbev ? s->eof_origin : s->eof_client;
+
+	/* Output drained: the reading side may go on, or the half-close follows. */
+	if (!peer_eof)
+		bufferevent_enable(peer, EV_READ);
+	else {
+		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		relay_maybe_done(s);
+	}
+}
+
+static void
+relay_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+	struct bufferevent *peer = relay_peer(s, bev);
+
+	if (!(what & BEV_EVENT_EOF)) {
+		session_close(s, (what & BEV_EVENT_TIMEOUT) ? REASON_IDLE_TIMEOUT :
+		    bev == s->cbev ? "client-error" : "origin-error");
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		relay_read_cb(bev, s);
+	if (bev == s->cbev)
+		s->eof_client = 1;
+	else
+		s->eof_origin = 1;
+	bufferevent_disable(bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(peer)) == 0)
+		shutdown(bufferevent_getfd(peer), SHUT_WR);
+	relay_maybe_done(s);
+}

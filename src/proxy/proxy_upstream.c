@@ -1,0 +1,167 @@
+/*
+ * The origin side of a session: resolve the target once, check every
+ * address against the policy, and connect only to an address that was
+ * checked (tried in order, with the configured connect timeout).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+static void	try_next_addr(struct session *);
+
+static void
+resolved(struct session *s, void (*next)(struct session *))
+{
+	char detail[POLICY_HOST_MAX + 64];
+
+	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs,
+	    s->n_addrs, &s->verdict)) {
+		snprintf(detail, sizeof(detail), "%s resolves to an address "
+		    "this policy may not reach", s->target.host);
+		session_deny(s, 403, s->verdict.reason, detail);
+		return;
+	}
+	next(s);
+}
+
+static void
+resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
+    void *arg)
+{
+	struct session *s = arg;
+	void (*next)(struct session *) = s->on_connected;
+	char detail[POLICY_HOST_MAX + 64];
+
+	s->rq = NULL;
+	if (result != RESOLVER_OK || n == 0) {
+		snprintf(detail, sizeof(detail), "cannot resolve %s: %s",
+		    s->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
+		    result == RESOLVER_ETIMEOUT ? "timeout" : "lookup failed");
+		session_deny(s, result == RESOLVER_ETIMEOUT ? 504 : 502,
+		    REASON_DNS_ERROR, detail);
+		return;
+	}
+	if (n > PROXY_MAX_ADDRS)
+		n = PROXY_MAX_ADDRS;
+	memcpy(s->addrs, addrs, n * sizeof(*addrs));
+	s->n_addrs = n;
+	s->addr_next = 0;
+	resolved(s, next);
+}
+
+void
+upstream_resolve(struct session *s, void (*next)(struct session *))
+{
+	s->state = S_RESOLVING;
+	bufferevent_disable(s->cbev, EV_READ);
+	s->addr_next = 0;
+	if (s->target.is_ip) {
+		s->addrs[0] = s->target.ip;
+		s->n_addrs = 1;
+		resolved(s, next);
+		return;
+	}
+	s->on_connected = next;
+	s->rq = resolver_lookup(s->w->resolver, s->target.host, resolve_cb, s);
+	if (s->rq == NULL)
+		session_deny(s, 502, REASON_DNS_ERROR, "resolver unavailable");
+}
+
+void
+upstream_drop(struct session *s)
+{
+	if (s->obev != NULL) {
+		bufferevent_free(s->obev);
+		s->obev = NULL;
+	}
+	s->origin_host[0] = '\0';
+	s->origin_port = 0;
+}
+
+static void
+connect_failed(struct session *s, int timed_out)
+{
+	char detail[POLICY_HOST_MAX + 64];
+	int status = timed_out ? 504 : 502;
+	const char *reason = timed_out ? REASON_UPSTREAM_TIMEOUT :
+	    REASON_UPSTREAM_CONNECT;
+
+	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
+	    s->target.host, s->target.port);
+	if (s->kind == KIND_CONNECT && !s->tunnel_http) {
+		/* The 200 is already out: all a tunnel can do is close. */
+		s->verdict.allow = 0;
+		session_log(s, "error", status, reason, 0, 0, &s->started);
+		session_close(s, reason);
+		return;
+	}
+	session_deny(s, status, reason, detail);
+}
+
+static void
+connect_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		s->origin_addr = s->addrs[s->addr_next - 1];
+		snprintf(s->origin_host, sizeof(s->origin_host), "%s",
+		    s->target.host);
+		s->origin_port = s->target.port;
+		bufferevent_set_timeouts(bev, NULL, NULL);
+		bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_HWM);
+		s->on_connected(s);
+		return;
+	}
+	bufferevent_free(s->obev);
+	s->obev = NULL;
+	if (s->addr_next >= s->n_addrs) {
+		connect_failed(s, (what & BEV_EVENT_TIMEOUT) != 0);
+		return;
+	}
+	try_next_addr(s);
+}
+
+static void
+try_next_addr(struct session *s)
+{
+	struct sockaddr_storage ss;
+	struct timeval tv;
+	socklen_t sslen;
+	uint32_t ms = s->p->cfg->connect_timeout_ms;
+
+	while (s->addr_next < s->n_addrs) {
+		const struct netaddr *a = &s->addrs[s->addr_next++];
+
+		sslen = netaddr_to_sockaddr(a, s->target.port, &ss);
+		s->obev = bufferevent_socket_new(s->w->base, -1,
+		    BEV_OPT_CLOSE_ON_FREE);
+		if (s->obev == NULL)
+			break;
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
+		bufferevent_set_timeouts(s->obev, NULL, &tv);
+		if (bufferevent_socket_connect(s->obev,
+		    (struct sockaddr *)&ss, (int)sslen) == 0)
+			return;
+		bufferevent_free(s->obev);
+		s->obev = NULL;
+	}
+	connect_failed(s, 0);
+}
+
+void
+upstream_connect(struct session *s, void (*next)(struct session *))
+{
+	s->state = S_CONNECTING;
+	s->on_connected = next;
+	bufferevent_disable(s->cbev, EV_READ);
+	upstream_drop(s);
+	s->addr_next = 0;
+	try_next_addr(s);
+}

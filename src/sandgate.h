@@ -1,0 +1,41 @@
+/*
+ * What the command-line files (src/main.c, src/cmd_*.c) share: the
+ * subcommands' entry points and the small argument helpers they all use.
+ */
+#ifndef SG_SANDGATE_H
+#define SG_SANDGATE_H
+
+#define EXIT_USAGE	2
+
+/* Each returns the process exit status: 0, 1 (failure) or 2 (usage). */
+int	cmd_serve(int argc, char *argv[]);
+int	cmd_policy(int argc, char *argv[]);
+
+/* "sandgate: " + message on stderr; returns 1 (or 2 for usage_error). */
+int	cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int	cmd_usage_error(const char *usage, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+/*
+ * Option scanner that lets options stand before or after operands:
+ * returns the option name (without dashes) and sets *val for options in
+ * with_value ("c|sandbox|method"), or returns NULL when argv is exhausted;
+ * operands are collected into ops (up to max). Returns "?" on a missing value.
+ */
+struct cmd_args {
+	int		 argc;
+	char		**argv;
+	int		 i;
+	int		 dashdash;
+	const char	*ops[16];
+	int		 n_ops;
+	const char	*bad;		/* the offending argument when "?" is returned */
+};
+void		 cmd_args_init(struct cmd_args *, int argc, char *argv[]);
+const char	*cmd_args_next(struct cmd_args *, const char *with_value,
+		    const char **val);
+/* Load config (with the SPEC §2 search order) and policy, printing diagnostics. */
+struct config;
+struct policy;
+int		 cmd_load(const char *cfg_path, struct config **, struct policy **);
+
+#endif
