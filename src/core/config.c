@@ -1,0 +1,845 @@
+/*
+ * Loads sandgate.yaml (SPEC §3) into a struct config: built-in defaults,
+ * every key type-checked, relative paths resolved against the file's
+ * directory, every error reported as FILE:LINE:COL. Also the value parsers
+ * (durations, host:port) that the policy loader and the CLI share.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/policy_int.h"
+#include "core/yaml_tree.h"
+
+#define CF_MAX_PATH		4096
+#define CF_MAX_SUN_PATH		107	/* sizeof(sun_path) - 1 */
+#define CF_MAX_WORKERS		64
+
+struct cload {
+	struct ycheck	 c;
+	struct config	*cfg;
+	char		*dir;		/* the file's directory; NULL: cwd */
+	int		 set_admin;
+	int		 set_audit_db;
+	int		 set_vault_db;
+};
+
+static const struct {
+	const char	*name;
+	size_t		 off;
+	const char	*def;
+} cf_listeners[] = {
+	{ "http", offsetof(struct config, listen_http), "127.0.0.1:3128" },
+	{ "socks5", offsetof(struct config, listen_socks5), "127.0.0.1:1080" },
+	{ "dns", offsetof(struct config, listen_dns), "127.0.0.1:5353" },
+	{ "transparent", offsetof(struct config, listen_transparent),
+	    "127.0.0.1:3129" },
+	{ "ingress", offsetof(struct config, listen_ingress),
+	    "127.0.0.1:8080" },
+	{ "metrics", offsetof(struct config, listen_metrics),
+	    "127.0.0.1:9090" },
+};
+
+static int
+cf_port(const char *s, uint16_t *port)
+{
+	unsigned v = 0;
+	size_t i, len = strlen(s);
+
+	if (len == 0 || len > 5 || (len > 1 && s[0] == '0'))
+		return -1;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v < 1 || v > 65535)
+		return -1;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+static int
+cf_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
+    uint16_t default_port, const char **errstr)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	char host[64];
+	const char *end, *colon, *portstr = NULL;
+	size_t hlen;
+	uint16_t port = default_port;
+	int v6;
+
+	*errstr = "want IP:PORT or [IPv6]:PORT";
+	if (s == NULL || *s == '\0')
+		return -1;
+	if (s[0] == '[') {
+		if ((end = strchr(s, ']')) == NULL)
+			return -1;
+		hlen = (size_t)(end - s - 1);
+		s++;
+		if (end[1] == ':')
+			portstr = end + 2;
+		else if (end[1] != '\0')
+			return -1;
+		v6 = 1;
+	} else if ((colon = strchr(s, ':')) != NULL &&
+	    strchr(colon + 1, ':') != NULL) {
+		hlen = strlen(s);	/* bare IPv6, no port */
+		v6 = 1;
+	} else {
+		hlen = colon ? (size_t)(colon - s) : strlen(s);
+		portstr = colon ? colon + 1 : NULL;
+		v6 = 0;
+	}
+	if (hlen == 0 || hlen >= sizeof(host))
+		return -1;
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	if (portstr != NULL) {
+		if (cf_port(portstr, &port) == -1) {
+			*errstr = "bad port (1-65535)";
+			return -1;
+		}
+	} else if (default_port == 0) {
+		*errstr = "a port is required";
+		return -1;
+	}
+	memset(ss, 0, sizeof(*ss));
+	if (v6) {
+		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1) {
+			*errstr = "bad IPv6 address";
+			return -1;
+		}
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		*sslen = sizeof(*sin6);
+	} else {
+		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1) {
+			*errstr = "not an IP address (want IP:PORT or "
+			    "[IPv6]:PORT)";
+			return -1;
+		}
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		*sslen = sizeof(*sin);
+	}
+	return 0;
+}
+
+int
+config_parse_hostport(const char *s, struct sockaddr_storage *ss,
+    socklen_t *sslen, uint16_t default_port)
+{
+	const char *errstr;
+
+	return cf_hostport(s, ss, sslen, default_port, &errstr);
+}
+
+int
+config_parse_duration_ms(const char *s, uint64_t *ms)
+{
+	static const struct {
+		const char	*unit;
+		uint64_t	 ms;
+	} units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 },
+	};
+	uint64_t v = 0;
+	size_t i;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(s, units[i].unit) != 0)
+			continue;
+		if (v > UINT64_MAX / units[i].ms)
+			return -1;
+		*ms = v * units[i].ms;
+		return 0;
+	}
+	return -1;	/* a bare number, or an unknown unit */
+}
+
+const char *
+config_find(const char *explicit_path)
+{
+	static const char *const candidates[] = {
+		"./sandgate.yaml", "/etc/sandgate/sandgate.yaml",
+	};
+	size_t i;
+
+	if (explicit_path != NULL)
+		return explicit_path;
+	for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+		if (access(candidates[i], F_OK) == 0)
+			return candidates[i];
+	return NULL;
+}
+
+/* rel against dir ("./x" loses its "./"); absolute paths stay as they are. */
+static char *
+cf_join(const char *dir, const char *rel)
+{
+	char *r;
+
+	if (rel[0] == '/' || dir == NULL)
+		return strdup(rel);
+	while (rel[0] == '.' && rel[1] == '/') {
+		rel += 2;
+		while (*rel == '/')
+			rel++;
+	}
+	if (rel[0] == '\0' || strcmp(rel, ".") == 0)
+		return strdup(dir);
+	if (asprintf(&r, "%s/%s", dir, rel) == -1)
+		return NULL;
+	return r;
+}
+
+static void
+cf_setpath(struct cload *l, char **field, const char *rel,
+    const struct ynode *at)
+{
+	char *p;
+
+	if ((p = cf_join(l->dir, rel)) == NULL) {
+		ycheck_err(&l->c, at, "out of memory");
+		return;
+	}
+	if (strlen(p) > CF_MAX_PATH) {
+		ycheck_err(&l->c, at, "path too long");
+		free(p);
+		return;
+	}
+	free(*field);
+	*field = p;
+}
+
+/* A path value: a non-empty string, resolved against the file's directory. */
+static int
+cf_path(struct cload *l, const struct ynode *n, const char *what, char **field)
+{
+	const char *s;
+
+	if (ycheck_str(&l->c, n, what, CF_MAX_PATH, &s) == -1)
+		return -1;
+	cf_setpath(l, field, s, n);
+	return 0;
+}
+
+/* null, or a path. */
+static void
+cf_opt_path(struct cload *l, const struct ynode *n, const char *what,
+    char **field)
+{
+	if (ynode_is_null(n)) {
+		free(*field);
+		*field = NULL;
+		return;
+	}
+	cf_path(l, n, what, field);
+}
+
+static int
+cf_listen_set(struct config_listen *cl, const char *text, const char **errstr)
+{
+	if (strlen(text) >= sizeof(cl->text)) {
+		*errstr = "address too long";
+		return -1;
+	}
+	if (cf_hostport(text, &cl->ss, &cl->sslen, 0, errstr) == -1)
+		return -1;
+	cl->enabled = 1;
+	snprintf(cl->text, sizeof(cl->text), "%s", text);
+	return 0;
+}
+
+static void
+cf_listen(struct cload *l, const struct ynode *n)
+{
+	struct config_listen *cl;
+	const struct ynode *c;
+	const char *s, *errstr;
+	char esc[80];
+	size_t i;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "listen") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "admin") == 0) {
+			l->set_admin = 1;
+			cf_opt_path(l, c, "admin", &l->cfg->admin_socket);
+			if (l->cfg->admin_socket != NULL &&
+			    strlen(l->cfg->admin_socket) > CF_MAX_SUN_PATH)
+				ycheck_err(&l->c, c, "admin: socket path "
+				    "longer than %d bytes", CF_MAX_SUN_PATH);
+			continue;
+		}
+		for (i = 0; i < sizeof(cf_listeners) / sizeof(cf_listeners[0]);
+		    i++)
+			if (strcmp(c->key->str, cf_listeners[i].name) == 0)
+				break;
+		if (i == sizeof(cf_listeners) / sizeof(cf_listeners[0])) {
+			ycheck_unknown(&l->c, c, "listen");
+			continue;
+		}
+		cl = (struct config_listen *)((char *)l->cfg +
+		    cf_listeners[i].off);
+		if (ynode_is_null(c)) {
+			memset(cl, 0, sizeof(*cl));
+			continue;
+		}
+		if (ycheck_str(&l->c, c, c->key->str, 128, &s) == -1)
+			continue;
+		if (cf_listen_set(cl, s, &errstr) == -1)
+			ycheck_err(&l->c, c, "%s: bad address \"%s\": %s",
+			    c->key->str, ycheck_esc(s, esc, sizeof(esc)),
+			    errstr);
+	}
+}
+
+static void
+cf_ingress_domain(struct cload *l, const struct ynode *n)
+{
+	char norm[POLICY_HOST_MAX + 2], esc[80], *p;
+	struct netaddr a;
+	const char *s;
+
+	if (ycheck_str(&l->c, n, "ingress_domain", POLICY_HOST_MAX + 1,
+	    &s) == -1)
+		return;
+	if (netaddr_parse(s, strlen(s), &a) == 0 ||
+	    policy_name_normalize(s, strlen(s), norm, sizeof(norm)) < 0) {
+		ycheck_err(&l->c, n, "ingress_domain: \"%s\" is not a domain "
+		    "name", ycheck_esc(s, esc, sizeof(esc)));
+		return;
+	}
+	if ((p = strdup(norm)) == NULL) {
+		ycheck_err(&l->c, n, "out of memory");
+		return;
+	}
+	free(l->cfg->ingress_domain);
+	l->cfg->ingress_domain = p;
+}
+
+static void
+cf_policies(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *it;
+	int i;
+
+	for (i = 0; i < cfg->n_policy_paths; i++) {
+		free(cfg->policy_paths[i]);
+		cfg->policy_paths[i] = NULL;
+	}
+	cfg->n_policy_paths = 0;
+	if (n->type == YNODE_SCALAR && !ynode_is_null(n)) {
+		if (cf_path(l, n, "policies", &cfg->policy_paths[0]) == 0)
+			cfg->n_policy_paths = 1;
+		return;
+	}
+	if (ycheck_is(&l->c, n, YNODE_SEQ, "policies") == -1)
+		return;
+	for (it = n->first; it != NULL; it = it->next) {
+		if (cfg->n_policy_paths == CONFIG_MAX_POLICY_PATHS) {
+			ycheck_err(&l->c, it, "policies: more than %d paths",
+			    CONFIG_MAX_POLICY_PATHS);
+			return;
+		}
+		if (cf_path(l, it, "policies",
+		    &cfg->policy_paths[cfg->n_policy_paths]) == 0)
+			cfg->n_policy_paths++;
+	}
+}
+
+static void
+cf_ca(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "ca") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "cert") == 0)
+			cf_path(l, c, "cert", &l->cfg->ca_cert);
+		else if (strcmp(c->key->str, "key") == 0)
+			cf_path(l, c, "key", &l->cfg->ca_key);
+		else
+			ycheck_unknown(&l->c, c, "ca");
+	}
+}
+
+static void
+cf_vault(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "vault") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "db") == 0) {
+			if (cf_path(l, c, "db", &l->cfg->vault_db) == 0)
+				l->set_vault_db = 1;
+		} else if (strcmp(c->key->str, "key_file") == 0)
+			cf_path(l, c, "key_file", &l->cfg->vault_key_file);
+		else
+			ycheck_unknown(&l->c, c, "vault");
+	}
+}
+
+/* A duration of at least min_ms and at most max_ms. */
+static int
+cf_duration(struct cload *l, const struct ynode *n, const char *what,
+    uint64_t min_ms, uint64_t max_ms, uint64_t *ms)
+{
+	const char *s;
+	char esc[80];
+	uint64_t v;
+
+	if (ycheck_str(&l->c, n, what, 32, &s) == -1)
+		return -1;
+	if (config_parse_duration_ms(s, &v) == -1) {
+		ycheck_err(&l->c, n, "%s: bad duration \"%s\" (a number and "
+		    "a unit: 250ms, 10s, 5m, 2h, 7d)", what,
+		    ycheck_esc(s, esc, sizeof(esc)));
+		return -1;
+	}
+	if (v < min_ms || v > max_ms) {
+		ycheck_err(&l->c, n, "%s: %s is out of range", what, s);
+		return -1;
+	}
+	*ms = v;
+	return 0;
+}
+
+static void
+cf_resolvers(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *it;
+	const char *s, *errstr;
+	char esc[80];
+	socklen_t sl;
+
+	if (n->type == YNODE_SCALAR && strcmp(n->str, "system") == 0) {
+		cfg->resolvers_system = 1;
+		cfg->n_resolvers = 0;
+		return;
+	}
+	if (n->type != YNODE_SEQ) {
+		ycheck_err(&l->c, n, "resolvers: expected system or a list of "
+		    "IP[:PORT]");
+		return;
+	}
+	if (n->n == 0) {
+		ycheck_err(&l->c, n, "resolvers: must not be empty (write "
+		    "system for /etc/resolv.conf)");
+		return;
+	}
+	cfg->resolvers_system = 0;
+	cfg->n_resolvers = 0;
+	for (it = n->first; it != NULL; it = it->next) {
+		if (cfg->n_resolvers == CONFIG_MAX_RESOLVERS) {
+			ycheck_err(&l->c, it, "resolvers: more than %d",
+			    CONFIG_MAX_RESOLVERS);
+			return;
+		}
+		if (ycheck_str(&l->c, it, "resolvers", 64, &s) == -1)
+			continue;
+		if (cf_hostport(s, &cfg->resolvers[cfg->n_resolvers], &sl, 53,
+		    &errstr) == -1) {
+			ycheck_err(&l->c, it, "resolvers: bad address \"%s\": "
+			    "%s", ycheck_esc(s, esc, sizeof(esc)), errstr);
+			continue;
+		}
+		cfg->n_resolvers++;
+	}
+}
+
+static void
+cf_upstream(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *c;
+	uint64_t ms;
+
+	if (ynode_is_null(n) ||
+	    ycheck_is(&l->c, n, YNODE_MAP, "upstream") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "resolvers") == 0)
+			cf_resolvers(l, c);
+		else if (strcmp(c->key->str, "ca_bundle") == 0) {
+			if (c->type == YNODE_SCALAR &&
+			    strcmp(c->str, "system") == 0) {
+				free(cfg->ca_bundle);
+				cfg->ca_bundle = NULL;
+			} else
+				cf_path(l, c, "ca_bundle", &cfg->ca_bundle);
+		} else if (strcmp(c->key->str, "connect_timeout") == 0) {
+			if (cf_duration(l, c, "connect_timeout", 1,
+			    UINT32_MAX, &ms) == 0)
+				cfg->connect_timeout_ms = (uint32_t)ms;
+		} else if (strcmp(c->key->str, "idle_timeout") == 0) {
+			if (cf_duration(l, c, "idle_timeout", 1, UINT32_MAX,
+			    &ms) == 0)
+				cfg->idle_timeout_ms = (uint32_t)ms;
+		} else
+			ycheck_unknown(&l->c, c, "upstream");
+	}
+}
+
+static void
+cf_audit(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+	uint64_t ms;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "audit") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "db") == 0) {
+			if (cf_path(l, c, "db", &l->cfg->audit_db) == 0)
+				l->set_audit_db = 1;
+		} else if (strcmp(c->key->str, "retention") == 0) {
+			if (cf_duration(l, c, "retention", 1000, UINT64_MAX,
+			    &ms) == 0)
+				l->cfg->audit_retention_s = ms / 1000;
+		} else
+			ycheck_unknown(&l->c, c, "audit");
+	}
+}
+
+static void
+cf_geoip(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "geoip") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "country_db") == 0)
+			cf_opt_path(l, c, "country_db",
+			    &l->cfg->geoip_country_db);
+		else if (strcmp(c->key->str, "asn_db") == 0)
+			cf_opt_path(l, c, "asn_db", &l->cfg->geoip_asn_db);
+		else
+			ycheck_unknown(&l->c, c, "geoip");
+	}
+}
+
+static void
+cf_subnet(struct cload *l, const struct ynode *n)
+{
+	const char *s, *errstr = NULL;
+	char esc[80];
+	struct cidr c;
+
+	if (ycheck_str(&l->c, n, "subnet", 64, &s) == -1)
+		return;
+	ycheck_esc(s, esc, sizeof(esc));
+	if (cidr_parse(s, &c, &errstr) == -1) {
+		ycheck_err(&l->c, n, "subnet: bad CIDR \"%s\"%s%s", esc,
+		    errstr ? ": " : "", errstr ? errstr : "");
+		return;
+	}
+	if (c.addr.family != AF_INET || c.bits > 30) {
+		ycheck_err(&l->c, n, "subnet: \"%s\" must be an IPv4 prefix "
+		    "of /30 or wider (one /30 per sandbox)", esc);
+		return;
+	}
+	l->cfg->sandbox_subnet = c;
+}
+
+static void
+cf_sandbox(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *c;
+	const char *s;
+	char *p;
+
+	if (ynode_is_null(n) ||
+	    ycheck_is(&l->c, n, YNODE_MAP, "sandbox") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "runtime") == 0) {
+			if (ycheck_str(&l->c, c, "runtime", 16, &s) == -1)
+				continue;
+			if (strcmp(s, "runsc") != 0 && strcmp(s, "crun") != 0) {
+				ycheck_err(&l->c, c, "runtime: expected runsc "
+				    "or crun");
+				continue;
+			}
+			if ((p = strdup(s)) == NULL) {
+				ycheck_err(&l->c, c, "out of memory");
+				continue;
+			}
+			free(cfg->sandbox_runtime);
+			cfg->sandbox_runtime = p;
+		} else if (strcmp(c->key->str, "subnet") == 0)
+			cf_subnet(l, c);
+		else if (strcmp(c->key->str, "rootfs") == 0) {
+			if (ycheck_str(&l->c, c, "rootfs", CF_MAX_PATH,
+			    &s) == -1)
+				continue;
+			if (strcmp(s, "host") == 0) {
+				if ((p = strdup(s)) == NULL) {
+					ycheck_err(&l->c, c, "out of memory");
+					continue;
+				}
+				free(cfg->sandbox_rootfs);
+				cfg->sandbox_rootfs = p;
+			} else
+				cf_setpath(l, &cfg->sandbox_rootfs, s, c);
+		} else
+			ycheck_unknown(&l->c, c, "sandbox");
+	}
+}
+
+static void
+cf_limits(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+	uint64_t v;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "limits") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "max_connections") == 0) {
+			if (ycheck_uint(&l->c, c, "max_connections", 1, 1000000,
+			    &v) == 0)
+				l->cfg->max_connections = (uint32_t)v;
+		} else if (strcmp(c->key->str, "max_header_bytes") == 0) {
+			if (ycheck_uint(&l->c, c, "max_header_bytes", 1024,
+			    1048576, &v) == 0)
+				l->cfg->max_header_bytes = (uint32_t)v;
+		} else
+			ycheck_unknown(&l->c, c, "limits");
+	}
+}
+
+static int
+cf_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return n > CF_MAX_WORKERS ? CF_MAX_WORKERS : (int)n;
+}
+
+static void
+cf_workers(struct cload *l, const struct ynode *n)
+{
+	uint64_t v;
+
+	if (n->type == YNODE_SCALAR && strcmp(n->str, "auto") == 0) {
+		l->cfg->workers = cf_cores();
+		return;
+	}
+	if (n->type == YNODE_SCALAR && !n->plain) {
+		ycheck_err(&l->c, n, "workers: expected auto or an integer");
+		return;
+	}
+	if (ycheck_uint(&l->c, n, "workers", 1, CF_MAX_WORKERS, &v) == 0)
+		l->cfg->workers = (int)v;
+}
+
+static void
+cf_top(struct cload *l, const struct ynode *root)
+{
+	static const struct {
+		const char	*key;
+		void		(*fn)(struct cload *, const struct ynode *);
+	} keys[] = {
+		{ "listen", cf_listen },
+		{ "ingress_domain", cf_ingress_domain },
+		{ "policies", cf_policies }, { "ca", cf_ca },
+		{ "vault", cf_vault }, { "upstream", cf_upstream },
+		{ "audit", cf_audit }, { "geoip", cf_geoip },
+		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
+		{ "workers", cf_workers },
+	};
+	const struct ynode *c;
+	size_t i;
+
+	if (root->type != YNODE_MAP) {
+		ycheck_err(&l->c, root, "the config file is a mapping of keys "
+		    "(see docs/config.md), got %s", ynode_type_name(root));
+		return;
+	}
+	for (c = root->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "state_dir") == 0) {
+			cf_path(l, c, "state_dir", &l->cfg->state_dir);
+			continue;
+		}
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcmp(c->key->str, keys[i].key) == 0)
+				break;
+		if (i == sizeof(keys) / sizeof(keys[0]))
+			ycheck_unknown(&l->c, c, "the config file");
+		else
+			keys[i].fn(l, c);
+	}
+}
+
+/* SPEC §3's defaults; paths as written, resolved by the caller. */
+static int
+cf_defaults(struct cload *l)
+{
+	struct config *cfg = l->cfg;
+	const char *errstr;
+	const char *dirless[] = { "./var", "./policies", "./certs/ca.crt",
+	    "./certs/ca.key", "./certs/vault.key" };
+	char **fields[] = { &cfg->state_dir, &cfg->policy_paths[0],
+	    &cfg->ca_cert, &cfg->ca_key, &cfg->vault_key_file };
+	size_t i;
+
+	for (i = 0; i < sizeof(cf_listeners) / sizeof(cf_listeners[0]); i++)
+		if (cf_listen_set((struct config_listen *)((char *)cfg +
+		    cf_listeners[i].off), cf_listeners[i].def, &errstr) == -1)
+			return -1;
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if ((*fields[i] = cf_join(l->dir, dirless[i])) == NULL)
+			return -1;
+	cfg->n_policy_paths = 1;
+	if ((cfg->ingress_domain = strdup("sandbox.localhost")) == NULL ||
+	    (cfg->sandbox_runtime = strdup("runsc")) == NULL ||
+	    (cfg->sandbox_rootfs = strdup("host")) == NULL)
+		return -1;
+	if (cidr_parse("198.18.0.0/16", &cfg->sandbox_subnet, &errstr) == -1)
+		return -1;
+	cfg->resolvers_system = 1;
+	cfg->ca_bundle = NULL;
+	cfg->connect_timeout_ms = 10 * 1000;
+	cfg->idle_timeout_ms = 300 * 1000;
+	cfg->audit_retention_s = 30 * 86400;
+	cfg->max_connections = 20000;
+	cfg->max_header_bytes = 65536;
+	cfg->workers = cf_cores();
+	return 0;
+}
+
+/* Files that live in state_dir unless the file put them elsewhere. */
+static int
+cf_state_files(struct cload *l)
+{
+	struct config *cfg = l->cfg;
+
+	if (!l->set_admin && (cfg->admin_socket = cf_join(cfg->state_dir,
+	    "admin.sock")) == NULL)
+		return -1;
+	if (!l->set_audit_db && (cfg->audit_db = cf_join(cfg->state_dir,
+	    "audit.db")) == NULL)
+		return -1;
+	if (!l->set_vault_db && (cfg->vault_db = cf_join(cfg->state_dir,
+	    "vault.db")) == NULL)
+		return -1;
+	if (!l->set_admin && strlen(cfg->admin_socket) > CF_MAX_SUN_PATH) {
+		diag_add(l->c.d, cfg->file, 0, 0, "state_dir: the admin "
+		    "socket path %s is longer than %d bytes; set listen.admin",
+		    cfg->admin_socket, CF_MAX_SUN_PATH);
+		l->c.nerr++;
+	}
+	return 0;
+}
+
+static char *
+cf_dirname(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+struct config *
+config_load(const char *path, struct diag *d)
+{
+	struct cload l;
+	struct config *cfg;
+	struct ytree *t = NULL;
+	size_t d0 = d->n;
+
+	memset(&l, 0, sizeof(l));
+	l.c.d = d;
+	l.c.file = path;
+	if ((cfg = calloc(1, sizeof(*cfg))) == NULL)
+		goto oom;
+	l.cfg = cfg;
+	if (path != NULL && ((cfg->file = strdup(path)) == NULL ||
+	    (l.dir = cf_dirname(path)) == NULL))
+		goto oom;
+	if (cf_defaults(&l) == -1)
+		goto oom;
+	if (path != NULL) {
+		if ((t = ytree_load_file(path, d)) == NULL)
+			goto fail;
+		l.c.nerr += t->nerr;
+		if (t->root != NULL && !ynode_is_null(t->root))
+			cf_top(&l, t->root);
+		ytree_free(t);
+	}
+	if (cf_state_files(&l) == -1)
+		goto oom;
+	if (l.c.nerr > 0 || d->n > d0) {
+		ycheck_sort(d, d0);
+		goto fail;
+	}
+	free(l.dir);
+	return cfg;
+oom:
+	diag_add(d, path, 0, 0, "out of memory");
+fail:
+	free(l.dir);
+	config_free(cfg);
+	return NULL;
+}
+
+void
+config_free(struct config *cfg)
+{
+	int i;
+
+	if (cfg == NULL)
+		return;
+	free(cfg->file);
+	free(cfg->state_dir);
+	free(cfg->admin_socket);
+	free(cfg->ingress_domain);
+	for (i = 0; i < CONFIG_MAX_POLICY_PATHS; i++)
+		free(cfg->policy_paths[i]);
+	free(cfg->ca_cert);
+	free(cfg->ca_key);
+	free(cfg->vault_db);
+	free(cfg->vault_key_file);
+	free(cfg->ca_bundle);
+	free(cfg->audit_db);
+	free(cfg->geoip_country_db);
+	free(cfg->geoip_asn_db);
+	free(cfg->sandbox_runtime);
+	free(cfg->sandbox_rootfs);
+	free(cfg);
+}
