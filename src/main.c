@@ -20,6 +20,13 @@ static const char usage_text[] =
     "  policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
     "                 [--format text|json] HOST[:PORT]|IP[:PORT]\n"
     "                                  print the decision for a destination\n"
+    "  audit [--sandbox ID] [--since T] [--until T] [--decision D] [--kind K]\n"
+    "        [--host GLOB] [--credential C] [--limit N] [--asc]\n"
+    "        [--format table|json|csv]  query the audit log (newest first)\n"
+    "  audit verify                    check the audit hash chain\n"
+    "  audit export --follow [--since T] [--cursor FILE]\n"
+    "                                  stream new rows as JSON lines\n"
+    "  ca init [-c FILE] [--force]     create the interception CA\n"
     "  version                         print the version\n"
     "  help [COMMAND]                  print usage\n"
     "\n"
@@ -159,7 +166,7 @@ static int
 cmd_help(const char *topic)
 {
 	if (topic == NULL || strcmp(topic, "serve") == 0 ||
-	    strcmp(topic, "policy") == 0 || strcmp(topic, "version") == 0 ||
+	    strcmp(topic, "policy") == 0 || strcmp(topic, "audit") == 0 || strcmp(topic, "ca") == 0 || strcmp(topic, "version") == 0 ||
 	    strcmp(topic, "help") == 0) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -187,5 +194,9 @@ main(int argc, char *argv[])
 		return cmd_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "policy") == 0)
 		return cmd_policy(argc - 1, argv + 1);
+	if (strcmp(cmd, "audit") == 0)
+		return cmd_audit(argc - 1, argv + 1);
+	if (strcmp(cmd, "ca") == 0)
+		return cmd_ca(argc - 1, argv + 1);
 	return cmd_usage_error(usage_text, "unknown command: %s", cmd);
 }

@@ -210,7 +210,7 @@ host_matches_tunnel(struct session *s, const struct http_request *req)
 static void
 tunnel_request(struct session *s, const struct http_request *req, int n)
 {
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 
 	if (req->form == HTTP_TARGET_AUTHORITY) {
 		session_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
@@ -245,7 +245,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 static void
 connect_request(struct session *s, const struct http_request *req, int n)
 {
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 
 	s->kind = KIND_CONNECT;
 	if (policy_target_init(&s->target, req->host.p, req->host.len,
@@ -276,7 +276,7 @@ connect_resolved(struct session *s)
 static void
 absolute_request(struct session *s, const struct http_request *req, int n)
 {
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 
 	if (req->scheme.len != 4 || strncasecmp(req->scheme.p, "http", 4) != 0) {
 		session_deny(s, 400, REASON_BAD_REQUEST,

@@ -28,10 +28,17 @@
 #define PROXY_READ_HWM		(64 * 1024)	/* bytes buffered from a socket before reads pause */
 #define PROXY_SNIFF_SECS	5		/* server-speaks-first: no client bytes -> opaque */
 #define PROXY_MAX_LINE		8192		/* request line (414 beyond) */
+#define PROXY_TLS_SESSIONS	256		/* origin sessions kept per worker for resumption */
 
 enum listener_kind {
 	LISTENER_HTTP,
 	LISTENER_MAX
+};
+
+struct tls_sess_slot {
+	char			 host[POLICY_HOST_MAX + 1];
+	uint16_t		 port;
+	struct ssl_session_st	*sess;
 };
 
 struct worker {
@@ -44,10 +51,18 @@ struct worker {
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
 	uint64_t		 next_session;
 	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
+	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
+	struct ssl_ctx_st	*tls_origin_ctx;	/* faces origins (verifying client) */
+	struct tls_sess_slot	 tls_sessions[PROXY_TLS_SESSIONS];
 };
+
+struct audit;
+struct ca;
 
 struct proxy {
 	struct config		*cfg;
+	struct audit		*audit;
+	struct ca		*ca;
 	char			*cfg_path;	/* NULL: built-in defaults */
 	pthread_mutex_t		 pol_mtx;
 	struct policy		*pol;		/* current; guarded by pol_mtx */
@@ -134,6 +149,9 @@ struct session {
 	struct timeval		 last_active;
 
 	int			 tunnel_http;	/* CONNECT tunnel carrying plain HTTP */
+	int			 intercepted;	/* TLS terminated on both sides */
+	int			 tls_client_ok;	/* the client's handshake completed */
+	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
 	struct evbuffer		*pending_head;	/* request head built for the origin */
 	struct forward		 fwd;
 
@@ -179,6 +197,13 @@ void		 forward_client_read(struct session *);
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
 void		 upstream_connect(struct session *, void (*next)(struct session *));
 void		 upstream_drop(struct session *);
+
+/* proxy_tls.c */
+int		 proxy_tls_worker_init(struct worker *, const struct config *);
+void		 proxy_tls_worker_free(struct worker *);
+int		 proxy_tls_intercept_client(struct session *);
+struct bufferevent *proxy_tls_origin_bev(struct session *);
+const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

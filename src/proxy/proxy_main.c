@@ -15,6 +15,8 @@
 
 #include <event2/thread.h>
 
+#include "core/audit.h"
+#include "vault/ca.h"
 #include "core/log.h"
 #include "proxy/proxy_int.h"
 
@@ -139,6 +141,8 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	}
 	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL)
 		return -1;
+	if (proxy_tls_worker_init(w, p->cfg) == -1)
+		return -1;
 	for (i = 0; i < LISTENER_MAX; i++) {
 		int fd = p->listen_fds[i][index];
 		if (fd == -1)
@@ -164,6 +168,29 @@ listener_config(const struct config *cfg, enum listener_kind k)
 	default:
 		return NULL;
 	}
+}
+
+/* The interception CA: created on first start, then only loaded. */
+static int
+proxy_ca_setup(struct proxy *p)
+{
+	const char *err = NULL;
+
+	if (access(p->cfg->ca_cert, F_OK) == -1 &&
+	    access(p->cfg->ca_key, F_OK) == -1) {
+		if (ca_init(p->cfg->ca_cert, p->cfg->ca_key, 0, &err) == -1) {
+			log_warnx("cannot create the interception CA: %s", err);
+			return -1;
+		}
+		log_info("created the interception CA: %s (sandboxes must trust "
+		    "this certificate; the key is %s)", p->cfg->ca_cert,
+		    p->cfg->ca_key);
+	}
+	if ((p->ca = ca_load(p->cfg->ca_cert, p->cfg->ca_key, &err)) == NULL) {
+		log_warnx("interception CA %s: %s", p->cfg->ca_cert, err);
+		return -1;
+	}
+	return 0;
 }
 
 struct proxy *
@@ -207,6 +234,18 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_info("socks5, dns, transparent, ingress, metrics and admin "
 		    "listeners are not part of this build yet; not started");
 
+	{
+		const char *err = NULL;
+		p->audit = audit_open(cfg->audit_db, cfg->audit_retention_s, &err);
+		if (p->audit == NULL) {
+			log_warnx("audit database %s: %s", cfg->audit_db,
+			    err ? err : "cannot open");
+			goto fail;
+		}
+		log_info("audit: %s", cfg->audit_db);
+	}
+	if (proxy_ca_setup(p) == -1)
+		goto fail;
 	if ((p->main_base = event_base_new()) == NULL)
 		goto fail;
 	if ((p->workers = calloc(p->n_workers, sizeof(*p->workers))) == NULL)
@@ -335,17 +374,18 @@ proxy_free(struct proxy *p)
 		for (k = 0; k < LISTENER_MAX; k++)
 			if (w->listeners[k] != NULL)
 				evconnlistener_free(w->listeners[k]);
-		if (w->resume_ev != NULL)
-			event_free(w->resume_ev);
+		/* Sessions still open at shutdown are closed, not leaked. */
+		while (w->base != NULL && !TAILQ_EMPTY(&w->sessions))
+			session_close(TAILQ_FIRST(&w->sessions), "shutdown");
+		if (w->base != NULL)
+			event_base_loop(w->base, EVLOOP_NONBLOCK);
 		if (w->resolver != NULL)
 			resolver_free(w->resolver);
-		if (w->base != NULL) {
-			/* Sessions still open at shutdown are closed, not leaked. */
-			while (!TAILQ_EMPTY(&w->sessions))
-				session_close(TAILQ_FIRST(&w->sessions), "shutdown");
-			event_base_loop(w->base, EVLOOP_NONBLOCK);
+		if (w->resume_ev != NULL)
+			event_free(w->resume_ev);
+		if (w->base != NULL)
 			event_base_free(w->base);
-		}
+		proxy_tls_worker_free(w);
 	}
 	free(p->workers);
 	for (k = 0; k < LISTENER_MAX; k++)
@@ -354,6 +394,11 @@ proxy_free(struct proxy *p)
 				close(p->listen_fds[k][i]);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);
+	/* After the workers: every session's row is queued before the flush. */
+	if (p->audit != NULL)
+		audit_close(p->audit);
+	if (p->ca != NULL)
+		ca_free(p->ca);
 	if (p->pol != NULL)
 		policy_unref(p->pol);
 	config_free(p->cfg);

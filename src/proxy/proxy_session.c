@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
@@ -27,7 +28,7 @@ session_new(struct worker *w, evutil_socket_t fd, const struct sockaddr *sa,
 		return NULL;
 	s->w = w;
 	s->p = w->proxy;
-	s->id = ((uint64_t)w->index << 48) | ++w->next_session;
+	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
 	s->state = S_HEAD;
 	s->kind = KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
@@ -94,6 +95,9 @@ session_close(struct session *s, const char *reason)
 		event_free(s->timer);
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
+	if (s->finish_ev != NULL)
+		event_free(s->finish_ev);
+	s->finish_ev = NULL;
 	if (s->cbev != NULL)
 		bufferevent_free(s->cbev);
 	if (s->obev != NULL)
@@ -115,19 +119,62 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 
+	if (what & BEV_EVENT_CONNECTED) {
+		s->tls_client_ok = 1;	/* intercepted: the client trusted our leaf */
+		return;
+	}
+	if (s->intercepted && !s->tls_client_ok) {
+		/* Most often a sandbox that does not trust sandgate's CA. */
+		log_warnx("session %llu: client TLS handshake for %s failed "
+		    "(does the client trust the sandgate CA?)",
+		    (unsigned long long)s->id, s->target.host);
+		s->verdict.allow = 0;
+		session_log(s, "error", 0, REASON_CLIENT_TLS, 0, 0, &s->started);
+		session_close(s, REASON_CLIENT_TLS);
+		return;
+	}
 	if (what & BEV_EVENT_EOF)
 		session_close(s, "client-closed");
 	else
 		session_close(s, "client-error");
 }
 
+/* Bytes still on their way to the client, through a TLS filter too. */
+static size_t
+client_pending(struct session *s)
+{
+	struct bufferevent *u = bufferevent_get_underlying(s->cbev);
+	size_t n = evbuffer_get_length(bufferevent_get_output(s->cbev));
+
+	if (u != NULL)
+		n += evbuffer_get_length(bufferevent_get_output(u));
+	return n;
+}
+
+static void
+finish_check_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+	struct timeval tv = { 0, 10000 };
+
+	if (client_pending(s) == 0) {
+		session_close(s, s->close_reason);
+		return;
+	}
+	/* A filter's socket drains without telling us: look again shortly. */
+	if (s->finish_ev == NULL &&
+	    (s->finish_ev = evtimer_new(s->w->base, finish_check_cb, s)) == NULL) {
+		session_close(s, s->close_reason);
+		return;
+	}
+	if (bufferevent_get_underlying(s->cbev) != NULL)
+		evtimer_add(s->finish_ev, &tv);
+}
+
 static void
 finish_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
-
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		session_close(s, s->close_reason);
+	finish_check_cb(-1, 0, arg);
 }
 
 void
@@ -148,11 +195,13 @@ session_finish(struct session *s, const char *reason)
 	if (s->timer != NULL)
 		evtimer_del(s->timer);
 	bufferevent_disable(s->cbev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0) {
+	if (client_pending(s) == 0) {
 		session_close(s, reason);
 		return;
 	}
 	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
+	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0)
+		finish_check_cb(-1, 0, s);
 	bufferevent_setwatermark(s->cbev, EV_WRITE, 0, 0);
 	/* A client that never reads its answer does not hold the session. */
 	evtimer_add(s->idle_ev, &tv);
@@ -257,6 +306,35 @@ kind_name(const struct session *s)
 	return s->kind == KIND_CONNECT ? "connect" : "http";
 }
 
+static void
+session_audit(struct session *s, const char *decision, int status,
+    const char *reason, uint64_t up, uint64_t down, long long ms,
+    const char *ip)
+{
+	struct audit_event ev;
+	int http = s->kind == KIND_HTTP || s->tunnel_http;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
+	ev.kind = kind_name(s);
+	ev.client = s->client_str;
+	ev.host = s->target.host[0] ? s->target.host : NULL;
+	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
+	ev.port = s->target.port ? s->target.port : -1;
+	ev.asn = -1;
+	ev.method = http && s->fwd.method[0] ? s->fwd.method :
+	    s->kind == KIND_CONNECT ? "CONNECT" : NULL;
+	ev.path = http && s->fwd.path[0] ? s->fwd.path : NULL;
+	ev.status = status > 0 ? status : -1;
+	ev.decision = decision;
+	ev.rule = s->verdict.rule[0] ? s->verdict.rule : NULL;
+	ev.reason = reason;
+	ev.bytes_up = (int64_t)up;
+	ev.bytes_down = (int64_t)down;
+	ev.duration_ms = ms;
+	audit_submit(s->p->audit, &ev);
+}
+
 void
 session_log(struct session *s, const char *decision, int status,
     const char *reason, uint64_t up, uint64_t down,
@@ -275,6 +353,7 @@ session_log(struct session *s, const char *decision, int status,
 		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
 	if (s->kind == KIND_HTTP || s->tunnel_http)
 		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
+	session_audit(s, decision, status, reason, up, down, ms, ip);
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
 	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",

@@ -99,10 +99,17 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		    "SNI differs from the CONNECT name");
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT || s->verdict.inspect) {
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT) {
+		evtimer_del(s->timer);
+		if (proxy_tls_intercept_client(s) == -1)
+			tunnel_refuse(s, 1, REASON_CLIENT_TLS,
+			    "cannot set up interception");
+		return;
+	}
+	if (s->verdict.inspect) {
 		/* Methods and paths cannot be seen in a passed-through TLS stream. */
 		tunnel_refuse(s, 1, REASON_NEEDS_INTERCEPT,
-		    "rule needs TLS interception, which this build does not do yet");
+		    "the rule limits methods or paths: it needs tls: intercept");
 		return;
 	}
 	evtimer_del(s->timer);
@@ -213,7 +220,8 @@ relay_write_cb(struct bufferevent *bev, void *arg)
 	if (!peer_eof)
 		bufferevent_enable(peer, EV_READ);
 	else {
-		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		if (!s->intercepted)
+			shutdown(bufferevent_getfd(bev), SHUT_WR);
 		relay_maybe_done(s);
 	}
 }
@@ -236,6 +244,14 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	else
 		s->eof_origin = 1;
 	bufferevent_disable(bev, EV_READ);
+	if (s->intercepted) {
+		/* TLS has no half-close: what is queued goes out, then both close. */
+		s->eof_client = s->eof_origin = 1;
+		if (evbuffer_get_length(bufferevent_get_output(peer)) > 0)
+			return;
+		session_close(s, "done");
+		return;
+	}
 	if (evbuffer_get_length(bufferevent_get_output(peer)) == 0)
 		shutdown(bufferevent_getfd(peer), SHUT_WR);
 	relay_maybe_done(s);

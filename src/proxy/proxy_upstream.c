@@ -16,7 +16,7 @@ static void	try_next_addr(struct session *);
 static void
 resolved(struct session *s, void (*next)(struct session *))
 {
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 
 	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs,
 	    s->n_addrs, &s->verdict)) {
@@ -34,7 +34,7 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 {
 	struct session *s = arg;
 	void (*next)(struct session *) = s->on_connected;
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 
 	s->rq = NULL;
 	if (result != RESOLVER_OK || n == 0) {
@@ -85,7 +85,7 @@ upstream_drop(struct session *s)
 static void
 connect_failed(struct session *s, int timed_out)
 {
-	char detail[POLICY_HOST_MAX + 64];
+	char detail[512];
 	int status = timed_out ? 504 : 502;
 	const char *reason = timed_out ? REASON_UPSTREAM_TIMEOUT :
 	    REASON_UPSTREAM_CONNECT;
@@ -117,6 +117,22 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		s->on_connected(s);
 		return;
 	}
+	if (s->intercepted && !(what & BEV_EVENT_TIMEOUT)) {
+		char why[256];
+		proxy_tls_origin_error(bev, why, sizeof(why));
+		if (strstr(why, "rejected") != NULL ||
+		    strcmp(why, "origin TLS handshake failed") != 0) {
+			/* A bad origin certificate is never retried elsewhere. */
+			s->origin_addr = s->addrs[s->addr_next - 1];
+			bufferevent_free(s->obev);
+			s->obev = NULL;
+			log_warnx("session %llu: %s:%u: %s",
+			    (unsigned long long)s->id, s->target.host,
+			    s->target.port, why);
+			session_deny(s, 502, REASON_UPSTREAM_TLS, why);
+			return;
+		}
+	}
 	bufferevent_free(s->obev);
 	s->obev = NULL;
 	if (s->addr_next >= s->n_addrs) {
@@ -138,14 +154,15 @@ try_next_addr(struct session *s)
 		const struct netaddr *a = &s->addrs[s->addr_next++];
 
 		sslen = netaddr_to_sockaddr(a, s->target.port, &ss);
-		s->obev = bufferevent_socket_new(s->w->base, -1,
-		    BEV_OPT_CLOSE_ON_FREE);
+		s->obev = s->intercepted ? proxy_tls_origin_bev(s) :
+		    bufferevent_socket_new(s->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (s->obev == NULL)
 			break;
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;
 		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
-		bufferevent_set_timeouts(s->obev, NULL, &tv);
+		/* The read timeout bounds a TLS handshake that stalls. */
+		bufferevent_set_timeouts(s->obev, s->intercepted ? &tv : NULL, &tv);
 		if (bufferevent_socket_connect(s->obev,
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;
