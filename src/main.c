@@ -27,6 +27,8 @@ static const char usage_text[] =
     "  audit export --follow [--since T] [--cursor FILE]\n"
     "                                  stream new rows as JSON lines\n"
     "  ca init [-c FILE] [--force]     create the interception CA\n"
+    "  vault set NAME [-c FILE]        store a secret read from stdin\n"
+    "  vault list|rm NAME|rotate NAME  manage secrets (values are never shown)\n"
     "  version                         print the version\n"
     "  help [COMMAND]                  print usage\n"
     "\n"
@@ -166,7 +168,7 @@ static int
 cmd_help(const char *topic)
 {
 	if (topic == NULL || strcmp(topic, "serve") == 0 ||
-	    strcmp(topic, "policy") == 0 || strcmp(topic, "audit") == 0 || strcmp(topic, "ca") == 0 || strcmp(topic, "version") == 0 ||
+	    strcmp(topic, "policy") == 0 || strcmp(topic, "audit") == 0 || strcmp(topic, "ca") == 0 || strcmp(topic, "vault") == 0 || strcmp(topic, "version") == 0 ||
 	    strcmp(topic, "help") == 0) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -198,5 +200,6 @@ main(int argc, char *argv[])
 		return cmd_audit(argc - 1, argv + 1);
 	if (strcmp(cmd, "ca") == 0)
 		return cmd_ca(argc - 1, argv + 1);
+	/* VAULT-DISPATCH */
 	return cmd_usage_error(usage_text, "unknown command: %s", cmd);
 }

@@ -99,4 +99,12 @@ int	policy_check_addrs(const struct policy *, const struct policy_identity *id,
 	    const struct policy_target *, const struct netaddr *addrs, size_t n,
 	    struct policy_verdict *v);
 
+/*
+ * The DNS listener's question: may this sandbox learn the addresses of
+ * t->host (any port) with query type qtype? 1 allow, 0 deny (answer
+ * NXDOMAIN), -1 refuse (the type is not in dns_types, or no identity).
+ */
+int	policy_decide_dns(const struct policy *, const struct policy_identity *id,
+	    const struct policy_target *t, uint16_t qtype, struct policy_verdict *v);
+
 #endif

@@ -717,7 +717,8 @@ port_ok(const struct policy_rule *r, uint16_t port)
 {
 	size_t i;
 
-	if (r->n_ports == 0)
+	/* Port 0: "any port" (DNS decides names, not connections). */
+	if (r->n_ports == 0 || port == 0)
 		return 1;
 	for (i = 0; i < r->n_ports; i++)
 		if (r->ports[i] == port)
@@ -940,4 +941,32 @@ prohibited:
 	v->allow = 0;
 	v->reason = REASON_IP_PROHIBITED;
 	return 0;
+}
+
+int
+policy_decide_dns(const struct policy *p, const struct policy_identity *id,
+    const struct policy_target *t, uint16_t qtype, struct policy_verdict *v)
+{
+	const struct policy_def *def;
+	struct policy_target any = *t;
+	size_t i;
+
+	memset(v, 0, sizeof(*v));
+	if (id == NULL) {
+		verdict_deny(v, "no-identity", REASON_NO_IDENTITY);
+		return -1;
+	}
+	if ((def = find_def(p, id->policy)) == NULL) {
+		verdict_deny(v, "default-deny", REASON_UNKNOWN_POLICY);
+		return 0;
+	}
+	for (i = 0; i < def->n_dns_types; i++)
+		if (def->dns_types[i] == qtype)
+			break;
+	if (i == def->n_dns_types) {
+		verdict_deny(v, "default-deny", REASON_DNS_TYPE);
+		return -1;
+	}
+	any.port = 0;
+	return policy_decide(p, id, &any, NULL, NULL, v);
 }

@@ -21,6 +21,7 @@
 #define REASON_URI_TOO_LONG	"uri-too-long"
 #define REASON_HEAD_TOO_LARGE	"header-too-large"
 #define REASON_DNS_ERROR	"dns-error"
+#define REASON_DNS_TYPE		"dns-type-refused"	/* query type outside dns_types */
 #define REASON_UPSTREAM_CONNECT	"upstream-connect-error"
 #define REASON_UPSTREAM_TIMEOUT	"upstream-timeout"
 #define REASON_UPSTREAM_ERROR	"upstream-error"

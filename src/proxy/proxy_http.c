@@ -24,6 +24,10 @@ session_deny(struct session *s, int status, const char *reason,
 {
 	session_log(s, status >= 500 ? "error" : "deny", status, reason,
 	    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
+		socks_deny(s, reason);
+		return;
+	}
 	session_http_error(s, status, reason, detail);
 }
 
@@ -270,6 +274,7 @@ connect_resolved(struct session *s)
 {
 	evbuffer_add_printf(bufferevent_get_output(s->cbev),
 	    "HTTP/1.1 200 Connection established\r\n\r\n");
+	s->tunnel_open = 1;
 	tunnel_start(s);
 }
 
@@ -410,6 +415,11 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	case S_SNIFF:
 		tunnel_sniff(s);
+		break;
+	case S_SOCKS_GREETING:
+	case S_SOCKS_AUTH:
+	case S_SOCKS_REQUEST:
+		socks_read(s);
 		break;
 	default:
 		break;

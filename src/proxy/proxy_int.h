@@ -32,7 +32,14 @@
 
 enum listener_kind {
 	LISTENER_HTTP,
+	LISTENER_SOCKS5,
 	LISTENER_MAX
+};
+
+struct worker;
+struct listener_ctx {
+	struct worker		*w;
+	enum listener_kind	 kind;
 };
 
 struct tls_sess_slot {
@@ -48,6 +55,7 @@ struct worker {
 	struct event_base	*base;
 	struct resolver		*resolver;
 	struct evconnlistener	*listeners[LISTENER_MAX];
+	struct listener_ctx	 lctx[LISTENER_MAX];
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
 	uint64_t		 next_session;
 	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
@@ -84,12 +92,16 @@ enum session_state {
 	S_FORWARD,		/* one request and its response in flight */
 	S_SNIFF,		/* tunnel open, waiting for the client's first bytes */
 	S_RELAY,		/* tunnel: bytes both ways */
-	S_FINISHING		/* writing a last answer, then close */
+	S_FINISHING,		/* writing a last answer, then close */
+	S_SOCKS_GREETING,	/* SOCKS5: method negotiation */
+	S_SOCKS_AUTH,		/* SOCKS5: username/password */
+	S_SOCKS_REQUEST		/* SOCKS5: the CONNECT request */
 };
 
 enum session_kind {
 	KIND_HTTP,		/* absolute-form request on the explicit proxy */
-	KIND_CONNECT		/* CONNECT tunnel on the explicit proxy */
+	KIND_CONNECT,		/* CONNECT tunnel on the explicit proxy */
+	KIND_SOCKS5		/* SOCKS5 tunnel */
 };
 
 /* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
@@ -148,7 +160,9 @@ struct session {
 	struct event		*idle_ev;
 	struct timeval		 last_active;
 
-	int			 tunnel_http;	/* CONNECT tunnel carrying plain HTTP */
+	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
+	int			 tunnel_http;	/* tunnel carrying plain HTTP */
+	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
 	int			 intercepted;	/* TLS terminated on both sides */
 	int			 tls_client_ok;	/* the client's handshake completed */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
@@ -165,8 +179,8 @@ struct session {
 };
 
 /* proxy_session.c */
-struct session	*session_new(struct worker *, evutil_socket_t,
-		    const struct sockaddr *, int socklen);
+struct session	*session_new(struct worker *, enum listener_kind,
+		    evutil_socket_t, const struct sockaddr *, int socklen);
 void		 session_close(struct session *, const char *reason);
 /* Send a complete HTTP error answer, then close once it is written. */
 void		 session_http_error(struct session *, int status,
@@ -197,6 +211,10 @@ void		 forward_client_read(struct session *);
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
 void		 upstream_connect(struct session *, void (*next)(struct session *));
 void		 upstream_drop(struct session *);
+
+/* proxy_socks.c */
+void		 socks_read(struct session *);
+void		 socks_deny(struct session *, const char *reason);
 
 /* proxy_tls.c */
 int		 proxy_tls_worker_init(struct worker *, const struct config *);

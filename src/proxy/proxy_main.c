@@ -20,7 +20,7 @@
 #include "core/log.h"
 #include "proxy/proxy_int.h"
 
-static const char *listener_names[LISTENER_MAX] = { "http" };
+static const char *listener_names[LISTENER_MAX] = { "http", "socks5" };
 
 struct policy *
 proxy_policy_get(struct proxy *p)
@@ -65,7 +65,8 @@ static void
 accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
     struct sockaddr *sa, int socklen, void *arg)
 {
-	struct worker *w = arg;
+	struct listener_ctx *lc = arg;
+	struct worker *w = lc->w;
 	struct proxy *p = w->proxy;
 	int one = 1;
 
@@ -78,7 +79,7 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (session_new(w, fd, sa, socklen) == NULL) {
+	if (session_new(w, lc->kind, fd, sa, socklen) == NULL) {
 		atomic_fetch_sub(&p->n_conns, 1);
 		close(fd);
 	}
@@ -98,7 +99,7 @@ resume_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 accept_error_cb(struct evconnlistener *lev, void *arg)
 {
-	struct worker *w = arg;
+	struct worker *w = ((struct listener_ctx *)arg)->w;
 	struct timeval tv = { 1, 0 };
 	int e = EVUTIL_SOCKET_ERROR(), i;
 
@@ -147,8 +148,10 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		int fd = p->listen_fds[i][index];
 		if (fd == -1)
 			continue;
-		w->listeners[i] = evconnlistener_new(w->base, accept_cb, w,
-		    LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		w->lctx[i].w = w;
+		w->lctx[i].kind = i;
+		w->listeners[i] = evconnlistener_new(w->base, accept_cb,
+		    &w->lctx[i], LEV_OPT_CLOSE_ON_FREE, -1, fd);
 		if (w->listeners[i] == NULL) {
 			log_warnx("worker %d: evconnlistener_new failed", index);
 			return -1;
@@ -165,6 +168,8 @@ listener_config(const struct config *cfg, enum listener_kind k)
 	switch (k) {
 	case LISTENER_HTTP:
 		return &cfg->listen_http;
+	case LISTENER_SOCKS5:
+		return &cfg->listen_socks5;
 	default:
 		return NULL;
 	}
@@ -228,10 +233,10 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_info("listening: %s on %s (%d workers)", listener_names[k],
 		    l->text, p->n_workers);
 	}
-	if (cfg->listen_socks5.enabled || cfg->listen_dns.enabled ||
+	if (cfg->listen_dns.enabled ||
 	    cfg->listen_transparent.enabled || cfg->listen_ingress.enabled ||
 	    cfg->listen_metrics.enabled || cfg->admin_socket != NULL)
-		log_info("socks5, dns, transparent, ingress, metrics and admin "
+		log_info("dns, transparent, ingress, metrics and admin "
 		    "listeners are not part of this build yet; not started");
 
 	{

@@ -17,8 +17,8 @@ static void	session_free_cb(evutil_socket_t, short, void *);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 
 struct session *
-session_new(struct worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-    int socklen)
+session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen)
 {
 	struct session *s;
 	uint16_t port = 0;
@@ -29,9 +29,10 @@ session_new(struct worker *w, evutil_socket_t fd, const struct sockaddr *sa,
 	s->w = w;
 	s->p = w->proxy;
 	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
-	s->state = S_HEAD;
-	s->kind = KIND_HTTP;
+	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
+	s->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
+	s->fwd.started = s->started;
 	netaddr_from_sockaddr(sa, &s->client_addr, &port);
 	netaddr_ntop(&s->client_addr, abuf, sizeof(abuf));
 	snprintf(s->client_str, sizeof(s->client_str),
@@ -88,7 +89,7 @@ session_close(struct session *s, const char *reason)
 		s->rq = NULL;
 	}
 	/* A tunnel is one decision: its line is written when it ends. */
-	if (s->kind == KIND_CONNECT && !s->logged && s->verdict.allow)
+	if (s->kind != KIND_HTTP && !s->logged && s->verdict.allow)
 		session_log(s, "allow", 200, reason, s->bytes_up, s->bytes_down,
 		    &s->started);
 	if (s->timer != NULL)
@@ -303,7 +304,8 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 static const char *
 kind_name(const struct session *s)
 {
-	return s->kind == KIND_CONNECT ? "connect" : "http";
+	return s->kind == KIND_CONNECT ? "connect" :
+	    s->kind == KIND_SOCKS5 ? "socks5" : "http";
 }
 
 static void
@@ -323,7 +325,7 @@ session_audit(struct session *s, const char *decision, int status,
 	ev.port = s->target.port ? s->target.port : -1;
 	ev.asn = -1;
 	ev.method = http && s->fwd.method[0] ? s->fwd.method :
-	    s->kind == KIND_CONNECT ? "CONNECT" : NULL;
+	    s->kind != KIND_HTTP ? "CONNECT" : NULL;
 	ev.path = http && s->fwd.path[0] ? s->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
 	ev.decision = decision;

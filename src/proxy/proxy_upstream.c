@@ -92,7 +92,7 @@ connect_failed(struct session *s, int timed_out)
 
 	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
 	    s->target.host, s->target.port);
-	if (s->kind == KIND_CONNECT && !s->tunnel_http) {
+	if (s->tunnel_open && !s->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
 		s->verdict.allow = 0;
 		session_log(s, "error", status, reason, 0, 0, &s->started);

@@ -1,0 +1,216 @@
+/*
+ * The SOCKS5 listener's sessions (RFC 1928/1929): method negotiation,
+ * username/password identity, the CONNECT request decided by the same
+ * policy as the HTTP proxy, then the same first-bytes checks and relay as a
+ * CONNECT tunnel.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+#include "proxy/socks5.h"
+
+static void
+socks_send(struct session *s, uint8_t rep)
+{
+	uint8_t r[10];
+
+	socks5_reply(rep, r);
+	bufferevent_write(s->cbev, r, sizeof(r));
+}
+
+static uint8_t
+reason_rep(const char *reason)
+{
+	if (strcmp(reason, REASON_DNS_ERROR) == 0)
+		return SOCKS5_REP_HOST_UNREACH;
+	if (strcmp(reason, REASON_UPSTREAM_CONNECT) == 0)
+		return SOCKS5_REP_REFUSED;
+	if (strcmp(reason, REASON_UPSTREAM_TIMEOUT) == 0)
+		return SOCKS5_REP_HOST_UNREACH;
+	if (strcmp(reason, REASON_BAD_REQUEST) == 0 ||
+	    strcmp(reason, REASON_METHOD_NOT_SUPPORTED) == 0)
+		return SOCKS5_REP_CMD;
+	if (strcmp(reason, REASON_UPSTREAM_ERROR) == 0)
+		return SOCKS5_REP_FAIL;
+	/* Every policy outcome: "connection not allowed by ruleset". */
+	return SOCKS5_REP_NOT_ALLOWED;
+}
+
+/* The SOCKS answer to a refusal (already logged), then close. */
+void
+socks_deny(struct session *s, const char *reason)
+{
+	if (s->state == S_SOCKS_REQUEST || s->state == S_RESOLVING ||
+	    s->state == S_CONNECTING)
+		socks_send(s, reason_rep(reason));
+	session_finish(s, reason);
+}
+
+static void
+socks_resolved(struct session *s)
+{
+	socks_send(s, SOCKS5_REP_OK);
+	s->tunnel_open = 1;
+	tunnel_start(s);
+}
+
+static int
+socks_greeting(struct session *s, const uint8_t *p, size_t len)
+{
+	struct socks5_greeting g;
+	uint8_t reply[2] = { 5, SOCKS5_METHOD_REJECT };
+	int n;
+
+	if ((n = socks5_parse_greeting(p, len, &g)) <= 0) {
+		if (n < 0) {
+			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
+			bufferevent_write(s->cbev, reply, sizeof(reply));
+			session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0,
+			    &s->started);
+			session_finish(s, REASON_BAD_REQUEST);
+		}
+		return n < 0 ? -1 : 0;
+	}
+	/* Credentials offered win: a present identity decides (SPEC §4). */
+	if (g.userpass) {
+		reply[1] = SOCKS5_METHOD_USERPASS;
+		s->state = S_SOCKS_AUTH;
+	} else if (g.no_auth) {
+		reply[1] = SOCKS5_METHOD_NONE;
+		s->state = S_SOCKS_REQUEST;
+	}
+	bufferevent_write(s->cbev, reply, sizeof(reply));
+	if (reply[1] == SOCKS5_METHOD_REJECT) {
+		session_finish(s, REASON_AUTH_FAILED);
+		return -1;
+	}
+	return n;
+}
+
+static int
+socks_auth(struct session *s, const uint8_t *p, size_t len)
+{
+	struct socks5_auth a;
+	uint8_t reply[2] = { 1, 0 };
+	int n;
+
+	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
+		if (n < 0)
+			session_close(s, REASON_BAD_REQUEST);
+		return n;
+	}
+	if (policy_identify_token(s->pol, a.user, a.ulen, a.pass, a.plen,
+	    &s->ident) == -1) {
+		OPENSSL_cleanse(&a, sizeof(a));
+		reply[1] = 1;
+		bufferevent_write(s->cbev, reply, sizeof(reply));
+		s->has_ident = 0;
+		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
+		session_finish(s, REASON_AUTH_FAILED);
+		return -1;
+	}
+	OPENSSL_cleanse(&a, sizeof(a));
+	s->has_ident = 1;
+	s->socks_auth_ok = 1;
+	bufferevent_write(s->cbev, reply, sizeof(reply));
+	s->state = S_SOCKS_REQUEST;
+	return n;
+}
+
+static int
+socks_request(struct session *s, const uint8_t *p, size_t len)
+{
+	struct socks5_request r;
+	char detail[512];
+	int n, ok;
+
+	n = socks5_parse_request(p, len, &r);
+	if (n == SOCKS5_NEED_MORE)
+		return 0;
+	if (n == SOCKS5_ERR_ATYP) {
+		socks_send(s, SOCKS5_REP_ATYP);
+		session_finish(s, REASON_BAD_REQUEST);
+		return -1;
+	}
+	if (n < 0) {
+		session_close(s, REASON_BAD_REQUEST);
+		return -1;
+	}
+	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	if (r.cmd != SOCKS5_CMD_CONNECT) {
+		socks_send(s, SOCKS5_REP_CMD);
+		session_finish(s, REASON_METHOD_NOT_SUPPORTED);
+		return -1;
+	}
+	if (!s->socks_auth_ok) {
+		if (policy_identify_source(s->pol, &s->client_addr,
+		    &s->ident) == -1) {
+			session_deny(s, 407, REASON_NO_IDENTITY, NULL);
+			return -1;
+		}
+		s->has_ident = 1;
+	}
+	if (r.atyp == SOCKS5_ATYP_DOMAIN)
+		ok = policy_target_init(&s->target, r.host, r.hostlen, r.port);
+	else {
+		char ip[NETADDR_STRLEN];
+		netaddr_ntop(&r.addr, ip, sizeof(ip));
+		ok = policy_target_init(&s->target, ip, strlen(ip), r.port);
+	}
+	if (ok == -1) {
+		session_deny(s, 403, REASON_INVALID_HOST, NULL);
+		return -1;
+	}
+	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+	    &s->verdict)) {
+		s->logged = 1;
+		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
+		    s->target.port);
+		session_deny(s, 403, s->verdict.reason, detail);
+		return -1;
+	}
+	upstream_resolve(s, socks_resolved);
+	return -1;	/* the session moved on: stop parsing here */
+}
+
+void
+socks_read(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	const uint8_t *p;
+	size_t len;
+	int n;
+
+	for (;;) {
+		if ((len = evbuffer_get_length(in)) == 0)
+			return;
+		/* A greeting, auth or request is at most 3 + 255 + 255 bytes. */
+		if (len > 600)
+			len = 600;
+		if ((p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL) {
+			session_close(s, "out-of-memory");
+			return;
+		}
+		switch (s->state) {
+		case S_SOCKS_GREETING:
+			n = socks_greeting(s, p, len);
+			break;
+		case S_SOCKS_AUTH:
+			n = socks_auth(s, p, len);
+			break;
+		case S_SOCKS_REQUEST:
+			socks_request(s, p, len);
+			return;
+		default:
+			return;
+		}
+		if (n <= 0)
+			return;
+		evbuffer_drain(in, (size_t)n);
+	}
+}

@@ -1,0 +1,110 @@
+/*
+ * The credential vault (SPEC §7): secrets sealed with AES-256-GCM in
+ * vault.db under the key in vault.key, placeholders, and the two places a
+ * secret value is ever handled — swapping it into a request header and
+ * scrubbing it out of a response. No other module sees a secret value.
+ */
+#ifndef SG_VAULT_H
+#define SG_VAULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+struct vault;
+
+#define VAULT_NAME_MAX		64	/* [A-Za-z0-9][A-Za-z0-9._-]{0,63} */
+#define VAULT_VALUE_MAX		16384
+#define VAULT_PLACEHOLDER_PREFIX "sg-ph-"
+
+/*
+ * Open vault.db (created with mode 0600 if missing) and the key file.
+ * create_key: create a 256-bit key (0600) when the file is missing.
+ * Refuses a key file that group or others can read. NULL with *errstr.
+ */
+struct vault	*vault_open(const char *db_path, const char *key_file,
+		    int create_key, const char **errstr);
+void		 vault_close(struct vault *);
+
+/*
+ * Store a value under name (fresh random 96-bit nonce, name as AAD).
+ * rotate: the entry must exist and its rotated time is set; otherwise it
+ * must not exist unless replace. 0 or -1 with *errstr.
+ */
+int		 vault_set(struct vault *, const char *name, const void *value,
+		    size_t len, int rotate, const char **errstr);
+int		 vault_rm(struct vault *, const char *name, const char **errstr);
+
+struct vault_entry_info {
+	char		name[VAULT_NAME_MAX + 1];
+	int64_t		created;	/* Unix seconds */
+	int64_t		rotated;	/* 0: never */
+	int64_t		version;	/* bumped by every set/rotate */
+};
+/* Calls cb for every entry in name order; never exposes values. */
+int		 vault_list(struct vault *,
+		    void (*cb)(const struct vault_entry_info *, void *), void *arg,
+		    const char **errstr);
+/*
+ * Check that name opens (authentic under the key and its own name);
+ * 0, or -1 with *errstr ("entry X does not open: tampered or wrong key").
+ */
+int		 vault_check(struct vault *, const char *name, const char **errstr);
+
+/*
+ * A random placeholder: VAULT_PLACEHOLDER_PREFIX + 32 characters of
+ * base32 (160 bits). out must hold at least VAULT_PLACEHOLDER_LEN + 1.
+ */
+#define VAULT_PLACEHOLDER_LEN	(sizeof(VAULT_PLACEHOLDER_PREFIX) - 1 + 32)
+void		 vault_placeholder_new(char *out);
+
+/*
+ * Secrets loaded for the gateway: a snapshot of the values it needs,
+ * in wiped memory, swapped whole when the vault changes (rotation takes
+ * effect for new requests). Thread-safe, reference-counted.
+ */
+struct vault_snapshot;
+struct vault_snapshot *vault_snapshot_load(struct vault *, const char *const *names,
+		    size_t n, const char **errstr);
+void		 vault_snapshot_ref(struct vault_snapshot *);
+void		 vault_snapshot_unref(struct vault_snapshot *);
+/* 1 when the snapshot holds name. */
+int		 vault_snapshot_has(const struct vault_snapshot *, const char *name);
+
+/*
+ * Request side. In value[0..len) (a header value, or a query string when
+ * query is 1), find placeholder; write the value with every occurrence
+ * replaced by the secret of entry `secret` to out. Handles the placeholder
+ * inside "Basic base64(user:pass)" (decode, swap, re-encode) and "Bearer X";
+ * in a query string the secret is percent-encoded. Returns the number of
+ * replacements (0: nothing written), or -1 (entry missing).
+ */
+int		 vault_swap(const struct vault_snapshot *, const char *secret,
+		    const char *placeholder, const char *value, size_t len,
+		    int query, struct evbuffer *out);
+/* 1 when value[0..len) contains placeholder, also inside Basic credentials. */
+int		 vault_contains_placeholder(const char *placeholder,
+		    const char *value, size_t len);
+
+/*
+ * Response side: a streaming scrubber that replaces each listed secret —
+ * raw, base64 (any alignment), base64url, percent-encoded, JSON-escaped —
+ * with its placeholder (in the same encoding), across feed boundaries. It
+ * holds back at most the longest pattern minus one byte.
+ */
+struct vault_scrubber;
+struct vault_scrubber *vault_scrubber_new(const struct vault_snapshot *,
+		    const char *const *secrets, const char *const *placeholders,
+		    size_t n);
+/* Move all of in through the scrubber to out (out gets what is safe so far). */
+int		 vault_scrub(struct vault_scrubber *, struct evbuffer *in,
+		    struct evbuffer *out);
+/* End of the stream: flush what was held back. */
+int		 vault_scrub_finish(struct vault_scrubber *, struct evbuffer *out);
+void		 vault_scrubber_free(struct vault_scrubber *);
+/* Scrub one complete string (a response header value) into out. */
+int		 vault_scrub_string(const struct vault_snapshot *,
+		    const char *const *secrets, const char *const *placeholders,
+		    size_t n, const char *s, size_t len, struct evbuffer *out);
+
+#endif
