@@ -1,0 +1,456 @@
+/*
+ * `sandgate audit`: query the audit log (filters, table/json/csv), verify
+ * its hash chain, and export rows as JSON lines, following new ones with a
+ * cursor file so that a restarted exporter never prints a row twice.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "core/audit_query.h"
+#include "core/config.h"
+#include "sandgate.h"
+
+static const char audit_usage[] =
+    "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n"
+    "                      [--until T] [--decision allow|deny|error]\n"
+    "                      [--kind KIND] [--host GLOB] [--credential NAME]\n"
+    "                      [--limit N] [--asc] [--format table|json|csv]\n"
+    "       sandgate audit verify [-c FILE] [--db PATH]\n"
+    "       sandgate audit export [-c FILE] [--db PATH] [--follow]\n"
+    "                      [--since T] [--cursor FILE] [filters]\n"
+    "  T is a duration before now (15m, 2h, 7d) or an RFC 3339 time.\n"
+    "  Rows are newest first; --limit defaults to 100 (0 = all).\n"
+    "  export prints JSON lines in id order; --follow keeps printing rows\n"
+    "  as they are committed, starting after the newest unless --since or\n"
+    "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n";
+
+#define EXPORT_BATCH	1000
+#define FOLLOW_POLL_MS	200
+
+struct audit_opts {
+	const char		*cfg_path;
+	const char		*db_path;
+	const char		*cursor;
+	const char		*since, *until;
+	struct audit_filter	 f;
+	enum audit_format	 fmt;
+	int			 have_format, have_limit, follow;
+};
+
+static volatile sig_atomic_t audit_stop;
+
+static void
+audit_stop_cb(int sig)
+{
+	audit_stop = 1;
+}
+
+static int
+parse_limit(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (*s == '\0')
+		return -1;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Option parsing; returns -1 after printing a usage error (exit 2). */
+static int
+audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
+    int *help)
+{
+	const char *opt, *val;
+	int64_t now = audit_now_ms();
+
+	memset(o, 0, sizeof(*o));
+	o->f.limit = 100;
+	cmd_args_init(a, argc, argv);
+	while ((opt = cmd_args_next(a, "c|config|db|sandbox|since|until|"
+	    "decision|kind|host|credential|limit|format|cursor", &val)) != NULL) {
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			o->cfg_path = val;
+		else if (strcmp(opt, "db") == 0)
+			o->db_path = val;
+		else if (strcmp(opt, "sandbox") == 0)
+			o->f.sandbox = val;
+		else if (strcmp(opt, "since") == 0) {
+			o->since = val;
+			if (audit_parse_time(val, now, &o->f.since_ms) == -1)
+				goto bad_time;
+			o->f.has_since = 1;
+		} else if (strcmp(opt, "until") == 0) {
+			o->until = val;
+			if (audit_parse_time(val, now, &o->f.until_ms) == -1)
+				goto bad_time;
+			o->f.has_until = 1;
+		} else if (strcmp(opt, "decision") == 0) {
+			if (!audit_valid_decision(val)) {
+				cmd_usage_error(audit_usage, "audit: --decision "
+				    "must be allow, deny or error, not %s", val);
+				return -1;
+			}
+			o->f.decision = val;
+		} else if (strcmp(opt, "kind") == 0) {
+			if (!audit_valid_kind(val)) {
+				cmd_usage_error(audit_usage, "audit: unknown "
+				    "--kind %s", val);
+				return -1;
+			}
+			o->f.kind = val;
+		} else if (strcmp(opt, "host") == 0)
+			o->f.host_glob = val;
+		else if (strcmp(opt, "credential") == 0)
+			o->f.credential = val;
+		else if (strcmp(opt, "limit") == 0) {
+			if (parse_limit(val, &o->f.limit) == -1) {
+				cmd_usage_error(audit_usage, "audit: --limit "
+				    "must be a number, not %s", val);
+				return -1;
+			}
+			o->have_limit = 1;
+		} else if (strcmp(opt, "format") == 0) {
+			if (audit_format_parse(val, &o->fmt) == -1) {
+				cmd_usage_error(audit_usage, "audit: --format "
+				    "must be table, json or csv, not %s", val);
+				return -1;
+			}
+			o->have_format = 1;
+		} else if (strcmp(opt, "cursor") == 0)
+			o->cursor = val;
+		else if (strcmp(opt, "asc") == 0)
+			o->f.asc = 1;
+		else if (strcmp(opt, "follow") == 0 || strcmp(opt, "f") == 0)
+			o->follow = 1;
+		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
+			*help = 1;
+		else {
+			cmd_usage_error(audit_usage, "audit: bad option: %s",
+			    strcmp(opt, "?") == 0 && a->bad ? a->bad : opt);
+			return -1;
+		}
+	}
+	return 0;
+bad_time:
+	cmd_usage_error(audit_usage, "audit: bad time %s (want 15m, 2h, 7d or "
+	    "RFC 3339 like 2026-12-02T14:22:01Z)", val);
+	return -1;
+}
+
+/* The database path: --db, else audit.db of the config (SPEC §2 order). */
+static int
+audit_db_path(const struct audit_opts *o, char **path)
+{
+	struct config *cfg;
+
+	if (o->db_path != NULL) {
+		if ((*path = strdup(o->db_path)) == NULL)
+			return cmd_error("audit: out of memory");
+		return 0;
+	}
+	if (cmd_load(o->cfg_path, &cfg, NULL) == -1)
+		return 1;
+	*path = cfg->audit_db ? strdup(cfg->audit_db) : NULL;
+	config_free(cfg);
+	if (*path == NULL)
+		return cmd_error("audit: no audit database configured");
+	return 0;
+}
+
+static int
+audit_open_db(const struct audit_opts *o, const char *what, sqlite3 **db)
+{
+	char *path = NULL, err[512];
+	int rc;
+
+	if ((rc = audit_db_path(o, &path)) != 0)
+		return rc;
+	*db = audit_db_open_ro(path, err, sizeof(err));
+	free(path);
+	if (*db == NULL)
+		return cmd_error("%s: %s", what, err);
+	return 0;
+}
+
+static int
+audit_cmd_query(struct audit_opts *o)
+{
+	sqlite3 *db;
+	char err[512];
+	int64_t n;
+	int rc;
+
+	if (o->cursor != NULL || o->follow)
+		return cmd_usage_error(audit_usage, "audit: --cursor and "
+		    "--follow belong to audit export");
+	if ((rc = audit_open_db(o, "audit", &db)) != 0)
+		return rc;
+	n = audit_query(db, &o->f, o->fmt, stdout, NULL, err, sizeof(err));
+	sqlite3_close(db);
+	if (n == -1)
+		return cmd_error("audit: %s", err);
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return cmd_error("audit: write error: %s", strerror(errno));
+	return 0;
+}
+
+static int
+audit_cmd_verify(struct audit_opts *o)
+{
+	struct audit_verify res;
+	sqlite3 *db;
+	int rc;
+
+	if (o->f.sandbox || o->f.has_since || o->f.has_until || o->f.decision ||
+	    o->f.kind || o->f.host_glob || o->f.credential || o->have_limit ||
+	    o->f.asc || o->have_format || o->cursor || o->follow)
+		return cmd_usage_error(audit_usage, "audit verify: takes no "
+		    "filters; it checks every row");
+	if ((rc = audit_open_db(o, "audit verify", &db)) != 0)
+		return rc;
+	rc = audit_verify(db, &res);
+	sqlite3_close(db);
+	if (rc == -1)
+		return cmd_error("audit verify: %s", res.msg);
+	if (rc == 1)
+		return cmd_error("audit verify: row %" PRId64 ": %s",
+		    res.bad_id, res.msg);
+	printf("ok: %" PRIu64 " rows verified\n", res.rows);
+	return fflush(stdout) == EOF ? 1 : 0;
+}
+
+/* ------------------------------------------------------------- export */
+
+/* 0 with *id (0 when the file is absent or empty), or 1 after an error. */
+static int
+cursor_read(const char *path, int64_t *id)
+{
+	char buf[64];
+	ssize_t n;
+	size_t i;
+	int fd;
+
+	*id = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT)
+			return 0;
+		return cmd_error("audit export: cursor %s: %s", path,
+		    strerror(errno));
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return cmd_error("audit export: cursor %s: %s", path,
+		    strerror(errno));
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' ||
+	    buf[n - 1] == '\r' || buf[n - 1] == '\t'))
+		n--;
+	for (i = 0; i < (size_t)n; i++) {
+		if (buf[i] < '0' || buf[i] > '9' || *id > (INT64_MAX - 9) / 10)
+			return cmd_error("audit export: cursor %s does not "
+			    "hold a row id", path);
+		*id = *id * 10 + (buf[i] - '0');
+	}
+	return 0;
+}
+
+/* Replace the cursor file atomically (write, fsync, rename, fsync dir). */
+static int
+cursor_write(const char *path, int64_t id)
+{
+	char tmp[4096], dirbuf[4096], line[32];
+	int fd, len;
+
+	len = snprintf(line, sizeof(line), "%" PRId64 "\n", id);
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
+	    snprintf(dirbuf, sizeof(dirbuf), "%s", path) >= (int)sizeof(dirbuf))
+		return cmd_error("audit export: cursor path too long");
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0600)) == -1)
+		return cmd_error("audit export: %s: %s", tmp, strerror(errno));
+	if (write(fd, line, (size_t)len) != len || fsync(fd) == -1) {
+		int e = errno;
+
+		close(fd);
+		unlink(tmp);
+		return cmd_error("audit export: %s: %s", tmp, strerror(e));
+	}
+	close(fd);
+	if (rename(tmp, path) == -1) {
+		int e = errno;
+
+		unlink(tmp);
+		return cmd_error("audit export: %s: %s", path, strerror(e));
+	}
+	if ((fd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) != -1) {
+		(void)fsync(fd);
+		close(fd);
+	}
+	return 0;
+}
+
+/*
+ * One step: up to EXPORT_BATCH rows after *after, read in one snapshot.
+ * The cursor moves before the rows are written, so a restart never repeats
+ * a row; it moves back when writing fails. 0, or 1 after an error.
+ */
+static int
+export_step(sqlite3 *db, struct audit_opts *o, int64_t *after, int *more)
+{
+	char err[512], *buf = NULL;
+	size_t len = 0;
+	FILE *mem;
+	int64_t max, last = 0, n, next;
+
+	*more = 0;
+	if ((mem = open_memstream(&buf, &len)) == NULL)
+		return cmd_error("audit export: %s", strerror(errno));
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(err, sizeof(err), "%s", sqlite3_errmsg(db));
+		goto dberr;
+	}
+	max = audit_max_id(db, err, sizeof(err));
+	n = 0;
+	if (max > *after) {
+		o->f.after_id = *after;
+		o->f.upto_id = max;
+		n = audit_query(db, &o->f, AUDIT_FMT_JSON, mem, &last, err,
+		    sizeof(err));
+	}
+	(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (max == -1 || n == -1)
+		goto dberr;
+	fclose(mem);
+	mem = NULL;
+	/* Rows that did not match the filters are passed over as well. */
+	next = n == EXPORT_BATCH ? last : max > *after ? max : *after;
+	*more = n == EXPORT_BATCH;
+	if (next != *after && o->cursor != NULL &&
+	    cursor_write(o->cursor, next) != 0)
+		goto fail;
+	if (len > 0 && (fwrite(buf, 1, len, stdout) != len ||
+	    fflush(stdout) == EOF)) {
+		int e = errno;
+
+		if (o->cursor != NULL && next != *after)
+			(void)cursor_write(o->cursor, *after);
+		cmd_error("audit export: write error: %s", strerror(e));
+		goto fail;
+	}
+	*after = next;
+	free(buf);
+	return 0;
+dberr:
+	cmd_error("audit export: %s", err);
+fail:
+	if (mem != NULL)
+		fclose(mem);
+	free(buf);
+	return 1;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	(void)nanosleep(&ts, NULL);	/* a signal ends it early: fine */
+}
+
+static int
+audit_cmd_export(struct audit_opts *o)
+{
+	struct sigaction sa;
+	sqlite3 *db;
+	int64_t after = 0;
+	char err[512];
+	int rc, more;
+
+	if (o->have_format && o->fmt != AUDIT_FMT_JSON)
+		return cmd_usage_error(audit_usage, "audit export: prints JSON "
+		    "lines only");
+	if (o->have_limit || o->f.asc)
+		return cmd_usage_error(audit_usage, "audit export: --limit and "
+		    "--asc belong to audit queries");
+	if (o->cursor != NULL && (rc = cursor_read(o->cursor, &after)) != 0)
+		return rc;
+	if ((rc = audit_open_db(o, "audit export", &db)) != 0)
+		return rc;
+	o->f.limit = EXPORT_BATCH;
+	o->f.by_id = 1;
+	o->f.asc = 1;
+	/* Without a cursor or --since, following starts after the newest row. */
+	if (after == 0 && o->follow && !o->f.has_since &&
+	    (after = audit_max_id(db, err, sizeof(err))) == -1) {
+		sqlite3_close(db);
+		return cmd_error("audit export: %s", err);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = audit_stop_cb;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	rc = 0;
+	while (!audit_stop) {
+		if ((rc = export_step(db, o, &after, &more)) != 0)
+			break;
+		if (more)
+			continue;
+		if (!o->follow)
+			break;
+		sleep_ms(FOLLOW_POLL_MS);
+	}
+	sqlite3_close(db);
+	return rc;
+}
+
+int
+cmd_audit(int argc, char *argv[])
+{
+	struct cmd_args a;
+	struct audit_opts o;
+	int help = 0;
+
+	if (audit_parse(argc, argv, &a, &o, &help) == -1)
+		return EXIT_USAGE;
+	if (help) {
+		fputs(audit_usage, stdout);
+		return 0;
+	}
+	if (a.n_ops == 0) {
+		if (o.since != NULL && o.until != NULL &&
+		    o.f.until_ms <= o.f.since_ms)
+			return cmd_usage_error(audit_usage, "audit: --until is "
+			    "not after --since");
+		return audit_cmd_query(&o);
+	}
+	if (a.n_ops > 1)
+		return cmd_usage_error(audit_usage, "audit: unexpected "
+		    "argument: %s", a.ops[1]);
+	if (strcmp(a.ops[0], "verify") == 0)
+		return audit_cmd_verify(&o);
+	if (strcmp(a.ops[0], "export") == 0)
+		return audit_cmd_export(&o);
+	return cmd_usage_error(audit_usage, "audit: unknown subcommand: %s",
+	    a.ops[0]);
+}

@@ -1,0 +1,162 @@
+/*
+ * The read side of the audit log (SPEC §8) and the row encoding it shares
+ * with the writer: columns, the hash chain's canonical encoding, timestamps,
+ * filters turned into SQL with bound parameters, output formats, verify.
+ */
+#ifndef SG_AUDIT_QUERY_H
+#define SG_AUDIT_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+#define AUDIT_SCHEMA_VERSION	2	/* PRAGMA user_version of a current file */
+#define AUDIT_HASH_HEX		64	/* hex digits of a SHA-256 */
+#define AUDIT_TS_LEN		24	/* "2026-12-02T14:22:01.123Z" */
+
+/* The columns of table events, in table order. */
+enum audit_col {
+	AUDIT_COL_ID, AUDIT_COL_TS, AUDIT_COL_SANDBOX, AUDIT_COL_KIND,
+	AUDIT_COL_CLIENT, AUDIT_COL_HOST, AUDIT_COL_IP, AUDIT_COL_PORT,
+	AUDIT_COL_COUNTRY, AUDIT_COL_ASN, AUDIT_COL_METHOD, AUDIT_COL_PATH,
+	AUDIT_COL_STATUS, AUDIT_COL_DECISION, AUDIT_COL_RULE, AUDIT_COL_REASON,
+	AUDIT_COL_CREDENTIAL, AUDIT_COL_BYTES_UP, AUDIT_COL_BYTES_DOWN,
+	AUDIT_COL_DURATION_MS, AUDIT_COL_PREV_HASH, AUDIT_COL_HASH,
+	AUDIT_NCOLS
+};
+/* The hash covers id .. duration_ms: every column but the two hashes. */
+#define AUDIT_NHASHED	AUDIT_COL_PREV_HASH
+
+extern const char *const audit_col_names[AUDIT_NCOLS];
+extern const int audit_col_is_int[AUDIT_NCOLS];
+/* "id, ts, sandbox, ..., hash": the select list of every reader. */
+extern const char audit_col_list[];
+extern const char audit_zero_hash[AUDIT_HASH_HEX + 1];
+
+/* One stored value, as SQLite holds it (the type is part of the hash). */
+enum audit_vtype {
+	AUDIT_V_NULL, AUDIT_V_INT, AUDIT_V_TEXT, AUDIT_V_REAL, AUDIT_V_BLOB
+};
+struct audit_val {
+	enum audit_vtype	 type;
+	int64_t			 i;
+	double			 r;
+	const unsigned char	*p;	/* TEXT, BLOB */
+	size_t			 len;
+};
+
+/*
+ * Canonical encoding of v[0..AUDIT_NHASHED-1] into buf (cap bytes); returns
+ * the length the encoding needs, which may exceed cap (then buf holds a
+ * prefix). See docs/audit.md.
+ */
+size_t	audit_encode_row(const struct audit_val *v, unsigned char *buf,
+	    size_t cap);
+/*
+ * hash = SHA-256(prev_hash as its 64 hex characters || encoding), written as
+ * 64 lower-case hex digits plus NUL. 0, or -1 when OpenSSL fails.
+ */
+int	audit_chain_hash(const char *prev_hex, const struct audit_val *v,
+	    char out[AUDIT_HASH_HEX + 1]);
+/* Fill a value from column col of a stepped statement (valid until the next step). */
+void	audit_val_from_stmt(struct sqlite3_stmt *, int col, struct audit_val *);
+
+/* Timestamps: Unix ms <-> "YYYY-MM-DDTHH:MM:SS.mmmZ". */
+int	audit_format_ts(int64_t ms, char *buf, size_t len);
+/* RFC 3339 (date-time with Z or an offset, or a bare date) -> Unix ms. */
+int	audit_parse_rfc3339(const char *s, int64_t *ms);
+/* "15m" / "2h" / "7d" (before now_ms) or RFC 3339 -> Unix ms. */
+int	audit_parse_time(const char *s, int64_t now_ms, int64_t *ms);
+int64_t	audit_now_ms(void);
+
+/* Vocabularies the CLI validates against. */
+int	audit_valid_kind(const char *);
+int	audit_valid_decision(const char *);
+
+/* A query: NULL / 0 fields do not filter. */
+struct audit_filter {
+	const char	*sandbox;
+	const char	*decision;
+	const char	*kind;
+	const char	*host_glob;	/* SQL GLOB, case-insensitive */
+	const char	*credential;
+	int		 has_since, has_until;
+	int64_t		 since_ms;	/* ts >= since */
+	int64_t		 until_ms;	/* ts <  until */
+	int64_t		 after_id;	/* id > after_id, when > 0 */
+	int64_t		 upto_id;	/* id <= upto_id, when > 0 */
+	uint64_t	 limit;		/* 0: all */
+	int		 asc;		/* oldest first */
+	int		 by_id;		/* order by id instead of (ts, id) */
+};
+
+#define AUDIT_MAX_BINDS		12
+#define AUDIT_SQL_MAX		1024
+#define AUDIT_GLOB_MAX		512
+struct audit_bind {
+	int		 is_int;
+	int64_t		 i;
+	char		 s[AUDIT_GLOB_MAX];
+};
+struct audit_sql {
+	char		 text[AUDIT_SQL_MAX];
+	int		 n_binds;
+	struct audit_bind binds[AUDIT_MAX_BINDS];
+};
+
+/*
+ * Pure: the SELECT for a filter, every value a bound parameter. 0, or -1
+ * (with *errstr) when a value is too long.
+ */
+int	audit_build_select(const struct audit_filter *, struct audit_sql *,
+	    const char **errstr);
+/* Bind the parameters of q to stmt; SQLite's return code. */
+int	audit_bind_sql(struct sqlite3_stmt *, const struct audit_sql *);
+/* Lower-case a host glob (ASCII); -1 when it does not fit. */
+int	audit_glob_lower(const char *in, char *out, size_t outlen);
+
+/* Output. */
+enum audit_format { AUDIT_FMT_TABLE, AUDIT_FMT_JSON, AUDIT_FMT_CSV };
+int	audit_format_parse(const char *, enum audit_format *);
+void	audit_write_json(FILE *, const struct audit_val row[AUDIT_NCOLS]);
+void	audit_write_csv_header(FILE *);
+void	audit_write_csv(FILE *, const struct audit_val row[AUDIT_NCOLS]);
+
+/* The database, read-only; NULL with a message in err (size errlen). */
+struct sqlite3	*audit_db_open_ro(const char *path, char *err, size_t errlen);
+/*
+ * Print the rows of a filter in a format; returns the number printed (and
+ * the id of the last one in *last_id when not NULL), or -1 with a message
+ * in err.
+ */
+int64_t	 audit_query(struct sqlite3 *, const struct audit_filter *,
+	    enum audit_format, FILE *, int64_t *last_id, char *err,
+	    size_t errlen);
+/* The highest id in the table (0 when empty), or -1 on error. */
+int64_t	 audit_max_id(struct sqlite3 *, char *err, size_t errlen);
+
+/*
+ * Walk the chain in id order. 0: intact (rows = rows checked); 1: bad_id
+ * is the first row that fails and msg says why; -1: could not read (msg).
+ */
+struct audit_verify {
+	uint64_t	 rows;
+	int64_t		 bad_id;
+	char		 msg[256];
+};
+int	 audit_verify(struct sqlite3 *, struct audit_verify *);
+
+/*
+ * The retention row (kind admin, rule retention) records in its path
+ * "/events?through=ID&rows=N&before=TS&anchor=HASH": rows up to ID were
+ * deleted and the first surviving row's prev_hash is HASH.
+ */
+int	 audit_retention_format(char *buf, size_t len, int64_t through,
+	    int64_t rows, const char *before_ts, const char *anchor);
+int	 audit_retention_parse(const char *path, size_t len, int64_t *through,
+	    char anchor[AUDIT_HASH_HEX + 1]);
+
+#endif
