@@ -28,6 +28,10 @@ session_deny(struct session *s, int status, const char *reason,
 		socks_deny(s, reason);
 		return;
 	}
+	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP) {
+		transparent_refuse(s, reason);
+		return;
+	}
 	session_http_error(s, status, reason, detail);
 }
 

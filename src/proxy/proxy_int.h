@@ -33,6 +33,7 @@
 enum listener_kind {
 	LISTENER_HTTP,
 	LISTENER_SOCKS5,
+	LISTENER_TRANSPARENT,
 	LISTENER_MAX
 };
 
@@ -66,11 +67,13 @@ struct worker {
 
 struct audit;
 struct ca;
+struct addrmem;
 
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
 	struct ca		*ca;
+	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	char			*cfg_path;	/* NULL: built-in defaults */
 	pthread_mutex_t		 pol_mtx;
 	struct policy		*pol;		/* current; guarded by pol_mtx */
@@ -101,7 +104,15 @@ enum session_state {
 enum session_kind {
 	KIND_HTTP,		/* absolute-form request on the explicit proxy */
 	KIND_CONNECT,		/* CONNECT tunnel on the explicit proxy */
-	KIND_SOCKS5		/* SOCKS5 tunnel */
+	KIND_SOCKS5,		/* SOCKS5 tunnel */
+	KIND_TRANSPARENT	/* redirected by nftables */
+};
+
+enum sniffed {
+	SNIFF_NONE,
+	SNIFF_TLS,
+	SNIFF_HTTP,
+	SNIFF_OTHER
 };
 
 /* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
@@ -163,6 +174,9 @@ struct session {
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
 	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
+	enum sniffed		 sniffed;	/* what the first bytes were */
+	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
+	uint16_t		 orig_port;
 	int			 intercepted;	/* TLS terminated on both sides */
 	int			 tls_client_ok;	/* the client's handshake completed */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
@@ -215,6 +229,11 @@ void		 upstream_drop(struct session *);
 /* proxy_socks.c */
 void		 socks_read(struct session *);
 void		 socks_deny(struct session *, const char *reason);
+
+/* proxy_transparent.c */
+void		 transparent_start(struct session *);
+void		 transparent_sniff(struct session *);
+void		 transparent_refuse(struct session *, const char *reason);
 
 /* proxy_tls.c */
 int		 proxy_tls_worker_init(struct worker *, const struct config *);

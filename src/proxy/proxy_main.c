@@ -20,7 +20,8 @@
 #include "core/log.h"
 #include "proxy/proxy_int.h"
 
-static const char *listener_names[LISTENER_MAX] = { "http", "socks5" };
+static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
+    "transparent" };
 
 struct policy *
 proxy_policy_get(struct proxy *p)
@@ -170,6 +171,8 @@ listener_config(const struct config *cfg, enum listener_kind k)
 		return &cfg->listen_http;
 	case LISTENER_SOCKS5:
 		return &cfg->listen_socks5;
+	case LISTENER_TRANSPARENT:
+		return &cfg->listen_transparent;
 	default:
 		return NULL;
 	}
@@ -233,10 +236,9 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_info("listening: %s on %s (%d workers)", listener_names[k],
 		    l->text, p->n_workers);
 	}
-	if (cfg->listen_dns.enabled ||
-	    cfg->listen_transparent.enabled || cfg->listen_ingress.enabled ||
+	if (cfg->listen_dns.enabled || cfg->listen_ingress.enabled ||
 	    cfg->listen_metrics.enabled || cfg->admin_socket != NULL)
-		log_info("dns, transparent, ingress, metrics and admin "
+		log_info("dns, ingress, metrics and admin "
 		    "listeners are not part of this build yet; not started");
 
 	{

@@ -30,7 +30,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	s->p = w->proxy;
 	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
 	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
-	s->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 : KIND_HTTP;
+	s->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
+	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
 	s->fwd.started = s->started;
 	netaddr_from_sockaddr(sa, &s->client_addr, &port);
@@ -63,6 +64,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
 	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
 	session_set_idle(s);
+	if (s->kind == KIND_TRANSPARENT)
+		transparent_start(s);	/* may close s: the caller only counts */
 	return s;
 }
 
@@ -305,7 +308,8 @@ static const char *
 kind_name(const struct session *s)
 {
 	return s->kind == KIND_CONNECT ? "connect" :
-	    s->kind == KIND_SOCKS5 ? "socks5" : "http";
+	    s->kind == KIND_SOCKS5 ? "socks5" :
+	    s->kind == KIND_TRANSPARENT ? "transparent" : "http";
 }
 
 static void

@@ -124,6 +124,10 @@ tunnel_sniff(struct session *s)
 	const uint8_t *p;
 	int r;
 
+	if (s->kind == KIND_TRANSPARENT) {
+		transparent_sniff(s);
+		return;
+	}
 	if (len == 0)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;

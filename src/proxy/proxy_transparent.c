@@ -1,0 +1,312 @@
+/*
+ * The transparent listener: connections redirected by nftables arrive
+ * with their original destination (SO_ORIGINAL_DST). The first bytes name
+ * the destination (SNI, or Host); the name must be allowed and must resolve
+ * to that original address, so a sandbox cannot reach a forbidden IP by
+ * claiming an allowed name. Anything else is opaque: allowed only to an
+ * address a cidr rule covers or that the DNS listener handed out.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <linux/netfilter_ipv4.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "dns/dns.h"
+#include "proxy/proxy_int.h"
+#include "proxy/tls_sni.h"
+
+/* TEMP-WEAK: until src/dns/addrmem.c lands (p->addrmem stays NULL till then). */
+#pragma weak addrmem_has
+#pragma weak addrmem_lookup
+
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST	80
+#endif
+
+static const unsigned char tls_alert_access_denied[] = {
+	0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31
+};
+
+/* Refuse in the protocol the client speaks: alert, 403, or a reset. */
+void
+transparent_refuse(struct session *s, const char *reason)
+{
+	struct linger lg = { 1, 0 };
+
+	if (s->sniffed == SNIFF_TLS) {
+		bufferevent_write(s->cbev, tls_alert_access_denied,
+		    sizeof(tls_alert_access_denied));
+		session_finish(s, reason);
+		return;
+	}
+	(void)setsockopt(bufferevent_getfd(s->cbev), SOL_SOCKET, SO_LINGER,
+	    &lg, sizeof(lg));
+	session_close(s, reason);
+}
+
+static void
+deny(struct session *s, int status, const char *reason, const char *detail)
+{
+	s->verdict.allow = 0;
+	if (s->sniffed == SNIFF_HTTP) {
+		session_deny(s, status, reason, detail);
+		return;
+	}
+	s->logged = 1;
+	session_log(s, status >= 500 ? "error" : "deny", status, reason, 0, 0,
+	    &s->started);
+	log_debug("session %llu: %s", (unsigned long long)s->id,
+	    detail ? detail : reason);
+	transparent_refuse(s, reason);
+}
+
+static int
+orig_listed(const struct session *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_addrs; i++)
+		if (netaddr_cmp(&s->addrs[i], &s->orig_dst) == 0)
+			return 1;
+	return s->p->addrmem != NULL && addrmem_has(s->p->addrmem,
+	    s->ident.sandbox, s->target.host, &s->orig_dst);
+}
+
+/* The name was allowed and all its addresses passed: is orig_dst one of them? */
+static void
+named_resolved(struct session *s)
+{
+	struct netaddr orig = s->orig_dst;
+	char ip[NETADDR_STRLEN], detail[512];
+
+	if (!orig_listed(s)) {
+		netaddr_ntop(&orig, ip, sizeof(ip));
+		snprintf(detail, sizeof(detail), "%s is not an address of %s",
+		    ip, s->target.host);
+		deny(s, 403, REASON_IP_PROHIBITED, detail);
+		return;
+	}
+	s->addrs[0] = orig;
+	s->n_addrs = 1;
+	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs, 1,
+	    &s->verdict)) {
+		deny(s, 403, s->verdict.reason, "original destination not allowed");
+		return;
+	}
+	s->tunnel_open = 1;
+	if (s->sniffed == SNIFF_HTTP) {
+		s->tunnel_http = 1;
+		http_next_request(s);
+		return;
+	}
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT) {
+		if (proxy_tls_intercept_client(s) == -1)
+			deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
+		return;
+	}
+	upstream_connect(s, relay_start);
+}
+
+static void
+decide_name(struct session *s)
+{
+	char detail[512];
+
+	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+	    &s->verdict)) {
+		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
+		    s->target.host, s->target.port, s->verdict.rule);
+		deny(s, 403, s->verdict.reason, detail);
+		return;
+	}
+	if (s->sniffed == SNIFF_TLS && s->verdict.inspect &&
+	    s->verdict.tls != POLICY_TLS_INTERCEPT) {
+		deny(s, 403, REASON_NEEDS_INTERCEPT,
+		    "the rule limits methods or paths: it needs tls: intercept");
+		return;
+	}
+	upstream_resolve(s, named_resolved);
+}
+
+/* Neither a named TLS nor HTTP: the address alone must be allowed, and opaque. */
+static void
+decide_opaque(struct session *s)
+{
+	char ip[NETADDR_STRLEN], name[POLICY_HOST_MAX + 1];
+	int ok;
+
+	netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
+	policy_target_init(&s->target, ip, strlen(ip), s->orig_port);
+	ok = policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+	    &s->verdict);
+	if (!ok && s->p->addrmem != NULL && addrmem_lookup(s->p->addrmem,
+	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == 0 &&
+	    policy_target_init(&s->target, name, strlen(name), s->orig_port) == 0)
+		ok = policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+		    &s->verdict);
+	if (!ok) {
+		deny(s, 403, s->verdict.reason, "address not allowed");
+		return;
+	}
+	if (s->sniffed == SNIFF_TLS ? s->verdict.inspect : !s->verdict.opaque) {
+		deny(s, 403, s->sniffed == SNIFF_TLS ? REASON_NEEDS_INTERCEPT :
+		    REASON_PROTOCOL_DENY, "the rule is not opaque");
+		return;
+	}
+	s->addrs[0] = s->orig_dst;
+	s->n_addrs = 1;
+	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs, 1,
+	    &s->verdict)) {
+		deny(s, 403, s->verdict.reason, "address not allowed");
+		return;
+	}
+	s->tunnel_open = 1;
+	upstream_connect(s, relay_start);
+}
+
+static void
+transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+
+	/* The client says nothing: a server-speaks-first protocol. */
+	s->sniffed = SNIFF_OTHER;
+	bufferevent_disable(s->cbev, EV_READ);
+	decide_opaque(s);
+}
+
+/* The Host of the first request names the destination (port: the original). */
+static int
+sniff_http_host(struct session *s, const char *p, size_t len)
+{
+	struct http_request req;
+	struct http_limits lim = { PROXY_MAX_LINE, s->p->cfg->max_header_bytes };
+	const char *v, *colon;
+	size_t hostlen;
+	int n;
+
+	n = http_parse_request(p, len, &lim, &req);
+	if (n == HTTP_NEED_MORE)
+		return 0;
+	if (n < 0 || !req.has_host) {
+		deny(s, 400, REASON_BAD_REQUEST, "no usable Host header");
+		return -1;
+	}
+	v = req.host_header.p;
+	hostlen = req.host_header.len;
+	if (hostlen > 0 && v[0] == '[') {
+		const char *rb = memchr(v, ']', hostlen);
+		hostlen = rb ? (size_t)(rb - v) + 1 : hostlen;
+	} else if ((colon = memchr(v, ':', hostlen)) != NULL)
+		hostlen = (size_t)(colon - v);
+	if (policy_target_init(&s->target, v, hostlen, s->orig_port) == -1) {
+		deny(s, 403, REASON_INVALID_HOST, "invalid Host");
+		return -1;
+	}
+	return 1;
+}
+
+void
+transparent_sniff(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct tls_client_hello ch;
+	size_t len = evbuffer_get_length(in), want;
+	const uint8_t *p;
+	int r;
+
+	if (len == 0)
+		return;
+	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
+	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	if (p[0] == 0x16) {
+		s->sniffed = SNIFF_TLS;
+		r = tls_parse_client_hello(p, want, &ch);
+		if (r == TLS_CH_NEED_MORE && len < TLS_CH_MAX_LEN)
+			return;
+		evtimer_del(s->timer);
+		bufferevent_disable(s->cbev, EV_READ);
+		if (r != TLS_CH_OK) {
+			deny(s, 403, REASON_PROTOCOL_DENY, "malformed ClientHello");
+			return;
+		}
+		if (!ch.has_sni) {
+			decide_opaque(s);
+			return;
+		}
+		if (policy_target_init(&s->target, ch.sni, ch.sni_len,
+		    s->orig_port) == -1 || s->target.is_ip) {
+			deny(s, 403, REASON_INVALID_HOST, "unusable SNI");
+			return;
+		}
+		decide_name(s);
+		return;
+	}
+	r = http_sniff_request((const char *)p, want);
+	if (r == -1)
+		return;
+	if (r == 1) {
+		s->sniffed = SNIFF_HTTP;
+		if ((r = sniff_http_host(s, (const char *)p, want)) != 1)
+			return;
+		evtimer_del(s->timer);
+		bufferevent_disable(s->cbev, EV_READ);
+		decide_name(s);
+		return;
+	}
+	evtimer_del(s->timer);
+	s->sniffed = SNIFF_OTHER;
+	bufferevent_disable(s->cbev, EV_READ);
+	decide_opaque(s);
+}
+
+static int
+original_dst(struct session *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = bufferevent_getfd(s->cbev);
+	int rc;
+
+	memset(&ss, 0, sizeof(ss));
+	if (s->client_addr.family == AF_INET)
+		rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &ss, &len);
+	else
+		rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &ss, &len);
+	if (rc == -1)
+		return -1;
+	netaddr_from_sockaddr((struct sockaddr *)&ss, &s->orig_dst,
+	    &s->orig_port);
+	return 0;
+}
+
+void
+transparent_start(struct session *s)
+{
+	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
+
+	s->sniffed = SNIFF_OTHER;
+	if (policy_identify_source(s->pol, &s->client_addr, &s->ident) == -1) {
+		deny(s, 403, REASON_NO_IDENTITY, "no sandbox has this source");
+		return;
+	}
+	s->has_ident = 1;
+	if (original_dst(s) == -1) {
+		log_warn("session %llu: SO_ORIGINAL_DST", (unsigned long long)s->id);
+		deny(s, 502, REASON_UPSTREAM_ERROR, "no original destination");
+		return;
+	}
+	s->state = S_SNIFF;
+	s->sniffed = SNIFF_NONE;
+	if ((s->timer = evtimer_new(s->w->base, transparent_timeout_cb, s)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	evtimer_add(s->timer, &tv);
+}
