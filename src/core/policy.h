@@ -100,6 +100,38 @@ int	policy_check_addrs(const struct policy *, const struct policy_identity *id,
 	    struct policy_verdict *v);
 
 /*
+ * A credential (SPEC §4, §7): which vault entry is swapped in where. Read
+ * only; lives as long as the policy it came from.
+ */
+struct policy_credential {
+	char		*name;
+	char		*secret;	/* vault entry name, not the value */
+	char		**hosts;	/* normalised names */
+	size_t		 n_hosts;
+	char		**headers;	/* default: Authorization */
+	size_t		 n_headers;
+	int		 query;
+	int		 exclusive;	/* default 1 */
+	char		*env;		/* NULL: none */
+	char		*placeholder;	/* NULL: random per sandbox */
+};
+
+/* The credentials the named policy lists (NULL and *n = 0 when none). */
+const struct policy_credential *const *policy_credentials(const struct policy *,
+	    const char *policy_name, size_t *n);
+/* Every credential of every policy. */
+const struct policy_credential *policy_all_credentials(const struct policy *,
+	    size_t *n);
+/* 1 when host (normalised) is one of c's hosts. */
+int	policy_credential_bound(const struct policy_credential *c, const char *host);
+/* 1 when name is one of c's headers (case-insensitive). */
+int	policy_credential_header(const struct policy_credential *c,
+	    const char *name, size_t len);
+/* Static sandboxes: calls cb(sandbox id, policy name) for each. */
+void	policy_foreach_sandbox(const struct policy *,
+	    void (*cb)(const char *id, const char *policy, void *arg), void *arg);
+
+/*
  * The DNS listener's question: may this sandbox learn the addresses of
  * t->host (any port) with query type qtype? 1 allow, 0 deny (answer
  * NXDOMAIN), -1 refuse (the type is not in dns_types, or no identity).

@@ -60,6 +60,7 @@ struct policy_def {
 	struct policy_index *allow_idx;	/* built by policy_index_build() */
 	struct policy_index *deny_idx;
 	struct policy_index *priv_idx;
+	const struct policy_credential **cred_ptrs;	/* credentials[] resolved */
 };
 
 struct policy_sandbox {
@@ -73,18 +74,6 @@ struct policy_sandbox {
 	int		 line, col;
 };
 
-struct policy_credential {
-	char		*name;
-	char		*secret;	/* vault entry name, not the value */
-	char		**hosts;	/* normalised names */
-	size_t		 n_hosts;
-	char		**headers;	/* default: Authorization */
-	size_t		 n_headers;
-	int		 query;
-	int		 exclusive;	/* default 1 */
-	char		*env;		/* NULL: none */
-	char		*placeholder;	/* NULL: random per sandbox */
-};
 
 struct policy {
 	atomic_int	 refcnt;

@@ -400,6 +400,8 @@ oom:
 	return -1;
 }
 
+static int	resolve_credentials(struct policy *);
+
 int
 policy_index_build(struct policy *p, struct diag *d)
 {
@@ -418,6 +420,8 @@ policy_index_build(struct policy *p, struct diag *d)
 		    def->priv_idx == NULL)
 			goto oom;
 	}
+	if (resolve_credentials(p) == -1)
+		goto oom;
 	return build_source_idx(p, d);
 oom:
 	diag_add(d, NULL, 0, 0, "out of memory building the policy indexes");
@@ -438,6 +442,8 @@ policy_index_free(struct policy *p)
 		p->defs[i].allow_idx = NULL;
 		p->defs[i].deny_idx = NULL;
 		p->defs[i].priv_idx = NULL;
+		free(p->defs[i].cred_ptrs);
+		p->defs[i].cred_ptrs = NULL;
 	}
 	cidr_set_free(p->source_idx);
 	p->source_idx = NULL;
@@ -969,4 +975,84 @@ policy_decide_dns(const struct policy *p, const struct policy_identity *id,
 	}
 	any.port = 0;
 	return policy_decide(p, id, &any, NULL, NULL, v);
+}
+
+const struct policy_credential *const *
+policy_credentials(const struct policy *p, const char *policy_name, size_t *n)
+{
+	const struct policy_def *def = find_def(p, policy_name);
+
+	*n = 0;
+	if (def == NULL || def->cred_ptrs == NULL)
+		return NULL;
+	*n = def->n_credentials;
+	return def->cred_ptrs;
+}
+
+const struct policy_credential *
+policy_all_credentials(const struct policy *p, size_t *n)
+{
+	*n = p->n_creds;
+	return p->creds;
+}
+
+int
+policy_credential_bound(const struct policy_credential *c, const char *host)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_hosts; i++)
+		if (strcmp(c->hosts[i], host) == 0)
+			return 1;
+	return 0;
+}
+
+int
+policy_credential_header(const struct policy_credential *c, const char *name,
+    size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_headers; i++)
+		if (strlen(c->headers[i]) == len &&
+		    strncasecmp(c->headers[i], name, len) == 0)
+			return 1;
+	return 0;
+}
+
+void
+policy_foreach_sandbox(const struct policy *p,
+    void (*cb)(const char *id, const char *policy, void *arg), void *arg)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_sandboxes; i++)
+		cb(p->sandboxes[i].id, p->sandboxes[i].policy, arg);
+}
+
+/* Credential names resolved to pointers once, so requests never search by name. */
+static int
+resolve_credentials(struct policy *p)
+{
+	size_t i, j, k;
+
+	for (i = 0; i < p->n_defs; i++) {
+		struct policy_def *def = &p->defs[i];
+
+		free(def->cred_ptrs);
+		def->cred_ptrs = NULL;
+		if (def->n_credentials == 0)
+			continue;
+		def->cred_ptrs = calloc(def->n_credentials, sizeof(*def->cred_ptrs));
+		if (def->cred_ptrs == NULL)
+			return -1;
+		for (j = 0; j < def->n_credentials; j++)
+			for (k = 0; k < p->n_creds; k++)
+				if (strcmp(p->creds[k].name, def->credentials[j]) == 0)
+					def->cred_ptrs[j] = &p->creds[k];
+		for (j = 0; j < def->n_credentials; j++)
+			if (def->cred_ptrs[j] == NULL)
+				return -1;	/* the loader checks names: not reached */
+	}
+	return 0;
 }

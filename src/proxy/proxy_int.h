@@ -179,6 +179,7 @@ struct session {
 	uint16_t		 orig_port;
 	int			 intercepted;	/* TLS terminated on both sides */
 	int			 tls_client_ok;	/* the client's handshake completed */
+	int			 tls_shutdown_sent;	/* close_notify queued */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
 	struct evbuffer		*pending_head;	/* request head built for the origin */
 	struct forward		 fwd;
@@ -241,6 +242,8 @@ void		 proxy_tls_worker_free(struct worker *);
 int		 proxy_tls_intercept_client(struct session *);
 struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
+void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
+void		 proxy_tls_origin_release(struct bufferevent *);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

@@ -8,6 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
@@ -104,8 +108,11 @@ session_close(struct session *s, const char *reason)
 	s->finish_ev = NULL;
 	if (s->cbev != NULL)
 		bufferevent_free(s->cbev);
-	if (s->obev != NULL)
+	if (s->obev != NULL) {
+		if (s->intercepted)
+			proxy_tls_origin_release(s->obev);
 		bufferevent_free(s->obev);
+	}
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
 	s->timer = s->idle_ev = NULL;
@@ -160,7 +167,19 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct session *s = arg;
 	struct timeval tv = { 0, 10000 };
+	SSL *ssl;
 
+	/*
+	 * Intercepted: once the last answer is inside TLS, end the TLS session
+	 * with close_notify so strict clients see a clean end, not a truncation.
+	 */
+	if (s->intercepted && !s->tls_shutdown_sent && s->tls_client_ok &&
+	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
+	    (ssl = bufferevent_openssl_get_ssl(s->cbev)) != NULL) {
+		s->tls_shutdown_sent = 1;
+		(void)SSL_shutdown(ssl);
+		ERR_clear_error();
+	}
 	if (client_pending(s) == 0) {
 		session_close(s, s->close_reason);
 		return;
@@ -199,12 +218,13 @@ session_finish(struct session *s, const char *reason)
 	if (s->timer != NULL)
 		evtimer_del(s->timer);
 	bufferevent_disable(s->cbev, EV_READ);
-	if (client_pending(s) == 0) {
+	if (client_pending(s) == 0 && !(s->intercepted && s->tls_client_ok)) {
 		session_close(s, reason);
 		return;
 	}
 	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
-	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0)
+	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 ||
+	    s->intercepted)
 		finish_check_cb(-1, 0, s);
 	bufferevent_setwatermark(s->cbev, EV_WRITE, 0, 0);
 	/* A client that never reads its answer does not hold the session. */

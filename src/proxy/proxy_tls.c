@@ -53,6 +53,8 @@ origin_new_session_cb(SSL *ssl, SSL_SESSION *sess)
 
 	if (s == NULL || s->closing)
 		return 0;
+	log_debug("session %llu: origin %s:%u: new resumable session",
+	    (unsigned long long)s->id, s->target.host, s->target.port);
 	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL)
 		SSL_SESSION_free(slot->sess);
@@ -187,7 +189,8 @@ proxy_tls_origin_bev(struct session *s)
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL && slot->port == s->target.port &&
-	    strcmp(slot->host, s->target.host) == 0)
+	    strcmp(slot->host, s->target.host) == 0 &&
+	    SSL_SESSION_is_resumable(slot->sess))
 		SSL_set_session(ssl, slot->sess);
 	bev = bufferevent_openssl_socket_new(s->w->base, -1, ssl,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
@@ -225,4 +228,34 @@ proxy_tls_origin_error(struct bufferevent *bev, char *buf, size_t len)
 		snprintf(buf, len, "origin TLS handshake failed");
 	ERR_clear_error();
 	return buf;
+}
+
+/* After the origin handshake: note whether the cached session was resumed. */
+void
+proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	if (ssl != NULL && log_enabled(LOG_LVL_DEBUG))
+		log_debug("session %llu: origin %s:%u: %s, %s",
+		    (unsigned long long)s->id, s->target.host, s->target.port,
+		    SSL_get_version(ssl), SSL_session_reused(ssl) ?
+		    "session resumed" : "full handshake");
+}
+
+/*
+ * Before an origin connection is freed: a TLS connection that ends without
+ * a shutdown makes OpenSSL mark its session unresumable, so end it quietly
+ * (no alert is waited for; the socket closes right after).
+ */
+void
+proxy_tls_origin_release(struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	if (ssl == NULL || !SSL_is_init_finished(ssl))
+		return;
+	SSL_set_quiet_shutdown(ssl, 1);
+	(void)SSL_shutdown(ssl);
+	ERR_clear_error();
 }

@@ -251,8 +251,11 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (s->intercepted) {
 		/* TLS has no half-close: what is queued goes out, then both close. */
 		s->eof_client = s->eof_origin = 1;
-		if (evbuffer_get_length(bufferevent_get_output(peer)) > 0)
+		if (bev == s->obev) {
+			/* What the origin sent goes out, then close_notify. */
+			session_finish(s, "done");
 			return;
+		}
 		session_close(s, "done");
 		return;
 	}

@@ -75,6 +75,8 @@ void
 upstream_drop(struct session *s)
 {
 	if (s->obev != NULL) {
+		if (s->intercepted)
+			proxy_tls_origin_release(s->obev);
 		bufferevent_free(s->obev);
 		s->obev = NULL;
 	}
@@ -108,6 +110,8 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
+		if (s->intercepted)
+			proxy_tls_origin_connected(s, bev);
 		s->origin_addr = s->addrs[s->addr_next - 1];
 		snprintf(s->origin_host, sizeof(s->origin_host), "%s",
 		    s->target.host);
