@@ -896,6 +896,13 @@ ssize_t
 http_chunked_feed(struct http_chunked *c, const char *buf, size_t len,
     int *done)
 {
+	return http_chunked_decode(c, buf, len, done, NULL, NULL);
+}
+
+ssize_t
+http_chunked_decode(struct http_chunked *c, const char *buf, size_t len,
+    int *done, void (*data)(const char *, size_t, void *), void *arg)
+{
 	size_t i = 0, n;
 	unsigned char ch;
 	int rc;
@@ -910,6 +917,8 @@ http_chunked_feed(struct http_chunked *c, const char *buf, size_t len,
 			n = len - i;
 			if ((uint64_t)n > c->remaining)
 				n = (size_t)c->remaining;
+			if (data != NULL && n > 0)
+				data(buf + i, n, arg);
 			i += n;
 			c->remaining -= n;
 			if (c->remaining == 0)

@@ -139,5 +139,12 @@ void	http_chunked_init(struct http_chunked *);
  */
 ssize_t	http_chunked_feed(struct http_chunked *, const char *buf, size_t len,
 	    int *done);
+/*
+ * The same, and data(span, len, arg) is called for every run of chunk data
+ * (framing, extensions and trailers are not data): a decoder for callers
+ * that must see the payload (the credential scrubber).
+ */
+ssize_t	http_chunked_decode(struct http_chunked *, const char *buf, size_t len,
+	    int *done, void (*data)(const char *, size_t, void *), void *arg);
 
 #endif
