@@ -200,6 +200,7 @@ main(int argc, char *argv[])
 		return cmd_audit(argc - 1, argv + 1);
 	if (strcmp(cmd, "ca") == 0)
 		return cmd_ca(argc - 1, argv + 1);
-	/* VAULT-DISPATCH */
+	if (strcmp(cmd, "vault") == 0)
+		return cmd_vault(argc - 1, argv + 1);
 	return cmd_usage_error(usage_text, "unknown command: %s", cmd);
 }

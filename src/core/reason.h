@@ -29,6 +29,7 @@
 #define REASON_CLIENT_TLS	"client-tls-error"
 #define REASON_CRED_MISUSE	"credential-misuse"
 #define REASON_FOREIGN_CRED	"foreign-credential"
+#define REASON_CRED_UNAVAILABLE	"credential-unavailable"	/* the vault lacks the secret */
 #define REASON_TOO_MANY_CONN	"too-many-connections"
 #define REASON_IDLE_TIMEOUT	"idle-timeout"
 #define REASON_METHOD_NOT_SUPPORTED "method-not-supported"

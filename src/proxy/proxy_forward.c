@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <strings.h>
+
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/vault.h"
 
 static void	origin_read_cb(struct bufferevent *, void *);
 static void	origin_write_cb(struct bufferevent *, void *);
@@ -62,6 +65,15 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 }
 
 void
+forward_reset(struct session *s)
+{
+	cred_plan_clear(&s->fwd.plan);
+	if (s->fwd.scrub != NULL)
+		vault_scrubber_free(s->fwd.scrub);
+	memset(&s->fwd, 0, sizeof(s->fwd));
+}
+
+void
 forward_start(struct session *s)
 {
 	struct forward *f = &s->fwd;
@@ -93,6 +105,23 @@ forward_client_read(struct session *s)
 
 	if (f->req_done || s->obev == NULL)
 		return;
+	{
+		struct evbuffer *in = bufferevent_get_input(s->cbev);
+
+		/* A placeholder in a body is never swapped: refuse the request. */
+		if (cred_in_body(s, in, evbuffer_get_length(in), f->plan.cred,
+		    sizeof(f->plan.cred))) {
+			if (!f->resp_head_done)
+				session_deny(s, 403, REASON_CRED_MISUSE,
+				    "a credential placeholder in a request body");
+			else {
+				session_log(s, "deny", f->status, REASON_CRED_MISUSE,
+				    f->bytes_up, f->bytes_down, &f->started);
+				session_close(s, REASON_CRED_MISUSE);
+			}
+			return;
+		}
+	}
 	out = bufferevent_get_output(s->obev);
 	n = move_body(bufferevent_get_input(s->cbev), out, f->req_framing,
 	    &f->req_left, &f->req_chunk, &done);
@@ -134,11 +163,165 @@ client_write_cb(struct bufferevent *bev, void *arg)
 		bufferevent_enable(s->obev, EV_READ);
 }
 
+/* The secrets of the credentials bound to this host, and their placeholders. */
+static size_t
+scrub_lists(struct session *s, const char **secrets, const char **phs)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	size_t j;
+
+	for (j = 0; j < plan->n_bound; j++) {
+		secrets[j] = plan->bound[j]->secret;
+		phs[j] = plan->ph[j];
+	}
+	return plan->n_bound;
+}
+
+static void
+scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
+{
+	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	size_t n = scrub_lists(s, secrets, phs);
+
+	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, v, len,
+	    out) == -1)
+		evbuffer_add(out, "-", 1);	/* never the unscrubbed value */
+}
+
+/*
+ * A response from a credential's host: its body goes through the scrubber.
+ * Compressed bodies cannot be scrubbed and are refused.
+ */
+static int
+scrub_setup(struct session *s, const struct http_response *r)
+{
+	struct forward *f = &s->fwd;
+	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const struct http_header *ce;
+	size_t n;
+
+	if (f->plan.n_bound == 0 || f->plan.snap == NULL ||
+	    r->framing == HTTP_BODY_NONE)
+		return 0;
+	ce = http_header_find(r->headers, r->n_headers, "Content-Encoding");
+	if (ce != NULL && !(ce->value.len == 8 &&
+	    strncasecmp(ce->value.p, "identity", 8) == 0)) {
+		session_deny(s, 502, REASON_UPSTREAM_ERROR, "a credential's host "
+		    "sent a compressed body, which cannot be scrubbed");
+		return -1;
+	}
+	n = scrub_lists(s, secrets, phs);
+	if ((f->scrub = vault_scrubber_new(f->plan.snap, secrets, phs, n)) == NULL) {
+		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+		return -1;
+	}
+	if (r->framing == HTTP_BODY_UNTIL_CLOSE || f->client_minor == 0)
+		f->client_keep_alive = 0;	/* ends with the connection */
+	else
+		f->scrub_chunked = 1;
+	return 0;
+}
+
+static void
+scrub_emit(struct session *s, struct evbuffer *clean)
+{
+	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	size_t n = evbuffer_get_length(clean);
+
+	if (n == 0)
+		return;
+	if (s->fwd.scrub_chunked)
+		evbuffer_add_printf(out, "%zx\r\n", n);
+	evbuffer_add_buffer(out, clean);
+	if (s->fwd.scrub_chunked)
+		evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+scrub_end(struct session *s)
+{
+	struct evbuffer *clean = evbuffer_new();
+
+	if (clean != NULL) {
+		if (vault_scrub_finish(s->fwd.scrub, clean) == 0)
+			scrub_emit(s, clean);
+		evbuffer_free(clean);
+	}
+	if (s->fwd.scrub_chunked)
+		evbuffer_add(bufferevent_get_output(s->cbev), "0\r\n\r\n", 5);
+	vault_scrubber_free(s->fwd.scrub);
+	s->fwd.scrub = NULL;
+}
+
+static void
+payload_cb(const char *p, size_t n, void *arg)
+{
+	evbuffer_add(arg, p, n);
+}
+
+/* The origin's body, payload only, through the scrubber to the client. */
+static ssize_t
+scrub_body(struct session *s, struct evbuffer *src, int *done)
+{
+	struct forward *f = &s->fwd;
+	struct evbuffer *raw, *clean;
+	struct evbuffer_iovec iov[16];
+	size_t avail = evbuffer_get_length(src), take = 0;
+	int i, nvec;
+
+	*done = 0;
+	raw = evbuffer_new();
+	clean = evbuffer_new();
+	if (raw == NULL || clean == NULL)
+		goto fail;
+	switch (f->resp_framing) {
+	case HTTP_BODY_LENGTH:
+		take = avail < f->resp_left ? avail : (size_t)f->resp_left;
+		f->resp_left -= take;
+		*done = f->resp_left == 0;
+		evbuffer_remove_buffer(src, raw, take);
+		break;
+	case HTTP_BODY_UNTIL_CLOSE:
+		take = avail;
+		evbuffer_add_buffer(raw, src);
+		break;
+	case HTTP_BODY_CHUNKED:
+		nvec = evbuffer_peek(src, -1, NULL, iov, 16);
+		if (nvec > 16)
+			nvec = 16;
+		for (i = 0; i < nvec && !*done; i++) {
+			ssize_t r = http_chunked_decode(&f->resp_chunk,
+			    iov[i].iov_base, iov[i].iov_len, done, payload_cb, raw);
+			if (r < 0)
+				goto fail;
+			take += (size_t)r;
+		}
+		evbuffer_drain(src, take);
+		break;
+	default:
+		*done = 1;
+		break;
+	}
+	if (vault_scrub(f->scrub, raw, clean) == -1)
+		goto fail;
+	scrub_emit(s, clean);
+	evbuffer_free(raw);
+	evbuffer_free(clean);
+	return (ssize_t)take;
+fail:
+	if (raw != NULL)
+		evbuffer_free(raw);
+	if (clean != NULL)
+		evbuffer_free(clean);
+	return -1;
+}
+
 /* Status line and headers for the client, from the origin's. */
 static void
 write_client_head(struct session *s, const struct http_response *r, int final)
 {
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	const struct cred_plan *plan = &s->fwd.plan;
 	size_t i;
 
 	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", r->status,
@@ -147,8 +330,15 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 		const struct http_header *h = &r->headers[i];
 		if (http_header_is_hop_by_hop(h, r->headers, r->n_headers))
 			continue;
-		evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)h->name.len,
-		    h->name.p, (int)h->value.len, h->value.p);
+		/* A scrubbed body has a new length: it goes out chunked. */
+		if (s->fwd.scrub != NULL && http_header_is(h, "Content-Length"))
+			continue;
+		evbuffer_add_printf(out, "%.*s: ", (int)h->name.len, h->name.p);
+		if (plan->n_bound > 0 && plan->snap != NULL)
+			scrub_string(s, h->value.p, h->value.len, out);
+		else
+			evbuffer_add(out, h->value.p, h->value.len);
+		evbuffer_add(out, "\r\n", 2);
 	}
 	if (r->status == 101) {
 		const struct http_header *u = http_header_find(r->headers,
@@ -158,7 +348,8 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 			evbuffer_add_printf(out, "Upgrade: %.*s\r\n",
 			    (int)u->value.len, u->value.p);
 	} else if (final) {
-		if (r->framing == HTTP_BODY_CHUNKED)
+		if (s->fwd.scrub != NULL ? s->fwd.scrub_chunked :
+		    r->framing == HTTP_BODY_CHUNKED)
 			evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
 		if (!s->fwd.client_keep_alive)
 			evbuffer_add_printf(out, "Connection: close\r\n");
@@ -210,6 +401,8 @@ origin_head(struct session *s)
 			    r.framing != HTTP_BODY_UNTIL_CLOSE;
 		f->origin_keep_alive = r.keep_alive &&
 		    r.framing != HTTP_BODY_UNTIL_CLOSE;
+		if (r.status != 101 && scrub_setup(s, &r) == -1)
+			return -1;
 		write_client_head(s, &r, 1);
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
@@ -234,8 +427,11 @@ origin_body(struct session *s)
 	ssize_t n;
 	int done;
 
-	n = move_body(bufferevent_get_input(s->obev), out, f->resp_framing,
-	    &f->resp_left, &f->resp_chunk, &done);
+	if (f->scrub != NULL)
+		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
+	else
+		n = move_body(bufferevent_get_input(s->obev), out,
+		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done);
 	if (n < 0) {
 		session_log(s, "error", f->status, REASON_UPSTREAM_ERROR,
 		    f->bytes_up, f->bytes_down, &f->started);
@@ -244,6 +440,8 @@ origin_body(struct session *s)
 	}
 	f->bytes_down += (uint64_t)n;
 	if (done) {
+		if (f->scrub != NULL)
+			scrub_end(s);
 		f->resp_done = 1;
 		bufferevent_disable(s->obev, EV_READ);
 		if (f->req_done)
@@ -291,6 +489,8 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 		origin_body(s);
 		if (s->closing || s->state != S_FORWARD)
 			return;
+		if (f->scrub != NULL)
+			scrub_end(s);
 		f->resp_done = 1;
 		f->req_done = 1;
 		f->client_keep_alive = 0;
@@ -318,6 +518,7 @@ forward_done(struct session *s)
 
 	session_log(s, "allow", f->status, NULL, f->bytes_up, f->bytes_down,
 	    &f->started);
+	cred_plan_clear(&f->plan);
 	s->bytes_up += f->bytes_up;
 	s->bytes_down += f->bytes_down;
 	if (!f->origin_keep_alive)

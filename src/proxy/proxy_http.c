@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/vault.h"
 
 static void	connect_resolved(struct session *);
 static void	forward_resolved(struct session *);
@@ -115,6 +116,45 @@ identify(struct session *s, const struct http_request *req)
 	return 0;
 }
 
+/* The placeholder of credential c for this sandbox, swapped for the secret. */
+static int
+swap_into(struct session *s, const struct policy_credential *c,
+    const char *v, size_t len, int query, struct evbuffer *out)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	size_t j;
+	int r;
+
+	for (j = 0; j < plan->n_bound; j++)
+		if (plan->bound[j] == c)
+			break;
+	if (j == plan->n_bound || plan->snap == NULL)
+		return -1;
+	r = vault_swap(plan->snap, c->secret, plan->ph[j], v, len, query, out);
+	if (r < 0)
+		return -1;
+	if (r == 0)
+		evbuffer_add(out, v, len);
+	return 0;
+}
+
+/* The request target, with the query's placeholder swapped when allowed. */
+static int
+write_target(struct session *s, const struct http_request *req,
+    struct evbuffer *h)
+{
+	const char *q = memchr(req->path.p, '?', req->path.len);
+	size_t qoff;
+
+	if (s->fwd.plan.query_cred == NULL || q == NULL) {
+		evbuffer_add(h, req->path.p, req->path.len);
+		return 0;
+	}
+	qoff = (size_t)(q - req->path.p);
+	evbuffer_add(h, req->path.p, qoff);
+	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
+}
+
 /* The request head the origin gets: hop-by-hop removed, Via added. */
 static int
 build_origin_head(struct session *s, const struct http_request *req,
@@ -124,12 +164,16 @@ build_origin_head(struct session *s, const struct http_request *req,
 	size_t i;
 	int v6;
 
+	const struct cred_plan *plan = &s->fwd.plan;
+
 	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
 		return -1;
 	h = s->pending_head;
 	evbuffer_drain(h, evbuffer_get_length(h));
-	evbuffer_add_printf(h, "%.*s %.*s HTTP/1.%d\r\n", (int)req->method.len,
-	    req->method.p, (int)req->path.len, req->path.p, req->version_minor);
+	evbuffer_add_printf(h, "%.*s ", (int)req->method.len, req->method.p);
+	if (write_target(s, req, h) == -1)
+		return -1;
+	evbuffer_add_printf(h, " HTTP/1.%d\r\n", req->version_minor);
 	if (replace_host) {
 		/* RFC 9112 §3.2.2: the target URI's authority replaces Host. */
 		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
@@ -145,9 +189,20 @@ build_origin_head(struct session *s, const struct http_request *req,
 			continue;
 		if (replace_host && http_header_is(hd, "Host"))
 			continue;
-		evbuffer_add_printf(h, "%.*s: %.*s\r\n", (int)hd->name.len,
-		    hd->name.p, (int)hd->value.len, hd->value.p);
+		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
+		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
+			continue;
+		evbuffer_add_printf(h, "%.*s: ", (int)hd->name.len, hd->name.p);
+		if (plan->swap[i] != NULL) {
+			if (swap_into(s, plan->swap[i], hd->value.p, hd->value.len,
+			    0, h) == -1)
+				return -1;
+		} else
+			evbuffer_add(h, hd->value.p, hd->value.len);
+		evbuffer_add(h, "\r\n", 2);
 	}
+	if (plan->n_bound > 0)
+		evbuffer_add_printf(h, "Accept-Encoding: identity\r\n");
 	if (req->framing == HTTP_BODY_CHUNKED)
 		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
 	if (req->upgrade) {
@@ -162,6 +217,35 @@ build_origin_head(struct session *s, const struct http_request *req,
 	return 0;
 }
 
+/* Placeholders: swapped where they belong, refused everywhere else. */
+static int
+cred_check(struct session *s, const struct http_request *req)
+{
+	const char *reason;
+	char detail[256];
+
+	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
+		return 0;
+	snprintf(detail, sizeof(detail), "credential %s may not be used here",
+	    s->fwd.plan.cred);
+	session_deny(s, 403, reason, detail);
+	return -1;
+}
+
+/* A placeholder inside a destination name is an exfiltration attempt. */
+static int
+cred_name_check(struct session *s)
+{
+	if (!cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred)))
+		return 0;
+	s->verdict.allow = 0;
+	s->logged = 1;
+	session_deny(s, 403, REASON_CRED_MISUSE,
+	    "a credential placeholder in a destination name");
+	return -1;
+}
+
 static void
 forward_prepare(struct session *s, const struct http_request *req)
 {
@@ -171,6 +255,7 @@ forward_prepare(struct session *s, const struct http_request *req)
 	f->req_left = req->content_length;
 	http_chunked_init(&f->req_chunk);
 	f->client_keep_alive = req->keep_alive && !req->upgrade;
+	f->client_minor = req->version_minor;
 	f->upgrade = req->upgrade;
 }
 
@@ -237,8 +322,11 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 403, s->verdict.reason, detail);
 		return;
 	}
+	if (cred_check(s, req) == -1)
+		return;
 	if (build_origin_head(s, req, 0) == -1) {
-		session_close(s, "out-of-memory");
+		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
+		    "the credential could not be swapped in");
 		return;
 	}
 	forward_prepare(s, req);
@@ -261,6 +349,8 @@ connect_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
 		return;
 	}
+	if (cred_name_check(s) == -1)
+		return;
 	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
 	    &s->verdict)) {
 		s->logged = 1;
@@ -297,6 +387,8 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
 		return;
 	}
+	if (cred_name_check(s) == -1)
+		return;
 	if (!policy_decide(s->pol, &s->ident, &s->target, s->fwd.method,
 	    s->fwd.path, &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
@@ -304,8 +396,11 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 403, s->verdict.reason, detail);
 		return;
 	}
+	if (cred_check(s, req) == -1)
+		return;
 	if (build_origin_head(s, req, 1) == -1) {
-		session_close(s, "out-of-memory");
+		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
+		    "the credential could not be swapped in");
 		return;
 	}
 	forward_prepare(s, req);
@@ -352,7 +447,7 @@ handle_head(struct session *s)
 		session_close(s, "out-of-memory");
 		return;
 	}
-	memset(&s->fwd, 0, sizeof(s->fwd));
+	forward_reset(s);
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
 	switch (n) {

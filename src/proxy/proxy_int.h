@@ -67,6 +67,8 @@ struct worker {
 
 struct audit;
 struct ca;
+struct vault;
+struct cred_ph;
 struct addrmem;
 
 struct proxy {
@@ -81,6 +83,16 @@ struct proxy {
 	int			 n_workers;
 	int			 listen_fds[LISTENER_MAX][64];	/* per worker, bound at start-up */
 	atomic_uint		 n_conns;
+	/* credentials (proxy_cred.c); cred_mtx guards phs and snap */
+	int			 cred_ready;
+	pthread_mutex_t		 cred_mtx;
+	struct vault		*vault;
+	struct vault_snapshot	*snap;
+	struct cred_ph		*phs;
+	size_t			 n_phs;
+	size_t			 cap_phs;
+	struct timespec		 vault_mtime;
+	off_t			 vault_size;
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
 };
@@ -115,6 +127,30 @@ enum sniffed {
 	SNIFF_OTHER
 };
 
+#define CRED_NAME_MAX		63
+#define CRED_PH_MAX		256
+#define CRED_MAX_BOUND		8
+
+struct vault_snapshot;
+struct vault_scrubber;
+struct policy_credential;
+
+/* What cred_request decided for one request (proxy_cred.c). */
+struct cred_plan {
+	struct vault_snapshot	*snap;		/* reference held while the request lives */
+	const struct policy_credential *bound[CRED_MAX_BOUND];	/* creds bound to this host */
+	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* their placeholders */
+	size_t			 n_bound;
+	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+	const struct policy_credential *query_cred;	/* swap in the query */
+	char			 cred[CRED_NAME_MAX + 1];	/* for the audit row */
+};
+
+struct cred_body_tail {
+	char			 buf[CRED_PH_MAX];
+	size_t			 len;
+};
+
 /* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
 struct forward {
 	int			 req_done;
@@ -135,6 +171,10 @@ struct forward {
 	uint64_t		 bytes_up;
 	uint64_t		 bytes_down;
 	struct timespec		 started;
+	struct cred_plan	 plan;
+	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
+	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
+	int			 client_minor;	/* the client's HTTP/1.x */
 };
 
 struct session {
@@ -189,6 +229,7 @@ struct session {
 	uint64_t		 bytes_up;	/* tunnel totals */
 	uint64_t		 bytes_down;
 	struct timespec		 started;
+	struct cred_body_tail	 body_tail;
 	const char		*close_reason;
 	int			 logged;
 };
@@ -221,6 +262,8 @@ void		 session_deny(struct session *, int status, const char *reason,
 /* proxy_forward.c: one request to the origin and its response back. */
 void		 forward_start(struct session *);
 void		 forward_client_read(struct session *);
+/* Release what a finished request held (snapshot, scrubber) and clear it. */
+void		 forward_reset(struct session *);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
@@ -235,6 +278,22 @@ void		 socks_deny(struct session *, const char *reason);
 void		 transparent_start(struct session *);
 void		 transparent_sniff(struct session *);
 void		 transparent_refuse(struct session *, const char *reason);
+
+/* proxy_cred.c */
+int		 cred_init(struct proxy *);
+void		 cred_free(struct proxy *);
+void		 cred_policy_changed(struct proxy *, struct policy *);
+void		 cred_check_rotation(struct proxy *);
+int		 cred_placeholder(struct proxy *, const char *sandbox,
+		    const char *cred, char *out, size_t len);
+int		 cred_in_name(struct proxy *, const char *host, char *cred,
+		    size_t credlen);
+/* 0: go on (plan filled); -1: refuse with *reason, plan->cred naming the credential. */
+int		 cred_request(struct session *, const struct http_request *,
+		    struct cred_plan *, const char **reason);
+void		 cred_plan_clear(struct cred_plan *);
+int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
+		    char *cred, size_t credlen);
 
 /* proxy_tls.c */
 int		 proxy_tls_worker_init(struct worker *, const struct config *);

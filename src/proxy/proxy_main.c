@@ -253,6 +253,9 @@ proxy_new(struct config *cfg, struct policy *pol)
 	}
 	if (proxy_ca_setup(p) == -1)
 		goto fail;
+	if (cred_init(p) == -1)
+		goto fail;
+	p->cred_ready = 1;
 	if ((p->main_base = event_base_new()) == NULL)
 		goto fail;
 	if ((p->workers = calloc(p->n_workers, sizeof(*p->workers))) == NULL)
@@ -296,9 +299,16 @@ proxy_reload(struct proxy *p)
 	p->pol = npol;
 	pthread_mutex_unlock(&p->pol_mtx);
 	policy_unref(old);
+	cred_policy_changed(p, npol);
 	policy_summary(npol, sum, sizeof(sum));
 	log_info("reload: new policy in force: %s", sum);
 	return 0;
+}
+
+static void
+vault_watch_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	cred_check_rotation(arg);
 }
 
 static void
@@ -321,7 +331,8 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 int
 proxy_run(struct proxy *p)
 {
-	struct event *sighup, *sigterm, *sigint;
+	struct event *sighup, *sigterm, *sigint, *watch;
+	struct timeval sec = { 1, 0 };
 	sigset_t all, old;
 	int i, started = 0, rc = 0;
 
@@ -329,6 +340,10 @@ proxy_run(struct proxy *p)
 	sighup = evsignal_new(p->main_base, SIGHUP, signal_cb, p);
 	sigterm = evsignal_new(p->main_base, SIGTERM, signal_cb, p);
 	sigint = evsignal_new(p->main_base, SIGINT, signal_cb, p);
+	/* vault rotate takes effect for new requests within a second. */
+	watch = event_new(p->main_base, -1, EV_PERSIST, vault_watch_cb, p);
+	if (watch != NULL)
+		event_add(watch, &sec);
 	if (sighup == NULL || sigterm == NULL || sigint == NULL ||
 	    evsignal_add(sighup, NULL) == -1 || evsignal_add(sigterm, NULL) == -1 ||
 	    evsignal_add(sigint, NULL) == -1) {
@@ -366,6 +381,8 @@ done:
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	if (watch)
+		event_free(watch);
 	return rc;
 }
 
@@ -406,6 +423,8 @@ proxy_free(struct proxy *p)
 		audit_close(p->audit);
 	if (p->ca != NULL)
 		ca_free(p->ca);
+	if (p->cred_ready)
+		cred_free(p);
 	if (p->pol != NULL)
 		policy_unref(p->pol);
 	config_free(p->cfg);

@@ -115,6 +115,7 @@ session_close(struct session *s, const char *reason)
 	}
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
+	forward_reset(s);
 	s->timer = s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
 	s->pending_head = NULL;
@@ -355,6 +356,7 @@ session_audit(struct session *s, const char *decision, int status,
 	ev.decision = decision;
 	ev.rule = s->verdict.rule[0] ? s->verdict.rule : NULL;
 	ev.reason = reason;
+	ev.credential = s->fwd.plan.cred[0] ? s->fwd.plan.cred : NULL;
 	ev.bytes_up = (int64_t)up;
 	ev.bytes_down = (int64_t)down;
 	ev.duration_ms = ms;

@@ -166,6 +166,12 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		session_deny(s, 403, REASON_INVALID_HOST, NULL);
 		return -1;
 	}
+	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred))) {
+		s->logged = 1;
+		session_deny(s, 403, REASON_CRED_MISUSE, NULL);
+		return -1;
+	}
 	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
 	    &s->verdict)) {
 		s->logged = 1;

@@ -115,6 +115,11 @@ decide_name(struct session *s)
 {
 	char detail[512];
 
+	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred))) {
+		deny(s, 403, REASON_CRED_MISUSE, "placeholder in a name");
+		return;
+	}
 	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
 	    &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",

@@ -1,0 +1,425 @@
+/*
+ * Credentials in the gateway (SPEC §7): the placeholders issued to each
+ * sandbox, the decision whether a request may have a placeholder swapped
+ * for its secret (or is misusing one), and the response scrubbing set-up.
+ * Secret values never pass through this file: src/vault/ does the swap and
+ * the scrub.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+#include "vault/vault.h"
+
+struct cred_ph {
+	char	sandbox[POLICY_ID_MAX + 1];
+	char	cred[CRED_NAME_MAX + 1];
+	char	ph[CRED_PH_MAX + 1];
+};
+
+static const struct cred_ph *
+ph_find(const struct proxy *p, const char *sandbox, const char *cred)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_phs; i++)
+		if (strcmp(p->phs[i].sandbox, sandbox) == 0 &&
+		    strcmp(p->phs[i].cred, cred) == 0)
+			return &p->phs[i];
+	return NULL;
+}
+
+/* Give (sandbox, credential) its placeholder, once: fixed or random. */
+static int
+ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c)
+{
+	struct cred_ph *e;
+
+	if (ph_find(p, sandbox, c->name) != NULL)
+		return 0;
+	if (p->n_phs == p->cap_phs) {
+		size_t ncap = p->cap_phs ? p->cap_phs * 2 : 16;
+		void *nv = realloc(p->phs, ncap * sizeof(*p->phs));
+		if (nv == NULL)
+			return -1;
+		p->phs = nv;
+		p->cap_phs = ncap;
+	}
+	e = &p->phs[p->n_phs];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->sandbox, sizeof(e->sandbox), "%s", sandbox);
+	snprintf(e->cred, sizeof(e->cred), "%s", c->name);
+	if (c->placeholder != NULL)
+		snprintf(e->ph, sizeof(e->ph), "%s", c->placeholder);
+	else
+		vault_placeholder_new(e->ph);
+	p->n_phs++;
+	return 0;
+}
+
+struct issue_ctx {
+	struct proxy		*p;
+	const struct policy	*pol;
+};
+
+static void
+issue_sandbox_cb(const char *id, const char *policy_name, void *arg)
+{
+	struct issue_ctx *ic = arg;
+	const struct policy_credential *const *cv;
+	size_t i, n;
+
+	cv = policy_credentials(ic->pol, policy_name, &n);
+	for (i = 0; i < n; i++)
+		if (ph_issue(ic->p, id, cv[i]) == -1)
+			log_warnx("out of memory issuing placeholders");
+}
+
+/* Load the values of every secret the policy's credentials name. */
+static struct vault_snapshot *
+snapshot_for(struct proxy *p, const struct policy *pol)
+{
+	const struct policy_credential *all;
+	const char **names;
+	struct vault_snapshot *snap;
+	const char *err = NULL;
+	size_t i, n;
+
+	all = policy_all_credentials(pol, &n);
+	if ((names = calloc(n + 1, sizeof(*names))) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		names[i] = all[i].secret;
+	snap = vault_snapshot_load(p->vault, names, n, &err);
+	if (snap == NULL)
+		log_warnx("vault: %s", err ? err : "cannot load secrets");
+	for (i = 0; snap != NULL && i < n; i++)
+		if (!vault_snapshot_has(snap, names[i]))
+			log_warnx("vault: credential %s names secret %s, which the "
+			    "vault does not hold: it will not be swapped in",
+			    all[i].name, names[i]);
+	free(names);
+	return snap;
+}
+
+static void
+vault_stamp(const char *path, struct timespec *mt, off_t *size)
+{
+	struct stat st;
+	char wal[4096];
+
+	memset(mt, 0, sizeof(*mt));
+	*size = 0;
+	if (stat(path, &st) == 0) {
+		*mt = st.st_mtim;
+		*size = st.st_size;
+	}
+	/* WAL mode: a commit changes the -wal file first. */
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (stat(wal, &st) == 0) {
+		if (st.st_mtim.tv_sec > mt->tv_sec || (st.st_mtim.tv_sec ==
+		    mt->tv_sec && st.st_mtim.tv_nsec > mt->tv_nsec))
+			*mt = st.st_mtim;
+		*size += st.st_size;
+	}
+}
+
+int
+cred_init(struct proxy *p)
+{
+	struct issue_ctx ic = { p, p->pol };
+	const char *err = NULL;
+
+	pthread_mutex_init(&p->cred_mtx, NULL);
+	p->vault = vault_open(p->cfg->vault_db, p->cfg->vault_key_file, 1, &err);
+	if (p->vault == NULL) {
+		log_warnx("vault %s: %s", p->cfg->vault_db, err ? err : "cannot open");
+		return -1;
+	}
+	vault_stamp(p->cfg->vault_db, &p->vault_mtime, &p->vault_size);
+	policy_foreach_sandbox(p->pol, issue_sandbox_cb, &ic);
+	p->snap = snapshot_for(p, p->pol);
+	return p->snap != NULL ? 0 : -1;
+}
+
+void
+cred_policy_changed(struct proxy *p, struct policy *pol)
+{
+	struct issue_ctx ic = { p, pol };
+	struct vault_snapshot *snap, *old;
+
+	snap = snapshot_for(p, pol);
+	pthread_mutex_lock(&p->cred_mtx);
+	policy_foreach_sandbox(pol, issue_sandbox_cb, &ic);
+	old = p->snap;
+	if (snap != NULL)
+		p->snap = snap;
+	pthread_mutex_unlock(&p->cred_mtx);
+	if (snap != NULL && old != NULL)
+		vault_snapshot_unref(old);
+}
+
+/* Rotation: a changed vault.db means new values for new requests. */
+void
+cred_check_rotation(struct proxy *p)
+{
+	struct timespec mt;
+	struct policy *pol;
+	off_t size;
+
+	vault_stamp(p->cfg->vault_db, &mt, &size);
+	if (mt.tv_sec == p->vault_mtime.tv_sec &&
+	    mt.tv_nsec == p->vault_mtime.tv_nsec && size == p->vault_size)
+		return;
+	p->vault_mtime = mt;
+	p->vault_size = size;
+	pol = proxy_policy_get(p);
+	cred_policy_changed(p, pol);
+	policy_unref(pol);
+	log_info("vault changed: secrets reloaded for new requests");
+}
+
+void
+cred_free(struct proxy *p)
+{
+	if (p->snap != NULL)
+		vault_snapshot_unref(p->snap);
+	if (p->vault != NULL)
+		vault_close(p->vault);
+	free(p->phs);
+	pthread_mutex_destroy(&p->cred_mtx);
+}
+
+int
+cred_placeholder(struct proxy *p, const char *sandbox, const char *cred,
+    char *out, size_t len)
+{
+	const struct cred_ph *e;
+	int rc = -1;
+
+	pthread_mutex_lock(&p->cred_mtx);
+	if ((e = ph_find(p, sandbox, cred)) != NULL) {
+		snprintf(out, len, "%s", e->ph);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->cred_mtx);
+	return rc;
+}
+
+/* Any issued placeholder inside a host name (CONNECT, SOCKS, SNI, DNS). */
+int
+cred_in_name(struct proxy *p, const char *host, char *cred, size_t credlen)
+{
+	size_t i;
+	int found = 0;
+
+	pthread_mutex_lock(&p->cred_mtx);
+	for (i = 0; i < p->n_phs && !found; i++)
+		if (strcasestr(host, p->phs[i].ph) != NULL) {
+			snprintf(cred, credlen, "%s", p->phs[i].cred);
+			found = 1;
+		}
+	pthread_mutex_unlock(&p->cred_mtx);
+	return found;
+}
+
+static const struct policy_credential *
+own_cred(const struct session *s, const char *name)
+{
+	const struct policy_credential *const *cv;
+	size_t i, n;
+
+	cv = policy_credentials(s->pol, s->ident.policy, &n);
+	for (i = 0; i < n; i++)
+		if (strcmp(cv[i]->name, name) == 0)
+			return cv[i];
+	return NULL;
+}
+
+/* May placeholder e be swapped here? */
+static int
+swap_allowed(const struct session *s, const struct cred_ph *e,
+    const struct policy_credential **cp)
+{
+	const struct policy_credential *c;
+
+	if (strcmp(e->sandbox, s->ident.sandbox) != 0 || !s->intercepted ||
+	    s->target.is_ip)
+		return 0;
+	if ((c = own_cred(s, e->cred)) == NULL ||
+	    !policy_credential_bound(c, s->target.host))
+		return 0;
+	*cp = c;
+	return 1;
+}
+
+static void
+plan_bound(struct session *s, struct cred_plan *plan)
+{
+	const struct policy_credential *const *cv;
+	size_t i, n;
+
+	cv = policy_credentials(s->pol, s->ident.policy, &n);
+	for (i = 0; i < n && plan->n_bound < CRED_MAX_BOUND; i++) {
+		const struct cred_ph *e;
+
+		if (s->target.is_ip || !policy_credential_bound(cv[i],
+		    s->target.host))
+			continue;
+		e = ph_find(s->p, s->ident.sandbox, cv[i]->name);
+		plan->bound[plan->n_bound] = cv[i];
+		snprintf(plan->ph[plan->n_bound], sizeof(plan->ph[0]), "%s",
+		    e != NULL ? e->ph : "");
+		plan->n_bound++;
+	}
+}
+
+int
+cred_request(struct session *s, const struct http_request *req,
+    struct cred_plan *plan, const char **reason)
+{
+	const struct policy_credential *c = NULL;
+	const char *q;
+	size_t i, j, k, qoff;
+	int rc = 0, in_path, in_query;
+
+	memset(plan, 0, sizeof(*plan));
+	plan->snap = NULL;
+	pthread_mutex_lock(&s->p->cred_mtx);
+	plan_bound(s, plan);
+	if (plan->n_bound > 0) {
+		plan->snap = s->p->snap;
+		if (plan->snap != NULL)
+			vault_snapshot_ref(plan->snap);
+	}
+	q = memchr(req->path.p, '?', req->path.len);
+	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+	for (k = 0; k < s->p->n_phs && rc == 0; k++) {
+		const struct cred_ph *e = &s->p->phs[k];
+
+		/* In the request target: only the query, only with query: true. */
+		in_path = vault_contains_placeholder(e->ph, req->path.p, qoff);
+		in_query = q != NULL && vault_contains_placeholder(e->ph, q,
+		    req->path.len - qoff);
+		if (in_path || (in_query && !(swap_allowed(s, e, &c) &&
+		    c->query))) {
+			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
+			*reason = REASON_CRED_MISUSE;
+			rc = -1;
+			break;
+		}
+		if (in_query) {
+			plan->query_cred = c;
+			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
+		}
+		for (i = 0; i < req->n_headers; i++) {
+			const struct http_header *h = &req->headers[i];
+
+			if (!vault_contains_placeholder(e->ph, h->value.p,
+			    h->value.len))
+				continue;
+			if (!swap_allowed(s, e, &c) || !policy_credential_header(c,
+			    h->name.p, h->name.len)) {
+				snprintf(plan->cred, sizeof(plan->cred), "%s",
+				    e->cred);
+				*reason = REASON_CRED_MISUSE;
+				rc = -1;
+				break;
+			}
+			plan->swap[i] = c;
+			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
+		}
+	}
+	/* exclusive: a bound header carrying anything but our placeholder. */
+	for (j = 0; j < plan->n_bound && rc == 0; j++) {
+		c = plan->bound[j];
+		if (!c->exclusive)
+			continue;
+		for (i = 0; i < req->n_headers; i++) {
+			const struct http_header *h = &req->headers[i];
+
+			if (policy_credential_header(c, h->name.p, h->name.len) &&
+			    plan->swap[i] != c) {
+				snprintf(plan->cred, sizeof(plan->cred), "%s", c->name);
+				*reason = REASON_FOREIGN_CRED;
+				rc = -1;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->p->cred_mtx);
+	if (rc == 0 && plan->cred[0] != '\0' && (plan->snap == NULL ||
+	    !vault_snapshot_has(plan->snap, (plan->query_cred ? plan->query_cred :
+	    own_cred(s, plan->cred))->secret))) {
+		*reason = REASON_CRED_UNAVAILABLE;
+		rc = -1;
+	}
+	if (rc == -1)
+		cred_plan_clear(plan);
+	return rc;
+}
+
+void
+cred_plan_clear(struct cred_plan *plan)
+{
+	if (plan->snap != NULL)
+		vault_snapshot_unref(plan->snap);
+	plan->snap = NULL;
+}
+
+/*
+ * Request bodies: a placeholder here is never swapped, and is refused.
+ * The first n bytes of buf are about to move on; tail carries the end of
+ * what moved before, so a placeholder split across reads is found too.
+ */
+int
+cred_in_body(struct session *s, struct evbuffer *buf, size_t n, char *cred,
+    size_t credlen)
+{
+	struct cred_body_tail *t = &s->body_tail;
+	char edge[2 * CRED_PH_MAX];
+	struct evbuffer_ptr pos;
+	size_t k, head, keep, elen;
+	int found = 0;
+
+	if (s->p->n_phs == 0 || n == 0)
+		return 0;
+	head = n < CRED_PH_MAX ? n : CRED_PH_MAX;
+	memcpy(edge, t->buf, t->len);
+	evbuffer_copyout(buf, edge + t->len, head);
+	elen = t->len + head;
+	pthread_mutex_lock(&s->p->cred_mtx);
+	for (k = 0; k < s->p->n_phs && !found; k++) {
+		const char *ph = s->p->phs[k].ph;
+		size_t pl = strlen(ph);
+
+		pos = evbuffer_search(buf, ph, pl, NULL);
+		if ((pos.pos != -1 && (size_t)pos.pos + pl <= n) ||
+		    memmem(edge, elen, ph, pl) != NULL) {
+			snprintf(cred, credlen, "%s", s->p->phs[k].cred);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&s->p->cred_mtx);
+	/* Keep the last bytes that moved for the next look. */
+	keep = n < CRED_PH_MAX - 1 ? n : CRED_PH_MAX - 1;
+	if (n >= CRED_PH_MAX - 1) {
+		struct evbuffer_ptr at;
+		evbuffer_ptr_set(buf, &at, n - keep, EVBUFFER_PTR_SET);
+		evbuffer_copyout_from(buf, &at, t->buf, keep);
+		t->len = keep;
+	} else {
+		size_t old = t->len + keep > CRED_PH_MAX - 1 ?
+		    t->len + keep - (CRED_PH_MAX - 1) : 0;
+		memmove(t->buf, t->buf + old, t->len - old);
+		t->len -= old;
+		evbuffer_copyout(buf, t->buf + t->len, keep);
+		t->len += keep;
+	}
+	return found;
+}
