@@ -119,6 +119,8 @@ struct policy_credential {
 /* The credentials the named policy lists (NULL and *n = 0 when none). */
 const struct policy_credential *const *policy_credentials(const struct policy *,
 	    const char *policy_name, size_t *n);
+/* 1 when a policy of that name exists. */
+int	policy_has(const struct policy *, const char *policy_name);
 /* Every credential of every policy. */
 const struct policy_credential *policy_all_credentials(const struct policy *,
 	    size_t *n);
@@ -130,6 +132,23 @@ int	policy_credential_header(const struct policy_credential *c,
 /* Static sandboxes: calls cb(sandbox id, policy name) for each. */
 void	policy_foreach_sandbox(const struct policy *,
 	    void (*cb)(const char *id, const char *policy, void *arg), void *arg);
+
+/*
+ * Dynamic sandboxes (policy_registry.c), registered by the launcher through
+ * the admin API: one exact source address each. policy_identify_source()
+ * and policy_identity_by_id() consult them before the static sandboxes.
+ * Thread-safe. 0, or -1 (duplicate id or address, unknown id).
+ */
+int	policy_registry_add(const char *id, const char *policy,
+	    const struct netaddr *source, int64_t created);
+int	policy_registry_remove(const char *id);
+int	policy_registry_lookup(const struct netaddr *src,
+	    struct policy_identity *out);
+int	policy_registry_by_id(const char *id, struct policy_identity *out,
+	    struct netaddr *source);
+void	policy_registry_foreach(void (*cb)(const struct policy_identity *,
+	    const struct netaddr *source, int64_t created, void *arg), void *arg);
+void	policy_registry_clear(void);
 
 /*
  * The DNS listener's question: may this sandbox learn the addresses of

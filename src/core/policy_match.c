@@ -482,6 +482,8 @@ policy_identify_source(const struct policy *p, const struct netaddr *src,
 
 	if (p == NULL || src == NULL)
 		return -1;
+	if (policy_registry_lookup(src, out) == 0)
+		return 0;
 	if (p->source_idx != NULL)
 		cidr_set_lookup(p->source_idx, src, longest_cb, &best);
 	else {
@@ -1055,4 +1057,10 @@ resolve_credentials(struct policy *p)
 				return -1;	/* the loader checks names: not reached */
 	}
 	return 0;
+}
+
+int
+policy_has(const struct policy *p, const char *policy_name)
+{
+	return find_def(p, policy_name) != NULL;
 }

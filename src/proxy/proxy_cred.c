@@ -36,7 +36,8 @@ ph_find(const struct proxy *p, const char *sandbox, const char *cred)
 
 /* Give (sandbox, credential) its placeholder, once: fixed or random. */
 static int
-ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c)
+ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c,
+    int dynamic)
 {
 	struct cred_ph *e;
 
@@ -54,7 +55,8 @@ ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c
 	memset(e, 0, sizeof(*e));
 	snprintf(e->sandbox, sizeof(e->sandbox), "%s", sandbox);
 	snprintf(e->cred, sizeof(e->cred), "%s", c->name);
-	if (c->placeholder != NULL)
+	/* A fixed placeholder is for static sandboxes; launched ones get their own. */
+	if (c->placeholder != NULL && !dynamic)
 		snprintf(e->ph, sizeof(e->ph), "%s", c->placeholder);
 	else
 		vault_placeholder_new(e->ph);
@@ -65,6 +67,7 @@ ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c
 struct issue_ctx {
 	struct proxy		*p;
 	const struct policy	*pol;
+	int			 dynamic;
 };
 
 static void
@@ -76,7 +79,7 @@ issue_sandbox_cb(const char *id, const char *policy_name, void *arg)
 
 	cv = policy_credentials(ic->pol, policy_name, &n);
 	for (i = 0; i < n; i++)
-		if (ph_issue(ic->p, id, cv[i]) == -1)
+		if (ph_issue(ic->p, id, cv[i], ic->dynamic) == -1)
 			log_warnx("out of memory issuing placeholders");
 }
 
@@ -132,7 +135,7 @@ vault_stamp(const char *path, struct timespec *mt, off_t *size)
 int
 cred_init(struct proxy *p)
 {
-	struct issue_ctx ic = { p, p->pol };
+	struct issue_ctx ic = { p, p->pol, 0 };
 	const char *err = NULL;
 
 	pthread_mutex_init(&p->cred_mtx, NULL);
@@ -150,7 +153,7 @@ cred_init(struct proxy *p)
 void
 cred_policy_changed(struct proxy *p, struct policy *pol)
 {
-	struct issue_ctx ic = { p, pol };
+	struct issue_ctx ic = { p, pol, 0 };
 	struct vault_snapshot *snap, *old;
 
 	snap = snapshot_for(p, pol);
@@ -258,6 +261,18 @@ swap_allowed(const struct session *s, const struct cred_ph *e,
 	return 1;
 }
 
+static int
+own_entry(const struct session *s, const char *ph)
+{
+	size_t i;
+
+	for (i = 0; i < s->p->n_phs; i++)
+		if (strcmp(s->p->phs[i].sandbox, s->ident.sandbox) == 0 &&
+		    strcmp(s->p->phs[i].ph, ph) == 0)
+			return 1;
+	return 0;
+}
+
 static void
 plan_bound(struct session *s, struct cred_plan *plan)
 {
@@ -301,6 +316,11 @@ cred_request(struct session *s, const struct http_request *req,
 	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
 	for (k = 0; k < s->p->n_phs && rc == 0; k++) {
 		const struct cred_ph *e = &s->p->phs[k];
+
+		/* A fixed placeholder is shared: judge it by our own entry. */
+		if (strcmp(e->sandbox, s->ident.sandbox) != 0 &&
+		    own_entry(s, e->ph))
+			continue;
 
 		/* In the request target: only the query, only with query: true. */
 		in_path = vault_contains_placeholder(e->ph, req->path.p, qoff);
@@ -422,4 +442,31 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, char *cred,
 		t->len += keep;
 	}
 	return found;
+}
+
+/* A sandbox registered at run time gets its placeholders now. */
+void
+cred_issue(struct proxy *p, const struct policy *pol, const char *sandbox,
+    const char *policy_name)
+{
+	struct issue_ctx ic = { p, pol, 1 };
+
+	pthread_mutex_lock(&p->cred_mtx);
+	issue_sandbox_cb(sandbox, policy_name, &ic);
+	pthread_mutex_unlock(&p->cred_mtx);
+}
+
+/* A removed sandbox's placeholders stop being its own (they stay known, so
+ * a leaked one is still caught as misuse). */
+void
+cred_forget(struct proxy *p, const char *sandbox)
+{
+	size_t i;
+
+	pthread_mutex_lock(&p->cred_mtx);
+	for (i = 0; i < p->n_phs; i++)
+		if (strcmp(p->phs[i].sandbox, sandbox) == 0)
+			snprintf(p->phs[i].sandbox, sizeof(p->phs[i].sandbox),
+			    "%s", "-removed-");
+	pthread_mutex_unlock(&p->cred_mtx);
 }

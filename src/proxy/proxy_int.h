@@ -67,6 +67,7 @@ struct worker {
 
 struct audit;
 struct ca;
+struct evhttp;
 struct vault;
 struct cred_ph;
 struct addrmem;
@@ -95,6 +96,7 @@ struct proxy {
 	off_t			 vault_size;
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
+	struct evhttp		*admin;		/* admin API, main thread */
 };
 
 /* The current policy, with a reference the caller must drop. */
@@ -292,6 +294,13 @@ int		 cred_in_name(struct proxy *, const char *host, char *cred,
 int		 cred_request(struct session *, const struct http_request *,
 		    struct cred_plan *, const char **reason);
 void		 cred_plan_clear(struct cred_plan *);
+void		 cred_issue(struct proxy *, const struct policy *,
+		    const char *sandbox, const char *policy_name);
+void		 cred_forget(struct proxy *, const char *sandbox);
+
+/* proxy_admin.c */
+int		 proxy_admin_start(struct proxy *);
+void		 proxy_admin_stop(struct proxy *);
 int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
 		    char *cred, size_t credlen);
 

@@ -237,8 +237,8 @@ proxy_new(struct config *cfg, struct policy *pol)
 		    l->text, p->n_workers);
 	}
 	if (cfg->listen_dns.enabled || cfg->listen_ingress.enabled ||
-	    cfg->listen_metrics.enabled || cfg->admin_socket != NULL)
-		log_info("dns, ingress, metrics and admin "
+	    cfg->listen_metrics.enabled)
+		log_info("dns, ingress and metrics "
 		    "listeners are not part of this build yet; not started");
 
 	{
@@ -352,6 +352,11 @@ proxy_run(struct proxy *p)
 		goto done;
 	}
 
+	if (proxy_admin_start(p) == -1) {
+		log_warnx("cannot start the admin API");
+		rc = -1;
+		goto done;
+	}
 	/* Workers never see signals: the main loop handles them all. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -416,6 +421,7 @@ proxy_free(struct proxy *p)
 		for (i = 0; i < 64; i++)
 			if (p->listen_fds[k][i] != -1)
 				close(p->listen_fds[k][i]);
+	proxy_admin_stop(p);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);
 	/* After the workers: every session's row is queued before the flush. */
@@ -425,6 +431,7 @@ proxy_free(struct proxy *p)
 		ca_free(p->ca);
 	if (p->cred_ready)
 		cred_free(p);
+	policy_registry_clear();
 	if (p->pol != NULL)
 		policy_unref(p->pol);
 	config_free(p->cfg);

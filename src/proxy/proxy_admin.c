@@ -1,0 +1,326 @@
+/*
+ * The admin API: HTTP + JSON on a unix socket (mode 0600) served by the
+ * main thread's event loop. Sandboxes are registered and removed here by the
+ * launcher; reload and status are here for operators.
+ *   GET /v1/status  GET|POST /v1/sandboxes  GET|DELETE /v1/sandboxes/{id}
+ *   POST /v1/reload
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "core/audit.h"
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+#define ADMIN_MAX_BODY	65536
+
+static void
+reply_json(struct evhttp_request *req, int code, json_t *j)
+{
+	struct evbuffer *out = evbuffer_new();
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	if (out != NULL && s != NULL) {
+		evbuffer_add_printf(out, "%s\n", s);
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Content-Type", "application/json");
+		evhttp_send_reply(req, code, code < 300 ? "OK" : "Error", out);
+	} else
+		evhttp_send_error(req, 500, "out of memory");
+	free(s);
+	if (out != NULL)
+		evbuffer_free(out);
+	json_decref(j);
+}
+
+static void
+reply_error(struct evhttp_request *req, int code, const char *msg)
+{
+	reply_json(req, code, json_pack("{s:s}", "error", msg));
+}
+
+static void
+admin_audit(struct proxy *p, const char *method, const char *path, int status,
+    const char *decision, const char *sandbox, const char *reason)
+{
+	struct audit_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = "admin";
+	ev.client = "admin.sock";
+	ev.sandbox = sandbox;
+	ev.method = method;
+	ev.path = path;
+	ev.port = -1;
+	ev.asn = -1;
+	ev.status = status;
+	ev.decision = decision;
+	ev.reason = reason;
+	ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;
+	audit_submit(p->audit, &ev);
+}
+
+/* The placeholders of a sandbox: [{credential, env, placeholder}]. */
+static json_t *
+placeholders_json(struct proxy *p, const struct policy *pol,
+    const char *sandbox, const char *policy_name)
+{
+	const struct policy_credential *const *cv;
+	json_t *a = json_array();
+	char ph[CRED_PH_MAX + 1];
+	size_t i, n;
+
+	cv = policy_credentials(pol, policy_name, &n);
+	for (i = 0; a != NULL && i < n; i++) {
+		if (cred_placeholder(p, sandbox, cv[i]->name, ph, sizeof(ph)) == -1)
+			continue;
+		json_array_append_new(a, json_pack("{s:s,s:s?,s:s}",
+		    "credential", cv[i]->name, "env", cv[i]->env,
+		    "placeholder", ph));
+	}
+	return a;
+}
+
+struct list_ctx {
+	struct proxy	*p;
+	struct policy	*pol;
+	json_t		*arr;
+};
+
+static void
+static_cb(const char *id, const char *policy_name, void *arg)
+{
+	struct list_ctx *lc = arg;
+
+	json_array_append_new(lc->arr, json_pack("{s:s,s:s,s:b,s:o}", "id", id,
+	    "policy", policy_name, "static", 1, "placeholders",
+	    placeholders_json(lc->p, lc->pol, id, policy_name)));
+}
+
+static void
+dynamic_cb(const struct policy_identity *id, const struct netaddr *src,
+    int64_t created, void *arg)
+{
+	struct list_ctx *lc = arg;
+	char ip[NETADDR_STRLEN];
+
+	netaddr_ntop(src, ip, sizeof(ip));
+	json_array_append_new(lc->arr, json_pack("{s:s,s:s,s:b,s:s,s:I,s:o}",
+	    "id", id->sandbox, "policy", id->policy, "static", 0, "source", ip,
+	    "created", (json_int_t)created, "placeholders",
+	    placeholders_json(lc->p, lc->pol, id->sandbox, id->policy)));
+}
+
+static void
+list_sandboxes(struct proxy *p, struct evhttp_request *req, const char *only)
+{
+	struct list_ctx lc = { p, proxy_policy_get(p), json_array() };
+	size_t i;
+
+	policy_foreach_sandbox(lc.pol, static_cb, &lc);
+	policy_registry_foreach(dynamic_cb, &lc);
+	policy_unref(lc.pol);
+	if (only == NULL) {
+		reply_json(req, 200, json_pack("{s:o}", "sandboxes", lc.arr));
+		return;
+	}
+	for (i = 0; i < json_array_size(lc.arr); i++) {
+		json_t *e = json_array_get(lc.arr, i);
+		if (strcmp(json_string_value(json_object_get(e, "id")), only) == 0) {
+			json_incref(e);
+			json_decref(lc.arr);
+			reply_json(req, 200, e);
+			return;
+		}
+	}
+	json_decref(lc.arr);
+	reply_error(req, 404, "no such sandbox");
+}
+
+static int
+valid_id(const char *id)
+{
+	size_t i, n = strlen(id);
+
+	if (n == 0 || n > POLICY_ID_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    (c == '-' && i > 0)))
+			return 0;
+	}
+	return 1;
+}
+
+/* POST /v1/sandboxes {"id": "...", "policy": "...", "source": "198.18.0.2"} */
+static void
+register_sandbox(struct proxy *p, struct evhttp_request *req)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	const char *id, *pname, *src;
+	struct netaddr addr;
+	struct policy *pol;
+	json_error_t jerr;
+	json_t *body;
+
+	if (len > ADMIN_MAX_BODY) {
+		reply_error(req, 413, "body too large");
+		return;
+	}
+	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
+	if (body == NULL || json_unpack(body, "{s:s,s:s,s:s}", "id", &id,
+	    "policy", &pname, "source", &src) == -1) {
+		json_decref(body);
+		reply_error(req, 400, "want {\"id\", \"policy\", \"source\"}");
+		return;
+	}
+	if (!valid_id(id) || netaddr_parse(src, strlen(src), &addr) == -1) {
+		json_decref(body);
+		reply_error(req, 400, "bad id or source address");
+		return;
+	}
+	pol = proxy_policy_get(p);
+	if (!policy_has(pol, pname)) {
+		policy_unref(pol);
+		json_decref(body);
+		reply_error(req, 400, "no such policy");
+		return;
+	}
+	if (policy_registry_add(id, pname, &addr, (int64_t)time(NULL)) == -1) {
+		policy_unref(pol);
+		json_decref(body);
+		reply_error(req, 409, "a sandbox with this id or source exists");
+		return;
+	}
+	cred_issue(p, pol, id, pname);
+	admin_audit(p, "POST", "/v1/sandboxes", 201, "allow", id, NULL);
+	log_info("admin: sandbox %s registered (policy %s, source %s)", id,
+	    pname, src);
+	reply_json(req, 201, json_pack("{s:s,s:s,s:s,s:o}", "id", id, "policy",
+	    pname, "source", src, "placeholders",
+	    placeholders_json(p, pol, id, pname)));
+	policy_unref(pol);
+	json_decref(body);
+}
+
+static void
+status(struct proxy *p, struct evhttp_request *req)
+{
+	struct policy *pol = proxy_policy_get(p);
+	struct audit_stats as;
+	char sum[256];
+
+	policy_summary(pol, sum, sizeof(sum));
+	policy_unref(pol);
+	audit_get_stats(p->audit, &as);
+	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I}}",
+	    "version", SANDGATE_VERSION, "workers", p->n_workers,
+	    "connections", (json_int_t)atomic_load(&p->n_conns),
+	    "refused", (json_int_t)atomic_load(&p->n_refused), "policy", sum,
+	    "audit", "rows_written", (json_int_t)as.rows_written, "stalls",
+	    (json_int_t)as.stalls));
+}
+
+static void
+admin_cb(struct evhttp_request *req, void *arg)
+{
+	struct proxy *p = arg;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	const char *uri = evhttp_request_get_uri(req);
+	const char *pfx = "/v1/sandboxes/";
+
+	if (strcmp(uri, "/v1/status") == 0 && cmd == EVHTTP_REQ_GET)
+		status(p, req);
+	else if (strcmp(uri, "/v1/sandboxes") == 0 && cmd == EVHTTP_REQ_GET)
+		list_sandboxes(p, req, NULL);
+	else if (strcmp(uri, "/v1/sandboxes") == 0 && cmd == EVHTTP_REQ_POST)
+		register_sandbox(p, req);
+	else if (strncmp(uri, pfx, strlen(pfx)) == 0 && cmd == EVHTTP_REQ_GET)
+		list_sandboxes(p, req, uri + strlen(pfx));
+	else if (strncmp(uri, pfx, strlen(pfx)) == 0 &&
+	    cmd == EVHTTP_REQ_DELETE) {
+		const char *id = uri + strlen(pfx);
+		if (policy_registry_remove(id) == -1) {
+			reply_error(req, 404, "no such dynamic sandbox");
+			return;
+		}
+		cred_forget(p, id);
+		admin_audit(p, "DELETE", "/v1/sandboxes", 200, "allow", id, NULL);
+		log_info("admin: sandbox %s removed", id);
+		reply_json(req, 200, json_pack("{s:s}", "removed", id));
+	} else if (strcmp(uri, "/v1/reload") == 0 && cmd == EVHTTP_REQ_POST) {
+		if (proxy_reload(p) == 0)
+			reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+		else
+			reply_json(req, 400, json_pack("{s:b,s:s}", "ok", 0,
+			    "error", "the new policy has errors (see the log); "
+			    "the old one stays in force"));
+	} else
+		reply_error(req, 404, "no such endpoint");
+}
+
+int
+proxy_admin_start(struct proxy *p)
+{
+	struct sockaddr_un sun;
+	mode_t old;
+	int fd;
+
+	if (p->cfg->admin_socket == NULL)
+		return 0;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(p->cfg->admin_socket) >= sizeof(sun.sun_path)) {
+		log_warnx("admin socket path too long: %s", p->cfg->admin_socket);
+		return -1;
+	}
+	strcpy(sun.sun_path, p->cfg->admin_socket);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -1;
+	(void)unlink(sun.sun_path);
+	old = umask(077);	/* born 0600: never a moment others could connect */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    listen(fd, 64) == -1) {
+		umask(old);
+		log_warn("admin socket %s", sun.sun_path);
+		close(fd);
+		return -1;
+	}
+	umask(old);
+	(void)chmod(sun.sun_path, 0600);
+	if ((p->admin = evhttp_new(p->main_base)) == NULL ||
+	    evhttp_accept_socket(p->admin, fd) == -1) {
+		close(fd);
+		return -1;
+	}
+	evhttp_set_allowed_methods(p->admin, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_DELETE);
+	evhttp_set_max_body_size(p->admin, ADMIN_MAX_BODY);
+	evhttp_set_gencb(p->admin, admin_cb, p);
+	log_info("admin API on %s", sun.sun_path);
+	return 0;
+}
+
+void
+proxy_admin_stop(struct proxy *p)
+{
+	if (p->admin != NULL) {
+		evhttp_free(p->admin);
+		p->admin = NULL;
+		(void)unlink(p->cfg->admin_socket);
+	}
+}
