@@ -443,10 +443,11 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 		else if (strcmp(s, "paths") == 0)
 			pl_paths(l, c, r);
 		else if (allow && strcmp(s, "tls") == 0) {
-			if (c->type == YNODE_SCALAR && c->plain &&
+			/* A string enum: quoted or not, it is the same YAML value. */
+			if (c->type == YNODE_SCALAR &&
 			    strcmp(c->str, "intercept") == 0)
 				r->tls = POLICY_TLS_INTERCEPT;
-			else if (c->type != YNODE_SCALAR || !c->plain ||
+			else if (c->type != YNODE_SCALAR ||
 			    strcmp(c->str, "passthrough") != 0)
 				ycheck_err(&l->c, c, "tls: expected intercept "
 				    "or passthrough");
