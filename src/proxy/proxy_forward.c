@@ -86,13 +86,13 @@ forward_start(struct session *s)
 	evbuffer_add_buffer(bufferevent_get_output(s->obev), s->pending_head);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
 	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
-	if (!f->req_done) {
-		bufferevent_enable(s->cbev, EV_READ);
+	/*
+	 * Reading stays on (no epoll churn per request): pipelined requests wait
+	 * in the input buffer, bounded by its high-water mark.
+	 */
+	bufferevent_enable(s->cbev, EV_READ);
+	if (!f->req_done)
 		forward_client_read(s);
-	} else {
-		/* Pipelined requests wait in the input buffer for their turn. */
-		bufferevent_disable(s->cbev, EV_READ);
-	}
 }
 
 void
@@ -136,7 +136,6 @@ forward_client_read(struct session *s)
 	f->bytes_up += (uint64_t)n;
 	if (done) {
 		f->req_done = 1;
-		bufferevent_disable(s->cbev, EV_READ);
 		if (f->resp_done)
 			forward_done(s);
 		return;
@@ -443,7 +442,6 @@ origin_body(struct session *s)
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
-		bufferevent_disable(s->obev, EV_READ);
 		if (f->req_done)
 			forward_done(s);
 		else {

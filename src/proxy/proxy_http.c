@@ -331,7 +331,6 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	bufferevent_disable(s->cbev, EV_READ);
 	if (s->obev != NULL)
 		forward_start(s);
 	else
@@ -405,7 +404,6 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	bufferevent_disable(s->cbev, EV_READ);
 	/* Keep-alive to the same origin: its addresses are checked again. */
 	if (s->obev != NULL && s->origin_port == s->target.port &&
 	    strcmp(s->origin_host, s->target.host) == 0) {
