@@ -43,6 +43,8 @@ struct listener_ctx {
 	enum listener_kind	 kind;
 };
 
+struct dns_server;
+
 struct tls_sess_slot {
 	char			 host[POLICY_HOST_MAX + 1];
 	uint16_t		 port;
@@ -63,6 +65,7 @@ struct worker {
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
 	struct ssl_ctx_st	*tls_origin_ctx;	/* faces origins (verifying client) */
 	struct tls_sess_slot	 tls_sessions[PROXY_TLS_SESSIONS];
+	struct dns_server	*dns;		/* DNS listener of this worker */
 };
 
 struct audit;
@@ -83,6 +86,7 @@ struct proxy {
 	struct worker		*workers;
 	int			 n_workers;
 	int			 listen_fds[LISTENER_MAX][64];	/* per worker, bound at start-up */
+	int			 dns_fds[2][64];	/* UDP, TCP per worker */
 	atomic_uint		 n_conns;
 	/* credentials (proxy_cred.c); cred_mtx guards phs and snap */
 	int			 cred_ready;

@@ -16,6 +16,7 @@
 #include <event2/thread.h>
 
 #include "core/audit.h"
+#include "dns/dns.h"
 #include "vault/ca.h"
 #include "core/log.h"
 #include "proxy/proxy_int.h"
@@ -36,11 +37,11 @@ proxy_policy_get(struct proxy *p)
 }
 
 static int
-listen_socket(const struct config_listen *l)
+listen_socket_type(const struct config_listen *l, int type)
 {
 	int fd, one = 1;
 
-	fd = socket(l->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(l->ss.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
@@ -50,7 +51,7 @@ listen_socket(const struct config_listen *l)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)&l->ss, l->sslen) == -1)
 		goto fail;
-	if (listen(fd, 1024) == -1)
+	if (type == SOCK_STREAM && listen(fd, 1024) == -1)
 		goto fail;
 	return fd;
 fail:
@@ -60,6 +61,18 @@ fail:
 		errno = saved;
 	}
 	return -1;
+}
+
+static int
+listen_socket(const struct config_listen *l)
+{
+	return listen_socket_type(l, SOCK_STREAM);
+}
+
+static struct policy *
+dns_policy_get(void *arg)
+{
+	return proxy_policy_get(arg);
 }
 
 static void
@@ -145,6 +158,27 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
 		return -1;
+	if (p->dns_fds[0][index] != -1) {
+		struct dns_server_env env;
+
+		memset(&env, 0, sizeof(env));
+		env.base = w->base;
+		env.resolver = w->resolver;
+		env.mem = p->addrmem;
+		env.audit = p->audit;
+		env.policy_get = dns_policy_get;
+		env.policy_arg = p;
+		env.max_ttl = 300;
+		env.idle_timeout_ms = 10000;
+		/* The server owns both descriptors from here, also on failure. */
+		w->dns = dns_server_new(&env, p->dns_fds[0][index],
+		    p->dns_fds[1][index]);
+		p->dns_fds[0][index] = p->dns_fds[1][index] = -1;
+		if (w->dns == NULL) {
+			log_warnx("worker %d: DNS listener failed", index);
+			return -1;
+		}
+	}
 	for (i = 0; i < LISTENER_MAX; i++) {
 		int fd = p->listen_fds[i][index];
 		if (fd == -1)
@@ -222,6 +256,23 @@ proxy_new(struct config *cfg, struct policy *pol)
 	for (k = 0; k < LISTENER_MAX; k++)
 		for (i = 0; i < 64; i++)
 			p->listen_fds[k][i] = -1;
+	for (i = 0; i < 64; i++)
+		p->dns_fds[0][i] = p->dns_fds[1][i] = -1;
+	if ((p->addrmem = addrmem_new(100000)) == NULL)
+		goto fail;
+	if (cfg->listen_dns.enabled) {
+		for (i = 0; i < p->n_workers; i++) {
+			p->dns_fds[0][i] = listen_socket_type(&cfg->listen_dns,
+			    SOCK_DGRAM);
+			p->dns_fds[1][i] = listen_socket(&cfg->listen_dns);
+			if (p->dns_fds[0][i] == -1 || p->dns_fds[1][i] == -1) {
+				log_warn("listen dns on %s", cfg->listen_dns.text);
+				goto fail;
+			}
+		}
+		log_info("listening: dns on %s (udp and tcp)",
+		    cfg->listen_dns.text);
+	}
 
 	for (k = 0; k < LISTENER_MAX; k++) {
 		const struct config_listen *l = listener_config(cfg, k);
@@ -236,9 +287,8 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_info("listening: %s on %s (%d workers)", listener_names[k],
 		    l->text, p->n_workers);
 	}
-	if (cfg->listen_dns.enabled || cfg->listen_ingress.enabled ||
-	    cfg->listen_metrics.enabled)
-		log_info("dns, ingress and metrics "
+	if (cfg->listen_ingress.enabled || cfg->listen_metrics.enabled)
+		log_info("ingress and metrics "
 		    "listeners are not part of this build yet; not started");
 
 	{
@@ -406,6 +456,8 @@ proxy_free(struct proxy *p)
 		/* Sessions still open at shutdown are closed, not leaked. */
 		while (w->base != NULL && !TAILQ_EMPTY(&w->sessions))
 			session_close(TAILQ_FIRST(&w->sessions), "shutdown");
+		if (w->dns != NULL)
+			dns_server_free(w->dns);
 		if (w->base != NULL)
 			event_base_loop(w->base, EVLOOP_NONBLOCK);
 		if (w->resolver != NULL)
@@ -417,6 +469,14 @@ proxy_free(struct proxy *p)
 		proxy_tls_worker_free(w);
 	}
 	free(p->workers);
+	for (i = 0; i < 64; i++) {
+		if (p->dns_fds[0][i] != -1)
+			close(p->dns_fds[0][i]);
+		if (p->dns_fds[1][i] != -1)
+			close(p->dns_fds[1][i]);
+	}
+	if (p->addrmem != NULL)
+		addrmem_free(p->addrmem);
 	for (k = 0; k < LISTENER_MAX; k++)
 		for (i = 0; i < 64; i++)
 			if (p->listen_fds[k][i] != -1)

@@ -18,10 +18,6 @@
 #include "proxy/proxy_int.h"
 #include "proxy/tls_sni.h"
 
-/* TEMP-WEAK: until src/dns/addrmem.c lands (p->addrmem stays NULL till then). */
-#pragma weak addrmem_has
-#pragma weak addrmem_lookup
-
 #ifndef IP6T_SO_ORIGINAL_DST
 #define IP6T_SO_ORIGINAL_DST	80
 #endif

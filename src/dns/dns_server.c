@@ -1,0 +1,709 @@
+/*
+ * The DNS listener of one worker (SPEC §5): UDP and TCP on the worker's
+ * event loop, one policy decision, one response and one audit row per
+ * query. Owns its sockets, its TCP connections and the queries waiting on
+ * the resolver; dns_server_free() cancels them all.
+ */
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/audit.h"
+#include "core/log.h"
+#include "core/policy.h"
+#include "core/reason.h"
+#include "dns/dns.h"
+#include "dns/dns_msg.h"
+#include "dns/resolver.h"
+
+#define DNS_SRV_UDP_BURST	64		/* datagrams per wakeup */
+#define DNS_SRV_UDP_BUF		65536
+#define DNS_SRV_PENDING_MAX	4096		/* waiting on the resolver */
+#define DNS_SRV_TCP_MAX		512		/* connections */
+#define DNS_SRV_TCP_INFLIGHT	32		/* queries per connection */
+#define DNS_SRV_TCP_OUT_MAX	(256 * 1024)	/* unread responses */
+#define DNS_SRV_IDLE_MS		10000
+#define DNS_SRV_MAX_TTL		300
+#define DNS_SRV_EDE_LEN		(DNS_EDE_TEXT_MAX + 1)
+
+struct dns_server;
+
+struct dns_tcp {
+	TAILQ_ENTRY(dns_tcp)	 link;
+	struct dns_server	*srv;
+	struct bufferevent	*bev;
+	struct sockaddr_storage	 peer;
+	socklen_t		 peerlen;
+	size_t			 inflight;
+	int			 paused;	/* reading stopped for backpressure */
+	int			 eof;
+};
+
+/* One query from parse to response. */
+struct dns_pending {
+	TAILQ_ENTRY(dns_pending) link;
+	struct dns_server	*srv;
+	struct dns_tcp		*tcp;		/* NULL: UDP */
+	struct sockaddr_storage	 peer;
+	socklen_t		 peerlen;
+	struct resolver_query	*rq;
+	struct policy		*pol;
+	int			 has_id;
+	struct policy_identity	 id;
+	struct policy_target	 t;
+	int			 has_target;
+	struct policy_verdict	 v;
+	uint64_t		 t0;
+	char			 client[NETADDR_STRLEN + 8];
+	struct dns_msg		 msg;
+};
+
+/* How a query ends. */
+struct dns_outcome {
+	int			 rcode;
+	const char		*decision;	/* allow|deny|error */
+	const char		*rule;
+	const char		*reason;
+	int			 ede_code;	/* 0: none */
+	const char		*ede_text;
+	const struct netaddr	*addrs;
+	size_t			 n;
+	uint32_t		 ttl;
+};
+
+struct dns_server {
+	struct dns_server_env	 env;
+	int			 udp_fd;
+	struct event		*udp_ev;
+	struct evconnlistener	*lev;
+	TAILQ_HEAD(, dns_tcp)	 conns;
+	size_t			 nconns;
+	TAILQ_HEAD(, dns_pending) pending;
+	size_t			 npending;
+	uint64_t		 refused_conns;
+	uint8_t			 inbuf[DNS_SRV_UDP_BUF];
+	uint8_t			 outbuf[2 + DNS_MSG_MAX];
+};
+
+static void	dns_tcp_free(struct dns_tcp *);
+static void	dns_tcp_read_cb(struct bufferevent *, void *);
+
+static uint64_t
+dns_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+dns_audit(struct dns_pending *p, const struct dns_outcome *o,
+    const char *ip)
+{
+	struct audit_event ev;
+	char tbuf[16];
+
+	if (p->srv->env.audit == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.sandbox = p->has_id ? p->id.sandbox : NULL;
+	ev.kind = "dns";
+	ev.client = p->client;
+	if (p->has_target)
+		ev.host = p->t.host;
+	else if (p->msg.has_question)
+		ev.host = p->msg.qname.text;
+	ev.ip = ip;
+	ev.port = -1;
+	ev.asn = -1;
+	if (p->msg.has_question)
+		ev.method = dns_type_name(p->msg.qtype, tbuf, sizeof(tbuf));
+	ev.status = o->rcode;
+	ev.decision = o->decision;
+	ev.rule = o->rule;
+	ev.reason = o->reason;
+	ev.bytes_up = -1;
+	ev.bytes_down = -1;
+	ev.duration_ms = (int64_t)(dns_now_ms() - p->t0);
+	if (audit_submit(p->srv->env.audit, &ev) == -1)
+		log_debug("dns: audit closed, row for %s dropped", p->client);
+}
+
+/* Queue a TCP response; stop reading while the client does not. */
+static void
+dns_tcp_send(struct dns_tcp *c, const uint8_t *msg, size_t len)
+{
+	uint8_t hdr[2];
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	hdr[0] = (uint8_t)(len >> 8);
+	hdr[1] = (uint8_t)len;
+	if (evbuffer_add(out, hdr, 2) == -1 ||
+	    evbuffer_add(out, msg, len) == -1)
+		log_warnx("dns: cannot queue a TCP response");
+}
+
+/* After a query ends: read on when below every bound again. */
+static void
+dns_tcp_resume(struct dns_tcp *c)
+{
+	if (!c->paused || c->inflight >= DNS_SRV_TCP_INFLIGHT ||
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) >=
+	    DNS_SRV_TCP_OUT_MAX)
+		return;
+	c->paused = 0;
+	if (!c->eof)
+		bufferevent_enable(c->bev, EV_READ);
+	/* Frames already buffered raise no read event: run the callback. */
+	bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS |
+	    BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* Answer, audit and free p (already off the pending list). */
+static void
+dns_finish(struct dns_pending *p, const struct dns_outcome *o)
+{
+	struct dns_server *srv = p->srv;
+	struct dns_reply r;
+	char ipbuf[NETADDR_STRLEN], tbuf[16];
+	const char *ip = NULL;
+	ssize_t len;
+	size_t i;
+	int family = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.rcode = o->rcode;
+	r.addrs = o->addrs;
+	r.n = o->n;
+	r.ttl = o->ttl;
+	r.ede = o->ede_code != 0;
+	r.ede_code = (uint16_t)o->ede_code;
+	r.ede_text = o->ede_text;
+	r.limit = p->tcp != NULL ? DNS_MSG_MAX : dns_udp_limit(&p->msg);
+	len = dns_reply_write(&p->msg, &r, srv->outbuf, sizeof(srv->outbuf));
+	if (len == -1) {
+		/* Cannot happen for a parsed query; never leave it unanswered. */
+		memset(&r, 0, sizeof(r));
+		r.rcode = DNS_RCODE_SERVFAIL;
+		r.limit = DNS_UDP_MIN;
+		len = dns_reply_write(&p->msg, &r, srv->outbuf,
+		    sizeof(srv->outbuf));
+	}
+	if (p->msg.has_question && p->msg.qtype == DNS_TYPE_A)
+		family = AF_INET;
+	else if (p->msg.has_question && p->msg.qtype == DNS_TYPE_AAAA)
+		family = AF_INET6;
+	if (len > 3 && !(srv->outbuf[2] & (DNS_F_TC >> 8)))
+		for (i = 0; i < o->n && ip == NULL; i++)
+			if (o->addrs[i].family == family)
+				ip = netaddr_ntop(&o->addrs[i], ipbuf,
+				    sizeof(ipbuf));
+	if (len > 0 && p->tcp != NULL)
+		dns_tcp_send(p->tcp, srv->outbuf, (size_t)len);
+	else if (len > 0 && sendto(srv->udp_fd, srv->outbuf, (size_t)len, 0,
+	    (struct sockaddr *)&p->peer, p->peerlen) == -1)
+		log_debug("dns: sendto %s: %s", p->client, strerror(errno));
+	dns_audit(p, o, ip);
+	if (log_enabled(LOG_LVL_DEBUG))
+		log_debug("dns: %s %s %s: rcode %d, %s%s%s", p->client,
+		    p->has_target ? p->t.host : p->msg.qname.text,
+		    p->msg.has_question ? dns_type_name(p->msg.qtype, tbuf,
+		    sizeof(tbuf)) : "-", o->rcode, o->decision,
+		    o->reason ? ", " : "", o->reason ? o->reason : "");
+	if (p->tcp != NULL) {
+		p->tcp->inflight--;
+		dns_tcp_resume(p->tcp);
+	}
+	if (p->pol != NULL)
+		policy_unref(p->pol);
+	free(p);
+}
+
+static void
+dns_end(struct dns_pending *p, int rcode, const char *decision,
+    const char *rule, const char *reason)
+{
+	struct dns_outcome o;
+
+	memset(&o, 0, sizeof(o));
+	o.rcode = rcode;
+	o.decision = decision;
+	o.rule = rule;
+	o.reason = reason;
+	dns_finish(p, &o);
+}
+
+/* NXDOMAIN or REFUSED with an Extended DNS Error saying why. */
+static void
+dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
+{
+	struct dns_outcome o;
+	char text[DNS_SRV_EDE_LEN], tbuf[16];
+	const char *reason = p->v.reason ? p->v.reason : REASON_POLICY_DENY;
+
+	if (!p->has_id)
+		snprintf(text, sizeof(text), "sandgate: client %s is no "
+		    "sandbox (%s)", p->client, reason);
+	else if (strcmp(reason, REASON_DNS_TYPE) == 0)
+		snprintf(text, sizeof(text), "sandgate: query type %s not "
+		    "allowed by policy %s (%s)", dns_type_name(p->msg.qtype,
+		    tbuf, sizeof(tbuf)), p->id.policy, reason);
+	else
+		snprintf(text, sizeof(text), "sandgate: blocked by policy %s: "
+		    "%s (rule %s)", p->id.policy, reason, p->v.rule);
+	memset(&o, 0, sizeof(o));
+	o.rcode = rcode;
+	o.decision = "deny";
+	o.rule = p->v.rule[0] != '\0' ? p->v.rule : "default-deny";
+	o.reason = reason;
+	o.ede_code = ede_code;
+	o.ede_text = text;
+	dns_finish(p, &o);
+}
+
+static void
+dns_deny(struct dns_pending *p, const char *rule, const char *reason,
+    int refuse)
+{
+	p->v.allow = 0;
+	snprintf(p->v.rule, sizeof(p->v.rule), "%s", rule);
+	p->v.reason = reason;
+	if (refuse)
+		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
+	else
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+}
+
+static void
+dns_pending_unlink(struct dns_pending *p)
+{
+	TAILQ_REMOVE(&p->srv->pending, p, link);
+	p->srv->npending--;
+}
+
+static void
+dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
+    uint32_t ttl, void *arg)
+{
+	struct dns_pending *p = arg;
+	struct dns_server *srv = p->srv;
+	struct dns_outcome o;
+	uint32_t max_ttl;
+
+	p->rq = NULL;
+	dns_pending_unlink(p);
+	memset(&o, 0, sizeof(o));
+	o.rule = p->v.rule;
+	switch (result) {
+	case RESOLVER_OK:
+		/* Every address, not only the asked family (rebinding). */
+		if (policy_check_addrs(p->pol, &p->id, &p->t, addrs, n,
+		    &p->v) == 0) {
+			dns_end_blocked(p, DNS_RCODE_NXDOMAIN,
+			    DNS_EDE_BLOCKED);
+			return;
+		}
+		max_ttl = srv->env.max_ttl ? srv->env.max_ttl :
+		    DNS_SRV_MAX_TTL;
+		o.ttl = ttl < max_ttl ? ttl : max_ttl;
+		addrmem_add(srv->env.mem, p->id.sandbox, p->t.host, addrs, n,
+		    o.ttl);
+		o.rcode = DNS_RCODE_NOERROR;
+		o.decision = "allow";
+		o.addrs = addrs;
+		o.n = n;
+		break;
+	case RESOLVER_ENOTFOUND:
+		o.rcode = DNS_RCODE_NXDOMAIN;
+		o.decision = "allow";
+		break;
+	default:
+		o.rcode = DNS_RCODE_SERVFAIL;
+		o.decision = "error";
+		o.reason = result == RESOLVER_ETIMEOUT ?
+		    REASON_UPSTREAM_TIMEOUT : REASON_DNS_ERROR;
+		break;
+	}
+	dns_finish(p, &o);
+}
+
+/* The policy's part: everything after the message is known good. */
+static void
+dns_decide(struct dns_pending *p)
+{
+	struct dns_server *srv = p->srv;
+	const struct dns_msg *m = &p->msg;
+	int rc;
+
+	if (!p->has_id) {
+		dns_deny(p, "no-identity", REASON_NO_IDENTITY, 1);
+		return;
+	}
+	if (m->qclass != DNS_CLASS_IN) {
+		dns_deny(p, "default-deny", REASON_DNS_TYPE, 1);
+		return;
+	}
+	/* A name written as an IP is no host name a rule can allow. */
+	if (policy_target_init(&p->t, m->qname.text, m->qname.text_len,
+	    0) == -1 || p->t.is_ip) {
+		dns_deny(p, "default-deny", REASON_INVALID_HOST, 0);
+		return;
+	}
+	p->has_target = 1;
+	rc = policy_decide_dns(p->pol, &p->id, &p->t, m->qtype, &p->v);
+	if (rc == -1) {
+		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
+		return;
+	}
+	if (rc == 0) {
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+		return;
+	}
+	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA) {
+		/* Allowed, but only addresses are resolved: NODATA. */
+		dns_end(p, DNS_RCODE_NOERROR, "allow", p->v.rule, NULL);
+		return;
+	}
+	if (srv->npending >= DNS_SRV_PENDING_MAX) {
+		dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+		    REASON_DNS_ERROR);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&srv->pending, p, link);
+	srv->npending++;
+	if ((p->rq = resolver_lookup(srv->env.resolver, p->t.host,
+	    dns_resolved_cb, p)) == NULL) {
+		dns_pending_unlink(p);
+		dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+		    REASON_DNS_ERROR);
+	}
+}
+
+/* One message from a client: parse, identify, decide. */
+static void
+dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
+    const struct sockaddr_storage *peer, socklen_t peerlen,
+    const uint8_t *buf, size_t len)
+{
+	struct dns_pending *p;
+	struct netaddr src;
+	char abuf[NETADDR_STRLEN];
+	uint16_t port;
+	int rc;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		log_warnx("dns: out of memory, query dropped");
+		return;
+	}
+	rc = dns_msg_parse(buf, len, &p->msg);
+	/* Nothing to answer to, or a response: never answer those. */
+	if (rc == DNS_MSG_SHORT || (p->msg.hdr.flags & DNS_F_QR)) {
+		free(p);
+		return;
+	}
+	p->srv = srv;
+	p->tcp = tcp;
+	p->t0 = dns_now_ms();
+	memcpy(&p->peer, peer, peerlen);
+	p->peerlen = peerlen;
+	netaddr_from_sockaddr((const struct sockaddr *)peer, &src, &port);
+	snprintf(p->client, sizeof(p->client),
+	    src.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+	    netaddr_ntop(&src, abuf, sizeof(abuf)), port);
+	p->pol = srv->env.policy_get(srv->env.policy_arg);
+	p->has_id = p->pol != NULL &&
+	    policy_identify_source(p->pol, &src, &p->id) == 0;
+	if (tcp != NULL)
+		tcp->inflight++;
+
+	if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
+		dns_end(p, DNS_RCODE_FORMERR, "error", NULL,
+		    REASON_BAD_REQUEST);
+	else if (DNS_F_OPCODE(p->msg.hdr.flags) != DNS_OPCODE_QUERY)
+		dns_end(p, DNS_RCODE_NOTIMP, "error", NULL,
+		    REASON_METHOD_NOT_SUPPORTED);
+	else if (p->msg.has_edns && p->msg.edns_version != 0)
+		dns_end(p, DNS_RCODE_BADVERS, "error", NULL,
+		    REASON_BAD_REQUEST);
+	else if (p->pol == NULL)
+		dns_end(p, DNS_RCODE_SERVFAIL, "error", NULL,
+		    REASON_DNS_ERROR);
+	else
+		dns_decide(p);
+}
+
+static void
+dns_udp_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_server *srv = arg;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < DNS_SRV_UDP_BURST; i++) {
+		peerlen = sizeof(peer);
+		n = recvfrom(fd, srv->inbuf, sizeof(srv->inbuf), MSG_TRUNC,
+		    (struct sockaddr *)&peer, &peerlen);
+		if (n == -1) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR)
+				log_debug("dns: recvfrom: %s", strerror(errno));
+			return;
+		}
+		/* Larger than any buffer: not a query we could have read. */
+		if ((size_t)n > sizeof(srv->inbuf))
+			continue;
+		dns_handle(srv, NULL, &peer, peerlen, srv->inbuf, (size_t)n);
+	}
+}
+
+/* ---- TCP ---- */
+
+/* 1 when the input holds a complete frame. */
+static int
+dns_tcp_has_frame(struct dns_tcp *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t avail = evbuffer_get_length(in), msglen;
+	uint8_t *p;
+
+	if (avail < 2 || (p = evbuffer_pullup(in, 2)) == NULL)
+		return 0;
+	msglen = (size_t)p[0] << 8 | p[1];
+	return avail >= 2 + msglen;
+}
+
+/* The client is gone and every answer is out: close. */
+static void
+dns_tcp_maybe_done(struct dns_tcp *c)
+{
+	if (c->eof && c->inflight == 0 && !dns_tcp_has_frame(c) &&
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		dns_tcp_free(c);
+}
+
+static void
+dns_tcp_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t avail, want, msglen;
+	ssize_t used;
+	uint8_t *data;
+
+	for (;;) {
+		if (c->inflight >= DNS_SRV_TCP_INFLIGHT ||
+		    evbuffer_get_length(bufferevent_get_output(bev)) >=
+		    DNS_SRV_TCP_OUT_MAX) {
+			c->paused = 1;
+			bufferevent_disable(bev, EV_READ);
+			return;
+		}
+		if ((avail = evbuffer_get_length(in)) < 2)
+			break;
+		want = avail < 2 + DNS_MSG_MAX ? avail : 2 + DNS_MSG_MAX;
+		if ((data = evbuffer_pullup(in, (ssize_t)want)) == NULL)
+			break;
+		used = dns_tcp_frame(data, want, &msglen);
+		if (used == -1) {
+			/* Framing lost: no later byte can be trusted. */
+			dns_tcp_free(c);
+			return;
+		}
+		if (used == 0)
+			break;
+		dns_handle(c->srv, c, &c->peer, c->peerlen, data + 2, msglen);
+		evbuffer_drain(in, (size_t)used);
+	}
+	dns_tcp_maybe_done(c);
+}
+
+static void
+dns_tcp_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *c = arg;
+
+	dns_tcp_resume(c);
+	dns_tcp_maybe_done(c);
+}
+
+static void
+dns_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct dns_tcp *c = arg;
+
+	if (what & BEV_EVENT_EOF) {
+		c->eof = 1;
+		dns_tcp_maybe_done(c);
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+	    (c->inflight > 0 || evbuffer_get_length(
+	    bufferevent_get_output(bev)) > 0)) {
+		/* Not idle: answers are still on their way. */
+		if (!c->paused)
+			bufferevent_enable(bev, EV_READ);
+		return;
+	}
+	dns_tcp_free(c);
+}
+
+/* Closing with queries outstanding: each still gets its audit row. */
+static void
+dns_pending_cancel(struct dns_pending *p)
+{
+	struct dns_outcome o;
+
+	dns_pending_unlink(p);
+	resolver_cancel(p->rq);
+	p->rq = NULL;
+	memset(&o, 0, sizeof(o));
+	o.rcode = -1;
+	o.decision = "error";
+	o.rule = p->v.rule;
+	o.reason = REASON_DNS_ERROR;
+	dns_audit(p, &o, NULL);
+	if (p->pol != NULL)
+		policy_unref(p->pol);
+	free(p);
+}
+
+static void
+dns_tcp_free(struct dns_tcp *c)
+{
+	struct dns_server *srv = c->srv;
+	struct dns_pending *p, *next;
+
+	for (p = TAILQ_FIRST(&srv->pending); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, link);
+		if (p->tcp == c)
+			dns_pending_cancel(p);
+	}
+	TAILQ_REMOVE(&srv->conns, c, link);
+	srv->nconns--;
+	bufferevent_free(c->bev);
+	free(c);
+}
+
+static void
+dns_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct dns_server *srv = arg;
+	struct dns_tcp *c;
+	struct timeval tv;
+	uint32_t ms = srv->env.idle_timeout_ms ? srv->env.idle_timeout_ms :
+	    DNS_SRV_IDLE_MS;
+
+	if (srv->nconns >= DNS_SRV_TCP_MAX || salen <= 0 ||
+	    (size_t)salen > sizeof(c->peer)) {
+		if (srv->refused_conns++ % 1000 == 0)
+			log_warnx("dns: %d TCP connections: refusing more",
+			    DNS_SRV_TCP_MAX);
+		close(fd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->srv = srv;
+	memcpy(&c->peer, sa, (size_t)salen);
+	c->peerlen = (socklen_t)salen;
+	if ((c->bev = bufferevent_socket_new(srv->env.base, fd,
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		close(fd);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&srv->conns, c, link);
+	srv->nconns++;
+	bufferevent_setcb(c->bev, dns_tcp_read_cb, dns_tcp_write_cb,
+	    dns_tcp_event_cb, c);
+	/* One whole frame always fits, so reading never stalls mid-frame. */
+	bufferevent_setwatermark(c->bev, EV_READ, 0, 2 + DNS_MSG_MAX);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* ---- life cycle ---- */
+
+struct dns_server *
+dns_server_new(const struct dns_server_env *env, int udp_fd, int tcp_fd)
+{
+	struct dns_server *srv = NULL;
+
+	if (env == NULL || env->base == NULL || env->resolver == NULL ||
+	    env->policy_get == NULL || (udp_fd == -1 && tcp_fd == -1))
+		goto fail;
+	if ((srv = calloc(1, sizeof(*srv))) == NULL)
+		goto fail;
+	srv->env = *env;
+	srv->udp_fd = -1;
+	TAILQ_INIT(&srv->conns);
+	TAILQ_INIT(&srv->pending);
+	if (udp_fd != -1) {
+		srv->udp_fd = udp_fd;
+		udp_fd = -1;
+		if (evutil_make_socket_nonblocking(srv->udp_fd) == -1 ||
+		    (srv->udp_ev = event_new(env->base, srv->udp_fd,
+		    EV_READ | EV_PERSIST, dns_udp_cb, srv)) == NULL ||
+		    event_add(srv->udp_ev, NULL) == -1) {
+			log_warnx("dns: cannot watch the UDP socket");
+			goto fail;
+		}
+	}
+	if (tcp_fd != -1) {
+		if (evutil_make_socket_nonblocking(tcp_fd) == -1 ||
+		    (srv->lev = evconnlistener_new(env->base, dns_accept_cb,
+		    srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+		    tcp_fd)) == NULL) {
+			log_warnx("dns: cannot listen on the TCP socket");
+			goto fail;
+		}
+		tcp_fd = -1;
+	}
+	return srv;
+fail:
+	if (udp_fd != -1)
+		close(udp_fd);
+	if (tcp_fd != -1)
+		close(tcp_fd);
+	dns_server_free(srv);
+	return NULL;
+}
+
+void
+dns_server_free(struct dns_server *srv)
+{
+	struct dns_tcp *c;
+	struct dns_pending *p;
+
+	if (srv == NULL)
+		return;
+	if (srv->lev != NULL)
+		evconnlistener_free(srv->lev);
+	while ((c = TAILQ_FIRST(&srv->conns)) != NULL)
+		dns_tcp_free(c);
+	while ((p = TAILQ_FIRST(&srv->pending)) != NULL)
+		dns_pending_cancel(p);
+	if (srv->udp_ev != NULL)
+		event_free(srv->udp_ev);
+	if (srv->udp_fd != -1)
+		close(srv->udp_fd);
+	free(srv);
+}

@@ -1,0 +1,781 @@
+/*
+ * Table-driven tests of the pure DNS message parser and writer: headers,
+ * names and compression (loops, self and forward pointers, hop limits),
+ * truncated and oversize input, EDNS and EDE round trips, TC behaviour.
+ */
+#include <arpa/inet.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dns/dns_msg.h"
+
+/* ---- building messages from a compact notation ---- */
+
+struct buf {
+	uint8_t	b[8192];
+	size_t	len;
+};
+
+/*
+ * Tokens separated by spaces: two hex digits are one byte, 'word is the
+ * word's bytes. "00 01 03 'www 00" is 0x00 0x01 0x03 w w w 0x00.
+ */
+static void
+hex(struct buf *m, const char *s)
+{
+	unsigned int v;
+
+	m->len = 0;
+	while (*s != '\0') {
+		if (*s == ' ') {
+			s++;
+		} else if (*s == '\'') {
+			for (s++; *s != '\0' && *s != ' '; s++)
+				m->b[m->len++] = (uint8_t)*s;
+		} else {
+			if (sscanf(s, "%2x", &v) != 1)
+				abort();
+			m->b[m->len++] = (uint8_t)v;
+			s += 2;
+		}
+	}
+}
+
+static void
+add8(struct buf *m, unsigned int v)
+{
+	m->b[m->len++] = (uint8_t)v;
+}
+
+static void
+add16(struct buf *m, unsigned int v)
+{
+	add8(m, v >> 8);
+	add8(m, v & 0xff);
+}
+
+static void
+addname(struct buf *m, const char *name)
+{
+	const char *p = name, *dot;
+	size_t l;
+
+	while (*p != '\0') {
+		dot = strchr(p, '.');
+		l = dot ? (size_t)(dot - p) : strlen(p);
+		add8(m, (unsigned int)l);
+		memcpy(m->b + m->len, p, l);
+		m->len += l;
+		p += l;
+		if (*p == '.')
+			p++;
+	}
+	add8(m, 0);
+}
+
+/*
+ * Parse from a heap copy of exactly len bytes, so that under ASan a read
+ * one byte past the message is caught.
+ */
+static int
+parse_exact(const uint8_t *buf, size_t len, struct dns_msg *m)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	int rc;
+
+	if (copy == NULL)
+		abort();
+	memcpy(copy, buf, len);
+	rc = dns_msg_parse(copy, len, m);
+	free(copy);
+	return rc;
+}
+
+/* A query: header with flags RD, one question, and OPT when udp != 0. */
+static void
+query(struct buf *m, uint16_t id, const char *name, uint16_t qtype,
+    unsigned int udp, int dnssec_ok)
+{
+	m->len = 0;
+	add16(m, id);
+	add16(m, 0x0100);
+	add16(m, 1);
+	add16(m, 0);
+	add16(m, 0);
+	add16(m, udp ? 1 : 0);
+	addname(m, name);
+	add16(m, qtype);
+	add16(m, 1);
+	if (udp) {
+		add8(m, 0);
+		add16(m, DNS_TYPE_OPT);
+		add16(m, udp);
+		add16(m, 0);
+		add16(m, dnssec_ok ? 0x8000 : 0);
+		add16(m, 0);
+	}
+}
+
+#define HDR_Q1		"ab cd 01 00 00 01 00 00 00 00 00 00 "
+#define HDR_Q1_AN1	"ab cd 81 80 00 01 00 01 00 00 00 00 "
+#define HDR_Q1_AR1	"ab cd 01 00 00 01 00 00 00 00 00 01 "
+#define HDR_Q1_AR2	"ab cd 01 00 00 01 00 00 00 00 00 02 "
+#define Q_A		"00 01 00 01 "
+#define QNAME_A		"01 'a 00 "	/* at 12 */
+#define OPT(udp, ttl, rdlen) "00 00 29 " udp " " ttl " " rdlen " "
+#define RR_A(name)	name " 00 01 00 01 00 00 00 3c 00 04 01 02 03 04"
+
+struct parse_case {
+	const char	*what;
+	const char	*msg;
+	int		 rc;
+	const char	*qname;		/* for OK with a question */
+	uint16_t	 qtype;
+	int		 has_edns;
+	uint16_t	 udp;
+	int		 dnssec_ok;
+	uint8_t		 version;
+	const char	*an_name;	/* first answer's owner, when there is one */
+};
+
+#define SHORT(w, m)	{ .what = (w), .msg = (m), .rc = DNS_MSG_SHORT }
+#define BAD(w, m)	{ .what = (w), .msg = (m), .rc = DNS_MSG_FORMERR }
+#define OK(w, m, name, type, ...) { .what = (w), .msg = (m),		\
+	.rc = DNS_MSG_OK, .qname = (name), .qtype = (type), __VA_ARGS__ }
+#define EDNS(u, d)	.has_edns = 1, .udp = (u), .dnssec_ok = (d)
+
+static const struct parse_case parse_cases[] = {
+	SHORT("empty", ""),
+	SHORT("11 bytes", "ab cd 01 00 00 01 00 00 00 00 00"),
+	{ .what = "header only, no question",
+	    .msg = "ab cd 01 00 00 00 00 00 00 00 00 00", .rc = DNS_MSG_OK },
+	OK("A query", HDR_Q1 "03 'www 07 'Example 03 'com 00 " Q_A,
+	    "www.Example.com", 1, .version = 0),
+	BAD("two questions", "ab cd 01 00 00 02 00 00 00 00 00 00 "
+	    QNAME_A Q_A QNAME_A Q_A),
+	BAD("question count but no question", HDR_Q1),
+	BAD("name without its end", HDR_Q1 "03 'www 07 'exam"),
+	BAD("name without root label", HDR_Q1 "03 'www"),
+	BAD("label one byte short", HDR_Q1 "03 'ww"),
+	BAD("qtype cut", HDR_Q1 QNAME_A "00 01 00"),
+	BAD("label type 0x40", HDR_Q1 "41 'a 00 " Q_A),
+	BAD("label type 0x80", HDR_Q1 "80 'a 00 " Q_A),
+	BAD("label longer than the data", HDR_Q1 "3f 'abc 00 " Q_A),
+	OK("root name", HDR_Q1 "00 00 02 00 01", ".", 2, .version = 0),
+	OK("escaped bytes", HDR_Q1 "06 'a.b 00 5c 07 00 " Q_A,
+	    "a\\.b\\000\\\\\\007", 1, .version = 0),
+	BAD("pointer to self in question", HDR_Q1 "c0 0c " Q_A),
+	BAD("pointer forward in question", HDR_Q1 "c0 12 " Q_A "01 'a 00"),
+	BAD("pointer into the header", HDR_Q1 "c0 02 " Q_A),
+	BAD("pointer cut", HDR_Q1 "01 'a c0"),
+	BAD("pointer past the end", HDR_Q1 "ff ff " Q_A),
+	OK("answer compressed to the question",
+	    HDR_Q1_AN1 "03 'www 07 'example 03 'com 00 " Q_A RR_A("c0 0c"),
+	    "www.example.com", 1, .an_name = "www.example.com"),
+	OK("answer: label then pointer back",
+	    HDR_Q1_AN1 "07 'example 03 'com 00 " Q_A RR_A("03 'www c0 0c"),
+	    "example.com", 1, .an_name = "www.example.com"),
+	BAD("answer: pointer to itself", HDR_Q1_AN1 QNAME_A Q_A RR_A("c0 13")),
+	BAD("answer: label then pointer to its own start",
+	    HDR_Q1_AN1 QNAME_A Q_A RR_A("02 'bb c0 13")),
+	BAD("answer: pointer forward", HDR_Q1_AN1 QNAME_A Q_A RR_A("c0 30")),
+	/* 12: "a" then a pointer to 21, whose pointer goes back to 12. */
+	BAD("mutual pointers", HDR_Q1_AN1 "01 'a c0 15 " Q_A RR_A("c0 0c")),
+	OK("pointer to a name that points back",
+	    "ab cd 81 80 00 01 00 02 00 00 00 00 " QNAME_A Q_A
+	    RR_A("01 'x c0 0c") " " RR_A("c0 13"), "a", 1, .an_name = "x.a"),
+	BAD("rdata longer than the message", HDR_Q1_AN1 QNAME_A Q_A
+	    "c0 0c 00 01 00 01 00 00 00 3c 00 05 01 02 03 04"),
+	BAD("record fixed part cut", HDR_Q1_AN1 QNAME_A Q_A "c0 0c 00 01 00"),
+	BAD("answer count, no answer", HDR_Q1_AN1 QNAME_A Q_A),
+	BAD("trailing byte", HDR_Q1 QNAME_A Q_A "00"),
+	OK("EDNS 4096 DO", HDR_Q1_AR1 QNAME_A Q_A OPT("10 00", "00 00 80 00",
+	    "00 00"), "a", 1, EDNS(4096, 1)),
+	OK("EDNS 1232", HDR_Q1_AR1 QNAME_A Q_A OPT("04 d0", "00 00 00 00",
+	    "00 00"), "a", 1, EDNS(1232, 0)),
+	OK("EDNS version 1", HDR_Q1_AR1 QNAME_A Q_A OPT("10 00",
+	    "00 01 00 00", "00 00"), "a", 1, EDNS(4096, 0), .version = 1),
+	OK("EDNS with a cookie", HDR_Q1_AR1 QNAME_A Q_A OPT("10 00",
+	    "00 00 00 00", "00 0c") "00 0a 00 08 01 02 03 04 05 06 07 08",
+	    "a", 1, EDNS(4096, 0)),
+	BAD("two OPT records", HDR_Q1_AR2 QNAME_A Q_A OPT("10 00",
+	    "00 00 00 00", "00 00") OPT("10 00", "00 00 00 00", "00 00")),
+	BAD("OPT in the answer section", HDR_Q1_AN1 QNAME_A Q_A OPT("10 00",
+	    "00 00 00 00", "00 00")),
+	BAD("OPT owner not root", HDR_Q1_AR1 QNAME_A Q_A
+	    "c0 0c 00 29 10 00 00 00 00 00 00 00"),
+	BAD("OPT option cut", HDR_Q1_AR1 QNAME_A Q_A OPT("10 00",
+	    "00 00 00 00", "00 03") "00 0a 00"),
+	BAD("OPT option longer than rdata", HDR_Q1_AR1 QNAME_A Q_A
+	    OPT("10 00", "00 00 00 00", "00 06") "00 0a 00 08 01 02"),
+	BAD("EDE option without info code", HDR_Q1_AR1 QNAME_A Q_A
+	    OPT("10 00", "00 00 00 00", "00 05") "00 0f 00 01 00"),
+	BAD("OPT rdata cut", HDR_Q1_AR1 QNAME_A Q_A OPT("10 00",
+	    "00 00 00 00", "00 04") "00 0a"),
+};
+
+static void
+test_parse_table(void)
+{
+	const struct parse_case *c;
+	struct dns_msg *m = malloc(sizeof(*m));
+	struct dns_rr rr;
+	struct buf b;
+	size_t i, off;
+	int rc;
+
+	for (i = 0; i < sizeof(parse_cases) / sizeof(parse_cases[0]); i++) {
+		c = &parse_cases[i];
+		hex(&b, c->msg);
+		rc = parse_exact(b.b, b.len, m);
+		CHECK_MSG(rc == c->rc, "%s: rc %d, want %d", c->what, rc,
+		    c->rc);
+		if (rc != DNS_MSG_OK)
+			continue;
+		CHECK_MSG(m->hdr.id == (b.b[0] << 8 | b.b[1]), "%s: id",
+		    c->what);
+		if (c->qname != NULL) {
+			CHECK_MSG(m->has_question &&
+			    strcmp(m->qname.text, c->qname) == 0 &&
+			    m->qname.text_len == strlen(c->qname),
+			    "%s: qname \"%s\"", c->what, m->qname.text);
+			CHECK_MSG(m->qtype == c->qtype, "%s: qtype %u",
+			    c->what, m->qtype);
+		} else
+			CHECK_MSG(!m->has_question, "%s: question", c->what);
+		CHECK_MSG(m->has_edns == c->has_edns && (!c->has_edns ||
+		    (m->edns_udp == c->udp && m->edns_do == c->dnssec_ok &&
+		    m->edns_version == c->version)), "%s: edns %d %u %d %u",
+		    c->what, m->has_edns, m->edns_udp, m->edns_do,
+		    m->edns_version);
+		if (c->an_name != NULL) {
+			off = m->an_off;
+			CHECK_MSG(dns_rr_read(b.b, b.len, &off, &rr) == 0 &&
+			    strcmp(rr.name.text, c->an_name) == 0 &&
+			    rr.type == DNS_TYPE_A && rr.ttl == 60 &&
+			    rr.rdlen == 4, "%s: answer \"%s\"", c->what,
+			    rr.name.text);
+		}
+	}
+	free(m);
+}
+
+/* Names at and over the 255-byte and 63-byte limits, built in code. */
+static void
+test_name_limits(void)
+{
+	struct dns_msg *m = malloc(sizeof(*m));
+	struct buf b;
+	char name[400];
+	size_t i, labels;
+	int rc;
+
+	/* 63-byte label: fine; 4 x 63 + 3 = 255 bytes of text, 257 wire. */
+	memset(name, 'a', 63);
+	name[63] = '\0';
+	query(&b, 1, name, 1, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_OK);
+	CHECK_INT(m->qname.text_len, 63);
+	CHECK_INT(m->qname.wire_len, 65);
+
+	/* Wire length exactly 255: labels of 63, 63, 63, 61. */
+	snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.61s",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+	    "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+	    "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd");
+	query(&b, 1, name, 1, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_OK);
+	CHECK_INT(m->qname.wire_len, 255);
+	CHECK_STR(m->qname.text, name);
+	/* One more byte: 256. */
+	snprintf(name + strlen(name), sizeof(name) - strlen(name), "d");
+	query(&b, 1, name, 1, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_FORMERR);
+
+	/* 127 one-byte labels = 255 wire bytes; 128 = 257. */
+	for (labels = 127; labels <= 128; labels++) {
+		for (i = 0; i < labels; i++) {
+			name[2 * i] = 'x';
+			name[2 * i + 1] = '.';
+		}
+		name[2 * labels - 1] = '\0';
+		query(&b, 1, name, 1, 0, 0);
+		rc = dns_msg_parse(b.b, b.len, m);
+		CHECK_MSG(rc == (labels == 127 ? DNS_MSG_OK :
+		    DNS_MSG_FORMERR), "%zu labels: %d", labels, rc);
+	}
+
+	/* A 64-byte label cannot even be written: 0x40 is a label type. */
+	memset(name, 'a', 64);
+	name[64] = '\0';
+	query(&b, 1, name, 1, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_FORMERR);
+
+	/* Escaping: a 63-byte label of 0xff bytes becomes 252 characters. */
+	hex(&b, HDR_Q1);
+	add8(&b, 63);
+	memset(b.b + b.len, 0xff, 63);
+	b.len += 63;
+	add8(&b, 0);
+	add16(&b, 1);
+	add16(&b, 1);
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_OK);
+	CHECK_INT(m->qname.text_len, 63 * 4);
+	CHECK(strncmp(m->qname.text, "\\255\\255", 8) == 0);
+	free(m);
+}
+
+/*
+ * A chain of pointers, each to the one before it: allowed up to
+ * DNS_PTR_HOPS_MAX hops, refused beyond; and a long chain costs at most
+ * that many hops, never a loop.
+ */
+static void
+test_pointer_hops(void)
+{
+	struct dns_name n;
+	struct buf b;
+	size_t start, off, hops;
+	int rc;
+
+	for (hops = DNS_PTR_HOPS_MAX - 1; hops <= DNS_PTR_HOPS_MAX + 1;
+	    hops++) {
+		hex(&b, HDR_Q1 QNAME_A Q_A);
+		/* 12: "a"; then pointers at 19, 21, ... each to the last. */
+		add8(&b, 0xc0);
+		add8(&b, 12);
+		while (b.len < 19 + 2 * hops) {
+			add8(&b, 0xc0);
+			add8(&b, (unsigned int)(b.len - 3));
+		}
+		start = b.len - 2;
+		off = start;
+		rc = dns_name_read(b.b, b.len, &off, &n);
+		/* The last pointer leads through hops pointers to 12. */
+		CHECK_MSG(rc == (hops <= DNS_PTR_HOPS_MAX ? 0 : -1),
+		    "%zu hops: rc %d", hops, rc);
+		if (rc == 0) {
+			CHECK_STR(n.text, "a");
+			CHECK_INT(off, start + 2);
+		}
+	}
+
+	/* A pointer may not point to a byte past itself via earlier labels. */
+	hex(&b, HDR_Q1 "01 'a 01 'b c0 0c " Q_A);
+	off = 12;
+	CHECK_INT(dns_name_read(b.b, b.len, &off, &n), -1);
+	/* But reading the name at 14 ("b" then -> 12 "a" -> 14) loops too. */
+	off = 14;
+	CHECK_INT(dns_name_read(b.b, b.len, &off, &n), -1);
+	/* From a later offset, pointing back to 14, is fine only if 14 ends. */
+	hex(&b, HDR_Q1 "01 'a 00 01 'b c0 0c " Q_A);
+	off = 15;
+	CHECK_INT(dns_name_read(b.b, b.len, &off, &n), 0);
+	CHECK_STR(n.text, "b.a");
+	CHECK_INT(off, 19);
+	CHECK_INT(n.wire_len, 5);
+	CHECK(memcmp(n.wire, "\001b\001a\000", 5) == 0);
+}
+
+/* Every prefix of a valid message with records fails cleanly. */
+static void
+test_truncated_prefixes(void)
+{
+	struct dns_msg *m = malloc(sizeof(*m));
+	struct buf b;
+	size_t cut;
+	int rc;
+
+	hex(&b, "ab cd 81 80 00 01 00 02 00 00 00 01 03 'www 07 'example 03 "
+	    "'com 00 " Q_A RR_A("c0 0c") " " RR_A("03 'cdn c0 10") " "
+	    OPT("10 00", "00 00 80 00", "00 0b") "00 0f 00 07 00 0f 'hello");
+	CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_OK);
+	CHECK(m->has_ede && m->ede_code == 15 && m->ede_text_len == 5 &&
+	    memcmp(m->ede_text, "hello", 5) == 0);
+	for (cut = 0; cut < b.len; cut++) {
+		rc = parse_exact(b.b, cut, m);
+		CHECK_MSG(rc == (cut < DNS_HDR_LEN ? DNS_MSG_SHORT :
+		    DNS_MSG_FORMERR), "cut at %zu: %d", cut, rc);
+	}
+	free(m);
+}
+
+static void
+test_tcp_frame(void)
+{
+	static const struct {
+		const char	*in;
+		ssize_t		 rc;
+		size_t		 len;
+	} cases[] = {
+		{ "", 0, 0 },
+		{ "00", 0, 0 },
+		{ "00 00", -1, 0 },
+		{ "00 0b 00 00 00 00 00 00 00 00 00 00 00", -1, 0 },
+		{ "00 0c 00 00 00 00 00 00 00 00 00 00 00", 0, 0 },
+		{ "00 0c 00 00 00 00 00 00 00 00 00 00 00 00", 14, 12 },
+		{ "00 0c 00 00 00 00 00 00 00 00 00 00 00 00 ff ff", 14, 12 },
+		{ "ff ff 00 00", 0, 0 },
+	};
+	struct buf b;
+	size_t i, len;
+	ssize_t rc;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hex(&b, cases[i].in);
+		len = 0;
+		rc = dns_tcp_frame(b.b, b.len, &len);
+		CHECK_MSG(rc == cases[i].rc && (rc <= 0 ||
+		    len == cases[i].len), "frame %zu: %zd %zu", i, rc, len);
+	}
+}
+
+static void
+test_udp_limit(void)
+{
+	static const struct {
+		unsigned int	udp;	/* 0: no EDNS */
+		size_t		limit;
+	} cases[] = {
+		{ 0, 512 }, { 1, 512 }, { 511, 512 }, { 512, 512 },
+		{ 1232, 1232 }, { 4096, 4096 }, { 4097, 4096 }, { 65535, 4096 },
+	};
+	struct dns_msg *m = malloc(sizeof(*m));
+	struct buf b;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		query(&b, 7, "a.test", 1, cases[i].udp, 0);
+		CHECK_INT(dns_msg_parse(b.b, b.len, m), DNS_MSG_OK);
+		CHECK_MSG(dns_udp_limit(m) == cases[i].limit, "udp %u: %zu",
+		    cases[i].udp, dns_udp_limit(m));
+	}
+	free(m);
+}
+
+static void
+addr(struct netaddr *a, const char *s)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, a->a) == 1)
+		a->family = AF_INET;
+	else if (inet_pton(AF_INET6, s, a->a) == 1)
+		a->family = AF_INET6;
+	else
+		abort();
+}
+
+/* What a reply looked like when parsed back. */
+struct seen {
+	struct dns_header h;
+	int		  rc;
+	size_t		  len;
+	size_t		  nans;
+	char		  ans[64][64];
+	uint32_t	  ttl;
+	char		  owner[64];
+	int		  has_edns;
+	int		  edns_do;
+	uint8_t		  ext_rcode;
+	int		  has_ede;
+	uint16_t	  ede_code;
+	char		  ede_text[300];
+};
+
+static void
+parse_back(const uint8_t *out, ssize_t len, struct seen *s)
+{
+	struct dns_msg *m = malloc(sizeof(*m));
+	struct dns_rr rr;
+	size_t off, i;
+
+	memset(s, 0, sizeof(*s));
+	s->len = len > 0 ? (size_t)len : 0;
+	s->rc = len > 0 ? dns_msg_parse(out, (size_t)len, m) : -99;
+	if (s->rc != DNS_MSG_OK) {
+		free(m);
+		return;
+	}
+	s->h = m->hdr;
+	off = m->an_off;
+	for (i = 0; i < m->hdr.ancount && i < 64; i++) {
+		if (dns_rr_read(out, (size_t)len, &off, &rr) == -1)
+			break;
+		inet_ntop(rr.rdlen == 4 ? AF_INET : AF_INET6,
+		    out + rr.rdata_off, s->ans[i], sizeof(s->ans[i]));
+		s->ttl = rr.ttl;
+		snprintf(s->owner, sizeof(s->owner), "%.63s", rr.name.text);
+		s->nans++;
+	}
+	s->has_edns = m->has_edns;
+	s->edns_do = m->edns_do;
+	s->ext_rcode = m->edns_ext_rcode;
+	s->has_ede = m->has_ede;
+	s->ede_code = m->ede_code;
+	memcpy(s->ede_text, m->ede_text, m->ede_text_len);
+	s->ede_text[m->ede_text_len] = '\0';
+	free(m);
+}
+
+struct write_case {
+	const char	*what;
+	const char	*qname;
+	uint16_t	 qtype;
+	unsigned int	 udp;		/* 0: no EDNS */
+	int		 dnssec_ok;
+	int		 rcode;
+	const char	*addrs;		/* comma-separated */
+	int		 gen;		/* or this many 198.51.100.x */
+	int		 ede;
+	const char	*ede_text;
+	size_t		 limit;		/* 0: dns_udp_limit() */
+	/* expected */
+	ssize_t		 want_rc;	/* 0: a length, -1: failure */
+	int		 tc;
+	size_t		 nans;
+	const char	*first;
+	int		 want_ede;
+	size_t		 ede_len;	/* 0: strlen(ede_text) */
+};
+
+#define W(w, name, type, u, d, rc, list, ...) { .what = (w), .qname = (name), \
+	.qtype = (type), .udp = (u), .dnssec_ok = (d), .rcode = (rc),	\
+	.addrs = (list), __VA_ARGS__ }
+
+static const struct write_case write_cases[] = {
+	W("A from a mixed list", "WwW.Example.com", DNS_TYPE_A, 0, 0, 0,
+	    "198.51.100.1,2001:db8::1,198.51.100.2", .nans = 2,
+	    .first = "198.51.100.1"),
+	W("AAAA from a mixed list", "v6.test", DNS_TYPE_AAAA, 1232, 0, 0,
+	    "198.51.100.1,2001:db8::1,2001:db8::2", .nans = 2,
+	    .first = "2001:db8::1"),
+	W("AAAA, IPv4 only: NODATA", "v4.test", DNS_TYPE_AAAA, 0, 0, 0,
+	    "198.51.100.1"),
+	W("MX never gets addresses", "mx.test", DNS_TYPE_MX, 0, 0, 0,
+	    "198.51.100.1"),
+	W("NXDOMAIN with EDE, EDNS", "no.test", DNS_TYPE_A, 1232, 1, 3, NULL,
+	    .ede = 1, .ede_text = "blocked by policy p: policy-deny",
+	    .want_ede = 1),
+	W("NXDOMAIN with EDE asked, no EDNS", "no.test", DNS_TYPE_A, 0, 0, 3,
+	    NULL, .ede = 1, .ede_text = "blocked"),
+	W("EDE with empty text", "no.test", DNS_TYPE_A, 4096, 0, 3, NULL,
+	    .ede = 1, .ede_text = "", .want_ede = 1),
+	W("32 A without EDNS: TC", "tcp.test", DNS_TYPE_A, 0, 0, 0, NULL,
+	    .gen = 32, .tc = 1),
+	/* 12 + 14 + 30 x 16 = 506 */
+	W("30 A without EDNS: fits", "tcp.test", DNS_TYPE_A, 0, 0, 0, NULL,
+	    .gen = 30, .nans = 30, .first = "198.51.100.0"),
+	W("31 A without EDNS: TC", "tcp.test", DNS_TYPE_A, 0, 0, 0, NULL,
+	    .gen = 31, .tc = 1),
+	W("32 A, EDNS 511 counts as 512: TC", "tcp.test", DNS_TYPE_A, 511, 0,
+	    0, NULL, .gen = 32, .tc = 1),
+	W("32 A, EDNS 1232: fits", "tcp.test", DNS_TYPE_A, 1232, 0, 0, NULL,
+	    .gen = 32, .nans = 32, .first = "198.51.100.0"),
+	W("AAAA over TCP", "tcp.test", DNS_TYPE_AAAA, 0, 0, 0,
+	    "2001:db8::1,2001:db8::2", .limit = DNS_MSG_MAX, .nans = 2),
+	W("BADVERS needs EDNS", "a.test", DNS_TYPE_A, 0, 0, 16, NULL,
+	    .want_rc = -1),
+	W("BADVERS with EDNS", "a.test", DNS_TYPE_A, 1232, 0, 16, NULL),
+	W("rcode out of range", "a.test", DNS_TYPE_A, 1232, 0, 4096, NULL,
+	    .want_rc = -1),
+	W("limit below a header", "a.test", DNS_TYPE_A, 0, 0, 0, NULL,
+	    .limit = 11, .want_rc = -1),
+	W("long EDE text is cut", "no.test", DNS_TYPE_A, 4096, 0, 3, NULL,
+	    .ede = 1, .ede_text =
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "yyyy", .want_ede = 1, .ede_len = DNS_EDE_TEXT_MAX),
+};
+
+static void
+test_write_table(void)
+{
+	const struct write_case *c;
+	struct dns_msg *q = malloc(sizeof(*q));
+	struct dns_reply r;
+	struct netaddr addrs[64];
+	struct seen *s = malloc(sizeof(*s));
+	struct buf b;
+	uint8_t out[DNS_MSG_MAX];
+	char list[512], *tok, *save;
+	size_t i, n, want_len;
+	ssize_t len;
+
+	for (i = 0; i < sizeof(write_cases) / sizeof(write_cases[0]); i++) {
+		c = &write_cases[i];
+		query(&b, (uint16_t)(0x1000 + i), c->qname, c->qtype, c->udp,
+		    c->dnssec_ok);
+		CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+		n = 0;
+		if (c->addrs != NULL) {
+			snprintf(list, sizeof(list), "%s", c->addrs);
+			for (tok = strtok_r(list, ",", &save); tok != NULL;
+			    tok = strtok_r(NULL, ",", &save))
+				addr(&addrs[n++], tok);
+		}
+		for (; (int)n < c->gen; n++) {
+			snprintf(list, sizeof(list), "198.51.100.%zu", n);
+			addr(&addrs[n], list);
+		}
+		memset(&r, 0, sizeof(r));
+		r.rcode = c->rcode;
+		r.addrs = addrs;
+		r.n = n;
+		r.ttl = 42;
+		r.ede = c->ede;
+		r.ede_code = DNS_EDE_BLOCKED;
+		r.ede_text = c->ede_text;
+		r.limit = c->limit ? c->limit : dns_udp_limit(q);
+		len = dns_reply_write(q, &r, out, sizeof(out));
+		if (c->want_rc == -1) {
+			CHECK_MSG(len == -1, "%s: %zd", c->what, len);
+			continue;
+		}
+		CHECK_MSG(len > 0 && (size_t)len <= r.limit, "%s: len %zd",
+		    c->what, len);
+		parse_back(out, len, s);
+		CHECK_MSG(s->rc == DNS_MSG_OK, "%s: parse back %d", c->what,
+		    s->rc);
+		if (s->rc != DNS_MSG_OK)
+			continue;
+		CHECK_MSG(s->h.id == 0x1000 + i, "%s: id", c->what);
+		CHECK_MSG((s->h.flags & DNS_F_QR) && (s->h.flags & DNS_F_RA) &&
+		    (s->h.flags & DNS_F_RD) && !(s->h.flags & DNS_F_AA),
+		    "%s: flags %04x", c->what, s->h.flags);
+		CHECK_MSG(DNS_F_RCODE(s->h.flags) == (c->rcode & 0xf) &&
+		    s->ext_rcode == (c->rcode >> 4), "%s: rcode %u/%u",
+		    c->what, DNS_F_RCODE(s->h.flags), s->ext_rcode);
+		CHECK_MSG(!!(s->h.flags & DNS_F_TC) == c->tc, "%s: TC",
+		    c->what);
+		CHECK_MSG(s->h.qdcount == 1 && s->nans == c->nans &&
+		    s->h.ancount == c->nans, "%s: %zu answers", c->what,
+		    s->nans);
+		if (c->nans > 0) {
+			CHECK_MSG(s->ttl == 42 && strcmp(s->owner,
+			    c->qname) == 0, "%s: owner %s", c->what,
+			    s->owner);
+		}
+		if (c->first != NULL)
+			CHECK_MSG(strcmp(s->ans[0], c->first) == 0,
+			    "%s: first %s", c->what, s->ans[0]);
+		CHECK_MSG(s->has_edns == (c->udp != 0) &&
+		    s->edns_do == c->dnssec_ok, "%s: edns %d do %d",
+		    c->what, s->has_edns, s->edns_do);
+		CHECK_MSG(s->has_ede == c->want_ede, "%s: ede %d", c->what,
+		    s->has_ede);
+		if (c->want_ede) {
+			want_len = c->ede_len ? c->ede_len :
+			    strlen(c->ede_text);
+			CHECK_MSG(s->ede_code == DNS_EDE_BLOCKED &&
+			    strlen(s->ede_text) == want_len &&
+			    strncmp(s->ede_text, c->ede_text, want_len) == 0,
+			    "%s: ede %u \"%s\"", c->what, s->ede_code,
+			    s->ede_text);
+		}
+		/* The question is echoed byte for byte, case included. */
+		CHECK_MSG(memcmp(out + DNS_HDR_LEN, b.b + DNS_HDR_LEN,
+		    q->qname.wire_len + 4) == 0, "%s: question", c->what);
+	}
+	free(q);
+	free(s);
+}
+
+/* The largest name, EDNS 512 and a full EDE text: the text gives way. */
+static void
+test_ede_shrinks(void)
+{
+	struct dns_msg *q = malloc(sizeof(*q));
+	struct seen *s = malloc(sizeof(*s));
+	struct dns_reply r;
+	struct buf b;
+	uint8_t out[1024];
+	char name[300], text[DNS_EDE_TEXT_MAX + 1];
+	ssize_t len;
+
+	snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.61s",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+	    "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+	    "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd");
+	memset(text, 't', DNS_EDE_TEXT_MAX);
+	text[DNS_EDE_TEXT_MAX] = '\0';
+	/* A multi-byte character straddling the cut is not split. */
+	memcpy(text + 223, "\xc3\xa9", 2);
+	query(&b, 9, name, DNS_TYPE_A, 512, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+	memset(&r, 0, sizeof(r));
+	r.rcode = DNS_RCODE_NXDOMAIN;
+	r.ede = 1;
+	r.ede_code = DNS_EDE_BLOCKED;
+	r.ede_text = text;
+	r.limit = dns_udp_limit(q);
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	/* 12 + 259 + 11 + 6 = 288: 224 bytes of text would fit. */
+	CHECK_INT(len, 511);
+	parse_back(out, len, s);
+	CHECK_INT(s->rc, DNS_MSG_OK);
+	CHECK(s->has_ede && !(s->h.flags & DNS_F_TC));
+	CHECK_INT(strlen(s->ede_text), 223);
+	CHECK(strncmp(s->ede_text, text, 223) == 0);
+
+	/* Too small a buffer is a failure, not a truncation. */
+	r.limit = DNS_MSG_MAX;
+	CHECK_INT(dns_reply_write(q, &r, out, 300), -1);
+	free(q);
+	free(s);
+}
+
+/* Replies to messages that are not proper questions. */
+static void
+test_error_replies(void)
+{
+	struct dns_msg *q = malloc(sizeof(*q));
+	struct dns_reply r;
+	struct dns_header h;
+	struct buf b;
+	uint8_t out[512];
+	ssize_t len;
+
+	/* Two questions: FORMERR, header copied, question not echoed. */
+	hex(&b, "ab cd 09 10 00 02 00 00 00 00 00 00 " QNAME_A Q_A QNAME_A Q_A);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_FORMERR);
+	memset(&r, 0, sizeof(r));
+	r.rcode = DNS_RCODE_FORMERR;
+	r.limit = 512;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	CHECK_INT(len, DNS_HDR_LEN);
+	CHECK_INT(dns_header_parse(out, (size_t)len, &h), 0);
+	CHECK_INT(h.id, 0xabcd);
+	/* opcode 1, RD and CD copied; QR, RA set; rcode 1 */
+	CHECK_INT(h.flags, 0x8000 | 0x0800 | 0x0100 | 0x0080 | 0x0010 | 1);
+	CHECK(h.qdcount == 0 && h.ancount == 0 && h.arcount == 0);
+
+	CHECK_STR(dns_type_name(1, (char *)out, 16), "A");
+	CHECK_STR(dns_type_name(28, (char *)out, 16), "AAAA");
+	CHECK_STR(dns_type_name(15, (char *)out, 16), "MX");
+	CHECK_STR(dns_type_name(255, (char *)out, 16), "ANY");
+	CHECK_STR(dns_type_name(999, (char *)out, 16), "TYPE999");
+	free(q);
+}
+
+int
+main(void)
+{
+	test_parse_table();
+	test_name_limits();
+	test_pointer_hops();
+	test_truncated_prefixes();
+	test_tcp_frame();
+	test_udp_limit();
+	test_write_table();
+	test_ede_shrinks();
+	test_error_replies();
+	return check_summary();
+}

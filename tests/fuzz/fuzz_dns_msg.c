@@ -1,0 +1,138 @@
+/*
+ * libFuzzer target for the DNS message parser and writer: memory safety,
+ * the parsed names' invariants, and replies to whatever was parsed that
+ * always parse back, echo the question and respect the size limit.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dns/dns_msg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static struct dns_msg	q, back;
+static uint8_t		out[DNS_MSG_MAX];
+
+static void
+check_name(const struct dns_name *n)
+{
+	size_t i;
+	char c;
+
+	if (n->wire_len < 1 || n->wire_len > DNS_WIRE_NAME_MAX ||
+	    n->wire[n->wire_len - 1] != 0 || n->text_len == 0 ||
+	    n->text_len >= DNS_NAME_TEXT_MAX ||
+	    strlen(n->text) != n->text_len)
+		abort();
+	for (i = 0; i < n->text_len; i++) {
+		c = n->text[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == '\\'))
+			abort();
+	}
+}
+
+/* A reply to q under one set of choices; it must be well-formed. */
+static void
+check_reply(int rcode, int with_addrs, int ede, size_t limit)
+{
+	static const char text[] = "sandgate: blocked by policy p: policy-deny";
+	struct netaddr addrs[40];
+	struct dns_reply r;
+	ssize_t len;
+	size_t i;
+
+	memset(addrs, 0, sizeof(addrs));
+	for (i = 0; i < 40; i++) {
+		addrs[i].family = i % 3 == 2 ? AF_INET6 : AF_INET;
+		addrs[i].a[0] = (uint8_t)(i + 1);
+	}
+	memset(&r, 0, sizeof(r));
+	r.rcode = rcode;
+	r.addrs = with_addrs ? addrs : NULL;
+	r.n = with_addrs ? 40 : 0;
+	r.ttl = 300;
+	r.ede = ede;
+	r.ede_code = DNS_EDE_BLOCKED;
+	r.ede_text = text;
+	r.limit = limit;
+	len = dns_reply_write(&q, &r, out, sizeof(out));
+	if (len == -1) {
+		if (rcode > 15 && !q.has_edns)
+			return;
+		abort();
+	}
+	if ((size_t)len > limit || dns_msg_parse(out, (size_t)len,
+	    &back) != DNS_MSG_OK)
+		abort();
+	if (back.hdr.id != q.hdr.id || !(back.hdr.flags & DNS_F_QR) ||
+	    back.has_question != q.has_question ||
+	    back.has_edns != q.has_edns ||
+	    DNS_F_RCODE(back.hdr.flags) != (rcode & 0xf))
+		abort();
+	if (q.has_question && (back.qname.wire_len != q.qname.wire_len ||
+	    memcmp(back.qname.wire, q.qname.wire, q.qname.wire_len) != 0 ||
+	    strcmp(back.qname.text, q.qname.text) != 0 ||
+	    back.qtype != q.qtype))
+		abort();
+	if ((back.hdr.flags & DNS_F_TC) && back.hdr.ancount != 0)
+		abort();
+	if (back.has_edns && (back.edns_ext_rcode != rcode >> 4 ||
+	    back.has_ede != ede || back.edns_do != q.edns_do))
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct dns_name n;
+	struct dns_rr rr;
+	size_t off, i, msglen;
+	ssize_t fr;
+	int rc;
+
+	rc = dns_msg_parse(data, size, &q);
+	if ((rc == DNS_MSG_SHORT) != (size < DNS_HDR_LEN))
+		abort();
+	if (rc != DNS_MSG_OK && rc != DNS_MSG_SHORT && rc != DNS_MSG_FORMERR)
+		abort();
+	if (rc == DNS_MSG_OK) {
+		if (q.has_question != (q.hdr.qdcount == 1))
+			abort();
+		if (q.has_question)
+			check_name(&q.qname);
+		/* Every record the parser accepted reads again, to the end. */
+		off = q.an_off;
+		for (i = 0; i < (size_t)q.hdr.ancount + q.hdr.nscount +
+		    q.hdr.arcount; i++) {
+			if (dns_rr_read(data, size, &off, &rr) == -1)
+				abort();
+			check_name(&rr.name);
+		}
+		if (off != size || q.ede_text_len > DNS_EDE_TEXT_MAX)
+			abort();
+	}
+	if (rc != DNS_MSG_SHORT) {
+		check_reply(DNS_RCODE_NOERROR, 1, 0, dns_udp_limit(&q));
+		check_reply(DNS_RCODE_NOERROR, 1, 0, DNS_MSG_MAX);
+		check_reply(DNS_RCODE_NXDOMAIN, 0, 1, dns_udp_limit(&q));
+		check_reply(DNS_RCODE_FORMERR, 0, 0, DNS_UDP_MIN);
+		check_reply(DNS_RCODE_BADVERS, 0, 1, DNS_UDP_MIN);
+	}
+	/* A name at every early offset: no crash, and within bounds. */
+	for (i = 0; i < size && i < 64; i++) {
+		off = i;
+		if (dns_name_read(data, size, &off, &n) == 0) {
+			check_name(&n);
+			if (off <= i || off > size)
+				abort();
+		}
+	}
+	fr = dns_tcp_frame(data, size, &msglen);
+	if (fr < -1 || (fr > 0 && ((size_t)fr > size ||
+	    (size_t)fr != msglen + 2 || msglen < DNS_HDR_LEN)))
+		abort();
+	return 0;
+}
