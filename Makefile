@@ -6,7 +6,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 10
 
 .PHONY: all deps build build-asan run test test-plain test-asan fuzz bench clean
 
@@ -32,7 +32,7 @@ test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
 test-asan: build-asan
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
+	cd $(ASAN_BUILD) && SANDGATE_ASAN=1 ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j 2
 

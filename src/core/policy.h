@@ -158,4 +158,13 @@ void	policy_registry_clear(void);
 int	policy_decide_dns(const struct policy *, const struct policy_identity *id,
 	    const struct policy_target *t, uint16_t qtype, struct policy_verdict *v);
 
+/*
+ * Step 5: countries / asns deny rules of the sandbox's policy for one
+ * address's geo data (country "" or NULL and asn 0 mean unknown, which no
+ * rule denies). 1 allow, 0 deny (v->reason REASON_COUNTRY_DENY or
+ * REASON_ASN_DENY, v->rule unchanged).
+ */
+int	policy_check_geo(const struct policy *, const struct policy_identity *,
+	    const char *country, uint32_t asn, struct policy_verdict *v);
+
 #endif

@@ -42,6 +42,13 @@ struct dns_server_env {
 	struct policy		*(*policy_get)(void *arg);
 	void			*policy_arg;
 	uint32_t		 max_ttl;	/* answers' TTLs are capped to this (s) */
+	/*
+	 * Optional: 1 when name carries a credential placeholder (cred set to
+	 * the credential's name); such a query is misuse and gets NXDOMAIN.
+	 */
+	int			(*name_check)(void *arg, const char *name,
+				    char *cred, size_t credlen);
+	void			*name_check_arg;
 	uint32_t		 idle_timeout_ms;	/* TCP connections */
 };
 

@@ -65,6 +65,7 @@ struct dns_pending {
 	struct policy_verdict	 v;
 	uint64_t		 t0;
 	char			 client[NETADDR_STRLEN + 8];
+	char			 cred[64];	/* a placeholder's credential, for the row */
 	struct dns_msg		 msg;
 };
 
@@ -133,6 +134,7 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.decision = o->decision;
 	ev.rule = o->rule;
 	ev.reason = o->reason;
+	ev.credential = p->cred[0] != '\0' ? p->cred : NULL;
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;
 	ev.duration_ms = (int64_t)(dns_now_ms() - p->t0);
@@ -361,6 +363,12 @@ dns_decide(struct dns_pending *p)
 		return;
 	}
 	p->has_target = 1;
+	/* A placeholder smuggled out as a label is misuse, whatever the policy. */
+	if (srv->env.name_check != NULL && srv->env.name_check(
+	    srv->env.name_check_arg, p->t.host, p->cred, sizeof(p->cred))) {
+		dns_deny(p, "default-deny", REASON_CRED_MISUSE, 0);
+		return;
+	}
 	rc = policy_decide_dns(p->pol, &p->id, &p->t, m->qtype, &p->v);
 	if (rc == -1) {
 		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);

@@ -193,6 +193,15 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		return;
 	}
 	pol = proxy_policy_get(p);
+	{
+		struct policy_identity st;
+		if (policy_identity_by_id(pol, id, &st) == 0) {
+			policy_unref(pol);
+			json_decref(body);
+			reply_error(req, 409, "a static sandbox has this id");
+			return;
+		}
+	}
 	if (!policy_has(pol, pname)) {
 		policy_unref(pol);
 		json_decref(body);

@@ -83,30 +83,76 @@ issue_sandbox_cb(const char *id, const char *policy_name, void *arg)
 			log_warnx("out of memory issuing placeholders");
 }
 
-/* Load the values of every secret the policy's credentials name. */
+struct names_ctx {
+	char	(*v)[VAULT_NAME_MAX + 1];
+	size_t	 n, cap;
+};
+
+static void
+name_cb(const struct vault_entry_info *e, void *arg)
+{
+	struct names_ctx *nc = arg;
+
+	if (nc->n == nc->cap) {
+		size_t ncap = nc->cap ? nc->cap * 2 : 16;
+		void *nv = realloc(nc->v, ncap * sizeof(*nc->v));
+		if (nv == NULL)
+			return;
+		nc->v = nv;
+		nc->cap = ncap;
+	}
+	snprintf(nc->v[nc->n++], sizeof(nc->v[0]), "%s", e->name);
+}
+
+static int
+name_listed(const struct names_ctx *nc, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < nc->n; i++)
+		if (strcmp(nc->v[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Load the values of every secret the policy's credentials name and the
+ * vault holds. A missing secret is logged and its credential is never
+ * swapped (credential-unavailable): the gateway still starts.
+ */
 static struct vault_snapshot *
 snapshot_for(struct proxy *p, const struct policy *pol)
 {
 	const struct policy_credential *all;
+	struct names_ctx nc = { NULL, 0, 0 };
 	const char **names;
 	struct vault_snapshot *snap;
 	const char *err = NULL;
-	size_t i, n;
+	size_t i, n, k = 0;
 
 	all = policy_all_credentials(pol, &n);
-	if ((names = calloc(n + 1, sizeof(*names))) == NULL)
+	if (vault_list(p->vault, name_cb, &nc, &err) == -1) {
+		log_warnx("vault: %s", err ? err : "cannot list secrets");
+		free(nc.v);
 		return NULL;
-	for (i = 0; i < n; i++)
-		names[i] = all[i].secret;
-	snap = vault_snapshot_load(p->vault, names, n, &err);
-	if (snap == NULL)
-		log_warnx("vault: %s", err ? err : "cannot load secrets");
-	for (i = 0; snap != NULL && i < n; i++)
-		if (!vault_snapshot_has(snap, names[i]))
+	}
+	if ((names = calloc(n + 1, sizeof(*names))) == NULL) {
+		free(nc.v);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		if (name_listed(&nc, all[i].secret))
+			names[k++] = all[i].secret;
+		else
 			log_warnx("vault: credential %s names secret %s, which the "
 			    "vault does not hold: it will not be swapped in",
-			    all[i].name, names[i]);
+			    all[i].name, all[i].secret);
+	}
+	snap = vault_snapshot_load(p->vault, names, k, &err);
+	if (snap == NULL)
+		log_warnx("vault: %s", err ? err : "cannot load secrets");
 	free(names);
+	free(nc.v);
 	return snap;
 }
 
@@ -398,8 +444,8 @@ cred_plan_clear(struct cred_plan *plan)
  * what moved before, so a placeholder split across reads is found too.
  */
 int
-cred_in_body(struct session *s, struct evbuffer *buf, size_t n, char *cred,
-    size_t credlen)
+cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
+    char *cred, size_t credlen)
 {
 	struct cred_body_tail *t = &s->body_tail;
 	char edge[2 * CRED_PH_MAX];
@@ -427,6 +473,7 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, char *cred,
 	}
 	pthread_mutex_unlock(&s->p->cred_mtx);
 	/* Keep the last bytes that moved for the next look. */
+	n = moved;
 	keep = n < CRED_PH_MAX - 1 ? n : CRED_PH_MAX - 1;
 	if (n >= CRED_PH_MAX - 1) {
 		struct evbuffer_ptr at;
@@ -469,4 +516,35 @@ cred_forget(struct proxy *p, const char *sandbox)
 			snprintf(p->phs[i].sandbox, sizeof(p->phs[i].sandbox),
 			    "%s", "-removed-");
 	pthread_mutex_unlock(&p->cred_mtx);
+}
+
+/*
+ * How many of the last bytes of buf[0..len) to hold back because they are
+ * the start of a placeholder: a placeholder split across reads never
+ * reaches the origin even in part.
+ */
+size_t
+cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
+{
+	char end[CRED_PH_MAX];
+	struct evbuffer_ptr at;
+	size_t m = len < CRED_PH_MAX - 1 ? len : CRED_PH_MAX - 1, k, i, best = 0;
+
+	if (m == 0)
+		return 0;
+	evbuffer_ptr_set(buf, &at, len - m, EVBUFFER_PTR_SET);
+	if (evbuffer_copyout_from(buf, &at, end, m) != (ev_ssize_t)m)
+		return 0;
+	pthread_mutex_lock(&p->cred_mtx);
+	for (i = 0; i < p->n_phs; i++) {
+		size_t pl = strlen(p->phs[i].ph);
+
+		for (k = m < pl - 1 ? m : pl - 1; k > best; k--)
+			if (memcmp(end + m - k, p->phs[i].ph, k) == 0) {
+				best = k;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&p->cred_mtx);
+	return best;
 }

@@ -26,13 +26,15 @@ static void	forward_done(struct session *);
  */
 static ssize_t
 move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
-    uint64_t *left, struct http_chunked *ck, int *done)
+    uint64_t *left, struct http_chunked *ck, int *done, size_t limit)
 {
 	size_t avail = evbuffer_get_length(src), take = 0;
 	struct evbuffer_iovec iov[16];
 	int i, nvec;
 
 	*done = 0;
+	if (avail > limit)
+		avail = limit;
 	switch (fr) {
 	case HTTP_BODY_NONE:
 		*done = 1;
@@ -50,9 +52,11 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 		nvec = evbuffer_peek(src, -1, NULL, iov, 16);
 		if (nvec > 16)
 			nvec = 16;
-		for (i = 0; i < nvec && !*done; i++) {
-			ssize_t r = http_chunked_feed(ck, iov[i].iov_base,
-			    iov[i].iov_len, done);
+		for (i = 0; i < nvec && !*done && take < avail; i++) {
+			size_t seg = iov[i].iov_len < avail - take ?
+			    iov[i].iov_len : avail - take;
+			ssize_t r = http_chunked_feed(ck, iov[i].iov_base, seg,
+			    done);
 			if (r < 0)
 				return -1;
 			take += (size_t)r;
@@ -95,22 +99,117 @@ forward_start(struct session *s)
 		forward_client_read(s);
 }
 
+struct payload_map {
+	struct evbuffer	*pl;
+	size_t		 raw_base;	/* raw offset of the current iovec */
+	const char	*iov_base;
+	size_t		 span_raw[64];	/* raw end offset after each payload span */
+	size_t		 span_pl[64];	/* payload length after each span */
+	size_t		 n;
+};
+
+static void
+collect_cb(const char *p, size_t n, void *arg)
+{
+	struct payload_map *m = arg;
+	size_t slot = m->n % 64;
+
+	evbuffer_add(m->pl, p, n);
+	m->span_raw[slot] = m->raw_base + (size_t)(p - m->iov_base) + n;
+	m->span_pl[slot] = evbuffer_get_length(m->pl);
+	m->n++;
+}
+
+/* Raw bytes to move so that the payload moved is exactly `payload` bytes. */
+static size_t
+raw_for_payload(const struct payload_map *m, size_t payload, size_t raw_all)
+{
+	size_t j, total = evbuffer_get_length(m->pl);
+
+	if (payload >= total)
+		return raw_all;
+	/* Walk back over the recorded spans to the one holding the cut. */
+	for (j = m->n; j > 0 && j + 64 > m->n; j--) {
+		size_t slot = (j - 1) % 64, end_pl = m->span_pl[slot];
+		size_t prev_pl = j >= 2 && j + 63 > m->n ?
+		    m->span_pl[(j - 2) % 64] : 0;
+
+		if (payload >= prev_pl && payload <= end_pl)
+			return m->span_raw[slot] - (end_pl - payload);
+	}
+	return 0;	/* not recorded: move nothing this time, it is safe */
+}
+
+/*
+ * Look for placeholders in the request body bytes buffered now: in the
+ * payload, so chunk framing cannot split one unseen (a dry run of the
+ * chunk decoder on a copy of its state). *limit gets the raw bytes that
+ * may move: a tail that starts a placeholder is held back until the rest
+ * arrives (or the body ends).
+ */
+static int
+body_has_placeholder(struct session *s, size_t *limit)
+{
+	struct forward *f = &s->fwd;
+	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer_iovec iov[16];
+	struct http_chunked dry;
+	struct payload_map m;
+	size_t len = evbuffer_get_length(in), avail, hold, raw;
+	int i, nvec, done = 0, found;
+
+	*limit = SIZE_MAX;
+	if (s->p->n_phs == 0 || len == 0)
+		return 0;
+	if (f->req_framing != HTTP_BODY_CHUNKED) {
+		avail = len < f->req_left ? len : (size_t)f->req_left;
+		hold = avail < f->req_left ? cred_holdback(s->p, in, avail) : 0;
+		*limit = avail - hold;
+		return cred_in_body(s, in, avail, avail - hold, f->plan.cred,
+		    sizeof(f->plan.cred));
+	}
+	memset(&m, 0, sizeof(m));
+	if ((m.pl = evbuffer_new()) == NULL)
+		return 1;	/* cannot look: refuse rather than pass unseen */
+	dry = f->req_chunk;
+	nvec = evbuffer_peek(in, -1, NULL, iov, 16);
+	if (nvec > 16)
+		nvec = 16;
+	raw = 0;
+	for (i = 0; i < nvec && !done; i++) {
+		ssize_t r;
+
+		m.raw_base = raw;
+		m.iov_base = iov[i].iov_base;
+		r = http_chunked_decode(&dry, iov[i].iov_base, iov[i].iov_len,
+		    &done, collect_cb, &m);
+		if (r < 0)
+			break;
+		raw += (size_t)r;
+	}
+	avail = evbuffer_get_length(m.pl);
+	hold = done ? 0 : cred_holdback(s->p, m.pl, avail);
+	*limit = hold == 0 ? SIZE_MAX : raw_for_payload(&m, avail - hold, raw);
+	found = cred_in_body(s, m.pl, avail, avail - hold, f->plan.cred,
+	    sizeof(f->plan.cred));
+	evbuffer_free(m.pl);
+	return found;
+}
+
 void
 forward_client_read(struct session *s)
 {
 	struct forward *f = &s->fwd;
 	struct evbuffer *out;
+	size_t limit;
 	ssize_t n;
 	int done;
 
 	if (f->req_done || s->obev == NULL)
 		return;
 	{
-		struct evbuffer *in = bufferevent_get_input(s->cbev);
-
 		/* A placeholder in a body is never swapped: refuse the request. */
-		if (cred_in_body(s, in, evbuffer_get_length(in), f->plan.cred,
-		    sizeof(f->plan.cred))) {
+		if (body_has_placeholder(s, &limit)) {
 			if (!f->resp_head_done)
 				session_deny(s, 403, REASON_CRED_MISUSE,
 				    "a credential placeholder in a request body");
@@ -124,7 +223,7 @@ forward_client_read(struct session *s)
 	}
 	out = bufferevent_get_output(s->obev);
 	n = move_body(bufferevent_get_input(s->cbev), out, f->req_framing,
-	    &f->req_left, &f->req_chunk, &done);
+	    &f->req_left, &f->req_chunk, &done, limit);
 	if (n < 0) {
 		if (!f->resp_head_done)
 			session_deny(s, 400, REASON_BAD_REQUEST,
@@ -430,7 +529,8 @@ origin_body(struct session *s)
 		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
 	else
 		n = move_body(bufferevent_get_input(s->obev), out,
-		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done);
+		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
+		    SIZE_MAX);
 	if (n < 0) {
 		session_log(s, "error", f->status, REASON_UPSTREAM_ERROR,
 		    f->bytes_up, f->bytes_down, &f->started);

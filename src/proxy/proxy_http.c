@@ -407,8 +407,7 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	/* Keep-alive to the same origin: its addresses are checked again. */
 	if (s->obev != NULL && s->origin_port == s->target.port &&
 	    strcmp(s->origin_host, s->target.host) == 0) {
-		if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs,
-		    s->n_addrs, &s->verdict)) {
+		if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
 			session_deny(s, 403, s->verdict.reason,
 			    "destination address not allowed");
 			return;

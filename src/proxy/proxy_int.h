@@ -74,12 +74,14 @@ struct evhttp;
 struct vault;
 struct cred_ph;
 struct addrmem;
+struct geoip;
 
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
+	struct geoip		*geoip;		/* NULL without databases */
 	char			*cfg_path;	/* NULL: built-in defaults */
 	pthread_mutex_t		 pol_mtx;
 	struct policy		*pol;		/* current; guarded by pol_mtx */
@@ -275,6 +277,9 @@ void		 forward_reset(struct session *);
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
 void		 upstream_connect(struct session *, void (*next)(struct session *));
 void		 upstream_drop(struct session *);
+/* Steps 4 and 5 (internal ranges, countries, ASNs) over addrs; 1 allow. */
+int		 upstream_check_addrs(struct session *, const struct netaddr *,
+		    size_t n);
 
 /* proxy_socks.c */
 void		 socks_read(struct session *);
@@ -305,8 +310,10 @@ void		 cred_forget(struct proxy *, const char *sandbox);
 /* proxy_admin.c */
 int		 proxy_admin_start(struct proxy *);
 void		 proxy_admin_stop(struct proxy *);
+/* Search buf[0..n) (and the tail of what moved before); moved bytes go on. */
 int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
-		    char *cred, size_t credlen);
+		    size_t moved, char *cred, size_t credlen);
+size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);
 
 /* proxy_tls.c */
 int		 proxy_tls_worker_init(struct worker *, const struct config *);

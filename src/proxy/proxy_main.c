@@ -16,6 +16,7 @@
 #include <event2/thread.h>
 
 #include "core/audit.h"
+#include "core/geoip.h"
 #include "dns/dns.h"
 #include "vault/ca.h"
 #include "core/log.h"
@@ -73,6 +74,12 @@ static struct policy *
 dns_policy_get(void *arg)
 {
 	return proxy_policy_get(arg);
+}
+
+static int
+dns_name_check(void *arg, const char *name, char *cred, size_t credlen)
+{
+	return cred_in_name(arg, name, cred, credlen);
 }
 
 static void
@@ -168,6 +175,8 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.audit = p->audit;
 		env.policy_get = dns_policy_get;
 		env.policy_arg = p;
+		env.name_check = dns_name_check;
+		env.name_check_arg = p;
 		env.max_ttl = 300;
 		env.idle_timeout_ms = 10000;
 		/* The server owns both descriptors from here, also on failure. */
@@ -305,6 +314,17 @@ proxy_new(struct config *cfg, struct policy *pol)
 		goto fail;
 	if (cred_init(p) == -1)
 		goto fail;
+	if (cfg->geoip_country_db != NULL || cfg->geoip_asn_db != NULL) {
+		const char *err = NULL;
+		if ((p->geoip = geoip_open(cfg->geoip_country_db,
+		    cfg->geoip_asn_db, &err)) == NULL) {
+			log_warnx("%s", err ? err : "geoip: cannot open");
+			goto fail;
+		}
+		log_info("geoip: country %s, asn %s", cfg->geoip_country_db ?
+		    cfg->geoip_country_db : "-", cfg->geoip_asn_db ?
+		    cfg->geoip_asn_db : "-");
+	}
 	p->cred_ready = 1;
 	if ((p->main_base = event_base_new()) == NULL)
 		goto fail;
@@ -491,6 +511,8 @@ proxy_free(struct proxy *p)
 		ca_free(p->ca);
 	if (p->cred_ready)
 		cred_free(p);
+	if (p->geoip != NULL)
+		geoip_close(p->geoip);
 	policy_registry_clear();
 	if (p->pol != NULL)
 		policy_unref(p->pol);

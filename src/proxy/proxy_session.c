@@ -13,6 +13,7 @@
 #include <openssl/ssl.h>
 
 #include "core/audit.h"
+#include "core/geoip.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
@@ -339,6 +340,7 @@ session_audit(struct session *s, const char *decision, int status,
     const char *ip)
 {
 	struct audit_event ev;
+	struct geoip_result geo;
 	int http = s->kind == KIND_HTTP || s->tunnel_http;
 
 	memset(&ev, 0, sizeof(ev));
@@ -349,6 +351,11 @@ session_audit(struct session *s, const char *decision, int status,
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
 	ev.port = s->target.port ? s->target.port : -1;
 	ev.asn = -1;
+	if (s->p->geoip != NULL && ev.ip != NULL &&
+	    geoip_lookup(s->p->geoip, &s->origin_addr, &geo) == 0) {
+		ev.country = geo.country[0] ? geo.country : NULL;
+		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
+	}
 	ev.method = http && s->fwd.method[0] ? s->fwd.method :
 	    s->kind != KIND_HTTP ? "CONNECT" : NULL;
 	ev.path = http && s->fwd.path[0] ? s->fwd.path : NULL;

@@ -87,8 +87,7 @@ named_resolved(struct session *s)
 	}
 	s->addrs[0] = orig;
 	s->n_addrs = 1;
-	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs, 1,
-	    &s->verdict)) {
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
 		deny(s, 403, s->verdict.reason, "original destination not allowed");
 		return;
 	}
@@ -159,8 +158,7 @@ decide_opaque(struct session *s)
 	}
 	s->addrs[0] = s->orig_dst;
 	s->n_addrs = 1;
-	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs, 1,
-	    &s->verdict)) {
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
 		deny(s, 403, s->verdict.reason, "address not allowed");
 		return;
 	}

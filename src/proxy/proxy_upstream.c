@@ -7,19 +7,44 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/geoip.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
 
 static void	try_next_addr(struct session *);
 
+/*
+ * Steps 4 and 5 of the decision order for addrs: every address must be
+ * reachable (allow_private) and outside denied countries and ASNs.
+ */
+int
+upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
+{
+	struct geoip_result g;
+	size_t i;
+
+	if (!policy_check_addrs(s->pol, &s->ident, &s->target, addrs, n,
+	    &s->verdict))
+		return 0;
+	if (s->p->geoip == NULL)
+		return 1;
+	for (i = 0; i < n; i++) {
+		if (geoip_lookup(s->p->geoip, &addrs[i], &g) == -1)
+			log_warnx("geoip: lookup failed (corrupt database?)");
+		if (!policy_check_geo(s->pol, &s->ident, g.country, g.asn,
+		    &s->verdict))
+			return 0;
+	}
+	return 1;
+}
+
 static void
 resolved(struct session *s, void (*next)(struct session *))
 {
 	char detail[512];
 
-	if (!policy_check_addrs(s->pol, &s->ident, &s->target, s->addrs,
-	    s->n_addrs, &s->verdict)) {
+	if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
 		snprintf(detail, sizeof(detail), "%s resolves to an address "
 		    "this policy may not reach", s->target.host);
 		session_deny(s, 403, s->verdict.reason, detail);
