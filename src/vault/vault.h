@@ -107,4 +107,13 @@ int		 vault_scrub_string(const struct vault_snapshot *,
 		    const char *const *secrets, const char *const *placeholders,
 		    size_t n, const char *s, size_t len, struct evbuffer *out);
 
+/*
+ * Added by the vault implementation (after the interface above): the values
+ * of vault_set()'s `rotate` argument, naming the "unless replace" its
+ * comment speaks of. 0 and 1 keep their meaning.
+ */
+#define VAULT_SET_NEW		0	/* the entry must not exist yet */
+#define VAULT_SET_ROTATE	1	/* it must exist; its rotated time is set */
+#define VAULT_SET_REPLACE	2	/* either; created and rotated kept */
+
 #endif
