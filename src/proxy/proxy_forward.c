@@ -5,6 +5,7 @@
  * removed, Via added), keep-alive on both sides.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <strings.h>
@@ -74,6 +75,7 @@ forward_reset(struct session *s)
 	cred_plan_clear(&s->fwd.plan);
 	if (s->fwd.scrub != NULL)
 		vault_scrubber_free(s->fwd.scrub);
+	free(s->fwd.path);
 	memset(&s->fwd, 0, sizeof(s->fwd));
 }
 
@@ -83,6 +85,7 @@ forward_start(struct session *s)
 	struct forward *f = &s->fwd;
 
 	s->state = S_FORWARD;
+	f->ip = s->origin_addr;
 	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
 	bufferevent_setcb(s->cbev, http_client_read_cb, client_write_cb,

@@ -19,17 +19,31 @@
 static void	connect_resolved(struct session *);
 static void	forward_resolved(struct session *);
 
+/* Failures of an allowed request are errors; refusals are denials. */
+static int
+reason_is_error(const char *reason)
+{
+	return strcmp(reason, REASON_DNS_ERROR) == 0 ||
+	    strncmp(reason, "upstream-", 9) == 0 ||
+	    strcmp(reason, REASON_CLIENT_TLS) == 0 ||
+	    strcmp(reason, REASON_CRED_UNAVAILABLE) == 0;
+}
+
 void
 session_deny(struct session *s, int status, const char *reason,
     const char *detail)
 {
-	session_log(s, status >= 500 ? "error" : "deny", status, reason,
-	    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	/* A decision no rule made is named default-deny (SPEC §4). */
+	if (s->verdict.rule[0] == '\0')
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
+	session_log(s, reason_is_error(reason) ? "error" : "deny", status,
+	    reason, s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
 		socks_deny(s, reason);
 		return;
 	}
-	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP) {
+	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP &&
+	    !s->intercepted) {
 		transparent_refuse(s, reason);
 		return;
 	}
@@ -93,6 +107,21 @@ identify_basic(struct session *s, const struct http_request *req)
 	return 1;
 }
 
+/* The destination as written, for rows about requests refused before a decision. */
+static void
+target_note(struct session *s, const struct http_request *req)
+{
+	if (policy_target_init(&s->target, req->host.p, req->host.len,
+	    req->port) == -1) {
+		char esc[POLICY_HOST_MAX + 1];
+
+		log_escape(req->host.p, req->host.len, esc, sizeof(esc));
+		memset(&s->target, 0, sizeof(s->target));
+		snprintf(s->target.host, sizeof(s->target.host), "%s", esc);
+		s->target.port = req->port;
+	}
+}
+
 /* Identity per SPEC §4: a Proxy-Authorization that is present decides. */
 static int
 identify(struct session *s, const struct http_request *req)
@@ -101,6 +130,7 @@ identify(struct session *s, const struct http_request *req)
 
 	if (r == -1) {
 		s->has_ident = 0;
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
 		session_deny(s, 407, REASON_AUTH_FAILED,
 		    "proxy credentials not accepted");
 		return -1;
@@ -108,6 +138,7 @@ identify(struct session *s, const struct http_request *req)
 	if (r == 0 && policy_identify_source(s->pol, &s->client_addr,
 	    &s->ident) == -1) {
 		s->has_ident = 0;
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
 		session_deny(s, 407, REASON_NO_IDENTITY,
 		    "no sandbox identity: send Proxy-Authorization");
 		return -1;
@@ -345,6 +376,7 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	s->kind = KIND_CONNECT;
 	if (policy_target_init(&s->target, req->host.p, req->host.len,
 	    req->port) == -1) {
+		target_note(s, req);
 		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
 		return;
 	}
@@ -383,6 +415,7 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	}
 	if (policy_target_init(&s->target, req->host.p, req->host.len,
 	    req->port) == -1) {
+		target_note(s, req);
 		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
 		return;
 	}
@@ -466,10 +499,13 @@ handle_head(struct session *s)
 		}
 	}
 	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req.method);
-	if (req.form == HTTP_TARGET_AUTHORITY)
-		slice_copy(s->fwd.path, sizeof(s->fwd.path), &req.target);
-	else
-		slice_copy(s->fwd.path, sizeof(s->fwd.path), &req.path);
+	/* The whole path: rules match on it, and the row keeps it. */
+	s->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
+	    req.form == HTTP_TARGET_AUTHORITY ? 0 : req.path.len);
+	if (s->fwd.path == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
 
 	if (s->tunnel_http) {
 		tunnel_request(s, &req, n);
@@ -480,6 +516,11 @@ handle_head(struct session *s)
 	s->pol = proxy_policy_get(s->p);
 	memset(&s->target, 0, sizeof(s->target));
 	memset(&s->verdict, 0, sizeof(s->verdict));
+	/* What the request names, so that even a 407 row says where it went. */
+	if (req.form == HTTP_TARGET_AUTHORITY)
+		s->kind = KIND_CONNECT;
+	if (req.form == HTTP_TARGET_AUTHORITY || req.form == HTTP_TARGET_ABSOLUTE)
+		target_note(s, &req);
 	if (identify(s, &req) == -1)
 		return;
 	switch (req.form) {

@@ -175,7 +175,8 @@ struct forward {
 	int			 upgrade;	/* the request asked to switch protocols */
 	int			 status;
 	char			 method[24];
-	char			 path[512];	/* for the log, truncated */
+	char			*path;		/* the whole request target; "" when none */
+	struct netaddr		 ip;		/* the address this request went to or was refused for */
 	uint64_t		 bytes_up;
 	uint64_t		 bytes_down;
 	struct timespec		 started;

@@ -97,8 +97,9 @@ session_close(struct session *s, const char *reason)
 		s->rq = NULL;
 	}
 	/* A tunnel is one decision: its line is written when it ends. */
+	/* An allowed tunnel's row: how it ended is not a decision reason. */
 	if (s->kind != KIND_HTTP && !s->logged && s->verdict.allow)
-		session_log(s, "allow", 200, reason, s->bytes_up, s->bytes_down,
+		session_log(s, "allow", 200, NULL, s->bytes_up, s->bytes_down,
 		    &s->started);
 	if (s->timer != NULL)
 		event_free(s->timer);
@@ -352,13 +353,15 @@ session_audit(struct session *s, const char *decision, int status,
 	ev.port = s->target.port ? s->target.port : -1;
 	ev.asn = -1;
 	if (s->p->geoip != NULL && ev.ip != NULL &&
-	    geoip_lookup(s->p->geoip, &s->origin_addr, &geo) == 0) {
+	    geoip_lookup(s->p->geoip, s->fwd.ip.family ? &s->fwd.ip :
+	    &s->origin_addr, &geo) == 0) {
 		ev.country = geo.country[0] ? geo.country : NULL;
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
 	ev.method = http && s->fwd.method[0] ? s->fwd.method :
 	    s->kind != KIND_HTTP ? "CONNECT" : NULL;
-	ev.path = http && s->fwd.path[0] ? s->fwd.path : NULL;
+	ev.path = http && s->fwd.path != NULL && s->fwd.path[0] ?
+	    s->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
 	ev.decision = decision;
 	ev.rule = s->verdict.rule[0] ? s->verdict.rule : NULL;
@@ -381,14 +384,26 @@ session_log(struct session *s, const char *decision, int status,
 	char path[256] = "-";
 
 	s->logged = 1;
+	/* The path is escaped only when a line will be written. */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +
 	    (now.tv_nsec - started->tv_nsec) / 1000000;
-	if (s->obev != NULL || s->origin_addr.family != 0)
+	/* A request's own address; a tunnel's is the one it connected to. */
+	if (s->fwd.ip.family != 0)
+		netaddr_ntop(&s->fwd.ip, ip, sizeof(ip));
+	else if ((s->kind != KIND_HTTP && !s->tunnel_http) &&
+	    s->origin_addr.family != 0)
 		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
-	if (s->kind == KIND_HTTP || s->tunnel_http)
+	if ((s->kind == KIND_HTTP || s->tunnel_http) && s->fwd.path != NULL)
 		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
 	session_audit(s, decision, status, reason, up, down, ms, ip);
+	/*
+	 * Every decision is an audit row; the log carries denials and errors
+	 * at info, allowed traffic only at debug (a write per request is the
+	 * largest cost on a kept-alive connection).
+	 */
+	if (strcmp(decision, "allow") == 0 && !log_enabled(LOG_LVL_DEBUG))
+		return;
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
 	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",

@@ -86,6 +86,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	}
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
+		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
 		session_finish(s, REASON_AUTH_FAILED);
 		return -1;
 	}
@@ -134,6 +135,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return 0;
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
+		session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0, &s->started);
 		session_finish(s, REASON_BAD_REQUEST);
 		return -1;
 	}
@@ -144,6 +146,8 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
+		session_log(s, "deny", 0, REASON_METHOD_NOT_SUPPORTED, 0, 0,
+		    &s->started);
 		session_finish(s, REASON_METHOD_NOT_SUPPORTED);
 		return -1;
 	}

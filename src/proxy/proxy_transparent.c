@@ -52,6 +52,7 @@ deny(struct session *s, int status, const char *reason, const char *detail)
 		return;
 	}
 	s->logged = 1;
+	s->fwd.ip = s->orig_dst;	/* the row names the address refused */
 	session_log(s, status >= 500 ? "error" : "deny", status, reason, 0, 0,
 	    &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id,

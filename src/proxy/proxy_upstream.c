@@ -25,16 +25,33 @@ upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
 	size_t i;
 
 	if (!policy_check_addrs(s->pol, &s->ident, &s->target, addrs, n,
-	    &s->verdict))
+	    &s->verdict)) {
+		struct policy_verdict v1;
+
+		/* The row names the first address that was refused. */
+		for (i = 0; i < n; i++) {
+			v1 = s->verdict;
+			v1.allow = 1;
+			if (!policy_check_addrs(s->pol, &s->ident, &s->target,
+			    &addrs[i], 1, &v1)) {
+				s->fwd.ip = addrs[i];
+				break;
+			}
+		}
+		if (s->target.is_ip)
+			s->fwd.ip = s->target.ip;
 		return 0;
+	}
 	if (s->p->geoip == NULL)
 		return 1;
 	for (i = 0; i < n; i++) {
 		if (geoip_lookup(s->p->geoip, &addrs[i], &g) == -1)
 			log_warnx("geoip: lookup failed (corrupt database?)");
 		if (!policy_check_geo(s->pol, &s->ident, g.country, g.asn,
-		    &s->verdict))
+		    &s->verdict)) {
+			s->fwd.ip = addrs[i];
 			return 0;
+		}
 	}
 	return 1;
 }

@@ -3,6 +3,7 @@
 End-to-end tests of streaming (SPEC §5): large bodies pass through CONNECT
 tunnels and absolute-form requests intact, and the gateway's peak memory
 (VmHWM) stays bounded, also when the client stops reading for a while.
+Each request's audit row counts exactly the bytes that went through.
 """
 
 import hashlib
@@ -14,6 +15,7 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import auditcheck as AC  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -38,6 +40,25 @@ class BigDownloadTest(unittest.TestCase):
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
 
+    def setUp(self):
+        self.audit = AC.Audit(self, self.gw)
+
+    def allowed(self, client, kind, method, path, down):
+        """
+        The allow row of one request (absolute form, or inside a tunnel),
+        found by client, method and path (client None: any loopback one).
+        """
+        want = dict(decision="allow", kind=kind, sandbox="local",
+                    host="allowed.test", ip="127.0.0.2", port=self.a.port,
+                    status=200, rule="big:allow[0]", reason=None,
+                    credential=None, bytes_up=0, bytes_down=down)
+        where = {"path": path, "method": method}
+        if client is None:
+            want["client"] = AC.LOOPBACK_CLIENT
+        else:
+            where["client"] = client
+        self.audit.expect(where, **want)
+
     def assertRssBounded(self, what):
         peak = self.gw.rss_peak_kb()
         print("  %s: sandgate VmHWM %d kB (limit %d kB)" % (what, peak, RSS_LIMIT_KB))
@@ -53,10 +74,10 @@ class BigDownloadTest(unittest.TestCase):
         self.assertEqual(r.info.get("size_download"), GIB, r)
         print("  1 GiB through CONNECT in %.1f s" % dt)
         self.assertRssBounded("1 GiB CONNECT")
-        rows = self.gw.wait_audit(kind="connect", host="allowed.test", decision="allow",
-                                  pred=lambda r: (r.get("bytes_down") or 0) >= GIB)
-        self.assertTrue(rows, "no audit row counting the 1 GiB download: %r"
-                        % self.gw.audit_rows(kind="connect"))
+        # plain HTTP in the tunnel: one row for the request, every byte counted
+        path = "/bytes/%d" % GIB
+        self.allowed(AC.client_of_curl(r), "connect", "GET", path, GIB)
+        self.audit.check()
 
     def test_absolute_form_100mib_intact(self):
         n = 100 * MIB
@@ -72,6 +93,9 @@ class BigDownloadTest(unittest.TestCase):
         self.assertEqual(got, n)
         self.assertEqual(h.hexdigest(), T.pattern_sha256(n))
         self.assertRssBounded("100 MiB absolute-form")
+        path = "/bytes/%d" % n
+        self.allowed(None, "http", "GET", path, n)
+        self.audit.check()
 
     def stalled_read(self, conn, n):
         """Read 1 MiB, stop reading for 3 s, then drain; returns bytes read."""
@@ -108,6 +132,10 @@ class BigDownloadTest(unittest.TestCase):
         got = self.stalled_read(c, n)
         self.assertEqual(got, n)
         self.assertRssBounded("stalled reader, CONNECT")
+        path = "/bytes/%d" % n
+        self.allowed(AC.client_of_conn(c), "connect", "HEAD", path, 0)
+        self.allowed(AC.client_of_conn(c), "connect", "GET", path, n)
+        self.audit.check()
 
     def test_stalled_reader_absolute_form(self):
         n = 384 * MIB
@@ -120,6 +148,8 @@ class BigDownloadTest(unittest.TestCase):
         got = self.stalled_read(c, n)
         self.assertEqual(got, n)
         self.assertRssBounded("stalled reader, absolute-form")
+        self.allowed(AC.client_of_conn(c), "http", "GET", "/bytes/%d" % n, n)
+        self.audit.check()
 
 
 if __name__ == "__main__":

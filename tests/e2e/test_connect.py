@@ -3,7 +3,8 @@
 End-to-end tests of CONNECT tunnels (SPEC §4 "Every tunnel ... is classified
 by its first bytes", §5): HTTP inside a tunnel, TLS passthrough with SNI
 checks, refused non-TLS bytes, opaque rules, IP-literal tunnels, denials, and
-Python requests through an HTTPS_PROXY-style tunnel.
+Python requests through an HTTPS_PROXY-style tunnel. Every tunnel and every
+request in one that is allowed or refused is checked against its audit row.
 """
 
 import os
@@ -16,6 +17,10 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import auditcheck as AC  # noqa: E402
+
+NOTHING = AC.one_of(0, None)   # bytes of a refused tunnel: none went through
+UNRULED = AC.one_of("default-deny", "no-identity")  # SPEC §4: no rule decided
 
 
 class ConnectTest(unittest.TestCase):
@@ -64,6 +69,9 @@ class ConnectTest(unittest.TestCase):
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
 
+    def setUp(self):
+        self.audit = AC.Audit(self, self.gw)
+
     def curl(self, url, args=()):
         return T.curl(url, proxy=self.gw.url, args=["-p"] + list(args),
                       tmp=self.td.path)
@@ -72,6 +80,39 @@ class ConnectTest(unittest.TestCase):
         c, r = T.open_tunnel(self.gw.port, target, **kw)
         self.addCleanup(c.close)
         return c, r
+
+    def in_tunnel(self, client, path, down, **kw):
+        """The allow row of one HTTP request carried by a CONNECT tunnel."""
+        want = dict(decision="allow", kind="connect", sandbox="local",
+                    host="allowed.test", ip="127.0.0.2", port=self.a.port,
+                    method="GET", status=200, rule="tun:allow[0]", reason=None,
+                    credential=None, bytes_up=0, bytes_down=down)
+        want.update(kw)
+        self.audit.expect({"client": client, "path": path}, **want)
+
+    def tunnel_row(self, client, decision, status, rule, reason, port,
+                   host="allowed.test", ip=None, up=NOTHING, down=NOTHING,
+                   after=None, **kw):
+        """The row of a tunnel itself (method CONNECT, no path)."""
+        want = dict(decision=decision, kind="connect", sandbox="local",
+                    host=host, ip=ip, port=port, path=None, status=status,
+                    rule=rule, reason=reason, credential=None, bytes_up=up,
+                    bytes_down=down)
+        want.update(kw)
+        where = {"method": "CONNECT"}
+        if isinstance(client, str):
+            where["client"] = client
+        else:
+            where.update(host=want.pop("host"), port=want.pop("port"))
+            want["client"] = AC.LOOPBACK_CLIENT
+        self.audit.expect(where, after=after, **want)
+
+    def malformed(self, client, status, reason):
+        self.audit.expect({"client": client}, decision="deny", kind="http",
+                          sandbox=None, host=None, ip=None, port=None,
+                          method=None, path=None, status=status, rule=UNRULED,
+                          reason=reason, credential=None, bytes_up=NOTHING,
+                          bytes_down=NOTHING)
 
     # -------------------------------------------------------------- HTTP inside
 
@@ -84,6 +125,8 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(doc["origin"], "origin-a")
         self.assertEqual(doc["path"], "/in-tunnel")
         self.assertEqual(doc["host"], "allowed.test:%d" % self.a.port)
+        self.in_tunnel(AC.client_of_curl(r), "/in-tunnel", len(r.body))
+        self.audit.check()
 
     def test_http_inside_tunnel_keepalive(self):
         pa = self.a.port
@@ -93,6 +136,8 @@ class ConnectTest(unittest.TestCase):
             resp = c.request("GET /ka-%d HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % (i, pa))
             self.assertEqual(resp.status, 200, resp)
             self.assertEqual(resp.json()["path"], "/ka-%d" % i)
+            self.in_tunnel(AC.client_of_conn(c), "/ka-%d" % i, len(resp.body))
+        self.audit.check()
 
     def test_http_inside_tunnel_host_mismatch(self):
         pa = self.a.port
@@ -108,6 +153,11 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(resp.status, 403, resp)
         self.assertFalse(self.a.saw_path("/mismatch-host"))
         self.assertEqual(self.a.conn_count, before)
+        # the tunnel's name, and the allow rule the Host check overrode
+        self.in_tunnel(AC.client_of_conn(c), "/mismatch-host", NOTHING,
+                       decision="deny", status=403, reason="host-mismatch",
+                       ip=None, bytes_up=NOTHING)
+        self.audit.check()
 
     def test_bytes_sent_with_the_connect(self):
         # a client may send its first bytes in the same write as the CONNECT
@@ -121,6 +171,8 @@ class ConnectTest(unittest.TestCase):
         resp = c.read_response()
         self.assertEqual(resp.status, 200, resp)
         self.assertEqual(resp.json()["path"], "/eager")
+        self.in_tunnel(AC.client_of_conn(c), "/eager", len(resp.body))
+        self.audit.check()
 
     def test_connect_bad_target(self):
         for target in ("allowed.test", "allowed.test:", "allowed.test:99999",
@@ -128,6 +180,8 @@ class ConnectTest(unittest.TestCase):
             with self.subTest(target=target):
                 c, r = self.tunnel(target)
                 self.assertEqual(r.status, 400, r)
+                self.malformed(AC.client_of_conn(c), 400, "bad-request")
+        self.audit.check()
 
     # -------------------------------------------------------------- TLS
 
@@ -140,18 +194,25 @@ class ConnectTest(unittest.TestCase):
         doc = r.json()
         self.assertEqual(doc["origin"], "origin-tls")
         self.assertEqual(doc["path"], "/tls-curl")
+        # one row when the tunnel ends, counting the TLS bytes each way
+        self.tunnel_row(AC.client_of_curl(r), "allow", 200, "tun:allow[0]", None,
+                        self.tls.port, ip="127.0.0.2", up=AC.at_least(1),
+                        down=AC.at_least(len(r.body) + 1))
+        self.audit.check()
 
     def test_tls_passthrough_python(self):
         c, r = self.tunnel("allowed.test:%d" % self.tls.port)
         self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
         ctx = ssl.create_default_context(cafile=self.cert)
         s = ctx.wrap_socket(c.sock, server_hostname="allowed.test")
+        req = b"GET /tls-py HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"
         try:
             # the certificate the origin itself holds, not a minted one
             der = s.getpeercert(binary_form=True)
             with open(self.cert) as f:
                 self.assertEqual(der, ssl.PEM_cert_to_DER_cert(f.read()))
-            s.sendall(b"GET /tls-py HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+            s.sendall(req)
             data = b""
             while True:
                 b = s.recv(65536)
@@ -162,11 +223,16 @@ class ConnectTest(unittest.TestCase):
             s.close()
         self.assertIn(b"200 OK", data.split(b"\r\n")[0])
         self.assertIn(b'"/tls-py"', data)
+        self.tunnel_row(client, "allow", 200, "tun:allow[0]", None, self.tls.port,
+                        ip="127.0.0.2", up=AC.at_least(len(req) + 1),
+                        down=AC.at_least(len(data) + len(der)))
+        self.audit.check()
 
     def test_tls_sni_mismatch_refused(self):
         before = self.tls.conn_count
         c, r = self.tunnel("allowed.test:%d" % self.tls.port)
         self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
         ctx = ssl.create_default_context(cafile=self.cert)
         ctx.check_hostname = False
         with self.assertRaises(ssl.SSLError) as cm:
@@ -175,9 +241,14 @@ class ConnectTest(unittest.TestCase):
         self.assertIn("ACCESS_DENIED", str(cm.exception).upper().replace(" ", "_"))
         time.sleep(0.3)
         self.assertEqual(self.tls.conn_count, before)
+        # refused after the 200: the row says 403, like an HTTP refusal
+        self.tunnel_row(client, "deny", 403, "tun:allow[0]", "sni-mismatch",
+                        self.tls.port)
+        self.audit.check()
 
     def test_tls_sni_mismatch_openssl(self):
         before = self.tls.conn_count
+        mark = self.audit.mark()
         r = subprocess.run(
             [T.OPENSSL, "s_client", "-proxy", "127.0.0.1:%d" % self.gw.port,
              "-connect", "allowed.test:%d" % self.tls.port,
@@ -190,11 +261,15 @@ class ConnectTest(unittest.TestCase):
         self.assertNotIn("BEGIN CERTIFICATE", out)
         time.sleep(0.3)
         self.assertEqual(self.tls.conn_count, before)
+        self.tunnel_row(None, "deny", 403, "tun:allow[0]", "sni-mismatch",
+                        self.tls.port, after=mark)
+        self.audit.check()
 
     def test_tls_without_sni_refused(self):
         before = self.tls.conn_count
         c, r = self.tunnel("allowed.test:%d" % self.tls.port)
         self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
@@ -203,6 +278,9 @@ class ConnectTest(unittest.TestCase):
             s.close()
         time.sleep(0.3)
         self.assertEqual(self.tls.conn_count, before)
+        self.tunnel_row(client, "deny", 403, "tun:allow[0]", "sni-mismatch",
+                        self.tls.port)
+        self.audit.check()
 
     # -------------------------------------------------------------- other bytes
 
@@ -214,6 +292,9 @@ class ConnectTest(unittest.TestCase):
         self.assertTrue(c.closed_by_peer(10), "tunnel not closed after refused bytes")
         time.sleep(0.3)
         self.assertEqual(self.rec.conn_count, before)
+        self.tunnel_row(AC.client_of_conn(c), "deny", 403, "tun:allow[0]",
+                        "protocol-not-allowed", self.rec.port)
+        self.audit.check()
 
     def test_server_speaks_first_without_opaque_refused(self):
         # nothing from the client for 5 s: treated as opaque, and the rule is not
@@ -224,20 +305,38 @@ class ConnectTest(unittest.TestCase):
         self.assertTrue(c.closed_by_peer(15), "silent tunnel never closed")
         self.assertGreaterEqual(time.time() - t, 4.0)
         self.assertEqual(self.banner2.conn_count, before)
+        self.tunnel_row(AC.client_of_conn(c), "deny", 403, "tun:allow[0]",
+                        "protocol-not-allowed", self.banner2.port,
+                        duration_ms=AC.at_least(4000))
+        self.audit.check()
 
     def test_opaque_rule_passes_raw_bytes(self):
         c, r = self.tunnel("ssh.test:%d" % self.echo.port)
         self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
+        sent = 0
         for msg in (b"SSH-2.0-x\r\n", os.urandom(70000)):
             c.send(msg)
             got = c.read_exact(len(msg))
             self.assertEqual(got, msg)
+            sent += len(msg)
+        c.close()
+        # written when the tunnel ends, with every byte counted both ways
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None, self.echo.port,
+                        host="ssh.test", ip="127.0.0.2", up=sent, down=sent)
+        self.audit.check()
 
     def test_opaque_rule_server_speaks_first(self):
         c, r = self.tunnel("ssh.test:%d" % self.banner.port)
         self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
         c.sock.settimeout(3 * T.SLOW)
         self.assertEqual(c.read_until(b"\r\n"), b"SSH-2.0-origin\r\n")
+        c.close()
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None,
+                        self.banner.port, host="ssh.test", ip="127.0.0.2",
+                        up=0, down=len(b"SSH-2.0-origin\r\n"))
+        self.audit.check()
 
     # -------------------------------------------------------------- denials
 
@@ -246,20 +345,34 @@ class ConnectTest(unittest.TestCase):
         self.assertNotEqual(r.rc, 0, r)
         self.assertEqual(r.info.get("http_connect"), 403, r)
         self.assertIn("CONNECT tunnel failed, response 403", r.stderr)
+        self.tunnel_row(AC.client_of_curl(r), "deny", 403, "tun:deny[0]",
+                        "policy-deny", self.a.port, host="denied.test")
+        self.audit.check()
 
     def test_denied_connect_raw(self):
-        for target, reason in (("denied.test:%d" % self.a.port, "policy-deny"),
-                               ("other.test:%d" % self.a.port, "policy-deny"),
-                               ("allowed.test:%d" % self.b.port, "policy-deny")):
+        for target, host, port, reason, rule in (
+                ("denied.test:%d" % self.a.port, "denied.test", self.a.port,
+                 "policy-deny", "tun:deny[0]"),
+                ("other.test:%d" % self.a.port, "other.test", self.a.port,
+                 "policy-deny", "default-deny"),
+                ("allowed.test:%d" % self.b.port, "allowed.test", self.b.port,
+                 "policy-deny", "default-deny")):
             with self.subTest(target=target):
                 c, r = self.tunnel(target)
                 self.assertEqual(r.status, 403, r)
                 self.assertEqual(r.header("X-Sandgate-Reason"), reason, r)
+                self.tunnel_row(AC.client_of_conn(c), "deny", 403, rule, reason,
+                                port, host=host)
+        self.audit.check()
 
     def test_connect_no_identity_407(self):
         c, r = self.tunnel("allowed.test:%d" % self.a.port, source="127.0.0.9")
         self.assertEqual(r.status, 407, r)
         self.assertEqual(r.header("Proxy-Authenticate"), 'Basic realm="sandgate"', r)
+        # still a CONNECT to a known destination, decided by the identity step
+        self.tunnel_row(AC.client_of_conn(c), "deny", 407, "no-identity",
+                        "no-identity", self.a.port, sandbox=None)
+        self.audit.check()
 
     def test_connect_internal_answer_never_reaches_origin(self):
         before = self.b.conn_count
@@ -269,6 +382,11 @@ class ConnectTest(unittest.TestCase):
         self.assertEqual(status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "destination-ip-prohibited", r)
         self.assertEqual(self.b.conn_count, before)
+        # the allow rule the address check overrode, and the refused address
+        self.tunnel_row(AC.client_of_curl(r), "deny", 403, "tun:allow[3]",
+                        "destination-ip-prohibited", self.b.port,
+                        host="internal.test", ip="127.0.0.3")
+        self.audit.check()
 
     # -------------------------------------------------------------- IP literal
 
@@ -276,24 +394,38 @@ class ConnectTest(unittest.TestCase):
         r = self.curl("http://127.0.0.2:%d/ip-tunnel" % self.a.port)
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["path"], "/ip-tunnel")
+        self.in_tunnel(AC.client_of_curl(r), "/ip-tunnel", len(r.body),
+                       host="127.0.0.2", rule="tun:allow[2]")
         # the same IP on a port the cidr rule does not list
         c, resp = self.tunnel("127.0.0.2:%d" % self.rec.port)
         self.assertEqual(resp.status, 403, resp)
+        self.tunnel_row(AC.client_of_conn(c), "deny", 403, "default-deny",
+                        "policy-deny", self.rec.port, host="127.0.0.2")
+        self.audit.check()
 
     # -------------------------------------------------------------- requests
 
     def test_requests_https_proxy(self):
+        mark = self.audit.mark()
         with T.session(self.gw.url) as s:
             resp = s.get("https://allowed.test:%d/py-https" % self.tls.port,
                          verify=self.cert, timeout=15)
             self.assertEqual(resp.status_code, 200)
             self.assertEqual(resp.json()["origin"], "origin-tls")
+            down = len(resp.content)
             resp = s.post("https://allowed.test:%d/py-post" % self.tls.port,
                           data=b"x" * 200000, verify=self.cert, timeout=15)
             self.assertEqual(resp.json()["body_len"], 200000)
+            down += len(resp.content)
+        # one pooled tunnel carried both requests: one row when it closed
+        self.tunnel_row(None, "allow", 200, "tun:allow[0]", None, self.tls.port,
+                        ip="127.0.0.2", up=AC.at_least(200001),
+                        down=AC.at_least(down + 1), after=mark)
+        self.audit.check()
 
     def test_https_proxy_environment(self):
         # an unmodified program that only knows HTTPS_PROXY
+        mark = self.audit.mark()
         code = ("import requests, sys\n"
                 "r = requests.get(sys.argv[1], verify=sys.argv[2], timeout=15)\n"
                 "print(r.status_code, r.json()['origin'], r.json()['path'])\n")
@@ -304,29 +436,36 @@ class ConnectTest(unittest.TestCase):
                              timeout=60 * T.SLOW, text=True)
         self.assertEqual(out.returncode, 0, out.stdout)
         self.assertEqual(out.stdout.split(), ["200", "origin-tls", "/env-proxy"])
+        self.tunnel_row(None, "allow", 200, "tun:allow[0]", None, self.tls.port,
+                        ip="127.0.0.2", up=AC.at_least(1), down=AC.at_least(1),
+                        after=mark)
+        self.audit.check()
 
     def test_tunnel_refusal_leaves_gateway_healthy(self):
         c, r = self.tunnel("allowed.test:%d" % self.rec.port)
         c.send(b"\x00\x01\x02garbage")
         c.closed_by_peer(10)
+        self.tunnel_row(AC.client_of_conn(c), "deny", 403, "tun:allow[0]",
+                        "protocol-not-allowed", self.rec.port)
         r = self.curl("http://allowed.test:%d/still-alive" % self.a.port)
         self.assertEqual(r.status, 200, r)
         self.assertTrue(self.gw.alive())
+        self.in_tunnel(AC.client_of_curl(r), "/still-alive", len(r.body))
+        self.audit.check()
 
     def test_audit_rows(self):
+        # a tunnel refused by its first bytes, and one refused by a deny rule
         c, r = self.tunnel("allowed.test:%d" % self.rec.port)
         self.assertEqual(r.status, 200, r)
         c.send(b"SSH-2.0-audit\r\n")
         c.closed_by_peer(10)
-        rows = self.gw.wait_audit(kind="connect", host="allowed.test",
-                                  port=self.rec.port, decision="deny",
-                                  reason="protocol-not-allowed")
-        self.assertTrue(rows, "no audit row for the refused tunnel")
+        self.tunnel_row(AC.client_of_conn(c), "deny", 403, "tun:allow[0]",
+                        "protocol-not-allowed", self.rec.port)
         r = self.curl("http://denied.test:%d/" % self.a.port)
         self.assertEqual(r.info.get("http_connect"), 403, r)
-        rows = self.gw.wait_audit(kind="connect", host="denied.test",
-                                  decision="deny", rule="tun:deny[0]")
-        self.assertTrue(rows, "no audit row for the denied CONNECT")
+        self.tunnel_row(AC.client_of_curl(r), "deny", 403, "tun:deny[0]",
+                        "policy-deny", self.a.port, host="denied.test")
+        self.audit.check()
 
 
 if __name__ == "__main__":

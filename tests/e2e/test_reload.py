@@ -3,8 +3,11 @@
 End-to-end tests of SIGHUP reload (SPEC §1, §4 "Policies reload on SIGHUP"):
 a valid policy applies to new requests while open tunnels keep going; a bad
 policy or config file is logged as FILE:LINE:COL and the old policy stays.
+Every request and tunnel is checked against its audit row, whose rule names
+the policy that decided it.
 """
 
+import itertools
 import os
 import sys
 import time
@@ -13,6 +16,9 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import auditcheck as AC  # noqa: E402
+
+_seq = itertools.count(1)
 
 
 def eventually(fn, timeout=5.0):
@@ -39,6 +45,7 @@ class ReloadTest(unittest.TestCase):
         self.gw = T.Gateway(self.td.path, self.dns, {"main.yaml": self.policy_v1()})
         self.gw.start()
         self.addCleanup(self.gw.stop)
+        self.audit = AC.Audit(self, self.gw)
 
     def policy(self, allow):
         return {"sandboxes": [T.local_sandbox("main")],
@@ -54,9 +61,23 @@ class ReloadTest(unittest.TestCase):
     def policy_v2(self):
         return self.policy([{"host": "later.test", "ports": [self.a.port]}])
 
-    def status(self, host, path="/"):
+    def status(self, host):
+        """The status of one request to host; its audit row is expected too."""
+        path = "/%s-%d-%d" % (host.split(".")[0], os.getpid(), next(_seq))
         r = T.curl("http://%s:%d%s" % (host, self.a.port, path), proxy=self.gw.url,
                    tmp=self.td.path)
+        # v1 allows allowed.test, v2 later.test, each as main:allow[0]
+        want = dict(kind="http", sandbox="local", host=host, port=self.a.port,
+                    method="GET", credential=None)
+        if r.status == 200:
+            want.update(decision="allow", ip="127.0.0.2", status=200,
+                        rule="main:allow[0]", reason=None, bytes_up=0,
+                        bytes_down=len(r.body))
+        else:
+            want.update(decision="deny", ip=None, status=r.status,
+                        rule="default-deny", reason="policy-deny",
+                        bytes_up=AC.one_of(0, None), bytes_down=AC.one_of(0, None))
+        self.audit.expect({"client": AC.client_of_curl(r), "path": path}, **want)
         return r.status
 
     def hup_and_wait(self, host, want):
@@ -71,6 +92,7 @@ class ReloadTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         resp = http_tun.request("GET /before HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % pa)
         self.assertEqual(resp.status, 200, resp)
+        self.in_tunnel(AC.client_of_conn(http_tun), "/before", len(resp.body))
         raw_tun, r = T.open_tunnel(self.gw.port, "ssh.test:%d" % self.echo.port)
         self.addCleanup(raw_tun.close)
         self.assertEqual(r.status, 200, r)
@@ -88,12 +110,38 @@ class ReloadTest(unittest.TestCase):
         resp = http_tun.request("GET /after HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % pa)
         self.assertEqual(resp.status, 200, resp)
         self.assertEqual(resp.json()["path"], "/after")
+        # still the old policy's rule: the tunnel started under it
+        self.in_tunnel(AC.client_of_conn(http_tun), "/after", len(resp.body))
         # a new tunnel is decided by the new policy
         c, r = T.open_tunnel(self.gw.port, "ssh.test:%d" % self.echo.port)
+        client = AC.client_of_conn(c)
         c.close()
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "policy-deny")
         self.assertTrue(self.gw.alive())
+        self.audit.expect({"client": client, "method": "CONNECT"},
+                          decision="deny", kind="connect", sandbox="local",
+                          host="ssh.test", ip=None, port=self.echo.port, path=None,
+                          status=403, rule="default-deny", reason="policy-deny",
+                          credential=None, bytes_up=AC.one_of(0, None),
+                          bytes_down=AC.one_of(0, None))
+        # the opaque tunnel's row is written when it ends, with both byte counts
+        raw_client = AC.client_of_conn(raw_tun)
+        raw_tun.close()
+        n = len(b"SSH-2.0-before\r\n") + len(b"still-open\n")
+        self.audit.expect({"client": raw_client, "method": "CONNECT"},
+                          decision="allow", kind="connect", sandbox="local",
+                          host="ssh.test", ip="127.0.0.2", port=self.echo.port,
+                          path=None, status=200, rule="main:allow[1]",
+                          reason=None, credential=None, bytes_up=n, bytes_down=n)
+        self.audit.check()
+
+    def in_tunnel(self, client, path, down):
+        self.audit.expect({"client": client, "path": path}, decision="allow",
+                          kind="connect", sandbox="local", host="allowed.test",
+                          ip="127.0.0.2", port=self.a.port, method="GET",
+                          status=200, rule="main:allow[0]", reason=None,
+                          credential=None, bytes_up=0, bytes_down=down)
 
     def broken_reload(self, fname, text, line, col, check_old):
         start = len(self.gw.log_text())
@@ -158,6 +206,7 @@ class ReloadTest(unittest.TestCase):
         os.unlink(os.path.join(self.gw.policy_dir, "zz-extra.yaml"))
         self.hup_and_wait("later.test", 200)
         self.assertEqual(self.status("allowed.test"), 403)
+        self.audit.check()
 
     def test_broken_config_keeps_old_policy(self):
         self.assertEqual(self.status("allowed.test"), 200)
@@ -172,6 +221,7 @@ class ReloadTest(unittest.TestCase):
         with open(self.gw.cfg_path, "w") as f:
             f.write(good_cfg)
         self.hup_and_wait("later.test", 200)
+        self.audit.check()
 
 
 if __name__ == "__main__":
