@@ -49,6 +49,9 @@ log_enabled(enum log_level lvl)
 	return lvl <= log_level;
 }
 
+static void log_vwrite(const char *, const char *, va_list, const char *)
+    __attribute__((format(printf, 2, 0)));
+
 static void
 log_vwrite(const char *lvl, const char *fmt, va_list ap, const char *suffix)
 {

@@ -83,6 +83,9 @@ ytree_alloc(struct ytree *t, size_t len, size_t align)
 static void	yb_err(struct ybuild *, int, int, const char *, ...)
 		    __attribute__((format(printf, 4, 5)));
 
+static void yb_err(struct ybuild *, int, int, const char *, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static void
 yb_err(struct ybuild *b, int line, int col, const char *fmt, ...)
 {

@@ -77,6 +77,9 @@ struct ca {
  */
 static __thread char ca_errbuf[512];
 
+static const char *ca_err(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
 static const char *
 ca_err(const char *fmt, ...)
 {
