@@ -244,6 +244,50 @@ proxy_ca_setup(struct proxy *p)
 	return 0;
 }
 
+/*
+ * Bound last, after the audit log, the CA and the vault are ready: once a
+ * port accepts, everything a connection needs exists.
+ */
+static int
+bind_listeners(struct proxy *p)
+{
+	const struct config *cfg = p->cfg;
+	int i, k;
+
+	if (cfg->listen_dns.enabled) {
+		for (i = 0; i < p->n_workers; i++) {
+			p->dns_fds[0][i] = listen_socket_type(&cfg->listen_dns,
+			    SOCK_DGRAM);
+			p->dns_fds[1][i] = listen_socket(&cfg->listen_dns);
+			if (p->dns_fds[0][i] == -1 || p->dns_fds[1][i] == -1) {
+				log_warn("listen dns on %s", cfg->listen_dns.text);
+				return -1;
+			}
+		}
+		log_info("listening: dns on %s (udp and tcp)",
+		    cfg->listen_dns.text);
+	}
+
+	for (k = 0; k < LISTENER_MAX; k++) {
+		const struct config_listen *l = listener_config(cfg, k);
+		if (l == NULL || !l->enabled)
+			continue;
+		for (i = 0; i < p->n_workers; i++) {
+			if ((p->listen_fds[k][i] = listen_socket(l)) == -1) {
+				log_warn("listen %s on %s", listener_names[k], l->text);
+				return -1;
+			}
+		}
+		log_info("listening: %s on %s (%d workers)", listener_names[k],
+		    l->text, p->n_workers);
+	}
+	if (cfg->listen_ingress.enabled || cfg->listen_metrics.enabled)
+		log_info("ingress and metrics "
+		    "listeners are not part of this build yet; not started");
+
+	return 0;
+}
+
 struct proxy *
 proxy_new(struct config *cfg, struct policy *pol)
 {
@@ -269,37 +313,6 @@ proxy_new(struct config *cfg, struct policy *pol)
 		p->dns_fds[0][i] = p->dns_fds[1][i] = -1;
 	if ((p->addrmem = addrmem_new(100000)) == NULL)
 		goto fail;
-	if (cfg->listen_dns.enabled) {
-		for (i = 0; i < p->n_workers; i++) {
-			p->dns_fds[0][i] = listen_socket_type(&cfg->listen_dns,
-			    SOCK_DGRAM);
-			p->dns_fds[1][i] = listen_socket(&cfg->listen_dns);
-			if (p->dns_fds[0][i] == -1 || p->dns_fds[1][i] == -1) {
-				log_warn("listen dns on %s", cfg->listen_dns.text);
-				goto fail;
-			}
-		}
-		log_info("listening: dns on %s (udp and tcp)",
-		    cfg->listen_dns.text);
-	}
-
-	for (k = 0; k < LISTENER_MAX; k++) {
-		const struct config_listen *l = listener_config(cfg, k);
-		if (l == NULL || !l->enabled)
-			continue;
-		for (i = 0; i < p->n_workers; i++) {
-			if ((p->listen_fds[k][i] = listen_socket(l)) == -1) {
-				log_warn("listen %s on %s", listener_names[k], l->text);
-				goto fail;
-			}
-		}
-		log_info("listening: %s on %s (%d workers)", listener_names[k],
-		    l->text, p->n_workers);
-	}
-	if (cfg->listen_ingress.enabled || cfg->listen_metrics.enabled)
-		log_info("ingress and metrics "
-		    "listeners are not part of this build yet; not started");
-
 	{
 		const char *err = NULL;
 		p->audit = audit_open(cfg->audit_db, cfg->audit_retention_s, &err);
@@ -312,6 +325,8 @@ proxy_new(struct config *cfg, struct policy *pol)
 	}
 	if (proxy_ca_setup(p) == -1)
 		goto fail;
+	/* cred_free() copes with a half-done cred_init(). */
+	p->cred_ready = 1;
 	if (cred_init(p) == -1)
 		goto fail;
 	if (cfg->geoip_country_db != NULL || cfg->geoip_asn_db != NULL) {
@@ -325,7 +340,8 @@ proxy_new(struct config *cfg, struct policy *pol)
 		    cfg->geoip_country_db : "-", cfg->geoip_asn_db ?
 		    cfg->geoip_asn_db : "-");
 	}
-	p->cred_ready = 1;
+	if (bind_listeners(p) == -1)
+		goto fail;
 	if ((p->main_base = event_base_new()) == NULL)
 		goto fail;
 	if ((p->workers = calloc(p->n_workers, sizeof(*p->workers))) == NULL)
