@@ -29,6 +29,11 @@ static const char usage_text[] =
     "  ca init [-c FILE] [--force]     create the interception CA\n"
     "  vault set NAME [-c FILE]        store a secret read from stdin\n"
     "  vault list|rm NAME|rotate NAME  manage secrets (values are never shown)\n"
+    "  sandbox run [--policy P] [--runtime runsc|crun] [--rootfs DIR|host]\n"
+    "              [--id ID] [--workspace DIR] [--env K=V]... [--memory 512M]\n"
+    "              [--cpus 1] [--pids 256] -- CMD [ARG...]\n"
+    "                                  run CMD in a sandbox whose only way out is\n"
+    "                                  the gateway (needs root and a running gateway)\n"
     "  version                         print the version\n"
     "  help [COMMAND]                  print usage\n"
     "\n"
@@ -167,12 +172,19 @@ cmd_load(const char *cfg_path, struct config **cfgp, struct policy **polp)
 static int
 cmd_help(const char *topic)
 {
-	if (topic == NULL || strcmp(topic, "serve") == 0 ||
-	    strcmp(topic, "policy") == 0 || strcmp(topic, "audit") == 0 || strcmp(topic, "ca") == 0 || strcmp(topic, "vault") == 0 || strcmp(topic, "version") == 0 ||
-	    strcmp(topic, "help") == 0) {
+	static const char *const topics[] = { "serve", "policy", "audit", "ca",
+	    "vault", "sandbox", "version", "help" };
+	size_t i;
+
+	if (topic == NULL) {
 		fputs(usage_text, stdout);
 		return 0;
 	}
+	for (i = 0; i < sizeof(topics) / sizeof(topics[0]); i++)
+		if (strcmp(topic, topics[i]) == 0) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
 	return cmd_usage_error(usage_text, "unknown command: %s", topic);
 }
 
@@ -202,5 +214,7 @@ main(int argc, char *argv[])
 		return cmd_ca(argc - 1, argv + 1);
 	if (strcmp(cmd, "vault") == 0)
 		return cmd_vault(argc - 1, argv + 1);
+	if (strcmp(cmd, "sandbox") == 0)
+		return cmd_sandbox(argc - 1, argv + 1);
 	return cmd_usage_error(usage_text, "unknown command: %s", cmd);
 }

@@ -13,6 +13,7 @@ int	cmd_policy(int argc, char *argv[]);
 int	cmd_audit(int argc, char *argv[]);
 int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
+int	cmd_sandbox(int argc, char *argv[]);
 
 /* "sandgate: " + message on stderr; returns 1 (or 2 for usage_error). */
 int	cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

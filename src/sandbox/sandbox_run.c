@@ -1,0 +1,497 @@
+/*
+ * Driving the outside world for a sandbox: the OCI runtime (runsc or crun,
+ * fork/exec with a fixed argv and the same global flags every time, signals
+ * forwarded) and the gateway's admin socket (a small HTTP/1.1 client).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <linux/magic.h>
+
+#include "sandbox/sandbox.h"
+
+#define ADMIN_MAX_REPLY	(1 << 20)
+#define RUNSC_PATH	"/usr/bin/runsc"
+#define CRUN_PATH	"/usr/bin/crun"
+
+volatile sig_atomic_t sandbox_signal;
+
+static void
+signal_cb(int sig)
+{
+	sandbox_signal = sig;
+}
+
+void
+sandbox_signals_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = signal_cb;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;	/* no SA_RESTART: waitpid must see EINTR */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL);
+}
+
+/* ---------------------------------------------------------------- admin */
+
+static int
+admin_connect(const char *path)
+{
+	struct sockaddr_un sun;
+	struct timeval tv = { 10, 0 };
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (path == NULL || strlen(path) >= sizeof(sun.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		if ((w = write(fd, p, n)) == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * One request with Connection: close; returns the status and the body
+ * (NUL-terminated, caller frees), or -1.
+ */
+static int
+admin_request(const char *sock, const char *method, const char *path,
+    const char *body, char **out)
+{
+	char head[512], *buf = NULL, *p, *eoh, *cl;
+	size_t len = 0, cap = 0, blen = body != NULL ? strlen(body) : 0;
+	int fd, status;
+	ssize_t r;
+
+	*out = NULL;
+	if ((fd = admin_connect(sock)) == -1)
+		return -1;
+	r = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: sandgate\r\n"
+	    "Connection: close\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n\r\n", method, path, blen);
+	if (r < 0 || (size_t)r >= sizeof(head) ||
+	    write_all(fd, head, (size_t)r) == -1 ||
+	    (blen > 0 && write_all(fd, body, blen) == -1))
+		goto fail;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			if (cap >= ADMIN_MAX_REPLY)
+				goto fail;
+			cap = cap == 0 ? 8192 : cap * 2;
+			if ((p = realloc(buf, cap)) == NULL)
+				goto fail;
+			buf = p;
+		}
+		r = read(fd, buf + len, cap - len - 1);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1)
+			goto fail;
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	fd = -1;
+	if (buf == NULL)
+		goto fail;
+	buf[len] = '\0';
+	if (sscanf(buf, "HTTP/1.%*1[01] %3d", &status) != 1 ||
+	    (eoh = strstr(buf, "\r\n\r\n")) == NULL)
+		goto fail;
+	*eoh = '\0';
+	eoh += 4;
+	if ((cl = strcasestr(buf, "\r\nContent-Length:")) != NULL) {
+		size_t want = strtoul(cl + 17, NULL, 10);
+		if (want < (size_t)(buf + len - eoh))
+			eoh[want] = '\0';
+	}
+	if ((*out = strdup(eoh)) == NULL)
+		goto fail;
+	free(buf);
+	return status;
+fail:
+	if (fd != -1)
+		close(fd);
+	free(buf);
+	return -1;
+}
+
+int
+sandbox_admin_ping(const char *sock)
+{
+	char *body;
+	int st = admin_request(sock, "GET", "/v1/status", NULL, &body);
+
+	free(body);
+	return st == 200 ? 0 : -1;
+}
+
+void
+sandbox_placeholders_free(struct sandbox_placeholder *ph, size_t n)
+{
+	size_t i;
+
+	for (i = 0; ph != NULL && i < n; i++) {
+		free(ph[i].credential);
+		free(ph[i].env);
+		free(ph[i].placeholder);
+	}
+	free(ph);
+}
+
+static int
+placeholders_parse(json_t *arr, struct sandbox_placeholder **phs, size_t *n)
+{
+	struct sandbox_placeholder *ph;
+	const char *c, *e, *v;
+	size_t i, k = 0;
+
+	if (!json_is_array(arr))
+		return -1;
+	if ((ph = calloc(json_array_size(arr) + 1, sizeof(*ph))) == NULL)
+		return -1;
+	for (i = 0; i < json_array_size(arr); i++) {
+		e = NULL;
+		if (json_unpack(json_array_get(arr, i), "{s:s,s?s,s:s}",
+		    "credential", &c, "env", &e, "placeholder", &v) == -1)
+			goto fail;
+		ph[k].credential = strdup(c);
+		ph[k].placeholder = strdup(v);
+		ph[k].env = e != NULL ? strdup(e) : NULL;
+		k++;
+		if (ph[k - 1].credential == NULL || ph[k - 1].placeholder == NULL ||
+		    (e != NULL && ph[k - 1].env == NULL))
+			goto fail;
+	}
+	*phs = ph;
+	*n = k;
+	return 0;
+fail:
+	sandbox_placeholders_free(ph, k);
+	return -1;
+}
+
+int
+sandbox_admin_register(const char *sock, const char *id, const char *policy,
+    const char *source, struct sandbox_placeholder **phs, size_t *n,
+    char *err, size_t errlen)
+{
+	json_t *req, *rep = NULL;
+	char *body = NULL, *reply = NULL;
+	const char *msg;
+	int st;
+
+	*phs = NULL;
+	*n = 0;
+	req = json_pack("{s:s,s:s,s:s}", "id", id, "policy", policy,
+	    "source", source);
+	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	st = admin_request(sock, "POST", "/v1/sandboxes", body, &reply);
+	if (st == -1) {
+		snprintf(err, errlen, "admin socket %s: %s", sock,
+		    strerror(errno));
+		goto fail;
+	}
+	rep = json_loads(reply, 0, NULL);
+	if (st != 201) {
+		msg = json_string_value(json_object_get(rep, "error"));
+		snprintf(err, errlen, "the gateway refused the sandbox: %d %s",
+		    st, msg != NULL ? msg : "");
+		goto fail;
+	}
+	if (rep == NULL ||
+	    placeholders_parse(json_object_get(rep, "placeholders"), phs, n) == -1) {
+		snprintf(err, errlen, "bad reply from the gateway");
+		/* registered all the same: undo it */
+		(void)sandbox_admin_unregister(sock, id);
+		goto fail;
+	}
+	json_decref(req);
+	json_decref(rep);
+	free(body);
+	free(reply);
+	return 0;
+fail:
+	json_decref(req);
+	json_decref(rep);
+	free(body);
+	free(reply);
+	return -1;
+}
+
+int
+sandbox_admin_unregister(const char *sock, const char *id)
+{
+	char path[SANDBOX_ID_MAX + 32], *body;
+	int st;
+
+	if (!sandbox_valid_id(id))
+		return -1;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	st = admin_request(sock, "DELETE", path, NULL, &body);
+	free(body);
+	return st == 200 || st == 404 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- runtime */
+
+int
+sandbox_cgroup_hybrid(void)
+{
+	struct statfs root, uni;
+
+	if (statfs("/sys/fs/cgroup", &root) == -1 ||
+	    statfs("/sys/fs/cgroup/unified", &uni) == -1)
+		return 0;
+	return root.f_type == TMPFS_MAGIC && uni.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+void
+sandbox_cgroup_remove(const char *id)
+{
+	char path[512];
+	struct dirent *de;
+	DIR *d;
+
+	if (!sandbox_valid_id(id) || (d = opendir("/sys/fs/cgroup")) == NULL)
+		return;
+	/* an empty cgroup goes with rmdir; one with processes stays */
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/sandgate/%s",
+		    de->d_name, id);
+		(void)rmdir(path);
+	}
+	closedir(d);
+}
+
+/* Global flags first, the same for every subcommand. */
+static int
+runtime_argv(enum sandbox_runtime rt, const char *state, const char *const sub[],
+    const char *argv[], int max)
+{
+	int n = 0, i;
+
+	if (rt == SANDBOX_RUNSC) {
+		argv[n++] = RUNSC_PATH;
+		argv[n++] = "--root";
+		argv[n++] = state;
+		/*
+		 * "host" is the network namespace runsc is started in: the
+		 * sandbox's own (runtime_spawn joins it). --network=sandbox
+		 * cannot work with Debian 12's runsc on kernels whose every
+		 * netns has net.core.rmem_default: it takes them all for the
+		 * root namespace and refuses to start.
+		 */
+		argv[n++] = "--network=host";
+		argv[n++] = "--platform=ptrace";
+	} else {
+		argv[n++] = CRUN_PATH;
+		argv[n++] = "--root";
+		argv[n++] = state;
+	}
+	for (i = 0; sub[i] != NULL && n < max - 1; i++)
+		argv[n++] = sub[i];
+	argv[n] = NULL;
+	return sub[i] == NULL ? 0 : -1;
+}
+
+/*
+ * fork + exec, never a shell. crun runs in a private mount namespace where a
+ * hybrid host's cgroup2 mount is gone, so it drives the v1 hierarchies only.
+ */
+static pid_t
+runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[],
+    const char *netns, int quiet)
+{
+	const char *argv[32];
+	sigset_t none;
+	pid_t pid;
+	int fd;
+
+	if (runtime_argv(rt, state, sub, argv, 32) == -1)
+		return -1;
+	if ((pid = fork()) != 0)
+		return pid;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (quiet && (fd = open("/dev/null", O_RDWR)) != -1) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+	}
+	if (rt == SANDBOX_CRUN) {
+		if (unshare(CLONE_NEWNS) == -1 ||
+		    mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1) {
+			fprintf(stderr, "sandgate: private mount namespace: %s\n",
+			    strerror(errno));
+			_exit(127);
+		}
+		if (sandbox_cgroup_hybrid() &&
+		    umount2("/sys/fs/cgroup/unified", MNT_DETACH) == -1) {
+			fprintf(stderr, "sandgate: unmount cgroup2: %s\n",
+			    strerror(errno));
+			_exit(127);
+		}
+	}
+	if (rt == SANDBOX_RUNSC && netns != NULL) {
+		if ((fd = open(netns, O_RDONLY | O_CLOEXEC)) == -1 ||
+		    setns(fd, CLONE_NEWNET) == -1) {
+			fprintf(stderr, "sandgate: join %s: %s\n", netns,
+			    strerror(errno));
+			_exit(127);
+		}
+		close(fd);
+	}
+	execv(argv[0], (char *const *)argv);
+	fprintf(stderr, "sandgate: exec %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+static int
+wait_status(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}
+
+/* Run a runtime subcommand to completion (kill, delete). */
+static int
+runtime_call(enum sandbox_runtime rt, const char *state, const char *const sub[])
+{
+	pid_t pid = runtime_spawn(rt, state, sub, NULL, 1);
+	int st;
+
+	if (pid == -1)
+		return -1;
+	while (waitpid(pid, &st, 0) == -1)
+		if (errno != EINTR)
+			return -1;
+	return wait_status(st);
+}
+
+static void
+runtime_kill(enum sandbox_runtime rt, const char *state, const char *id,
+    const char *sig)
+{
+	const char *const sub[] = { "kill", id, sig, NULL };
+
+	(void)runtime_call(rt, state, sub);
+}
+
+int
+sandbox_runtime_delete(enum sandbox_runtime rt, const char *state,
+    const char *id)
+{
+	const char *const del[] = { "delete", "--force", id, NULL };
+
+	return runtime_call(rt, state, del) == 0 ? 0 : -1;
+}
+
+int
+sandbox_runtime_run(enum sandbox_runtime rt, const char *state,
+    const char *bundle, const char *id, const char *netns,
+    const char **errstr)
+{
+	const char *const run[] = { "run", "--bundle", bundle, id, NULL };
+	pid_t pid;
+	int st, fwd, killing = 0;
+
+	if (mkdir(state, 0700) == -1 && errno != EEXIST) {
+		*errstr = "cannot create the runtime state directory";
+		return -1;
+	}
+	if ((pid = runtime_spawn(rt, state, run, netns, 0)) == -1) {
+		*errstr = "fork";
+		return -1;
+	}
+	for (;;) {
+		if ((fwd = sandbox_signal) != 0) {
+			sandbox_signal = 0;
+			if (fwd == SIGALRM) {
+				/* it ignored the polite signal for 10 s */
+				runtime_kill(rt, state, id, "KILL");
+				(void)kill(pid, SIGKILL);
+				continue;
+			}
+			/* to the sandbox's init, through the runtime */
+			runtime_kill(rt, state, id, fwd == SIGINT ? "INT" :
+			    fwd == SIGHUP ? "HUP" : "TERM");
+			(void)kill(pid, fwd);
+			if (!killing) {
+				killing = 1;
+				alarm(10);
+			}
+		}
+		if (waitpid(pid, &st, 0) == pid)
+			break;
+		if (errno != EINTR) {
+			*errstr = "waitpid";
+			st = -1;
+			break;
+		}
+	}
+	alarm(0);
+	(void)sandbox_runtime_delete(rt, state, id);
+	/* a runtime that failed half-way may leave its cgroups behind */
+	sandbox_cgroup_remove(id);
+	return st == -1 ? -1 : wait_status(st);
+}
