@@ -307,6 +307,7 @@ void		 cred_plan_clear(struct cred_plan *);
 void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
+int		 cred_host_bound(const struct session *);
 
 /* proxy_admin.c */
 int		 proxy_admin_start(struct proxy *);

@@ -98,7 +98,7 @@ named_resolved(struct session *s)
 		http_next_request(s);
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT) {
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
 		if (proxy_tls_intercept_client(s) == -1)
 			deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
 		return;
@@ -124,7 +124,7 @@ decide_name(struct session *s)
 		return;
 	}
 	if (s->sniffed == SNIFF_TLS && s->verdict.inspect &&
-	    s->verdict.tls != POLICY_TLS_INTERCEPT) {
+	    s->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s)) {
 		deny(s, 403, REASON_NEEDS_INTERCEPT,
 		    "the rule limits methods or paths: it needs tls: intercept");
 		return;

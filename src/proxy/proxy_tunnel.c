@@ -99,7 +99,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		    "SNI differs from the CONNECT name");
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT) {
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
 		evtimer_del(s->timer);
 		if (proxy_tls_intercept_client(s) == -1)
 			tunnel_refuse(s, 1, REASON_CLIENT_TLS,

@@ -407,7 +407,7 @@ policies:
         tls: intercept
       - host: loose.test
         ports: [{bound}]
-        tls: intercept
+        # no tls: intercept: a credential's host is intercepted anyway (SPEC 6)
       - host: other.test
         ports: [{other}, {plain}]
         tls: intercept
