@@ -974,7 +974,7 @@ test_migration(void)
 		CHECK_INT(query_int(db, "SELECT count(*) FROM events WHERE "
 		    "length(hash) = 64 AND length(prev_hash) = 64"), 4);
 		CHECK_INT(query_int(db, "SELECT count(*) FROM sqlite_master "
-		    "WHERE name LIKE 'events_%' AND type = 'index'"), 4);
+		    "WHERE name LIKE 'events_%' AND type = 'index'"), 5);
 		CHECK_INT(query_int(db, "SELECT count(*) FROM sqlite_master "
 		    "WHERE name = 'events_old'"), 0);
 		sqlite3_close(db);
