@@ -462,10 +462,12 @@ class CredentialsTest(unittest.TestCase):
             plain=cls.plain.port, other=cls.other.port, origin=ORIGIN_HOST,
             fixed_ph=FIXED_PH)
         cls.socks_port = T.free_port()
+        cls.dns_port = T.free_port(udp_too=True)
         cls.admin_sock = os.path.join(d, "admin.sock")
         cls.gw = T.Gateway(d, cls.dns, {"creds.yaml": policy}, extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"socks5": "127.0.0.1:%d" % cls.socks_port,
+                "dns": "127.0.0.1:%d" % cls.dns_port,
                 "admin": cls.admin_sock}})
         for name, value in (("echo-secret", SECRET),
                 ("fixed-secret", FIXED_SECRET), ("loose-secret", LOOSE_SECRET)):
@@ -863,6 +865,25 @@ class CredentialsTest(unittest.TestCase):
                 [x["body"] for x in o.requests if x["body"]])
             self.assertEqual([x["line"] for x in o.find("/m/body")
                 if x["complete"]], [])
+
+    def test_27_misuse_dns_name(self):
+        # A placeholder smuggled out as a DNS label: NXDOMAIN, and a deny row
+        # naming the credential, even under an allowed wildcard.
+        for name, cred in (("%s.bound.test" % self.ph_a, "echo-key"),
+                ("x-%s-y.bound.test" % FIXED_PH.lower(), "fixed-key")):
+            with self.subTest(name=name):
+                r = subprocess.run(["dig", "+time=5", "+tries=1", "-p",
+                    str(self.dns_port), "@127.0.0.1", name, "A"],
+                    capture_output=True, text=True, timeout=20 * T.SLOW)
+                self.assertIn("status: NXDOMAIN", r.stdout, r.stdout)
+                row = self.audit_row(lambda x, n=name: x["host"] == n.lower(),
+                    kind="dns", decision="deny", reason="credential-misuse")
+                self.assertEqual(row["credential"], cred, row)
+        # The same name without a placeholder is answered.
+        r = subprocess.run(["dig", "+short", "-p", str(self.dns_port),
+            "@127.0.0.1", "bound.test", "A"], capture_output=True, text=True,
+            timeout=20 * T.SLOW)
+        self.assertEqual(r.stdout.strip(), ORIGIN_HOST)
 
     def test_27_misuse_connect_target(self):
         for target in ("%s.bound.test:%d" % (self.ph_a, self.bound.port),
