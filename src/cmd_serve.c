@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/policy.h"
+#include "core/util.h"
 #include "proxy/proxy.h"
 #include "sandgate.h"
 
@@ -19,27 +20,6 @@ static const char serve_usage[] =
     "  -c FILE   config file (default: ./sandgate.yaml, /etc/sandgate/sandgate.yaml,\n"
     "            else built-in defaults)\n"
     "  -d        debug logging\n";
-
-/* mkdir -p with mode 0700 for the directories it creates. */
-static int
-mkdir_p(const char *path)
-{
-	char buf[4096];
-	size_t i, len = strlen(path);
-
-	if (len == 0 || len >= sizeof(buf))
-		return -1;
-	memcpy(buf, path, len + 1);
-	for (i = 1; i <= len; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) == -1 && errno != EEXIST)
-			return -1;
-		buf[i] = i == len ? '\0' : '/';
-	}
-	return 0;
-}
 
 int
 cmd_serve(int argc, char *argv[])
@@ -73,7 +53,7 @@ cmd_serve(int argc, char *argv[])
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (cmd_load(cfg_path, &cfg, NULL) == -1)
 		return 1;
-	if (mkdir_p(cfg->state_dir) == -1) {
+	if (util_mkdir_p(cfg->state_dir) == -1) {
 		rc = cmd_error("cannot create state directory %s: %s",
 		    cfg->state_dir, strerror(errno));
 		config_free(cfg);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/netaddr.h"
+#include "core/util.h"
 
 /* Longest text worth looking at: an IPv6 literal with brackets is 47 bytes;
  * IPv4 parts may carry any number of leading zeros, so allow more. */
@@ -45,18 +46,6 @@ netaddr_normalise(struct netaddr *n)
 	n->family = AF_INET;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * One inet_aton part: "0x..." hex (possibly no digits, which is 0 as in
  * WHATWG URL), "0..." octal, else decimal. Values past 2^32 fail.
@@ -78,7 +67,7 @@ v4_part(const char *s, size_t len, uint64_t *out)
 		i = 1;
 	}
 	for (; i < len; i++) {
-		d = hexval((unsigned char)s[i]);
+		d = util_hexval((unsigned char)s[i]);
 		if (d < 0 || d >= base)
 			return -1;
 		v = v * base + d;
@@ -176,7 +165,7 @@ parse_v6(const char *s, size_t len, uint8_t out[16])
 		start = i;
 		v = 0;
 		digits = 0;
-		while (i < len && (d = hexval((unsigned char)s[i])) >= 0) {
+		while (i < len && (d = util_hexval((unsigned char)s[i])) >= 0) {
 			if (++digits > 4)
 				return -1;
 			v = (v << 4) | (unsigned)d;

@@ -13,6 +13,7 @@
 
 #include "core/policy_int.h"
 #include "core/reason.h"
+#include "core/util.h"
 
 #define PATH_NORM_MAX	8192	/* longer paths fail closed: path_normalize */
 
@@ -614,18 +615,6 @@ verdict_deny(struct policy_verdict *v, const char *rule, const char *reason)
 	v->reason = reason;
 }
 
-static int
-hexdig(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * The path as origins will read it: query and fragment cut, percent-
  * encoded unreserved characters decoded, other escapes upper-cased, dot
@@ -650,8 +639,8 @@ path_normalize(const char *in, char *out, size_t outlen, size_t *olen)
 		}
 		if (i + 2 >= len)
 			return -1;
-		if ((hi = hexdig(in[i + 1])) < 0 ||
-		    (lo = hexdig(in[i + 2])) < 0)
+		if ((hi = util_hexval(in[i + 1])) < 0 ||
+		    (lo = util_hexval(in[i + 2])) < 0)
 			return -1;
 		c = hi << 4 | lo;
 		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||

@@ -28,6 +28,7 @@
 
 #include "core/log.h"
 #include "vault/ca.h"
+#include "core/util.h"
 
 #define CA_CACHE_MAX		10000
 #define CA_NAME_MAX		253		/* a DNS name in text form */
@@ -193,29 +194,6 @@ fail:
 }
 
 /* ---------------------------------------------------------------- files */
-
-/* Create the missing parent directories of path, mode 0700. */
-static int
-ca_mkparents(const char *path)
-{
-	char buf[4096];
-	size_t i, len = strlen(path);
-
-	if (len >= sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, path, len + 1);
-	for (i = 1; i < len; i++) {
-		if (buf[i] != '/')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) == -1 && errno != EEXIST)
-			return -1;
-		buf[i] = '/';
-	}
-	return 0;
-}
 
 enum ca_pem { CA_PEM_KEY, CA_PEM_CERT };
 
@@ -392,7 +370,8 @@ ca_init(const char *cert_path, const char *key_path, int force,
 			return -1;
 		}
 	}
-	if (ca_mkparents(key_path) == -1 || ca_mkparents(cert_path) == -1) {
+	if (util_mkdir_parents(key_path) == -1 ||
+	    util_mkdir_parents(cert_path) == -1) {
 		*errstr = ca_err("cannot create the directories for %s: %s",
 		    key_path, strerror(errno));
 		return -1;

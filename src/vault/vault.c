@@ -26,6 +26,7 @@
 #include <sqlite3.h>
 
 #include "vault/vault.h"
+#include "core/util.h"
 #include "vault/vault_int.h"
 
 #define VAULT_KEY_LEN		32
@@ -210,41 +211,6 @@ vault_unseal(const unsigned char *key, const char *aad,
 
 /* ------------------------------------------------------------ files */
 
-/* Create the missing parent directories of path, mode 0700. */
-static int
-vault_mkparents(const char *path)
-{
-	char buf[4096];
-	size_t i, len = strlen(path);
-
-	if (len >= sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, path, len + 1);
-	for (i = 1; i < len; i++) {
-		if (buf[i] != '/')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) == -1 && errno != EEXIST)
-			return -1;
-		buf[i] = '/';
-	}
-	return 0;
-}
-
-static int
-vault_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Read the key: 32 raw bytes, or 64 hex digits and an optional newline
  * (`openssl rand -hex 32`). 0, -1 with *errstr, or -2 when it is missing.
@@ -295,8 +261,8 @@ vault_key_read(const char *path, unsigned char *key, const char **errstr)
 	} else if (n == 2 * VAULT_KEY_LEN ||
 	    (n == 2 * VAULT_KEY_LEN + 1 && buf[n - 1] == '\n')) {
 		for (i = 0; i < VAULT_KEY_LEN; i++) {
-			hi = vault_hexval(buf[2 * i]);
-			lo = vault_hexval(buf[2 * i + 1]);
+			hi = util_hexval(buf[2 * i]);
+			lo = util_hexval(buf[2 * i + 1]);
 			if (hi < 0 || lo < 0)
 				break;
 			key[i] = (unsigned char)(hi << 4 | lo);
@@ -323,7 +289,7 @@ vault_key_create(const char *path, const char **errstr)
 	ssize_t w;
 	int fd, saved;
 
-	if (vault_mkparents(path) == -1) {
+	if (util_mkdir_parents(path) == -1) {
 		*errstr = vault_err("cannot create the directory of %s: %s",
 		    path, strerror(errno));
 		return -1;
@@ -549,7 +515,7 @@ vault_db_open(struct vault *v, const char *db_path, const char **errstr)
 	struct stat st;
 	int fd;
 
-	if (vault_mkparents(db_path) == -1) {
+	if (util_mkdir_parents(db_path) == -1) {
 		*errstr = vault_err("cannot create the directory of %s: %s",
 		    db_path, strerror(errno));
 		return -1;

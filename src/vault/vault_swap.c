@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "vault/vault.h"
+#include "core/util.h"
 #include "vault/vault_int.h"
 
 /* The longest header value or query looked into (heads are smaller). */
@@ -177,18 +178,6 @@ vault_placeholder_new(char *out)
 
 /* ------------------------------------------------------------ matching */
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Bytes of v[0..n) that spell ph, each byte as itself or as %XX (either
  * case); 0 when they do not. *esc: some byte was escaped.
@@ -204,8 +193,9 @@ ph_match(const unsigned char *v, size_t n, const char *ph, size_t phlen,
 	for (j = 0; j < phlen; j++) {
 		if (i >= n)
 			return 0;
-		if (v[i] == '%' && i + 2 < n && (hi = hexval(v[i + 1])) >= 0 &&
-		    (lo = hexval(v[i + 2])) >= 0 &&
+		if (v[i] == '%' && i + 2 < n &&
+		    (hi = util_hexval(v[i + 1])) >= 0 &&
+		    (lo = util_hexval(v[i + 2])) >= 0 &&
 		    (hi << 4 | lo) == (unsigned char)ph[j]) {
 			i += 3;
 			*esc = 1;
