@@ -16,6 +16,7 @@ struct event_base;
 struct resolver;
 struct audit;
 struct policy;
+struct geoip;
 
 /*
  * Address memory: (sandbox, address) -> name, expiring with the answer's
@@ -49,6 +50,8 @@ struct dns_server_env {
 	int			(*name_check)(void *arg, const char *name,
 				    char *cred, size_t credlen);
 	void			*name_check_arg;
+	/* Optional: countries / asns rules apply to the answer's addresses too. */
+	struct geoip		*geoip;
 	uint32_t		 idle_timeout_ms;	/* TCP connections */
 };
 

@@ -21,6 +21,7 @@
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/policy.h"
+#include "core/geoip.h"
 #include "core/reason.h"
 #include "dns/dns.h"
 #include "dns/dns_msg.h"
@@ -294,6 +295,24 @@ dns_pending_unlink(struct dns_pending *p)
 	p->srv->npending--;
 }
 
+/* Step 5 for the DNS listener: one address in a denied country or ASN denies the name. */
+static int
+dns_geo_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
+{
+	struct geoip_result g;
+	size_t i;
+
+	if (p->srv->env.geoip == NULL)
+		return 1;
+	for (i = 0; i < n; i++) {
+		if (geoip_lookup(p->srv->env.geoip, &addrs[i], &g) == -1)
+			continue;	/* unknown: the rules only deny listed ones */
+		if (!policy_check_geo(p->pol, &p->id, g.country, g.asn, &p->v))
+			return 0;
+	}
+	return 1;
+}
+
 static void
 dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
     uint32_t ttl, void *arg)
@@ -311,7 +330,7 @@ dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
 	case RESOLVER_OK:
 		/* Every address, not only the asked family (rebinding). */
 		if (policy_check_addrs(p->pol, &p->id, &p->t, addrs, n,
-		    &p->v) == 0) {
+		    &p->v) == 0 || !dns_geo_ok(p, addrs, n)) {
 			dns_end_blocked(p, DNS_RCODE_NXDOMAIN,
 			    DNS_EDE_BLOCKED);
 			return;

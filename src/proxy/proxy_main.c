@@ -177,6 +177,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.policy_arg = p;
 		env.name_check = dns_name_check;
 		env.name_check_arg = p;
+		env.geoip = p->geoip;
 		env.max_ttl = 300;
 		env.idle_timeout_ms = 10000;
 		/* The server owns both descriptors from here, also on failure. */

@@ -58,7 +58,9 @@ class GeoipTest(unittest.TestCase):
                  "allow_private": ["127.0.0.0/8"],
                  "countries": {"deny": ["FR"]}},
             ]}
+        cls.dns_port = T.free_port(udp_too=True)
         cls.gw = T.Gateway(d, cls.dns, {"geo.yaml": policy}, extra={
+            "listen": {"dns": "127.0.0.1:%d" % cls.dns_port},
             "geoip": {"country_db": os.path.join(d, "country.mmdb"),
                       "asn_db": os.path.join(d, "asn.mmdb")}})
         cls.gw.start()
@@ -111,6 +113,21 @@ class GeoipTest(unittest.TestCase):
         row = self.row("/geo/de-allowed")
         self.assertEqual((row["sandbox"], row["decision"], row["country"],
             row["asn"]), ("tourist", "allow", "DE", 64511))
+
+    def test_dns_listener_applies_geo_rules(self):
+        def dig(name):
+            return subprocess.run(["dig", "+time=5", "+tries=1", "-p",
+                str(self.dns_port), "@127.0.0.1", name, "A"],
+                capture_output=True, text=True, timeout=20 * T.SLOW).stdout
+        for name, reason in (("kp.test", "country-deny"), ("de.test", "asn-deny")):
+            out = dig(name)
+            self.assertIn("status: NXDOMAIN", out, out)
+            self.assertIn(reason, out, out)   # the EDE text names the reason
+            rows = self.gw.wait_audit(kind="dns", host=name, reason=reason)
+            self.assertTrue(rows, self.gw.audit_rows()[-4:])
+        out = dig("free.test")
+        self.assertIn("status: NOERROR", out, out)
+        self.assertIn("127.0.2.2", out, out)
 
     def test_bad_database_is_a_startup_error(self):
         d = self.td.join("bad")
