@@ -58,6 +58,7 @@ struct dns_pending {
 	struct sockaddr_storage	 peer;
 	socklen_t		 peerlen;
 	struct resolver_query	*rq;
+	struct resolver_raw	*raw;		/* other allowed types: relayed */
 	struct policy		*pol;
 	int			 has_id;
 	struct policy_identity	 id;
@@ -81,6 +82,8 @@ struct dns_outcome {
 	const struct netaddr	*addrs;
 	size_t			 n;
 	uint32_t		 ttl;
+	const uint8_t		*raw;		/* a relayed upstream response, or NULL */
+	size_t			 raw_len;
 };
 
 struct dns_server {
@@ -194,7 +197,22 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 	r.ede_code = (uint16_t)o->ede_code;
 	r.ede_text = o->ede_text;
 	r.limit = p->tcp != NULL ? DNS_MSG_MAX : dns_udp_limit(&p->msg);
-	len = dns_reply_write(&p->msg, &r, srv->outbuf, sizeof(srv->outbuf));
+	if (o->raw != NULL && o->raw_len <= r.limit &&
+	    o->raw_len <= sizeof(srv->outbuf)) {
+		memcpy(srv->outbuf, o->raw, o->raw_len);
+		len = (ssize_t)o->raw_len;
+	} else if (o->raw != NULL) {
+		/* Too large for UDP: no records, TC set, the client retries on TCP. */
+		memset(&r, 0, sizeof(r));
+		r.rcode = o->rcode;
+		r.limit = DNS_UDP_MIN;
+		len = dns_reply_write(&p->msg, &r, srv->outbuf,
+		    sizeof(srv->outbuf));
+		if (len > 3)
+			srv->outbuf[2] |= DNS_F_TC >> 8;
+	} else
+		len = dns_reply_write(&p->msg, &r, srv->outbuf,
+		    sizeof(srv->outbuf));
 	if (len == -1) {
 		/* Cannot happen for a parsed query; never leave it unanswered. */
 		memset(&r, 0, sizeof(r));
@@ -359,6 +377,80 @@ dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
 	dns_finish(p, &o);
 }
 
+/*
+ * Cap every TTL of a relayed response (not OPT's, whose TTL field is
+ * flags) and give it the client's id. -1 when it does not parse.
+ */
+static int
+dns_relay_fix(uint8_t *msg, size_t len, uint16_t id, uint32_t max_ttl)
+{
+	struct dns_header h;
+	struct dns_name qn;
+	struct dns_rr rr;
+	size_t off = DNS_HDR_LEN, i;
+	unsigned total;
+
+	if (dns_header_parse(msg, len, &h) == -1 || h.qdcount != 1)
+		return -1;
+	if (dns_name_read(msg, len, &off, &qn) == -1 || off + 4 > len)
+		return -1;
+	off += 4;
+	total = (unsigned)h.ancount + h.nscount + h.arcount;
+	for (i = 0; i < total; i++) {
+		if (dns_rr_read(msg, len, &off, &rr) == -1)
+			return -1;
+		if (rr.type != 41 && rr.ttl > max_ttl) {
+			/* The TTL sits just before RDLENGTH and RDATA. */
+			uint8_t *t = msg + rr.rdata_off - 6;
+			t[0] = (uint8_t)(max_ttl >> 24);
+			t[1] = (uint8_t)(max_ttl >> 16);
+			t[2] = (uint8_t)(max_ttl >> 8);
+			t[3] = (uint8_t)max_ttl;
+		}
+	}
+	msg[0] = (uint8_t)(id >> 8);
+	msg[1] = (uint8_t)id;
+	return 0;
+}
+
+static void
+dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
+{
+	struct dns_pending *p = arg;
+	struct dns_server *srv = p->srv;
+	struct dns_outcome o;
+	uint8_t *copy = NULL;
+	uint32_t max_ttl = srv->env.max_ttl ? srv->env.max_ttl :
+	    DNS_SRV_MAX_TTL;
+
+	p->raw = NULL;
+	dns_pending_unlink(p);
+	memset(&o, 0, sizeof(o));
+	o.rule = p->v.rule;
+	if (result != RESOLVER_OK || alen > DNS_MSG_MAX ||
+	    (copy = malloc(alen)) == NULL) {
+		o.rcode = DNS_RCODE_SERVFAIL;
+		o.decision = "error";
+		o.reason = result == RESOLVER_ETIMEOUT ?
+		    REASON_UPSTREAM_TIMEOUT : REASON_DNS_ERROR;
+		dns_finish(p, &o);
+		return;
+	}
+	memcpy(copy, abuf, alen);
+	if (dns_relay_fix(copy, alen, p->msg.hdr.id, max_ttl) == -1) {
+		o.rcode = DNS_RCODE_SERVFAIL;
+		o.decision = "error";
+		o.reason = REASON_DNS_ERROR;
+	} else {
+		o.rcode = copy[3] & 0x0f;
+		o.decision = "allow";
+		o.raw = copy;
+		o.raw_len = alen;
+	}
+	dns_finish(p, &o);
+	free(copy);
+}
+
 /* The policy's part: everything after the message is known good. */
 static void
 dns_decide(struct dns_pending *p)
@@ -398,8 +490,20 @@ dns_decide(struct dns_pending *p)
 		return;
 	}
 	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA) {
-		/* Allowed, but only addresses are resolved: NODATA. */
-		dns_end(p, DNS_RCODE_NOERROR, "allow", p->v.rule, NULL);
+		/* Another type the policy allows: the upstream's answer, relayed. */
+		if (srv->npending >= DNS_SRV_PENDING_MAX) {
+			dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+			    REASON_DNS_ERROR);
+			return;
+		}
+		TAILQ_INSERT_TAIL(&srv->pending, p, link);
+		srv->npending++;
+		if ((p->raw = resolver_query_raw(srv->env.resolver, p->t.host,
+		    m->qtype, dns_raw_cb, p)) == NULL) {
+			dns_pending_unlink(p);
+			dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+			    REASON_DNS_ERROR);
+		}
 		return;
 	}
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
@@ -596,6 +700,8 @@ dns_pending_cancel(struct dns_pending *p)
 	dns_pending_unlink(p);
 	resolver_cancel(p->rq);
 	p->rq = NULL;
+	resolver_raw_cancel(p->raw);
+	p->raw = NULL;
 	memset(&o, 0, sizeof(o));
 	o.rcode = -1;
 	o.decision = "error";

@@ -981,3 +981,100 @@ resolver_stats(const struct resolver *r, uint64_t *hits, uint64_t *misses,
 	if (entries != NULL)
 		*entries = r->n_cached;
 }
+
+/* Raw queries: relayed, never cached, owned by c-ares until it answers. */
+struct resolver_raw {
+	struct resolver	*r;
+	resolver_raw_cb	 cb;
+	void		*arg;
+	int		 cancelled;
+	int		 ares_done;
+	struct event	*ev;
+	int		 result;
+	unsigned char	*abuf;
+	size_t		 alen;
+};
+
+static void
+resolver_raw_free(struct resolver_raw *q)
+{
+	if (q->ev != NULL)
+		event_free(q->ev);
+	free(q->abuf);
+	free(q);
+}
+
+static void
+resolver_raw_deliver_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct resolver_raw *q = arg;
+
+	if (!q->cancelled)
+		q->cb(q->result, q->abuf, q->alen, q->arg);
+	resolver_raw_free(q);
+}
+
+static void
+resolver_raw_ares_cb(void *arg, int status, int timeouts, unsigned char *abuf,
+    int alen)
+{
+	struct resolver_raw *q = arg;
+
+	q->ares_done = 1;
+	if (q->cancelled || status == ARES_EDESTRUCTION) {
+		resolver_raw_free(q);
+		return;
+	}
+	/* NXDOMAIN and NODATA come with a response: relay it as it is. */
+	if (abuf != NULL && alen >= 12 && (status == ARES_SUCCESS ||
+	    status == ARES_ENOTFOUND || status == ARES_ENODATA)) {
+		if ((q->abuf = malloc((size_t)alen)) != NULL) {
+			memcpy(q->abuf, abuf, (size_t)alen);
+			q->alen = (size_t)alen;
+			q->result = RESOLVER_OK;
+		} else
+			q->result = RESOLVER_EFAIL;
+	} else
+		q->result = status == ARES_ETIMEOUT ? RESOLVER_ETIMEOUT :
+		    RESOLVER_EFAIL;
+	event_active(q->ev, EV_TIMEOUT, 1);
+}
+
+struct resolver_raw *
+resolver_query_raw(struct resolver *r, const char *name, uint16_t qtype,
+    resolver_raw_cb cb, void *arg)
+{
+	struct resolver_raw *q;
+
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return NULL;
+	q->r = r;
+	q->cb = cb;
+	q->arg = arg;
+	if ((q->ev = event_new(r->base, -1, 0, resolver_raw_deliver_cb,
+	    q)) == NULL) {
+		free(q);
+		return NULL;
+	}
+	if (r->no_servers) {
+		/* c-ares 1.18 leaks a query it refuses for lack of servers. */
+		q->ares_done = 1;
+		q->result = RESOLVER_EFAIL;
+		event_active(q->ev, EV_TIMEOUT, 1);
+		return q;
+	}
+	ares_query(r->channel, name, DNS_CLASS_IN, qtype, resolver_raw_ares_cb, q);
+	resolver_arm_timer(r);
+	return q;
+}
+
+void
+resolver_raw_cancel(struct resolver_raw *q)
+{
+	if (q == NULL)
+		return;
+	q->cancelled = 1;
+	/* Answered already: the delivery is pending, drop it now. */
+	if (q->ares_done)
+		resolver_raw_free(q);
+}

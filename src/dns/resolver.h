@@ -44,4 +44,18 @@ void		 resolver_cancel(struct resolver_query *q);
 void		 resolver_stats(const struct resolver *, uint64_t *hits,
 	    uint64_t *misses, size_t *entries);
 
+/*
+ * Any query type, answered with the upstream's whole response (for the DNS
+ * listener to relay types other than A/AAAA that a policy allows). Not
+ * cached. The callback gets RESOLVER_OK with the response (any rcode) or a
+ * failure with abuf NULL; it is called once, from the event loop, unless
+ * cancelled first.
+ */
+typedef void (*resolver_raw_cb)(int result, const unsigned char *abuf,
+    size_t alen, void *arg);
+struct resolver_raw;
+struct resolver_raw *resolver_query_raw(struct resolver *, const char *name,
+		    uint16_t qtype, resolver_raw_cb cb, void *arg);
+void		 resolver_raw_cancel(struct resolver_raw *);
+
 #endif

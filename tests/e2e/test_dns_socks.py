@@ -50,7 +50,8 @@ class DnsSocksTest(unittest.TestCase):
                 ("mixed.test", "127.0.0.2"), ("mixed.test", "127.0.0.4"),
                 ("meta.test", "169.254.169.254")]
         cls.dns = H.TtlDnsmasq(d, recs, cnames=[("alias.test", "allowed.test")],
-            local_ttl=UPSTREAM_TTL)
+            local_ttl=UPSTREAM_TTL,
+            extra=["--txt-record=allowed.test,v=sandgate-relayed"])
         cls.addClassCleanup(cls.dns.stop)
         policies = {
             "sandboxes": [
@@ -200,11 +201,15 @@ class DnsSocksTest(unittest.TestCase):
         r = self.dig("allowed.test", "ANY")
         self.assertEqual(r.status, "REFUSED", r)
 
-    def test_dns_listed_type_nodata(self):
-        # the txt sandbox lists TXT in dns_types: NOERROR, no answers
+    def test_dns_listed_type_relayed(self):
+        # the txt sandbox lists TXT in dns_types: the upstream's answer is
+        # relayed, its TTL capped like every answer's
         r = self.dig("-b", "127.0.0.6", "allowed.test", "TXT")
         self.assertEqual(r.status, "NOERROR", r)
-        self.assertEqual(r.answers, [], r)
+        self.assertEqual([(a[0], a[2], a[3]) for a in r.answers],
+            [("allowed.test.", "TXT", '"v=sandgate-relayed"')], r)
+        self.assertLessEqual(r.answers[0][1], 300, r)
+        self.assertGreater(UPSTREAM_TTL, 300)
         row = self.audit(kind="dns", host="allowed.test", method="TXT",
             sandbox="txt")
         self.assert_row(row, decision="allow", status=0)

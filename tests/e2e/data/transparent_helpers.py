@@ -20,7 +20,7 @@ class TtlDnsmasq(T.Dnsmasq):
     """sgtest's dnsmasq, but its records carry local_ttl (dnsmasq's default is 0)."""
 
     def __init__(self, tmp, records, cnames=(), host="127.0.0.1",
-                 local_ttl=300):
+                 local_ttl=300, extra=()):
         self.host = host
         self.port = T.free_port(host, udp_too=True)
         argv = [T.DNSMASQ, "-k", "--port=%d" % self.port,
@@ -33,6 +33,7 @@ class TtlDnsmasq(T.Dnsmasq):
             argv.append("--host-record=%s,%s" % (name, ip))
         for alias, target in cnames:
             argv.append("--cname=%s,%s" % (alias, target))
+        argv.extend(extra)
         self.proc = T.Proc(argv, os.path.join(tmp, "dnsmasq-%d.log" % self.port))
         deadline = time.time() + 10
         while time.time() < deadline:
