@@ -338,7 +338,7 @@ static const struct err_case err_cases[] = {
 	{ "state_dir list", "state_dir: [a]\n", 1, 12,
 	    "expected a string, got a list" },
 	{ "state_dir empty", "state_dir: \"\"\n", 1, 12, "must not be empty" },
-	{ "ingress ip", "ingress_domain: 10.0.0.1\n", 1, 17,
+	{ "ingress ip", "ingress_domain: 198.18.0.1\n", 1, 17,
 	    "not a domain name" },
 	{ "ingress bad", "ingress_domain: \"a..b\"\n", 1, 17,
 	    "not a domain name" },

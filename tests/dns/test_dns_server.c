@@ -5,6 +5,8 @@
  * real dig processes. Checks answers, EDEs, TC/TCP, address memory and
  * one audit row per query.
  */
+#include <sched.h>
+#include <sys/wait.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -176,10 +178,10 @@ dm_start_once(int port)
 		"--host-record=x.wild.test,151.101.1.11",
 		"--host-record=bad.wild.test,151.101.1.12",
 		"--host-record=other.test,151.101.1.15",
-		"--host-record=priv.test,10.0.0.5",
-		"--host-record=intra.test,10.1.2.3",
+		"--host-record=priv.test,198.18.200.5",
+		"--host-record=intra.test,198.19.2.3",
 		"--host-record=mixed.test,151.101.1.13",
-		"--host-record=mixed.test,192.168.1.1",
+		"--host-record=mixed.test,198.18.201.1",
 		"--host-record=v6.test,2606:4700::6",
 		"--cname=cname.test,allowed.test",
 		"--address=/missing.test/",
@@ -534,7 +536,7 @@ static struct scase cases[] = {
 	    .rcode = 3, .ede = 15, .ede_has = "destination-ip-prohibited",
 	    DENY("dnsbox", "dnspol:allow[2]", "destination-ip-prohibited") },
 	{ "internal address in allow_private", .name = "intra.test",
-	    .qtype = 1, .nans = 1, .first = "10.1.2.3",
+	    .qtype = 1, .nans = 1, .first = "198.19.2.3",
 	    ALLOW("dnsbox", "dnspol:allow[3]") },
 	{ "an internal A denies AAAA too", .name = "mixed.test", .qtype = 28,
 	    EDNS, .rcode = 3, .ede = 15,
@@ -1126,11 +1128,11 @@ test_addrmem(struct addrmem *mem)
 		/* Every address of the answer, not only the type asked. */
 		{ "dnsbox", "allowed.test", "2606:4700::10", 1 },
 		{ "dnsbox", "x.wild.test", "151.101.1.11", 1 },
-		{ "dnsbox", "intra.test", "10.1.2.3", 1 },
+		{ "dnsbox", "intra.test", "198.19.2.3", 1 },
 		{ "dnsbox", "cname.test", "151.101.1.10", 1 },
 		{ "dnsbox", "big.test", "151.101.2.32", 1 },
 		/* denied names are not remembered */
-		{ "dnsbox", "priv.test", "10.0.0.5", 0 },
+		{ "dnsbox", "priv.test", "198.18.200.5", 0 },
 		{ "dnsbox", "bad.wild.test", "151.101.1.12", 0 },
 		{ "dnsbox", "mixed.test", "151.101.1.13", 0 },
 		{ "dnsbox", "other.test", "151.101.1.15", 0 },
@@ -1147,10 +1149,10 @@ test_addrmem(struct addrmem *mem)
 		    has[i].want, "addrmem %s %s %s", has[i].sandbox,
 		    has[i].name, has[i].addr);
 	}
-	a = addr("10.1.2.3");
+	a = addr("198.19.2.3");
 	CHECK_INT(addrmem_lookup(mem, "dnsbox", &a, name, sizeof(name)), 0);
 	CHECK_STR(name, "intra.test");
-	a = addr("10.0.0.5");
+	a = addr("198.18.200.5");
 	CHECK_INT(addrmem_lookup(mem, "dnsbox", &a, name, sizeof(name)), -1);
 }
 
@@ -1278,6 +1280,36 @@ rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 	return remove(path);
 }
 
+/*
+ * The upstream's answers include public addresses (as data: nothing here
+ * connects to them). As root, run in a network namespace of our own with
+ * only lo up, so that not even a bug could send a packet anywhere.
+ */
+static void
+isolate(void)
+{
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0 || getenv("SANDGATE_ISOLATED") != NULL)
+		return;
+	if (unshare(CLONE_NEWNET) == -1) {
+		printf("note: unshare(CLONE_NEWNET) failed; running on the host's "
+		    "network (nothing connects to the answers' addresses)\n");
+		return;
+	}
+	setenv("SANDGATE_ISOLATED", "1", 1);
+	if ((pid = fork()) == 0) {
+		execl("/usr/sbin/ip", "ip", "link", "set", "lo", "up", (char *)NULL);
+		_exit(127);
+	}
+	if (pid == -1 || waitpid(pid, &st, 0) == -1 || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "cannot bring lo up in the test's namespace\n");
+		exit(1);
+	}
+}
+
 int
 main(void)
 {
@@ -1298,6 +1330,7 @@ main(void)
 		printf("SKIP: needs %s and %s\n", DNSMASQ, DIG);
 		return 77;
 	}
+	isolate();
 	signal(SIGPIPE, SIG_IGN);
 	if (dm_start() == -1) {
 		fprintf(stderr, "cannot start %s\n", DNSMASQ);

@@ -140,7 +140,7 @@ class CliTest(unittest.TestCase):
             "    allow:\n"
             "      - host: ok.test\n"
             "        ports: [70000]\n"
-            "      - cidr: 10.0.0.0/33\n"
+            "      - cidr: 198.18.0.0/33\n"
             "    allow_private: []\n")
         cfg, pfile = self.write_set("three", text)
         r = self.sg("policy", "check", "-c", cfg)
@@ -154,8 +154,8 @@ class CliTest(unittest.TestCase):
              where(text, "Bad_Id")[0]),
             ("port", {where(text, "ports:")[1], where(text, "[70000")[1],
                       where(text, "70000")[1]}, where(text, "70000")[0]),
-            ("cidr", {where(text, "cidr:")[1], where(text, "10.0.0.0/33")[1]},
-             where(text, "10.0.0.0/33")[0]),
+            ("cidr", {where(text, "cidr:")[1], where(text, "198.18.0.0/33")[1]},
+             where(text, "198.18.0.0/33")[0]),
         ]
         got = sorted((l, c) for _, l, c, _ in ds)
         for (what, cols, line), (gl, gc) in zip(want, got):

@@ -94,9 +94,9 @@ static const struct req_case req_cases[] = {
 	{ RAW("CONNECT [2001:db8::1]:443 HTTP/1.1\r\nHost: [2001:db8::1]:443\r\n\r\n"),
 	    OK, "CONNECT", AUTH, "2001:db8::1", 443, NULL, NONE, 0, 1, 0, 0, 1,
 	    1 },
-	{ RAW("CONNECT 10.0.0.1:65535 HTTP/1.1\r\nHost: 10.0.0.1:65535\r\n"
+	{ RAW("CONNECT 198.18.0.1:65535 HTTP/1.1\r\nHost: 198.18.0.1:65535\r\n"
 	    "Proxy-Authorization: Basic YTpi\r\n\r\n"), OK, "CONNECT", AUTH,
-	    "10.0.0.1", 65535, NULL, NONE, 0, 1, 0, 0, 1, 2 },
+	    "198.18.0.1", 65535, NULL, NONE, 0, 1, 0, 0, 1, 2 },
 	{ RAW("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"), OK, "OPTIONS", STAR,
 	    NULL, 0, "*", NONE, 0, 1, 0, 0, 1, 1 },
 	{ RAW("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n"), OK,
