@@ -1094,6 +1094,46 @@ class _LogResult(unittest.TextTestResult):
         self._tails()
 
 
+
+# ---------------------------------------------------------------- admin socket
+
+def unix_http(sock_path, data, timeout=10):
+    """Send raw bytes on a unix-socket HTTP server (the admin API); read to
+    EOF; (status, lower-case headers, body bytes with chunking undone)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout * SLOW)
+    try:
+        s.connect(sock_path)
+        s.sendall(data)
+        raw = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            raw += b
+    finally:
+        s.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    hdrs = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    if "chunked" in hdrs.get("transfer-encoding", "").lower():
+        out = b""
+        while True:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        rest = out
+    elif "content-length" in hdrs:
+        rest = rest[:int(hdrs["content-length"])]
+    return status, hdrs, rest
+
 def main():
     require_binary()
     runner = unittest.TextTestRunner(resultclass=_LogResult, verbosity=2,

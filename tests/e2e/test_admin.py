@@ -10,7 +10,6 @@ broken one is a 400 and the old policy keeps deciding.
 import json
 import os
 import re
-import socket
 import stat
 import sys
 import time
@@ -27,39 +26,7 @@ PH_RX = re.compile(r"^sg-ph-[a-z2-7]{32}$", re.I)
 
 def admin_raw(sock_path, data, timeout=10):
     """Send bytes on the admin socket; (status, headers, body bytes)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout * T.SLOW)
-    try:
-        s.connect(sock_path)
-        s.sendall(data)
-        raw = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            raw += b
-    finally:
-        s.close()
-    head, _, rest = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    hdrs = {}
-    for l in lines[1:]:
-        k, _, v = l.partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    if "chunked" in hdrs.get("transfer-encoding", "").lower():
-        out = b""
-        while True:
-            size_line, _, rest = rest.partition(b"\r\n")
-            n = int(size_line.split(b";")[0], 16)
-            if n == 0:
-                break
-            out += rest[:n]
-            rest = rest[n + 2:]
-        rest = out
-    elif "content-length" in hdrs:
-        rest = rest[:int(hdrs["content-length"])]
-    return status, hdrs, rest
+    return T.unix_http(sock_path, data, timeout)
 
 
 def admin(sock_path, method, path, body=None):

@@ -339,42 +339,12 @@ class EchoOrigin:
 
 def admin_request(sock_path, method, path, body=None, timeout=10):
     """One HTTP/1.1 request on the admin socket: (status, headers, json or None)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout * T.SLOW)
-    try:
-        s.connect(sock_path)
-        data = b"" if body is None else (body if isinstance(body, bytes)
-            else json.dumps(body).encode())
-        s.sendall(("%s %s HTTP/1.1\r\nHost: sandgate\r\nConnection: close\r\n"
-            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
-            (method, path, len(data))).encode() + data)
-        raw = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            raw += b
-    finally:
-        s.close()
-    head, _, rest = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    hdrs = {}
-    for l in lines[1:]:
-        k, _, v = l.partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    if "chunked" in hdrs.get("transfer-encoding", "").lower():
-        out = b""
-        while True:
-            size_line, _, rest = rest.partition(b"\r\n")
-            n = int(size_line.split(b";")[0], 16)
-            if n == 0:
-                break
-            out += rest[:n]
-            rest = rest[n + 2:]
-        rest = out
-    elif "content-length" in hdrs:
-        rest = rest[:int(hdrs["content-length"])]
+    data = b"" if body is None else (body if isinstance(body, bytes)
+        else json.dumps(body).encode())
+    status, hdrs, rest = T.unix_http(sock_path,
+        ("%s %s HTTP/1.1\r\nHost: sandgate\r\nConnection: close\r\n"
+         "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
+         (method, path, len(data))).encode() + data, timeout)
     try:
         doc = json.loads(rest) if rest.strip() else None
     except ValueError:
