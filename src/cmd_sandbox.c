@@ -1,74 +1,47 @@
 /*
- * `sandgate sandbox run`: a foreground sandbox whose only way out is the
- * gateway. Builds its network, rules, registration and OCI bundle, runs the
- * command in runsc or crun, and takes every one of them down again.
+ * `sandgate sandbox run|create|exec|ls|rm|logs` (SPEC §9): the command line
+ * of the launcher. The mechanisms (network, rules, bundle, runtime, state)
+ * are in src/sandbox/; this file parses, prints and detaches.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "core/config.h"
 #include "sandbox/sandbox.h"
 #include "sandgate.h"
 
-#define SB_UID_BASE	100000	/* sandbox root is this host uid */
-#define SB_ID_COUNT	65536
-/*
- * Bundles live under /run, not state_dir: the sandbox's own root (an
- * unprivileged host uid) must be able to reach its /etc, and state_dir is
- * usually private to the gateway's user.
- */
-#define SB_RUN_DIR	"/run/sandgate"
-
 static const char sandbox_usage[] =
-    "usage: sandgate sandbox run [-c FILE] [--policy P] [--runtime runsc|crun]\n"
-    "           [--rootfs DIR|host] [--id ID] [--workspace DIR] [--env K=V]...\n"
-    "           [--memory 512M] [--cpus 1] [--pids 256] -- CMD [ARG...]\n"
-    "  Run CMD in a new sandbox in the foreground and exit with its status.\n"
+    "usage: sandgate sandbox run|create [-c FILE] [--policy P]\n"
+    "           [--runtime runsc|crun] [--rootfs DIR|host] [--id ID]\n"
+    "           [--workspace DIR] [--env K=V]... [--memory 512M] [--cpus 1]\n"
+    "           [--pids 256] [--publish PORT]... [--public] [--ttl 1h]\n"
+    "           [-- CMD [ARG...]]\n"
+    "       sandgate sandbox exec [-c FILE] ID -- CMD [ARG...]\n"
+    "       sandgate sandbox ls [-c FILE] [--format table|json]\n"
+    "       sandgate sandbox rm [-c FILE] ID...\n"
+    "       sandgate sandbox logs [-c FILE] [-f] ID\n"
+    "  run: a new sandbox in the foreground; exits with CMD's status.\n"
+    "  create: a detached sandbox (CMD, or an idle init); prints its id,\n"
+    "  ingress token and URLs. exec: CMD inside a live sandbox. rm: stop it\n"
+    "  and remove everything it made. logs: create's output.\n"
     "  The gateway (sandgate serve) must be running with its admin socket,\n"
     "  and transparent and DNS listeners on a wildcard address. Needs root.\n";
 
-struct run_opts {
-	const char	*cfg_path;
-	const char	*policy;
-	const char	*runtime;
-	const char	*rootfs;
-	const char	*id;
-	const char	*workspace;
-	const char	*env[SANDBOX_MAX_ENV];
-	int		 n_env;
-	uint64_t	 memory;
-	uint64_t	 cpu_millis;
-	int64_t		 pids;
-	char *const	*cmd;
-	int		 n_cmd;
-};
-
-/* What run made, so that one function can take it down from any point. */
-struct run_state {
-	struct config	*cfg;
-	struct sandbox_net net;
-	int		 net_made;
-	int		 nft_made;
-	int		 registered;
-	char		 dir[256];		/* /run/sandgate/bundles/ID */
-	int		 dir_made;
-	struct sandbox_placeholder *ph;
-	size_t		 n_ph;
-	char		*env_buf[SANDBOX_MAX_ENV];
-	int		 n_env_buf;
+/* create without a command: an init that sleeps and stops on TERM at once */
+static char *const idle_cmd[] = {
+	"/bin/sh", "-c",
+	"trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done",
+	NULL
 };
 
 static int
@@ -85,70 +58,113 @@ valid_env(const char *kv)
 	return *p == '=' && p - kv < 256;
 }
 
+/* Split argv at "--": options and operands before, the command after. */
 static int
-run_parse(int argc, char *argv[], struct run_opts *o)
+split_cmd(int argc, char *argv[], char *const **cmd, int *n_cmd)
+{
+	int i;
+
+	*cmd = NULL;
+	*n_cmd = 0;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			*cmd = argv + i + 1;
+			*n_cmd = argc - i - 1;
+			return i;
+		}
+	return argc;
+}
+
+static int
+parse_option(struct sandbox_opts *o, const char *opt, const char *val,
+    const char **id)
+{
+	long long v;
+	char *end;
+	uint64_t ms;
+
+	if (strcmp(opt, "policy") == 0)
+		o->policy = val;
+	else if (strcmp(opt, "runtime") == 0)
+		o->runtime = val;
+	else if (strcmp(opt, "rootfs") == 0)
+		o->rootfs = val;
+	else if (strcmp(opt, "id") == 0)
+		*id = val;
+	else if (strcmp(opt, "workspace") == 0)
+		o->workspace = val;
+	else if (strcmp(opt, "public") == 0)
+		o->is_public = 1;
+	else if (strcmp(opt, "env") == 0) {
+		if (!valid_env(val))
+			return cmd_usage_error(sandbox_usage,
+			    "--env wants NAME=VALUE: %s", val);
+		if (o->n_env >= SANDBOX_MAX_ENV / 2)
+			return cmd_usage_error(sandbox_usage, "too many --env");
+		o->env[o->n_env++] = val;
+	} else if (strcmp(opt, "memory") == 0) {
+		if (sandbox_parse_size(val, &o->memory) == -1)
+			return cmd_usage_error(sandbox_usage, "bad --memory: %s",
+			    val);
+	} else if (strcmp(opt, "cpus") == 0) {
+		if (sandbox_parse_cpus(val, &o->cpu_millis) == -1)
+			return cmd_usage_error(sandbox_usage, "bad --cpus: %s",
+			    val);
+	} else if (strcmp(opt, "pids") == 0) {
+		errno = 0;
+		v = strtoll(val, &end, 10);
+		if (errno != 0 || *end != '\0' || v < 1 || v > 1 << 22)
+			return cmd_usage_error(sandbox_usage, "bad --pids: %s",
+			    val);
+		o->pids = v;
+	} else if (strcmp(opt, "publish") == 0) {
+		errno = 0;
+		v = strtoll(val, &end, 10);
+		if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
+			return cmd_usage_error(sandbox_usage,
+			    "bad --publish (want a port 1-65535): %s", val);
+		if (o->n_publish >= SANDBOX_MAX_PUBLISH)
+			return cmd_usage_error(sandbox_usage,
+			    "too many --publish (at most %d)",
+			    SANDBOX_MAX_PUBLISH);
+		o->publish[o->n_publish++] = (uint16_t)v;
+	} else if (strcmp(opt, "ttl") == 0) {
+		if (config_parse_duration_ms(val, &ms) == -1 || ms < 1000)
+			return cmd_usage_error(sandbox_usage,
+			    "bad --ttl (want 30s, 10m, 1h, 2d): %s", val);
+		o->ttl_ms = ms;
+	} else
+		return cmd_usage_error(sandbox_usage, "unknown option: --%s", opt);
+	return 0;
+}
+
+static int
+up_parse(int argc, char *argv[], struct sandbox_opts *o, const char **cfg,
+    const char **id, int detach)
 {
 	struct cmd_args a;
 	const char *opt, *val;
-	int i, nopt = argc;
-	long long v;
-	char *end;
+	int nopt, rc;
 
 	memset(o, 0, sizeof(*o));
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--") == 0) {
-			nopt = i;
-			o->cmd = argv + i + 1;
-			o->n_cmd = argc - i - 1;
-			break;
-		}
+	*cfg = NULL;
+	*id = NULL;
+	o->detach = detach;
+	nopt = split_cmd(argc, argv, &o->cmd, &o->n_cmd);
 	cmd_args_init(&a, nopt, argv);
 	while ((opt = cmd_args_next(&a, "c|config|policy|runtime|rootfs|id|"
-	    "workspace|env|memory|cpus|pids", &val)) != NULL) {
+	    "workspace|env|memory|cpus|pids|publish|ttl", &val)) != NULL) {
 		if (strcmp(opt, "?") == 0)
 			return cmd_usage_error(sandbox_usage, "bad argument: %s",
 			    a.bad);
-		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
-			o->cfg_path = val;
-		else if (strcmp(opt, "policy") == 0)
-			o->policy = val;
-		else if (strcmp(opt, "runtime") == 0)
-			o->runtime = val;
-		else if (strcmp(opt, "rootfs") == 0)
-			o->rootfs = val;
-		else if (strcmp(opt, "id") == 0)
-			o->id = val;
-		else if (strcmp(opt, "workspace") == 0)
-			o->workspace = val;
-		else if (strcmp(opt, "env") == 0) {
-			if (!valid_env(val))
-				return cmd_usage_error(sandbox_usage,
-				    "--env wants NAME=VALUE: %s", val);
-			if (o->n_env >= SANDBOX_MAX_ENV / 2)
-				return cmd_usage_error(sandbox_usage,
-				    "too many --env");
-			o->env[o->n_env++] = val;
-		} else if (strcmp(opt, "memory") == 0) {
-			if (sandbox_parse_size(val, &o->memory) == -1)
-				return cmd_usage_error(sandbox_usage,
-				    "bad --memory: %s", val);
-		} else if (strcmp(opt, "cpus") == 0) {
-			if (sandbox_parse_cpus(val, &o->cpu_millis) == -1)
-				return cmd_usage_error(sandbox_usage,
-				    "bad --cpus: %s", val);
-		} else if (strcmp(opt, "pids") == 0) {
-			errno = 0;
-			v = strtoll(val, &end, 10);
-			if (errno != 0 || *end != '\0' || v < 1 || v > 1 << 22)
-				return cmd_usage_error(sandbox_usage,
-				    "bad --pids: %s", val);
-			o->pids = v;
-		} else if (strcmp(opt, "help") == 0 || strcmp(opt, "h") == 0) {
+		if (strcmp(opt, "help") == 0 || strcmp(opt, "h") == 0) {
 			fputs(sandbox_usage, stdout);
 			exit(0);
-		} else
-			return cmd_usage_error(sandbox_usage,
-			    "unknown option: --%s", opt);
+		}
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			*cfg = val;
+		else if ((rc = parse_option(o, opt, val, id)) != 0)
+			return rc;
 	}
 	if (o->cmd == NULL) {
 		o->cmd = (char *const *)a.ops;
@@ -156,13 +172,17 @@ run_parse(int argc, char *argv[], struct run_opts *o)
 	} else if (a.n_ops > 0)
 		return cmd_usage_error(sandbox_usage, "unexpected operand: %s",
 		    a.ops[0]);
+	if (o->n_cmd < 1 && detach) {
+		o->cmd = idle_cmd;
+		o->n_cmd = 3;
+	}
 	if (o->n_cmd < 1)
 		return cmd_usage_error(sandbox_usage, "no command given");
 	if (o->n_cmd >= SANDBOX_MAX_ARGV)
 		return cmd_usage_error(sandbox_usage, "too many arguments");
-	if (o->id != NULL && !sandbox_valid_id(o->id))
-		return cmd_usage_error(sandbox_usage, "bad --id (want [a-z0-9-], "
-		    "at most %d): %s", SANDBOX_ID_MAX, o->id);
+	if (*id != NULL && !sandbox_valid_id(*id))
+		return cmd_usage_error(sandbox_usage, "bad --id (want "
+		    "[a-z0-9][a-z0-9-], at most 40): %s", *id);
 	if (o->runtime != NULL && strcmp(o->runtime, "runsc") != 0 &&
 	    strcmp(o->runtime, "crun") != 0)
 		return cmd_usage_error(sandbox_usage, "bad --runtime: %s",
@@ -178,366 +198,510 @@ run_parse(int argc, char *argv[], struct run_opts *o)
 	return 0;
 }
 
-static uint16_t
-listen_port(const struct config_listen *l)
+static int
+need_root(const char *what)
 {
-	const struct sockaddr_in *sin = (const struct sockaddr_in *)&l->ss;
-	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&l->ss;
-
-	if (!l->enabled)
+	if (geteuid() == 0)
 		return 0;
-	/* the redirect lands on the veth's address: only a wildcard bind sees it */
-	if (l->ss.ss_family == AF_INET && sin->sin_addr.s_addr == INADDR_ANY)
-		return ntohs(sin->sin_port);
-	if (l->ss.ss_family == AF_INET6 &&
-	    IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
-		return ntohs(sin6->sin6_port);
-	return 0;
+	cmd_error("sandbox %s needs root (network namespaces, nftables, "
+	    "state.db)", what);
+	return -1;
 }
 
 static int
-rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+new_id(char id[SANDBOX_ID_MAX + 1])
 {
-	(void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+	char hex[SANDBOX_TOKEN_HEX + 1];
+
+	if (sandbox_new_token(hex) == -1)
+		return -1;
+	snprintf(id, SANDBOX_ID_MAX + 1, "sb-%.10s", hex);
 	return 0;
 }
 
 static void
-run_teardown(struct run_state *s)
+print_created(const struct config *cfg, const struct sandbox_opts *o,
+    const char *id, const char *token)
 {
+	char url[512];
 	int i;
 
-	if (s->registered)
-		(void)sandbox_admin_unregister(s->cfg->admin_socket, s->net.id);
-	if (s->nft_made)
-		sandbox_nft_del(&s->net);
-	if (s->net_made)
-		sandbox_net_destroy(&s->net);
-	if (s->dir_made)
-		(void)nftw(s->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	sandbox_placeholders_free(s->ph, s->n_ph);
-	for (i = 0; i < s->n_env_buf; i++)
-		free(s->env_buf[i]);
-}
-
-/* Field 22 of /proc/PID/stat: with the pid, names one process for good. */
-static unsigned long long
-proc_start(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long v = 0;
-	ssize_t n;
-	int fd, field;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if ((p = strrchr(buf, ')')) == NULL)
-		return 0;
-	/* after "pid (comm)": " S ppid ...", field 3 after the next space */
-	for (field = 2, p++; *p != '\0' && field < 22; p++)
-		if (*p == ' ' && p[1] != ' ')
-			field++;
-	if (field == 22)
-		v = strtoull(p, NULL, 10);
-	return v;
-}
-
-/* Who made a bundle, for the reconciliation of a later launcher. */
-static int
-owner_write(const struct run_state *s, const char *runtime)
-{
-	char path[300];
-	json_t *j;
-	int rc;
-
-	snprintf(path, sizeof(path), "%s/owner.json", s->dir);
-	j = json_pack("{s:i,s:I,s:s,s:s?}", "pid", (int)getpid(), "start",
-	    (json_int_t)proc_start(getpid()), "runtime", runtime, "admin",
-	    s->cfg->admin_socket);
-	if (j == NULL)
-		return -1;
-	rc = json_dump_file(j, path, 0);
-	json_decref(j);
-	return rc;
-}
-
-/* Take down what a dead launcher left: runtime, registration, rules, net, bundle. */
-static void
-reap(const char *id, const char *dir, json_t *owner)
-{
-	struct sandbox_net net;
-	const char *rt = NULL, *admin = NULL;
-
-	sandbox_net_names(id, &net);
-	if (owner != NULL)
-		(void)json_unpack(owner, "{s?s,s?s}", "runtime", &rt, "admin",
-		    &admin);
-	if (rt == NULL || strcmp(rt, "runsc") == 0)
-		(void)sandbox_runtime_delete(SANDBOX_RUNSC, SB_RUN_DIR "/runsc", id);
-	if (rt == NULL || strcmp(rt, "crun") == 0)
-		(void)sandbox_runtime_delete(SANDBOX_CRUN, SB_RUN_DIR "/crun", id);
-	sandbox_cgroup_remove(id);
-	if (admin != NULL)
-		(void)sandbox_admin_unregister(admin, id);
-	sandbox_nft_del(&net);
-	sandbox_net_destroy(&net);
-	if (dir != NULL)
-		(void)nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	printf("%s\n", id);
+	if (o->n_publish > 0 && !o->is_public)
+		printf("token %s\n", token);
+	for (i = 0; i < o->n_publish; i++)
+		if (sandbox_ingress_url(cfg, id, o->publish[i], url,
+		    sizeof(url)) == 0)
+			printf("url %s\n", url);
+	fflush(stdout);
 }
 
 /*
- * Every launcher start reconciles: a bundle whose launcher is dead, and a
- * sandgate namespace without a bundle, are leftovers of a killed launcher.
+ * create: the supervisor is a child in a session of its own; its stderr is
+ * a pipe to us until the container runs ("sandgate-ready"), so that every
+ * error before that reaches the user and sets our exit status.
  */
-static void
-reconcile(void)
+static int
+sandbox_create(struct config *cfg, const struct sandbox_opts *o,
+    const char *id, const char *token)
 {
-	char dir[300], path[340];
-	const char *pfx = "sandgate-";
-	struct dirent *de;
-	struct stat st;
-	json_t *owner;
-	json_int_t pid, start;
-	DIR *d;
+	static const char ready[] = "sandgate-ready\n";
+	char buf[8192], *mark;
+	size_t n = 0;
+	ssize_t r;
+	int p[2], fd, st;
+	pid_t pid;
 
-	if ((d = opendir(SB_RUN_DIR "/bundles")) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			if (!sandbox_valid_id(de->d_name))
-				continue;
-			snprintf(dir, sizeof(dir), "%s/bundles/%s", SB_RUN_DIR,
-			    de->d_name);
-			snprintf(path, sizeof(path), "%s/owner.json", dir);
-			owner = json_load_file(path, 0, NULL);
-			if (owner == NULL) {
-				/* a launcher between mkdir and owner.json */
-				if (stat(dir, &st) == -1 ||
-				    st.st_mtime > time(NULL) - 30)
-					continue;
-			} else if (json_unpack(owner, "{s:I,s:I}", "pid", &pid,
-			    "start", &start) == 0 && pid > 0 && start > 0 &&
-			    proc_start((pid_t)pid) == (unsigned long long)start) {
-				json_decref(owner);
-				continue;	/* alive */
-			}
-			reap(de->d_name, dir, owner);
-			json_decref(owner);
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return cmd_error("pipe: %s", strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) == -1)
+		return cmd_error("fork: %s", strerror(errno));
+	if (pid == 0) {
+		(void)setsid();
+		if ((fd = open("/dev/null", O_RDWR)) != -1) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			if (fd > 2)
+				close(fd);
 		}
-		closedir(d);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		sandbox_signals_install();
+		_exit(sandbox_life(cfg, o, id, token) & 0xff);
 	}
-	if ((d = opendir(SANDBOX_NETNS_DIR)) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (strncmp(de->d_name, pfx, strlen(pfx)) != 0 ||
-		    !sandbox_valid_id(de->d_name + strlen(pfx)))
+	close(p[1]);
+	while (n < sizeof(buf) - 1) {
+		r = read(p[0], buf + n, sizeof(buf) - 1 - n);
+		if (r == -1 && errno == EINTR)
 			continue;
-		snprintf(dir, sizeof(dir), "%s/bundles/%s", SB_RUN_DIR,
-		    de->d_name + strlen(pfx));
-		if (stat(dir, &st) == -1 && errno == ENOENT)
-			reap(de->d_name + strlen(pfx), NULL, NULL);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
 	}
-	closedir(d);
+	close(p[0]);
+	buf[n] = '\0';
+	if ((mark = strstr(buf, ready)) != NULL) {
+		*mark = '\0';
+		fputs(buf, stderr);
+		print_created(cfg, o, id, token);
+		return 0;
+	}
+	fputs(buf, stderr);
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (n == 0)
+		cmd_error("sandbox: %s did not start", id);
+	return 1;
 }
 
-/* The whole launch-time critical section runs under one lock file. */
 static int
-run_network(struct run_state *s, uint16_t tport, uint16_t dport)
+sandbox_up(int argc, char *argv[], int detach)
 {
-	char path[PATH_MAX];
-	const char *err;
-	int fd, rc = -1;
+	struct sandbox_opts o;
+	struct config *cfg;
+	const char *cfg_path, *want_id;
+	char id[SANDBOX_ID_MAX + 1], token[SANDBOX_TOKEN_HEX + 1];
+	int rc;
 
-	snprintf(path, sizeof(path), "%s/sandbox.lock", SB_RUN_DIR);
-	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1 ||
-	    flock(fd, LOCK_EX) == -1) {
-		cmd_error("sandbox: lock %s: %s", path, strerror(errno));
-		goto out;
+	if ((rc = up_parse(argc, argv, &o, &cfg_path, &want_id, detach)) != 0)
+		return rc;
+	if (need_root(detach ? "create" : "run") == -1)
+		return 1;
+	if (cmd_load(cfg_path, &cfg, NULL) == -1)
+		return 1;
+	if (o.runtime == NULL)
+		o.runtime = cfg->sandbox_runtime;
+	if (o.rootfs == NULL)
+		o.rootfs = cfg->sandbox_rootfs;
+	if (want_id != NULL)
+		snprintf(id, sizeof(id), "%s", want_id);
+	if ((want_id == NULL && new_id(id) == -1) ||
+	    sandbox_new_token(token) == -1) {
+		config_free(cfg);
+		return cmd_error("getrandom: %s", strerror(errno));
 	}
-	reconcile();
-	if (sandbox_netns_exists(s->net.netns)) {
-		cmd_error("sandbox: %s already exists", s->net.netns);
-		goto out;
+	if (detach)
+		rc = sandbox_create(cfg, &o, id, token);
+	else {
+		sandbox_signals_install();
+		rc = sandbox_life(cfg, &o, id, token);
 	}
-	if (sandbox_net_alloc(&s->cfg->sandbox_subnet, &s->net, &err) == -1 ||
-	    sandbox_net_create(&s->net, &err) == -1) {
-		cmd_error("sandbox: network: %s", err);
-		goto out;
+	config_free(cfg);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- ls */
+
+static struct sandbox_state *
+state_open_reconciled(struct config *cfg)
+{
+	struct sandbox_state *st;
+	char db[PATH_MAX];
+	const char *err;
+	int fd;
+
+	sandbox_state_path(cfg, db, sizeof(db));
+	if ((st = sandbox_state_open(db, &err)) == NULL) {
+		cmd_error("sandbox: %s: %s", db, err);
+		return NULL;
 	}
-	s->net_made = 1;
-	s->nft_made = 1;	/* a failed add may leave a part */
-	if (sandbox_nft_add(&s->net, tport, dport, &err) == -1) {
-		cmd_error("sandbox: nftables: %s", err);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (fd != -1)
+	if ((fd = sandbox_lock()) != -1) {
+		sandbox_reconcile(st);
 		close(fd);
+	}
+	return st;
+}
+
+static void
+fmt_time(int64_t t, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void
+fmt_ttl(int64_t expires, char *buf, size_t len)
+{
+	int64_t left = expires - time(NULL);
+
+	if (expires == 0)
+		snprintf(buf, len, "-");
+	else if (left <= 0)
+		snprintf(buf, len, "expired");
+	else if (left >= 3600)
+		snprintf(buf, len, "%lldh%02lldm", (long long)(left / 3600),
+		    (long long)(left % 3600 / 60));
+	else
+		snprintf(buf, len, "%lldm%02llds", (long long)(left / 60),
+		    (long long)(left % 60));
+}
+
+static json_t *
+row_json(const struct config *cfg, const struct sandbox_row *r)
+{
+	char created[32], url[512];
+	json_t *o, *urls, *ports;
+	int i;
+
+	fmt_time(r->created, created, sizeof(created));
+	urls = json_array();
+	ports = json_array();
+	for (i = 0; i < r->n_publish; i++) {
+		json_array_append_new(ports, json_integer(r->publish[i]));
+		if (sandbox_ingress_url(cfg, r->id, r->publish[i], url,
+		    sizeof(url)) == 0)
+			json_array_append_new(urls, json_string(url));
+	}
+	o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:b}", "id", r->id,
+	    "policy", r->policy, "runtime", r->runtime, "mode", r->mode,
+	    "state", r->state, "created", created, "guest", r->guest,
+	    "publish", ports, "ingress", urls, "public", r->is_public);
+	if (o == NULL)
+		return NULL;
+	if (r->expires != 0) {
+		fmt_time(r->expires, created, sizeof(created));
+		json_object_set_new(o, "expires", json_string(created));
+	} else
+		json_object_set_new(o, "expires", json_null());
+	/* ls runs as root (state.db is root's): the token is shown */
+	if (r->n_publish > 0 && !r->is_public)
+		json_object_set_new(o, "token", json_string(r->token));
+	else
+		json_object_set_new(o, "token", json_null());
+	return o;
+}
+
+static int
+sandbox_ls(int argc, char *argv[])
+{
+	struct cmd_args a;
+	struct sandbox_state *st;
+	struct sandbox_row *rows;
+	struct config *cfg;
+	const char *opt, *val, *cfg_path = NULL, *format = "table";
+	char created[32], ttl[32], url[512];
+	json_t *arr;
+	size_t i, n;
+	int k;
+
+	cmd_args_init(&a, argc, argv);
+	while ((opt = cmd_args_next(&a, "c|config|format", &val)) != NULL) {
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			cfg_path = val;
+		else if (strcmp(opt, "format") == 0 && (strcmp(val, "table") ==
+		    0 || strcmp(val, "json") == 0))
+			format = val;
+		else
+			return cmd_usage_error(sandbox_usage, "bad argument: %s",
+			    a.bad != NULL ? a.bad : opt);
+	}
+	if (a.n_ops > 0)
+		return cmd_usage_error(sandbox_usage, "unexpected operand: %s",
+		    a.ops[0]);
+	if (need_root("ls") == -1 || cmd_load(cfg_path, &cfg, NULL) == -1)
+		return 1;
+	if ((st = state_open_reconciled(cfg)) == NULL ||
+	    sandbox_state_list(st, &rows, &n) == -1) {
+		sandbox_state_close(st);
+		config_free(cfg);
+		return cmd_error("sandbox: cannot read state.db");
+	}
+	if (strcmp(format, "json") == 0) {
+		arr = json_array();
+		for (i = 0; i < n; i++)
+			json_array_append_new(arr, row_json(cfg, &rows[i]));
+		json_dumpf(arr, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		json_decref(arr);
+	} else {
+		printf("%-24s %-16s %-7s %-9s %-20s %-9s %s\n", "ID", "POLICY",
+		    "RUNTIME", "STATE", "CREATED", "TTL", "INGRESS");
+		for (i = 0; i < n; i++) {
+			fmt_time(rows[i].created, created, sizeof(created));
+			fmt_ttl(rows[i].expires, ttl, sizeof(ttl));
+			printf("%-24s %-16s %-7s %-9s %-20s %-9s", rows[i].id,
+			    rows[i].policy, rows[i].runtime, rows[i].state,
+			    created, ttl);
+			for (k = 0; k < rows[i].n_publish; k++)
+				if (sandbox_ingress_url(cfg, rows[i].id,
+				    rows[i].publish[k], url, sizeof(url)) == 0)
+					printf("%s%s", k > 0 ? "," : " ", url);
+			if (rows[i].n_publish == 0)
+				printf(" -");
+			if (rows[i].n_publish > 0 && !rows[i].is_public)
+				printf(" token=%s", rows[i].token);
+			putchar('\n');
+		}
+	}
+	free(rows);
+	sandbox_state_close(st);
+	config_free(cfg);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- exec */
+
+/* A live sandbox's row, or an error printed. */
+static int
+live_row(struct config *cfg, const char *id, struct sandbox_row *row,
+    struct sandbox_state **stp)
+{
+	struct sandbox_state *st;
+
+	if (!sandbox_valid_id(id)) {
+		cmd_error("sandbox: bad id: %s", id);
+		return -1;
+	}
+	if ((st = state_open_reconciled(cfg)) == NULL)
+		return -1;
+	if (sandbox_state_get(st, id, row) != 1) {
+		sandbox_state_close(st);
+		cmd_error("sandbox: no sandbox %s", id);
+		return -1;
+	}
+	*stp = st;
+	return 0;
+}
+
+/* The process of config.json with another argv: same env, user, limits. */
+static int
+exec_process_file(const char *id, char *const *cmd, int n, char *path,
+    size_t len)
+{
+	char cfgp[PATH_MAX];
+	json_t *cfg, *proc, *args;
+	int i, rc = -1;
+
+	snprintf(cfgp, sizeof(cfgp), "%s/bundles/%s/config.json",
+	    SANDBOX_RUN_DIR, id);
+	snprintf(path, len, "%s/bundles/%s/exec-%d.json", SANDBOX_RUN_DIR, id,
+	    (int)getpid());
+	if ((cfg = json_load_file(cfgp, 0, NULL)) == NULL ||
+	    !json_is_object(proc = json_object_get(cfg, "process")))
+		goto out;
+	args = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(args, json_string(cmd[i]));
+	json_object_set_new(proc, "args", args);
+	json_object_set_new(proc, "terminal", json_false());
+	rc = json_dump_file(proc, path, 0);
+	if (rc == 0)
+		(void)chmod(path, 0600);
+out:
+	json_decref(cfg);
 	return rc;
 }
 
 static int
-run_bundle(struct run_state *s, const struct run_opts *o,
-    enum sandbox_runtime rt)
+sandbox_exec(int argc, char *argv[])
 {
-	char etc[PATH_MAX], root[PATH_MAX], cfgp[PATH_MAX], ws[PATH_MAX];
-	char rootdir[PATH_MAX];
-	struct sandbox_spec sp;
-	const char *err, *sgca;
-	json_t *j;
-	size_t i;
-	int k, rc;
+	struct cmd_args a;
+	struct sandbox_state *st;
+	struct sandbox_row row;
+	struct config *cfg;
+	enum sandbox_runtime rt;
+	const char *opt, *val, *cfg_path = NULL, *err;
+	char path[PATH_MAX], state[64];
+	char *const *cmd;
+	int nopt, n_cmd, status, sig, w;
+	pid_t pid;
 
-	memset(&sp, 0, sizeof(sp));
-	snprintf(etc, sizeof(etc), "%s/etc", s->dir);
-	snprintf(root, sizeof(root), "%s/rootfs", s->dir);
-	snprintf(cfgp, sizeof(cfgp), "%s/config.json", s->dir);
-	sgca = access(s->cfg->ca_cert, R_OK) == 0 ? s->cfg->ca_cert : NULL;
-	if (sandbox_oci_write_etc(etc, &s->net,
-	    "/etc/ssl/certs/ca-certificates.crt", sgca, &err) == -1)
-		return cmd_error("sandbox: %s", err);
-	sp.runtime = rt;
-	sp.id = s->net.id;
-	sp.rootfs = o->rootfs;
-	if (strcmp(o->rootfs, "host") == 0) {
-		if (sandbox_oci_write_rootfs(root) == -1)
-			return cmd_error("sandbox: rootfs skeleton: %s",
-			    strerror(errno));
-		sp.root_path = root;
-	} else {
-		if (realpath(o->rootfs, rootdir) == NULL)
-			return cmd_error("sandbox: --rootfs %s: %s", o->rootfs,
-			    strerror(errno));
-		sp.root_path = rootdir;
+	nopt = split_cmd(argc, argv, &cmd, &n_cmd);
+	cmd_args_init(&a, nopt, argv);
+	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			cfg_path = val;
+		else
+			return cmd_usage_error(sandbox_usage, "bad argument: %s",
+			    a.bad != NULL ? a.bad : opt);
 	}
-	sp.etc_dir = etc;
-	sp.ca_file = "/etc/ssl/certs/ca-certificates.crt";
-	if (o->workspace != NULL) {
-		if (realpath(o->workspace, ws) == NULL)
-			return cmd_error("sandbox: --workspace %s: %s",
-			    o->workspace, strerror(errno));
-		sp.workspace = ws;
+	if (a.n_ops != 1 || cmd == NULL || n_cmd < 1)
+		return cmd_usage_error(sandbox_usage,
+		    "usage: sandbox exec ID -- CMD [ARG...]");
+	if (n_cmd >= SANDBOX_MAX_ARGV)
+		return cmd_usage_error(sandbox_usage, "too many arguments");
+	if (need_root("exec") == -1 || cmd_load(cfg_path, &cfg, NULL) == -1)
+		return 1;
+	if (live_row(cfg, a.ops[0], &row, &st) == -1) {
+		config_free(cfg);
+		return 1;
 	}
-	sp.netns_path = s->net.netns_path;
-	for (k = 0; k < o->n_env; k++)
-		sp.env[sp.n_env++] = o->env[k];
-	for (i = 0; i < s->n_ph && sp.n_env < SANDBOX_MAX_ENV; i++) {
-		char *kv;
-		if (s->ph[i].env == NULL ||
-		    asprintf(&kv, "%s=%s", s->ph[i].env, s->ph[i].placeholder) == -1)
-			continue;
-		s->env_buf[s->n_env_buf++] = kv;
-		sp.env[sp.n_env++] = kv;
+	sandbox_state_close(st);
+	config_free(cfg);
+	if (strcmp(row.state, "running") != 0)
+		return cmd_error("sandbox: %s is %s, not running", row.id,
+		    row.state);
+	rt = strcmp(row.runtime, "crun") == 0 ? SANDBOX_CRUN : SANDBOX_RUNSC;
+	snprintf(state, sizeof(state), "%s/%s", SANDBOX_RUN_DIR, row.runtime);
+	if (exec_process_file(row.id, cmd, n_cmd, path, sizeof(path)) == -1)
+		return cmd_error("sandbox: cannot read the bundle of %s", row.id);
+	sandbox_signals_install();
+	if ((pid = sandbox_runtime_exec(rt, state, row.id, path, &err)) == -1) {
+		unlink(path);
+		return cmd_error("sandbox: %s exec: %s", row.runtime, err);
 	}
-	sp.argv = o->cmd;
-	sp.argc = o->n_cmd;
-	sp.memory = o->memory;
-	sp.cpu_millis = o->cpu_millis;
-	sp.pids = o->pids;
-	sp.uid_base = SB_UID_BASE;
-	sp.id_count = SB_ID_COUNT;
-	if ((j = sandbox_oci_config(&sp, &err)) == NULL)
-		return cmd_error("sandbox: %s", err);
-	rc = json_dump_file(j, cfgp, JSON_INDENT(2));
-	json_decref(j);
-	if (rc == -1)
-		return cmd_error("sandbox: cannot write %s", cfgp);
+	for (;;) {
+		if ((sig = sandbox_signal) != 0 && sig != SIGALRM) {
+			sandbox_signal = 0;
+			(void)kill(pid, sig);
+		}
+		if (waitpid(pid, &w, 0) == pid)
+			break;
+		if (errno != EINTR) {
+			w = -1;
+			break;
+		}
+	}
+	unlink(path);
+	status = w == -1 ? 1 : sandbox_wait_status(w);
+	return status;
+}
+
+/* ---------------------------------------------------------------- rm */
+
+static int
+sandbox_rm(int argc, char *argv[])
+{
+	struct cmd_args a;
+	struct config *cfg;
+	const char *opt, *val, *cfg_path = NULL;
+	int i, rc = 0;
+
+	cmd_args_init(&a, argc, argv);
+	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			cfg_path = val;
+		else
+			return cmd_usage_error(sandbox_usage, "bad argument: %s",
+			    a.bad != NULL ? a.bad : opt);
+	}
+	if (a.n_ops < 1)
+		return cmd_usage_error(sandbox_usage, "sandbox rm wants an id");
+	for (i = 0; i < a.n_ops; i++)
+		if (!sandbox_valid_id(a.ops[i]))
+			return cmd_usage_error(sandbox_usage, "bad id: %s",
+			    a.ops[i]);
+	if (need_root("rm") == -1 || cmd_load(cfg_path, &cfg, NULL) == -1)
+		return 1;
+	for (i = 0; i < a.n_ops; i++)
+		if (sandbox_remove(cfg, a.ops[i]) != 0)
+			rc = 1;
+	config_free(cfg);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- logs */
+
+static int
+copy_out(int fd)
+{
+	char buf[16384];
+	ssize_t r;
+
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		if (fwrite(buf, 1, (size_t)r, stdout) != (size_t)r)
+			return -1;
+	fflush(stdout);
 	return 0;
 }
 
 static int
-sandbox_run(int argc, char *argv[])
+sandbox_logs(int argc, char *argv[])
 {
-	struct run_opts o;
-	struct run_state s;
-	enum sandbox_runtime rt;
-	char guest[INET_ADDRSTRLEN], id[SANDBOX_ID_MAX + 1], err[512];
-	char state[PATH_MAX];
-	uint16_t tport, dport;
-	unsigned char rnd[5];
-	const char *e;
-	int rc, status = 1;
+	struct timespec d = { 0, 200 * 1000 * 1000 };
+	struct cmd_args a;
+	struct sandbox_state *st;
+	struct sandbox_row row;
+	struct config *cfg;
+	const char *opt, *val, *cfg_path = NULL;
+	char path[PATH_MAX];
+	int fd, follow = 0;
 
-	if ((rc = run_parse(argc, argv, &o)) != 0)
-		return rc;
-	memset(&s, 0, sizeof(s));
-	if (geteuid() != 0)
-		return cmd_error("sandbox run needs root (network namespaces, "
-		    "nftables)");
-	if (cmd_load(o.cfg_path, &s.cfg, NULL) == -1)
+	cmd_args_init(&a, argc, argv);
+	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
+		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
+			cfg_path = val;
+		else if (strcmp(opt, "f") == 0 || strcmp(opt, "follow") == 0)
+			follow = 1;
+		else
+			return cmd_usage_error(sandbox_usage, "bad argument: %s",
+			    a.bad != NULL ? a.bad : opt);
+	}
+	if (a.n_ops != 1)
+		return cmd_usage_error(sandbox_usage, "sandbox logs wants an id");
+	if (need_root("logs") == -1 || cmd_load(cfg_path, &cfg, NULL) == -1)
 		return 1;
-	if (o.runtime == NULL)
-		o.runtime = s.cfg->sandbox_runtime;
-	rt = strcmp(o.runtime, "crun") == 0 ? SANDBOX_CRUN : SANDBOX_RUNSC;
-	if (o.rootfs == NULL)
-		o.rootfs = s.cfg->sandbox_rootfs;
-	if (s.cfg->admin_socket == NULL ||
-	    sandbox_admin_ping(s.cfg->admin_socket) == -1) {
-		cmd_error("the gateway is not running (no answer on admin "
-		    "socket %s)", s.cfg->admin_socket ? s.cfg->admin_socket :
-		    "(disabled)");
-		goto out;
+	if (live_row(cfg, a.ops[0], &row, &st) == -1) {
+		config_free(cfg);
+		return 1;
 	}
-	if ((tport = listen_port(&s.cfg->listen_transparent)) == 0 ||
-	    (dport = listen_port(&s.cfg->listen_dns)) == 0) {
-		cmd_error("sandbox: listen.transparent and listen.dns must be "
-		    "enabled on a wildcard address (0.0.0.0:PORT)");
-		goto out;
+	sandbox_state_close(st);
+	config_free(cfg);
+	if (strcmp(row.mode, "create") != 0)
+		return cmd_error("sandbox: %s runs in the foreground of its "
+		    "launcher: its output goes there", row.id);
+	snprintf(path, sizeof(path), "%s/bundles/%s/output.log",
+	    SANDBOX_RUN_DIR, row.id);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return cmd_error("sandbox: %s: %s", path, strerror(errno));
+	if (copy_out(fd) == -1)
+		follow = 0;
+	/* follow while the owner lives; the bundle goes with it */
+	while (follow && sandbox_proc_start((pid_t)row.owner_pid) ==
+	    row.owner_start) {
+		nanosleep(&d, NULL);
+		if (copy_out(fd) == -1)
+			break;
 	}
-	if (o.id == NULL) {
-		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-			cmd_error("getrandom: %s", strerror(errno));
-			goto out;
-		}
-		snprintf(id, sizeof(id), "sb-%02x%02x%02x%02x%02x", rnd[0],
-		    rnd[1], rnd[2], rnd[3], rnd[4]);
-	} else
-		snprintf(id, sizeof(id), "%s", o.id);
-	sandbox_net_names(id, &s.net);
-	sandbox_signals_install();
-
-	(void)mkdir(SB_RUN_DIR, 0711);
-	(void)mkdir(SB_RUN_DIR "/bundles", 0711);
-	snprintf(s.dir, sizeof(s.dir), "%s/bundles/%s", SB_RUN_DIR, id);
-	if (mkdir(s.dir, 0711) == -1) {
-		cmd_error("sandbox: %s: %s", s.dir, errno == EEXIST ?
-		    "a sandbox with this id exists" : strerror(errno));
-		goto out;
-	}
-	s.dir_made = 1;
-	if (owner_write(&s, o.runtime) == -1) {
-		cmd_error("sandbox: cannot write %s/owner.json", s.dir);
-		goto out;
-	}
-	if (run_network(&s, tport, dport) == -1 || sandbox_signal != 0)
-		goto out;
-	inet_ntop(AF_INET, &s.net.guest_addr, guest, sizeof(guest));
-	if (sandbox_admin_register(s.cfg->admin_socket, id, o.policy, guest,
-	    &s.ph, &s.n_ph, err, sizeof(err)) == -1) {
-		cmd_error("sandbox: %s", err);
-		goto out;
-	}
-	s.registered = 1;
-	if (run_bundle(&s, &o, rt) != 0 || sandbox_signal != 0)
-		goto out;
-	snprintf(state, sizeof(state), "%s/%s", SB_RUN_DIR, o.runtime);
-	if ((status = sandbox_runtime_run(rt, state, s.dir, id,
-	    s.net.netns_path, &e)) == -1) {
-		cmd_error("sandbox: %s: %s", o.runtime, e);
-		status = 1;
-	}
-out:
-	run_teardown(&s);
-	config_free(s.cfg);
-	/* a signal before the command started still says what ended us */
-	if (status == 1 && sandbox_signal != 0 && sandbox_signal != SIGALRM)
-		status = 128 + sandbox_signal;
-	return status;
+	(void)copy_out(fd);
+	close(fd);
+	return 0;
 }
 
 int
@@ -546,12 +710,22 @@ cmd_sandbox(int argc, char *argv[])
 	if (argc < 2)
 		return cmd_usage_error(sandbox_usage, "no sandbox command given");
 	if (strcmp(argv[1], "run") == 0)
-		return sandbox_run(argc - 1, argv + 1);
+		return sandbox_up(argc - 1, argv + 1, 0);
+	if (strcmp(argv[1], "create") == 0)
+		return sandbox_up(argc - 1, argv + 1, 1);
+	if (strcmp(argv[1], "exec") == 0)
+		return sandbox_exec(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ls") == 0)
+		return sandbox_ls(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rm") == 0)
+		return sandbox_rm(argc - 1, argv + 1);
+	if (strcmp(argv[1], "logs") == 0)
+		return sandbox_logs(argc - 1, argv + 1);
 	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
 		fputs(sandbox_usage, stdout);
 		return 0;
 	}
-	return cmd_usage_error(sandbox_usage, "unknown sandbox command: %s "
-	    "(only run is available yet)", argv[1]);
+	return cmd_usage_error(sandbox_usage, "unknown sandbox command: %s",
+	    argv[1]);
 }

@@ -20,6 +20,14 @@
 #define SANDBOX_MAX_ENV		64
 #define SANDBOX_MAX_ARGV	256
 #define SANDBOX_NETNS_DIR	"/run/netns"
+/*
+ * Bundles and runtime state live under /run, not state_dir: the sandbox's
+ * own root (an unprivileged host uid) must be able to reach its /etc, and
+ * state_dir is usually private to the gateway's user.
+ */
+#define SANDBOX_RUN_DIR		"/run/sandgate"
+#define SANDBOX_MAX_PUBLISH	16
+#define SANDBOX_TOKEN_HEX	40	/* ingress token: 160 random bits */
 
 enum sandbox_runtime {
 	SANDBOX_RUNSC,
@@ -95,7 +103,96 @@ int	 sandbox_oci_write_etc(const char *dir, const struct sandbox_net *,
 /* The skeleton root: mount points and the host's top-level symlinks. */
 int	 sandbox_oci_write_rootfs(const char *dir);
 
+/* What `sandbox run` and `sandbox create` were asked for. */
+struct sandbox_opts {
+	const char	*policy;
+	const char	*runtime;	/* "runsc" | "crun" */
+	const char	*rootfs;	/* "host" | DIR */
+	const char	*workspace;	/* NULL: none */
+	const char	*env[SANDBOX_MAX_ENV];
+	int		 n_env;
+	uint64_t	 memory;
+	uint64_t	 cpu_millis;
+	int64_t		 pids;
+	uint16_t	 publish[SANDBOX_MAX_PUBLISH];
+	int		 n_publish;
+	int		 is_public;
+	uint64_t	 ttl_ms;	/* 0: none */
+	char *const	*cmd;
+	int		 n_cmd;
+	int		 detach;	/* create: output to output.log */
+};
+
+struct config;
+struct sandbox_state;
+
+/* sandbox_life.c */
+/* "sandgate: " + message on stderr. */
+void	 sandbox_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Field 22 of /proc/PID/stat: with the pid, it names one process for good. */
+uint64_t sandbox_proc_start(pid_t);
+void	 sandbox_state_path(const struct config *, char *buf, size_t len);
+/* The launchers' lock (/run/sandgate/sandbox.lock); an fd to close, or -1. */
+int	 sandbox_lock(void);
+/* Take down leftovers of dead launchers (call under the lock). */
+void	 sandbox_reconcile(struct sandbox_state *);
+int	 sandbox_new_token(char out[SANDBOX_TOKEN_HEX + 1]);
+/* The ingress URL of port of sandbox id; -1 when ingress is off. */
+int	 sandbox_ingress_url(const struct config *, const char *id,
+	    uint16_t port, char *buf, size_t len);
+/*
+ * Bring sandbox id up, run its command to the end, take it all down; the
+ * command's exit status (128 + N for signal N), or 1. With o->detach this
+ * is the detached supervisor of `create`: it writes "sandgate-ready" to
+ * stderr once the container runs and then lets stderr go.
+ */
+int	 sandbox_life(struct config *, const struct sandbox_opts *,
+	    const char *id, const char *token);
+/* Stop sandbox id and remove every trace; 1 when there is none. */
+int	 sandbox_remove(struct config *, const char *id);
+
+/* sandbox_state.c: state.db, one row per live sandbox */
+struct sandbox_row {
+	char		 id[SANDBOX_ID_MAX + 1];
+	char		 policy[64];
+	char		 runtime[8];		/* runsc | crun */
+	char		 mode[8];		/* run | create */
+	char		 state[16];		/* creating | running | exited */
+	int64_t		 created;		/* unix seconds */
+	int64_t		 expires;		/* unix seconds, 0: no --ttl */
+	int64_t		 owner_pid;		/* the launcher that owns it */
+	uint64_t	 owner_start;		/* and its start time (/proc) */
+	char		 guest[INET_ADDRSTRLEN];
+	uint16_t	 publish[SANDBOX_MAX_PUBLISH];
+	int		 n_publish;
+	int		 is_public;
+	char		 token[SANDBOX_TOKEN_HEX + 1];	/* ingress token */
+	char		 admin[256];		/* the gateway it registered with */
+};
+struct sandbox_state;
+/* Creates the file mode 0600 (it holds ingress tokens). */
+struct sandbox_state *sandbox_state_open(const char *path, const char **errstr);
+void	 sandbox_state_close(struct sandbox_state *);
+/* -1 with errno EEXIST when the id has a row. */
+int	 sandbox_state_insert(struct sandbox_state *, const struct sandbox_row *);
+/* guest may be NULL (kept). */
+int	 sandbox_state_update(struct sandbox_state *, const char *id,
+	    const char *state, const char *guest);
+int	 sandbox_state_delete(struct sandbox_state *, const char *id);
+/* 1 found, 0 none, -1 error. */
+int	 sandbox_state_get(struct sandbox_state *, const char *id,
+	    struct sandbox_row *);
+int	 sandbox_state_list(struct sandbox_state *, struct sandbox_row **,
+	    size_t *n);
+
 /* sandbox_run.c */
+struct sandbox_ingress {
+	const char	*address;	/* the guest address */
+	const uint16_t	*ports;
+	int		 n_ports;
+	const char	*token_sha256;	/* hex; NULL when public */
+	int		 is_public;
+};
 struct sandbox_placeholder {
 	char		*credential;
 	char		*env;		/* NULL when the credential names none */
@@ -103,23 +200,36 @@ struct sandbox_placeholder {
 };
 int	 sandbox_admin_register(const char *sock, const char *id,
 	    const char *policy, const char *source,
+	    const struct sandbox_ingress *ingress,
 	    struct sandbox_placeholder **phs, size_t *n, char *err, size_t errlen);
+/* Tell the gateway the sandbox's command ended (ingress answers 503). */
+int	 sandbox_admin_set_running(const char *sock, const char *id, int running);
 int	 sandbox_admin_unregister(const char *sock, const char *id);
 int	 sandbox_admin_ping(const char *sock);
 void	 sandbox_placeholders_free(struct sandbox_placeholder *, size_t);
 /* 1 when /sys/fs/cgroup is tmpfs and /sys/fs/cgroup/unified a cgroup2 mount. */
 int	 sandbox_cgroup_hybrid(void);
 /*
- * Run the bundle with the runtime in the foreground and return the command's
- * exit status (128 + N when signal N ended it), or -1. SIGINT, SIGTERM and
- * SIGHUP received meanwhile are forwarded to the sandbox (KILL 10 s later);
- * the runtime's container state is deleted before returning. runsc is
- * started inside the network namespace at netns; crun joins it by the path
- * in config.json.
+ * Start `RUNTIME run --bundle B ID` and return its pid: the runtime lives as
+ * long as the sandbox's command and exits with its status. out_fd >= 0 gets
+ * the command's stdout and stderr (stdin is /dev/null); -1 inherits ours.
+ * runsc is started inside the network namespace at netns; crun joins it by
+ * the path in config.json.
  */
-int	 sandbox_runtime_run(enum sandbox_runtime, const char *state_root,
-	    const char *bundle, const char *id, const char *netns,
+pid_t	 sandbox_runtime_start(enum sandbox_runtime, const char *state_root,
+	    const char *bundle, const char *id, const char *netns, int out_fd,
 	    const char **errstr);
+/* The container's status ("created", "running", "stopped"), or -1. */
+int	 sandbox_runtime_status(enum sandbox_runtime, const char *state_root,
+	    const char *id, char *buf, size_t len);
+/* `kill ID SIG` through the runtime (to the sandbox's init). */
+void	 sandbox_runtime_kill(enum sandbox_runtime, const char *state_root,
+	    const char *id, const char *sig);
+/* `exec --process FILE ID` in the foreground; returns its pid. */
+pid_t	 sandbox_runtime_exec(enum sandbox_runtime, const char *state_root,
+	    const char *id, const char *process_json, const char **errstr);
+/* 128 + N for a signal, the exit code otherwise. */
+int	 sandbox_wait_status(int status);
 /* rmdir /sys/fs/cgroup/{each hierarchy}/sandgate/ID where empty. */
 void	 sandbox_cgroup_remove(const char *id);
 /* `delete --force ID`: a container that is gone already is no error to us. */

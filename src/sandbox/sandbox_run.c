@@ -35,6 +35,12 @@ signal_cb(int sig)
 	sandbox_signal = sig;
 }
 
+/* Only there to wake ppoll when a child exits. */
+static void
+chld_cb(int sig)
+{
+}
+
 void
 sandbox_signals_install(void)
 {
@@ -48,6 +54,9 @@ sandbox_signals_install(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGALRM, &sa, NULL);
+	sa.sa_handler = chld_cb;
+	sa.sa_flags = SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
 }
 
 /* ---------------------------------------------------------------- admin */
@@ -218,10 +227,28 @@ fail:
 	return -1;
 }
 
+static json_t *
+ingress_json(const struct sandbox_ingress *in)
+{
+	json_t *o, *ports;
+	int i;
+
+	if ((ports = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < in->n_ports; i++)
+		json_array_append_new(ports, json_integer(in->ports[i]));
+	o = json_pack("{s:s,s:o,s:b}", "address", in->address, "ports", ports,
+	    "public", in->is_public);
+	if (o != NULL && in->token_sha256 != NULL)
+		json_object_set_new(o, "token_sha256",
+		    json_string(in->token_sha256));
+	return o;
+}
+
 int
 sandbox_admin_register(const char *sock, const char *id, const char *policy,
-    const char *source, struct sandbox_placeholder **phs, size_t *n,
-    char *err, size_t errlen)
+    const char *source, const struct sandbox_ingress *ingress,
+    struct sandbox_placeholder **phs, size_t *n, char *err, size_t errlen)
 {
 	json_t *req, *rep = NULL;
 	char *body = NULL, *reply = NULL;
@@ -232,6 +259,11 @@ sandbox_admin_register(const char *sock, const char *id, const char *policy,
 	*n = 0;
 	req = json_pack("{s:s,s:s,s:s}", "id", id, "policy", policy,
 	    "source", source);
+	if (req != NULL && ingress != NULL && ingress->n_ports > 0 &&
+	    json_object_set_new(req, "ingress", ingress_json(ingress)) == -1) {
+		json_decref(req);
+		req = NULL;
+	}
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -281,6 +313,21 @@ sandbox_admin_unregister(const char *sock, const char *id)
 	st = admin_request(sock, "DELETE", path, NULL, &body);
 	free(body);
 	return st == 200 || st == 404 ? 0 : -1;
+}
+
+int
+sandbox_admin_set_running(const char *sock, const char *id, int running)
+{
+	char path[SANDBOX_ID_MAX + 40], *body;
+	int st;
+
+	if (!sandbox_valid_id(id))
+		return -1;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/state", id);
+	st = admin_request(sock, "POST", path, running ? "{\"running\":true}" :
+	    "{\"running\":false}", &body);
+	free(body);
+	return st == 200 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- runtime */
@@ -351,9 +398,27 @@ runtime_argv(enum sandbox_runtime rt, const char *state, const char *const sub[]
  * fork + exec, never a shell. crun runs in a private mount namespace where a
  * hybrid host's cgroup2 mount is gone, so it drives the v1 hierarchies only.
  */
+/*
+ * runsc's control socket is an abstract unix socket, which belongs to the
+ * network namespace runsc started in: every later runsc call (state, exec,
+ * kill, delete) must be made from the sandbox's namespace too, or runsc
+ * thinks the container stopped and a delete would orphan its processes.
+ */
+static const char *
+id_netns(enum sandbox_runtime rt, const char *id, char *buf, size_t len)
+{
+	if (rt != SANDBOX_RUNSC || !sandbox_valid_id(id))
+		return NULL;
+	snprintf(buf, len, "%s/sandgate-%s", SANDBOX_NETNS_DIR, id);
+	return access(buf, F_OK) == 0 ? buf : NULL;
+}
+
+#define SPAWN_INHERIT	(-1)	/* our stdin, stdout, stderr */
+#define SPAWN_QUIET	(-2)	/* stdout and stderr to /dev/null */
+
 static pid_t
 runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[],
-    const char *netns, int quiet)
+    const char *netns, int out)
 {
 	const char *argv[32];
 	sigset_t none;
@@ -370,10 +435,17 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 	signal(SIGALRM, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (quiet && (fd = open("/dev/null", O_RDWR)) != -1) {
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
+	if (out != SPAWN_INHERIT && (fd = open("/dev/null", O_RDWR)) != -1) {
+		if (out >= 0) {
+			dup2(fd, 0);
+			dup2(out, 1);
+			dup2(out, 2);
+		} else {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (fd > 2)
+			close(fd);
 	}
 	if (rt == SANDBOX_CRUN) {
 		if (unshare(CLONE_NEWNS) == -1 ||
@@ -403,8 +475,8 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 	_exit(127);
 }
 
-static int
-wait_status(int st)
+int
+sandbox_wait_status(int st)
 {
 	if (WIFEXITED(st))
 		return WEXITSTATUS(st);
@@ -415,9 +487,12 @@ wait_status(int st)
 
 /* Run a runtime subcommand to completion (kill, delete). */
 static int
-runtime_call(enum sandbox_runtime rt, const char *state, const char *const sub[])
+runtime_call(enum sandbox_runtime rt, const char *state, const char *const sub[],
+    const char *id)
 {
-	pid_t pid = runtime_spawn(rt, state, sub, NULL, 1);
+	char ns[128];
+	pid_t pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns,
+	    sizeof(ns)), SPAWN_QUIET);
 	int st;
 
 	if (pid == -1)
@@ -425,16 +500,16 @@ runtime_call(enum sandbox_runtime rt, const char *state, const char *const sub[]
 	while (waitpid(pid, &st, 0) == -1)
 		if (errno != EINTR)
 			return -1;
-	return wait_status(st);
+	return sandbox_wait_status(st);
 }
 
-static void
-runtime_kill(enum sandbox_runtime rt, const char *state, const char *id,
+void
+sandbox_runtime_kill(enum sandbox_runtime rt, const char *state, const char *id,
     const char *sig)
 {
 	const char *const sub[] = { "kill", id, sig, NULL };
 
-	(void)runtime_call(rt, state, sub);
+	(void)runtime_call(rt, state, sub, id);
 }
 
 int
@@ -443,55 +518,87 @@ sandbox_runtime_delete(enum sandbox_runtime rt, const char *state,
 {
 	const char *const del[] = { "delete", "--force", id, NULL };
 
-	return runtime_call(rt, state, del) == 0 ? 0 : -1;
+	return runtime_call(rt, state, del, id) == 0 ? 0 : -1;
 }
 
-int
-sandbox_runtime_run(enum sandbox_runtime rt, const char *state,
-    const char *bundle, const char *id, const char *netns,
+pid_t
+sandbox_runtime_start(enum sandbox_runtime rt, const char *state,
+    const char *bundle, const char *id, const char *netns, int out_fd,
     const char **errstr)
 {
 	const char *const run[] = { "run", "--bundle", bundle, id, NULL };
 	pid_t pid;
-	int st, fwd, killing = 0;
 
 	if (mkdir(state, 0700) == -1 && errno != EEXIST) {
 		*errstr = "cannot create the runtime state directory";
 		return -1;
 	}
-	if ((pid = runtime_spawn(rt, state, run, netns, 0)) == -1) {
+	if ((pid = runtime_spawn(rt, state, run, netns,
+	    out_fd >= 0 ? out_fd : SPAWN_INHERIT)) == -1)
 		*errstr = "fork";
+	return pid;
+}
+
+pid_t
+sandbox_runtime_exec(enum sandbox_runtime rt, const char *state,
+    const char *id, const char *process_json, const char **errstr)
+{
+	const char *const sub[] = { "exec", "--process", process_json, id, NULL };
+	char ns[128];
+	pid_t pid;
+
+	if ((pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns,
+	    sizeof(ns)), SPAWN_INHERIT)) == -1)
+		*errstr = "fork";
+	return pid;
+}
+
+/* `state ID` prints the container's state as JSON on stdout. */
+int
+sandbox_runtime_status(enum sandbox_runtime rt, const char *state,
+    const char *id, char *buf, size_t len)
+{
+	const char *const sub[] = { "state", id, NULL };
+	char out[8192], ns[128];
+	const char *v;
+	size_t n = 0;
+	ssize_t r;
+	json_t *j;
+	pid_t pid;
+	int pfd[2], st, rc = -1;
+
+	if (pipe2(pfd, O_CLOEXEC) == -1)
+		return -1;
+	pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns, sizeof(ns)),
+	    pfd[1]);
+	close(pfd[1]);
+	if (pid == -1) {
+		close(pfd[0]);
 		return -1;
 	}
-	for (;;) {
-		if ((fwd = sandbox_signal) != 0) {
-			sandbox_signal = 0;
-			if (fwd == SIGALRM) {
-				/* it ignored the polite signal for 10 s */
-				runtime_kill(rt, state, id, "KILL");
-				(void)kill(pid, SIGKILL);
-				continue;
-			}
-			/* to the sandbox's init, through the runtime */
-			runtime_kill(rt, state, id, fwd == SIGINT ? "INT" :
-			    fwd == SIGHUP ? "HUP" : "TERM");
-			(void)kill(pid, fwd);
-			if (!killing) {
-				killing = 1;
-				alarm(10);
-			}
-		}
-		if (waitpid(pid, &st, 0) == pid)
+	while (n < sizeof(out) - 1) {
+		r = read(pfd[0], out + n, sizeof(out) - 1 - n);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
 			break;
-		if (errno != EINTR) {
-			*errstr = "waitpid";
-			st = -1;
-			break;
-		}
+		n += (size_t)r;
 	}
-	alarm(0);
-	(void)sandbox_runtime_delete(rt, state, id);
-	/* a runtime that failed half-way may leave its cgroups behind */
-	sandbox_cgroup_remove(id);
-	return st == -1 ? -1 : wait_status(st);
+	out[n] = '\0';
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) == -1)
+		if (errno != EINTR)
+			return -1;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -1;
+	/* runsc may log to stderr, which shares the pipe: find the object */
+	v = strchr(out, '{');
+	if (v != NULL && (j = json_loads(v, JSON_DISABLE_EOF_CHECK, NULL)) != NULL) {
+		if ((v = json_string_value(json_object_get(j, "status"))) != NULL) {
+			snprintf(buf, len, "%s", v);
+			rc = 0;
+		}
+		json_decref(j);
+	}
+	return rc;
 }

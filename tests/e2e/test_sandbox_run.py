@@ -2,13 +2,12 @@
 """
 End-to-end tests of `sandgate sandbox run` (SPEC §9) in both runtimes: a
 real gateway with transparent and DNS listeners, an origin in a "fake
-internet" network namespace on 198.19.0.0/24 reached through a veth of the
+internet" network namespace on a 198.19.X.0/24 reached through a veth of the
 test's own, and a sandboxed curl that gets an allowed name and is refused a
 denied one. After every run no namespace, veth, nftables chain, address or
 registration of the sandbox is left. Root only (exit 77 otherwise).
 """
 
-import json
 import os
 import signal
 import socket
@@ -20,165 +19,11 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
-
-IP = "/usr/sbin/ip"
-NFT = "/usr/sbin/nft"
-INET_NS = "sgtest-inet-%d" % os.getpid()
-INET_VETH = "tinet%d" % (os.getpid() % 100000)
-INET_HOST = "198.19.0.1"
-INET_ORIGIN = "198.19.0.2"
-BODY = "hello from the fake internet"
-RUNTIMES = {"crun": "/usr/bin/crun", "runsc": "/usr/bin/runsc"}
+from sbtest import (BODY, INET_HOST, INET_ORIGIN, RUNTIMES,  # noqa: E402
+    SandboxWorld, admin_get, leftovers, sh, skip_unless_root)
 
 
-def sh(*argv, check=True):
-    r = subprocess.run(list(argv), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=T.clean_env(), timeout=60)
-    if check and r.returncode != 0:
-        raise RuntimeError("%s: %s" % (" ".join(argv), r.stdout))
-    return r
-
-
-def admin_get(sock_path, path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(sock_path)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        % path).encode())
-    raw = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        raw += b
-    s.close()
-    return json.loads(raw.partition(b"\r\n\r\n")[2])
-
-
-def veth_name(sid):
-    """The launcher's host-side veth name: sg + FNV-1a of the id."""
-    h = 2166136261
-    for c in sid.encode():
-        h = ((h ^ c) * 16777619) & 0xffffffff
-    return "sg%08x" % h
-
-
-def leftovers(sid):
-    """Everything a sandbox named sid could have left behind, as text."""
-    found = []
-    veth = veth_name(sid)
-    if os.path.exists("/run/netns/sandgate-" + sid):
-        found.append("netns sandgate-" + sid)
-    if os.path.exists("/run/sandgate/bundles/" + sid):
-        found.append("bundle of " + sid)
-    for h in os.listdir("/sys/fs/cgroup"):
-        if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "sandgate", sid)):
-            found.append("cgroup %s/sandgate/%s" % (h, sid))
-    links = sh(IP, "-o", "link", "show").stdout
-    addrs = sh(IP, "-o", "-4", "addr", "show").stdout
-    for line in links.splitlines():
-        name = line.split(":")[1].strip().split("@")[0]
-        if name == veth:
-            found.append("link " + name)
-    for line in addrs.splitlines():
-        if " %s " % veth in line:
-            found.append("address: " + line.strip())
-    r = sh(NFT, "list", "table", "inet", "sandgate", check=False)
-    if r.returncode == 0:
-        for line in r.stdout.splitlines():
-            if veth in line:
-                found.append("nft: " + line.strip())
-    return found
-
-
-class SandboxRunTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.td = T.TempDir("sgtest-sandbox-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        os.chmod(d, 0o755)
-        cls.fake_internet()
-        cls.dns = T.Dnsmasq(d, [("allowed.test", INET_ORIGIN),
-            ("denied.test", INET_ORIGIN)])
-        cls.addClassCleanup(cls.dns.stop)
-        cls.sock = os.path.join(d, "adm.sock")
-        tport = T.free_port("0.0.0.0")
-        dport = T.free_port("0.0.0.0", udp_too=True)
-        policy = ("policies:\n"
-            "  - name: web\n"
-            "    allow:\n"
-            "      - host: allowed.test\n"
-            "        ports: [80]\n"
-            "    allow_private: [198.19.0.0/24]\n"
-            "    credentials: [gh]\n"
-            "credentials:\n"
-            "  - name: gh\n"
-            "    secret: gh-token\n"
-            "    hosts: [api.gh.test]\n"
-            "    env: GH_TOKEN\n")
-        cls.gw = T.Gateway(d, cls.dns, {"main.yaml": policy}, extra={
-            "listen": {"admin": cls.sock,
-                "transparent": "0.0.0.0:%d" % tport,
-                "dns": "0.0.0.0:%d" % dport}})
-        cls.gw.start()
-        cls.addClassCleanup(cls.gw.stop)
-        deadline = time.time() + 10 * T.SLOW
-        while not os.path.exists(cls.sock) and time.time() < deadline:
-            time.sleep(0.05)
-
-    @classmethod
-    def fake_internet(cls):
-        """A namespace with an HTTP origin on 198.19.0.2:80."""
-        sh(IP, "netns", "add", INET_NS)
-        cls.addClassCleanup(sh, IP, "netns", "del", INET_NS, check=False)
-        sh(IP, "link", "add", INET_VETH, "type", "veth", "peer", "name",
-            "eth0", "netns", INET_NS)
-        cls.addClassCleanup(sh, IP, "link", "del", INET_VETH, check=False)
-        sh(IP, "addr", "add", INET_HOST + "/24", "dev", INET_VETH)
-        sh(IP, "link", "set", INET_VETH, "up")
-        sh(IP, "-n", INET_NS, "addr", "add", INET_ORIGIN + "/24", "dev", "eth0")
-        sh(IP, "-n", INET_NS, "link", "set", "eth0", "up")
-        sh(IP, "-n", INET_NS, "link", "set", "lo", "up")
-        www = os.path.join(cls.td.path, "www")
-        os.makedirs(www)
-        with open(os.path.join(www, "index.html"), "w") as f:
-            f.write(BODY)
-        cls.origin = T.Proc([IP, "netns", "exec", INET_NS, "/usr/bin/python3",
-            "-m", "http.server", "--bind", INET_ORIGIN, "80"],
-            os.path.join(cls.td.path, "origin.log"), cwd=www)
-        cls.addClassCleanup(cls.origin.stop)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection((INET_ORIGIN, 80), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("fake-internet origin did not start:\n" +
-            cls.origin.log_tail())
-
-    def run_sandbox(self, runtime, sid, cmd, timeout=120):
-        return T.run_sandgate("sandbox", "run", "-c", self.gw.cfg_path,
-            "--policy", "web", "--runtime", runtime, "--id", sid, "--",
-            *cmd, timeout=timeout)
-
-    def check_clean(self, sid):
-        self.assertEqual(leftovers(sid), [])
-        ids = [e["id"] for e in admin_get(self.sock, "/v1/sandboxes")["sandboxes"]]
-        self.assertNotIn(sid, ids)
-
-    def each_runtime(self, fn):
-        ran = 0
-        for rt, path in RUNTIMES.items():
-            if not os.access(path, os.X_OK):
-                continue
-            with self.subTest(runtime=rt):
-                fn(rt)
-            ran += 1
-        if ran == 0:
-            self.skipTest("neither crun nor runsc is installed")
-
+class SandboxRunTest(SandboxWorld):
     def test_01_allowed_name(self):
         def one(rt):
             sid = "t-ok-" + rt
@@ -398,12 +243,5 @@ class SandboxRunTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        T.skip_file("sandbox tests need root (namespaces, nftables)")
-    T.require_binary()
-    for tool in (IP, NFT):
-        if not os.access(tool, os.X_OK):
-            T.skip_file(tool + " is not installed")
-    if not any(os.access(p, os.X_OK) for p in RUNTIMES.values()):
-        T.skip_file("neither crun nor runsc is installed")
+    skip_unless_root()
     unittest.main(verbosity=2)
