@@ -654,6 +654,7 @@ life_wait(struct life *l, pid_t pid, int out_fd, int log_fd)
 static int
 life_started(struct life *l, pid_t pid)
 {
+	/* each `state` is a process (runsc: a Go program): poll gently */
 	struct timespec d = { 0, 20 * 1000 * 1000 };
 	char status[32];
 	time_t until = time(NULL) + SB_START_WAIT;
@@ -672,6 +673,8 @@ life_started(struct life *l, pid_t pid)
 			return -1;
 		}
 		nanosleep(&d, NULL);
+		if (d.tv_nsec < 160 * 1000 * 1000)
+			d.tv_nsec *= 2;
 	}
 	sandbox_err("sandbox: %s did not start the container within %d s",
 	    l->o->runtime, SB_START_WAIT);

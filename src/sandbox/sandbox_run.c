@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -343,6 +344,54 @@ sandbox_cgroup_hybrid(void)
 	return root.f_type == TMPFS_MAGIC && uni.f_type == CGROUP2_SUPER_MAGIC;
 }
 
+/* SIGKILL every process listed in a cgroup directory; the number killed. */
+static int
+cgroup_kill(const char *dir)
+{
+	char path[600];
+	long pid;
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	while (fscanf(f, "%ld", &pid) == 1)
+		if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Children first; a cgroup still holding processes has them killed. */
+static void
+cgroup_rm(const char *dir, int depth)
+{
+	char sub[600];
+	struct timespec d = { 0, 20 * 1000 * 1000 };
+	struct dirent *de;
+	DIR *dd;
+	int i;
+
+	if (depth < 4 && (dd = opendir(dir)) != NULL) {
+		while ((de = readdir(dd)) != NULL) {
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+			cgroup_rm(sub, depth + 1);
+		}
+		closedir(dd);
+	}
+	for (i = 0; i < 100 && rmdir(dir) == -1 && errno == EBUSY; i++) {
+		(void)cgroup_kill(dir);
+		nanosleep(&d, NULL);
+	}
+}
+
+/*
+ * The sandbox's cgroups in every hierarchy: whatever still runs in them
+ * (a runtime killed half-way leaves its processes behind) is killed.
+ */
 void
 sandbox_cgroup_remove(const char *id)
 {
@@ -352,13 +401,12 @@ sandbox_cgroup_remove(const char *id)
 
 	if (!sandbox_valid_id(id) || (d = opendir("/sys/fs/cgroup")) == NULL)
 		return;
-	/* an empty cgroup goes with rmdir; one with processes stays */
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/sandgate/%s",
 		    de->d_name, id);
-		(void)rmdir(path);
+		cgroup_rm(path, 0);
 	}
 	closedir(d);
 }
@@ -422,7 +470,7 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 {
 	const char *argv[32];
 	sigset_t none;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 	int fd;
 
 	if (runtime_argv(rt, state, sub, argv, 32) == -1)
@@ -461,6 +509,14 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 			_exit(127);
 		}
 	}
+	/*
+	 * A runtime whose launcher died must not go on building a sandbox
+	 * nobody will take down: the reconciliation would miss what it makes
+	 * after the reap. (runsc takes its gofer and sandbox with it.)
+	 */
+	if (strcmp(sub[0], "run") == 0 &&
+	    (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid() != parent))
+		_exit(127);
 	if (rt == SANDBOX_RUNSC && netns != NULL) {
 		if ((fd = open(netns, O_RDONLY | O_CLOEXEC)) == -1 ||
 		    setns(fd, CLONE_NEWNET) == -1) {

@@ -75,28 +75,38 @@ def veth_name(sid):
 
 def leftovers(sid):
     """Everything a sandbox named sid could have left behind, as text."""
+    return leftovers_many([sid])
+
+
+def leftovers_many(sids):
+    """What any of the sandboxes sids left behind: namespaces, bundles,
+    cgroups, links, addresses and nftables lines naming their veths."""
     found = []
-    veth = veth_name(sid)
-    if os.path.exists("/run/netns/sandgate-" + sid):
-        found.append("netns sandgate-" + sid)
-    if os.path.exists("/run/sandgate/bundles/" + sid):
-        found.append("bundle of " + sid)
-    for h in os.listdir("/sys/fs/cgroup"):
-        if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "sandgate", sid)):
-            found.append("cgroup %s/sandgate/%s" % (h, sid))
+    veths = {veth_name(sid): sid for sid in sids}
+    hier = os.listdir("/sys/fs/cgroup")
+    for sid in sids:
+        if os.path.exists("/run/netns/sandgate-" + sid):
+            found.append("netns sandgate-" + sid)
+        if os.path.exists("/run/sandgate/bundles/" + sid):
+            found.append("bundle of " + sid)
+        for h in hier:
+            if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "sandgate",
+                    sid)):
+                found.append("cgroup %s/sandgate/%s" % (h, sid))
     links = sh(IP, "-o", "link", "show").stdout
     addrs = sh(IP, "-o", "-4", "addr", "show").stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0]
-        if name == veth:
-            found.append("link " + name)
+        if name in veths:
+            found.append("link %s (%s)" % (name, veths[name]))
     for line in addrs.splitlines():
-        if " %s " % veth in line:
+        f = line.split()
+        if len(f) > 1 and f[1] in veths:
             found.append("address: " + line.strip())
     r = sh(NFT, "list", "table", "inet", "sandgate", check=False)
     if r.returncode == 0:
         for line in r.stdout.splitlines():
-            if veth in line:
+            if any(v in line for v in veths):
                 found.append("nft: " + line.strip())
     return found
 
