@@ -246,6 +246,139 @@ dns_msg_parse(const uint8_t *buf, size_t len, struct dns_msg *m)
 	return DNS_MSG_OK;
 }
 
+int
+dns_name_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	size_t i;
+	uint8_t x, y;
+
+	if (alen != blen)
+		return 0;
+	/* Length bytes are at most 63, so folding 'A'..'Z' never hits one. */
+	for (i = 0; i < alen; i++) {
+		x = a[i] >= 'A' && a[i] <= 'Z' ? a[i] + 32 : a[i];
+		y = b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i];
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
+static uint32_t
+answer_ttl(uint32_t ttl)
+{
+	return (ttl & 0x80000000U) ? 0 : ttl;
+}
+
+/*
+ * The CNAME whose owner is name, in the answer section at an_off: 1 and
+ * link filled, 0 when there is none, -1 for a malformed record. The first
+ * one wins; a hostile upstream gains nothing by sending more.
+ */
+static int
+answer_cname(const uint8_t *msg, size_t len, size_t an_off, unsigned ancount,
+    const uint8_t *name, size_t namelen, struct dns_chain_link *link)
+{
+	struct dns_name target;
+	struct dns_rr rr;
+	size_t off = an_off, o;
+	unsigned i;
+
+	for (i = 0; i < ancount; i++) {
+		if (dns_rr_read(msg, len, &off, &rr) == -1)
+			return -1;
+		if (rr.type != DNS_TYPE_CNAME || rr.class != DNS_CLASS_IN ||
+		    !dns_name_equal(rr.name.wire, rr.name.wire_len, name,
+		    namelen))
+			continue;
+		o = rr.rdata_off;
+		if (dns_name_read(msg, rr.rdata_off + rr.rdlen, &o,
+		    &target) == -1 || o != rr.rdata_off + rr.rdlen)
+			return -1;
+		memcpy(link->wire, target.wire, target.wire_len);
+		link->wire_len = target.wire_len;
+		link->ttl = answer_ttl(rr.ttl);
+		return 1;
+	}
+	return 0;
+}
+
+int
+dns_answer_parse(const uint8_t *msg, size_t len, uint16_t qtype,
+    struct dns_answer *a)
+{
+	struct dns_header h;
+	struct dns_name qn;
+	struct dns_rr rr;
+	const uint8_t *name;
+	size_t off = DNS_HDR_LEN, an_off, namelen, rdlen, i, k;
+	int rc = 0;
+
+	a->chain.n = 0;
+	a->n = 0;
+	a->more = 0;
+	if ((qtype != DNS_TYPE_A && qtype != DNS_TYPE_AAAA) ||
+	    dns_header_parse(msg, len, &h) == -1 || h.qdcount != 1 ||
+	    dns_name_read(msg, len, &off, &qn) == -1 || len - off < 4 ||
+	    get16(msg + off) != qtype || get16(msg + off + 2) != DNS_CLASS_IN)
+		return DNS_ANSWER_BAD;
+	an_off = off + 4;
+	name = qn.wire;
+	namelen = qn.wire_len;
+	for (;;) {
+		if (a->chain.n == DNS_CHAIN_MAX) {
+			/* One more link would be too many: is there one? */
+			struct dns_chain_link extra;
+
+			rc = answer_cname(msg, len, an_off, h.ancount, name,
+			    namelen, &extra);
+			if (rc == 1)
+				return DNS_ANSWER_LOOP;
+			break;
+		}
+		rc = answer_cname(msg, len, an_off, h.ancount, name, namelen,
+		    &a->chain.link[a->chain.n]);
+		if (rc == -1)
+			return DNS_ANSWER_BAD;
+		if (rc == 0)
+			break;
+		name = a->chain.link[a->chain.n].wire;
+		namelen = a->chain.link[a->chain.n].wire_len;
+		/* A name seen before, the question's included, is a loop. */
+		if (dns_name_equal(name, namelen, qn.wire, qn.wire_len))
+			return DNS_ANSWER_LOOP;
+		for (k = 0; k < a->chain.n; k++)
+			if (dns_name_equal(name, namelen,
+			    a->chain.link[k].wire, a->chain.link[k].wire_len))
+				return DNS_ANSWER_LOOP;
+		a->chain.n++;
+	}
+	if (rc == -1)
+		return DNS_ANSWER_BAD;
+
+	rdlen = qtype == DNS_TYPE_A ? 4 : 16;
+	off = an_off;
+	for (i = 0; i < h.ancount; i++) {
+		if (dns_rr_read(msg, len, &off, &rr) == -1)
+			return DNS_ANSWER_BAD;
+		if (rr.type != qtype || rr.class != DNS_CLASS_IN ||
+		    rr.rdlen != rdlen || !dns_name_equal(rr.name.wire,
+		    rr.name.wire_len, name, namelen))
+			continue;
+		if (a->n == DNS_ANSWER_MAX) {
+			a->more++;
+			continue;
+		}
+		memset(&a->addrs[a->n], 0, sizeof(a->addrs[a->n]));
+		a->addrs[a->n].family = qtype == DNS_TYPE_A ? AF_INET :
+		    AF_INET6;
+		memcpy(a->addrs[a->n].a, msg + rr.rdata_off, rdlen);
+		a->ttls[a->n] = answer_ttl(rr.ttl);
+		a->n++;
+	}
+	return DNS_ANSWER_OK;
+}
+
 ssize_t
 dns_tcp_frame(const uint8_t *buf, size_t len, size_t *msg_len)
 {
@@ -300,7 +433,8 @@ dns_reply_write(const struct dns_msg *q, const struct dns_reply *r,
     uint8_t *out, size_t outlen)
 {
 	size_t qlen = 0, alen = 0, ans = 0, optlen = 0, textlen = 0, total;
-	size_t i, rdlen = 0, over;
+	size_t i, rdlen = 0, over, nchain = 0, owner = DNS_HDR_LEN;
+	const struct dns_chain_link *l;
 	uint16_t flags;
 	uint8_t *p = out;
 	int family, tc = 0, ede;
@@ -310,12 +444,24 @@ dns_reply_write(const struct dns_msg *q, const struct dns_reply *r,
 		return -1;
 	if (q->has_question)
 		qlen = q->qname.wire_len + 4;
-	if ((family = reply_family(q)) != 0 && r->addrs != NULL) {
+	family = reply_family(q);
+	if (family != 0 && r->chain != NULL) {
+		if (r->chain->n > DNS_CHAIN_MAX)
+			return -1;
+		nchain = r->chain->n;
+		for (i = 0; i < nchain; i++) {
+			l = &r->chain->link[i];
+			if (l->wire_len < 1 || l->wire_len > DNS_WIRE_NAME_MAX)
+				return -1;
+			alen += 2 + DNS_RR_FIXED + l->wire_len;
+		}
+	}
+	if (family != 0 && r->addrs != NULL) {
 		rdlen = family == AF_INET ? 4 : 16;
 		for (i = 0; i < r->n; i++)
 			if (r->addrs[i].family == family)
 				ans++;
-		alen = ans * (2 + DNS_RR_FIXED + rdlen);
+		alen += ans * (2 + DNS_RR_FIXED + rdlen);
 	}
 	ede = q->has_edns && r->ede;
 	if (ede && r->ede_text != NULL)
@@ -325,9 +471,10 @@ dns_reply_write(const struct dns_msg *q, const struct dns_reply *r,
 		optlen = DNS_OPT_FIXED + (ede ? 6 + textlen : 0);
 
 	total = DNS_HDR_LEN + qlen + alen + optlen;
-	if (total > r->limit && ans > 0) {
+	if (total > r->limit && ans + nchain > 0) {
 		tc = 1;
 		ans = 0;
+		nchain = 0;
 		total -= alen;
 	}
 	if (total > r->limit && ede) {
@@ -349,7 +496,7 @@ dns_reply_write(const struct dns_msg *q, const struct dns_reply *r,
 	p = put16(p, q->hdr.id);
 	p = put16(p, flags);
 	p = put16(p, q->has_question ? 1 : 0);
-	p = put16(p, (uint16_t)ans);
+	p = put16(p, (uint16_t)(nchain + ans));
 	p = put16(p, 0);
 	p = put16(p, q->has_edns ? 1 : 0);
 	if (q->has_question) {
@@ -358,12 +505,27 @@ dns_reply_write(const struct dns_msg *q, const struct dns_reply *r,
 		p = put16(p, q->qtype);
 		p = put16(p, q->qclass);
 	}
+	/*
+	 * Each CNAME is owned by the name before it (the question's at 12),
+	 * pointed to where it was written; the whole chain sits far below
+	 * the 14-bit pointer limit (12 + 259 + 8 * 267).
+	 */
+	for (i = 0; i < nchain; i++) {
+		l = &r->chain->link[i];
+		p = put16(p, (uint16_t)(0xc000 | owner));
+		p = put16(p, DNS_TYPE_CNAME);
+		p = put16(p, q->qclass);
+		p = put32(p, r->ttl);
+		p = put16(p, (uint16_t)l->wire_len);
+		owner = (size_t)(p - out);
+		memcpy(p, l->wire, l->wire_len);
+		p += l->wire_len;
+	}
 	for (i = 0; ans > 0 && i < r->n; i++) {
 		if (r->addrs[i].family != family)
 			continue;
-		/* The owner is the question's name, at offset 12. */
-		*p++ = 0xc0;
-		*p++ = DNS_HDR_LEN;
+		/* The owner is the canonical name, or the question's. */
+		p = put16(p, (uint16_t)(0xc000 | owner));
 		p = put16(p, q->qtype);
 		p = put16(p, q->qclass);
 		p = put32(p, r->ttl);

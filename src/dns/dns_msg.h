@@ -23,6 +23,8 @@
 #define DNS_UDP_ADVERTISE	1232	/* our own EDNS payload size */
 #define DNS_MSG_MAX		65535	/* TCP */
 #define DNS_EDE_TEXT_MAX	255	/* EXTRA-TEXT we write; longer is cut */
+#define DNS_CHAIN_MAX		8	/* CNAME links followed in one answer */
+#define DNS_ANSWER_MAX		32	/* address records kept from one answer */
 
 /* Header flags (the 16 bits after the id). */
 #define DNS_F_QR		0x8000
@@ -144,6 +146,50 @@ int	dns_name_read(const uint8_t *msg, size_t len, size_t *off,
 int	dns_rr_read(const uint8_t *msg, size_t len, size_t *off,
 	    struct dns_rr *rr);
 
+/* One CNAME link: the name an alias points at, as the upstream wrote it. */
+struct dns_chain_link {
+	uint8_t		wire[DNS_WIRE_NAME_MAX];
+	size_t		wire_len;
+	uint32_t	ttl;
+};
+
+/*
+ * The CNAME chain from a question's name: link[0] is what the question's
+ * name is an alias for, link[n - 1] the canonical name.
+ */
+struct dns_chain {
+	size_t			n;
+	struct dns_chain_link	link[DNS_CHAIN_MAX];
+};
+
+/* What a response says about its A or AAAA question. */
+struct dns_answer {
+	struct dns_chain chain;
+	size_t		 n;	/* address records owned by the canonical name */
+	struct netaddr	 addrs[DNS_ANSWER_MAX];
+	uint32_t	 ttls[DNS_ANSWER_MAX];
+	size_t		 more;	/* such records past DNS_ANSWER_MAX, not kept */
+};
+
+/* dns_answer_parse() results. */
+#define DNS_ANSWER_OK		0
+#define DNS_ANSWER_BAD		(-1)	/* malformed, or not an answer to qtype */
+#define DNS_ANSWER_LOOP		(-2)	/* a CNAME loop, or a chain too long */
+
+/*
+ * Read the answer section of an upstream response to one A or AAAA
+ * question of class IN: follow CNAME records from the question's name
+ * (owners compared without case, records in any order, at most
+ * DNS_CHAIN_MAX links, no name twice), then keep the records of qtype
+ * owned by the last name; records for any other owner are ignored. TTLs
+ * with the top bit set read as 0 (RFC 2181 §8).
+ */
+int	dns_answer_parse(const uint8_t *msg, size_t len, uint16_t qtype,
+	    struct dns_answer *a);
+/* 1 when two wire names are equal, ASCII letters compared without case. */
+int	dns_name_equal(const uint8_t *a, size_t alen, const uint8_t *b,
+	    size_t blen);
+
 /*
  * TCP framing (RFC 1035 §4.2.2): the 2-byte length and the message after
  * it. Returns the bytes the frame takes (2 + length) with *msg_len set, 0
@@ -157,8 +203,13 @@ size_t	dns_udp_limit(const struct dns_msg *q);
 /* What to answer. */
 struct dns_reply {
 	int		 rcode;		/* 0..4095; above 15 needs the query's EDNS */
-	/* Address answers, owned by the question's name: those of the family
-	 * of qtype (A: IPv4, AAAA: IPv6) are written, others skipped. */
+	/*
+	 * For an A or AAAA question: the CNAME chain (NULL or n 0: none),
+	 * written first, then the address answers, owned by the chain's last
+	 * name (or the question's): those of the family of qtype (A: IPv4,
+	 * AAAA: IPv6) are written, others skipped. Every record gets ttl.
+	 */
+	const struct dns_chain *chain;
 	const struct netaddr *addrs;
 	size_t		 n;
 	uint32_t	 ttl;
@@ -173,7 +224,7 @@ struct dns_reply {
  * Write the response to q into out: id, opcode, RD and CD copied, QR and
  * RA set, the question echoed as sent, the answers, an OPT record when q
  * had EDNS (with the DO bit copied). A response over r->limit is written
- * with TC set and no answers. Returns its length, or -1 when it does not
+ * with TC set and no answers (no CNAME either). Returns its length, or -1 when it does not
  * fit in outlen (or in the limit even truncated), or rcode > 15 without
  * EDNS.
  */

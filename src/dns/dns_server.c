@@ -79,6 +79,7 @@ struct dns_outcome {
 	const char		*reason;
 	int			 ede_code;	/* 0: none */
 	const char		*ede_text;
+	const struct dns_chain	*chain;		/* CNAMEs before the addresses */
 	const struct netaddr	*addrs;
 	size_t			 n;
 	uint32_t		 ttl;
@@ -190,6 +191,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 
 	memset(&r, 0, sizeof(r));
 	r.rcode = o->rcode;
+	r.chain = o->chain;
 	r.addrs = o->addrs;
 	r.n = o->n;
 	r.ttl = o->ttl;
@@ -331,20 +333,31 @@ dns_geo_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
 	return 1;
 }
 
+/*
+ * The answer: the chain of the asked type's own query, then the addresses,
+ * all with one TTL (the smallest of the chain's and the addresses', as the
+ * resolver keeps it, capped), so the whole answer expires at once, as its
+ * address memory does. Only the addresses are checked: the chain's names
+ * are the upstream's business, the policy decided on the asked name. The
+ * memory records the addresses under the asked name only: the transparent
+ * listener decides on the name a bare address maps back to, and a
+ * canonical name (a CDN's, typically) is one no rule allows.
+ */
 static void
-dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
-    uint32_t ttl, void *arg)
+dns_resolved_cb(const struct resolver_answer *a, void *arg)
 {
 	struct dns_pending *p = arg;
 	struct dns_server *srv = p->srv;
 	struct dns_outcome o;
-	uint32_t max_ttl;
+	const struct netaddr *addrs = a->addrs;
+	size_t n = a->n;
+	uint32_t max_ttl, ttl = a->ttl;
 
 	p->rq = NULL;
 	dns_pending_unlink(p);
 	memset(&o, 0, sizeof(o));
 	o.rule = p->v.rule;
-	switch (result) {
+	switch (a->result) {
 	case RESOLVER_OK:
 		/* Every address, not only the asked family (rebinding). */
 		if (policy_check_addrs(p->pol, &p->id, &p->t, addrs, n,
@@ -360,6 +373,7 @@ dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
 		    o.ttl);
 		o.rcode = DNS_RCODE_NOERROR;
 		o.decision = "allow";
+		o.chain = a->chain[p->msg.qtype == DNS_TYPE_AAAA];
 		o.addrs = addrs;
 		o.n = n;
 		break;
@@ -370,7 +384,7 @@ dns_resolved_cb(int result, const struct netaddr *addrs, size_t n,
 	default:
 		o.rcode = DNS_RCODE_SERVFAIL;
 		o.decision = "error";
-		o.reason = result == RESOLVER_ETIMEOUT ?
+		o.reason = a->result == RESOLVER_ETIMEOUT ?
 		    REASON_UPSTREAM_TIMEOUT : REASON_DNS_ERROR;
 		break;
 	}
@@ -513,7 +527,7 @@ dns_decide(struct dns_pending *p)
 	}
 	TAILQ_INSERT_TAIL(&srv->pending, p, link);
 	srv->npending++;
-	if ((p->rq = resolver_lookup(srv->env.resolver, p->t.host,
+	if ((p->rq = resolver_lookup_answer(srv->env.resolver, p->t.host,
 	    dns_resolved_cb, p)) == NULL) {
 		dns_pending_unlink(p);
 		dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,

@@ -2,6 +2,8 @@
  * Asynchronous A/AAAA resolution: one c-ares channel driven by a libevent
  * loop (an event per c-ares socket plus one timer), a bounded TTL cache keyed
  * by name that also coalesces concurrent lookups, and deferred delivery.
+ * c-ares carries the queries; answers (CNAME chains included) are read by
+ * the module's own parser, dns_answer_parse().
  */
 
 #include <sys/queue.h>
@@ -18,6 +20,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "dns/dns_msg.h"
 #include "dns/resolver.h"
 
 #define RESOLVER_TIMEOUT_MS	2000	/* per try */
@@ -31,10 +34,6 @@
 #define RESOLVER_NAME_MAX	253
 #define RESOLVER_LABEL_MAX	63
 
-#define DNS_CLASS_IN		1
-#define DNS_TYPE_A		1
-#define DNS_TYPE_SOA		6
-#define DNS_TYPE_AAAA		28
 #define DNS_HEADER_LEN		12
 
 enum part_status { PART_OK, PART_NEG, PART_TIMEOUT, PART_FAIL };
@@ -51,6 +50,13 @@ struct resolver_part {
 	uint32_t		 ttl;	/* smallest address TTL, or SOA TTL */
 	struct netaddr		 addrs[RESOLVER_MAX_ADDRS];
 	size_t			 n;
+	struct dns_chain	 chain;
+};
+
+/* The CNAME chains of an answer, shared by its cache entry and its queries. */
+struct resolver_chains {
+	int			 refs;
+	struct dns_chain	 c[2];	/* A, AAAA */
 };
 
 /* The upstream work for a pending entry; lives until both parts answered. */
@@ -72,6 +78,7 @@ struct resolver_entry {
 	int			 result;
 	struct netaddr		*addrs;
 	size_t			 n;
+	struct resolver_chains	*chains;	/* NULL: no CNAME */
 	uint64_t		 expires_ms;
 	uint64_t		 hash;
 	size_t			 namelen;
@@ -84,7 +91,9 @@ struct resolver_query {
 	struct resolver_entry	*e;	/* waiting on it; NULL when ready */
 	uint64_t		 gen;
 	resolver_cb		 cb;
+	resolver_answer_cb	 acb;		/* or this one */
 	void			*arg;
+	struct resolver_chains	*chains;	/* a reference, or NULL */
 	int			 result;
 	uint32_t		 ttl;
 	size_t			 n;
@@ -343,12 +352,11 @@ resolver_addr_present(const struct netaddr *list, size_t n,
 
 static void
 resolver_part_addr(struct resolver_part *p, int family, const void *raw,
-    int ttl)
+    uint32_t t)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 	    0xff, 0xff };
 	struct netaddr a;
-	uint32_t t = ttl < 0 ? 0 : (uint32_t)ttl;
 
 	memset(&a, 0, sizeof(a));
 	if (family == AF_INET) {
@@ -369,32 +377,36 @@ resolver_part_addr(struct resolver_part *p, int family, const void *raw,
 		p->ttl = t;
 }
 
-/* Parse a successful answer into the part; CNAME chains are c-ares' job. */
+/*
+ * Parse a successful answer into the part with dns_answer_parse(): c-ares
+ * 1.18 follows any CNAME in the order it comes, whoever owns it, and its
+ * parsed forms drop the chain (hostent) or the TTLs; a loop or an overlong
+ * chain is a failed answer. The chain's TTLs bound the addresses'.
+ */
 static void
 resolver_part_parse(struct resolver_part *p, const unsigned char *abuf,
     int alen)
 {
-	struct ares_addrttl a4[RESOLVER_MAX_ADDRS];
-	struct ares_addr6ttl a6[RESOLVER_MAX_ADDRS];
-	int i, n = RESOLVER_MAX_ADDRS, rc;
+	struct dns_answer a;
+	size_t i;
 
-	if (p->qtype == DNS_TYPE_A) {
-		rc = ares_parse_a_reply(abuf, alen, NULL, a4, &n);
-		for (i = 0; rc == ARES_SUCCESS && i < n; i++)
-			resolver_part_addr(p, AF_INET, &a4[i].ipaddr,
-			    a4[i].ttl);
-	} else {
-		rc = ares_parse_aaaa_reply(abuf, alen, NULL, a6, &n);
-		for (i = 0; rc == ARES_SUCCESS && i < n; i++)
-			resolver_part_addr(p, AF_INET6, &a6[i].ip6addr,
-			    a6[i].ttl);
-	}
-	if (rc == ARES_SUCCESS && p->n > 0)
-		p->status = PART_OK;
-	else if (rc == ARES_SUCCESS || rc == ARES_ENODATA)
-		p->status = PART_NEG;
-	else
+	if (alen <= 0 || dns_answer_parse(abuf, (size_t)alen,
+	    (uint16_t)p->qtype, &a) != DNS_ANSWER_OK) {
 		p->status = PART_FAIL;
+		return;
+	}
+	for (i = 0; i < a.n; i++)
+		resolver_part_addr(p, a.addrs[i].family, a.addrs[i].a,
+		    a.ttls[i]);
+	p->chain = a.chain;
+	if (p->n == 0) {
+		p->status = PART_NEG;
+		return;
+	}
+	for (i = 0; i < a.chain.n; i++)
+		if (a.chain.link[i].ttl < p->ttl)
+			p->ttl = a.chain.link[i].ttl;
+	p->status = PART_OK;
 }
 
 static void
@@ -502,6 +514,40 @@ resolver_cache_find(struct resolver *r, const char *name, size_t len,
 	return NULL;
 }
 
+static struct resolver_chains *
+resolver_chains_ref(struct resolver_chains *c)
+{
+	if (c != NULL)
+		c->refs++;
+	return c;
+}
+
+static void
+resolver_chains_unref(struct resolver_chains *c)
+{
+	if (c != NULL && --c->refs == 0)
+		free(c);
+}
+
+/* The chains of a finished fetch (one reference), or NULL when it has none. */
+static int
+resolver_fetch_chains(const struct resolver_fetch *f,
+    struct resolver_chains **out)
+{
+	struct resolver_chains *c;
+
+	*out = NULL;
+	if (f->part[0].chain.n == 0 && f->part[1].chain.n == 0)
+		return 0;
+	if ((c = malloc(sizeof(*c))) == NULL)
+		return -1;
+	c->refs = 1;
+	c->c[0] = f->part[0].chain;
+	c->c[1] = f->part[1].chain;
+	*out = c;
+	return 0;
+}
+
 static void
 resolver_entry_free(struct resolver *r, struct resolver_entry *e)
 {
@@ -510,6 +556,7 @@ resolver_entry_free(struct resolver *r, struct resolver_entry *e)
 		TAILQ_REMOVE(&r->lru, e, lru);
 		r->n_cached--;
 	}
+	resolver_chains_unref(e->chains);
 	free(e->addrs);
 	free(e);
 }
@@ -539,11 +586,12 @@ resolver_fetch_done(struct resolver_fetch *f)
 	struct resolver *r = f->r;
 	struct resolver_entry *e = f->e;
 	struct resolver_query *q;
+	struct resolver_chains *chains = NULL;
 	struct netaddr out[RESOLVER_MAX_ADDRS];
 	size_t n;
 	uint32_t ttl;
 	uint64_t now;
-	int result;
+	int result, nomem = 0;
 
 	e->fetch = NULL;
 	if (r->closing) {
@@ -551,7 +599,15 @@ resolver_fetch_done(struct resolver_fetch *f)
 		return;
 	}
 	result = resolver_fetch_result(f, out, &n, &ttl);
+	if (result == RESOLVER_OK || result == RESOLVER_ENOTFOUND)
+		nomem = resolver_fetch_chains(f, &chains) == -1;
 	free(f);
+	/* An answer without the chain it came with is no answer. */
+	if (nomem) {
+		result = RESOLVER_EFAIL;
+		n = 0;
+		ttl = 0;
+	}
 
 	while ((q = TAILQ_FIRST(&e->waiters)) != NULL) {
 		TAILQ_REMOVE(&e->waiters, q, link);
@@ -559,9 +615,12 @@ resolver_fetch_done(struct resolver_fetch *f)
 		q->ttl = ttl;
 		q->n = n;
 		memcpy(q->addrs, out, n * sizeof(out[0]));
+		q->chains = resolver_chains_ref(chains);
 		resolver_ready(r, q);
 	}
 
+	/* The entry takes over the fetch's reference. */
+	e->chains = chains;
 	if ((result != RESOLVER_OK && result != RESOLVER_ENOTFOUND) ||
 	    (n > 0 && (e->addrs = calloc(n, sizeof(out[0]))) == NULL)) {
 		resolver_entry_free(r, e);
@@ -597,8 +656,11 @@ resolver_deliver_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct resolver *r = arg;
 	struct resolver_query *q;
+	struct resolver_answer a;
+	struct resolver_chains *chains;
 	struct netaddr addrs[RESOLVER_MAX_ADDRS];
 	resolver_cb cb;
+	resolver_answer_cb acb;
 	void *cbarg;
 	uint64_t gen = r->deliver_gen++;
 	uint32_t ttl;
@@ -613,13 +675,28 @@ resolver_deliver_cb(evutil_socket_t fd, short what, void *arg)
 	while ((q = TAILQ_FIRST(&r->ready)) != NULL && q->gen <= gen) {
 		TAILQ_REMOVE(&r->ready, q, link);
 		cb = q->cb;
+		acb = q->acb;
 		cbarg = q->arg;
 		result = q->result;
 		ttl = q->ttl;
 		n = q->n;
+		chains = q->chains;
 		memcpy(addrs, q->addrs, n * sizeof(addrs[0]));
 		free(q);
-		cb(result, addrs, n, ttl, cbarg);
+		if (acb != NULL) {
+			a.result = result;
+			a.addrs = addrs;
+			a.n = n;
+			a.ttl = ttl;
+			a.chain[0] = chains && chains->c[0].n ? &chains->c[0] :
+			    NULL;
+			a.chain[1] = chains && chains->c[1].n ? &chains->c[1] :
+			    NULL;
+			acb(&a, cbarg);
+		} else
+			cb(result, addrs, n, ttl, cbarg);
+		/* Not through r: the callback may have freed the resolver. */
+		resolver_chains_unref(chains);
 		if (r->dead)
 			break;
 	}
@@ -816,6 +893,7 @@ resolver_free(struct resolver *r)
 	r->closing = 1;
 	while ((q = TAILQ_FIRST(&r->ready)) != NULL) {
 		TAILQ_REMOVE(&r->ready, q, link);
+		resolver_chains_unref(q->chains);
 		free(q);
 	}
 	for (i = 0; r->buckets != NULL && i < RESOLVER_BUCKETS; i++) {
@@ -884,9 +962,9 @@ resolver_fetch_start(struct resolver *r, struct resolver_entry *e,
 	resolver_arm_timer(r);
 }
 
-struct resolver_query *
-resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
-    void *arg)
+static struct resolver_query *
+resolver_lookup_common(struct resolver *r, const char *name, resolver_cb cb,
+    resolver_answer_cb acb, void *arg)
 {
 	struct resolver_query *q;
 	struct resolver_entry *e;
@@ -899,6 +977,7 @@ resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
 		return NULL;
 	q->r = r;
 	q->cb = cb;
+	q->acb = acb;
 	q->arg = arg;
 	if (resolver_normalise(name, key, &len) == -1) {
 		/* No such name can exist; answered without asking. */
@@ -921,6 +1000,7 @@ resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
 			if (e->n > 0)
 				memcpy(q->addrs, e->addrs,
 				    e->n * sizeof(e->addrs[0]));
+			q->chains = resolver_chains_ref(e->chains);
 			resolver_ready(r, q);
 			return q;
 		}
@@ -954,6 +1034,20 @@ resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
 	return q;
 }
 
+struct resolver_query *
+resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
+    void *arg)
+{
+	return resolver_lookup_common(r, name, cb, NULL, arg);
+}
+
+struct resolver_query *
+resolver_lookup_answer(struct resolver *r, const char *name,
+    resolver_answer_cb cb, void *arg)
+{
+	return resolver_lookup_common(r, name, NULL, cb, arg);
+}
+
 void
 resolver_cancel(struct resolver_query *q)
 {
@@ -963,6 +1057,7 @@ resolver_cancel(struct resolver_query *q)
 		TAILQ_REMOVE(&q->e->waiters, q, link);
 	else
 		TAILQ_REMOVE(&q->r->ready, q, link);
+	resolver_chains_unref(q->chains);
 	free(q);
 }
 

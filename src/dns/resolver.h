@@ -32,12 +32,31 @@ struct resolver_query;
 typedef void (*resolver_cb)(int result, const struct netaddr *addrs, size_t n,
     uint32_t ttl, void *arg);
 
+/*
+ * What resolver_lookup_answer() hands back: the same as resolver_cb gets,
+ * plus the CNAME chains the A (chain[0]) and AAAA (chain[1]) answers went
+ * through, NULL where there was none. ttl is also bounded by the chain's
+ * TTLs. Valid only during the callback.
+ */
+struct dns_chain;
+struct resolver_answer {
+	int			 result;
+	const struct netaddr	*addrs;
+	size_t			 n;
+	uint32_t		 ttl;
+	const struct dns_chain	*chain[2];
+};
+typedef void (*resolver_answer_cb)(const struct resolver_answer *, void *arg);
+
 /* servers from cfg->resolvers, or /etc/resolv.conf when cfg->resolvers_system. */
 struct resolver	*resolver_new(struct event_base *, const struct config *cfg);
 void		 resolver_free(struct resolver *);	/* cancels everything pending */
 /* name is already normalised (lower-case, no trailing dot). NULL on allocation failure. */
 struct resolver_query *resolver_lookup(struct resolver *, const char *name,
 	    resolver_cb cb, void *arg);
+/* The same lookup, cache and coalescing, answered with the CNAME chains. */
+struct resolver_query *resolver_lookup_answer(struct resolver *,
+	    const char *name, resolver_answer_cb cb, void *arg);
 /* After this the callback is never called; q is freed. */
 void		 resolver_cancel(struct resolver_query *q);
 /* For metrics and tests. */

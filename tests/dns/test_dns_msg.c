@@ -1,7 +1,8 @@
 /*
  * Table-driven tests of the pure DNS message parser and writer: headers,
  * names and compression (loops, self and forward pointers, hop limits),
- * truncated and oversize input, EDNS and EDE round trips, TC behaviour.
+ * truncated and oversize input, EDNS and EDE round trips, TC behaviour;
+ * CNAME chains read from upstream answers and written in ours.
  */
 #include <arpa/inet.h>
 
@@ -765,6 +766,381 @@ test_error_replies(void)
 	free(q);
 }
 
+/* ---- CNAME chains: reading upstream answers, writing our own ---- */
+
+/*
+ * An upstream response to one question: records "owner TYPE data [ttl]"
+ * separated by ';', TYPE A, AAAA or CNAME, names written out in full.
+ */
+static void
+response(struct buf *m, const char *qname, uint16_t qtype, const char *recs)
+{
+	char list[2048], *rec, *save = NULL, f[4][300];
+	uint8_t raw[16];
+	size_t an_at, rdlen_at, start;
+	unsigned int an = 0;
+	int nf;
+
+	m->len = 0;
+	add16(m, 0x4242);
+	add16(m, 0x8180);
+	add16(m, 1);
+	an_at = m->len;
+	add16(m, 0);
+	add16(m, 0);
+	add16(m, 0);
+	addname(m, qname);
+	add16(m, qtype);
+	add16(m, 1);
+	snprintf(list, sizeof(list), "%s", recs);
+	for (rec = strtok_r(list, ";", &save); rec != NULL;
+	    rec = strtok_r(NULL, ";", &save)) {
+		f[3][0] = '\0';
+		nf = sscanf(rec, " %299s %299s %299s %299s", f[0], f[1], f[2],
+		    f[3]);
+		if (nf <= 0)
+			continue;	/* after the last ';' */
+		if (nf < 3)
+			abort();
+		addname(m, f[0]);
+		add16(m, strcmp(f[1], "A") == 0 ? DNS_TYPE_A :
+		    strcmp(f[1], "AAAA") == 0 ? DNS_TYPE_AAAA : DNS_TYPE_CNAME);
+		add16(m, 1);
+		add16(m, 0);	/* ttl, high half */
+		add16(m, nf == 4 ? (unsigned int)strtoul(f[3], NULL, 0) : 60);
+		if (nf == 4 && strtoul(f[3], NULL, 0) > 0xffff) {
+			m->b[m->len - 4] = (uint8_t)(strtoul(f[3], NULL, 0) >> 24);
+			m->b[m->len - 3] = (uint8_t)(strtoul(f[3], NULL, 0) >> 16);
+		}
+		rdlen_at = m->len;
+		add16(m, 0);
+		start = m->len;
+		if (strcmp(f[1], "CNAME") == 0)
+			addname(m, f[2]);
+		else {
+			if (inet_pton(strcmp(f[1], "A") == 0 ? AF_INET :
+			    AF_INET6, f[2], raw) != 1)
+				abort();
+			memcpy(m->b + m->len, raw, strcmp(f[1], "A") == 0 ?
+			    4 : 16);
+			m->len += strcmp(f[1], "A") == 0 ? 4 : 16;
+		}
+		m->b[rdlen_at] = (uint8_t)((m->len - start) >> 8);
+		m->b[rdlen_at + 1] = (uint8_t)(m->len - start);
+		an++;
+	}
+	m->b[an_at] = (uint8_t)(an >> 8);
+	m->b[an_at + 1] = (uint8_t)an;
+}
+
+/* The chain's names in presentation form, comma-separated. */
+static void
+chain_text(const struct dns_chain *c, char *out, size_t outlen)
+{
+	struct dns_name n;
+	size_t i, off, w = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < c->n; i++) {
+		off = 0;
+		if (dns_name_read(c->link[i].wire, c->link[i].wire_len, &off,
+		    &n) == -1) {
+			snprintf(out, outlen, "(bad name %zu)", i);
+			return;
+		}
+		w += (size_t)snprintf(out + w, outlen - w, "%s%s",
+		    i ? "," : "", n.text);
+		if (w >= outlen)
+			return;
+	}
+}
+
+struct answer_case {
+	const char	*what;
+	const char	*qname;
+	uint16_t	 qtype;
+	const char	*recs;
+	int		 rc;
+	const char	*chain;		/* expected, comma-separated */
+	size_t		 n;		/* addresses kept */
+	const char	*first;
+	size_t		 more;
+	uint32_t	 ttl0;		/* the first link's TTL, when a chain */
+};
+
+#define L8	"a.test CNAME l1.test; l1.test CNAME l2.test; " \
+	"l2.test CNAME l3.test; l3.test CNAME l4.test; " \
+	"l4.test CNAME l5.test; l5.test CNAME l6.test; " \
+	"l6.test CNAME l7.test; l7.test CNAME l8.test; "
+
+#define AC(w, q, t, r, res, ...) { .what = (w), .qname = (q), .qtype = (t), \
+	.recs = (r), .rc = (res), __VA_ARGS__ }
+#define CH(c, n_, f, t)	.chain = (c), .n = (n_), .first = (f), .ttl0 = (t)
+
+static const struct answer_case answer_cases[] = {
+	AC("no CNAME", "a.test", DNS_TYPE_A, "a.test A 198.51.100.1",
+	    DNS_ANSWER_OK, CH("", 1, "198.51.100.1", 0)),
+	AC("chain in order", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test 30; b.test CNAME c.test; c.test A 198.51.100.2",
+	    DNS_ANSWER_OK, CH("b.test,c.test", 1, "198.51.100.2", 30)),
+	AC("chain in any order", "a.test", DNS_TYPE_A,
+	    "c.test A 198.51.100.3; b.test CNAME c.test; a.test CNAME b.test",
+	    DNS_ANSWER_OK, CH("b.test,c.test", 1, "198.51.100.3", 60)),
+	AC("owners compared without case", "a.test", DNS_TYPE_A,
+	    "A.TEST CNAME B.test; b.TEST A 198.51.100.4",
+	    DNS_ANSWER_OK, CH("B.test", 1, "198.51.100.4", 60)),
+	AC("addresses of the alias are not the canonical name's", "a.test",
+	    DNS_TYPE_A, "a.test CNAME b.test; a.test A 203.0.113.9; "
+	    "b.test A 198.51.100.5", DNS_ANSWER_OK,
+	    CH("b.test", 1, "198.51.100.5", 60)),
+	AC("a CNAME someone else owns is not followed", "a.test", DNS_TYPE_A,
+	    "z.test CNAME evil.test; a.test A 198.51.100.6; "
+	    "evil.test A 203.0.113.6", DNS_ANSWER_OK,
+	    CH("", 1, "198.51.100.6", 0)),
+	AC("two CNAMEs for one owner: the first", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test; a.test CNAME c.test; c.test A 203.0.113.7; "
+	    "b.test A 198.51.100.7", DNS_ANSWER_OK,
+	    CH("b.test", 1, "198.51.100.7", 60)),
+	AC("a name its own alias", "a.test", DNS_TYPE_A,
+	    "a.test CNAME A.test; a.test A 198.51.100.8", DNS_ANSWER_LOOP),
+	AC("two names, a loop", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test; b.test CNAME a.test", DNS_ANSWER_LOOP),
+	AC("a loop back into the chain", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test; b.test CNAME c.test; c.test CNAME b.test",
+	    DNS_ANSWER_LOOP),
+	AC("eight links", "a.test", DNS_TYPE_A, L8 "l8.test A 198.51.100.9",
+	    DNS_ANSWER_OK, CH("l1.test,l2.test,l3.test,l4.test,l5.test,"
+	    "l6.test,l7.test,l8.test", 1, "198.51.100.9", 60)),
+	AC("nine links: too long", "a.test", DNS_TYPE_A,
+	    L8 "l8.test CNAME l9.test; l9.test A 198.51.100.9",
+	    DNS_ANSWER_LOOP),
+	AC("a chain to no address: NODATA", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test", DNS_ANSWER_OK, CH("b.test", 0, NULL, 60)),
+	AC("AAAA: A records are not kept", "a.test", DNS_TYPE_AAAA,
+	    "a.test CNAME b.test; b.test A 198.51.100.10; "
+	    "b.test AAAA 2001:db8::10", DNS_ANSWER_OK,
+	    CH("b.test", 1, "2001:db8::10", 60)),
+	AC("a TTL with the top bit set is 0", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test 0x80000010; b.test A 198.51.100.11",
+	    DNS_ANSWER_OK, CH("b.test", 1, "198.51.100.11", 0)),
+	AC("a big TTL is kept", "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test 0x12345; b.test A 198.51.100.11",
+	    DNS_ANSWER_OK, CH("b.test", 1, "198.51.100.11", 0x12345)),
+	AC("MX is no address question", "a.test", DNS_TYPE_MX,
+	    "a.test A 198.51.100.12", DNS_ANSWER_BAD),
+};
+
+static void
+test_answer_table(void)
+{
+	const struct answer_case *c;
+	struct dns_answer *a = malloc(sizeof(*a));
+	struct buf b;
+	char text[2048], ip[64];
+	size_t i;
+	int rc;
+
+	for (i = 0; i < sizeof(answer_cases) / sizeof(answer_cases[0]); i++) {
+		c = &answer_cases[i];
+		response(&b, c->qname, c->qtype, c->recs);
+		rc = dns_answer_parse(b.b, b.len, c->qtype, a);
+		CHECK_MSG(rc == c->rc, "%s: rc %d, want %d", c->what, rc,
+		    c->rc);
+		if (rc != DNS_ANSWER_OK || c->rc != DNS_ANSWER_OK)
+			continue;
+		chain_text(&a->chain, text, sizeof(text));
+		CHECK_MSG(strcmp(text, c->chain) == 0, "%s: chain \"%s\"",
+		    c->what, text);
+		CHECK_MSG(a->n == c->n && a->more == c->more,
+		    "%s: %zu addresses, %zu more", c->what, a->n, a->more);
+		if (c->first != NULL && a->n > 0) {
+			inet_ntop(a->addrs[0].family, a->addrs[0].a, ip,
+			    sizeof(ip));
+			CHECK_MSG(strcmp(ip, c->first) == 0, "%s: first %s",
+			    c->what, ip);
+		}
+		if (a->chain.n > 0)
+			CHECK_MSG(a->chain.link[0].ttl == c->ttl0,
+			    "%s: ttl %u", c->what, a->chain.link[0].ttl);
+	}
+	free(a);
+}
+
+/* Hand-made answers: compression, cut records, odd rdata. */
+static void
+test_answer_wire(void)
+{
+	struct dns_answer *a = malloc(sizeof(*a));
+	struct buf b;
+	char text[512], recs[4096];
+	size_t i, w;
+
+	/* The target "b" + pointer to "test" in the question; the A record
+	 * owned by a pointer to that rdata (offset 36). */
+	hex(&b, "ab cd 81 80 00 01 00 02 00 00 00 00 "
+	    "01 'a 04 'test 00 00 01 00 01 "
+	    "c0 0c 00 05 00 01 00 00 00 3c 00 04 01 'b c0 0e "
+	    "c0 24 00 01 00 01 00 00 00 3c 00 04 c6 33 64 01");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_OK);
+	chain_text(&a->chain, text, sizeof(text));
+	CHECK_STR(text, "b.test");
+	CHECK_INT(a->n, 1);
+	/* The same with a byte after the target inside the rdata. */
+	hex(&b, "ab cd 81 80 00 01 00 01 00 00 00 00 "
+	    "01 'a 04 'test 00 00 01 00 01 "
+	    "c0 0c 00 05 00 01 00 00 00 3c 00 05 01 'b c0 0e 00");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_BAD);
+	/* A target running out of its rdata. */
+	hex(&b, "ab cd 81 80 00 01 00 01 00 00 00 00 "
+	    "01 'a 04 'test 00 00 01 00 01 "
+	    "c0 0c 00 05 00 01 00 00 00 3c 00 03 01 'b c0 0e");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_BAD);
+	/* An A record of the wrong size, and one of class CH: ignored. */
+	hex(&b, "ab cd 81 80 00 01 00 02 00 00 00 00 "
+	    "01 'a 04 'test 00 00 01 00 01 "
+	    "c0 0c 00 01 00 01 00 00 00 3c 00 05 01 02 03 04 05 "
+	    "c0 0c 00 01 00 03 00 00 00 3c 00 04 01 02 03 04");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_OK);
+	CHECK_INT(a->n, 0);
+	/* ancount past the records there are. */
+	hex(&b, "ab cd 81 80 00 01 00 03 00 00 00 00 "
+	    "01 'a 04 'test 00 00 01 00 01 "
+	    "c0 0c 00 01 00 01 00 00 00 3c 00 04 01 02 03 04");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_BAD);
+	/* No question, or the question of another type. */
+	hex(&b, "ab cd 81 80 00 00 00 00 00 00 00 00");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_BAD);
+	hex(&b, "ab cd 81 80 00 01 00 00 00 00 00 00 01 'a 00 00 1c 00 01");
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_BAD);
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_AAAA, a),
+	    DNS_ANSWER_OK);
+	/* 40 addresses: 32 kept, 8 counted. */
+	for (i = 0, w = 0; i < 40; i++)
+		w += (size_t)snprintf(recs + w, sizeof(recs) - w,
+		    "a.test A 198.51.100.%zu; ", i + 1);
+	response(&b, "a.test", DNS_TYPE_A, recs);
+	CHECK_INT(dns_answer_parse(b.b, b.len, DNS_TYPE_A, a), DNS_ANSWER_OK);
+	CHECK_INT(a->n, DNS_ANSWER_MAX);
+	CHECK_INT(a->more, 40 - DNS_ANSWER_MAX);
+	/* Every prefix of a good answer: no crash, and never OK with more
+	 * records than were there. */
+	response(&b, "a.test", DNS_TYPE_A,
+	    "a.test CNAME b.test; b.test A 198.51.100.1");
+	for (i = 0; i < b.len; i++)
+		CHECK_MSG(dns_answer_parse(b.b, i, DNS_TYPE_A, a) ==
+		    DNS_ANSWER_BAD, "prefix %zu", i);
+	free(a);
+}
+
+/* Our answers with a chain read back, by the same parser, as sent. */
+static void
+test_write_chain(void)
+{
+	struct dns_msg *q = malloc(sizeof(*q));
+	struct dns_answer *a = malloc(sizeof(*a));
+	struct dns_chain *chain = malloc(sizeof(*chain));
+	struct seen *s = malloc(sizeof(*s));
+	struct dns_reply r;
+	struct netaddr addrs[3];
+	struct buf b, cn;
+	uint8_t out[DNS_MSG_MAX];
+	char text[2048], ip[64], name[64];
+	ssize_t len;
+	size_t i;
+
+	memset(chain, 0, sizeof(*chain));
+	for (i = 0; i < DNS_CHAIN_MAX; i++) {
+		snprintf(name, sizeof(name), "Link%zu.cdn.test", i);
+		cn.len = 0;
+		addname(&cn, name);
+		memcpy(chain->link[i].wire, cn.b, cn.len);
+		chain->link[i].wire_len = cn.len;
+		chain->link[i].ttl = 9999;	/* the reply's ttl wins */
+	}
+	addr(&addrs[0], "198.51.100.1");
+	addr(&addrs[1], "2001:db8::1");
+	addr(&addrs[2], "198.51.100.2");
+	query(&b, 7, "Www.Example.test", DNS_TYPE_A, 1232, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+	memset(&r, 0, sizeof(r));
+	r.chain = chain;
+	r.addrs = addrs;
+	r.n = 3;
+	r.ttl = 42;
+	r.limit = dns_udp_limit(q);
+
+	chain->n = 2;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	CHECK(len > 0);
+	parse_back(out, len, s);
+	CHECK_INT(s->rc, DNS_MSG_OK);
+	CHECK_INT(s->h.ancount, 4);
+	CHECK_INT(dns_answer_parse(out, (size_t)len, DNS_TYPE_A, a),
+	    DNS_ANSWER_OK);
+	chain_text(&a->chain, text, sizeof(text));
+	CHECK_STR(text, "Link0.cdn.test,Link1.cdn.test");
+	CHECK(a->chain.link[0].ttl == 42 && a->chain.link[1].ttl == 42);
+	CHECK_INT(a->n, 2);
+	inet_ntop(AF_INET, a->addrs[1].a, ip, sizeof(ip));
+	CHECK_STR(ip, "198.51.100.2");
+	CHECK_INT(a->ttls[0], 42);
+	/* Compressed: each owner a 2-byte pointer. 12 + 22 question + 11
+	 * OPT, 2 x (12 + 16) CNAMEs, 2 x 16 A records. */
+	CHECK_INT(len, 12 + 22 + 11 + 2 * (12 + 16) + 2 * 16);
+
+	/* The longest chain, over UDP 512 and TCP. */
+	chain->n = DNS_CHAIN_MAX;
+	r.limit = DNS_MSG_MAX;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	CHECK(len > 0);
+	CHECK_INT(dns_answer_parse(out, (size_t)len, DNS_TYPE_A, a),
+	    DNS_ANSWER_OK);
+	CHECK_INT(a->chain.n, DNS_CHAIN_MAX);
+	CHECK_INT(a->n, 2);
+	/* AAAA: the chain and the one IPv6 address. */
+	query(&b, 8, "www.example.test", DNS_TYPE_AAAA, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+	r.limit = dns_udp_limit(q);
+	chain->n = 1;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	CHECK_INT(dns_answer_parse(out, (size_t)len, DNS_TYPE_AAAA, a),
+	    DNS_ANSWER_OK);
+	CHECK(a->chain.n == 1 && a->n == 1 && a->addrs[0].family == AF_INET6);
+	/* NODATA after a CNAME: the chain alone. */
+	r.n = 1;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	parse_back(out, len, s);
+	CHECK(s->rc == DNS_MSG_OK && s->h.ancount == 1);
+	r.n = 3;
+	/* Over the limit: TC, and no CNAME either. */
+	chain->n = DNS_CHAIN_MAX;
+	r.limit = 200;
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	parse_back(out, len, s);
+	CHECK(s->rc == DNS_MSG_OK && (s->h.flags & DNS_F_TC) &&
+	    s->h.ancount == 0);
+	/* MX: no chain, whatever is passed. */
+	query(&b, 9, "www.example.test", DNS_TYPE_MX, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+	len = dns_reply_write(q, &r, out, sizeof(out));
+	parse_back(out, len, s);
+	CHECK(s->rc == DNS_MSG_OK && s->h.ancount == 0);
+	/* A chain no one could have built is refused, not written. */
+	query(&b, 10, "www.example.test", DNS_TYPE_A, 0, 0);
+	CHECK_INT(dns_msg_parse(b.b, b.len, q), DNS_MSG_OK);
+	chain->n = DNS_CHAIN_MAX + 1;
+	CHECK_INT(dns_reply_write(q, &r, out, sizeof(out)), -1);
+	chain->n = 1;
+	chain->link[0].wire_len = 0;
+	CHECK_INT(dns_reply_write(q, &r, out, sizeof(out)), -1);
+	chain->link[0].wire_len = DNS_WIRE_NAME_MAX + 1;
+	CHECK_INT(dns_reply_write(q, &r, out, sizeof(out)), -1);
+	free(q);
+	free(a);
+	free(chain);
+	free(s);
+}
+
 int
 main(void)
 {
@@ -777,5 +1153,8 @@ main(void)
 	test_write_table();
 	test_ede_shrinks();
 	test_error_replies();
+	test_answer_table();
+	test_answer_wire();
+	test_write_chain();
 	return check_summary();
 }

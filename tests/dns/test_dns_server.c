@@ -184,6 +184,10 @@ dm_start_once(int port)
 		"--host-record=mixed.test,198.18.201.1",
 		"--host-record=v6.test,2606:4700::6",
 		"--cname=cname.test,allowed.test",
+		"--host-record=chainend.test,151.101.1.20,2606:4700::20",
+		"--cname=chain3.test,mid3.test",
+		"--cname=mid3.test,chainend.test",
+		"--cname=badchain.test,priv.test",
 		"--address=/missing.test/",
 	};
 	char *argv[128], portarg[32], userarg[80], grouparg[80];
@@ -431,9 +435,12 @@ struct ans {
 	int		tc;
 	uint16_t	id;
 	int		nans;
-	char		first[64];
-	char		owner[300];
-	uint32_t	ttl;
+	char		first[64];	/* the first address */
+	char		owner[300];	/* its owner */
+	char		cnames[1024];	/* "owner>target,..." in order */
+	int		addr_after_cname;	/* an address before a CNAME */
+	uint32_t	ttl;		/* the first address's */
+	int		ttls_differ;	/* not every record has ttl */
 	int		has_edns;
 	int		ede;
 	char		ede_text[300];
@@ -444,7 +451,9 @@ parse_answer(const uint8_t *buf, size_t len, struct ans *a)
 {
 	static struct dns_msg m;
 	struct dns_rr rr;
-	size_t off;
+	struct dns_name target;
+	size_t off, t, w = 0;
+	uint32_t ttl0 = 0;
 	int i;
 
 	memset(a, 0, sizeof(*a));
@@ -463,7 +472,22 @@ parse_answer(const uint8_t *buf, size_t len, struct ans *a)
 	for (i = 0; i < m.hdr.ancount; i++) {
 		if (dns_rr_read(buf, len, &off, &rr) == -1)
 			return -1;
-		if (i == 0) {
+		if (i == 0)
+			ttl0 = rr.ttl;
+		else if (rr.ttl != ttl0)
+			a->ttls_differ = 1;
+		if (rr.type == DNS_TYPE_CNAME) {
+			t = rr.rdata_off;
+			if (dns_name_read(buf, len, &t, &target) == -1)
+				return -1;
+			if (a->first[0] != '\0')
+				a->addr_after_cname = 1;
+			w += (size_t)snprintf(a->cnames + w,
+			    sizeof(a->cnames) - w, "%s%s>%s", w ? "," : "",
+			    rr.name.text, target.text);
+			if (w >= sizeof(a->cnames))
+				return -1;
+		} else if (a->first[0] == '\0') {
 			inet_ntop(rr.rdlen == 4 ? AF_INET : AF_INET6,
 			    buf + rr.rdata_off, a->first, sizeof(a->first));
 			snprintf(a->owner, sizeof(a->owner), "%.255s",
@@ -489,6 +513,8 @@ struct scase {
 	int		 tc;
 	int		 nans;
 	const char	*first;
+	const char	*owner;		/* of first; NULL: the name asked */
+	const char	*cnames;	/* "owner>target,...", or none */
 	int		 ede;
 	const char	*ede_has;
 	/* the audit row */
@@ -552,8 +578,23 @@ static struct scase cases[] = {
 	    ALLOW("dnsbox", "dnspol:allow[6]") },
 	{ "NXDOMAIN upstream: no EDE", .name = "missing.test", .qtype = 1,
 	    EDNS, .rcode = 3, ALLOW("dnsbox", "dnspol:allow[7]") },
-	{ "CNAME flattened", .name = "cname.test", .qtype = 1, .nans = 1,
-	    .first = "151.101.1.10", ALLOW("dnsbox", "dnspol:allow[8]") },
+	{ "CNAME, then the target's A", .name = "cname.test", .qtype = 1,
+	    .nans = 2, .first = "151.101.1.10", .owner = "allowed.test",
+	    .cnames = "cname.test>allowed.test",
+	    ALLOW("dnsbox", "dnspol:allow[8]") },
+	{ "two CNAMEs, then the AAAA", .name = "Chain3.test", .qtype = 28,
+	    EDNS, .nans = 3, .first = "2606:4700::20",
+	    .owner = "chainend.test",
+	    .cnames = "Chain3.test>mid3.test,mid3.test>chainend.test",
+	    .host = "chain3.test", ALLOW("dnsbox", "dnspol:allow[10]") },
+	{ "two CNAMEs over TCP", .name = "chain3.test", .qtype = 1, .tcp = 1,
+	    .nans = 3, .first = "151.101.1.20", .owner = "chainend.test",
+	    .cnames = "chain3.test>mid3.test,mid3.test>chainend.test",
+	    ALLOW("dnsbox", "dnspol:allow[10]") },
+	{ "a chain to an internal address", .name = "badchain.test",
+	    .qtype = 1, EDNS, .rcode = 3, .ede = 15,
+	    .ede_has = "destination-ip-prohibited",
+	    DENY("dnsbox", "dnspol:allow[11]", "destination-ip-prohibited") },
 	{ "no sandbox", .src = "127.0.0.2", .name = "allowed.test",
 	    .qtype = 1, EDNS, .rcode = 5, .ede = 18, .ede_has = "no-identity",
 	    DENY(NULL, "no-identity", "no-identity") },
@@ -685,12 +726,17 @@ run_cases(void)
 		    c->what, a.has_edns);
 		if (c->first != NULL) {
 			CHECK_MSG(strcmp(a.first, c->first) == 0 &&
-			    strcmp(a.owner, c->name) == 0,
+			    strcmp(a.owner, c->owner ? c->owner :
+			    c->name) == 0,
 			    "%s: first %s owner %s", c->what, a.first,
 			    a.owner);
 			/* dnsmasq says 600: capped by max_ttl. */
-			CHECK_MSG(a.ttl == 60, "%s: ttl %u", c->what, a.ttl);
+			CHECK_MSG(a.ttl == 60 && !a.ttls_differ,
+			    "%s: ttl %u", c->what, a.ttl);
 		}
+		CHECK_MSG(strcmp(a.cnames, c->cnames ? c->cnames : "") == 0 &&
+		    !a.addr_after_cname, "%s: CNAMEs \"%s\"", c->what,
+		    a.cnames);
 		CHECK_MSG(a.ede == c->ede, "%s: EDE %d", c->what, a.ede);
 		if (c->ede_has != NULL)
 			CHECK_MSG(strstr(a.ede_text, c->ede_has) != NULL,
@@ -1130,6 +1176,12 @@ test_addrmem(struct addrmem *mem)
 		{ "dnsbox", "x.wild.test", "151.101.1.11", 1 },
 		{ "dnsbox", "intra.test", "198.19.2.3", 1 },
 		{ "dnsbox", "cname.test", "151.101.1.10", 1 },
+		/* Under the name asked, not the chain's names. */
+		{ "dnsbox", "chain3.test", "151.101.1.20", 1 },
+		{ "dnsbox", "chain3.test", "2606:4700::20", 1 },
+		{ "dnsbox", "mid3.test", "151.101.1.20", 0 },
+		{ "dnsbox", "chainend.test", "151.101.1.20", 0 },
+		{ "dnsbox", "badchain.test", "198.18.200.5", 0 },
 		{ "dnsbox", "big.test", "151.101.2.32", 1 },
 		/* denied names are not remembered */
 		{ "dnsbox", "priv.test", "198.18.200.5", 0 },

@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "core/config.h"
+#include "dns/dns_msg.h"
 #include "dns/resolver.h"
 
 #define DNSMASQ		"/usr/sbin/dnsmasq"
@@ -498,6 +499,7 @@ struct fake {
 	int		 gen;		/* or this many generated addresses */
 	const char	*owner;		/* owner of the address records */
 	const char	*cname;		/* qname CNAME cname, first */
+	const char	*cnames;	/* "owner=target,...": CNAMEs, in order */
 	uint32_t	 cname_ttl;
 	int		 soa;		/* an SOA in the authority section */
 	uint32_t	 soa_ttl;
@@ -554,6 +556,24 @@ static struct fake fakes[] = {
 	{ .name = "silent.test", AAAA, .drop = 1 },
 	{ .name = "halfsilent.test", A, .ttl = 300, .addrs = "198.18.2.8" },
 	{ .name = "halfsilent.test", AAAA, .drop = 1 },
+	/* CNAME chains, in any order; loops; a CNAME nobody asked about. */
+	{ .name = "chain2.test", A, .ttl = 300, .addrs = "198.18.2.9",
+	    .owner = "m2.test", .cname_ttl = 20,
+	    .cnames = "m1.test=M2.test,chain2.test=m1.test" },
+	{ .name = "chain2.test", AAAA, .ttl = 300, .addrs = "2001:db8::9",
+	    .owner = "v6.m.test", .cname_ttl = 200,
+	    .cnames = "chain2.test=v6.m.test" },
+	{ .name = "loop.test", A, .ttl = 60, .addrs = "198.18.2.10",
+	    .owner = "l2.test", .cname_ttl = 60,
+	    .cnames = "loop.test=l2.test,l2.test=loop.test" },
+	{ .name = "loop.test", AAAA, .ttl = 60, .cname_ttl = 60,
+	    .cnames = "loop.test=loop.test" },
+	{ .name = "loophalf.test", A, .ttl = 60, .addrs = "198.18.2.11",
+	    .owner = "l2.test", .cname_ttl = 60,
+	    .cnames = "loophalf.test=l2.test,l2.test=loophalf.test" },
+	{ .name = "loophalf.test", AAAA, .ttl = 300, .addrs = "2001:db8::b" },
+	{ .name = "stray.test", A, .ttl = 60, .addrs = "198.18.2.12",
+	    .cname_ttl = 1, .cnames = "other.test=evil.test" },
 };
 
 #undef A
@@ -631,6 +651,25 @@ fake_answers(struct msg *m, const struct fake *f, uint16_t qtype)
 		put16(m, (unsigned)strlen(f->cname) + 2);
 		put_name(m, f->cname);
 		n++;
+	}
+	if (f->cnames != NULL) {
+		char *eq;
+
+		snprintf(list, sizeof(list), "%s", f->cnames);
+		for (p = list; (tok = strtok_r(p, ",", &save)) != NULL;
+		    p = NULL) {
+			if ((eq = strchr(tok, '=')) == NULL)
+				continue;
+			*eq++ = '\0';
+			put_name(m, tok);
+			put16(m, 5);
+			put16(m, 1);
+			put32(m, f->cname_ttl);
+			put16(m, (unsigned)strlen(eq) + 2);
+			put_name(m, eq);
+			n++;
+		}
+		save = NULL;
 	}
 	if (f->addrs != NULL) {
 		snprintf(list, sizeof(list), "%s", f->addrs);
@@ -913,6 +952,110 @@ test_fake_answers(struct resolver *r)
 	CHECK_INT(hits, 0);
 	/* All but servfail are cached. */
 	CHECK_INT(entries, sizeof(cases) / sizeof(cases[0]) - 1);
+}
+
+/* What resolver_lookup_answer() handed over. */
+struct chain_res {
+	int		called;
+	int		result;
+	size_t		n;
+	uint32_t	ttl;
+	char		chain[2][512];	/* names, comma-separated */
+	char		first[INET6_ADDRSTRLEN];
+};
+
+static void
+chain_cb(const struct resolver_answer *a, void *arg)
+{
+	struct chain_res *x = arg;
+	struct dns_name nm;
+	size_t i, k, off, w;
+
+	x->called++;
+	x->result = a->result;
+	x->n = a->n;
+	x->ttl = a->ttl;
+	if (a->n > 0)
+		inet_ntop(a->addrs[0].family, a->addrs[0].a, x->first,
+		    sizeof(x->first));
+	for (k = 0; k < 2; k++) {
+		x->chain[k][0] = '\0';
+		for (i = 0, w = 0; a->chain[k] != NULL && i < a->chain[k]->n;
+		    i++) {
+			off = 0;
+			if (dns_name_read(a->chain[k]->link[i].wire,
+			    a->chain[k]->link[i].wire_len, &off, &nm) == -1)
+				break;
+			w += (size_t)snprintf(x->chain[k] + w,
+			    sizeof(x->chain[k]) - w, "%s%s", i ? "," : "",
+			    nm.text);
+			if (w >= sizeof(x->chain[k]))
+				break;
+		}
+		/* NULL, never an empty chain. */
+		CHECK(a->chain[k] == NULL || a->chain[k]->n > 0);
+	}
+	ndone++;
+}
+
+struct chain_case {
+	const char	*name;
+	int		 result;
+	size_t		 n;
+	const char	*first;
+	const char	*chain4, *chain6;
+	uint32_t	 ttl_min, ttl_max;
+};
+
+/*
+ * Chains through the cache: the A and AAAA answers keep their own chain,
+ * the chain's TTL bounds the answer's, loops fail the query they came in,
+ * a CNAME for a name nobody asked about is no chain. Asked twice: the
+ * second answer, from the cache, has the same chains.
+ */
+static void
+test_chains(struct resolver *r)
+{
+	static const struct chain_case cases[] = {
+		{ "chain2.test", RESOLVER_OK, 2, "198.18.2.9",
+		    "m1.test,M2.test", "v6.m.test", 1, 20 },
+		{ "loop.test", RESOLVER_EFAIL, 0, NULL, "", "", 0, 0 },
+		{ "loophalf.test", RESOLVER_OK, 1, "2001:db8::b", "", "",
+		    1, 30 },
+		{ "stray.test", RESOLVER_OK, 1, "198.18.2.12", "", "", 1, 60 },
+		{ "chain.test", RESOLVER_OK, 1, "198.18.2.6", "mid.test", "",
+		    1, 7 },
+	};
+	struct chain_res res[2][sizeof(cases) / sizeof(cases[0])];
+	const struct chain_case *c;
+	struct chain_res *x;
+	size_t i, round;
+
+	memset(res, 0, sizeof(res));
+	for (round = 0; round < 2; round++) {
+		ndone = 0;
+		for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			CHECK(resolver_lookup_answer(r, cases[i].name,
+			    chain_cb, &res[round][i]) != NULL);
+		run_until((int)(sizeof(cases) / sizeof(cases[0])), 8000);
+		for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			c = &cases[i];
+			x = &res[round][i];
+			CHECK_MSG(x->called == 1 && x->result == c->result &&
+			    x->n == c->n, "%s (round %zu): called %d, "
+			    "result %d, %zu addresses", c->name, round,
+			    x->called, x->result, x->n);
+			if (c->first != NULL)
+				CHECK_MSG(strcmp(x->first, c->first) == 0,
+				    "%s: first %s", c->name, x->first);
+			CHECK_MSG(strcmp(x->chain[0], c->chain4) == 0 &&
+			    strcmp(x->chain[1], c->chain6) == 0,
+			    "%s (round %zu): chains \"%s\" \"%s\"", c->name,
+			    round, x->chain[0], x->chain[1]);
+			CHECK_MSG(x->ttl >= c->ttl_min && x->ttl <= c->ttl_max,
+			    "%s: ttl %u", c->name, x->ttl);
+		}
+	}
 }
 
 /* A cache hit answers from the loop, not from inside resolver_lookup(). */
@@ -1379,6 +1522,7 @@ main(void)
 
 	test_dnsmasq_answers(dm);
 	test_fake_answers(fk);
+	test_chains(fk);
 	test_cache_hit(dm);
 	test_coalescing(dm);
 	test_cancel(dm);

@@ -27,6 +27,7 @@ import transparent_helpers as H  # noqa: E402
 TOKEN = "tok-7d3f0c2a9b51e4c8"
 MAX_TTL = 300          # the gateway's cap on answer TTLs
 UPSTREAM_TTL = 3600    # what dnsmasq gives
+SHORT_TTL = 7          # one CNAME's own TTL
 
 
 def socks_rep(r):
@@ -49,9 +50,11 @@ class DnsSocksTest(unittest.TestCase):
                 ("internal.test", "127.0.0.3"),
                 ("mixed.test", "127.0.0.2"), ("mixed.test", "127.0.0.4"),
                 ("meta.test", "169.254.169.254")]
-        cls.dns = H.TtlDnsmasq(d, recs, cnames=[("alias.test", "allowed.test")],
+        cls.dns = H.TtlDnsmasq(d, recs, cnames=[("alias.test", "allowed.test"),
+                ("alias2.test", "alias.test"), ("badalias.test", "internal.test")],
             local_ttl=UPSTREAM_TTL,
-            extra=["--txt-record=allowed.test,v=sandgate-relayed"])
+            extra=["--txt-record=allowed.test,v=sandgate-relayed",
+                   "--cname=shortalias.test,allowed.test,%d" % SHORT_TTL])
         cls.addClassCleanup(cls.dns.stop)
         policies = {
             "sandboxes": [
@@ -69,6 +72,9 @@ class DnsSocksTest(unittest.TestCase):
                      {"host": "mixed.test", "ports": [pa]},         # allow[4]
                      {"host": "nx.test", "ports": [pa]},            # allow[5]
                      {"cidr": "127.0.0.2/32", "ports": [pa]},       # allow[6]
+                     {"host": "alias2.test", "ports": [pa]},        # allow[7]
+                     {"host": "badalias.test", "ports": [pa]},      # allow[8]
+                     {"host": "shortalias.test", "ports": [pa]},    # allow[9]
                  ],
                  "deny": [{"host": "denied.test"}],
                  "allow_private": ["127.0.0.2/32"]},
@@ -91,6 +97,14 @@ class DnsSocksTest(unittest.TestCase):
         cls.addClassCleanup(cls.gw.stop)
         if not T.wait_tcp("127.0.0.1", cls.sport, 5 * T.SLOW, cls.gw.proc):
             raise RuntimeError("SOCKS5 listener not up:\n" + cls.gw.log_tail())
+        # A bound socket is not a running worker (a slow start, ASan):
+        # wait for any DNS answer (a denied name: no test counts those rows).
+        deadline = time.time() + 15 * T.SLOW
+        while H.dig(["@127.0.0.1", "-p", str(cls.dport), "ready.sgtest.test",
+                "A"]).status is None:
+            if time.time() > deadline or not cls.gw.proc.alive():
+                raise RuntimeError("DNS listener not answering:\n" +
+                    cls.gw.log_tail())
 
     # ------------------------------------------------------------ helpers
 
@@ -155,13 +169,59 @@ class DnsSocksTest(unittest.TestCase):
         row = self.audit(kind="dns", host="allowed.test", method="AAAA")
         self.assert_row(row, decision="allow", status=0, ip=None)
 
-    def test_dns_cname_flattened(self):
+    def chain(self, r):
+        return [(a[0], a[2], a[3]) for a in r.answers]
+
+    def test_dns_cname_chain(self):
+        # the CNAME first, then the A record owned by the canonical name
         r = self.dig("alias.test", "A")
         self.assertEqual(r.status, "NOERROR", r)
-        self.assertEqual(r.answers and [(a[0], a[2], a[3]) for a in r.answers],
-            [("alias.test.", "A", "127.0.0.2")], r)
+        self.assertEqual(self.chain(r), [("alias.test.", "CNAME", "allowed.test."),
+            ("allowed.test.", "A", "127.0.0.2")], r)
+        # upstream gave 3600 to both: one capped TTL for the whole answer
+        ttls = set(a[1] for a in r.answers)
+        self.assertEqual(len(ttls), 1, r)
+        self.assertTrue(0 < ttls.pop() <= MAX_TTL, r)
         self.audit(kind="dns", host="alias.test", method="A", decision="allow",
             ip="127.0.0.2", rule="dnsp:allow[1]")
+        # two links, over TCP
+        r = self.dig("+tcp", "alias2.test", "A")
+        self.assertEqual(r.status, "NOERROR", r)
+        self.assertEqual(self.chain(r), [
+            ("alias2.test.", "CNAME", "alias.test."),
+            ("alias.test.", "CNAME", "allowed.test."),
+            ("allowed.test.", "A", "127.0.0.2")], r)
+        self.audit(kind="dns", host="alias2.test", method="A",
+            decision="allow", ip="127.0.0.2", rule="dnsp:allow[7]")
+        # AAAA: the target has none, the chain is still the answer
+        r = self.dig("alias.test", "AAAA")
+        self.assertEqual(r.status, "NOERROR", r)
+        self.assertEqual(self.chain(r),
+            [("alias.test.", "CNAME", "allowed.test.")], r)
+
+    def test_dns_cname_ttl_bounds_answer(self):
+        # a link with a 7 s TTL: no record of the answer outlives it
+        r = self.dig("shortalias.test", "A")
+        self.assertEqual(r.status, "NOERROR", r)
+        self.assertEqual(self.chain(r), [
+            ("shortalias.test.", "CNAME", "allowed.test."),
+            ("allowed.test.", "A", "127.0.0.2")], r)
+        for a in r.answers:
+            self.assertTrue(0 < a[1] <= SHORT_TTL, r)
+
+    def test_dns_cname_to_internal_denied(self):
+        # the chain ends in an address allow_private does not cover: the
+        # whole name is refused, no CNAME leaks out
+        r = self.dig("badalias.test", "A")
+        self.assertEqual(r.status, "NXDOMAIN", r)
+        self.assertEqual(r.answers, [], r)
+        self.assertIsNotNone(r.ede, r)
+        self.assertEqual(r.ede[0], 15, r)
+        self.assertIn("destination-ip-prohibited", r.ede[2] or "", r)
+        row = self.audit(kind="dns", host="badalias.test", method="A",
+            decision="deny")
+        self.assert_row(row, sandbox="local", status=3,
+            reason="destination-ip-prohibited", rule="dnsp:allow[8]", ip=None)
 
     def test_dns_denied_ede(self):
         r = self.dig("denied.test", "A")

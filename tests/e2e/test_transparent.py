@@ -9,6 +9,11 @@ proxy settings at all. Needs root, `ip netns` and `nft`; exits 77 otherwise.
 Topology (names and subnets random per run, all torn down at the end):
   sgt-sb-XXXX   198.18.A.2/30 --veth-- 198.18.A.1/30  host (sandgate)
   sgt-net-XXXX  198.19.B.2-.5/29 --veth-- 198.19.B.1/29  host
+The IPv6 case (TransparentV6Test) builds its own, dual-stack, adding
+  sgt-sb-XXXX   2001:2:0:C::2/64 --veth-- 2001:2:0:C::1/64  host
+  sgt-net-XXXX  2001:2:0:D::2-5/64 --veth-- 2001:2:0:D::1/64  host
+with a second gateway whose transparent listener is on [::] (IPv6 only);
+its DNS stays on IPv4, the AAAA answers are what matter.
 """
 
 import json
@@ -16,6 +21,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,6 +39,7 @@ NFT = "/usr/sbin/nft"
 PY = "/usr/bin/python3"
 SYSCTL = "/usr/sbin/sysctl"
 ORIGINS = os.path.join(HERE, "data", "transparent_origins.py")
+ORIGINS6 = os.path.join(HERE, "data", "transparent_origins6.py")
 ALERT_ACCESS_DENIED = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31])
 
 # A raw client run inside the sandbox: connect, send, read what comes back.
@@ -120,11 +127,21 @@ def pick_octet(prefix, taken):
     raise RuntimeError("no free %s.x subnet" % prefix)
 
 
+def pick_v6_subnet(taken, avoid=()):
+    """A /64 under 2001:2::/48 (the benchmarking prefix) not in use here."""
+    for _ in range(200):
+        pfx = "2001:2:0:%x::" % random.randint(1, 0xfffe)
+        if pfx not in taken and pfx not in avoid:
+            return pfx
+    raise RuntimeError("no free 2001:2:0:x::/64")
+
+
 class Topology:
     """The namespaces, veths, nftables table and resolv.conf; teardown() undoes all."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, v6=False):
         self.tmp = tmp
+        self.v6 = v6
         self.sfx = "%04x" % random.getrandbits(16)
         self.sb = "sgt-sb-" + self.sfx
         self.net = "sgt-net-" + self.sfx
@@ -139,6 +156,14 @@ class Topology:
         self.sb_ip = "198.18.%d.2" % a
         self.host_net_ip = "198.19.%d.1" % b
         self.net_ip = ["198.19.%d.%d" % (b, i) for i in range(0, 8)]
+        if v6:
+            taken6 = run([IP, "-6", "-o", "addr"]).stdout.decode() + \
+                run([IP, "-6", "route"]).stdout.decode()
+            c = pick_v6_subnet(taken6)
+            d = pick_v6_subnet(taken6, (c,))
+            self.gw_ip6, self.sb_ip6 = c + "1", c + "2"
+            self.host_net_ip6 = d + "1"
+            self.net_ip6 = [d + "%d" % i for i in range(0, 8)]
         self.netns_etc = "/etc/netns/" + self.sb
         self.made_etc_netns = False
         self.done = []        # undo actions, run in reverse
@@ -155,15 +180,20 @@ class Topology:
         self.done.append(lambda: run([ip, "netns", "del", self.net], check=False))
         for ns in (self.sb, self.net):
             self.sh(ip, "-n", ns, "link", "set", "lo", "up")
-            run([ip, "netns", "exec", ns, SYSCTL, "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+            if self.v6:
+                # links moved in get these: no duplicate address detection
+                run([ip, "netns", "exec", ns, SYSCTL, "-qw",
+                    "net.ipv6.conf.default.accept_dad=0",
+                    "net.ipv6.conf.all.accept_dad=0"])
+            else:
+                run([ip, "netns", "exec", ns, SYSCTL, "-qw",
+                    "net.ipv6.conf.all.disable_ipv6=1"], check=False)
         # the sandbox link
         self.sh(ip, "link", "add", self.veth_sb, "type", "veth", "peer",
             "name", self.veth_sb + "p")
         self.done.append(lambda: run([ip, "link", "del", self.veth_sb],
             check=False))
-        run([SYSCTL, "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.veth_sb],
-            check=False)
+        self.v6_off_or_nodad(self.veth_sb)
         self.sh(ip, "link", "set", self.veth_sb + "p", "netns", self.sb)
         self.sh(ip, "addr", "add", self.gw_ip + "/30", "dev", self.veth_sb)
         self.sh(ip, "link", "set", self.veth_sb, "up")
@@ -171,13 +201,19 @@ class Topology:
             self.veth_sb + "p")
         self.sh(ip, "-n", self.sb, "link", "set", self.veth_sb + "p", "up")
         self.sh(ip, "-n", self.sb, "route", "add", "default", "via", self.gw_ip)
+        if self.v6:
+            self.sh(ip, "addr", "add", self.gw_ip6 + "/64", "dev",
+                self.veth_sb, "nodad")
+            self.sh(ip, "-n", self.sb, "addr", "add", self.sb_ip6 + "/64",
+                "dev", self.veth_sb + "p", "nodad")
+            self.sh(ip, "-n", self.sb, "-6", "route", "add", "default", "via",
+                self.gw_ip6)
         # the fake internet link
         self.sh(ip, "link", "add", self.veth_net, "type", "veth", "peer",
             "name", self.veth_net + "p")
         self.done.append(lambda: run([ip, "link", "del", self.veth_net],
             check=False))
-        run([SYSCTL, "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % self.veth_net],
-            check=False)
+        self.v6_off_or_nodad(self.veth_net)
         self.sh(ip, "link", "set", self.veth_net + "p", "netns", self.net)
         self.sh(ip, "addr", "add", self.host_net_ip + "/29", "dev", self.veth_net)
         self.sh(ip, "link", "set", self.veth_net, "up")
@@ -185,6 +221,13 @@ class Topology:
             self.sh(ip, "-n", self.net, "addr", "add", self.net_ip[i] + "/29",
                 "dev", self.veth_net + "p")
         self.sh(ip, "-n", self.net, "link", "set", self.veth_net + "p", "up")
+        if self.v6:
+            self.sh(ip, "addr", "add", self.host_net_ip6 + "/64", "dev",
+                self.veth_net, "nodad")
+            for i in (2, 3, 4, 5):
+                self.sh(ip, "-n", self.net, "addr", "add",
+                    self.net_ip6[i] + "/64", "dev", self.veth_net + "p",
+                    "nodad")
         # Forwarding on for these two links only (net.ipv4.ip_forward
         # untouched): the nftables forward chain alone must stop leaks.
         for v in (self.veth_sb, self.veth_net):
@@ -205,6 +248,30 @@ class Topology:
             if r.returncode == 0:
                 break
             time.sleep(0.05)
+        if self.v6:
+            self.wait_v6()
+
+    def v6_off_or_nodad(self, dev):
+        """The host side of a veth: no IPv6 at all, or IPv6 without DAD."""
+        if self.v6:
+            run([SYSCTL, "-qw", "net.ipv6.conf.%s.accept_dad=0" % dev])
+        else:
+            run([SYSCTL, "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev],
+                check=False)
+
+    def wait_v6(self):
+        """Until no address is tentative and the sandbox has a route out."""
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            out = run([IP, "-6", "addr"]).stdout.decode()
+            for ns in (self.sb, self.net):
+                out += run([IP, "-n", ns, "-6", "addr"]).stdout.decode()
+            r = run([IP, "netns", "exec", self.sb, IP, "-6", "route", "get",
+                self.net_ip6[2]], check=False)
+            if "tentative" not in out and r.returncode == 0:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("IPv6 addresses not ready")
 
     def _rm_etc(self):
         shutil.rmtree(self.netns_etc, ignore_errors=True)
@@ -216,6 +283,11 @@ class Topology:
 
     def load_nft(self, tport, dport):
         v = self.veth_sb
+        # IPv6: whatever address the redirect picked on the link, and
+        # neighbour discovery, which the drop below would otherwise eat
+        v6 = ("""iifname "%(v)s" meta nfproto ipv6 tcp dport %(tp)d accept
+        iifname "%(v)s" icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept
+""" % {"v": v, "tp": tport}) if self.v6 else ""
         rules = """
 table inet %(t)s {
     chain prerouting {
@@ -228,6 +300,7 @@ table inet %(t)s {
         type filter hook input priority filter; policy accept;
         iifname "%(v)s" ip daddr %(gw)s tcp dport { %(tp)d, %(d)d } accept
         iifname "%(v)s" ip daddr %(gw)s udp dport %(d)d accept
+        %(v6)s
         iifname "%(v)s" counter drop
     }
     chain forward {
@@ -236,7 +309,8 @@ table inet %(t)s {
         oifname "%(v)s" drop
     }
 }
-""" % {"t": self.table, "v": v, "d": dport, "tp": tport, "gw": self.gw_ip}
+""" % {"t": self.table, "v": v, "d": dport, "tp": tport, "gw": self.gw_ip,
+       "v6": v6}
         with open(os.path.join(self.tmp, "nft.rules"), "w") as f:
             f.write(rules)
         run([NFT, "-f", "-"], input=rules.encode())
@@ -269,10 +343,11 @@ _topo = []
 
 def _teardown_all():
     # after an interrupt unittest has not run the class cleanups
-    try:
-        TransparentTest.doClassCleanups()
-    except Exception as e:
-        print("cleanup: %r" % e, file=sys.stderr)
+    for cls in (TransparentTest, TransparentV6Test):
+        try:
+            cls.doClassCleanups()
+        except Exception as e:
+            print("cleanup: %r" % e, file=sys.stderr)
     for t in _topo:
         t.teardown()
 
@@ -682,6 +757,199 @@ class TransparentTest(unittest.TestCase):
         run(self.nsx + [PY, "-c", RAW_UDP, self.topo.gw_ip, "9999"])
         time.sleep(0.1)
         self.assertGreaterEqual(self.topo.counter("input") - dropped, 5)
+
+
+def v6_port_free(port):
+    """port is free for TCP on [::] (the IPv6 transparent listener)."""
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    try:
+        s.bind(("::", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class TransparentV6Test(unittest.TestCase):
+    """
+    The same redirection over IPv6 (SO_ORIGINAL_DST for IPv6): curl -6 in
+    the sandbox, no proxy settings, nftables (table inet) redirecting its
+    IPv6 TCP to a transparent listener on [::].
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir(prefix="sgt-transparent6-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        os.chmod(d, 0o755)
+        topo = cls.topo = Topology(d, v6=True)
+        _topo.append(topo)
+        cls.addClassCleanup(topo.teardown)
+        topo.build()
+        cls.nsx = [IP, "netns", "exec", topo.sb]
+        n6 = topo.net_ip6
+        cls.main_ip, cls.evil_ip = n6[2], n6[3]
+
+        cls.testca, crt, key = H.make_ca_and_leaf(d, ["allowed6.test"])
+        spec = [
+            {"id": "http-main6", "kind": "http", "host": n6[2], "port": 80},
+            {"id": "https-main6", "kind": "https", "host": n6[2], "port": 443,
+             "cert": crt, "key": key},
+            {"id": "http-evil6", "kind": "http", "host": n6[3], "port": 80},
+            {"id": "https-evil6", "kind": "https", "host": n6[3], "port": 443,
+             "cert": crt, "key": key},
+        ]
+        spec_path = os.path.join(d, "origins6.json")
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        cls.status_path = os.path.join(d, "origins6.status")
+        cls.origins = T.Proc([IP, "netns", "exec", topo.net, PY, ORIGINS6,
+            spec_path, cls.status_path], os.path.join(d, "origins6.log"))
+        cls.addClassCleanup(cls.origins.stop)
+        deadline = time.time() + 15 * T.SLOW
+        while not os.path.exists(cls.status_path):
+            if not cls.origins.alive() or time.time() > deadline:
+                raise RuntimeError("origins did not start:\n" +
+                    cls.origins.log_tail())
+            time.sleep(0.05)
+
+        # AAAA only: nothing can fall back to IPv4
+        recs = [("allowed6.test", n6[2]), ("forbidden6.test", n6[3])]
+        cls.dns = H.TtlDnsmasq(d, recs, local_ttl=300)
+        cls.addClassCleanup(cls.dns.stop)
+
+        for _ in range(50):
+            cls.tport = T.free_port()
+            if v6_port_free(cls.tport) and not T.port_in_use(cls.tport,
+                    topo.gw_ip):
+                break
+        else:
+            raise RuntimeError("no free port on [::]")
+        cls.dport = TransparentTest.free_gw_port.__func__(cls, udp=True,
+            avoid=cls.tport)
+        topo.load_nft(cls.tport, cls.dport)
+
+        cls.pol = "transp6"
+        policy = {
+            "sandboxes": [{"id": "sbx6", "policy": cls.pol,
+                           "source": [topo.sb_ip + "/32",
+                                      topo.sb_ip6 + "/128"]}],
+            "policies": [{
+                "name": cls.pol,
+                "allow": [
+                    {"host": "allowed6.test", "ports": [80, 443]},      # 0
+                ],
+                "allow_private": ["2001:2::/48", "198.19.0.0/16"],
+            }],
+        }
+        cls.gw = T.Gateway(d, cls.dns, {"transp6.yaml": policy}, extra={
+            "listen": {"transparent": "[::]:%d" % cls.tport,
+                       "dns": "%s:%d" % (topo.gw_ip, cls.dport)},
+            "upstream": {"ca_bundle": cls.testca},
+        })
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        if not T.wait_tcp(topo.gw_ip6, cls.tport, 5 * T.SLOW, cls.gw.proc):
+            raise RuntimeError("transparent listener not up on [::]:\n" +
+                cls.gw.log_tail())
+
+    status = TransparentTest.status
+    conns = TransparentTest.conns
+    wait_conns = TransparentTest.wait_conns
+    settled_conns = TransparentTest.settled_conns
+    sb_dig = TransparentTest.sb_dig
+    audit = TransparentTest.audit
+    assert_row = TransparentTest.assert_row
+
+    def sb_curl(self, url, args=()):
+        return H.curl(url, prefix=self.nsx, args=["-6"] + list(args),
+            tmp=self.td.path, timeout=15)
+
+    def url_ip(self, scheme, ip, path):
+        return "%s://[%s]%s" % (scheme, ip, path)
+
+    def test_dns_aaaa(self):
+        r = self.sb_dig("allowed6.test", "AAAA")
+        self.assertEqual(r.status, "NOERROR", r)
+        self.assertEqual(r.addrs("AAAA"), [self.main_ip], r)
+        self.audit(kind="dns", host="allowed6.test", method="AAAA",
+            decision="allow", ip=self.main_ip, sandbox="sbx6")
+
+    def test_http_allowed_v6(self):
+        before = self.conns("http-main6")
+        r = self.sb_curl("http://allowed6.test/plain-v6")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.status, 200, r)
+        doc = r.json()
+        self.assertEqual(doc["origin"], "http-main6", r)
+        self.assertEqual(doc["host"], "allowed6.test", r)
+        self.assertEqual(doc["path"], "/plain-v6", r)
+        self.assertGreater(self.wait_conns("http-main6", before + 1), before)
+        row = self.audit(kind="transparent", host="allowed6.test",
+            path="/plain-v6")
+        self.assert_row(row, sandbox="sbx6", decision="allow", port=80,
+            ip=self.main_ip, status=200, rule=self.pol + ":allow[0]")
+        # identified by its IPv6 source address
+        self.assertTrue(row["client"].startswith("[%s]:" % self.topo.sb_ip6),
+            row)
+
+    def test_https_passthrough_v6(self):
+        r = self.sb_curl("https://allowed6.test/tls-v6",
+            ["--cacert", self.testca])
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["origin"], "https-main6", r)
+        row = self.audit(kind="transparent", host="allowed6.test", port=443,
+            decision="allow")
+        self.assert_row(row, sandbox="sbx6", ip=self.main_ip,
+            rule=self.pol + ":allow[0]")
+
+    def test_bare_ipv6_refused(self):
+        ev, evs = self.conns("http-evil6"), self.conns("https-evil6")
+        r = self.sb_curl(self.url_ip("http", self.evil_ip, "/bare6"))
+        self.assertTrue(r.status == 403 or r.rc in (52, 56), r)
+        row = self.audit(kind="transparent", host=self.evil_ip, port=80)
+        self.assert_row(row, sandbox="sbx6", decision="deny")
+        r = self.sb_curl(self.url_ip("https", self.evil_ip, "/bare6-tls"),
+            ["-k"])
+        self.assertNotEqual(r.rc, 0, r)
+        row = self.audit(kind="transparent", host=self.evil_ip, port=443)
+        self.assert_row(row, sandbox="sbx6", decision="deny")
+        # resolved or not, a bare address is no name for HTTP
+        self.sb_dig("allowed6.test", "AAAA")
+        hm = self.conns("http-main6")
+        r = self.sb_curl(self.url_ip("http", self.main_ip, "/bare6-main"))
+        self.assertTrue(r.status == 403 or r.rc in (52, 56), r)
+        self.audit(kind="transparent", host=self.main_ip, port=80,
+            decision="deny")
+        self.assertEqual(self.settled_conns("http-evil6"), ev)
+        self.assertEqual(self.conns("https-evil6"), evs)
+        self.assertEqual(self.conns("http-main6"), hm)
+
+    def test_allowed_name_to_forbidden_ipv6(self):
+        ev, evs = self.conns("http-evil6"), self.conns("https-evil6")
+        r = self.sb_curl("https://allowed6.test/sni-attack6",
+            ["--cacert", self.testca,
+             "--resolve", "allowed6.test:443:[%s]" % self.evil_ip])
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertEqual(r.status, 0, r)
+        row = self.audit(kind="transparent", host="allowed6.test", port=443,
+            decision="deny")
+        self.assert_row(row, sandbox="sbx6", ip=self.evil_ip,
+            reason="destination-ip-prohibited")
+        r = self.sb_curl("http://allowed6.test/host-attack6",
+            ["--resolve", "allowed6.test:80:[%s]" % self.evil_ip])
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"),
+            "destination-ip-prohibited", r)
+        row = self.audit(kind="transparent", host="allowed6.test", port=80,
+            decision="deny")
+        self.assert_row(row, reason="destination-ip-prohibited", status=403)
+        self.assertEqual(self.settled_conns("https-evil6"), evs)
+        self.assertEqual(self.conns("http-evil6"), ev)
 
 
 def main():

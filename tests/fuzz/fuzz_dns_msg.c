@@ -1,7 +1,9 @@
 /*
  * libFuzzer target for the DNS message parser and writer: memory safety,
  * the parsed names' invariants, and replies to whatever was parsed that
- * always parse back, echo the question and respect the size limit.
+ * always parse back, echo the question and respect the size limit; the
+ * input read as an upstream answer (CNAME chain: bounded, loop-free), and
+ * that chain written into a reply and read back unchanged.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 static struct dns_msg	q, back;
+static struct dns_answer ans, ans_back;
+static int		ans_ok;		/* ans holds a chain for q's qtype */
 static uint8_t		out[DNS_MSG_MAX];
 
 static void
@@ -34,6 +38,58 @@ check_name(const struct dns_name *n)
 	}
 }
 
+/* The input as an upstream answer to qtype. */
+static int
+check_answer(const uint8_t *data, size_t size, uint16_t qtype,
+    struct dns_answer *a)
+{
+	const struct dns_chain_link *l;
+	size_t i, j;
+	int rc;
+
+	rc = dns_answer_parse(data, size, qtype, a);
+	if (rc != DNS_ANSWER_OK && rc != DNS_ANSWER_BAD &&
+	    rc != DNS_ANSWER_LOOP)
+		abort();
+	if (rc != DNS_ANSWER_OK)
+		return 0;
+	if (a->chain.n > DNS_CHAIN_MAX || a->n > DNS_ANSWER_MAX)
+		abort();
+	for (i = 0; i < a->chain.n; i++) {
+		l = &a->chain.link[i];
+		if (l->wire_len < 1 || l->wire_len > DNS_WIRE_NAME_MAX ||
+		    l->wire[l->wire_len - 1] != 0 || (l->ttl & 0x80000000U))
+			abort();
+		for (j = 0; j < i; j++)
+			if (dns_name_equal(l->wire, l->wire_len,
+			    a->chain.link[j].wire, a->chain.link[j].wire_len))
+				abort();
+	}
+	for (i = 0; i < a->n; i++)
+		if (a->addrs[i].family != (qtype == DNS_TYPE_A ? AF_INET :
+		    AF_INET6) || (a->ttls[i] & 0x80000000U))
+			abort();
+	return 1;
+}
+
+/* Our reply with the chain read back as an answer: the same chain. */
+static void
+check_chain_back(size_t len, const struct dns_chain *chain, size_t naddr)
+{
+	size_t i;
+
+	if (dns_answer_parse(out, len, q.qtype, &ans_back) != DNS_ANSWER_OK ||
+	    ans_back.chain.n != chain->n || ans_back.n != naddr)
+		abort();
+	for (i = 0; i < chain->n; i++)
+		if (ans_back.chain.link[i].wire_len !=
+		    chain->link[i].wire_len ||
+		    memcmp(ans_back.chain.link[i].wire, chain->link[i].wire,
+		    chain->link[i].wire_len) != 0 ||
+		    ans_back.chain.link[i].ttl != 300)
+			abort();
+}
+
 /* A reply to q under one set of choices; it must be well-formed. */
 static void
 check_reply(int rcode, int with_addrs, int ede, size_t limit)
@@ -42,15 +98,19 @@ check_reply(int rcode, int with_addrs, int ede, size_t limit)
 	struct netaddr addrs[40];
 	struct dns_reply r;
 	ssize_t len;
-	size_t i;
+	size_t i, naddr = 0;
 
 	memset(addrs, 0, sizeof(addrs));
 	for (i = 0; i < 40; i++) {
 		addrs[i].family = i % 3 == 2 ? AF_INET6 : AF_INET;
 		addrs[i].a[0] = (uint8_t)(i + 1);
+		if (with_addrs && q.has_question && addrs[i].family ==
+		    (q.qtype == DNS_TYPE_A ? AF_INET : AF_INET6))
+			naddr++;
 	}
 	memset(&r, 0, sizeof(r));
 	r.rcode = rcode;
+	r.chain = ans_ok && with_addrs ? &ans.chain : NULL;
 	r.addrs = with_addrs ? addrs : NULL;
 	r.n = with_addrs ? 40 : 0;
 	r.ttl = 300;
@@ -79,6 +139,8 @@ check_reply(int rcode, int with_addrs, int ede, size_t limit)
 		abort();
 	if ((back.hdr.flags & DNS_F_TC) && back.hdr.ancount != 0)
 		abort();
+	if (r.chain != NULL && !(back.hdr.flags & DNS_F_TC))
+		check_chain_back((size_t)len, r.chain, naddr);
 	if (back.has_edns && (back.edns_ext_rcode != rcode >> 4 ||
 	    back.has_ede != ede || back.edns_do != q.edns_do))
 		abort();
@@ -114,6 +176,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (off != size || q.ede_text_len > DNS_EDE_TEXT_MAX)
 			abort();
 	}
+	/* Both types on scratch, then q's own into ans for the replies. */
+	(void)check_answer(data, size, DNS_TYPE_A, &ans_back);
+	(void)check_answer(data, size, DNS_TYPE_AAAA, &ans_back);
+	ans_ok = rc == DNS_MSG_OK && q.has_question &&
+	    (q.qtype == DNS_TYPE_A || q.qtype == DNS_TYPE_AAAA) &&
+	    check_answer(data, size, q.qtype, &ans);
 	if (rc != DNS_MSG_SHORT) {
 		check_reply(DNS_RCODE_NOERROR, 1, 0, dns_udp_limit(&q));
 		check_reply(DNS_RCODE_NOERROR, 1, 0, DNS_MSG_MAX);
