@@ -34,6 +34,7 @@
 #define SB_LOG_MAX	(64ull << 20)	/* output.log stops growing here */
 #define SB_STOP_GRACE	10	/* seconds between TERM and KILL */
 #define SB_EOF_GRACE	10	/* seconds we wait for output EOF after exit */
+#define SB_RUNSC_PIDS	512	/* pids headroom for gVisor's own threads */
 #define SB_START_WAIT	60	/* seconds for the runtime to report running */
 /* until the ingress listener learns TLS, its URLs are http */
 #define SANDBOX_INGRESS_TLS(cfg)	0
@@ -167,8 +168,9 @@ reap(const char *id, const char *dir, json_t *owner, struct sandbox_state *st)
 	sandbox_cgroup_remove(id);
 	if (admin != NULL)
 		(void)sandbox_admin_unregister(admin, id);
-	sandbox_nft_del(&net);
+	/* the link first: a veth without its rules must never be up */
 	sandbox_net_destroy(&net);
+	sandbox_nft_del(&net);
 	if (dir != NULL)
 		rm_tree(dir);
 	if (st != NULL)
@@ -330,10 +332,11 @@ teardown(struct life *l)
 
 	if (l->registered)
 		(void)sandbox_admin_unregister(l->cfg->admin_socket, l->net.id);
-	if (l->nft_made)
-		sandbox_nft_del(&l->net);
+	/* the link first: a veth without its rules must never be up */
 	if (l->net_made)
 		sandbox_net_destroy(&l->net);
+	if (l->nft_made)
+		sandbox_nft_del(&l->net);
 	if (l->dir_made) {
 		(void)sandbox_runtime_delete(l->rt, l->state_root, l->net.id);
 		sandbox_cgroup_remove(l->net.id);
@@ -397,14 +400,19 @@ up_claim(struct life *l, const char *token, uint16_t tport, uint16_t dport)
 		sandbox_err("sandbox: %s already exists", l->net.netns);
 		goto out;
 	}
-	if (sandbox_net_alloc(&l->cfg->sandbox_subnet, &l->net, &err) == -1 ||
-	    (l->net_made = 1, sandbox_net_create(&l->net, &err)) == -1) {
+	if (sandbox_net_alloc(&l->cfg->sandbox_subnet, &l->net, &err) == -1) {
 		sandbox_err("sandbox: network: %s", err);
 		goto out;
 	}
+	/* rules first (they match the veth by name): the link is never bare */
 	l->nft_made = 1;	/* a failed add may leave a part */
 	if (sandbox_nft_add(&l->net, tport, dport, &err) == -1) {
 		sandbox_err("sandbox: nftables: %s", err);
+		goto out;
+	}
+	l->net_made = 1;
+	if (sandbox_net_create(&l->net, &err) == -1) {
+		sandbox_err("sandbox: network: %s", err);
 		goto out;
 	}
 	rc = 0;
@@ -478,7 +486,12 @@ up_bundle(struct life *l)
 	sp.argc = o->n_cmd;
 	sp.memory = o->memory;
 	sp.cpu_millis = o->cpu_millis;
-	sp.pids = o->pids;
+	/*
+	 * Under runsc the cgroup's pids limit also counts gVisor's own host
+	 * threads (sentry, gofer: about 40 idle, more when busy), not only the
+	 * sandbox's processes: give it headroom or a busy sandbox dies.
+	 */
+	sp.pids = o->pids + (l->rt == SANDBOX_RUNSC ? SB_RUNSC_PIDS : 0);
 	sp.uid_base = SB_UID_BASE;
 	sp.id_count = SB_ID_COUNT;
 	if ((j = sandbox_oci_config(&sp, &err)) == NULL) {

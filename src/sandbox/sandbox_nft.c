@@ -68,12 +68,13 @@ sandbox_nft_rules(const struct sandbox_net *n, uint16_t tport, uint16_t dport,
 	    "add rule inet sandgate in_%s meta nfproto ipv6 drop\n"
 	    "add rule inet sandgate in_%s ip daddr %s tcp dport { %u, %u } accept\n"
 	    "add rule inet sandgate in_%s ip daddr %s udp dport %u accept\n"
+	    "add rule inet sandgate in_%s ct direction reply accept\n"
 	    "add rule inet sandgate in_%s drop\n"
 	    "add element inet sandgate pre_map { \"%s\" : jump pre_%s }\n"
 	    "add element inet sandgate in_map { \"%s\" : jump in_%s }\n"
 	    "add element inet sandgate sandboxes { \"%s\" }\n",
 	    v, v, v, dport, v, dport, v, tport,
-	    v, v, v, host, tport, dport, v, host, dport, v,
+	    v, v, v, host, tport, dport, v, host, dport, v, v,
 	    v, v, v, v, v);
 	if (r < 0 || (size_t)r >= len)
 		return -1;

@@ -5,6 +5,7 @@ upstream, a "fake internet" namespace on a 198.19.X.0/24 with an HTTP origin,
 and the inventory of everything a sandbox could leave behind.
 """
 
+import fcntl
 import json
 import os
 import socket
@@ -71,6 +72,21 @@ def veth_name(sid):
     for c in sid.encode():
         h = ((h ^ c) * 16777619) & 0xffffffff
     return "sg%08x" % h
+
+
+class launcher_lock:
+    """Hold the launchers' lock: no launcher (of any test running beside
+    this one) reconciles while a test looks at what a killed one left."""
+
+    def __enter__(self):
+        os.makedirs("/run/sandgate", exist_ok=True)
+        self.f = open("/run/sandgate/sandbox.lock", "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
 
 
 def leftovers(sid):

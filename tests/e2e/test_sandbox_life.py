@@ -21,7 +21,8 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
-from sbtest import BODY, SandboxWorld, leftovers, skip_unless_root  # noqa: E402
+from sbtest import (BODY, SandboxWorld, launcher_lock, leftovers,  # noqa: E402
+    skip_unless_root)
 
 
 class SandboxLifeTest(SandboxWorld):
@@ -124,11 +125,13 @@ class SandboxLifeTest(SandboxWorld):
             self.create(rt, sid)
             with open("/run/sandgate/bundles/%s/owner.json" % sid) as f:
                 pid = json.load(f)["pid"]
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.time() + 10
-            while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
-                time.sleep(0.05)
-            self.assertNotEqual(leftovers(sid), [])
+            with launcher_lock():
+                os.kill(pid, signal.SIGKILL)
+                deadline = time.time() + 10
+                while os.path.exists("/proc/%d" % pid) and \
+                        time.time() < deadline:
+                    time.sleep(0.05)
+                self.assertNotEqual(leftovers(sid), [])
             # any launcher start reconciles; ls is one
             self.assertNotIn(sid, self.ls())
             self.check_clean(sid)

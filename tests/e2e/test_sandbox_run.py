@@ -20,7 +20,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from sbtest import (BODY, INET_HOST, INET_ORIGIN, RUNTIMES,  # noqa: E402
-    SandboxWorld, admin_get, leftovers, sh, skip_unless_root)
+    SandboxWorld, admin_get, launcher_lock, leftovers, sh, skip_unless_root)
 
 
 class SandboxRunTest(SandboxWorld):
@@ -115,14 +115,15 @@ class SandboxRunTest(SandboxWorld):
                         break
                     time.sleep(0.2)
                 time.sleep(2)
-                p.kill()
-                p.wait(30)
+                with launcher_lock():
+                    p.kill()
+                    p.wait(30)
+                    # a launcher killed outright leaves its sandbox behind ...
+                    self.assertNotEqual(leftovers(sid), [])
             finally:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-            # a launcher killed outright leaves its sandbox behind ...
-            self.assertNotEqual(leftovers(sid), [])
             # ... until the next launcher starts
             r = self.run_sandbox(rt, "t-after-" + rt, ["true"])
             self.assertEqual(r.returncode, 0, r.stderr)

@@ -351,6 +351,7 @@ test_nft(void)
 		"add rule inet sandgate pre_sg0000abcd meta l4proto tcp redirect to :3129\n",
 		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 tcp dport { 3129, 5353 } accept\n",
 		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 udp dport 5353 accept\n",
+		"add rule inet sandgate in_sg0000abcd ct direction reply accept\n",
 		"add rule inet sandgate in_sg0000abcd drop\n",
 		"add element inet sandgate pre_map { \"sg0000abcd\" : jump pre_sg0000abcd }\n",
 		"add element inet sandgate in_map { \"sg0000abcd\" : jump in_sg0000abcd }\n",
@@ -373,6 +374,9 @@ test_nft(void)
 	/* IPv6 is dropped before anything is redirected or accepted */
 	CHECK(strstr(buf, "pre_sg0000abcd meta nfproto ipv6 drop") <
 	    strstr(buf, "redirect"));
+	/* only replies to what the host opened (ingress) come back in */
+	CHECK(strstr(buf, "in_sg0000abcd meta nfproto ipv6 drop") <
+	    strstr(buf, "ct direction reply"));
 	CHECK(sandbox_nft_rules(&n, 0, 5353, buf, sizeof(buf)) == -1);
 	CHECK(sandbox_nft_rules(&n, 3129, 0, buf, sizeof(buf)) == -1);
 	CHECK(sandbox_nft_rules(&n, 3129, 5353, buf, 64) == -1);
