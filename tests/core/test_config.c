@@ -14,24 +14,10 @@
 
 #include "check.h"
 #include "core/config.h"
+#include "helper_core.h"
 
 static char data_dir[PATH_MAX];
 static char tmp_dir[] = "/tmp/sg-test-config-XXXXXX";
-
-static void
-setup_dirs(void)
-{
-	const char *env = getenv("SANDGATE_TEST_DATA");
-
-	if (env != NULL)
-		snprintf(data_dir, sizeof(data_dir), "%s/core/data", env);
-	else
-		snprintf(data_dir, sizeof(data_dir), "data");
-	if (mkdtemp(tmp_dir) == NULL) {
-		perror("mkdtemp");
-		exit(1);
-	}
-}
 
 /* dir/name into a static buffer (two of them, so two can be used at once). */
 static const char *
@@ -43,21 +29,6 @@ join(const char *dir, const char *name)
 	i = !i;
 	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
 	return buf[i];
-}
-
-static const char *
-write_tmp(const char *name, const char *text)
-{
-	const char *path = join(tmp_dir, name);
-	FILE *f;
-
-	if ((f = fopen(path, "w")) == NULL) {
-		perror(path);
-		exit(1);
-	}
-	fputs(text, f);
-	fclose(f);
-	return path;
 }
 
 static int
@@ -242,7 +213,8 @@ test_state_dir(void)
 	diag_free(&d);
 
 	diag_init(&d);
-	cfg = config_load(write_tmp("state.yaml", "state_dir: /x\n"), &d);
+	cfg = config_load(coretest_tmpfile("state.yaml", "state_dir: /x\n"),
+	    &d);
 	CHECK(cfg != NULL);
 	if (cfg != NULL) {
 		CHECK_STR(cfg->admin_socket, "/x/admin.sock");
@@ -421,17 +393,12 @@ test_errors(void)
 	for (i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
 		tc = &err_cases[i];
 		diag_init(&d);
-		path = write_tmp("case.yaml", tc->yaml);
+		path = coretest_tmpfile("case.yaml", tc->yaml);
 		cfg = config_load(path, &d);
 		CHECK_MSG(cfg == NULL, "%s: loaded", tc->name);
 		config_free(cfg);
-		CHECK_MSG(d.n == 1, "%s: %zu errors", tc->name, d.n);
-		CHECK_MSG(d.n > 0 && d.v[0].line == tc->line &&
-		    d.v[0].col == tc->col && strstr(d.v[0].msg, tc->msg) &&
-		    strcmp(d.v[0].file, path) == 0,
-		    "%s: got %d:%d: %s; want %d:%d: ...%s...", tc->name,
-		    d.n ? d.v[0].line : 0, d.n ? d.v[0].col : 0,
-		    d.n ? d.v[0].msg : "-", tc->line, tc->col, tc->msg);
+		coretest_check_first(&d, tc->name, path, 1, tc->line, tc->col,
+		    tc->msg);
 		diag_free(&d);
 	}
 
@@ -453,7 +420,8 @@ test_errors(void)
 
 		for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 			diag_init(&d);
-			cfg = config_load(write_tmp("ok.yaml", ok[i]), &d);
+			cfg = config_load(coretest_tmpfile("ok.yaml", ok[i]),
+			    &d);
 			CHECK_MSG(cfg != NULL, "ok case %zu", i);
 			diag_print(&d, stderr);
 			config_free(cfg);
@@ -466,10 +434,7 @@ test_errors(void)
 static void
 test_many_errors(void)
 {
-	static const struct {
-		int		 line, col;
-		const char	*msg;
-	} want[] = {
+	static const struct coretest_diag want[] = {
 		{ 4, 9, "bad port" },
 		{ 5, 11, "not an IP address" },
 		{ 6, 3, "unknown key \"gopher\"" },
@@ -482,20 +447,12 @@ test_many_errors(void)
 	struct config *cfg;
 	struct diag d;
 	char file[2 * PATH_MAX];
-	size_t i;
 
 	snprintf(file, sizeof(file), "%s", join(data_dir, "cfg_errors.yaml"));
 	diag_init(&d);
 	cfg = config_load(file, &d);
 	CHECK(cfg == NULL);
-	CHECK_INT(d.n, sizeof(want) / sizeof(want[0]));
-	for (i = 0; i < d.n && i < sizeof(want) / sizeof(want[0]); i++) {
-		CHECK_STR(d.v[i].file, file);
-		CHECK_INT(d.v[i].line, want[i].line);
-		CHECK_INT(d.v[i].col, want[i].col);
-		CHECK_MSG(strstr(d.v[i].msg, want[i].msg) != NULL, "%s",
-		    d.v[i].msg);
-	}
+	coretest_check_diags(&d, file, want, sizeof(want) / sizeof(want[0]));
 	diag_free(&d);
 }
 
@@ -629,7 +586,7 @@ test_find(void)
 		CHECK(config_find(NULL) == NULL);
 	else
 		CHECK_STR(config_find(NULL), want);
-	write_tmp("sandgate.yaml", "workers: 1\n");
+	coretest_tmpfile("sandgate.yaml", "workers: 1\n");
 	CHECK_STR(config_find(NULL), "./sandgate.yaml");
 	unlink("sandgate.yaml");
 	CHECK(chdir(cwd) == 0);
@@ -638,9 +595,7 @@ test_find(void)
 int
 main(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	setup_dirs();
+	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
 	test_defaults();
 	test_full();
 	test_state_dir();
@@ -650,8 +605,5 @@ main(void)
 	test_durations();
 	test_hostport();
 	test_find();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp_dir);
 	return check_summary();
 }

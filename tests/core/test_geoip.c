@@ -22,14 +22,10 @@
 #include "core/geoip.h"
 #include "core/policy_int.h"
 #include "core/reason.h"
+#include "helper_core.h"
 
 static char data_dir[1024];
 static char tmp_dir[] = "/tmp/sg-geoip-XXXXXX";
-
-static const char *const tmp_files[] = {
-	"country.mmdb", "city.mmdb", "asn.mmdb", "bogus.mmdb", "random.mmdb",
-	"empty.mmdb", "truncated.mmdb", "badtree.mmdb", NULL
-};
 
 static const char *
 tmp_path(const char *name)
@@ -136,16 +132,6 @@ make_bad_files(void)
 	rc |= write_file(tmp_path("badtree.mmdb"), db, len);
 	free(db);
 	return rc;
-}
-
-static void
-remove_tmp(void)
-{
-	int i;
-
-	for (i = 0; tmp_files[i] != NULL; i++)
-		unlink(tmp_path(tmp_files[i]));
-	rmdir(tmp_dir);
 }
 
 struct lookup_case {
@@ -504,26 +490,15 @@ out:
 int
 main(void)
 {
-	const char *env = getenv("SANDGATE_TEST_DATA");
 	int rc;
 
-	if (env != NULL)
-		snprintf(data_dir, sizeof(data_dir), "%s/core/data", env);
-	else
-		snprintf(data_dir, sizeof(data_dir), "data");
-	if (mkdtemp(tmp_dir) == NULL) {
-		perror("mkdtemp");
-		return 1;
-	}
-	if ((rc = make_databases()) != 0 || make_bad_files() != 0) {
-		remove_tmp();
+	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
+	if ((rc = make_databases()) != 0 || make_bad_files() != 0)
 		return rc == 77 ? 77 : 1;
-	}
 	test_lookups();
 	test_open_errors();
 	test_corrupt_tree();
 	test_threads();
 	test_policy_geo();
-	remove_tmp();
 	return check_summary();
 }

@@ -16,24 +16,10 @@
 #include "core/policy.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
+#include "helper_core.h"
 
 static char data_dir[PATH_MAX];
 static char tmp_dir[] = "/tmp/sg-test-policy-load-XXXXXX";
-
-static void
-setup_dirs(void)
-{
-	const char *env = getenv("SANDGATE_TEST_DATA");
-
-	if (env != NULL)
-		snprintf(data_dir, sizeof(data_dir), "%s/core/data", env);
-	else
-		snprintf(data_dir, sizeof(data_dir), "data");
-	if (mkdtemp(tmp_dir) == NULL) {
-		perror("mkdtemp");
-		exit(1);
-	}
-}
 
 static const char *
 data_path(const char *name)
@@ -41,23 +27,6 @@ data_path(const char *name)
 	static char buf[2 * PATH_MAX];
 
 	snprintf(buf, sizeof(buf), "%s/%s", data_dir, name);
-	return buf;
-}
-
-/* Write text to tmp_dir/name and return the path (static buffer). */
-static const char *
-write_tmp(const char *name, const char *text)
-{
-	static char buf[2 * PATH_MAX];
-	FILE *f;
-
-	snprintf(buf, sizeof(buf), "%s/%s", tmp_dir, name);
-	if ((f = fopen(buf, "w")) == NULL) {
-		perror(buf);
-		exit(1);
-	}
-	fputs(text, f);
-	fclose(f);
 	return buf;
 }
 
@@ -556,20 +525,13 @@ test_errors(void)
 	for (i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
 		tc = &err_cases[i];
 		diag_init(&d);
-		path = write_tmp("case.yaml", tc->yaml);
+		path = coretest_tmpfile("case.yaml", tc->yaml);
 		p = load_one(path, &d);
 		CHECK_MSG(p == NULL, "%s: loaded", tc->name);
 		if (p != NULL)
 			policy_unref(p);
-		CHECK_MSG((int)d.n == tc->nerr, "%s: %zu errors, want %d",
-		    tc->name, d.n, tc->nerr);
-		CHECK_MSG(d.n > 0 && d.v[0].line == tc->line &&
-		    d.v[0].col == tc->col && strstr(d.v[0].msg, tc->msg) &&
-		    strcmp(d.v[0].file, path) == 0,
-		    "%s: got %s:%d:%d: %s; want %d:%d: ...%s...", tc->name,
-		    d.n ? d.v[0].file : "-", d.n ? d.v[0].line : 0,
-		    d.n ? d.v[0].col : 0, d.n ? d.v[0].msg : "-",
-		    tc->line, tc->col, tc->msg);
+		coretest_check_first(&d, tc->name, path, tc->nerr, tc->line,
+		    tc->col, tc->msg);
 		diag_free(&d);
 	}
 }
@@ -578,10 +540,7 @@ test_errors(void)
 static void
 test_many_errors(void)
 {
-	static const struct {
-		int		 line, col;
-		const char	*msg;
-	} want[] = {
+	static const struct coretest_diag want[] = {
 		{ 4, 9, "not a sandbox id" },
 		{ 5, 13, "no policy is named \"nowhere\"" },
 		{ 9, 15, "is an IP address" },
@@ -591,21 +550,14 @@ test_many_errors(void)
 		{ 14, 5, "unknown key \"colour\"" },
 		{ 18, 12, "must not be empty" },
 	};
+	const char *file = data_path("load_errors.yaml");
 	struct policy *p;
 	struct diag d;
-	size_t i;
 
 	diag_init(&d);
-	p = load_one(data_path("load_errors.yaml"), &d);
+	p = load_one(file, &d);
 	CHECK(p == NULL);
-	CHECK_INT(d.n, sizeof(want) / sizeof(want[0]));
-	for (i = 0; i < d.n && i < sizeof(want) / sizeof(want[0]); i++) {
-		CHECK_INT(d.v[i].line, want[i].line);
-		CHECK_INT(d.v[i].col, want[i].col);
-		CHECK_MSG(strstr(d.v[i].msg, want[i].msg) != NULL, "%s",
-		    d.v[i].msg);
-		CHECK_STR(d.v[i].file, data_path("load_errors.yaml"));
-	}
+	coretest_check_diags(&d, file, want, sizeof(want) / sizeof(want[0]));
 	diag_free(&d);
 }
 
@@ -617,9 +569,9 @@ test_cross_file(void)
 	struct policy *p;
 	struct diag d;
 
-	snprintf(a, sizeof(a), "%s", write_tmp("a.yaml",
+	snprintf(a, sizeof(a), "%s", coretest_tmpfile("a.yaml",
 	    "policies:\n  - name: shared\n"));
-	snprintf(b, sizeof(b), "%s", write_tmp("b.yaml",
+	snprintf(b, sizeof(b), "%s", coretest_tmpfile("b.yaml",
 	    "# second\npolicies:\n  - name: shared\n"
 	    "sandboxes:\n  - id: s\n    policy: shared\n"));
 	paths[0] = a;
@@ -638,9 +590,9 @@ test_cross_file(void)
 	diag_free(&d);
 
 	/* A sandbox may use a policy defined in a later file. */
-	snprintf(a, sizeof(a), "%s", write_tmp("a.yaml",
+	snprintf(a, sizeof(a), "%s", coretest_tmpfile("a.yaml",
 	    "sandboxes:\n  - id: s\n    policy: later\n"));
-	snprintf(b, sizeof(b), "%s", write_tmp("b.yaml",
+	snprintf(b, sizeof(b), "%s", coretest_tmpfile("b.yaml",
 	    "policies:\n  - name: later\n"));
 	diag_init(&d);
 	p = policy_load_paths(paths, 2, &d);
@@ -675,7 +627,7 @@ test_edge_docs(void)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		diag_init(&d);
-		p = load_one(write_tmp("edge.yaml", cases[i].yaml), &d);
+		p = load_one(coretest_tmpfile("edge.yaml", cases[i].yaml), &d);
 		CHECK_MSG(p != NULL, "case %zu", i);
 		diag_print(&d, stderr);
 		if (p != NULL) {
@@ -686,7 +638,7 @@ test_edge_docs(void)
 	}
 	/* An explicit empty dns_types answers no query type. */
 	diag_init(&d);
-	p = load_one(write_tmp("edge.yaml", cases[6].yaml), &d);
+	p = load_one(coretest_tmpfile("edge.yaml", cases[6].yaml), &d);
 	if (p != NULL) {
 		CHECK_INT(p->defs[0].n_dns_types, 0);
 		policy_unref(p);
@@ -694,7 +646,7 @@ test_edge_docs(void)
 	diag_free(&d);
 	/* The scalar shorthand for one-item lists. */
 	diag_init(&d);
-	p = load_one(write_tmp("edge.yaml", cases[7].yaml), &d);
+	p = load_one(coretest_tmpfile("edge.yaml", cases[7].yaml), &d);
 	if (p != NULL) {
 		CHECK_INT(p->defs[0].allow[0].n_ports, 1);
 		CHECK_INT(p->defs[0].allow[0].ports[0], 8080);
@@ -726,7 +678,7 @@ test_limits(void)
 	buf[n++] = '\n';
 	buf[n] = '\0';
 	diag_init(&d);
-	p = load_one(write_tmp("deep.yaml", buf), &d);
+	p = load_one(coretest_tmpfile("deep.yaml", buf), &d);
 	CHECK(p == NULL);
 	CHECK(d.n == 1 && strstr(d.v[0].msg, "nesting too deep") != NULL);
 	diag_free(&d);
@@ -737,7 +689,7 @@ test_limits(void)
 	buf[n++] = '\n';
 	buf[n] = '\0';
 	diag_init(&d);
-	p = load_one(write_tmp("long.yaml", buf), &d);
+	p = load_one(coretest_tmpfile("long.yaml", buf), &d);
 	CHECK(p == NULL);
 	CHECK(d.n == 1 && d.v[0].line == 2 && d.v[0].col == 11 &&
 	    strstr(d.v[0].msg, "string too long") != NULL);
@@ -815,9 +767,7 @@ test_example(void)
 int
 main(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	setup_dirs();
+	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
 	test_good();
 	test_dir();
 	test_load_cfg();
@@ -828,8 +778,5 @@ main(void)
 	test_limits();
 	test_big();
 	test_example();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmp_dir);
 	return check_summary();
 }

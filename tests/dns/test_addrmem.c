@@ -3,32 +3,15 @@
  * case-insensitively, TTL expiry, bounds and fair eviction, the cap on
  * names per address, hostile input, and several threads at once.
  */
-#include <arpa/inet.h>
-
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "dns/dns.h"
-
-static struct netaddr
-A(const char *s)
-{
-	struct netaddr a;
-
-	memset(&a, 0, sizeof(a));
-	if (inet_pton(AF_INET, s, a.a) == 1)
-		a.family = AF_INET;
-	else if (inet_pton(AF_INET6, s, a.a) == 1)
-		a.family = AF_INET6;
-	else
-		abort();
-	return a;
-}
+#include "helper_dns.h"
 
 /* Table: after the adds of test_basic, what each question answers. */
 struct ask {
@@ -70,15 +53,15 @@ test_basic(void)
 	CHECK(m != NULL);
 	if (m == NULL)
 		return;
-	v[0] = A("198.51.100.1");
-	v[1] = A("2001:db8::1");
+	v[0] = dnstest_addr("198.51.100.1");
+	v[1] = dnstest_addr("2001:db8::1");
 	addrmem_add(m, "sb1", "Api.Example.com.", v, 2, 60);
-	v[0] = A("198.51.100.2");
+	v[0] = dnstest_addr("198.51.100.2");
 	addrmem_add(m, "sb1", "cdn-a.example.com", v, 1, 60);
 	addrmem_add(m, "sb1", "cdn-b.example.com", v, 1, 60);
 	addrmem_add(m, "sb2", "other.example.org", v, 1, 60);
 	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
-		a = A(asks[i].addr);
+		a = dnstest_addr(asks[i].addr);
 		if (asks[i].name != NULL) {
 			rc = addrmem_has(m, asks[i].sandbox, asks[i].name, &a);
 			CHECK_MSG(rc == asks[i].want, "ask %zu: has %d", i, rc);
@@ -105,7 +88,7 @@ static void
 test_hostile(void)
 {
 	struct addrmem *m = addrmem_new(10);
-	struct netaddr v = A("198.51.100.7"), bad;
+	struct netaddr v = dnstest_addr("198.51.100.7"), bad;
 	char name[300], longid[64], longname[300];
 
 	memset(&bad, 0, sizeof(bad));
@@ -144,8 +127,9 @@ static void
 test_expiry(void)
 {
 	struct addrmem *m = addrmem_new(10);
-	struct netaddr s1 = A("198.51.100.1"), s2 = A("198.51.100.2");
-	struct netaddr s3 = A("198.51.100.3");
+	struct netaddr s1 = dnstest_addr("198.51.100.1");
+	struct netaddr s2 = dnstest_addr("198.51.100.2");
+	struct netaddr s3 = dnstest_addr("198.51.100.3");
 	char name[300];
 
 	addrmem_add(m, "sb", "short.test", &s1, 1, 1);
@@ -176,7 +160,7 @@ count_present(struct addrmem *m, const char *sb, const char *name, int from,
 
 	for (i = from; i < to; i++) {
 		snprintf(s, sizeof(s), "198.51.%d.%d", i / 256, i % 256);
-		a = A(s);
+		a = dnstest_addr(s);
 		n += addrmem_has(m, sb, name, &a);
 	}
 	return n;
@@ -192,7 +176,7 @@ add_range(struct addrmem *m, const char *sb, const char *name, int from,
 
 	for (i = from; i < to; i++) {
 		snprintf(s, sizeof(s), "198.51.%d.%d", i / 256, i % 256);
-		a = A(s);
+		a = dnstest_addr(s);
 		addrmem_add(m, sb, name, &a, 1, 60);
 	}
 }
@@ -202,7 +186,7 @@ static void
 test_bounds(void)
 {
 	struct addrmem *m = addrmem_new(8);
-	struct netaddr a = A("203.0.113.5"), many[40];
+	struct netaddr a = dnstest_addr("203.0.113.5"), many[40];
 	char name[64];
 	int i;
 
@@ -224,7 +208,7 @@ test_bounds(void)
 	m = addrmem_new(8);
 	for (i = 0; i < 40; i++) {
 		snprintf(name, sizeof(name), "198.51.0.%d", i);
-		many[i] = A(name);
+		many[i] = dnstest_addr(name);
 	}
 	addrmem_add(m, "sb", "big.test", many, 40, 60);
 	CHECK_INT(count_present(m, "sb", "big.test", 0, 32), 0);
@@ -266,7 +250,7 @@ worker_run(void *arg)
 	for (i = 0; i < 20000; i++) {
 		snprintf(s, sizeof(s), "198.51.%d.%d", (i / 256) % 256,
 		    i % 256);
-		a = A(s);
+		a = dnstest_addr(s);
 		addrmem_add(w->m, sb, "t.test", &a, 1, 60);
 		if (addrmem_lookup(w->m, sb, &a, name, sizeof(name)) == 0 &&
 		    strcmp(name, "t.test") == 0)

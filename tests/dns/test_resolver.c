@@ -4,20 +4,13 @@
  * answers dnsmasq cannot be made to give (SOA TTLs, SERVFAIL, silence, ...).
  */
 
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
 #include <errno.h>
 #include <event2/event.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,15 +23,12 @@
 #include "core/config.h"
 #include "dns/dns_msg.h"
 #include "dns/resolver.h"
+#include "helper_dns.h"
 
-#define DNSMASQ		"/usr/sbin/dnsmasq"
 #define MAX_EXPECT	4
 #define TCP_ADDRS	40
 
 static struct event_base *base;
-static pid_t	 dm_pid = -1;
-static char	 dm_dir[64];
-static char	 dm_log[128];
 static int	 dm_port;
 static int	 ndone;
 
@@ -212,7 +202,7 @@ stats(struct resolver *r, uint64_t *hits, uint64_t *misses, size_t *entries)
 	resolver_stats(r, hits, misses, entries);
 }
 
-/* ---- a little DNS message writer, for the probe and the fake server ---- */
+/* ---- a little DNS message writer, for the fake server ---- */
 
 struct msg {
 	uint8_t	b[512];
@@ -262,230 +252,34 @@ put_name(struct msg *m, const char *name)
 	put8(m, 0);
 }
 
-static void
-put_query(struct msg *m, uint16_t id, const char *name, uint16_t qtype)
-{
-	m->len = 0;
-	put16(m, id);
-	put16(m, 0x0100);	/* RD */
-	put16(m, 1);
-	put16(m, 0);
-	put16(m, 0);
-	put16(m, 0);
-	put_name(m, name);
-	put16(m, qtype);
-	put16(m, 1);
-}
-
 /* ---- dnsmasq ---- */
 
-static void
-dm_stop(void)
-{
-	if (dm_pid > 0) {
-		kill(dm_pid, SIGTERM);
-		waitpid(dm_pid, NULL, 0);
-		dm_pid = -1;
-	}
-	if (dm_log[0] != '\0')
-		unlink(dm_log);
-	if (dm_dir[0] != '\0')
-		rmdir(dm_dir);
-}
+static const char *const records[] = {
+	"--local=/test/",
+	"--local-ttl=5",
+	"--address=/a.test/198.18.0.10",
+	"--host-record=multi.test,198.18.0.11",
+	"--host-record=multi.test,198.18.0.12",
+	"--host-record=v6.test,2001:db8::1",
+	"--host-record=both.test,198.18.0.15,2001:db8::2",
+	"--host-record=mapped.test,::ffff:198.18.0.14",
+	"--host-record=short.test,198.18.0.13,1",
+	"--host-record=hit.test,198.18.0.16",
+	"--host-record=co.test,198.18.0.17",
+	"--host-record=cancel.test,198.18.0.18",
+	"--host-record=cancel2.test,198.18.0.19",
+	"--host-record=reenter.test,198.18.0.20",
+	"--cname=alias.test,multi.test",
+	"--cname=alias2.test,alias.test",
+	"--address=/nx.test/",
+	NULL
+};
 
-/* A port free for both UDP and TCP on 127.0.0.1 (dnsmasq binds both). */
-static int
-free_port(int want_tcp)
-{
-	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
-	int u, t = -1, port = -1;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((u = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
-		return -1;
-	if (bind(u, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
-	    getsockname(u, (struct sockaddr *)&sin, &sl) == 0) {
-		port = ntohs(sin.sin_port);
-		if (want_tcp) {
-			t = socket(AF_INET, SOCK_STREAM, 0);
-			if (t == -1 || bind(t, (struct sockaddr *)&sin,
-			    sizeof(sin)) == -1)
-				port = -1;
-		}
-	}
-	close(u);
-	if (t != -1)
-		close(t);
-	return port;
-}
-
-/* 1 when something answers a DNS query for a.test on the port. */
-static int
-dm_probe(int port)
-{
-	struct sockaddr_in sin;
-	struct pollfd pfd;
-	struct msg m;
-	uint8_t buf[512];
-	ssize_t n;
-	int s, ok = 0;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((s = socket(AF_INET, SOCK_DGRAM, 0)) == -1)
-		return 0;
-	put_query(&m, 0x5347, "a.test", 1);
-	if (sendto(s, m.b, m.len, 0, (struct sockaddr *)&sin,
-	    sizeof(sin)) == (ssize_t)m.len) {
-		pfd.fd = s;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, 100) == 1 &&
-		    (n = recv(s, buf, sizeof(buf), 0)) >= 12 &&
-		    buf[0] == 0x53 && buf[1] == 0x47)
-			ok = 1;
-	}
-	close(s);
-	return ok;
-}
-
-static int
-dm_start_once(int port)
-{
-	static const char *records[] = {
-		"--local=/test/",
-		"--local-ttl=5",
-		"--address=/a.test/198.18.0.10",
-		"--host-record=multi.test,198.18.0.11",
-		"--host-record=multi.test,198.18.0.12",
-		"--host-record=v6.test,2001:db8::1",
-		"--host-record=both.test,198.18.0.15,2001:db8::2",
-		"--host-record=mapped.test,::ffff:198.18.0.14",
-		"--host-record=short.test,198.18.0.13,1",
-		"--host-record=hit.test,198.18.0.16",
-		"--host-record=co.test,198.18.0.17",
-		"--host-record=cancel.test,198.18.0.18",
-		"--host-record=cancel2.test,198.18.0.19",
-		"--host-record=reenter.test,198.18.0.20",
-		"--cname=alias.test,multi.test",
-		"--cname=alias2.test,alias.test",
-		"--address=/nx.test/",
-	};
-	char *argv[128], portarg[32], logarg[160], userarg[80], grouparg[80];
-	char tcparg[TCP_ADDRS][64];
-	struct passwd *pw;
-	struct group *gr;
-	size_t i;
-	int argc = 0, tries, fd;
-
-	snprintf(portarg, sizeof(portarg), "--port=%d", port);
-	snprintf(logarg, sizeof(logarg), "--log-facility=%s", dm_log);
-	argv[argc++] = (char *)DNSMASQ;
-	argv[argc++] = (char *)"-k";
-	argv[argc++] = portarg;
-	argv[argc++] = (char *)"--listen-address=127.0.0.1";
-	argv[argc++] = (char *)"--bind-interfaces";
-	argv[argc++] = (char *)"--no-resolv";
-	argv[argc++] = (char *)"--no-hosts";
-	argv[argc++] = (char *)"--conf-file=/dev/null";
-	argv[argc++] = (char *)"--pid-file=";
-	argv[argc++] = logarg;
-	argv[argc++] = (char *)"--log-queries";
-	/* Stay who we are: as root dnsmasq would switch to nobody. */
-	if ((pw = getpwuid(geteuid())) != NULL) {
-		snprintf(userarg, sizeof(userarg), "--user=%s", pw->pw_name);
-		argv[argc++] = userarg;
-	}
-	if ((gr = getgrgid(getegid())) != NULL) {
-		snprintf(grouparg, sizeof(grouparg), "--group=%s",
-		    gr->gr_name);
-		argv[argc++] = grouparg;
-	}
-	for (i = 0; i < sizeof(records) / sizeof(records[0]); i++)
-		argv[argc++] = (char *)records[i];
-	/* Too many for 512 bytes of UDP: truncated, so c-ares asks on TCP. */
-	for (i = 0; i < TCP_ADDRS; i++) {
-		snprintf(tcparg[i], sizeof(tcparg[i]),
-		    "--host-record=tcp.test,198.18.3.%zu", i + 1);
-		argv[argc++] = tcparg[i];
-	}
-	argv[argc] = NULL;
-
-	fflush(NULL);
-	if ((dm_pid = fork()) == -1) {
-		perror("fork");
-		return -1;
-	}
-	if (dm_pid == 0) {
-		/* Die with the test, even if it crashes. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if ((fd = open("/dev/null", O_RDWR)) != -1) {
-			dup2(fd, 0);
-			dup2(fd, 1);
-			if (fd > 2)
-				close(fd);
-		}
-		execv(DNSMASQ, argv);
-		_exit(127);
-	}
-	for (tries = 0; tries < 50; tries++) {
-		if (waitpid(dm_pid, NULL, WNOHANG) == dm_pid) {
-			dm_pid = -1;
-			return -1;
-		}
-		if (dm_probe(port))
-			return 0;
-		usleep(50 * 1000);
-	}
-	kill(dm_pid, SIGTERM);
-	waitpid(dm_pid, NULL, 0);
-	dm_pid = -1;
-	return -1;
-}
-
-static int
-dm_start(void)
-{
-	int attempt, port;
-
-	snprintf(dm_dir, sizeof(dm_dir), "/tmp/sg-test-resolver-XXXXXX");
-	if (mkdtemp(dm_dir) == NULL) {
-		dm_dir[0] = '\0';
-		return -1;
-	}
-	snprintf(dm_log, sizeof(dm_log), "%s/dnsmasq.log", dm_dir);
-	atexit(dm_stop);
-	for (attempt = 0; attempt < 5; attempt++) {
-		if ((port = free_port(1)) == -1)
-			continue;
-		if (dm_start_once(port) == 0) {
-			dm_port = port;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* How many times dnsmasq logged a line containing needle. */
-static int
-dm_count(const char *needle)
-{
-	FILE *f;
-	char line[512];
-	int n = 0;
-
-	if ((f = fopen(dm_log, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strstr(line, needle) != NULL)
-			n++;
-	fclose(f);
-	return n;
-}
+/* tcp.test: too many for 512 bytes of UDP, so c-ares asks again on TCP. */
+static const struct dnstest_zone zone = {
+	.records = records, .big_name = "tcp.test", .big_net = "198.18.3.",
+	.big_n = TCP_ADDRS, .log_queries = 1,
+};
 
 /* ---- a scripted DNS server on the test's event loop ---- */
 
@@ -903,7 +697,8 @@ test_dnsmasq_answers(struct resolver *r)
 	};
 
 	run_answer_table(r, cases, sizeof(cases) / sizeof(cases[0]));
-	CHECK_INT(dm_count("query[A] tcp.test from"), 2);	/* UDP, TCP */
+	/* UDP, then TCP */
+	CHECK_INT(dnstest_dnsmasq_count("query[A] tcp.test from"), 2);
 }
 
 static void
@@ -1098,8 +893,8 @@ test_cache_hit(struct resolver *r)
 	CHECK_INT(h1, h0 + 2);
 	CHECK_INT(m1, m0 + 1);
 	CHECK_INT(e1, e0 + 1);
-	CHECK_INT(dm_count("query[A] hit.test from"), 1);
-	CHECK_INT(dm_count("query[AAAA] hit.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[A] hit.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[AAAA] hit.test from"), 1);
 }
 
 /* Two lookups in flight for one name: one upstream query, two answers. */
@@ -1123,8 +918,8 @@ test_coalescing(struct resolver *r)
 	stats(r, &h1, &m1, NULL);
 	CHECK_INT(m1, m0 + 1);
 	CHECK_INT(h1, h0 + 1);
-	CHECK_INT(dm_count("query[A] co.test from"), 1);
-	CHECK_INT(dm_count("query[AAAA] co.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[A] co.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[AAAA] co.test from"), 1);
 }
 
 static void
@@ -1155,7 +950,7 @@ test_cancel(struct resolver *r)
 	CHECK_INT(b.called, 0);
 	CHECK_INT(c.called, 1);
 	CHECK(c.result == RESOLVER_OK && res_has(&c, "198.18.0.19"));
-	CHECK_INT(dm_count("query[A] cancel.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[A] cancel.test from"), 1);
 
 	/* The cancelled lookup's answer was still cached. */
 	stats(r, &h0, NULL, NULL);
@@ -1172,7 +967,7 @@ test_cancel(struct resolver *r)
 	CHECK_INT(d.called, 0);
 	stats(r, &h1, NULL, NULL);
 	CHECK_INT(h1, h0 + 2);
-	CHECK_INT(dm_count("query[A] cancel.test from"), 1);
+	CHECK_INT(dnstest_dnsmasq_count("query[A] cancel.test from"), 1);
 }
 
 /* Callbacks may look names up and cancel queries that are ready too. */
@@ -1248,7 +1043,7 @@ test_ttl_expiry(struct resolver *dm, struct resolver *fk)
 	CHECK(h == hd0 + 1 && m == md0 + 1);
 	stats(fk, &h, &m, NULL);
 	CHECK(h == hf0 + 1 && m == mf0 + 1);
-	CHECK_INT(dm_count("query[A] short.test from"), 2);
+	CHECK_INT(dnstest_dnsmasq_count("query[A] short.test from"), 2);
 	CHECK_INT(fake_queries("soa1.test", 1), 2);
 }
 
@@ -1298,7 +1093,7 @@ test_refused(void)
 	struct resolver *r;
 	struct res a;
 	uint64_t t0;
-	int port = free_port(0);
+	int port = dnstest_free_port(0);
 
 	CHECK(port > 0);
 	r = resolver_for_port(port);
@@ -1442,7 +1237,7 @@ test_ipv6_failover(void)
 	struct resolver *r6, *r2;
 	struct res a, b;
 	char servers[128];
-	int dead = free_port(0), q0;
+	int dead = dnstest_free_port(0), q0;
 
 	if (fake6_fd == -1)
 		return;
@@ -1492,14 +1287,14 @@ main(void)
 	struct event *ticker;
 	struct timeval tv = { 0, 20 * 1000 };
 
-	if (access(DNSMASQ, X_OK) == -1) {
+	if (access(DNSTEST_DNSMASQ, X_OK) == -1) {
 		printf("SKIP: %s not found (apt-get install dnsmasq-base)\n",
-		    DNSMASQ);
+		    DNSTEST_DNSMASQ);
 		return 77;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (dm_start() == -1) {
-		fprintf(stderr, "cannot start %s\n", DNSMASQ);
+	if ((dm_port = dnstest_dnsmasq_start(&zone)) == -1) {
+		fprintf(stderr, "cannot start %s\n", DNSTEST_DNSMASQ);
 		return 1;
 	}
 	base = event_base_new();
@@ -1543,6 +1338,6 @@ main(void)
 	fake_stop(&fake6_fd, &fake6_ev);
 	event_free(ticker);
 	event_base_free(base);
-	dm_stop();
+	dnstest_dnsmasq_stop();
 	return check_summary();
 }

@@ -1145,3 +1145,30 @@ def main():
     if res.testsRun > 0 and len(res.skipped) == res.testsRun:
         sys.exit(SKIP)
     sys.exit(0)
+
+
+def one_origin_gateway(cleanup, sid, origin_name="origin", host="127.0.0.2",
+                       extra=None, workers=2):
+    """
+    What many tests start with: a temp dir, one origin on host, dnsmasq
+    answering allowed.test with host, and a started gateway whose one local
+    sandbox sid may reach allowed.test on the origin's port (policy sid, in
+    sid.yaml). cleanup is addCleanup or addClassCleanup: each part is
+    stopped through it, the gateway first. Returns (td, origin, dns, gw).
+    """
+    td = TempDir()
+    cleanup(td.cleanup)
+    origin = Origin(origin_name, host=host)
+    cleanup(origin.stop)
+    dns = Dnsmasq(td.path, [("allowed.test", host)])
+    cleanup(dns.stop)
+    policy = {"sandboxes": [local_sandbox(sid)],
+              "policies": [{"name": sid,
+                            "allow": [{"host": "allowed.test",
+                                       "ports": [origin.port]}],
+                            "allow_private": [host + "/32"]}]}
+    gw = Gateway(td.path, dns, {sid + ".yaml": policy}, extra=extra,
+                 workers=workers)
+    gw.start()
+    cleanup(gw.stop)
+    return td, origin, dns, gw

@@ -26,19 +26,8 @@ RSS_LIMIT_KB = (512 if T.ASAN else 128) * 1024
 class BigDownloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.td = T.TempDir()
-        cls.addClassCleanup(cls.td.cleanup)
-        cls.a = T.Origin("origin-a", host="127.0.0.2")
-        cls.addClassCleanup(cls.a.stop)
-        cls.dns = T.Dnsmasq(cls.td.path, [("allowed.test", "127.0.0.2")])
-        cls.addClassCleanup(cls.dns.stop)
-        policy = {"sandboxes": [T.local_sandbox("big")],
-                  "policies": [{"name": "big",
-                                "allow": [{"host": "allowed.test", "ports": [cls.a.port]}],
-                                "allow_private": ["127.0.0.2/32"]}]}
-        cls.gw = T.Gateway(cls.td.path, cls.dns, {"big.yaml": policy})
-        cls.gw.start()
-        cls.addClassCleanup(cls.gw.stop)
+        cls.td, cls.a, cls.dns, cls.gw = T.one_origin_gateway(
+            cls.addClassCleanup, "big", origin_name="origin-a")
 
     def setUp(self):
         self.audit = AC.Audit(self, self.gw)

@@ -17,7 +17,6 @@ import ssl
 import struct
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
@@ -285,51 +284,23 @@ def ws_accept(key):
     return base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
 
 
-class WsOrigin:
+class WsOrigin(T.RawServer):
     """
     A threaded TLS server that does the RFC 6455 handshake on any path and
     echoes text frames (answering a close with a close). Records each
-    request head and whether client frames were masked.
+    request head and whether client frames were masked. The listener,
+    its connection count and stop() are sgtest's RawServer.
     """
 
     def __init__(self, cert, key, host=ORIGIN_HOST):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(32)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.lock = threading.Lock()
         self.heads = []
         self.unmasked = 0
         self.errors = []
-        self._count = 0
-        self.conns = []
-        self.stopping = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
+        super().__init__(host)
 
-    @property
-    def conn_count(self):
-        with self.lock:
-            return self._count
-
-    def _loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            with self.lock:
-                self._count += 1
-                self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, raw):
+    def _serve(self, raw, idx):
         raw.settimeout(20)
         try:
             c = self.ctx.wrap_socket(raw, server_side=True)
@@ -398,18 +369,6 @@ class WsOrigin:
                 c.close()
             except OSError:
                 pass
-
-    def stop(self):
-        self.stopping = True
-        self.sock.close()
-        with self.lock:
-            conns = list(self.conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.thread.join(2)
 
 
 # ---------------------------------------------------------------- the tests

@@ -35,21 +35,9 @@ class LimitsTest(unittest.TestCase):
     MAX = 6
 
     def setUp(self):
-        self.td = T.TempDir()
-        self.addCleanup(self.td.cleanup)
-        self.origin = T.Origin("origin", host="127.0.0.2")
-        self.addCleanup(self.origin.stop)
-        self.dns = T.Dnsmasq(self.td.path, [("allowed.test", "127.0.0.2")])
-        self.addCleanup(self.dns.stop)
-        policy = {"sandboxes": [T.local_sandbox("main")],
-                  "policies": [{"name": "main",
-                                "allow": [{"host": "allowed.test",
-                                           "ports": [self.origin.port]}],
-                                "allow_private": ["127.0.0.2/32"]}]}
-        self.gw = T.Gateway(self.td.path, self.dns, {"main.yaml": policy},
+        self.td, self.origin, self.dns, self.gw = T.one_origin_gateway(
+            self.addCleanup, "main",
             extra={"limits": {"max_connections": self.MAX}}, workers=1)
-        self.gw.start()
-        self.addCleanup(self.gw.stop)
         self.url = "http://allowed.test:%d/limits" % self.origin.port
         self.socks = []
         self.addCleanup(self.close_all)

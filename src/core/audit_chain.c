@@ -1,0 +1,391 @@
+/*
+ * The audit log's hash chain: the columns of a row, their canonical
+ * encoding, the SHA-256 link from one row to the next (shared with the
+ * writer, audit.c), and the walk that verifies a stored chain.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "core/audit_query.h"
+#include "core/audit_int.h"
+
+const char *const audit_col_names[AUDIT_NCOLS] = {
+	"id", "ts", "sandbox", "kind", "client", "host", "ip", "port",
+	"country", "asn", "method", "path", "status", "decision", "rule",
+	"reason", "credential", "bytes_up", "bytes_down", "duration_ms",
+	"prev_hash", "hash",
+};
+
+const int audit_col_is_int[AUDIT_NCOLS] = {
+	[AUDIT_COL_ID] = 1, [AUDIT_COL_PORT] = 1, [AUDIT_COL_ASN] = 1,
+	[AUDIT_COL_STATUS] = 1, [AUDIT_COL_BYTES_UP] = 1,
+	[AUDIT_COL_BYTES_DOWN] = 1, [AUDIT_COL_DURATION_MS] = 1,
+};
+
+const char audit_col_list[] =
+    "id, ts, sandbox, kind, client, host, ip, port, country, asn, method, "
+    "path, status, decision, rule, reason, credential, bytes_up, "
+    "bytes_down, duration_ms, prev_hash, hash";
+
+const char audit_zero_hash[AUDIT_HASH_HEX + 1] =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+/* ------------------------------------------------------------ encoding */
+
+enum {
+	ENC_NULL = 0x00, ENC_INT = 0x01, ENC_TEXT = 0x02, ENC_REAL = 0x03,
+	ENC_BLOB = 0x04,
+};
+
+static size_t
+enc_put(unsigned char *buf, size_t cap, size_t off, const void *p, size_t n)
+{
+	if (off < cap)
+		memcpy(buf + off, p, off + n <= cap ? n : cap - off);
+	return off + n;
+}
+
+static size_t
+enc_u64(unsigned char *buf, size_t cap, size_t off, uint64_t v)
+{
+	unsigned char b[8];
+	int k;
+
+	for (k = 7; k >= 0; k--) {
+		b[k] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+	return enc_put(buf, cap, off, b, 8);
+}
+
+static size_t
+enc_len32(unsigned char *buf, size_t cap, size_t off, size_t len)
+{
+	unsigned char b[4];
+
+	b[0] = (unsigned char)(len >> 24);
+	b[1] = (unsigned char)(len >> 16);
+	b[2] = (unsigned char)(len >> 8);
+	b[3] = (unsigned char)len;
+	return enc_put(buf, cap, off, b, 4);
+}
+
+size_t
+audit_encode_row(const struct audit_val *v, unsigned char *buf, size_t cap)
+{
+	size_t off = 0;
+	unsigned char tag;
+	uint64_t bits;
+	int i;
+
+	for (i = 0; i < AUDIT_NHASHED; i++) {
+		switch (v[i].type) {
+		case AUDIT_V_INT:
+			tag = ENC_INT;
+			off = enc_put(buf, cap, off, &tag, 1);
+			off = enc_u64(buf, cap, off, (uint64_t)v[i].i);
+			break;
+		case AUDIT_V_REAL:
+			tag = ENC_REAL;
+			memcpy(&bits, &v[i].r, sizeof(bits));
+			off = enc_put(buf, cap, off, &tag, 1);
+			off = enc_u64(buf, cap, off, bits);
+			break;
+		case AUDIT_V_TEXT:
+		case AUDIT_V_BLOB:
+			tag = v[i].type == AUDIT_V_TEXT ? ENC_TEXT : ENC_BLOB;
+			off = enc_put(buf, cap, off, &tag, 1);
+			off = enc_len32(buf, cap, off, v[i].len);
+			off = enc_put(buf, cap, off, v[i].p, v[i].len);
+			break;
+		default:
+			tag = ENC_NULL;
+			off = enc_put(buf, cap, off, &tag, 1);
+			break;
+		}
+	}
+	return off;
+}
+
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256_md;
+
+/* Fetch the digest once: an implicit fetch per row costs a third more. */
+static void
+sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+int
+audit_chain_hash(const char *prev_hex, const struct audit_val *v,
+    char out[AUDIT_HASH_HEX + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char stack[4096], md[EVP_MAX_MD_SIZE], *buf = stack;
+	unsigned int mdlen = 0;
+	size_t need, i;
+	int rc = -1;
+
+	if (strlen(prev_hex) != AUDIT_HASH_HEX)
+		return -1;
+	memcpy(buf, prev_hex, AUDIT_HASH_HEX);
+	need = audit_encode_row(v, buf + AUDIT_HASH_HEX,
+	    sizeof(stack) - AUDIT_HASH_HEX);
+	if (need > sizeof(stack) - AUDIT_HASH_HEX) {
+		if ((buf = malloc(AUDIT_HASH_HEX + need)) == NULL)
+			return -1;
+		memcpy(buf, prev_hex, AUDIT_HASH_HEX);
+		(void)audit_encode_row(v, buf + AUDIT_HASH_HEX, need);
+	}
+	(void)pthread_once(&sha256_once, sha256_fetch);
+	if (EVP_Digest(buf, AUDIT_HASH_HEX + need, md, &mdlen, sha256_md ?
+	    sha256_md : EVP_sha256(), NULL) != 1 ||
+	    mdlen != AUDIT_HASH_HEX / 2)
+		goto done;
+	for (i = 0; i < mdlen; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xf];
+	}
+	out[AUDIT_HASH_HEX] = '\0';
+	rc = 0;
+done:
+	if (buf != stack)
+		free(buf);
+	return rc;
+}
+
+void
+audit_val_from_stmt(sqlite3_stmt *st, int col, struct audit_val *v)
+{
+	memset(v, 0, sizeof(*v));
+	switch (sqlite3_column_type(st, col)) {
+	case SQLITE_INTEGER:
+		v->type = AUDIT_V_INT;
+		v->i = sqlite3_column_int64(st, col);
+		break;
+	case SQLITE_FLOAT:
+		v->type = AUDIT_V_REAL;
+		v->r = sqlite3_column_double(st, col);
+		break;
+	case SQLITE_TEXT:
+		v->type = AUDIT_V_TEXT;
+		v->p = sqlite3_column_text(st, col);
+		v->len = (size_t)sqlite3_column_bytes(st, col);
+		break;
+	case SQLITE_BLOB:
+		v->type = AUDIT_V_BLOB;
+		v->p = sqlite3_column_blob(st, col);
+		v->len = (size_t)sqlite3_column_bytes(st, col);
+		break;
+	default:
+		v->type = AUDIT_V_NULL;
+		break;
+	}
+}
+
+int
+audit_is_hash_hex(const unsigned char *p, size_t len)
+{
+	size_t i;
+
+	if (p == NULL || len != AUDIT_HASH_HEX)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* -------------------------------------------------------------- verify */
+
+/* Check one stepped row's own hash; 0 ok, 1 bad (msg), -1 error. */
+static int
+verify_row_hash(sqlite3_stmt *st, struct audit_val *row,
+    struct audit_verify *res)
+{
+	char h[AUDIT_HASH_HEX + 1];
+	int c;
+
+	for (c = 0; c < AUDIT_NCOLS; c++)
+		audit_val_from_stmt(st, c, &row[c]);
+	if (row[AUDIT_COL_PREV_HASH].type != AUDIT_V_TEXT ||
+	    !audit_is_hash_hex(row[AUDIT_COL_PREV_HASH].p,
+	    row[AUDIT_COL_PREV_HASH].len)) {
+		snprintf(res->msg, sizeof(res->msg),
+		    "prev_hash is not 64 lower-case hex digits");
+		return 1;
+	}
+	if (row[AUDIT_COL_HASH].type != AUDIT_V_TEXT ||
+	    !audit_is_hash_hex(row[AUDIT_COL_HASH].p,
+	    row[AUDIT_COL_HASH].len)) {
+		snprintf(res->msg, sizeof(res->msg),
+		    "hash is not 64 lower-case hex digits");
+		return 1;
+	}
+	if (audit_chain_hash((const char *)row[AUDIT_COL_PREV_HASH].p, row,
+	    h) == -1) {
+		snprintf(res->msg, sizeof(res->msg), "cannot compute SHA-256");
+		return -1;
+	}
+	if (memcmp(h, row[AUDIT_COL_HASH].p, AUDIT_HASH_HEX) != 0) {
+		snprintf(res->msg, sizeof(res->msg),
+		    "hash does not match the row's contents");
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The chain's start when the first row is not id 1: the retention row that
+ * deleted everything before it. Returns 0 with the anchor, 1 with bad_id
+ * and msg, -1 on error.
+ */
+static int
+verify_anchor(sqlite3 *db, int64_t first, char anchor[AUDIT_HASH_HEX + 1],
+    struct audit_verify *res)
+{
+	static const char sql[] = "SELECT id, ts, sandbox, kind, client, host, "
+	    "ip, port, country, asn, method, path, status, decision, rule, "
+	    "reason, credential, bytes_up, bytes_down, duration_ms, prev_hash, "
+	    "hash FROM events WHERE kind = 'admin' AND rule = 'retention' "
+	    "ORDER BY id";
+	struct audit_val row[AUDIT_NCOLS];
+	sqlite3_stmt *st;
+	int64_t through, best = 0;
+	char a[AUDIT_HASH_HEX + 1];
+	int rc, found = 0, r;
+
+	if ((st = audit_prepare(db, sql, res->msg, sizeof(res->msg))) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *path = sqlite3_column_text(st,
+		    AUDIT_COL_PATH);
+		int plen = sqlite3_column_bytes(st, AUDIT_COL_PATH);
+
+		if (path == NULL || audit_retention_parse((const char *)path,
+		    (size_t)plen, &through, a) == -1 || through >= first)
+			continue;
+		if (through < first - 1) {
+			if (through > best)
+				best = through;
+			continue;
+		}
+		/* It vouches for the start of the chain: it must be intact. */
+		if ((r = verify_row_hash(st, row, res)) != 0) {
+			res->bad_id = sqlite3_column_int64(st, AUDIT_COL_ID);
+			sqlite3_finalize(st);
+			return r;
+		}
+		memcpy(anchor, a, sizeof(a));
+		found = 1;
+		break;
+	}
+	if (!found && rc != SQLITE_DONE) {
+		snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	if (found)
+		return 0;
+	res->bad_id = best + 1;
+	if (best + 1 == first - 1)
+		snprintf(res->msg, sizeof(res->msg), "missing (the table "
+		    "continues at row %" PRId64 " and no retention row records "
+		    "the deletion)", first);
+	else
+		snprintf(res->msg, sizeof(res->msg), "missing (rows %" PRId64
+		    "-%" PRId64 " are gone, the table continues at row %" PRId64
+		    ", and no retention row records the deletion)", best + 1,
+		    first - 1, first);
+	return 1;
+}
+
+int
+audit_verify(sqlite3 *db, struct audit_verify *res)
+{
+	struct audit_val row[AUDIT_NCOLS];
+	char select[512], expect[AUDIT_HASH_HEX + 1];
+	sqlite3_stmt *st = NULL;
+	int64_t id, prev_id = 0;
+	int rc, r, have_prev = 0, in_txn = 0;
+
+	memset(res, 0, sizeof(res[0]));
+	/* One read transaction: a consistent snapshot while the writer runs. */
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		goto dberr;
+	in_txn = 1;
+	snprintf(select, sizeof(select), "SELECT %s FROM events ORDER BY id",
+	    audit_col_list);
+	if ((st = audit_prepare(db, select, res->msg,
+	    sizeof(res->msg))) == NULL)
+		goto fail;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		id = sqlite3_column_int64(st, AUDIT_COL_ID);
+		res->bad_id = id;
+		if (!have_prev && id == 1)
+			memcpy(expect, audit_zero_hash, sizeof(expect));
+		else if (!have_prev) {
+			if ((r = verify_anchor(db, id, expect, res)) != 0)
+				goto done_r;
+			res->bad_id = id;
+		} else if (id != prev_id + 1) {
+			res->bad_id = prev_id + 1;
+			snprintf(res->msg, sizeof(res->msg), "missing (row %"
+			    PRId64 " is followed by row %" PRId64 ")", prev_id,
+			    id);
+			r = 1;
+			goto done_r;
+		}
+		if ((r = verify_row_hash(st, row, res)) == -1)
+			goto done_r;
+		/* A broken link says more than a broken hash. */
+		if (row[AUDIT_COL_PREV_HASH].type == AUDIT_V_TEXT &&
+		    audit_is_hash_hex(row[AUDIT_COL_PREV_HASH].p,
+		    row[AUDIT_COL_PREV_HASH].len) &&
+		    memcmp(row[AUDIT_COL_PREV_HASH].p, expect,
+		    AUDIT_HASH_HEX) != 0) {
+			if (have_prev)
+				snprintf(res->msg, sizeof(res->msg),
+				    "prev_hash does not match the hash of row %"
+				    PRId64, prev_id);
+			else if (id == 1)
+				snprintf(res->msg, sizeof(res->msg),
+				    "prev_hash of the first row is not 64 zeros");
+			else
+				snprintf(res->msg, sizeof(res->msg),
+				    "prev_hash does not match the anchor of "
+				    "the retention row");
+			r = 1;
+		}
+		if (r != 0)
+			goto done_r;
+		memcpy(expect, row[AUDIT_COL_HASH].p, AUDIT_HASH_HEX);
+		prev_id = id;
+		have_prev = 1;
+		res->rows++;
+	}
+	if (rc != SQLITE_DONE)
+		goto dberr;
+	res->bad_id = 0;
+	r = 0;
+done_r:
+	sqlite3_finalize(st);
+	(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	return r;
+dberr:
+	snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
+fail:
+	sqlite3_finalize(st);
+	if (in_txn)
+		(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	res->bad_id = 0;
+	return -1;
+}

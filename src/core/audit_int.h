@@ -1,0 +1,37 @@
+/*
+ * What the files of the audit read side (audit_chain.c, audit_time.c,
+ * audit_query.c, audit_output.c, audit_retention.c) share with each other
+ * and with no one else: callers use core/audit_query.h.
+ */
+#ifndef SG_AUDIT_INT_H
+#define SG_AUDIT_INT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/audit_query.h"
+
+/* audit_time.c: 0001-01-01T00:00:00.000Z .. 9999-12-31T23:59:59.999Z */
+#define AUDIT_TS_MIN_MS		(-62135596800000LL)
+#define AUDIT_TS_MAX_MS		(253402300799999LL)
+
+/* audit_chain.c: 64 lower-case hex digits? */
+int	 audit_is_hash_hex(const unsigned char *p, size_t len);
+
+/* audit_query.c: a prepared statement, or NULL with SQLite's message in err. */
+struct sqlite3_stmt *audit_prepare(struct sqlite3 *, const char *sql,
+	    char *err, size_t errlen);
+
+/*
+ * audit_output.c: the aligned table. Rows are buffered in blocks; widths
+ * come from each block and only grow. NULL when out of memory.
+ */
+struct audit_table;
+struct audit_table *audit_table_new(void);
+void	 audit_table_row(FILE *, struct audit_table *,
+	    const struct audit_val row[AUDIT_NCOLS]);
+/* Write what is buffered, and the header if no row came at all. */
+void	 audit_table_end(FILE *, struct audit_table *);
+void	 audit_table_free(struct audit_table *);
+
+#endif
