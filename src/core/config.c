@@ -339,6 +339,29 @@ cf_ingress_domain(struct cload *l, const struct ynode *n)
 	l->cfg->ingress_domain = p;
 }
 
+/* ingress_tls: { cert: PATH, key: PATH } or null (plain HTTP). */
+static void
+cf_ingress_tls(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+
+	free(l->cfg->ingress_tls_cert);
+	free(l->cfg->ingress_tls_key);
+	l->cfg->ingress_tls_cert = l->cfg->ingress_tls_key = NULL;
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "ingress_tls") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "cert") == 0)
+			cf_path(l, c, "cert", &l->cfg->ingress_tls_cert);
+		else if (strcmp(c->key->str, "key") == 0)
+			cf_path(l, c, "key", &l->cfg->ingress_tls_key);
+		else
+			ycheck_unknown(&l->c, c, "ingress_tls");
+	}
+	if (ynode_map_get(n, "cert") == NULL || ynode_map_get(n, "key") == NULL)
+		ycheck_err(&l->c, n, "ingress_tls: both cert and key are required");
+}
+
 static void
 cf_policies(struct cload *l, const struct ynode *n)
 {
@@ -428,6 +451,16 @@ cf_duration(struct cload *l, const struct ynode *n, const char *what,
 	}
 	*ms = v;
 	return 0;
+}
+
+static void
+cf_ingress_upgrade(struct cload *l, const struct ynode *n)
+{
+	uint64_t ms;
+
+	if (cf_duration(l, n, "ingress_upgrade_idle_timeout", 1000,
+	    7 * 86400 * 1000ULL, &ms) == 0)
+		l->cfg->ingress_upgrade_idle_ms = (uint32_t)ms;
 }
 
 static void
@@ -673,6 +706,8 @@ cf_top(struct cload *l, const struct ynode *root)
 	} keys[] = {
 		{ "listen", cf_listen },
 		{ "ingress_domain", cf_ingress_domain },
+		{ "ingress_tls", cf_ingress_tls },
+		{ "ingress_upgrade_idle_timeout", cf_ingress_upgrade },
 		{ "policies", cf_policies }, { "ca", cf_ca },
 		{ "vault", cf_vault }, { "upstream", cf_upstream },
 		{ "audit", cf_audit }, { "geoip", cf_geoip },
@@ -732,6 +767,7 @@ cf_defaults(struct cload *l)
 	cfg->ca_bundle = NULL;
 	cfg->connect_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 300 * 1000;
+	cfg->ingress_upgrade_idle_ms = 3600 * 1000;
 	cfg->audit_retention_s = 30 * 86400;
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
@@ -829,6 +865,8 @@ config_free(struct config *cfg)
 	free(cfg->state_dir);
 	free(cfg->admin_socket);
 	free(cfg->ingress_domain);
+	free(cfg->ingress_tls_cert);
+	free(cfg->ingress_tls_key);
 	for (i = 0; i < CONFIG_MAX_POLICY_PATHS; i++)
 		free(cfg->policy_paths[i]);
 	free(cfg->ca_cert);

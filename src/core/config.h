@@ -34,6 +34,9 @@ struct config {
 	struct config_listen listen_metrics;
 	char		*admin_socket;	/* NULL: disabled */
 	char		*ingress_domain;	/* lower-case, no trailing dot */
+	char		*ingress_tls_cert;	/* NULL: the ingress listener is plain HTTP */
+	char		*ingress_tls_key;
+	uint32_t	 ingress_upgrade_idle_ms;	/* relayed WebSockets / Upgrades */
 	char		*policy_paths[CONFIG_MAX_POLICY_PATHS];
 	int		 n_policy_paths;
 	char		*ca_cert;

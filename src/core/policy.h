@@ -151,6 +151,48 @@ void	policy_registry_foreach(void (*cb)(const struct policy_identity *,
 void	policy_registry_clear(void);
 
 /*
+ * Ingress (SPEC §10): what a sandbox publishes. A plain value, copied out
+ * of the policy (static sandboxes, `ingress:` key) or the registry (dynamic
+ * ones, POST /v1/sandboxes). The token is kept only as its SHA-256.
+ */
+#define POLICY_INGRESS_MAX_PORTS	32
+
+struct policy_ingress {
+	struct netaddr	 address;	/* the guest address proxied to */
+	uint16_t	 ports[POLICY_INGRESS_MAX_PORTS];	/* published */
+	size_t		 n_ports;
+	int		 is_public;	/* no token needed */
+	int		 has_token;
+	unsigned char	 token_sha256[32];
+	int		 running;	/* 0: the launcher said its command ended */
+};
+
+/*
+ * The ingress of sandbox id: a dynamic sandbox first, then the static ones
+ * of pol. 0 and *out (and *ident when not NULL) filled when the sandbox
+ * exists and publishes ports; -1 otherwise.
+ */
+int	policy_ingress_find(const struct policy *, const char *id,
+	    struct policy_ingress *out, struct policy_identity *ident);
+/* 1 when port is one of ing's published ports. */
+int	policy_ingress_has_port(const struct policy_ingress *, uint16_t port);
+/* 1 when SHA-256(token) is ing's token hash (constant time); 0 otherwise. */
+int	policy_ingress_token_ok(const struct policy_ingress *,
+	    const char *token, size_t len);
+/* "64 hex digits" into 32 bytes: 0, or -1 when s is not exactly that. */
+int	policy_sha256_hex_parse(const char *s, unsigned char out[32]);
+/*
+ * Dynamic sandboxes' ingress: registered together with the sandbox (ing
+ * NULL: none), and the running flag the launcher clears when its command
+ * ended. 0, or -1 for an unknown id (or one without ingress for _get).
+ */
+int	policy_registry_add_ingress(const char *id, const char *policy,
+	    const struct netaddr *source, int64_t created,
+	    const struct policy_ingress *ing);
+int	policy_registry_set_running(const char *id, int running);
+int	policy_registry_ingress(const char *id, struct policy_ingress *out);
+
+/*
  * The DNS listener's question: may this sandbox learn the addresses of
  * t->host (any port) with query type qtype? 1 allow, 0 deny (answer
  * NXDOMAIN), -1 refuse (the type is not in dns_types, or no identity).

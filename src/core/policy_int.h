@@ -70,6 +70,8 @@ struct policy_sandbox {
 	unsigned char	 token_sha256[32];
 	struct cidr	*sources;
 	size_t		 n_sources;
+	int		 has_ingress;	/* the ingress: key (policy_load.c) */
+	struct policy_ingress ingress;
 	const char	*file;
 	int		 line, col;
 };

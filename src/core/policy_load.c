@@ -861,6 +861,74 @@ pl_sources(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
 	}
 }
 
+/* ingress: { address, ports, token_sha256, public } (SPEC §10). */
+static void
+pl_ingress(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
+{
+	struct policy_ingress *ing = &sb->ingress;
+	const struct ynode *c, *it;
+	const char *s, *key;
+	char esc[80];
+	uint64_t v;
+	size_t cnt, i;
+	int have_addr = 0, have_ports = 0, dup;
+
+	if (ycheck_is(&l->c, n, YNODE_MAP, "ingress") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		key = c->key->str;
+		if (strcmp(key, "address") == 0) {
+			if (ycheck_str(&l->c, c, "address", 64, &s) == -1)
+				continue;
+			if (!pl_is_ip(s, strlen(s), &ing->address)) {
+				ycheck_err(&l->c, c, "address: \"%s\" is not an IP "
+				    "address (the guest address to proxy to)",
+				    ycheck_esc(s, esc, sizeof(esc)));
+				continue;
+			}
+			have_addr = 1;
+		} else if (strcmp(key, "ports") == 0) {
+			if ((cnt = pl_list(l, c, "ports", 0)) == 0)
+				continue;
+			if (cnt > POLICY_INGRESS_MAX_PORTS) {
+				ycheck_err(&l->c, c, "ports: at most %d published "
+				    "ports", POLICY_INGRESS_MAX_PORTS);
+				continue;
+			}
+			have_ports = 1;
+			PL_FOREACH(it, c) {
+				if (ycheck_uint(&l->c, it, "ports", 1, 65535, &v) == -1)
+					continue;
+				for (dup = 0, i = 0; i < ing->n_ports; i++)
+					dup |= ing->ports[i] == v;
+				if (!dup)
+					ing->ports[ing->n_ports++] = (uint16_t)v;
+			}
+		} else if (strcmp(key, "token_sha256") == 0) {
+			if (ycheck_str(&l->c, c, "token_sha256", 128, &s) == -1)
+				continue;
+			if (policy_sha256_hex_parse(s, ing->token_sha256) == -1) {
+				ycheck_err(&l->c, c, "token_sha256: expected 64 hex "
+				    "digits (the SHA-256 of the ingress token)");
+				continue;
+			}
+			ing->has_token = 1;
+		} else if (strcmp(key, "public") == 0)
+			ycheck_bool(&l->c, c, "public", &ing->is_public);
+		else
+			ycheck_unknown(&l->c, c, "ingress");
+	}
+	if (!have_addr && ynode_map_get(n, "address") == NULL)
+		ycheck_err(&l->c, n, "ingress: address is required");
+	if (!have_ports && ynode_map_get(n, "ports") == NULL)
+		ycheck_err(&l->c, n, "ingress: ports is required");
+	if (!ing->is_public && ynode_map_get(n, "token_sha256") == NULL)
+		ycheck_err(&l->c, n, "ingress: token_sha256 is required "
+		    "unless public: true");
+	sb->has_ingress = 1;
+	ing->running = 1;
+}
+
 static void
 pl_sandbox(struct pload *l, const struct ynode *n)
 {
@@ -896,6 +964,8 @@ pl_sandbox(struct pload *l, const struct ynode *n)
 			pl_token(l, c, sb);
 		else if (strcmp(s, "source") == 0)
 			pl_sources(l, c, sb);
+		else if (strcmp(s, "ingress") == 0)
+			pl_ingress(l, c, sb);
 		else
 			ycheck_unknown(&l->c, c, "sandbox");
 	}

@@ -3,7 +3,7 @@
  * main thread's event loop. Sandboxes are registered and removed here by the
  * launcher; reload and status are here for operators.
  *   GET /v1/status  GET|POST /v1/sandboxes  GET|DELETE /v1/sandboxes/{id}
- *   POST /v1/reload
+ *   POST /v1/sandboxes/{id}/state  POST /v1/reload
  */
 #include <errno.h>
 #include <stdio.h>
@@ -92,6 +92,90 @@ placeholders_json(struct proxy *p, const struct policy *pol,
 	return a;
 }
 
+/* {"address", "ports", "public"}: never the token's hash. */
+static json_t *
+ingress_json(const struct policy_ingress *ing)
+{
+	json_t *ports = json_array();
+	char ip[NETADDR_STRLEN];
+	size_t i;
+
+	for (i = 0; ports != NULL && i < ing->n_ports; i++)
+		json_array_append_new(ports, json_integer(ing->ports[i]));
+	netaddr_ntop(&ing->address, ip, sizeof(ip));
+	return json_pack("{s:s,s:o,s:b}", "address", ip, "ports", ports,
+	    "public", ing->is_public);
+}
+
+/* Adds "ingress" and "running" to a sandbox's object when it publishes ports. */
+static void
+add_ingress(json_t *o, const struct policy *pol, const char *id)
+{
+	struct policy_ingress ing;
+
+	if (o == NULL || policy_ingress_find(pol, id, &ing, NULL) == -1)
+		return;
+	json_object_set_new(o, "ingress", ingress_json(&ing));
+	json_object_set_new(o, "running", json_boolean(ing.running));
+}
+
+/*
+ * The optional "ingress" object of POST /v1/sandboxes: the same rules as
+ * the policy file's ingress: key. NULL, or a static message.
+ */
+static const char *
+ingress_parse(json_t *j, struct policy_ingress *ing)
+{
+	const char *key, *s;
+	json_t *v, *it;
+	size_t i, k;
+
+	memset(ing, 0, sizeof(*ing));
+	if (!json_is_object(j))
+		return "ingress: want an object";
+	json_object_foreach(j, key, v) {
+		if (strcmp(key, "address") == 0) {
+			if ((s = json_string_value(v)) == NULL ||
+			    netaddr_parse(s, strlen(s), &ing->address) == -1)
+				return "ingress.address: want an IP address";
+		} else if (strcmp(key, "ports") == 0) {
+			if (!json_is_array(v) || json_array_size(v) == 0 ||
+			    json_array_size(v) > POLICY_INGRESS_MAX_PORTS)
+				return "ingress.ports: want 1 to 32 ports";
+			json_array_foreach(v, i, it) {
+				json_int_t port = json_integer_value(it);
+				if (!json_is_integer(it) || port < 1 || port > 65535)
+					return "ingress.ports: each is 1-65535";
+				for (k = 0; k < ing->n_ports; k++)
+					if (ing->ports[k] == port)
+						break;
+				if (k == ing->n_ports)
+					ing->ports[ing->n_ports++] = (uint16_t)port;
+			}
+		} else if (strcmp(key, "token_sha256") == 0) {
+			if (json_is_null(v))
+				continue;
+			if ((s = json_string_value(v)) == NULL ||
+			    policy_sha256_hex_parse(s, ing->token_sha256) == -1)
+				return "ingress.token_sha256: want 64 hex digits";
+			ing->has_token = 1;
+		} else if (strcmp(key, "public") == 0) {
+			if (!json_is_boolean(v))
+				return "ingress.public: want true or false";
+			ing->is_public = json_is_true(v);
+		} else
+			return "ingress: unknown key (address, ports, "
+			    "token_sha256, public)";
+	}
+	if (ing->address.family == 0)
+		return "ingress.address is required";
+	if (ing->n_ports == 0)
+		return "ingress.ports is required";
+	if (!ing->is_public && !ing->has_token)
+		return "ingress.token_sha256 is required unless public is true";
+	return NULL;
+}
+
 struct list_ctx {
 	struct proxy	*p;
 	struct policy	*pol;
@@ -102,10 +186,13 @@ static void
 static_cb(const char *id, const char *policy_name, void *arg)
 {
 	struct list_ctx *lc = arg;
+	json_t *o;
 
-	json_array_append_new(lc->arr, json_pack("{s:s,s:s,s:b,s:o}", "id", id,
+	o = json_pack("{s:s,s:s,s:b,s:o}", "id", id,
 	    "policy", policy_name, "static", 1, "placeholders",
-	    placeholders_json(lc->p, lc->pol, id, policy_name)));
+	    placeholders_json(lc->p, lc->pol, id, policy_name));
+	add_ingress(o, lc->pol, id);
+	json_array_append_new(lc->arr, o);
 }
 
 static void
@@ -115,11 +202,15 @@ dynamic_cb(const struct policy_identity *id, const struct netaddr *src,
 	struct list_ctx *lc = arg;
 	char ip[NETADDR_STRLEN];
 
+	json_t *o;
+
 	netaddr_ntop(src, ip, sizeof(ip));
-	json_array_append_new(lc->arr, json_pack("{s:s,s:s,s:b,s:s,s:I,s:o}",
+	o = json_pack("{s:s,s:s,s:b,s:s,s:I,s:o}",
 	    "id", id->sandbox, "policy", id->policy, "static", 0, "source", ip,
 	    "created", (json_int_t)created, "placeholders",
-	    placeholders_json(lc->p, lc->pol, id->sandbox, id->policy)));
+	    placeholders_json(lc->p, lc->pol, id->sandbox, id->policy));
+	add_ingress(o, lc->pol, id->sandbox);
+	json_array_append_new(lc->arr, o);
 }
 
 static void
@@ -170,11 +261,12 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	size_t len = evbuffer_get_length(in);
-	const char *id, *pname, *src;
+	const char *id, *pname, *src, *ierr;
+	struct policy_ingress ing;
 	struct netaddr addr;
 	struct policy *pol;
 	json_error_t jerr;
-	json_t *body;
+	json_t *body, *ij;
 
 	if (len > ADMIN_MAX_BODY) {
 		reply_error(req, 413, "body too large");
@@ -190,6 +282,12 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 	if (!valid_id(id) || netaddr_parse(src, strlen(src), &addr) == -1) {
 		json_decref(body);
 		reply_error(req, 400, "bad id or source address");
+		return;
+	}
+	if ((ij = json_object_get(body, "ingress")) != NULL && !json_is_null(ij) &&
+	    (ierr = ingress_parse(ij, &ing)) != NULL) {
+		json_decref(body);
+		reply_error(req, 400, ierr);
 		return;
 	}
 	pol = proxy_policy_get(p);
@@ -208,7 +306,8 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		reply_error(req, 400, "no such policy");
 		return;
 	}
-	if (policy_registry_add(id, pname, &addr, (int64_t)time(NULL)) == -1) {
+	if (policy_registry_add_ingress(id, pname, &addr, (int64_t)time(NULL),
+	    ij != NULL && !json_is_null(ij) ? &ing : NULL) == -1) {
 		policy_unref(pol);
 		json_decref(body);
 		reply_error(req, 409, "a sandbox with this id or source exists");
@@ -218,11 +317,42 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 	admin_audit(p, "POST", "/v1/sandboxes", 201, "allow", id, NULL);
 	log_info("admin: sandbox %s registered (policy %s, source %s)", id,
 	    pname, src);
-	reply_json(req, 201, json_pack("{s:s,s:s,s:s,s:o}", "id", id, "policy",
-	    pname, "source", src, "placeholders",
-	    placeholders_json(p, pol, id, pname)));
+	{
+		json_t *o = json_pack("{s:s,s:s,s:s,s:o}", "id", id, "policy",
+		    pname, "source", src, "placeholders",
+		    placeholders_json(p, pol, id, pname));
+		add_ingress(o, pol, id);
+		reply_json(req, 201, o);
+	}
 	policy_unref(pol);
 	json_decref(body);
+}
+
+/* POST /v1/sandboxes/{id}/state {"running": false}: ingress answers 503. */
+static void
+set_state(struct proxy *p, struct evhttp_request *req, const char *id)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	json_error_t jerr;
+	json_t *body;
+	int running;
+
+	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
+	if (body == NULL || json_unpack(body, "{s:b}", "running", &running) == -1) {
+		json_decref(body);
+		reply_error(req, 400, "want {\"running\": true|false}");
+		return;
+	}
+	json_decref(body);
+	if (policy_registry_set_running(id, running) == -1) {
+		reply_error(req, 404, "no such dynamic sandbox");
+		return;
+	}
+	admin_audit(p, "POST", "/v1/sandboxes/state", 200, "allow", id,
+	    running ? "running" : "not-running");
+	log_info("admin: sandbox %s %s", id, running ? "running" : "not running");
+	reply_json(req, 200, json_pack("{s:s,s:b}", "id", id, "running", running));
 }
 
 static void
@@ -251,8 +381,23 @@ admin_cb(struct evhttp_request *req, void *arg)
 	const char *uri = evhttp_request_get_uri(req);
 	const char *pfx = "/v1/sandboxes/";
 
+	size_t ulen = strlen(uri), plen = strlen(pfx), slen = strlen("/state");
+
 	if (strcmp(uri, "/v1/status") == 0 && cmd == EVHTTP_REQ_GET)
 		status(p, req);
+	else if (ulen > plen + slen && strncmp(uri, pfx, plen) == 0 &&
+	    strcmp(uri + ulen - slen, "/state") == 0 && cmd == EVHTTP_REQ_POST) {
+		char id[POLICY_ID_MAX + 1];
+		size_t idlen = ulen - plen - slen;
+
+		if (idlen > POLICY_ID_MAX) {
+			reply_error(req, 404, "no such dynamic sandbox");
+			return;
+		}
+		memcpy(id, uri + plen, idlen);
+		id[idlen] = '\0';
+		set_state(p, req, id);
+	}
 	else if (strcmp(uri, "/v1/sandboxes") == 0 && cmd == EVHTTP_REQ_GET)
 		list_sandboxes(p, req, NULL);
 	else if (strcmp(uri, "/v1/sandboxes") == 0 && cmd == EVHTTP_REQ_POST)

@@ -210,9 +210,10 @@ forward_client_read(struct session *s)
 
 	if (f->req_done || s->obev == NULL)
 		return;
+	limit = SIZE_MAX;
 	{
 		/* A placeholder in a body is never swapped: refuse the request. */
-		if (body_has_placeholder(s, &limit)) {
+		if (s->kind != KIND_INGRESS && body_has_placeholder(s, &limit)) {
 			if (!f->resp_head_done)
 				session_deny(s, 403, REASON_CRED_MISUSE,
 				    "a credential placeholder in a request body");
@@ -417,16 +418,59 @@ fail:
 	return -1;
 }
 
+/*
+ * A response head composed on the stack and added to the client's output
+ * in one piece (each add to a TLS filter's output costs a record write).
+ */
+struct headbuf {
+	struct evbuffer	*out;
+	size_t		 len;
+	char		 buf[4096];
+};
+
+static void
+hb_flush(struct headbuf *hb)
+{
+	if (hb->len > 0)
+		evbuffer_add(hb->out, hb->buf, hb->len);
+	hb->len = 0;
+}
+
+static void
+hb_add(struct headbuf *hb, const void *p, size_t n)
+{
+	if (hb->len + n > sizeof(hb->buf)) {
+		hb_flush(hb);
+		if (n > sizeof(hb->buf)) {
+			evbuffer_add(hb->out, p, n);
+			return;
+		}
+	}
+	memcpy(hb->buf + hb->len, p, n);
+	hb->len += n;
+}
+
+static void
+hb_str(struct headbuf *hb, const char *str)
+{
+	hb_add(hb, str, strlen(str));
+}
+
 /* Status line and headers for the client, from the origin's. */
 static void
 write_client_head(struct session *s, const struct http_response *r, int final)
 {
-	struct evbuffer *out = bufferevent_get_output(s->cbev);
 	const struct cred_plan *plan = &s->fwd.plan;
+	struct headbuf hb;
+	char status[16];
 	size_t i;
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", r->status,
-	    (int)r->reason.len, r->reason.p);
+	hb.out = bufferevent_get_output(s->cbev);
+	hb.len = 0;
+	snprintf(status, sizeof(status), "HTTP/1.1 %d ", r->status);
+	hb_str(&hb, status);
+	hb_add(&hb, r->reason.p, r->reason.len);
+	hb_add(&hb, "\r\n", 2);
 	for (i = 0; i < r->n_headers; i++) {
 		const struct http_header *h = &r->headers[i];
 		if (http_header_is_hop_by_hop(h, r->headers, r->n_headers))
@@ -434,28 +478,33 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 		/* A scrubbed body has a new length: it goes out chunked. */
 		if (s->fwd.scrub != NULL && http_header_is(h, "Content-Length"))
 			continue;
-		evbuffer_add_printf(out, "%.*s: ", (int)h->name.len, h->name.p);
-		if (plan->n_bound > 0 && plan->snap != NULL)
-			scrub_string(s, h->value.p, h->value.len, out);
-		else
-			evbuffer_add(out, h->value.p, h->value.len);
-		evbuffer_add(out, "\r\n", 2);
+		hb_add(&hb, h->name.p, h->name.len);
+		hb_add(&hb, ": ", 2);
+		if (plan->n_bound > 0 && plan->snap != NULL) {
+			hb_flush(&hb);
+			scrub_string(s, h->value.p, h->value.len, hb.out);
+		} else
+			hb_add(&hb, h->value.p, h->value.len);
+		hb_add(&hb, "\r\n", 2);
 	}
 	if (r->status == 101) {
 		const struct http_header *u = http_header_find(r->headers,
 		    r->n_headers, "Upgrade");
-		evbuffer_add_printf(out, "Connection: upgrade\r\n");
-		if (u != NULL)
-			evbuffer_add_printf(out, "Upgrade: %.*s\r\n",
-			    (int)u->value.len, u->value.p);
+		hb_str(&hb, "Connection: upgrade\r\n");
+		if (u != NULL) {
+			hb_str(&hb, "Upgrade: ");
+			hb_add(&hb, u->value.p, u->value.len);
+			hb_add(&hb, "\r\n", 2);
+		}
 	} else if (final) {
 		if (s->fwd.scrub != NULL ? s->fwd.scrub_chunked :
 		    r->framing == HTTP_BODY_CHUNKED)
-			evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+			hb_str(&hb, "Transfer-Encoding: chunked\r\n");
 		if (!s->fwd.client_keep_alive)
-			evbuffer_add_printf(out, "Connection: close\r\n");
+			hb_str(&hb, "Connection: close\r\n");
 	}
-	evbuffer_add_printf(out, "Via: 1.1 sandgate\r\n\r\n");
+	hb_str(&hb, "Via: 1.1 sandgate\r\n\r\n");
+	hb_flush(&hb);
 }
 
 /* 1 when the head was handled and the body may follow, 0 to wait, -1 closed. */
@@ -559,10 +608,44 @@ origin_body(struct session *s)
 		bufferevent_disable(s->obev, EV_READ);	/* client_write_cb resumes */
 }
 
+/*
+ * An intercepted client's TLS filter encrypts on every add to its output,
+ * so a head written piece by piece would leave as a dozen TLS records.
+ * Writing is held while a response is composed; what was composed then
+ * goes out as one record when it fits in one.
+ */
+#define CLIENT_RECORD_MAX	16384
+
+static int
+client_cork(struct session *s)
+{
+	if (!s->intercepted || s->cbev == NULL)
+		return 0;
+	bufferevent_disable(s->cbev, EV_WRITE);
+	return 1;
+}
+
+static void
+client_uncork(struct session *s, int corked)
+{
+	struct evbuffer *out;
+	size_t len;
+
+	if (!corked || s->closing || s->cbev == NULL)
+		return;
+	out = bufferevent_get_output(s->cbev);
+	len = evbuffer_get_length(out);
+	/* One SSL_write per buffer segment: make the segments one. */
+	if (len > 0 && len <= CLIENT_RECORD_MAX)
+		(void)evbuffer_pullup(out, -1);
+	bufferevent_enable(s->cbev, EV_WRITE);
+}
+
 static void
 origin_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
+	int corked;
 
 	session_touch(s);
 	if (s->state != S_FORWARD) {
@@ -570,9 +653,10 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 		upstream_drop(s);
 		return;
 	}
-	if (!s->fwd.resp_head_done && origin_head(s) != 1)
-		return;
-	origin_body(s);
+	corked = client_cork(s);
+	if (s->fwd.resp_head_done || origin_head(s) == 1)
+		origin_body(s);
+	client_uncork(s, corked);
 }
 
 static void
@@ -580,6 +664,7 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
 	struct forward *f = &s->fwd;
+	int corked;
 
 	if (s->state != S_FORWARD) {
 		upstream_drop(s);	/* an idle origin went away */
@@ -587,7 +672,9 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if ((what & BEV_EVENT_EOF) && f->resp_head_done &&
 	    f->resp_framing == HTTP_BODY_UNTIL_CLOSE) {
+		corked = client_cork(s);
 		origin_body(s);
+		client_uncork(s, corked);
 		if (s->closing || s->state != S_FORWARD)
 			return;
 		if (f->scrub != NULL)

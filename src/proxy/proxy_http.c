@@ -201,10 +201,11 @@ build_origin_head(struct session *s, const struct http_request *req,
 		return -1;
 	h = s->pending_head;
 	evbuffer_drain(h, evbuffer_get_length(h));
-	evbuffer_add_printf(h, "%.*s ", (int)req->method.len, req->method.p);
+	evbuffer_add(h, req->method.p, req->method.len);
+	evbuffer_add(h, " ", 1);
 	if (write_target(s, req, h) == -1)
 		return -1;
-	evbuffer_add_printf(h, " HTTP/1.%d\r\n", req->version_minor);
+	evbuffer_add(h, req->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
 	if (replace_host) {
 		/* RFC 9112 §3.2.2: the target URI's authority replaces Host. */
 		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
@@ -223,7 +224,8 @@ build_origin_head(struct session *s, const struct http_request *req,
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
 		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
 			continue;
-		evbuffer_add_printf(h, "%.*s: ", (int)hd->name.len, hd->name.p);
+		evbuffer_add(h, hd->name.p, hd->name.len);
+		evbuffer_add(h, ": ", 2);
 		if (plan->swap[i] != NULL) {
 			if (swap_into(s, plan->swap[i], hd->value.p, hd->value.len,
 			    0, h) == -1)
@@ -233,18 +235,19 @@ build_origin_head(struct session *s, const struct http_request *req,
 		evbuffer_add(h, "\r\n", 2);
 	}
 	if (plan->n_bound > 0)
-		evbuffer_add_printf(h, "Accept-Encoding: identity\r\n");
+		evbuffer_add(h, "Accept-Encoding: identity\r\n", 27);
 	if (req->framing == HTTP_BODY_CHUNKED)
-		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+		evbuffer_add(h, "Transfer-Encoding: chunked\r\n", 28);
 	if (req->upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
 		evbuffer_add_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
 		    (int)u->value.len, u->value.p);
 	} else if (req->version_minor == 0) {
-		evbuffer_add_printf(h, "Connection: close\r\n");
+		evbuffer_add(h, "Connection: close\r\n", 19);
 	}
-	evbuffer_add_printf(h, "Via: 1.%d sandgate\r\n\r\n", req->version_minor);
+	evbuffer_add(h, req->version_minor ? "Via: 1.1 sandgate\r\n\r\n" :
+	    "Via: 1.0 sandgate\r\n\r\n", 21);
 	return 0;
 }
 
@@ -277,7 +280,7 @@ cred_name_check(struct session *s)
 	return -1;
 }
 
-static void
+void
 forward_prepare(struct session *s, const struct http_request *req)
 {
 	struct forward *f = &s->fwd;
@@ -507,6 +510,10 @@ handle_head(struct session *s)
 		return;
 	}
 
+	if (s->kind == KIND_INGRESS) {
+		ingress_request(s, &req, n);
+		return;
+	}
 	if (s->tunnel_http) {
 		tunnel_request(s, &req, n);
 		return;

@@ -34,6 +34,7 @@ enum listener_kind {
 	LISTENER_HTTP,
 	LISTENER_SOCKS5,
 	LISTENER_TRANSPARENT,
+	LISTENER_INGRESS,
 	LISTENER_MAX
 };
 
@@ -66,6 +67,7 @@ struct worker {
 	struct ssl_ctx_st	*tls_origin_ctx;	/* faces origins (verifying client) */
 	struct tls_sess_slot	 tls_sessions[PROXY_TLS_SESSIONS];
 	struct dns_server	*dns;		/* DNS listener of this worker */
+	struct ssl_ctx_st	*tls_ingress_ctx;	/* ingress_tls; NULL: plain */
 };
 
 struct audit;
@@ -125,7 +127,8 @@ enum session_kind {
 	KIND_HTTP,		/* absolute-form request on the explicit proxy */
 	KIND_CONNECT,		/* CONNECT tunnel on the explicit proxy */
 	KIND_SOCKS5,		/* SOCKS5 tunnel */
-	KIND_TRANSPARENT	/* redirected by nftables */
+	KIND_TRANSPARENT,	/* redirected by nftables */
+	KIND_INGRESS		/* PORT-ID.<ingress_domain> -> a sandbox (proxy_ingress.c) */
 };
 
 enum sniffed {
@@ -219,6 +222,7 @@ struct session {
 	struct event		*timer;		/* sniff timer */
 	struct event		*idle_ev;
 	struct timeval		 last_active;
+	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
 
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
@@ -270,6 +274,8 @@ void		 session_deny(struct session *, int status, const char *reason,
 
 /* proxy_forward.c: one request to the origin and its response back. */
 void		 forward_start(struct session *);
+/* The request's framing and keep-alive into s->fwd (proxy_http.c). */
+void		 forward_prepare(struct session *, const struct http_request *);
 void		 forward_client_read(struct session *);
 /* Release what a finished request held (snapshot, scrubber) and clear it. */
 void		 forward_reset(struct session *);
@@ -325,6 +331,23 @@ struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
 void		 proxy_tls_origin_release(struct bufferevent *);
+/* Ciphertext not yet written to an intercepted client's socket. */
+size_t		 proxy_tls_client_unsent(struct session *);
+/* Free cbev or obev (and the socket under its TLS filter). */
+void		 proxy_tls_bev_free(struct bufferevent *);
+/* bufferevent_socket_connect, also for proxy_tls_origin_bev's filter. */
+int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
+		    int);
+
+/* proxy_ingress.c */
+int		 ingress_worker_init(struct worker *, const struct config *);
+void		 ingress_worker_free(struct worker *);
+void		 ingress_start(struct session *);
+void		 ingress_request(struct session *, const struct http_request *,
+		    int n);
+/* 1 when a session answers HTTP requests one by one (rows per request). */
+#define SESSION_IS_HTTP(s)	((s)->kind == KIND_HTTP || \
+				 (s)->kind == KIND_INGRESS || (s)->tunnel_http)
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

@@ -23,7 +23,7 @@
 #include "proxy/proxy_int.h"
 
 static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
-    "transparent" };
+    "transparent", "ingress" };
 
 struct policy *
 proxy_policy_get(struct proxy *p)
@@ -165,6 +165,9 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
 		return -1;
+	if (p->cfg->listen_ingress.enabled &&
+	    ingress_worker_init(w, p->cfg) == -1)
+		return -1;
 	if (p->dns_fds[0][index] != -1) {
 		struct dns_server_env env;
 
@@ -217,6 +220,8 @@ listener_config(const struct config *cfg, enum listener_kind k)
 		return &cfg->listen_socks5;
 	case LISTENER_TRANSPARENT:
 		return &cfg->listen_transparent;
+	case LISTENER_INGRESS:
+		return &cfg->listen_ingress;
 	default:
 		return NULL;
 	}
@@ -279,12 +284,13 @@ bind_listeners(struct proxy *p)
 				return -1;
 			}
 		}
-		log_info("listening: %s on %s (%d workers)", listener_names[k],
-		    l->text, p->n_workers);
+		log_info("listening: %s on %s (%d workers)%s", listener_names[k],
+		    l->text, p->n_workers, k == LISTENER_INGRESS &&
+		    cfg->ingress_tls_cert != NULL ? " with TLS" : "");
 	}
-	if (cfg->listen_ingress.enabled || cfg->listen_metrics.enabled)
-		log_info("ingress and metrics "
-		    "listeners are not part of this build yet; not started");
+	if (cfg->listen_metrics.enabled)
+		log_info("the metrics listener is not part of this build yet; "
+		    "not started");
 
 	return 0;
 }
@@ -340,6 +346,16 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_info("geoip: country %s, asn %s", cfg->geoip_country_db ?
 		    cfg->geoip_country_db : "-", cfg->geoip_asn_db ?
 		    cfg->geoip_asn_db : "-");
+	}
+	if (cfg->listen_ingress.enabled && cfg->ingress_tls_cert != NULL) {
+		struct worker probe;
+
+		/* A bad certificate or key fails before any port is bound. */
+		memset(&probe, 0, sizeof(probe));
+		i = ingress_worker_init(&probe, cfg);
+		ingress_worker_free(&probe);
+		if (i == -1)
+			goto fail;
 	}
 	if (bind_listeners(p) == -1)
 		goto fail;
@@ -504,6 +520,7 @@ proxy_free(struct proxy *p)
 		if (w->base != NULL)
 			event_base_free(w->base);
 		proxy_tls_worker_free(w);
+		ingress_worker_free(w);
 	}
 	free(p->workers);
 	for (i = 0; i < 64; i++) {

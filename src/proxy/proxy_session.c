@@ -36,7 +36,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
 	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
 	s->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
-	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT : KIND_HTTP;
+	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
+	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
 	s->fwd.started = s->started;
 	netaddr_from_sockaddr(sa, &s->client_addr, &port);
@@ -71,6 +72,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	session_set_idle(s);
 	if (s->kind == KIND_TRANSPARENT)
 		transparent_start(s);	/* may close s: the caller only counts */
+	else if (s->kind == KIND_INGRESS)
+		ingress_start(s);	/* TLS on the listener; may close s */
 	return s;
 }
 
@@ -98,7 +101,8 @@ session_close(struct session *s, const char *reason)
 	}
 	/* A tunnel is one decision: its line is written when it ends. */
 	/* An allowed tunnel's row: how it ended is not a decision reason. */
-	if (s->kind != KIND_HTTP && !s->logged && s->verdict.allow)
+	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
+	    s->verdict.allow)
 		session_log(s, "allow", 200, NULL, s->bytes_up, s->bytes_down,
 		    &s->started);
 	if (s->timer != NULL)
@@ -109,11 +113,11 @@ session_close(struct session *s, const char *reason)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
 	if (s->cbev != NULL)
-		bufferevent_free(s->cbev);
+		proxy_tls_bev_free(s->cbev);
 	if (s->obev != NULL) {
 		if (s->intercepted)
 			proxy_tls_origin_release(s->obev);
-		bufferevent_free(s->obev);
+		proxy_tls_bev_free(s->obev);
 	}
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
@@ -139,9 +143,13 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (s->intercepted && !s->tls_client_ok) {
 		/* Most often a sandbox that does not trust sandgate's CA. */
-		log_warnx("session %llu: client TLS handshake for %s failed "
-		    "(does the client trust the sandgate CA?)",
-		    (unsigned long long)s->id, s->target.host);
+		if (s->kind == KIND_INGRESS)
+			log_info("session %llu: ingress TLS handshake from %s "
+			    "failed", (unsigned long long)s->id, s->client_str);
+		else
+			log_warnx("session %llu: client TLS handshake for %s "
+			    "failed (does the client trust the sandgate CA?)",
+			    (unsigned long long)s->id, s->target.host);
 		s->verdict.allow = 0;
 		session_log(s, "error", 0, REASON_CLIENT_TLS, 0, 0, &s->started);
 		session_close(s, REASON_CLIENT_TLS);
@@ -162,6 +170,8 @@ client_pending(struct session *s)
 
 	if (u != NULL)
 		n += evbuffer_get_length(bufferevent_get_output(u));
+	if (s->intercepted)
+		n += proxy_tls_client_unsent(s);
 	return n;
 }
 
@@ -239,7 +249,9 @@ status_text(int status)
 {
 	switch (status) {
 	case 200: return "OK";
+	case 302: return "Found";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
@@ -289,7 +301,7 @@ void
 session_set_idle(struct session *s)
 {
 	struct timeval tv;
-	uint32_t ms = s->p->cfg->idle_timeout_ms;
+	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
 
 	event_base_gettimeofday_cached(s->w->base, &s->last_active);
 	tv.tv_sec = ms / 1000;
@@ -308,7 +320,7 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct session *s = arg;
 	struct timeval now, idle, left;
-	uint32_t ms = s->p->cfg->idle_timeout_ms;
+	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
 
 	if (s->state == S_FINISHING) {
 		session_close(s, s->close_reason);
@@ -332,7 +344,8 @@ kind_name(const struct session *s)
 {
 	return s->kind == KIND_CONNECT ? "connect" :
 	    s->kind == KIND_SOCKS5 ? "socks5" :
-	    s->kind == KIND_TRANSPARENT ? "transparent" : "http";
+	    s->kind == KIND_TRANSPARENT ? "transparent" :
+	    s->kind == KIND_INGRESS ? "ingress" : "http";
 }
 
 static void
@@ -342,7 +355,7 @@ session_audit(struct session *s, const char *decision, int status,
 {
 	struct audit_event ev;
 	struct geoip_result geo;
-	int http = s->kind == KIND_HTTP || s->tunnel_http;
+	int http = SESSION_IS_HTTP(s);
 
 	memset(&ev, 0, sizeof(ev));
 	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
@@ -359,7 +372,7 @@ session_audit(struct session *s, const char *decision, int status,
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
 	ev.method = http && s->fwd.method[0] ? s->fwd.method :
-	    s->kind != KIND_HTTP ? "CONNECT" : NULL;
+	    s->kind != KIND_HTTP && s->kind != KIND_INGRESS ? "CONNECT" : NULL;
 	ev.path = http && s->fwd.path != NULL && s->fwd.path[0] ?
 	    s->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
@@ -391,11 +404,8 @@ session_log(struct session *s, const char *decision, int status,
 	/* A request's own address; a tunnel's is the one it connected to. */
 	if (s->fwd.ip.family != 0)
 		netaddr_ntop(&s->fwd.ip, ip, sizeof(ip));
-	else if ((s->kind != KIND_HTTP && !s->tunnel_http) &&
-	    s->origin_addr.family != 0)
+	else if (!SESSION_IS_HTTP(s) && s->origin_addr.family != 0)
 		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
-	if ((s->kind == KIND_HTTP || s->tunnel_http) && s->fwd.path != NULL)
-		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
 	session_audit(s, decision, status, reason, up, down, ms, ip);
 	/*
 	 * Every decision is an audit row; the log carries denials and errors
@@ -404,12 +414,14 @@ session_log(struct session *s, const char *decision, int status,
 	 */
 	if (strcmp(decision, "allow") == 0 && !log_enabled(LOG_LVL_DEBUG))
 		return;
+	if (SESSION_IS_HTTP(s) && s->fwd.path != NULL)
+		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
 	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",
 	    s->client_str, s->target.host[0] ? s->target.host : "-",
 	    s->target.port, ip,
-	    (s->kind == KIND_HTTP || s->tunnel_http) && s->fwd.method[0] ?
+	    SESSION_IS_HTTP(s) && s->fwd.method[0] ?
 	    s->fwd.method : (s->kind == KIND_CONNECT ? "CONNECT" : "-"),
 	    path, status, s->verdict.rule[0] ? s->verdict.rule : "-",
 	    reason ? reason : "-", (unsigned long long)up,

@@ -2,10 +2,16 @@
  * TLS interception (SPEC §6): the sandbox side is terminated with a leaf
  * from sandgate's CA, the origin side is a fresh TLS connection verified
  * against upstream.ca_bundle with hostname checks. Owns the per-worker
- * SSL_CTXs and the origin session cache used for resumption.
+ * SSL_CTXs, the origin session cache used for resumption, and the socket
+ * I/O under both sides' TLS filters (struct csock).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
@@ -115,14 +121,262 @@ proxy_tls_worker_free(struct worker *w)
 }
 
 /*
+ * Sockets under intercepted TLS, on both sides. The TLS filter sits on one
+ * end of a bufferevent pair; the other end is driven here: ciphertext the
+ * filter produces is written to the socket at once (a socket bufferevent
+ * would arm EV_WRITE, wait a loop turn and disarm it: two epoll_ctl calls
+ * and a wakeup per message), and the socket stays registered for reading
+ * for the whole connection, read with one read(2) per wakeup (no FIONREAD,
+ * no separate read of each record header). Bounded both ways: reading
+ * pauses while the filter has not taken what was read, and the filter
+ * stops encrypting while the socket is blocked.
+ */
+#define CSOCK_READ		16384
+#define CSOCK_HWM		(256 * 1024)
+/*
+ * Deferred callbacks: a filter that decrypts a last record and a
+ * close_notify in one pass reports the end before it has stored that
+ * record (libevent 2.1 do_read); deferred, the read callback runs first.
+ */
+#define CSOCK_FILTER_OPTS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)
+
+struct csock {
+	struct event_base	*base;
+	evutil_socket_t		 fd;		/* -1 until connect */
+	struct bufferevent	*near;		/* the pair end under the filter */
+	struct bufferevent	*far;		/* the end driven here */
+	struct event		*rev;		/* persistent EV_READ */
+	struct event		*wev;		/* armed while a write would block */
+	struct event		*free_ev;	/* deferred free */
+	int			 read_paused;
+	int			 dead;		/* connection gone; freed next loop turn */
+};
+
+static void
+csock_error(struct csock *cs, short what)
+{
+	event_del(cs->rev);
+	event_del(cs->wev);
+	/* The filter hears it as from a socket, and tells the session. */
+	bufferevent_trigger_event(cs->near, what | BEV_EVENT_ERROR, 0);
+}
+
+/* Write what the filter produced; arm EV_WRITE only when the socket is full. */
+static void
+csock_flush(struct csock *cs)
+{
+	struct evbuffer *in = bufferevent_get_input(cs->far);
+	int n;
+
+	if (cs->fd == -1)
+		return;			/* not connected yet: it waits */
+	while (evbuffer_get_length(in) > 0) {
+		if ((n = evbuffer_write(in, cs->fd)) > 0)
+			continue;
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
+			event_add(cs->wev, NULL);
+			if (evbuffer_get_length(in) > CSOCK_HWM)
+				bufferevent_disable(cs->far, EV_READ);
+			return;
+		}
+		csock_error(cs, BEV_EVENT_WRITING);
+		return;
+	}
+}
+
+static void
+csock_far_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct csock *cs = arg;
+
+	if (cs->dead)
+		return;
+	if (cs->fd != -1 && !event_pending(cs->wev, EV_WRITE, NULL))
+		csock_flush(cs);
+	else if (evbuffer_get_length(bufferevent_get_input(bev)) > CSOCK_HWM)
+		bufferevent_disable(bev, EV_READ);	/* csock_write_cb resumes */
+}
+
+/* The filter took what was read: reading may go on. */
+static void
+csock_far_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct csock *cs = arg;
+
+	if (!cs->dead && cs->read_paused &&
+	    evbuffer_get_length(bufferevent_get_output(cs->far)) < CSOCK_HWM) {
+		cs->read_paused = 0;
+		event_add(cs->rev, NULL);
+	}
+}
+
+static void
+csock_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct csock *cs = arg;
+
+	csock_flush(cs);
+	if (!cs->dead && !event_pending(cs->wev, EV_WRITE, NULL))
+		bufferevent_enable(cs->far, EV_READ);	/* may flush more */
+}
+
+static void
+csock_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct csock *cs = arg;
+	struct evbuffer *out = bufferevent_get_output(cs->far);
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	if (evbuffer_reserve_space(out, CSOCK_READ, &v, 1) < 1) {
+		csock_error(cs, BEV_EVENT_READING);
+		return;
+	}
+	if ((n = read(cs->fd, v.iov_base, v.iov_len)) < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			csock_error(cs, BEV_EVENT_READING);
+		return;
+	}
+	if (n == 0) {
+		/* What was read goes up first, then the end of the stream. */
+		event_del(cs->rev);
+		bufferevent_flush(cs->far, EV_WRITE, BEV_FINISHED);
+		return;
+	}
+	v.iov_len = (size_t)n;
+	/* The pair hands it to the filter, which may end the connection. */
+	evbuffer_commit_space(out, &v, 1);
+	if (!cs->dead && evbuffer_get_length(out) >= CSOCK_HWM) {
+		cs->read_paused = 1;
+		event_del(cs->rev);
+	}
+}
+
+static void
+csock_destroy(struct csock *cs)
+{
+	if (cs->rev != NULL)
+		event_free(cs->rev);
+	if (cs->wev != NULL)
+		event_free(cs->wev);
+	if (cs->free_ev != NULL)
+		event_free(cs->free_ev);
+	if (cs->far != NULL)
+		bufferevent_free(cs->far);
+	if (cs->fd != -1)
+		evutil_closesocket(cs->fd);
+	free(cs);
+}
+
+static void
+csock_destroy_cb(evutil_socket_t fd, short what, void *arg)
+{
+	csock_destroy(arg);
+}
+
+/* Events for a socket that is now known. */
+static int
+csock_set_fd(struct csock *cs, evutil_socket_t fd)
+{
+	cs->rev = event_new(cs->base, fd, EV_READ | EV_PERSIST, csock_read_cb, cs);
+	cs->wev = event_new(cs->base, fd, EV_WRITE, csock_write_cb, cs);
+	if (cs->rev == NULL || cs->wev == NULL)
+		return -1;
+	cs->fd = fd;
+	return 0;
+}
+
+/* A pair for a filter to sit on; fd -1: a socket that connect() brings. */
+static struct csock *
+csock_new(struct event_base *base, evutil_socket_t fd)
+{
+	struct bufferevent *pair[2];
+	struct csock *cs;
+
+	if ((cs = calloc(1, sizeof(*cs))) == NULL)
+		return NULL;
+	cs->base = base;
+	cs->fd = -1;
+	if (bufferevent_pair_new(base, 0, pair) == -1) {
+		free(cs);
+		return NULL;
+	}
+	cs->near = pair[0];
+	cs->far = pair[1];
+	cs->free_ev = event_new(base, -1, 0, csock_destroy_cb, cs);
+	if (cs->free_ev == NULL || (fd != -1 && csock_set_fd(cs, fd) == -1)) {
+		cs->fd = -1;		/* the caller keeps its socket */
+		bufferevent_free(cs->near);
+		csock_destroy(cs);
+		return NULL;
+	}
+	/* The filter's output stops at the pair: backpressure reaches the session. */
+	bufferevent_setwatermark(cs->near, EV_WRITE, 0, CSOCK_HWM);
+	bufferevent_setcb(cs->far, csock_far_read_cb, csock_far_write_cb, NULL, cs);
+	bufferevent_enable(cs->far, EV_READ | EV_WRITE);
+	return cs;
+}
+
+/* Before its filter is gone: stop, and free from the loop (callbacks of
+ * ours may be on the stack). */
+static void
+csock_release(struct csock *cs)
+{
+	if (cs->rev != NULL)
+		event_del(cs->rev);
+	if (cs->wev != NULL)
+		event_del(cs->wev);
+	bufferevent_setcb(cs->far, NULL, NULL, NULL, NULL);
+	cs->dead = 1;
+	event_active(cs->free_ev, EV_TIMEOUT, 0);
+}
+
+/* The csock under a TLS filter, or NULL. */
+static struct csock *
+csock_under(struct bufferevent *bev)
+{
+	struct bufferevent *u, *far;
+	bufferevent_data_cb rcb;
+	void *arg;
+
+	if (bev == NULL || (u = bufferevent_get_underlying(bev)) == NULL ||
+	    (far = bufferevent_pair_get_partner(u)) == NULL)
+		return NULL;
+	bufferevent_getcb(far, &rcb, NULL, NULL, &arg);
+	return rcb == csock_far_read_cb ? arg : NULL;
+}
+
+size_t
+proxy_tls_client_unsent(struct session *s)
+{
+	struct csock *cs = csock_under(s->cbev);
+
+	return cs != NULL ? evbuffer_get_length(bufferevent_get_input(cs->far)) : 0;
+}
+
+void
+proxy_tls_bev_free(struct bufferevent *bev)
+{
+	struct csock *cs = csock_under(bev);
+
+	if (cs != NULL)
+		csock_release(cs);
+	bufferevent_free(bev);
+}
+
+/*
  * Terminate the client's TLS with a leaf for the tunnel's name. The
- * ClientHello is still in the client's input buffer: the filter reads it
- * from there.
+ * client's socket moves from its socket bufferevent to a csock, and the
+ * ClientHello, already read, goes to the filter first.
  */
 int
 proxy_tls_intercept_client(struct session *s)
 {
-	struct bufferevent *f;
+	struct bufferevent *f, *under, *old = s->cbev;
+	struct evbuffer *hello = NULL;
+	struct csock *cs = NULL;
 	X509 *leaf = NULL;
 	EVP_PKEY *key = NULL;
 	SSL *ssl;
@@ -144,14 +398,34 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	X509_free(leaf);
 	EVP_PKEY_free(key);
-	f = bufferevent_openssl_filter_new(s->w->base, s->cbev, ssl,
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	/* Unwritten bytes (a pipelining client) keep the socket bufferevent. */
+	if (evbuffer_get_length(bufferevent_get_output(old)) == 0 &&
+	    (hello = evbuffer_new()) != NULL &&
+	    (cs = csock_new(s->w->base, bufferevent_getfd(old))) == NULL) {
+		evbuffer_free(hello);
+		hello = NULL;
+	}
+	under = cs != NULL ? cs->near : old;
+	f = bufferevent_openssl_filter_new(s->w->base, under, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, CSOCK_FILTER_OPTS);
 	if (f == NULL) {
 		SSL_free(ssl);
+		if (cs != NULL) {
+			bufferevent_free(cs->near);
+			cs->fd = -1;		/* still the socket bufferevent's */
+			csock_destroy(cs);
+			evbuffer_free(hello);
+		}
 		return -1;
 	}
-	/* From here the filter owns ssl and the socket bufferevent. */
+	/* From here the filter owns ssl and what it sits on. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+	if (cs != NULL) {
+		evbuffer_add_buffer(hello, bufferevent_get_input(old));
+		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
+		bufferevent_free(old);
+		event_add(cs->rev, NULL);
+	}
 	s->cbev = f;
 	s->intercepted = 1;
 	s->tunnel_http = 1;
@@ -161,18 +435,26 @@ proxy_tls_intercept_client(struct session *s)
 	    s->p->cfg->max_header_bytes + 1024);
 	bufferevent_setcb(f, http_client_read_cb, NULL, session_client_event_cb, s);
 	bufferevent_enable(f, EV_READ | EV_WRITE);
-	/* The ClientHello arrived before the filter: make it look at it now. */
-	bufferevent_trigger(bufferevent_get_underlying(f), EV_READ,
-	    BEV_TRIG_IGNORE_WATERMARKS);
+	if (cs != NULL) {
+		/* The ClientHello arrived before the filter: hand it over now. */
+		evbuffer_add_buffer(bufferevent_get_output(cs->far), hello);
+		evbuffer_free(hello);
+	} else
+		bufferevent_trigger(bufferevent_get_underlying(f), EV_READ,
+		    BEV_TRIG_IGNORE_WATERMARKS);
 	return 0;
 }
 
-/* A socket bufferevent that connects, then does the origin handshake. */
+/*
+ * The origin side: a TLS filter on a csock whose socket proxy_tls_connect()
+ * opens; the ClientHello waits in the pair until then.
+ */
 struct bufferevent *
 proxy_tls_origin_bev(struct session *s)
 {
 	struct bufferevent *bev;
 	struct tls_sess_slot *slot;
+	struct csock *cs;
 	SSL *ssl;
 
 	if ((ssl = SSL_new(s->w->tls_origin_ctx)) == NULL)
@@ -192,16 +474,56 @@ proxy_tls_origin_bev(struct session *s)
 	    strcmp(slot->host, s->target.host) == 0 &&
 	    SSL_SESSION_is_resumable(slot->sess))
 		SSL_set_session(ssl, slot->sess);
-	bev = bufferevent_openssl_socket_new(s->w->base, -1, ssl,
-	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL)
+	if ((cs = csock_new(s->w->base, -1)) == NULL)
 		goto fail;
+	bev = bufferevent_openssl_filter_new(s->w->base, cs->near, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, CSOCK_FILTER_OPTS);
+	if (bev == NULL) {
+		bufferevent_free(cs->near);
+		csock_destroy(cs);
+		goto fail;
+	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	return bev;
 fail:
 	log_openssl("preparing the origin-side TLS");
 	SSL_free(ssl);
 	return NULL;
+}
+
+/* Connect bev's socket: a csock's (see above), or a socket bufferevent's. */
+int
+proxy_tls_connect(struct bufferevent *bev, const struct sockaddr *sa,
+    int salen)
+{
+	struct csock *cs = csock_under(bev);
+	evutil_socket_t fd;
+	int one = 1;
+
+	if (cs == NULL)
+		return bufferevent_socket_connect(bev, sa, salen);
+	if (cs->fd != -1)
+		return -1;
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -1;
+	/* Whole TLS records go out as they are made: no Nagle delay. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if ((connect(fd, sa, (socklen_t)salen) == -1 && errno != EINPROGRESS) ||
+	    csock_set_fd(cs, fd) == -1) {
+		close(fd);
+		return -1;
+	}
+	/* Readable on the ServerHello, or on a refused connection's error. */
+	event_add(cs->rev, NULL);
+	/*
+	 * A filter starts its handshake when what it sits on calls back:
+	 * the ClientHello now (written when the connect completes).
+	 */
+	bufferevent_trigger(cs->near, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+	if (!cs->dead)
+		csock_flush(cs);
+	return 0;
 }
 
 /* Why the origin handshake failed, for the 502 body and the log. */

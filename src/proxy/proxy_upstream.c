@@ -119,7 +119,7 @@ upstream_drop(struct session *s)
 	if (s->obev != NULL) {
 		if (s->intercepted)
 			proxy_tls_origin_release(s->obev);
-		bufferevent_free(s->obev);
+		proxy_tls_bev_free(s->obev);
 		s->obev = NULL;
 	}
 	s->origin_host[0] = '\0';
@@ -152,7 +152,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
-		if (s->intercepted)
+		if (s->intercepted && s->kind != KIND_INGRESS)
 			proxy_tls_origin_connected(s, bev);
 		s->origin_addr = s->addrs[s->addr_next - 1];
 		snprintf(s->origin_host, sizeof(s->origin_host), "%s",
@@ -163,14 +163,15 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		s->on_connected(s);
 		return;
 	}
-	if (s->intercepted && !(what & BEV_EVENT_TIMEOUT)) {
+	if (s->intercepted && s->kind != KIND_INGRESS &&
+	    !(what & BEV_EVENT_TIMEOUT)) {
 		char why[256];
 		proxy_tls_origin_error(bev, why, sizeof(why));
 		if (strstr(why, "rejected") != NULL ||
 		    strcmp(why, "origin TLS handshake failed") != 0) {
 			/* A bad origin certificate is never retried elsewhere. */
 			s->origin_addr = s->addrs[s->addr_next - 1];
-			bufferevent_free(s->obev);
+			proxy_tls_bev_free(s->obev);
 			s->obev = NULL;
 			log_warnx("session %llu: %s:%u: %s",
 			    (unsigned long long)s->id, s->target.host,
@@ -179,7 +180,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
-	bufferevent_free(s->obev);
+	proxy_tls_bev_free(s->obev);
 	s->obev = NULL;
 	if (s->addr_next >= s->n_addrs) {
 		connect_failed(s, (what & BEV_EVENT_TIMEOUT) != 0);
@@ -200,7 +201,9 @@ try_next_addr(struct session *s)
 		const struct netaddr *a = &s->addrs[s->addr_next++];
 
 		sslen = netaddr_to_sockaddr(a, s->target.port, &ss);
-		s->obev = s->intercepted ? proxy_tls_origin_bev(s) :
+		/* Ingress TLS ends at the gateway: the guest speaks plain HTTP. */
+		s->obev = s->intercepted && s->kind != KIND_INGRESS ?
+		    proxy_tls_origin_bev(s) :
 		    bufferevent_socket_new(s->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (s->obev == NULL)
 			break;
@@ -209,10 +212,10 @@ try_next_addr(struct session *s)
 		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
 		/* The read timeout bounds a TLS handshake that stalls. */
 		bufferevent_set_timeouts(s->obev, s->intercepted ? &tv : NULL, &tv);
-		if (bufferevent_socket_connect(s->obev,
+		if (proxy_tls_connect(s->obev,
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;
-		bufferevent_free(s->obev);
+		proxy_tls_bev_free(s->obev);
 		s->obev = NULL;
 	}
 	connect_failed(s, 0);

@@ -36,8 +36,6 @@
 #define SB_EOF_GRACE	10	/* seconds we wait for output EOF after exit */
 #define SB_RUNSC_PIDS	512	/* pids headroom for gVisor's own threads */
 #define SB_START_WAIT	60	/* seconds for the runtime to report running */
-/* until the ingress listener learns TLS, its URLs are http */
-#define SANDBOX_INGRESS_TLS(cfg)	0
 
 /* What up made, so that one function can take it down from any point. */
 struct life {
@@ -313,7 +311,7 @@ sandbox_ingress_url(const struct config *cfg, const char *id, uint16_t port,
     char *buf, size_t len)
 {
 	uint16_t lp = listen_port(&cfg->listen_ingress, 0);
-	const char *scheme = SANDBOX_INGRESS_TLS(cfg) ? "https" : "http";
+	const char *scheme = cfg->ingress_tls_cert != NULL ? "https" : "http";
 	char pbuf[8] = "";
 
 	if (lp == 0 || cfg->ingress_domain == NULL)

@@ -1,0 +1,443 @@
+/*
+ * The ingress listener (SPEC §10): a request for PORT-ID.<ingress_domain>
+ * is checked (sandbox, published port, running, token) and reverse-proxied
+ * to that port of the sandbox's guest address through the forward
+ * machinery. Owns the ingress TLS context and the token's cookie flow; the
+ * egress policy never applies here, only the sandbox's ingress table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/ingress_host.h"
+#include "proxy/proxy_int.h"
+
+/* Reasons of the ingress rows (docs/ingress.md), beside core/reason.h's. */
+#define R_UNKNOWN_HOST		"ingress-unknown-host"
+#define R_UNKNOWN_SANDBOX	"ingress-unknown-sandbox"
+#define R_PORT		"ingress-port-not-published"
+#define R_NOT_RUNNING		"sandbox-not-running"
+#define R_TOKEN_MISSING		"ingress-token-missing"
+#define R_TOKEN_INVALID		"ingress-token-invalid"
+#define R_TOKEN_REDIRECT	"ingress-token-redirect"
+
+#define TOKEN_HEADER		"X-Sandgate-Token"
+
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+static int
+ingress_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+    const unsigned char *in, unsigned int inlen, void *arg)
+{
+	unsigned char *sel;
+
+	if (SSL_select_next_proto(&sel, outlen, alpn_http11,
+	    sizeof(alpn_http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+int
+ingress_worker_init(struct worker *w, const struct config *cfg)
+{
+	struct stat st;
+	SSL_CTX *ctx;
+
+	if (cfg->ingress_tls_cert == NULL)
+		return 0;
+	if (stat(cfg->ingress_tls_key, &st) == -1) {
+		log_warn("ingress_tls key %s", cfg->ingress_tls_key);
+		return -1;
+	}
+	if (st.st_mode & 077) {
+		log_warnx("ingress_tls key %s is readable by group or others "
+		    "(chmod 600 it)", cfg->ingress_tls_key);
+		return -1;
+	}
+	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+		log_openssl("SSL_CTX_new");
+		return -1;
+	}
+	w->tls_ingress_ctx = ctx;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+	    SSL_OP_CIPHER_SERVER_PREFERENCE);
+	SSL_CTX_set_alpn_select_cb(ctx, ingress_alpn_cb, NULL);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->ingress_tls_cert) != 1) {
+		log_openssl(cfg->ingress_tls_cert);
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->ingress_tls_key,
+	    SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+		log_openssl(cfg->ingress_tls_key);
+		return -1;
+	}
+	return 0;
+}
+
+void
+ingress_worker_free(struct worker *w)
+{
+	SSL_CTX_free(w->tls_ingress_ctx);
+	w->tls_ingress_ctx = NULL;
+}
+
+/* A new ingress connection: TLS first when the listener has a certificate. */
+void
+ingress_start(struct session *s)
+{
+	struct bufferevent *f;
+	SSL *ssl;
+
+	/* Every row of this session, a malformed request's too, says ingress. */
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
+	if (s->w->tls_ingress_ctx == NULL)
+		return;
+	if ((ssl = SSL_new(s->w->tls_ingress_ctx)) == NULL) {
+		log_openssl("ingress SSL_new");
+		session_close(s, "out-of-memory");
+		return;
+	}
+	f = bufferevent_openssl_filter_new(s->w->base, s->cbev, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	if (f == NULL) {
+		SSL_free(ssl);
+		session_close(s, "out-of-memory");
+		return;
+	}
+	/* From here the filter owns ssl and the socket bufferevent. */
+	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+	s->cbev = f;
+	s->intercepted = 1;	/* the client side is TLS (never the guest's) */
+	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
+	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
+	    s->p->cfg->max_header_bytes + 1024);
+	bufferevent_setcb(f, http_client_read_cb, NULL, session_client_event_cb, s);
+	bufferevent_enable(f, EV_READ | EV_WRITE);
+}
+
+/* Deny (4xx) or error (5xx): one row, an answer, then close. */
+static void
+ingress_refuse(struct session *s, int status, const char *reason,
+    const char *detail)
+{
+	session_log(s, status >= 500 ? "error" : "deny", status, reason, 0, 0,
+	    &s->fwd.started);
+	session_http_error(s, status, reason, detail);
+}
+
+/* 302 to the same target without sg_token, and the token as a cookie. */
+static void
+ingress_redirect(struct session *s, const char *target, const char *tok,
+    size_t toklen)
+{
+	struct evbuffer *out = bufferevent_get_output(s->cbev);
+
+	session_log(s, "allow", 302, R_TOKEN_REDIRECT, 0, 0, &s->fwd.started);
+	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
+	    "Location: %s\r\n"
+	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"
+	    "Cache-Control: no-store\r\n"
+	    "Content-Length: 0\r\n"
+	    "Connection: close\r\n\r\n",
+	    target[0] != '\0' ? target : "/", (int)toklen, tok,
+	    s->intercepted ? "; Secure" : "");
+	session_finish(s, "done");
+}
+
+static int
+header_is_forwarding(const struct http_header *h)
+{
+	return http_header_is(h, "X-Forwarded-For") ||
+	    http_header_is(h, "X-Forwarded-Proto") ||
+	    http_header_is(h, "X-Forwarded-Host") ||
+	    http_header_is(h, "Forwarded");
+}
+
+/*
+ * The head the guest gets: the target without sg_token, hop-by-hop and the
+ * token's header and cookie removed, X-Forwarded-* set by us alone.
+ */
+static int
+build_guest_head(struct session *s, const struct http_request *req,
+    const char *target, const char *fhost, size_t fhostlen)
+{
+	struct evbuffer *h;
+	const char *tok;
+	char ip[NETADDR_STRLEN], *cookie;
+	size_t i, toklen;
+	int n;
+
+	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
+		return -1;
+	h = s->pending_head;
+	evbuffer_drain(h, evbuffer_get_length(h));
+	evbuffer_add_printf(h, "%.*s %s HTTP/1.%d\r\n", (int)req->method.len,
+	    req->method.p, target, req->version_minor);
+	if (req->form == HTTP_TARGET_ABSOLUTE)
+		evbuffer_add_printf(h, "Host: %.*s\r\n", (int)fhostlen, fhost);
+	for (i = 0; i < req->n_headers; i++) {
+		const struct http_header *hd = &req->headers[i];
+
+		if (http_header_is_hop_by_hop(hd, req->headers, req->n_headers) ||
+		    http_header_is(hd, TOKEN_HEADER) || header_is_forwarding(hd))
+			continue;
+		if (req->form == HTTP_TARGET_ABSOLUTE && http_header_is(hd, "Host"))
+			continue;
+		if (http_header_is(hd, "Cookie")) {
+			/* "a;b" comes out as "a; b": room for twice as much. */
+			if ((cookie = malloc(2 * hd->value.len + 1)) == NULL)
+				return -1;
+			n = ingress_strip_cookie(hd->value.p, hd->value.len, cookie,
+			    2 * hd->value.len + 1, &tok, &toklen);
+			if (n > 0)
+				evbuffer_add_printf(h, "Cookie: %s\r\n", cookie);
+			free(cookie);
+			if (n < 0)
+				return -1;
+			continue;
+		}
+		evbuffer_add_printf(h, "%.*s: %.*s\r\n", (int)hd->name.len,
+		    hd->name.p, (int)hd->value.len, hd->value.p);
+	}
+	if (req->framing == HTTP_BODY_CHUNKED)
+		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+	if (req->upgrade) {
+		const struct http_header *u = http_header_find(req->headers,
+		    req->n_headers, "Upgrade");
+		evbuffer_add_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
+		    (int)u->value.len, u->value.p);
+	} else if (req->version_minor == 0)
+		evbuffer_add_printf(h, "Connection: close\r\n");
+	netaddr_ntop(&s->client_addr, ip, sizeof(ip));
+	evbuffer_add_printf(h, "X-Forwarded-For: %s\r\n"
+	    "X-Forwarded-Proto: %s\r\n"
+	    "X-Forwarded-Host: %.*s\r\n"
+	    "Via: 1.%d sandgate\r\n\r\n", ip, s->intercepted ? "https" : "http",
+	    (int)fhostlen, fhost, req->version_minor);
+	return 0;
+}
+
+/* Where the token came with the request; the first place found decides. */
+struct ingress_token {
+	const char	*p;
+	size_t		 len;
+	int		 from_query;
+};
+
+static void
+find_token(const struct http_request *req, const char *qtok, size_t qlen,
+    struct ingress_token *t, char *cbuf, size_t cbuflen)
+{
+	const struct http_header *h;
+	const char *tok;
+	size_t i, toklen;
+
+	memset(t, 0, sizeof(*t));
+	if (qtok != NULL) {
+		t->p = qtok;
+		t->len = qlen;
+		t->from_query = 1;
+		return;
+	}
+	if ((h = http_header_find(req->headers, req->n_headers,
+	    TOKEN_HEADER)) != NULL) {
+		t->p = h->value.p;
+		t->len = h->value.len;
+		return;
+	}
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (!http_header_is(h, "Cookie") || 2 * h->value.len >= cbuflen)
+			continue;
+		if (ingress_strip_cookie(h->value.p, h->value.len, cbuf, cbuflen,
+		    &tok, &toklen) >= 0 && tok != NULL) {
+			t->p = tok;	/* points into the request, not cbuf */
+			t->len = toklen;
+			return;
+		}
+	}
+}
+
+/* The authority the client named: absolute-form's, else the Host header. */
+static int
+request_authority(struct session *s, const struct http_request *req,
+    char *buf, size_t len, const char **host, size_t *hostlen)
+{
+	int v6, n;
+
+	if (req->form == HTTP_TARGET_ABSOLUTE) {
+		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
+		n = snprintf(buf, len, "%s%.*s%s", v6 ? "[" : "",
+		    (int)req->host.len, req->host.p, v6 ? "]" : "");
+		if (req->has_port && n >= 0 && (size_t)n < len)
+			n += snprintf(buf + n, len - (size_t)n, ":%u", req->port);
+		if (n < 0 || (size_t)n >= len)
+			return -1;
+		*host = buf;
+		*hostlen = (size_t)n;
+		return 0;
+	}
+	if (!req->has_host)
+		return -1;
+	*host = req->host_header.p;
+	*hostlen = req->host_header.len;
+	return 0;
+}
+
+/* Connect to the guest, or go on over the kept-alive connection to it. */
+static void
+ingress_forward(struct session *s, const struct policy_ingress *ing,
+    const struct http_request *req, int n)
+{
+	forward_prepare(s, req);
+	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	s->fwd.ip = ing->address;	/* the row names the guest even on 502 */
+	if (req->upgrade) {
+		/* A relayed WebSocket idles on its own clock. */
+		s->idle_ms = s->p->cfg->ingress_upgrade_idle_ms;
+		session_set_idle(s);
+	}
+	if (s->obev != NULL && s->origin_port == s->target.port &&
+	    strcmp(s->origin_host, s->target.host) == 0 &&
+	    netaddr_cmp(&s->origin_addr, &ing->address) == 0) {
+		forward_start(s);
+		return;
+	}
+	upstream_drop(s);
+	s->addrs[0] = ing->address;
+	s->n_addrs = 1;
+	upstream_connect(s, forward_start);
+}
+
+/* Access for a sandbox that is not public: 0 go on, -1 answered. */
+static int
+ingress_access(struct session *s, const struct policy_ingress *ing,
+    const struct http_request *req, const char *target, const char *qtok,
+    size_t qlen)
+{
+	struct ingress_token t;
+	char cbuf[2 * 8192];
+
+	find_token(req, qtok, qlen, &t, cbuf, sizeof(cbuf));
+	if (t.p == NULL) {
+		ingress_refuse(s, 401, R_TOKEN_MISSING, "this sandbox needs its "
+		    "ingress token: header X-Sandgate-Token, or ?sg_token= once");
+		return -1;
+	}
+	if (!ingress_token_syntax_ok(t.p, t.len) ||
+	    !policy_ingress_token_ok(ing, t.p, t.len)) {
+		ingress_refuse(s, 401, R_TOKEN_INVALID, "ingress token not "
+		    "accepted");
+		return -1;
+	}
+	if (t.from_query) {
+		ingress_redirect(s, target, t.p, t.len);
+		return -1;
+	}
+	return 0;
+}
+
+void
+ingress_request(struct session *s, const struct http_request *req, int n)
+{
+	struct policy_ingress ing;
+	struct ingress_host ih;
+	const char *fhost, *qtok;
+	char abuf[300], detail[256], *target;
+	size_t fhostlen, qlen;
+	int r;
+
+	/* Each request follows the current policy and registry. */
+	policy_unref(s->pol);
+	s->pol = proxy_policy_get(s->p);
+	memset(&s->target, 0, sizeof(s->target));
+	memset(&s->verdict, 0, sizeof(s->verdict));
+	memset(&s->ident, 0, sizeof(s->ident));
+	s->has_ident = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
+
+	/* The token leaves the target first: no row or log line shows it. */
+	if ((target = malloc(req->path.len + 1)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	r = ingress_strip_query(req->path.p, req->path.len, target,
+	    req->path.len + 1, &qtok, &qlen);
+	if (r < 0) {	/* cannot happen: the output is never longer */
+		free(target);
+		session_close(s, "out-of-memory");
+		return;
+	}
+	if (qtok == NULL) {
+		/* Nothing to cut: the target goes on exactly as sent. */
+		memcpy(target, req->path.p, req->path.len);
+		target[req->path.len] = '\0';
+	}
+	free(s->fwd.path);
+	s->fwd.path = target;
+
+	if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE) {
+		ingress_refuse(s, 400, REASON_BAD_REQUEST,
+		    "not a request for a sandbox");
+		return;
+	}
+	if (req->form == HTTP_TARGET_ABSOLUTE && !((req->scheme.len == 4 &&
+	    strncasecmp(req->scheme.p, "http", 4) == 0) || (req->scheme.len == 5 &&
+	    strncasecmp(req->scheme.p, "https", 5) == 0))) {
+		ingress_refuse(s, 400, REASON_BAD_REQUEST, "only http and https");
+		return;
+	}
+	if (request_authority(s, req, abuf, sizeof(abuf), &fhost, &fhostlen) == -1) {
+		ingress_refuse(s, 400, REASON_BAD_REQUEST, "no Host");
+		return;
+	}
+	r = ingress_host_parse(fhost, fhostlen, s->p->cfg->ingress_domain, &ih);
+	if (r == INGRESS_HOST_BAD) {
+		log_escape(fhost, fhostlen, s->target.host, sizeof(s->target.host));
+		ingress_refuse(s, 400, REASON_BAD_REQUEST, "malformed Host");
+		return;
+	}
+	snprintf(s->target.host, sizeof(s->target.host), "%s", ih.name);
+	s->target.port = ih.port;
+	if (r != INGRESS_HOST_OK) {
+		snprintf(detail, sizeof(detail), "the host is not PORT-ID.%s",
+		    s->p->cfg->ingress_domain);
+		ingress_refuse(s, 404, R_UNKNOWN_HOST, detail);
+		return;
+	}
+	if (policy_ingress_find(s->pol, ih.id, &ing, &s->ident) == -1) {
+		ingress_refuse(s, 404, R_UNKNOWN_SANDBOX, "no such sandbox, or "
+		    "it publishes no ports");
+		return;
+	}
+	s->has_ident = 1;
+	if (!policy_ingress_has_port(&ing, ih.port)) {
+		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
+		    "published", ih.port, ih.id);
+		ingress_refuse(s, 404, R_PORT, detail);
+		return;
+	}
+	if (!ing.running) {
+		ingress_refuse(s, 503, R_NOT_RUNNING, "the sandbox is not running");
+		return;
+	}
+	if (!ing.is_public &&
+	    ingress_access(s, &ing, req, target, qtok, qlen) == -1)
+		return;
+	if (build_guest_head(s, req, target, fhost, fhostlen) == -1) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	s->verdict.allow = 1;
+	ingress_forward(s, &ing, req, n);
+}
