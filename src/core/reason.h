@@ -33,5 +33,6 @@
 #define REASON_TOO_MANY_CONN	"too-many-connections"
 #define REASON_IDLE_TIMEOUT	"idle-timeout"
 #define REASON_METHOD_NOT_SUPPORTED "method-not-supported"
+#define REASON_PROTOCOL_BLOCKED	"protocol-blocked"	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */
 
 #endif

@@ -365,12 +365,12 @@ status(struct proxy *p, struct evhttp_request *req)
 	policy_summary(pol, sum, sizeof(sum));
 	policy_unref(pol);
 	audit_get_stats(p->audit, &as);
-	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I}}",
+	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I},s:i}",
 	    "version", SANDGATE_VERSION, "workers", p->n_workers,
 	    "connections", (json_int_t)atomic_load(&p->n_conns),
 	    "refused", (json_int_t)atomic_load(&p->n_refused), "policy", sum,
 	    "audit", "rows_written", (json_int_t)as.rows_written, "stalls",
-	    (json_int_t)as.stalls));
+	    (json_int_t)as.stalls, "nflog_group", proxy_nflog_group(p)));
 }
 
 static void

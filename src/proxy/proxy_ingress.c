@@ -31,21 +31,6 @@
 
 #define TOKEN_HEADER		"X-Sandgate-Token"
 
-static const unsigned char alpn_http11[] = "\x08http/1.1";
-
-static int
-ingress_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-    const unsigned char *in, unsigned int inlen, void *arg)
-{
-	unsigned char *sel;
-
-	if (SSL_select_next_proto(&sel, outlen, alpn_http11,
-	    sizeof(alpn_http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
-		return SSL_TLSEXT_ERR_NOACK;
-	*out = sel;
-	return SSL_TLSEXT_ERR_OK;
-}
-
 int
 ingress_worker_init(struct worker *w, const struct config *cfg)
 {
@@ -71,7 +56,7 @@ ingress_worker_init(struct worker *w, const struct config *cfg)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE);
-	SSL_CTX_set_alpn_select_cb(ctx, ingress_alpn_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(ctx, proxy_tls_alpn_cb, NULL);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->ingress_tls_cert) != 1) {
 		log_openssl(cfg->ingress_tls_cert);
 		return -1;

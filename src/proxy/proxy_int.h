@@ -105,6 +105,7 @@ struct proxy {
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
 	struct evhttp		*admin;		/* admin API, main thread */
+	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 };
 
 /* The current policy, with a reference the caller must drop. */
@@ -315,6 +316,13 @@ void		 cred_issue(struct proxy *, const struct policy *,
 void		 cred_forget(struct proxy *, const char *sandbox);
 int		 cred_host_bound(const struct session *);
 
+/* proxy_nflog.c: packets the sandbox rules drop, as audit rows */
+struct nflog;
+int		 proxy_nflog_start(struct proxy *);
+void		 proxy_nflog_stop(struct proxy *);
+/* The NFLOG group the launcher's rules log to; 0 when there is none. */
+int		 proxy_nflog_group(const struct proxy *);
+
 /* proxy_admin.c */
 int		 proxy_admin_start(struct proxy *);
 void		 proxy_admin_stop(struct proxy *);
@@ -324,6 +332,11 @@ int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
 size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);
 
 /* proxy_tls.c */
+/* ALPN for the server role: http/1.1 or nothing (the gateway reads HTTP/1.x). */
+struct ssl_st;
+int		 proxy_tls_alpn_cb(struct ssl_st *, const unsigned char **out,
+		    unsigned char *outlen, const unsigned char *in,
+		    unsigned int inlen, void *arg);
 int		 proxy_tls_worker_init(struct worker *, const struct config *);
 void		 proxy_tls_worker_free(struct worker *);
 int		 proxy_tls_intercept_client(struct session *);

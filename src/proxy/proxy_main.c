@@ -460,6 +460,7 @@ proxy_run(struct proxy *p)
 		rc = -1;
 		goto done;
 	}
+	(void)proxy_nflog_start(p);	/* optional: needs CAP_NET_ADMIN */
 	/* Workers never see signals: the main loop handles them all. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -536,6 +537,7 @@ proxy_free(struct proxy *p)
 			if (p->listen_fds[k][i] != -1)
 				close(p->listen_fds[k][i]);
 	proxy_admin_stop(p);
+	proxy_nflog_stop(p);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);
 	/* After the workers: every session's row is queued before the flush. */

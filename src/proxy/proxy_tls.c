@@ -25,8 +25,8 @@
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
 
-static int
-alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+int
+proxy_tls_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
 	unsigned char *sel;
@@ -82,7 +82,7 @@ proxy_tls_worker_init(struct worker *w, const struct config *cfg)
 	SSL_CTX_set_min_proto_version(w->tls_client_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(w->tls_client_ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE);
-	SSL_CTX_set_alpn_select_cb(w->tls_client_ctx, alpn_select_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(w->tls_client_ctx, proxy_tls_alpn_cb, NULL);
 
 	SSL_CTX_set_min_proto_version(w->tls_origin_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(w->tls_origin_ctx, SSL_OP_NO_RENEGOTIATION);

@@ -81,11 +81,15 @@ void	 sandbox_net_destroy(const struct sandbox_net *);
 int	 sandbox_netns_exists(const char *name);
 
 /* sandbox_nft.c */
-/* Build the nft commands for one sandbox (pure; for tests and for apply). */
+/*
+ * Build the nft commands for one sandbox (pure; for tests and for apply).
+ * log_group != 0: the first packet of each flow the rules drop (not DNS,
+ * not TCP) goes to that NFLOG group first, for the gateway's audit log.
+ */
 int	 sandbox_nft_rules(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, char *buf, size_t len);
+	    uint16_t dport, uint16_t log_group, char *buf, size_t len);
 int	 sandbox_nft_add(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, const char **errstr);
+	    uint16_t dport, uint16_t log_group, const char **errstr);
 void	 sandbox_nft_del(const struct sandbox_net *);
 
 /* sandbox_oci.c */
@@ -205,7 +209,9 @@ int	 sandbox_admin_register(const char *sock, const char *id,
 /* Tell the gateway the sandbox's command ended (ingress answers 503). */
 int	 sandbox_admin_set_running(const char *sock, const char *id, int running);
 int	 sandbox_admin_unregister(const char *sock, const char *id);
-int	 sandbox_admin_ping(const char *sock);
+/* 0 when the gateway answers GET /v1/status; *nflog_group (may be NULL)
+ * gets the NFLOG group it audits drops from, 0 when none. */
+int	 sandbox_admin_ping(const char *sock, int *nflog_group);
 void	 sandbox_placeholders_free(struct sandbox_placeholder *, size_t);
 /* 1 when /sys/fs/cgroup is tmpfs and /sys/fs/cgroup/unified a cgroup2 mount. */
 int	 sandbox_cgroup_hybrid(void);

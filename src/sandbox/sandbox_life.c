@@ -57,6 +57,7 @@ struct life {
 	char		*env_buf[SANDBOX_MAX_ENV];
 	int		 n_env_buf;
 	int64_t		 expires;
+	int		 nflog_group;	/* the gateway's, for drop logging */
 };
 
 void
@@ -404,7 +405,8 @@ up_claim(struct life *l, const char *token, uint16_t tport, uint16_t dport)
 	}
 	/* rules first (they match the veth by name): the link is never bare */
 	l->nft_made = 1;	/* a failed add may leave a part */
-	if (sandbox_nft_add(&l->net, tport, dport, &err) == -1) {
+	if (sandbox_nft_add(&l->net, tport, dport, (uint16_t)l->nflog_group,
+	    &err) == -1) {
 		sandbox_err("sandbox: nftables: %s", err);
 		goto out;
 	}
@@ -735,7 +737,7 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 	sandbox_net_names(id, &l.net);
 	snprintf(l.dir, sizeof(l.dir), "%s/bundles/%s", SANDBOX_RUN_DIR, id);
 	if (cfg->admin_socket == NULL ||
-	    sandbox_admin_ping(cfg->admin_socket) == -1) {
+	    sandbox_admin_ping(cfg->admin_socket, &l.nflog_group) == -1) {
 		sandbox_err("the gateway is not running (no answer on admin "
 		    "socket %s)", cfg->admin_socket ? cfg->admin_socket :
 		    "(disabled)");

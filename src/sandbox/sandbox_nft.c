@@ -49,21 +49,32 @@ valid_ifname(const char *s)
 
 int
 sandbox_nft_rules(const struct sandbox_net *n, uint16_t tport, uint16_t dport,
-    char *buf, size_t len)
+    uint16_t log_group, char *buf, size_t len)
 {
-	char host[INET_ADDRSTRLEN];
+	char host[INET_ADDRSTRLEN], logrule[160];
 	const char *v = n->veth_host;
 	int r;
 
 	if (!valid_ifname(v) || tport == 0 || dport == 0 ||
 	    inet_ntop(AF_INET, &n->host_addr, host, sizeof(host)) == NULL)
 		return -1;
+	/*
+	 * Nat prerouting sees the first packet of each flow only: what is left
+	 * here (UDP but DNS, ICMP, other protocols) is dropped by the filter
+	 * chains; log it once per flow, rate-limited, so the gateway audits it.
+	 */
+	logrule[0] = '\0';
+	if (log_group != 0)
+		snprintf(logrule, sizeof(logrule), "add rule inet sandgate pre_%s "
+		    "limit rate 20/second burst 40 packets log group %u\n", v,
+		    log_group);
 	r = snprintf(buf, len,
 	    "add chain inet sandgate pre_%s\n"
 	    "add rule inet sandgate pre_%s meta nfproto ipv6 drop\n"
 	    "add rule inet sandgate pre_%s udp dport 53 redirect to :%u\n"
 	    "add rule inet sandgate pre_%s tcp dport 53 redirect to :%u\n"
 	    "add rule inet sandgate pre_%s meta l4proto tcp redirect to :%u\n"
+	    "%s"
 	    "add chain inet sandgate in_%s\n"
 	    "add rule inet sandgate in_%s meta nfproto ipv6 drop\n"
 	    "add rule inet sandgate in_%s ip daddr %s tcp dport { %u, %u } accept\n"
@@ -73,7 +84,7 @@ sandbox_nft_rules(const struct sandbox_net *n, uint16_t tport, uint16_t dport,
 	    "add element inet sandgate pre_map { \"%s\" : jump pre_%s }\n"
 	    "add element inet sandgate in_map { \"%s\" : jump in_%s }\n"
 	    "add element inet sandgate sandboxes { \"%s\" }\n",
-	    v, v, v, dport, v, dport, v, tport,
+	    v, v, v, dport, v, dport, v, tport, logrule,
 	    v, v, v, host, tport, dport, v, host, dport, v, v,
 	    v, v, v, v, v);
 	if (r < 0 || (size_t)r >= len)
@@ -107,11 +118,12 @@ nft_ensure_base(void)
 
 int
 sandbox_nft_add(const struct sandbox_net *n, uint16_t tport, uint16_t dport,
-    const char **errstr)
+    uint16_t log_group, const char **errstr)
 {
 	char buf[4096];
 
-	if (sandbox_nft_rules(n, tport, dport, buf, sizeof(buf)) == -1) {
+	if (sandbox_nft_rules(n, tport, dport, log_group, buf,
+	    sizeof(buf)) == -1) {
 		*errstr = "bad nftables parameters";
 		return -1;
 	}

@@ -174,11 +174,22 @@ fail:
 }
 
 int
-sandbox_admin_ping(const char *sock)
+sandbox_admin_ping(const char *sock, int *nflog_group)
 {
 	char *body;
+	json_t *j;
 	int st = admin_request(sock, "GET", "/v1/status", NULL, &body);
 
+	if (nflog_group != NULL) {
+		*nflog_group = 0;
+		if (st == 200 && (j = json_loads(body, 0, NULL)) != NULL) {
+			json_int_t g = json_integer_value(json_object_get(j,
+			    "nflog_group"));
+			if (g > 0 && g < 65536)
+				*nflog_group = (int)g;
+			json_decref(j);
+		}
+	}
 	free(body);
 	return st == 200 ? 0 : -1;
 }

@@ -619,7 +619,18 @@ class SandboxEscapeTest(unittest.TestCase):
                 ("dns denied", dict(kind="dns", host="denied.test",
                     method="A", decision="deny", status=3,
                     rule="esc:deny[0]", reason="policy-deny")),
+                # what the kernel drops comes back through NFLOG
+                ("udp inet", dict(kind="transparent", host=self.origin,
+                    port=go["udp"]["inet"], method="UDP", decision="deny",
+                    rule="sandbox-network", reason="protocol-blocked")),
+                ("udp gw", dict(kind="transparent", host=gw,
+                    port=go["udp"]["gw"], method="UDP", decision="deny",
+                    reason="protocol-blocked")),
             ]
+            if rt == "crun":  # runsc has no ICMP sockets: nothing was sent
+                want.append(("icmp inet", dict(kind="transparent",
+                    host=self.origin, method="ICMP", decision="deny",
+                    reason="protocol-blocked")))
             # the writer is asynchronous: wait for the last of them
             deadline = time.time() + 10 * T.SLOW
             while True:

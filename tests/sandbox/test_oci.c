@@ -368,7 +368,7 @@ test_nft(void)
 	snprintf(n.veth_host, sizeof(n.veth_host), "sg0000abcd");
 	inet_pton(AF_INET, "198.18.0.5", &n.host_addr);
 	inet_pton(AF_INET, "198.18.0.6", &n.guest_addr);
-	CHECK(sandbox_nft_rules(&n, 3129, 5353, buf, sizeof(buf)) > 0);
+	CHECK(sandbox_nft_rules(&n, 3129, 5353, 0, buf, sizeof(buf)) > 0);
 	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		CHECK_MSG(strstr(buf, want[i]) != NULL, "missing: %s", want[i]);
 	/* IPv6 is dropped before anything is redirected or accepted */
@@ -377,15 +377,22 @@ test_nft(void)
 	/* only replies to what the host opened (ingress) come back in */
 	CHECK(strstr(buf, "in_sg0000abcd meta nfproto ipv6 drop") <
 	    strstr(buf, "ct direction reply"));
-	CHECK(sandbox_nft_rules(&n, 0, 5353, buf, sizeof(buf)) == -1);
-	CHECK(sandbox_nft_rules(&n, 3129, 0, buf, sizeof(buf)) == -1);
-	CHECK(sandbox_nft_rules(&n, 3129, 5353, buf, 64) == -1);
+	/* no group, no log rule; a group: one rate-limited log rule after the
+	 * redirects, so DNS and TCP are never logged */
+	CHECK(strstr(buf, " log ") == NULL);
+	CHECK(sandbox_nft_rules(&n, 3129, 5353, 4201, buf, sizeof(buf)) > 0);
+	CHECK(strstr(buf, "add rule inet sandgate pre_sg0000abcd limit rate "
+	    "20/second burst 40 packets log group 4201\n") != NULL);
+	CHECK(strstr(buf, "log group") > strstr(buf, "l4proto tcp redirect"));
+	CHECK(sandbox_nft_rules(&n, 0, 5353, 0, buf, sizeof(buf)) == -1);
+	CHECK(sandbox_nft_rules(&n, 3129, 0, 0, buf, sizeof(buf)) == -1);
+	CHECK(sandbox_nft_rules(&n, 3129, 5353, 0, buf, 64) == -1);
 	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		memset(n.veth_host, 0, sizeof(n.veth_host));
 		memcpy(n.veth_host, bad_names[i], strlen(bad_names[i]) <
 		    sizeof(n.veth_host) ? strlen(bad_names[i]) :
 		    sizeof(n.veth_host) - 1);
-		CHECK_MSG(sandbox_nft_rules(&n, 3129, 5353, buf,
+		CHECK_MSG(sandbox_nft_rules(&n, 3129, 5353, 0, buf,
 		    sizeof(buf)) == -1, "accepted %s", bad_names[i]);
 	}
 }

@@ -1,0 +1,265 @@
+/*
+ * What the kernel drops for a sandbox, in the audit log: the launcher's
+ * nftables rules log the first packet of every flow that is neither DNS nor
+ * TCP (UDP elsewhere, ICMP, other protocols) to an NFLOG group before they
+ * drop it; this receiver, on the main loop, turns each into a deny row of
+ * the sandbox that sent it. Each gateway binds a group of its own and says
+ * which in GET /v1/status; a packet from an address no sandbox of this
+ * gateway owns is ignored.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+
+#include "core/audit.h"
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+#define NFLOG_GROUP_FIRST	4200	/* groups tried, one per gateway */
+#define NFLOG_GROUPS		64
+#define NFLOG_COPY		96	/* bytes of each packet: IP + L4 header */
+
+struct nflog {
+	struct mnl_socket	*nl;
+	struct event		*ev;
+	uint16_t		 group;
+	unsigned int		 portid;
+	unsigned int		 seq;
+};
+
+/* One config command (or copy mode) to the group; 0 when the kernel acks. */
+static int
+nflog_config(struct nflog *n, uint16_t group, int cmd, int mode)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *nfg;
+	struct nfulnl_msg_config_cmd c;
+	struct nfulnl_msg_config_mode m;
+	int r;
+
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	nlh->nlmsg_seq = ++n->seq;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_UNSPEC;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = htons(group);
+	if (mode) {
+		memset(&m, 0, sizeof(m));
+		m.copy_range = htonl(NFLOG_COPY);
+		m.copy_mode = NFULNL_COPY_PACKET;
+		mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof(m), &m);
+	} else {
+		c.command = (uint8_t)cmd;
+		mnl_attr_put(nlh, NFULA_CFG_CMD, sizeof(c), &c);
+	}
+	if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
+		return -1;
+	if ((r = (int)mnl_socket_recvfrom(n->nl, buf, sizeof(buf))) < 0)
+		return -1;
+	return mnl_cb_run(buf, (size_t)r, n->seq, n->portid, NULL, NULL) < 0 ?
+	    -1 : 0;
+}
+
+struct nflog_pkt {
+	const unsigned char	*payload;
+	size_t			 len;
+};
+
+static int
+attr_cb(const struct nlattr *a, void *data)
+{
+	struct nflog_pkt *pk = data;
+
+	if (mnl_attr_get_type(a) == NFULA_PAYLOAD) {
+		pk->payload = mnl_attr_get_payload(a);
+		pk->len = mnl_attr_get_payload_len(a);
+	}
+	return MNL_CB_OK;
+}
+
+/* IPv4 packet -> the audit row of the sandbox that sent it, if ours. */
+static void
+nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
+{
+	struct policy_identity id;
+	struct audit_event ev;
+	struct netaddr src;
+	struct policy *pol;
+	struct sockaddr_in sin;
+	struct timespec ts;
+	char sip[INET_ADDRSTRLEN], dip[INET_ADDRSTRLEN], client[32];
+	const char *proto;
+	size_t ihl;
+	int port = -1, found;
+
+	if (len < 20 || (b[0] >> 4) != 4 || (ihl = (size_t)(b[0] & 0x0f) * 4) < 20 ||
+	    ihl > len)
+		return;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	memcpy(&sin.sin_addr, b + 12, 4);
+	netaddr_from_sockaddr((struct sockaddr *)&sin, &src, NULL);
+	inet_ntop(AF_INET, b + 12, sip, sizeof(sip));
+	inet_ntop(AF_INET, b + 16, dip, sizeof(dip));
+	switch (b[9]) {
+	case IPPROTO_UDP:
+		proto = "UDP";
+		if (len >= ihl + 4)
+			port = (b[ihl + 2] << 8) | b[ihl + 3];
+		break;
+	case IPPROTO_ICMP:
+		proto = "ICMP";
+		break;
+	case IPPROTO_TCP:
+		proto = "TCP";
+		if (len >= ihl + 4)
+			port = (b[ihl + 2] << 8) | b[ihl + 3];
+		break;
+	default:
+		proto = "IP";
+		break;
+	}
+	found = policy_registry_lookup(&src, &id) == 0;
+	if (!found) {
+		pol = proxy_policy_get(p);
+		found = policy_identify_source(pol, &src, &id) == 0;
+		policy_unref(pol);
+	}
+	if (!found)
+		return;		/* another gateway's sandbox, or nobody's */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(client, sizeof(client), "%s:0", sip);
+	memset(&ev, 0, sizeof(ev));
+	ev.ts_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	ev.sandbox = id.sandbox;
+	ev.kind = "transparent";
+	ev.client = client;
+	ev.host = dip;
+	ev.ip = dip;
+	ev.port = port;
+	ev.asn = -1;
+	ev.method = proto;
+	ev.status = -1;
+	ev.decision = "deny";
+	ev.rule = "sandbox-network";
+	ev.reason = REASON_PROTOCOL_BLOCKED;
+	ev.bytes_up = -1;
+	ev.bytes_down = -1;
+	ev.duration_ms = -1;
+	audit_submit(p->audit, &ev);
+	log_info("%s: dropped %s to %s (%s)", id.sandbox, proto, dip,
+	    REASON_PROTOCOL_BLOCKED);
+}
+
+static int
+msg_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nflog_pkt pk = { NULL, 0 };
+
+	if ((nlh->nlmsg_type & 0xff) != NFULNL_MSG_PACKET)
+		return MNL_CB_OK;
+	if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), attr_cb, &pk) < 0)
+		return MNL_CB_OK;	/* a bad message is skipped, not fatal */
+	if (pk.payload != NULL)
+		nflog_packet(arg, pk.payload, pk.len);
+	return MNL_CB_OK;
+}
+
+static void
+nflog_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *p = arg;
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	ssize_t r;
+	int i;
+
+	/* a bounded batch per wakeup: the loop has other work */
+	for (i = 0; i < 64; i++) {
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r <= 0) {
+			if (r == -1 && errno == ENOBUFS)
+				log_warnx("nflog: the kernel dropped log "
+				    "messages (receive buffer full)");
+			return;
+		}
+		(void)mnl_cb_run(buf, (size_t)r, 0, 0, msg_cb, p);
+	}
+}
+
+int
+proxy_nflog_start(struct proxy *p)
+{
+	struct nflog *n;
+	int g;
+
+	if ((n = calloc(1, sizeof(*n))) == NULL)
+		return -1;
+	if ((n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) == NULL ||
+	    mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) == -1) {
+		log_info("nflog: no netlink socket (%s): no audit rows for "
+		    "packets the sandbox rules drop", strerror(errno));
+		goto fail;
+	}
+	n->portid = mnl_socket_get_portid(n->nl);
+	/* older kernels want the family bound first; newer ones ignore it */
+	(void)nflog_config(n, 0, NFULNL_CFG_CMD_PF_BIND, 0);
+	for (g = NFLOG_GROUP_FIRST; g < NFLOG_GROUP_FIRST + NFLOG_GROUPS; g++)
+		if (nflog_config(n, (uint16_t)g, NFULNL_CFG_CMD_BIND, 0) == 0)
+			break;
+	if (g == NFLOG_GROUP_FIRST + NFLOG_GROUPS ||
+	    nflog_config(n, (uint16_t)g, 0, 1) == -1) {
+		log_warnx("nflog: no free log group in %d-%d (no audit rows for "
+		    "packets the sandbox rules drop)", NFLOG_GROUP_FIRST,
+		    NFLOG_GROUP_FIRST + NFLOG_GROUPS - 1);
+		goto fail;
+	}
+	n->group = (uint16_t)g;
+	if ((n->ev = event_new(p->main_base, mnl_socket_get_fd(n->nl),
+	    EV_READ | EV_PERSIST, nflog_read_cb, p)) == NULL ||
+	    event_add(n->ev, NULL) == -1)
+		goto fail;
+	p->nflog = n;
+	log_info("nflog: sandbox drops are audited through log group %d", g);
+	return 0;
+fail:
+	if (n->ev != NULL)
+		event_free(n->ev);
+	if (n->nl != NULL)
+		mnl_socket_close(n->nl);
+	free(n);
+	return -1;
+}
+
+int
+proxy_nflog_group(const struct proxy *p)
+{
+	return p->nflog != NULL ? p->nflog->group : 0;
+}
+
+void
+proxy_nflog_stop(struct proxy *p)
+{
+	struct nflog *n = p->nflog;
+
+	if (n == NULL)
+		return;
+	(void)nflog_config(n, n->group, NFULNL_CFG_CMD_UNBIND, 0);
+	event_free(n->ev);
+	mnl_socket_close(n->nl);
+	free(n);
+	p->nflog = NULL;
+}
