@@ -24,6 +24,7 @@
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "proxy/pkt_flow.h"
 #include "proxy/proxy_int.h"
 
 #define NFLOG_GROUP_FIRST	4200	/* groups tried, one per gateway */
@@ -91,48 +92,28 @@ attr_cb(const struct nlattr *a, void *data)
 	return MNL_CB_OK;
 }
 
-/* IPv4 packet -> the audit row of the sandbox that sent it, if ours. */
+/* A dropped packet -> the audit row of the sandbox that sent it, if ours. */
 static void
 nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 {
 	struct policy_identity id;
 	struct audit_event ev;
+	struct pkt_flow fl;
 	struct netaddr src;
 	struct policy *pol;
 	struct sockaddr_in sin;
 	struct timespec ts;
 	char sip[INET_ADDRSTRLEN], dip[INET_ADDRSTRLEN], client[32];
-	const char *proto;
-	size_t ihl;
-	int port = -1, found;
+	int found;
 
-	if (len < 20 || (b[0] >> 4) != 4 || (ihl = (size_t)(b[0] & 0x0f) * 4) < 20 ||
-	    ihl > len)
+	if (pkt_flow_parse(b, len, &fl) == -1)
 		return;
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
-	memcpy(&sin.sin_addr, b + 12, 4);
+	memcpy(&sin.sin_addr, fl.src, 4);
 	netaddr_from_sockaddr((struct sockaddr *)&sin, &src, NULL);
-	inet_ntop(AF_INET, b + 12, sip, sizeof(sip));
-	inet_ntop(AF_INET, b + 16, dip, sizeof(dip));
-	switch (b[9]) {
-	case IPPROTO_UDP:
-		proto = "UDP";
-		if (len >= ihl + 4)
-			port = (b[ihl + 2] << 8) | b[ihl + 3];
-		break;
-	case IPPROTO_ICMP:
-		proto = "ICMP";
-		break;
-	case IPPROTO_TCP:
-		proto = "TCP";
-		if (len >= ihl + 4)
-			port = (b[ihl + 2] << 8) | b[ihl + 3];
-		break;
-	default:
-		proto = "IP";
-		break;
-	}
+	inet_ntop(AF_INET, fl.src, sip, sizeof(sip));
+	inet_ntop(AF_INET, fl.dst, dip, sizeof(dip));
 	found = policy_registry_lookup(&src, &id) == 0;
 	if (!found) {
 		pol = proxy_policy_get(p);
@@ -150,9 +131,9 @@ nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 	ev.client = client;
 	ev.host = dip;
 	ev.ip = dip;
-	ev.port = port;
+	ev.port = fl.port;
 	ev.asn = -1;
-	ev.method = proto;
+	ev.method = fl.proto_name;
 	ev.status = -1;
 	ev.decision = "deny";
 	ev.rule = "sandbox-network";
@@ -161,7 +142,7 @@ nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 	ev.bytes_down = -1;
 	ev.duration_ms = -1;
 	audit_submit(p->audit, &ev);
-	log_info("%s: dropped %s to %s (%s)", id.sandbox, proto, dip,
+	log_info("%s: dropped %s to %s (%s)", id.sandbox, fl.proto_name, dip,
 	    REASON_PROTOCOL_BLOCKED);
 }
 
