@@ -36,6 +36,8 @@ struct policy_identity {
 };
 
 /* 0 and *out filled when a static sandbox's source covers src; -1 otherwise. */
+/* 1 when id[0..len) is a sandbox id: [a-z0-9][a-z0-9-]{0,39}. */
+int	policy_valid_id(const char *id, size_t len);
 int	policy_identify_source(const struct policy *, const struct netaddr *src,
 	    struct policy_identity *out);
 /*

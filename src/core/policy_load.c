@@ -831,11 +831,8 @@ pl_sandbox_id(struct pload *l, const struct ynode *n,
 
 	if (ycheck_str(&l->c, n, "id", 64, &s) == -1)
 		return -1;
-	for (i = 0; s[i] != '\0'; i++)
-		if (!(islower((unsigned char)s[i]) ||
-		    isdigit((unsigned char)s[i]) || (i > 0 && s[i] == '-')))
-			break;
-	if (s[i] != '\0' || i > POLICY_ID_MAX) {
+	i = strlen(s);
+	if (!policy_valid_id(s, i)) {
 		ycheck_err(&l->c, n, "id: \"%s\" is not a sandbox id "
 		    "([a-z0-9][a-z0-9-]{0,39})", ycheck_esc(s, esc,
 		    sizeof(esc)));

@@ -297,3 +297,17 @@ policy_glob_match(const char *glob, const char *s, size_t slen)
 		g++;
 	return *g == '\0';
 }
+
+int
+policy_valid_id(const char *id, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > POLICY_ID_MAX)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') ||
+		    (id[i] >= '0' && id[i] <= '9') || (i > 0 && id[i] == '-')))
+			return 0;
+	return 1;
+}

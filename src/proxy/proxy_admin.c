@@ -239,22 +239,6 @@ list_sandboxes(struct proxy *p, struct evhttp_request *req, const char *only)
 	reply_error(req, 404, "no such sandbox");
 }
 
-static int
-valid_id(const char *id)
-{
-	size_t i, n = strlen(id);
-
-	if (n == 0 || n > POLICY_ID_MAX)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    (c == '-' && i > 0)))
-			return 0;
-	}
-	return 1;
-}
-
 /* POST /v1/sandboxes {"id": "...", "policy": "...", "source": "198.18.0.2"} */
 static void
 register_sandbox(struct proxy *p, struct evhttp_request *req)
@@ -279,7 +263,8 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		reply_error(req, 400, "want {\"id\", \"policy\", \"source\"}");
 		return;
 	}
-	if (!valid_id(id) || netaddr_parse(src, strlen(src), &addr) == -1) {
+	if (!policy_valid_id(id, strlen(id)) ||
+	    netaddr_parse(src, strlen(src), &addr) == -1) {
 		json_decref(body);
 		reply_error(req, 400, "bad id or source address");
 		return;

@@ -105,6 +105,10 @@ struct proxy {
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
 	struct evhttp		*admin;		/* admin API, main thread */
+	struct evhttp		*metrics;	/* listen.metrics, main thread */
+	int			 metrics_fd;	/* bound at start-up until evhttp owns it */
+	atomic_ullong		 n_reload_ok;	/* policy reloads, for metrics */
+	atomic_ullong		 n_reload_err;
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 };
 
@@ -326,7 +330,13 @@ int		 proxy_nflog_group(const struct proxy *);
 /* proxy_admin.c */
 int		 proxy_admin_start(struct proxy *);
 void		 proxy_admin_stop(struct proxy *);
-/* Search buf[0..n) (and the tail of what moved before); moved bytes go on. */
+
+/* proxy_metrics.c: Prometheus text at GET /metrics on listen.metrics */
+int		 proxy_metrics_bind(struct proxy *);
+int		 proxy_metrics_start(struct proxy *);
+void		 proxy_metrics_stop(struct proxy *);
+
+/* proxy_cred.c: search buf[0..n) (and the tail of what moved before); moved bytes go on. */
 int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
 		    size_t moved, char *cred, size_t credlen);
 size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);

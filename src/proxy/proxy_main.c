@@ -288,10 +288,8 @@ bind_listeners(struct proxy *p)
 		    l->text, p->n_workers, k == LISTENER_INGRESS &&
 		    cfg->ingress_tls_cert != NULL ? " with TLS" : "");
 	}
-	if (cfg->listen_metrics.enabled)
-		log_info("the metrics listener is not part of this build yet; "
-		    "not started");
-
+	if (proxy_metrics_bind(p) == -1)
+		return -1;
 	return 0;
 }
 
@@ -312,6 +310,9 @@ proxy_new(struct config *cfg, struct policy *pol)
 	pthread_mutex_init(&p->pol_mtx, NULL);
 	atomic_init(&p->n_conns, 0);
 	atomic_init(&p->n_refused, 0);
+	atomic_init(&p->n_reload_ok, 0);
+	atomic_init(&p->n_reload_err, 0);
+	p->metrics_fd = -1;
 	p->n_workers = cfg->workers < 1 ? 1 : cfg->workers > 64 ? 64 : cfg->workers;
 	for (k = 0; k < LISTENER_MAX; k++)
 		for (i = 0; i < 64; i++)
@@ -392,6 +393,7 @@ proxy_reload(struct proxy *p)
 		    "stays in force", d.n, d.n == 1 ? "" : "s");
 		diag_free(&d);
 		config_free(ncfg);
+		atomic_fetch_add(&p->n_reload_err, 1);
 		return -1;
 	}
 	diag_free(&d);
@@ -405,6 +407,7 @@ proxy_reload(struct proxy *p)
 	cred_policy_changed(p, npol);
 	policy_summary(npol, sum, sizeof(sum));
 	log_info("reload: new policy in force: %s", sum);
+	atomic_fetch_add(&p->n_reload_ok, 1);
 	return 0;
 }
 
@@ -457,6 +460,10 @@ proxy_run(struct proxy *p)
 
 	if (proxy_admin_start(p) == -1) {
 		log_warnx("cannot start the admin API");
+		rc = -1;
+		goto done;
+	}
+	if (proxy_metrics_start(p) == -1) {
 		rc = -1;
 		goto done;
 	}
@@ -537,6 +544,7 @@ proxy_free(struct proxy *p)
 			if (p->listen_fds[k][i] != -1)
 				close(p->listen_fds[k][i]);
 	proxy_admin_stop(p);
+	proxy_metrics_stop(p);
 	proxy_nflog_stop(p);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);

@@ -15,7 +15,7 @@
 
 #include "core/netaddr.h"
 
-#define SANDBOX_ID_MAX		48	/* [a-z0-9-], no leading '-' */
+#define SANDBOX_ID_MAX		40	/* POLICY_ID_MAX: [a-z0-9][a-z0-9-]{0,39} */
 #define SANDBOX_IFNAME_MAX	16	/* IFNAMSIZ */
 #define SANDBOX_MAX_ENV		64
 #define SANDBOX_MAX_ARGV	256

@@ -23,6 +23,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
+#include "core/policy.h"
 #include "sandbox/sandbox.h"
 
 #define NET_MAX_BLOCKS	(1u << 20)
@@ -30,17 +31,7 @@
 int
 sandbox_valid_id(const char *id)
 {
-	size_t i, n = strlen(id);
-
-	if (n == 0 || n > SANDBOX_ID_MAX)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    (c == '-' && i > 0)))
-			return 0;
-	}
-	return 1;
+	return policy_valid_id(id, strlen(id));
 }
 
 /* FNV-1a: a short, stable interface name for an id of any length. */

@@ -282,8 +282,9 @@ test_names(void)
 	} ids[] = {
 		{ "agent-1", 1 }, { "a", 1 }, { "-a", 0 }, { "A", 0 },
 		{ "a_b", 0 }, { "", 0 }, { "a/b", 0 }, { "a b", 0 },
-		{ "abcdefghijabcdefghijabcdefghijabcdefghijabcdefgh", 1 },
-		{ "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghi", 0 },
+		/* the policy's id rule: at most 40 */
+		{ "abcdefghijabcdefghijabcdefghijabcdefghij", 1 },
+		{ "abcdefghijabcdefghijabcdefghijabcdefghijk", 0 },
 	};
 	struct sandbox_net a, b;
 	size_t i;

@@ -1,0 +1,248 @@
+/*
+ * The metrics listener (listen.metrics): Prometheus text exposition format
+ * 0.0.4 at GET /metrics, served by evhttp on the main thread's event loop.
+ * Owns its TCP socket (bound at start-up with the other listeners) and
+ * reads only counters other modules keep; it changes nothing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <event2/http.h>
+
+#include "core/audit.h"
+#include "core/log.h"
+#include "vault/ca.h"
+#include "proxy/proxy_int.h"
+
+#define METRICS_MAX_HEADERS	8192
+#define METRICS_TIMEOUT_SECS	10
+#define METRICS_MAX_BODY	4096	/* a POST still gets its 405 */
+
+/* One metric family: its # HELP and # TYPE lines. */
+static void
+family(struct evbuffer *out, const char *name, const char *type,
+    const char *help)
+{
+	evbuffer_add_printf(out, "# HELP sandgate_%s %s\n# TYPE sandgate_%s %s\n",
+	    name, help, name, type);
+}
+
+/* A label value with \, " and newline escaped as the format asks. */
+static void
+label_value(struct evbuffer *out, const char *v)
+{
+	for (; *v != '\0'; v++) {
+		if (*v == '\\')
+			evbuffer_add(out, "\\\\", 2);
+		else if (*v == '"')
+			evbuffer_add(out, "\\\"", 2);
+		else if (*v == '\n')
+			evbuffer_add(out, "\\n", 2);
+		else
+			evbuffer_add(out, v, 1);
+	}
+}
+
+/* name{label="value"} n, or name n when label is NULL. */
+static void
+sample(struct evbuffer *out, const char *name, const char *label,
+    const char *value, unsigned long long n)
+{
+	evbuffer_add_printf(out, "sandgate_%s", name);
+	if (label != NULL) {
+		evbuffer_add_printf(out, "{%s=\"", label);
+		label_value(out, value);
+		evbuffer_add(out, "\"}", 2);
+	}
+	evbuffer_add_printf(out, " %llu\n", n);
+}
+
+static void
+count_static_cb(const char *id, const char *policy, void *arg)
+{
+	(*(unsigned long long *)arg)++;
+}
+
+static void
+count_registered_cb(const struct policy_identity *id,
+    const struct netaddr *src, int64_t created, void *arg)
+{
+	(*(unsigned long long *)arg)++;
+}
+
+/* Every family in a fixed order, so two scrapes differ only in values. */
+static void
+metrics_render(struct proxy *p, struct evbuffer *out)
+{
+	unsigned long long n_static = 0, n_registered = 0;
+	struct audit_stats as;
+	struct ca_stats cs;
+	struct policy *pol;
+
+	pol = proxy_policy_get(p);
+	policy_foreach_sandbox(pol, count_static_cb, &n_static);
+	policy_unref(pol);
+	policy_registry_foreach(count_registered_cb, &n_registered);
+	audit_get_stats(p->audit, &as);
+	memset(&cs, 0, sizeof(cs));
+	if (p->ca != NULL)
+		ca_get_stats(p->ca, &cs);
+
+	family(out, "build_info", "gauge", "Always 1; the version of sandgate "
+	    "as a label.");
+	sample(out, "build_info", "version", SANDGATE_VERSION, 1);
+	family(out, "workers", "gauge", "Worker threads (event loops).");
+	sample(out, "workers", NULL, NULL, (unsigned long long)p->n_workers);
+	family(out, "connections", "gauge", "Client connections open now.");
+	sample(out, "connections", NULL, NULL, atomic_load(&p->n_conns));
+	family(out, "connections_refused_total", "counter", "Client connections "
+	    "refused because max_connections was reached.");
+	sample(out, "connections_refused_total", NULL, NULL,
+	    atomic_load(&p->n_refused));
+	family(out, "audit_rows_written_total", "counter", "Rows written to the "
+	    "audit database.");
+	sample(out, "audit_rows_written_total", NULL, NULL, as.rows_written);
+	family(out, "audit_producer_stalls_total", "counter", "Times a "
+	    "connection had to wait for room in the audit queue.");
+	sample(out, "audit_producer_stalls_total", NULL, NULL, as.stalls);
+	family(out, "sandboxes", "gauge", "Sandboxes known: static (policy "
+	    "files) and registered (admin API).");
+	sample(out, "sandboxes", "kind", "static", n_static);
+	sample(out, "sandboxes", "kind", "registered", n_registered);
+	family(out, "tls_leaf_cache_hits_total", "counter", "Interception leaf "
+	    "certificates served from the cache.");
+	sample(out, "tls_leaf_cache_hits_total", NULL, NULL, cs.hits);
+	family(out, "tls_leaf_cache_misses_total", "counter", "Interception "
+	    "leaf certificates minted (not cached, or due for renewal).");
+	sample(out, "tls_leaf_cache_misses_total", NULL, NULL, cs.minted);
+	family(out, "tls_leaf_cache_entries", "gauge", "Interception leaf "
+	    "certificates in the cache now.");
+	sample(out, "tls_leaf_cache_entries", NULL, NULL, cs.entries);
+	family(out, "policy_reloads_total", "counter", "Policy reloads (SIGHUP "
+	    "or POST /v1/reload) by result.");
+	sample(out, "policy_reloads_total", "result", "ok",
+	    atomic_load(&p->n_reload_ok));
+	sample(out, "policy_reloads_total", "result", "error",
+	    atomic_load(&p->n_reload_err));
+}
+
+static void
+metrics_error(struct evhttp_request *req, int code, const char *reason)
+{
+	struct evbuffer *out = evbuffer_new();
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	if (out == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evbuffer_add_printf(out, "%d %s\n", code, reason);
+	evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
+	if (code == 405)
+		evhttp_add_header(h, "Allow", "GET");
+	evhttp_send_reply(req, code, reason, out);
+	evbuffer_free(out);
+}
+
+static void
+metrics_cb(struct evhttp_request *req, void *arg)
+{
+	struct proxy *p = arg;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+	struct evbuffer *out;
+
+	if (path == NULL || strcmp(path, "/metrics") != 0) {
+		metrics_error(req, 404, "Not Found");
+		return;
+	}
+	if (cmd != EVHTTP_REQ_GET) {
+		metrics_error(req, 405, "Method Not Allowed");
+		return;
+	}
+	if ((out = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	metrics_render(p, out);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    "text/plain; version=0.0.4; charset=utf-8");
+	evhttp_send_reply(req, 200, "OK", out);
+	evbuffer_free(out);
+}
+
+/*
+ * Bound with the other listeners so a busy port stops start-up. One socket
+ * without SO_REUSEPORT: a second gateway on the same port is an error.
+ */
+int
+proxy_metrics_bind(struct proxy *p)
+{
+	const struct config_listen *l = &p->cfg->listen_metrics;
+	int fd, one = 1, saved;
+
+	if (!l->enabled)
+		return 0;
+	fd = socket(l->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0);
+	if (fd == -1)
+		goto fail;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
+		goto fail;
+	if (l->ss.ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&l->ss, l->sslen) == -1 ||
+	    listen(fd, 64) == -1)
+		goto fail;
+	p->metrics_fd = fd;
+	log_info("listening: metrics on %s", l->text);
+	return 0;
+fail:
+	saved = errno;
+	if (fd != -1)
+		close(fd);
+	errno = saved;
+	log_warn("listen metrics on %s", l->text);
+	return -1;
+}
+
+int
+proxy_metrics_start(struct proxy *p)
+{
+	if (p->metrics_fd == -1)
+		return 0;
+	if ((p->metrics = evhttp_new(p->main_base)) == NULL ||
+	    evhttp_accept_socket(p->metrics, p->metrics_fd) == -1) {
+		log_warnx("metrics listener on %s: cannot start",
+		    p->cfg->listen_metrics.text);
+		return -1;
+	}
+	p->metrics_fd = -1;	/* owned by evhttp now */
+	/* Scrapes are GETs; other methods reach metrics_cb for their 405. */
+	evhttp_set_allowed_methods(p->metrics, EVHTTP_REQ_GET |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+	    EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+	evhttp_set_max_headers_size(p->metrics, METRICS_MAX_HEADERS);
+	evhttp_set_max_body_size(p->metrics, METRICS_MAX_BODY);
+	evhttp_set_timeout(p->metrics, METRICS_TIMEOUT_SECS);
+	evhttp_set_gencb(p->metrics, metrics_cb, p);
+	return 0;
+}
+
+void
+proxy_metrics_stop(struct proxy *p)
+{
+	if (p->metrics != NULL) {
+		evhttp_free(p->metrics);
+		p->metrics = NULL;
+	}
+	if (p->metrics_fd != -1) {
+		close(p->metrics_fd);
+		p->metrics_fd = -1;
+	}
+}

@@ -1,0 +1,398 @@
+#!/usr/bin/python3
+"""
+End-to-end tests of the metrics listener (SPEC §3 listen.metrics, §5
+"Metrics"): Prometheus text format 0.0.4 at GET /metrics, every line a
+comment or a parseable sample with its # HELP and # TYPE, counters that move
+with real traffic and reloads, 404 and 405 elsewhere, no crossing with the
+admin socket, and a busy port that stops start-up with one clear line.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest as T  # noqa: E402
+
+ORIGIN_HOST = "127.0.0.2"
+MAX_CONNS = 4
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL_VALUE = r'"(?:[^"\\\n]|\\[\\"n])*"'
+LABEL = r"[a-zA-Z_][a-zA-Z0-9_]*=" + LABEL_VALUE
+SAMPLE_RX = re.compile(r"^(%s)(?:\{(%s(?:,%s)*)?,?\})? (\S+)(?: (-?\d+))?$"
+                       % (NAME, LABEL, LABEL))
+LABEL_RX = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)=(%s)' % LABEL_VALUE)
+HELP_RX = re.compile(r"^# HELP (%s) (.*)$" % NAME)
+TYPE_RX = re.compile(r"^# TYPE (%s) (counter|gauge|histogram|summary|untyped)$"
+                     % NAME)
+
+# name -> (type, set of label sets expected)
+EXPECTED = {
+    "sandgate_build_info": ("gauge", None),
+    "sandgate_workers": ("gauge", [()]),
+    "sandgate_connections": ("gauge", [()]),
+    "sandgate_connections_refused_total": ("counter", [()]),
+    "sandgate_audit_rows_written_total": ("counter", [()]),
+    "sandgate_audit_producer_stalls_total": ("counter", [()]),
+    "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
+                                     (("kind", "registered"),)]),
+    "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),
+    "sandgate_tls_leaf_cache_misses_total": ("counter", [()]),
+    "sandgate_tls_leaf_cache_entries": ("gauge", [()]),
+    "sandgate_policy_reloads_total": ("counter", [(("result", "ok"),),
+                                                  (("result", "error"),)]),
+}
+
+
+def unescape(v):
+    return re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1),
+                  v[1:-1])
+
+
+def parse_exposition(test, text):
+    """{(name, ((label, value), ...)): float}; fails the test on any bad line."""
+    samples, helps, types = {}, {}, {}
+    test.assertTrue(text.endswith("\n"), "exposition must end with a newline")
+    for line in text.split("\n")[:-1]:
+        if line.startswith("#"):
+            m = HELP_RX.match(line) or TYPE_RX.match(line)
+            test.assertIsNotNone(m, "bad comment line: %r" % line)
+            name = m.group(1)
+            target = helps if line.startswith("# HELP") else types
+            test.assertNotIn(name, target, "repeated comment: %r" % line)
+            test.assertNotIn(name, {k[0] for k in samples},
+                             "comment after the family's samples: %r" % line)
+            target[name] = m.group(2)
+            continue
+        m = SAMPLE_RX.match(line)
+        test.assertIsNotNone(m, "bad sample line: %r" % line)
+        name, labels_text, value = m.group(1), m.group(2) or "", m.group(3)
+        labels = tuple(sorted((k, unescape(v))
+                              for k, v in LABEL_RX.findall(labels_text)))
+        test.assertIn(name, helps, "sample before its # HELP: %r" % line)
+        test.assertIn(name, types, "sample before its # TYPE: %r" % line)
+        test.assertTrue(name.startswith("sandgate_"), line)
+        key = (name, labels)
+        test.assertNotIn(key, samples, "duplicate sample: %r" % line)
+        samples[key] = float(value)
+        if types[name] == "counter":
+            test.assertTrue(name.endswith("_total"), line)
+            test.assertGreaterEqual(samples[key], 0, line)
+    return samples, types
+
+
+def http_get(port, method="GET", path="/metrics", body=None, timeout=10):
+    """One request on a fresh connection; (status, lower-case headers, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * T.SLOW)
+    try:
+        req = "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n" % (
+            method, path, port)
+        data = b"" if body is None else body
+        if body is not None:
+            req += "Content-Length: %d\r\n" % len(data)
+        s.sendall(req.encode() + b"\r\n" + data)
+        raw = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            raw += b
+    finally:
+        s.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    hdrs = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status, hdrs, rest
+
+
+def eventually(fn, timeout=5.0):
+    deadline = time.time() + timeout * T.SLOW
+    while True:
+        v = fn()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(0.1)
+
+
+class MetricsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-metrics-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.origin = T.Origin("plain", host=ORIGIN_HOST)
+        cls.addClassCleanup(cls.origin.stop)
+        cls.dns = T.Dnsmasq(d, [("allowed.test", ORIGIN_HOST),
+                                ("denied.test", ORIGIN_HOST)])
+        cls.addClassCleanup(cls.dns.stop)
+        cls.mport = T.free_port()
+        cls.sock = os.path.join(d, "adm.sock")
+        cls.gw = T.Gateway(d, cls.dns, {"main.yaml": cls.policy_doc()},
+            extra={"listen": {"metrics": "127.0.0.1:%d" % cls.mport,
+                              "admin": cls.sock},
+                   "limits": {"max_connections": MAX_CONNS}},
+            workers=2)
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        if not T.wait_tcp("127.0.0.1", cls.mport, 10 * T.SLOW, cls.gw.proc):
+            raise AssertionError("metrics port not listening:\n" +
+                                 cls.gw.log_tail())
+        eventually(lambda: os.path.exists(cls.sock))
+
+    @classmethod
+    def policy_doc(cls, broken=False):
+        doc = {"sandboxes": [T.local_sandbox("main")],
+               "policies": [{"name": "main",
+                             "allow": [{"host": "allowed.test",
+                                        "ports": [cls.origin.port]}],
+                             "allow_private": [ORIGIN_HOST + "/32"]}]}
+        if broken:
+            doc["policies"][0]["no_such_key"] = 1
+        return doc
+
+    def scrape(self):
+        r = T.curl("http://127.0.0.1:%d/metrics" % self.mport, tmp=self.td.path)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.status, 200, r)
+        ctype = r.header("Content-Type") or ""
+        parts = [p.strip() for p in ctype.split(";")]
+        self.assertEqual(parts[0], "text/plain", ctype)
+        self.assertIn("version=0.0.4", parts[1:], ctype)
+        samples, _ = parse_exposition(self, r.body.decode("utf-8"))
+        return samples
+
+    def value(self, samples, name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        self.assertIn(key, samples, sorted(samples))
+        return samples[key]
+
+    def wait_value(self, name, pred, timeout=5.0, **labels):
+        """Scrape until pred(value) holds; the last value."""
+        deadline = time.time() + timeout * T.SLOW
+        while True:
+            v = self.value(self.scrape(), name, **labels)
+            if pred(v) or time.time() > deadline:
+                return v
+            time.sleep(0.1)
+
+    # -------------------------------------------------------------- format
+
+    def test_every_family_with_help_and_type(self):
+        r = T.curl("http://127.0.0.1:%d/metrics" % self.mport, tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+        samples, types = parse_exposition(self, r.body.decode("utf-8"))
+        for name, (typ, label_sets) in EXPECTED.items():
+            with self.subTest(metric=name):
+                self.assertEqual(types.get(name), typ, types)
+                have = sorted(k[1] for k in samples if k[0] == name)
+                if label_sets is not None:
+                    self.assertEqual(have, sorted(label_sets))
+        self.assertEqual(set(types), set(EXPECTED), "unexpected families")
+
+    def test_values_match_status(self):
+        st, _, body = T.unix_http(self.sock, b"GET /v1/status HTTP/1.1\r\n"
+            b"Host: sandgate\r\nConnection: close\r\n\r\n")
+        self.assertEqual(st, 200)
+        status = json.loads(body)
+        s = self.scrape()
+        versions = [k[1] for k in s if k[0] == "sandgate_build_info"]
+        self.assertEqual(versions, [(("version", status["version"]),)])
+        self.assertEqual(self.value(s, "sandgate_build_info",
+                                    version=status["version"]), 1)
+        self.assertEqual(self.value(s, "sandgate_workers"), 2)
+        self.assertEqual(self.value(s, "sandgate_workers"), status["workers"])
+        self.assertEqual(self.value(s, "sandgate_sandboxes", kind="static"), 1)
+
+    def test_output_is_deterministic(self):
+        """Two scrapes list the same lines in the same order (values aside)."""
+        def shape():
+            r = T.curl("http://127.0.0.1:%d/metrics" % self.mport,
+                       tmp=self.td.path)
+            return [re.sub(r" \S+$", "", l) if not l.startswith("#") else l
+                    for l in r.body.decode().splitlines()]
+        self.assertEqual(shape(), shape())
+
+
+    # -------------------------------------------------------------- counters
+
+    def test_denied_connect_writes_an_audit_row(self):
+        before = self.value(self.scrape(), "sandgate_audit_rows_written_total")
+        r = T.curl("https://denied.test:443/", proxy=self.gw.url,
+                   tmp=self.td.path)
+        self.assertEqual(r.status, 403, r)
+        rows = self.gw.wait_audit(kind="connect", host="denied.test",
+                                  decision="deny")
+        self.assertTrue(rows, "no audit row for the denied CONNECT")
+        after = self.wait_value("sandgate_audit_rows_written_total",
+                                lambda v: v >= before + 1)
+        self.assertGreaterEqual(after, before + 1)
+        self.assertEqual(self.value(self.scrape(),
+                                    "sandgate_audit_producer_stalls_total"), 0)
+
+    def test_connections_gauge_and_refusals(self):
+        base = self.wait_value("sandgate_connections", lambda v: v == 0)
+        self.assertEqual(base, 0)
+        refused0 = self.value(self.scrape(), "sandgate_connections_refused_total")
+        held = []
+        try:
+            for _ in range(MAX_CONNS):
+                held.append(socket.create_connection(("127.0.0.1", self.gw.port),
+                                                     timeout=5))
+            v = self.wait_value("sandgate_connections",
+                                lambda v: v == MAX_CONNS)
+            self.assertEqual(v, MAX_CONNS)
+            # One more than max_connections: accepted by the kernel, then closed.
+            extra = socket.create_connection(("127.0.0.1", self.gw.port),
+                                             timeout=5 * T.SLOW)
+            try:
+                try:
+                    got = extra.recv(1)
+                except ConnectionResetError:
+                    got = b""
+                self.assertEqual(got, b"")
+            finally:
+                extra.close()
+            refused = self.wait_value("sandgate_connections_refused_total",
+                                      lambda v: v == refused0 + 1)
+            self.assertEqual(refused, refused0 + 1)
+            self.assertEqual(self.value(self.scrape(), "sandgate_connections"),
+                             MAX_CONNS)
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(self.wait_value("sandgate_connections",
+                                         lambda v: v == 0), 0)
+
+    def test_registered_sandboxes(self):
+        s = self.scrape()
+        reg0 = self.value(s, "sandgate_sandboxes", kind="registered")
+        body = json.dumps({"id": "metrics-dyn", "policy": "main",
+                           "source": "198.18.0.77"}).encode()
+        st, _, out = T.unix_http(self.sock, b"POST /v1/sandboxes HTTP/1.1\r\n"
+            b"Host: sandgate\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+            % len(body) + body)
+        self.assertEqual(st, 201, out)
+        try:
+            s = self.scrape()
+            self.assertEqual(self.value(s, "sandgate_sandboxes",
+                                        kind="registered"), reg0 + 1)
+            self.assertEqual(self.value(s, "sandgate_sandboxes", kind="static"), 1)
+        finally:
+            st, _, out = T.unix_http(self.sock, b"DELETE /v1/sandboxes/metrics-dyn "
+                b"HTTP/1.1\r\nHost: sandgate\r\nConnection: close\r\n\r\n")
+            self.assertEqual(st, 200, out)
+        self.assertEqual(self.value(self.scrape(), "sandgate_sandboxes",
+                                    kind="registered"), reg0)
+
+    def test_reload_counters(self):
+        s = self.scrape()
+        ok0 = self.value(s, "sandgate_policy_reloads_total", result="ok")
+        err0 = self.value(s, "sandgate_policy_reloads_total", result="error")
+        self.gw.reload()
+        ok = self.wait_value("sandgate_policy_reloads_total",
+                             lambda v: v == ok0 + 1, result="ok")
+        self.assertEqual(ok, ok0 + 1, self.gw.log_tail())
+        self.assertEqual(self.value(self.scrape(), "sandgate_policy_reloads_total",
+                                    result="error"), err0)
+        self.gw.write_policy("main.yaml", self.policy_doc(broken=True))
+        try:
+            self.gw.reload()
+            err = self.wait_value("sandgate_policy_reloads_total",
+                                  lambda v: v == err0 + 1, result="error")
+            self.assertEqual(err, err0 + 1, self.gw.log_tail())
+            self.assertEqual(self.value(self.scrape(),
+                "sandgate_policy_reloads_total", result="ok"), ok0 + 1)
+        finally:
+            self.gw.write_policy("main.yaml", self.policy_doc())
+            self.gw.reload()
+            self.wait_value("sandgate_policy_reloads_total",
+                            lambda v: v == ok0 + 2, result="ok")
+
+    # -------------------------------------------------------------- routing
+
+    def test_other_paths_404(self):
+        for path in ("/other", "/", "/metrics/", "/v1/status", "/metricsx"):
+            with self.subTest(path=path):
+                st, _, _ = http_get(self.mport, path=path)
+                self.assertEqual(st, 404)
+
+    def test_query_string_is_ignored(self):
+        st, _, body = http_get(self.mport, path="/metrics?x=1")
+        self.assertEqual(st, 200)
+        self.assertIn(b"sandgate_workers", body)
+
+    def test_other_methods_405(self):
+        for method, body in (("POST", b""), ("POST", b"x=1"), ("PUT", b"{}"),
+                             ("DELETE", None), ("HEAD", None)):
+            with self.subTest(method=method, body=body):
+                st, hdrs, _ = http_get(self.mport, method=method, body=body)
+                self.assertEqual(st, 405)
+                self.assertEqual(hdrs.get("allow"), "GET")
+        r = T.curl("http://127.0.0.1:%d/metrics" % self.mport,
+                   args=["-X", "POST"], tmp=self.td.path)
+        self.assertEqual(r.status, 405, r)
+
+    def test_admin_and_metrics_do_not_cross(self):
+        st, _, _ = T.unix_http(self.sock, b"GET /metrics HTTP/1.1\r\n"
+            b"Host: sandgate\r\nConnection: close\r\n\r\n")
+        self.assertEqual(st, 404)
+        for path in ("/v1/status", "/v1/sandboxes"):
+            with self.subTest(path=path):
+                st, _, body = http_get(self.mport, path=path)
+                self.assertEqual(st, 404)
+                self.assertNotIn(b"version", body)
+
+
+class MetricsStartupTest(unittest.TestCase):
+    def setUp(self):
+        self.td = T.TempDir("sgtest-metrics-busy-")
+        self.addCleanup(self.td.cleanup)
+        self.dns = T.Dnsmasq(self.td.path, [])
+        self.addCleanup(self.dns.stop)
+
+    def test_port_in_use_stops_start_up(self):
+        busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        gw = T.Gateway(self.td.path, self.dns, {},
+            extra={"listen": {"metrics": "127.0.0.1:%d" % port}})
+        r = subprocess.run([T.BIN, "serve", "-c", gw.cfg_path], cwd=self.td.path,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=T.clean_env(), timeout=30 * T.SLOW,
+            text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "127.0.0.1:%d" % port in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("listen metrics on 127.0.0.1:%d" % port, lines[0])
+        self.assertIn("Address already in use", lines[0])
+        self.assertNotIn("listening: metrics", r.stderr)
+        self.assertNotRegex(r.stderr, re.compile(r" info: ready$", re.M))
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                       "runtime error:"):
+            self.assertNotIn(marker, r.stderr)
+
+    def test_null_disables(self):
+        gw = T.Gateway(self.td.path, self.dns, {},
+            extra={"listen": {"metrics": None}})
+        gw.start()
+        self.addCleanup(gw.stop)
+        self.assertTrue(gw.wait_log(r"\bready\b"), gw.log_tail())
+        self.assertNotIn("metrics on", gw.log_text())
+
+
+if __name__ == "__main__":
+    T.require_binary()
+    unittest.main(verbosity=2)
