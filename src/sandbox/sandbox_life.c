@@ -56,7 +56,8 @@ struct life {
 	size_t		 n_ph;
 	char		*env_buf[SANDBOX_MAX_ENV];
 	int		 n_env_buf;
-	int64_t		 expires;
+	int64_t		 expires;	/* unix seconds, for state.db and ls */
+	int64_t		 deadline_ms;	/* CLOCK_MONOTONIC: when --ttl runs out */
 	int		 nflog_group;	/* the gateway's, for drop logging */
 };
 
@@ -548,6 +549,15 @@ up_register(struct life *l, const char *token)
 
 /* ---------------------------------------------------------------- wait */
 
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static const char *
 sig_name(int sig)
 {
@@ -601,6 +611,7 @@ life_wait(struct life *l, pid_t pid, int out_fd, int log_fd)
 	uint64_t written = 0;
 	time_t now, exited_at = 0, kill_at = 0;
 	int st, status = -1, exited = 0, sig, stopping = 0;
+	int64_t left;
 	ssize_t r;
 
 	sigemptyset(&block);
@@ -616,8 +627,8 @@ life_wait(struct life *l, pid_t pid, int out_fd, int log_fd)
 		sandbox_signal = 0;
 		if (sig == SIGALRM)
 			sig = 0;
-		if (sig == 0 && !stopping && l->expires != 0 &&
-		    now >= l->expires)
+		if (sig == 0 && !stopping && l->deadline_ms != 0 &&
+		    mono_ms() >= l->deadline_ms)
 			sig = SIGTERM;	/* --ttl ran out */
 		if (sig != 0 && !exited) {
 			if (!stopping)
@@ -643,6 +654,11 @@ life_wait(struct life *l, pid_t pid, int out_fd, int log_fd)
 			break;
 		ts.tv_sec = 1;
 		ts.tv_nsec = 0;
+		if (!stopping && l->deadline_ms != 0 &&
+		    (left = l->deadline_ms - mono_ms()) < 1000) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = (left > 0 ? left : 0) * 1000000;
+		}
 		pfd.fd = out_fd;
 		pfd.events = POLLIN;
 		pfd.revents = 0;
@@ -730,6 +746,8 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 	l.cfg = cfg;
 	l.o = o;
 	l.rt = strcmp(o->runtime, "crun") == 0 ? SANDBOX_CRUN : SANDBOX_RUNSC;
+	/* whole seconds would cut a --ttl short by up to one */
+	l.deadline_ms = o->ttl_ms > 0 ? mono_ms() + (int64_t)o->ttl_ms : 0;
 	l.expires = o->ttl_ms > 0 ? time(NULL) + (int64_t)((o->ttl_ms + 999) /
 	    1000) : 0;
 	snprintf(l.state_root, sizeof(l.state_root), "%s/%s", SANDBOX_RUN_DIR,

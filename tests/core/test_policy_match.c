@@ -213,7 +213,7 @@ static const struct decide_case decide_cases[] = {
 	{ "docnet", "127.1", 80, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
 	{ "docnet", "[::1]", 80, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
 	{ "docnet", "[::ffff:127.0.0.1]", 80, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "docnet", "10.0.0.1.nip.io", 80, NULL, NULL, ALLOW("names-only:allow[1]", P, 0, 0) },
+	{ "docnet", "198.18.0.1.nip.io", 80, NULL, NULL, ALLOW("names-only:allow[1]", P, 0, 0) },
 	{ "docnet", "x.0.0.1.example", 80, NULL, NULL, ALLOW("names-only:allow[2]", P, 0, 0) },
 };
 
@@ -287,13 +287,13 @@ static const struct addr_case addr_cases[] = {
 	{ "agent", "pypi.org", 443, { "151.101.0.223" }, 1, "coding-agent:allow[2]", NULL },
 	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223" }, 1, "coding-agent:allow[2]", NULL },
 	{ "agent", "pypi.org", 443, { NULL }, 0, "coding-agent:allow[2]", REASON_DNS_ERROR },
-	{ "agent", "pypi.org", 443, { "10.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pypi.org", 443, { "198.19.255.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "151.101.0.223", "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223", "fd00::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "169.254.169.254" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "::ffff:10.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "64:ff9b::10.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pypi.org", 443, { "::ffff:198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pypi.org", 443, { "64:ff9b::198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "64:ff9b::8.8.8.8" }, 1, "coding-agent:allow[2]", NULL },
 	{ "agent", "pypi.org", 443, { "2002:a00:1::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "100.64.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
@@ -306,7 +306,7 @@ static const struct addr_case addr_cases[] = {
 	/* the IP target is checked even when the caller passes nothing */
 	{ "agent", "169.254.169.254", 443, { NULL }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
 	{ "agent", "151.101.0.223", 443, { NULL }, 1, "coding-agent:allow[8]", NULL },
-	{ "agent", "151.101.0.223", 443, { "10.1.1.1" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
+	{ "agent", "151.101.0.223", 443, { "198.19.1.1" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
 	/* allow_private: prefixes for names and IPs, names for names only */
 	{ "ci", "github.com", 443, { "10.20.1.1" }, 1, "ci:allow[0]", NULL },
 	{ "ci", "github.com", 443, { "::ffff:10.20.1.1" }, 1, "ci:allow[0]", NULL },

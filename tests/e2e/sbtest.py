@@ -51,19 +51,9 @@ def sh(*argv, check=True):
 
 
 def admin_get(sock_path, path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(sock_path)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        % path).encode())
-    raw = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        raw += b
-    s.close()
-    return json.loads(raw.partition(b"\r\n\r\n")[2])
+    st, _, body = T.unix_http(sock_path, ("GET %s HTTP/1.1\r\nHost: x\r\n"
+        "Connection: close\r\n\r\n" % path).encode())
+    return json.loads(body)
 
 
 def veth_name(sid):
@@ -209,6 +199,19 @@ class SandboxWorld(unittest.TestCase):
     def registered(self):
         return [e["id"] for e in admin_get(self.sock,
             "/v1/sandboxes")["sandboxes"]]
+
+    def start_run(self, rt, sid, cmd, out=subprocess.DEVNULL):
+        """`sandbox run` in the background; returns once the gateway knows
+        the sandbox and its command has had time to start."""
+        p = subprocess.Popen([T.BIN, "sandbox", "run", "-c", self.gw.cfg_path,
+            "--policy", "web", "--runtime", rt, "--id", sid, "--"] + cmd,
+            stdout=out, stderr=out, env=T.clean_env())
+        deadline = time.time() + 60 * T.SLOW
+        while time.time() < deadline and p.poll() is None and \
+                sid not in self.registered():
+            time.sleep(0.2)
+        time.sleep(2)  # let the runtime start the command
+        return p
 
     def run_sandbox(self, runtime, sid, cmd, timeout=120):
         return T.run_sandgate("sandbox", "run", "-c", self.gw.cfg_path,

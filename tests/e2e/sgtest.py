@@ -1097,22 +1097,19 @@ class _LogResult(unittest.TextTestResult):
 
 # ---------------------------------------------------------------- admin socket
 
-def unix_http(sock_path, data, timeout=10):
-    """Send raw bytes on a unix-socket HTTP server (the admin API); read to
-    EOF; (status, lower-case headers, body bytes with chunking undone)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout * SLOW)
+def http_exchange(sock, data):
+    """Send raw bytes on a connected socket and read to EOF; (status,
+    lower-case headers, body bytes with chunking undone). Closes sock."""
     try:
-        s.connect(sock_path)
-        s.sendall(data)
+        sock.sendall(data)
         raw = b""
         while True:
-            b = s.recv(65536)
+            b = sock.recv(65536)
             if not b:
                 break
             raw += b
     finally:
-        s.close()
+        sock.close()
     head, _, rest = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ")[1])
@@ -1133,6 +1130,35 @@ def unix_http(sock_path, data, timeout=10):
     elif "content-length" in hdrs:
         rest = rest[:int(hdrs["content-length"])]
     return status, hdrs, rest
+
+
+def unix_http(sock_path, data, timeout=10):
+    """Send raw bytes on a unix-socket HTTP server (the admin API); read to
+    EOF; (status, lower-case headers, body bytes with chunking undone)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout * SLOW)
+    try:
+        s.connect(sock_path)
+    except OSError:
+        s.close()
+        raise
+    return http_exchange(s, data)
+
+
+def tcp_http(port, method, path, host=None, headers=(), body=None,
+             timeout=10):
+    """One request to 127.0.0.1:port on a fresh connection (Connection:
+    close); (status, lower-case headers, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+    req = "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (
+        method, path, host or "127.0.0.1:%d" % port)
+    for k, v in headers:
+        req += "%s: %s\r\n" % (k, v)
+    data = b"" if body is None else body
+    if body is not None:
+        req += "Content-Length: %d\r\n" % len(data)
+    return http_exchange(s, req.encode() + b"\r\n" + data)
+
 
 def main():
     require_binary()

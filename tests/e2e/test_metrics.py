@@ -90,30 +90,7 @@ def parse_exposition(test, text):
 
 def http_get(port, method="GET", path="/metrics", body=None, timeout=10):
     """One request on a fresh connection; (status, lower-case headers, body)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * T.SLOW)
-    try:
-        req = "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n" % (
-            method, path, port)
-        data = b"" if body is None else body
-        if body is not None:
-            req += "Content-Length: %d\r\n" % len(data)
-        s.sendall(req.encode() + b"\r\n" + data)
-        raw = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            raw += b
-    finally:
-        s.close()
-    head, _, rest = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    hdrs = {}
-    for l in lines[1:]:
-        k, _, v = l.partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    return status, hdrs, rest
+    return T.tcp_http(port, method, path, body=body, timeout=timeout)
 
 
 def eventually(fn, timeout=5.0):

@@ -20,7 +20,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from sbtest import (BODY, INET_HOST, INET_ORIGIN, RUNTIMES,  # noqa: E402
-    SandboxWorld, admin_get, launcher_lock, leftovers, sh, skip_unless_root)
+    SandboxWorld, launcher_lock, leftovers, sh, skip_unless_root)
 
 
 class SandboxRunTest(SandboxWorld):
@@ -76,19 +76,8 @@ class SandboxRunTest(SandboxWorld):
     def test_04_sigterm_cleans_up(self):
         def one(rt):
             sid = "t-term-" + rt
-            p = subprocess.Popen([T.BIN, "sandbox", "run", "-c",
-                self.gw.cfg_path, "--policy", "web", "--runtime", rt, "--id",
-                sid, "--", "sleep", "300"], stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=T.clean_env())
+            p = self.start_run(rt, sid, ["sleep", "300"], subprocess.PIPE)
             try:
-                deadline = time.time() + 60
-                while time.time() < deadline:
-                    ids = [e["id"] for e in admin_get(self.sock,
-                        "/v1/sandboxes")["sandboxes"]]
-                    if sid in ids:
-                        break
-                    time.sleep(0.2)
-                time.sleep(2)  # let the runtime start the command
                 p.send_signal(signal.SIGTERM)
                 p.communicate(timeout=60)
             finally:
@@ -102,19 +91,8 @@ class SandboxRunTest(SandboxWorld):
     def test_06_sigkill_reconciled_by_next_launcher(self):
         def one(rt):
             sid = "t-kill-" + rt
-            p = subprocess.Popen([T.BIN, "sandbox", "run", "-c",
-                self.gw.cfg_path, "--policy", "web", "--runtime", rt, "--id",
-                sid, "--", "sleep", "300"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env=T.clean_env())
+            p = self.start_run(rt, sid, ["sleep", "300"])
             try:
-                deadline = time.time() + 60
-                while time.time() < deadline:
-                    ids = [e["id"] for e in admin_get(self.sock,
-                        "/v1/sandboxes")["sandboxes"]]
-                    if sid in ids:
-                        break
-                    time.sleep(0.2)
-                time.sleep(2)
                 with launcher_lock():
                     p.kill()
                     p.wait(30)
