@@ -389,19 +389,8 @@ class TransparentTest(unittest.TestCase):
             {"id": "banner-ssh", "kind": "banner", "host": n[5], "port": 22,
              "banner": "SSH-2.0-named-origin\r\n"},
         ]
-        spec_path = os.path.join(d, "origins.json")
-        with open(spec_path, "w") as f:
-            json.dump(spec, f)
-        cls.status_path = os.path.join(d, "origins.status")
-        cls.origins = T.Proc([IP, "netns", "exec", topo.net, PY, ORIGINS,
-            spec_path, cls.status_path], os.path.join(d, "origins.log"))
-        cls.addClassCleanup(cls.origins.stop)
-        deadline = time.time() + 15 * T.SLOW
-        while not os.path.exists(cls.status_path):
-            if not cls.origins.alive() or time.time() > deadline:
-                raise RuntimeError("origins did not start:\n" +
-                    cls.origins.log_tail())
-            time.sleep(0.05)
+        cls.origins, cls.status_path = H.start_origins(d, topo.net, ORIGINS,
+            spec, "origins", cls.addClassCleanup)
 
         # upstream DNS for the gateway (records with a real TTL)
         recs = [("allowed.test", n[2]), ("intercept.test", n[2]),
@@ -802,19 +791,8 @@ class TransparentV6Test(unittest.TestCase):
             {"id": "https-evil6", "kind": "https", "host": n6[3], "port": 443,
              "cert": crt, "key": key},
         ]
-        spec_path = os.path.join(d, "origins6.json")
-        with open(spec_path, "w") as f:
-            json.dump(spec, f)
-        cls.status_path = os.path.join(d, "origins6.status")
-        cls.origins = T.Proc([IP, "netns", "exec", topo.net, PY, ORIGINS6,
-            spec_path, cls.status_path], os.path.join(d, "origins6.log"))
-        cls.addClassCleanup(cls.origins.stop)
-        deadline = time.time() + 15 * T.SLOW
-        while not os.path.exists(cls.status_path):
-            if not cls.origins.alive() or time.time() > deadline:
-                raise RuntimeError("origins did not start:\n" +
-                    cls.origins.log_tail())
-            time.sleep(0.05)
+        cls.origins, cls.status_path = H.start_origins(d, topo.net, ORIGINS6,
+            spec, "origins6", cls.addClassCleanup)
 
         # AAAA only: nothing can fall back to IPv4
         recs = [("allowed6.test", n6[2]), ("forbidden6.test", n6[3])]

@@ -161,3 +161,22 @@ def curl(url, prefix=(), args=(), timeout=20, tmp=None):
             r.stderr.decode("utf-8", "replace"))
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def start_origins(d, netns, script, spec, name, cleanup):
+    """Run an origins script (transparent_origins*.py) inside netns with the
+    spec written to d/NAME.json; wait for its status file; stopped through
+    cleanup. Returns (Proc, status path)."""
+    spec_path = os.path.join(d, name + ".json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    status_path = os.path.join(d, name + ".status")
+    proc = T.Proc(["/usr/sbin/ip", "netns", "exec", netns, "/usr/bin/python3",
+        script, spec_path, status_path], os.path.join(d, name + ".log"))
+    cleanup(proc.stop)
+    deadline = time.time() + 15 * T.SLOW
+    while not os.path.exists(status_path):
+        if not proc.alive() or time.time() > deadline:
+            raise RuntimeError("origins did not start:\n" + proc.log_tail())
+        time.sleep(0.05)
+    return proc, status_path
