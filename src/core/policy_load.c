@@ -419,6 +419,7 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 {
 	const char *what = allow ? "allow rule" : "deny rule";
 	const struct ynode *c, *host = NULL, *cidr = NULL, *ports = NULL;
+	const struct ynode *opaque = NULL, *inspect = NULL;
 	const char *s;
 
 	r->file = l->c.file;
@@ -438,10 +439,13 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 			cidr = c;
 		else if (strcmp(s, "ports") == 0)
 			ports = c;
-		else if (strcmp(s, "methods") == 0)
+		else if (strcmp(s, "methods") == 0) {
 			pl_methods(l, c, r);
-		else if (strcmp(s, "paths") == 0)
+			inspect = c;
+		} else if (strcmp(s, "paths") == 0) {
 			pl_paths(l, c, r);
+			inspect = c;
+		}
 		else if (allow && strcmp(s, "tls") == 0) {
 			/* A string enum: quoted or not, it is the same YAML value. */
 			if (c->type == YNODE_SCALAR &&
@@ -451,8 +455,10 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 			    strcmp(c->str, "passthrough") != 0)
 				ycheck_err(&l->c, c, "tls: expected intercept "
 				    "or passthrough");
-		} else if (allow && strcmp(s, "opaque") == 0)
+		} else if (allow && strcmp(s, "opaque") == 0) {
 			ycheck_bool(&l->c, c, "opaque", &r->opaque);
+			opaque = c;
+		}
 		else if (!allow && (strcmp(s, "tls") == 0 ||
 		    strcmp(s, "opaque") == 0))
 			ycheck_err(&l->c, c->key, "%s: only allow rules have "
@@ -460,6 +466,14 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 		else
 			ycheck_unknown(&l->c, c, what);
 	}
+	/*
+	 * opaque only lets non-HTTP, non-TLS bytes through; methods and paths
+	 * beside it would read as a promise the opaque bytes do not keep.
+	 */
+	if (opaque != NULL && r->opaque && inspect != NULL)
+		ycheck_err(&l->c, opaque->key, "opaque: true cannot go with "
+		    "methods: or paths: (opaque bytes have neither); write "
+		    "two rules");
 	if (host != NULL && cidr != NULL) {
 		ycheck_err(&l->c, cidr->key, "%s: has both host: and cidr:; "
 		    "write one rule for each", what);

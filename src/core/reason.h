@@ -15,6 +15,7 @@
 #define REASON_INVALID_HOST	"invalid-host"
 #define REASON_NEEDS_INTERCEPT	"needs-intercept"	/* methods/paths rule, but TLS passed through */
 #define REASON_SNI_MISMATCH	"sni-mismatch"
+#define REASON_SNI_MISSING	"sni-missing"		/* transparent TLS without a name */
 #define REASON_HOST_MISMATCH	"host-mismatch"
 #define REASON_PROTOCOL_DENY	"protocol-not-allowed"	/* non-TLS, non-HTTP tunnel without opaque */
 #define REASON_BAD_REQUEST	"bad-request"
@@ -25,6 +26,7 @@
 #define REASON_UPSTREAM_CONNECT	"upstream-connect-error"
 #define REASON_UPSTREAM_TIMEOUT	"upstream-timeout"
 #define REASON_UPSTREAM_ERROR	"upstream-error"
+#define REASON_UPSTREAM_ENCODING "upstream-encoding"	/* a coding the gateway cannot relay or scrub */
 #define REASON_UPSTREAM_TLS	"upstream-tls-error"
 #define REASON_CLIENT_TLS	"client-tls-error"
 #define REASON_CRED_MISUSE	"credential-misuse"
@@ -33,6 +35,7 @@
 #define REASON_TOO_MANY_CONN	"too-many-connections"
 #define REASON_IDLE_TIMEOUT	"idle-timeout"
 #define REASON_METHOD_NOT_SUPPORTED "method-not-supported"
+#define REASON_INTERNAL_ERROR	"internal-error"	/* a broken invariant, failed closed */
 #define REASON_PROTOCOL_BLOCKED	"protocol-blocked"	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */
 
 #endif

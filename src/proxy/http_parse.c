@@ -3,6 +3,7 @@
  * over bytes. Every framing decision of the gateway is made here, once.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "proxy/http_parse.h"
@@ -614,13 +615,15 @@ http_transfer_coding(const struct http_slice *el, struct http_slice *name)
 
 /* Walks the codings of all Transfer-Encoding headers: is "chunked" last? */
 static int
-http_te_final_chunked(const struct http_header *hv, size_t n, int *final)
+http_te_final_chunked(const struct http_header *hv, size_t n, int *final,
+    int *other)
 {
 	struct http_slice el, name;
 	size_t i, pos;
 	int chunked = 0, codings = 0;
 
 	*final = 0;
+	*other = 0;
 	for (i = 0; i < n; i++) {
 		if (!http_header_is(&hv[i], "Transfer-Encoding"))
 			continue;
@@ -634,6 +637,8 @@ http_te_final_chunked(const struct http_header *hv, size_t n, int *final)
 			*final = http_slice_caseeq(name.p, name.len, "chunked");
 			if (*final && (chunked++ > 0 || name.len != el.len))
 				return HTTP_ERR_BAD;
+			if (!*final)
+				*other = 1;
 		}
 	}
 	return codings > 0 ? 0 : HTTP_ERR_BAD;
@@ -649,13 +654,16 @@ http_response_fields(struct http_response *r, const char *m, size_t mlen)
 		return rc;
 	r->keep_alive = http_keep_alive(r->version_minor, fi.conn);
 	if (fi.n_te > 0 && (rc = http_te_final_chunked(r->headers,
-	    r->n_headers, &chunked)) != 0)
+	    r->n_headers, &chunked, &r->te_other)) != 0)
 		return rc;
 	if ((m != NULL && http_slice_eq(m, mlen, "HEAD")) ||
 	    (m != NULL && http_slice_eq(m, mlen, "CONNECT") &&
 	    r->status / 100 == 2) ||
 	    r->status / 100 == 1 || r->status == 204 || r->status == 304) {
 		r->framing = HTTP_BODY_NONE;
+		/* HEAD and 304: the length of a body not sent, metadata only. */
+		r->has_length = fi.n_cl > 0;
+		r->declared_length = fi.cl;
 	} else if (fi.n_te > 0) {
 		/* RFC 9112 6.3: chunked not final, or HTTP/1.0: to close. */
 		if (chunked && r->version_minor == 1)
@@ -667,6 +675,8 @@ http_response_fields(struct http_response *r, const char *m, size_t mlen)
 	} else if (fi.n_cl > 0) {
 		r->framing = HTTP_BODY_LENGTH;
 		r->content_length = fi.cl;
+		r->has_length = 1;
+		r->declared_length = fi.cl;
 	} else {
 		r->framing = HTTP_BODY_UNTIL_CLOSE;
 		r->keep_alive = 0;
@@ -751,6 +761,25 @@ static const char *const http_hop_by_hop[] = {
 	NULL
 };
 
+/*
+ * What a Connection header cannot nominate: the framing and routing the
+ * gateway decides itself. "Connection: Content-Length" would otherwise
+ * strip the length the body was framed by (request smuggling).
+ */
+static const char *const http_protected[] = {
+	"Content-Length", "Transfer-Encoding", "Host", "Upgrade",
+	"Proxy-Authorization", NULL
+};
+
+static int
+http_name_in(const struct http_slice *name, const char *const *list)
+{
+	for (; *list != NULL; list++)
+		if (http_slice_caseeq(name->p, name->len, *list))
+			return 1;
+	return 0;
+}
+
 int
 http_header_is_hop_by_hop(const struct http_header *h,
     const struct http_header *hv, size_t n)
@@ -762,6 +791,8 @@ http_header_is_hop_by_hop(const struct http_header *h,
 	for (f = http_hop_by_hop; *f != NULL; f++)
 		if (http_header_is(h, *f))
 			return 1;
+	if (http_name_in(&h->name, http_protected))
+		return 0;
 	for (i = 0; i < n; i++) {
 		if (!http_header_is(&hv[i], "Connection"))
 			continue;
@@ -772,6 +803,54 @@ http_header_is_hop_by_hop(const struct http_header *h,
 				return 1;
 	}
 	return 0;
+}
+
+int
+http_identity_encoded(const struct http_header *hv, size_t n)
+{
+	struct http_slice el;
+	size_t i, pos;
+
+	for (i = 0; i < n; i++) {
+		if (!http_header_is(&hv[i], "Content-Encoding"))
+			continue;
+		pos = 0;
+		while (http_list_next(&hv[i].value, &pos, &el))
+			if (el.len > 0 &&
+			    !http_slice_caseeq(el.p, el.len, "identity"))
+				return 0;
+	}
+	return 1;
+}
+
+int
+http_framing_header(enum http_framing fr, uint64_t len, char *buf, size_t n)
+{
+	int r;
+
+	switch (fr) {
+	case HTTP_BODY_LENGTH:
+		r = snprintf(buf, n, "Content-Length: %llu\r\n",
+		    (unsigned long long)len);
+		break;
+	case HTTP_BODY_CHUNKED:
+		r = snprintf(buf, n, "Transfer-Encoding: chunked\r\n");
+		break;
+	default:
+		r = 0;
+		if (n > 0)
+			buf[0] = '\0';
+		break;
+	}
+	return r < 0 || (size_t)r >= n ? -1 : r;
+}
+
+int
+http_header_forwardable(const struct http_header *h,
+    const struct http_header *hv, size_t n)
+{
+	return !http_header_is(h, "Content-Length") &&
+	    !http_header_is_hop_by_hop(h, hv, n);
 }
 
 enum {

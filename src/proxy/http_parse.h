@@ -79,6 +79,9 @@ struct http_response {
 	enum http_framing framing;
 	uint64_t	 content_length;
 	int		 keep_alive;
+	int		 te_other;	/* a transfer coding other than chunked */
+	int		 has_length;	/* a Content-Length header ... */
+	uint64_t	 declared_length;	/* ... with this value (HEAD, 304: metadata) */
 };
 
 /*
@@ -115,10 +118,30 @@ const struct http_header *http_header_find(const struct http_header *, size_t n,
  * Hop-by-hop: the fixed RFC 9110 list (Connection, Keep-Alive,
  * Proxy-Connection, Proxy-Authorization, Proxy-Authenticate, TE, Trailer,
  * Transfer-Encoding, Upgrade) or a name listed in a Connection header of
- * headers[0..n).
+ * headers[0..n) -- except Content-Length and Host, which no Connection
+ * header can nominate.
  */
 int	http_header_is_hop_by_hop(const struct http_header *h,
 	    const struct http_header *headers, size_t n);
+/*
+ * 1 when a proxy copies h to the next hop as it is: not hop-by-hop and not
+ * framing (Content-Length, Transfer-Encoding), which the gateway writes
+ * from its own parse (http_write_framing).
+ */
+int	http_header_forwardable(const struct http_header *h,
+	    const struct http_header *headers, size_t n);
+/*
+ * 1 when no Content-Encoding header of hv[0..n) names a coding other than
+ * identity (every header, every list element); 0 otherwise.
+ */
+int	http_identity_encoded(const struct http_header *hv, size_t n);
+/*
+ * The framing header for a message the gateway relays with framing fr:
+ * "Content-Length: len\r\n", "Transfer-Encoding: chunked\r\n", or ""
+ * (none, until close). Its length, or -1 when buf is too small.
+ */
+int	http_framing_header(enum http_framing fr, uint64_t len, char *buf,
+	    size_t n);
 
 /* Chunked body decoder state: it validates and measures, the caller relays the bytes unchanged. */
 struct http_chunked {

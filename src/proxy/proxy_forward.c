@@ -84,6 +84,8 @@ forward_start(struct session *s)
 {
 	struct forward *f = &s->fwd;
 
+	if (upstream_guard(s) == -1)
+		return;
 	s->state = S_FORWARD;
 	f->ip = s->origin_addr;
 	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
@@ -299,17 +301,14 @@ scrub_setup(struct session *s, const struct http_response *r)
 {
 	struct forward *f = &s->fwd;
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
-	const struct http_header *ce;
 	size_t n;
 
 	if (f->plan.n_bound == 0 || f->plan.snap == NULL ||
 	    r->framing == HTTP_BODY_NONE)
 		return 0;
-	ce = http_header_find(r->headers, r->n_headers, "Content-Encoding");
-	if (ce != NULL && !(ce->value.len == 8 &&
-	    strncasecmp(ce->value.p, "identity", 8) == 0)) {
-		session_deny(s, 502, REASON_UPSTREAM_ERROR, "a credential's host "
-		    "sent a compressed body, which cannot be scrubbed");
+	if (!http_identity_encoded(r->headers, r->n_headers)) {
+		session_deny(s, 502, REASON_UPSTREAM_ENCODING, "a credential's "
+		    "host sent an encoded body, which cannot be scrubbed");
 		return -1;
 	}
 	n = scrub_lists(s, secrets, phs);
@@ -456,11 +455,53 @@ hb_str(struct headbuf *hb, const char *str)
 	hb_add(hb, str, strlen(str));
 }
 
+/* A header value (or the reason phrase) toward the client, scrubbed on bound hosts. */
+static void
+hb_value(struct session *s, struct headbuf *hb, const char *v, size_t len)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+
+	if (plan->n_bound > 0 && plan->snap != NULL) {
+		hb_flush(hb);
+		scrub_string(s, v, len, hb->out);
+	} else
+		hb_add(hb, v, len);
+}
+
+/*
+ * The framing the client reads the body by, from the gateway's own parse:
+ * never the origin's headers, which a Connection header could have made
+ * hop-by-hop.
+ */
+static void
+hb_framing(struct session *s, struct headbuf *hb, const struct http_response *r)
+{
+	char fr[48];
+	int n;
+
+	if (s->fwd.scrub != NULL) {
+		if (s->fwd.scrub_chunked)
+			hb_str(hb, "Transfer-Encoding: chunked\r\n");
+		return;
+	}
+	if (r->framing == HTTP_BODY_NONE) {
+		/* HEAD and 304 carry the length of the body they do not send. */
+		if (r->has_length && r->status != 204)
+			n = http_framing_header(HTTP_BODY_LENGTH,
+			    r->declared_length, fr, sizeof(fr));
+		else
+			n = 0;
+	} else
+		n = http_framing_header(r->framing, r->content_length, fr,
+		    sizeof(fr));
+	if (n > 0)
+		hb_add(hb, fr, (size_t)n);
+}
+
 /* Status line and headers for the client, from the origin's. */
 static void
 write_client_head(struct session *s, const struct http_response *r, int final)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
 	struct headbuf hb;
 	char status[16];
 	size_t i;
@@ -469,22 +510,15 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 	hb.len = 0;
 	snprintf(status, sizeof(status), "HTTP/1.1 %d ", r->status);
 	hb_str(&hb, status);
-	hb_add(&hb, r->reason.p, r->reason.len);
+	hb_value(s, &hb, r->reason.p, r->reason.len);
 	hb_add(&hb, "\r\n", 2);
 	for (i = 0; i < r->n_headers; i++) {
 		const struct http_header *h = &r->headers[i];
-		if (http_header_is_hop_by_hop(h, r->headers, r->n_headers))
-			continue;
-		/* A scrubbed body has a new length: it goes out chunked. */
-		if (s->fwd.scrub != NULL && http_header_is(h, "Content-Length"))
+		if (!http_header_forwardable(h, r->headers, r->n_headers))
 			continue;
 		hb_add(&hb, h->name.p, h->name.len);
 		hb_add(&hb, ": ", 2);
-		if (plan->n_bound > 0 && plan->snap != NULL) {
-			hb_flush(&hb);
-			scrub_string(s, h->value.p, h->value.len, hb.out);
-		} else
-			hb_add(&hb, h->value.p, h->value.len);
+		hb_value(s, &hb, h->value.p, h->value.len);
 		hb_add(&hb, "\r\n", 2);
 	}
 	if (r->status == 101) {
@@ -497,9 +531,7 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 			hb_add(&hb, "\r\n", 2);
 		}
 	} else if (final) {
-		if (s->fwd.scrub != NULL ? s->fwd.scrub_chunked :
-		    r->framing == HTTP_BODY_CHUNKED)
-			hb_str(&hb, "Transfer-Encoding: chunked\r\n");
+		hb_framing(s, &hb, r);
 		if (!s->fwd.client_keep_alive)
 			hb_str(&hb, "Connection: close\r\n");
 	}
@@ -533,6 +565,12 @@ origin_head(struct session *s)
 		if (n < 0) {
 			session_deny(s, 502, REASON_UPSTREAM_ERROR,
 			    "the origin sent a malformed response");
+			return -1;
+		}
+		if (r.te_other) {
+			/* Relayed as chunked alone, the client would misread it. */
+			session_deny(s, 502, REASON_UPSTREAM_ENCODING,
+			    "the origin used a transfer coding other than chunked");
 			return -1;
 		}
 		if (r.status >= 100 && r.status < 200 && r.status != 101) {

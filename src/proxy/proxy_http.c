@@ -111,15 +111,7 @@ identify_basic(struct session *s, const struct http_request *req)
 static void
 target_note(struct session *s, const struct http_request *req)
 {
-	if (policy_target_init(&s->target, req->host.p, req->host.len,
-	    req->port) == -1) {
-		char esc[POLICY_HOST_MAX + 1];
-
-		log_escape(req->host.p, req->host.len, esc, sizeof(esc));
-		memset(&s->target, 0, sizeof(s->target));
-		snprintf(s->target.host, sizeof(s->target.host), "%s", esc);
-		s->target.port = req->port;
-	}
+	session_note_target(s, req->host.p, req->host.len, req->port);
 }
 
 /* Identity per SPEC §4: a Proxy-Authorization that is present decides. */
@@ -191,11 +183,11 @@ static int
 build_origin_head(struct session *s, const struct http_request *req,
     int replace_host)
 {
-	struct evbuffer *h;
-	size_t i;
-	int v6;
-
 	const struct cred_plan *plan = &s->fwd.plan;
+	struct evbuffer *h;
+	char fr[48];
+	size_t i;
+	int v6, fl;
 
 	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
 		return -1;
@@ -217,7 +209,7 @@ build_origin_head(struct session *s, const struct http_request *req,
 	}
 	for (i = 0; i < req->n_headers; i++) {
 		const struct http_header *hd = &req->headers[i];
-		if (http_header_is_hop_by_hop(hd, req->headers, req->n_headers))
+		if (!http_header_forwardable(hd, req->headers, req->n_headers))
 			continue;
 		if (replace_host && http_header_is(hd, "Host"))
 			continue;
@@ -236,8 +228,11 @@ build_origin_head(struct session *s, const struct http_request *req,
 	}
 	if (plan->n_bound > 0)
 		evbuffer_add(h, "Accept-Encoding: identity\r\n", 27);
-	if (req->framing == HTTP_BODY_CHUNKED)
-		evbuffer_add(h, "Transfer-Encoding: chunked\r\n", 28);
+	/* The framing the gateway relays by, whatever the client's headers said. */
+	if ((fl = http_framing_header(req->framing, req->content_length, fr,
+	    sizeof(fr))) < 0)
+		return -1;
+	evbuffer_add(h, fr, (size_t)fl);
 	if (req->upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
@@ -365,7 +360,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	if (s->obev != NULL)
+	if (upstream_reusable(s))
 		forward_start(s);
 	else
 		upstream_connect(s, forward_start);
@@ -377,6 +372,8 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	char detail[512];
 
 	s->kind = KIND_CONNECT;
+	/* A tunnel is a new decision: what absolute form opened is not for it. */
+	upstream_drop(s);
 	if (policy_target_init(&s->target, req->host.p, req->host.len,
 	    req->port) == -1) {
 		target_note(s, req);
@@ -441,8 +438,7 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	/* Keep-alive to the same origin: its addresses are checked again. */
-	if (s->obev != NULL && s->origin_port == s->target.port &&
-	    strcmp(s->origin_host, s->target.host) == 0) {
+	if (upstream_reusable(s)) {
 		if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
 			session_deny(s, 403, s->verdict.reason,
 			    "destination address not allowed");
@@ -459,6 +455,24 @@ static void
 forward_resolved(struct session *s)
 {
 	upstream_connect(s, forward_start);
+}
+
+/*
+ * Nothing of one request's decision carries into the next: a new request
+ * on a kept-alive connection starts from its identity up, on the current
+ * policy; one inside a tunnel keeps only the tunnel's name and identity.
+ */
+static void
+request_reset(struct session *s)
+{
+	memset(&s->verdict, 0, sizeof(s->verdict));
+	if (s->tunnel_http || s->kind == KIND_INGRESS)
+		return;
+	policy_unref(s->pol);
+	s->pol = proxy_policy_get(s->p);
+	memset(&s->target, 0, sizeof(s->target));
+	memset(&s->ident, 0, sizeof(s->ident));
+	s->has_ident = 0;
 }
 
 static void
@@ -481,8 +495,12 @@ handle_head(struct session *s)
 		return;
 	}
 	forward_reset(s);
+	request_reset(s);
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
+	if (n < 0 && !s->tunnel_http && s->kind != KIND_INGRESS &&
+	    policy_identify_source(s->pol, &s->client_addr, &s->ident) == 0)
+		s->has_ident = 1;	/* the row says who, if the source does */
 	switch (n) {
 	case HTTP_NEED_MORE:
 		return;
@@ -518,11 +536,6 @@ handle_head(struct session *s)
 		tunnel_request(s, &req, n);
 		return;
 	}
-	/* New requests on a kept-alive connection follow the current policy. */
-	policy_unref(s->pol);
-	s->pol = proxy_policy_get(s->p);
-	memset(&s->target, 0, sizeof(s->target));
-	memset(&s->verdict, 0, sizeof(s->verdict));
 	/* What the request names, so that even a 407 row says where it went. */
 	if (req.form == HTTP_TARGET_AUTHORITY)
 		s->kind = KIND_CONNECT;

@@ -158,7 +158,7 @@ build_guest_head(struct session *s, const struct http_request *req,
 {
 	struct evbuffer *h;
 	const char *tok;
-	char ip[NETADDR_STRLEN], *cookie;
+	char ip[NETADDR_STRLEN], *cookie, fr[48];
 	size_t i, toklen;
 	int n;
 
@@ -173,7 +173,7 @@ build_guest_head(struct session *s, const struct http_request *req,
 	for (i = 0; i < req->n_headers; i++) {
 		const struct http_header *hd = &req->headers[i];
 
-		if (http_header_is_hop_by_hop(hd, req->headers, req->n_headers) ||
+		if (!http_header_forwardable(hd, req->headers, req->n_headers) ||
 		    http_header_is(hd, TOKEN_HEADER) || header_is_forwarding(hd))
 			continue;
 		if (req->form == HTTP_TARGET_ABSOLUTE && http_header_is(hd, "Host"))
@@ -194,8 +194,10 @@ build_guest_head(struct session *s, const struct http_request *req,
 		evbuffer_add_printf(h, "%.*s: %.*s\r\n", (int)hd->name.len,
 		    hd->name.p, (int)hd->value.len, hd->value.p);
 	}
-	if (req->framing == HTTP_BODY_CHUNKED)
-		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+	if (http_framing_header(req->framing, req->content_length, fr,
+	    sizeof(fr)) < 0)
+		return -1;
+	evbuffer_add_printf(h, "%s", fr);
 	if (req->upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
@@ -292,15 +294,12 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 		s->idle_ms = s->p->cfg->ingress_upgrade_idle_ms;
 		session_set_idle(s);
 	}
-	if (s->obev != NULL && s->origin_port == s->target.port &&
-	    strcmp(s->origin_host, s->target.host) == 0 &&
-	    netaddr_cmp(&s->origin_addr, &ing->address) == 0) {
+	s->addrs[0] = ing->address;
+	s->n_addrs = 1;
+	if (upstream_reusable(s)) {
 		forward_start(s);
 		return;
 	}
-	upstream_drop(s);
-	s->addrs[0] = ing->address;
-	s->n_addrs = 1;
 	upstream_connect(s, forward_start);
 }
 

@@ -194,6 +194,18 @@ struct forward {
 	int			 client_minor;	/* the client's HTTP/1.x */
 };
 
+/* What an origin connection was opened for (proxy_origin.c). */
+struct origin_bind {
+	char			 sandbox[POLICY_ID_MAX + 1];
+	char			 host[POLICY_HOST_MAX + 1];	/* "" : nothing */
+	uint16_t		 port;
+	int			 is_ip;
+	struct netaddr		 addr;		/* the checked address connected to */
+	int			 tls;		/* TLS to the origin */
+	int			 creds;		/* may carry swapped secrets */
+	int			 ingress;	/* a sandbox's published port */
+};
+
 struct session {
 	uint64_t		 id;
 	TAILQ_ENTRY(session)	 entry;
@@ -220,8 +232,7 @@ struct session {
 	size_t			 n_addrs;
 	size_t			 addr_next;	/* next address to try */
 	struct netaddr		 origin_addr;	/* connected to */
-	char			 origin_host[POLICY_HOST_MAX + 1];	/* target of obev */
-	uint16_t		 origin_port;
+	struct origin_bind	 ob;		/* what obev was opened for */
 	void			(*on_connected)(struct session *);
 
 	struct event		*timer;		/* sniff timer */
@@ -269,6 +280,9 @@ void		 session_log(struct session *, const char *decision, int status,
 		    const char *reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);
+/* s->target from the destination as written (escaped when invalid). */
+void		 session_note_target(struct session *, const char *host,
+		    size_t len, uint16_t port);
 
 /* proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP). */
 void		 http_client_read_cb(struct bufferevent *, void *);
@@ -292,6 +306,17 @@ void		 upstream_drop(struct session *);
 /* Steps 4 and 5 (internal ranges, countries, ASNs) over addrs; 1 allow. */
 int		 upstream_check_addrs(struct session *, const struct netaddr *,
 		    size_t n);
+
+/* proxy_origin.c: an origin connection serves only its own decision. */
+int		 origin_bind_match(const struct origin_bind *have,
+		    const struct origin_bind *want, const struct netaddr *addrs,
+		    size_t n);
+void		 origin_bind_want(const struct session *, struct origin_bind *);
+void		 origin_bind_set(struct session *, const struct netaddr *);
+/* 1 when obev was opened for the current decision (address in s->addrs). */
+int		 upstream_reusable(struct session *);
+/* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
+int		 upstream_guard(struct session *);
 
 /* proxy_socks.c */
 void		 socks_read(struct session *);

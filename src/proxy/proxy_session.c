@@ -427,3 +427,22 @@ session_log(struct session *s, const char *decision, int status,
 	    reason ? reason : "-", (unsigned long long)up,
 	    (unsigned long long)down, ms);
 }
+
+/*
+ * The destination as the client wrote it: normalised when it is a valid
+ * name or address, otherwise escaped, so a refused row never says null.
+ */
+void
+session_note_target(struct session *s, const char *host, size_t len,
+    uint16_t port)
+{
+	char esc[POLICY_HOST_MAX + 1];
+
+	if (policy_target_init(&s->target, host, len, port) == 0)
+		return;
+	log_escape(host, len, esc, sizeof(esc));
+	memset(&s->target, 0, sizeof(s->target));
+	snprintf(s->target.host, sizeof(s->target.host), "%s",
+	    esc[0] != '\0' ? esc : "-");
+	s->target.port = port;
+}

@@ -159,9 +159,11 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		}
 		s->has_ident = 1;
 	}
-	if (r.atyp == SOCKS5_ATYP_DOMAIN)
+	if (r.atyp == SOCKS5_ATYP_DOMAIN) {
 		ok = policy_target_init(&s->target, r.host, r.hostlen, r.port);
-	else {
+		if (ok == -1)
+			session_note_target(s, r.host, r.hostlen, r.port);
+	} else {
 		char ip[NETADDR_STRLEN];
 		netaddr_ntop(&r.addr, ip, sizeof(ip));
 		ok = policy_target_init(&s->target, ip, strlen(ip), r.port);

@@ -72,11 +72,48 @@ orig_listed(const struct session *s)
 	    s->ident.sandbox, s->target.host, &s->orig_dst);
 }
 
+/*
+ * SPEC §5: an address the DNS listener handed this sandbox for a name whose
+ * rule intercepts (or that a credential is bound to) is always
+ * intercepted, whatever name the ClientHello gives or leaves out. 1 and *t
+ * (that name) when so.
+ */
+static int
+handed_out_intercepted(struct session *s, struct policy_target *t)
+{
+	char name[POLICY_HOST_MAX + 1];
+	struct policy_target save;
+	struct policy_verdict v;
+	int bound;
+
+	if (s->p->addrmem == NULL || addrmem_lookup(s->p->addrmem,
+	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1 ||
+	    policy_target_init(t, name, strlen(name), s->orig_port) == -1 ||
+	    !policy_decide(s->pol, &s->ident, t, NULL, NULL, &v))
+		return 0;
+	if (v.tls == POLICY_TLS_INTERCEPT)
+		return 1;
+	save = s->target;
+	s->target = *t;
+	bound = cred_host_bound(s);
+	s->target = save;
+	return bound;
+}
+
+static void
+intercept(struct session *s)
+{
+	s->tunnel_open = 1;
+	if (proxy_tls_intercept_client(s) == -1)
+		deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
+}
+
 /* The name was allowed and all its addresses passed: is orig_dst one of them? */
 static void
 named_resolved(struct session *s)
 {
 	struct netaddr orig = s->orig_dst;
+	struct policy_target t;
 	char ip[NETADDR_STRLEN], detail[512];
 
 	if (!orig_listed(s)) {
@@ -98,11 +135,52 @@ named_resolved(struct session *s)
 		http_next_request(s);
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
-		if (proxy_tls_intercept_client(s) == -1)
-			deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||
+	    handed_out_intercepted(s, &t)) {
+		intercept(s);
 		return;
 	}
+	upstream_connect(s, relay_start);
+}
+
+/*
+ * A ClientHello without SNI: the address alone decides, and only a cidr
+ * rule with opaque: true lets it pass unseen -- unless the address was
+ * handed out for a name that is intercepted, which it then is.
+ */
+static void
+decide_no_sni(struct session *s)
+{
+	struct policy_target t;
+	char ip[NETADDR_STRLEN];
+
+	s->addrs[0] = s->orig_dst;
+	s->n_addrs = 1;
+	if (handed_out_intercepted(s, &t)) {
+		s->target = t;
+		(void)policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+		    &s->verdict);
+		if (!upstream_check_addrs(s, s->addrs, 1)) {
+			deny(s, 403, s->verdict.reason, "address not allowed");
+			return;
+		}
+		intercept(s);
+		return;
+	}
+	netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
+	policy_target_init(&s->target, ip, strlen(ip), s->orig_port);
+	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
+	    &s->verdict) || !s->verdict.opaque) {
+		s->verdict.allow = 0;
+		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
+		    "passes only where a cidr rule with opaque: true allows it");
+		return;
+	}
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
+		deny(s, 403, s->verdict.reason, "address not allowed");
+		return;
+	}
+	s->tunnel_open = 1;
 	upstream_connect(s, relay_start);
 }
 
@@ -237,7 +315,7 @@ transparent_sniff(struct session *s)
 			return;
 		}
 		if (!ch.has_sni) {
-			decide_opaque(s);
+			decide_no_sni(s);
 			return;
 		}
 		if (policy_target_init(&s->target, ch.sni, ch.sni_len,

@@ -40,20 +40,19 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	struct session *s = arg;
 
 	/* Nothing from the client: a server-speaks-first protocol, i.e. opaque. */
+	if (s->verdict.opaque && s->obev != NULL) {
+		relay_start(s);
+		return;
+	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
 	    "no client bytes within 5s and the rule is not opaque");
 }
 
-void
-tunnel_start(struct session *s)
+static void
+sniff_begin(struct session *s)
 {
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
-	if (s->verdict.opaque) {
-		/* Opaque rules connect at once: the server may speak first. */
-		upstream_connect(s, relay_start);
-		return;
-	}
 	s->state = S_SNIFF;
 	if (s->timer == NULL &&
 	    (s->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
@@ -66,6 +65,59 @@ tunnel_start(struct session *s)
 	bufferevent_enable(s->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
 		tunnel_sniff(s);
+}
+
+/* An opaque tunnel's origin, while the client's first bytes are awaited. */
+static void
+sniff_origin_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	session_touch(s);
+	s->bytes_down += evbuffer_get_length(in);
+	evbuffer_add_buffer(bufferevent_get_output(s->cbev), in);
+	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) > PROXY_HWM)
+		bufferevent_disable(bev, EV_READ);
+}
+
+static void
+sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		sniff_origin_read_cb(bev, s);
+	if (what & BEV_EVENT_EOF)
+		session_finish(s, "done");
+	else
+		session_close(s, "origin-error");
+}
+
+/*
+ * Opaque rules connect at once, since the server may speak first; what it
+ * says reaches the client, but the client's own first bytes are still
+ * classified: opaque lets non-TLS, non-HTTP bytes pass, nothing more.
+ */
+static void
+opaque_connected(struct session *s)
+{
+	if (upstream_guard(s) == -1)
+		return;
+	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
+	    sniff_origin_event_cb, s);
+	bufferevent_enable(s->obev, EV_READ);
+	sniff_begin(s);
+}
+
+void
+tunnel_start(struct session *s)
+{
+	if (s->verdict.opaque) {
+		upstream_connect(s, opaque_connected);
+		return;
+	}
+	sniff_begin(s);
 }
 
 static void
@@ -101,6 +153,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 	}
 	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
 		evtimer_del(s->timer);
+		upstream_drop(s);	/* an opaque rule's plain connection */
 		if (proxy_tls_intercept_client(s) == -1)
 			tunnel_refuse(s, 1, REASON_CLIENT_TLS,
 			    "cannot set up interception");
@@ -113,7 +166,10 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		return;
 	}
 	evtimer_del(s->timer);
-	upstream_connect(s, relay_start);
+	if (s->obev != NULL)
+		relay_start(s);
+	else
+		upstream_connect(s, relay_start);
 }
 
 void
@@ -144,9 +200,17 @@ tunnel_sniff(struct session *s)
 		return;
 	evtimer_del(s->timer);
 	if (r == 1) {
-		/* Plain HTTP in the tunnel: every request is decided on its own. */
+		/*
+		 * Plain HTTP in the tunnel: every request is decided on its own,
+		 * each on an origin connection opened for it.
+		 */
+		upstream_drop(s);
 		s->tunnel_http = 1;
 		http_next_request(s);
+		return;
+	}
+	if (s->verdict.opaque && s->obev != NULL) {
+		relay_start(s);
 		return;
 	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
@@ -156,6 +220,8 @@ tunnel_sniff(struct session *s)
 void
 relay_start(struct session *s)
 {
+	if (upstream_guard(s) == -1)
+		return;
 	s->state = S_RELAY;
 	if (s->timer != NULL)
 		evtimer_del(s->timer);

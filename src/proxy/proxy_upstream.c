@@ -122,8 +122,7 @@ upstream_drop(struct session *s)
 		proxy_tls_bev_free(s->obev);
 		s->obev = NULL;
 	}
-	s->origin_host[0] = '\0';
-	s->origin_port = 0;
+	memset(&s->ob, 0, sizeof(s->ob));
 }
 
 static void
@@ -154,10 +153,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		if (s->intercepted && s->kind != KIND_INGRESS)
 			proxy_tls_origin_connected(s, bev);
-		s->origin_addr = s->addrs[s->addr_next - 1];
-		snprintf(s->origin_host, sizeof(s->origin_host), "%s",
-		    s->target.host);
-		s->origin_port = s->target.port;
+		origin_bind_set(s, &s->addrs[s->addr_next - 1]);
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_HWM);
 		s->on_connected(s);

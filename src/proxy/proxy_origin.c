@@ -1,0 +1,86 @@
+/*
+ * What an origin connection was opened for, and the one check that a
+ * request, tunnel or upgrade may use it: same sandbox, host, port, checked
+ * address, TLS or not, credentials or not (SPEC §4). Every path that writes
+ * to an origin passes through upstream_guard() first.
+ */
+#include <string.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+int
+origin_bind_match(const struct origin_bind *have, const struct origin_bind *want,
+    const struct netaddr *addrs, size_t n)
+{
+	size_t i;
+
+	if (have->host[0] == '\0' || have->port != want->port ||
+	    have->is_ip != want->is_ip || have->tls != want->tls ||
+	    have->creds != want->creds || have->ingress != want->ingress ||
+	    strcmp(have->sandbox, want->sandbox) != 0 ||
+	    strcmp(have->host, want->host) != 0)
+		return 0;
+	/* The address it is connected to must be one this decision checked. */
+	for (i = 0; i < n; i++)
+		if (netaddr_cmp(&have->addr, &addrs[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The binding the session's current decision asks for (address aside). */
+void
+origin_bind_want(const struct session *s, struct origin_bind *b)
+{
+	memset(b, 0, sizeof(*b));
+	if (s->has_ident)
+		memcpy(b->sandbox, s->ident.sandbox, sizeof(b->sandbox));
+	memcpy(b->host, s->target.host, sizeof(b->host));
+	b->port = s->target.port;
+	b->is_ip = s->target.is_ip;
+	b->ingress = s->kind == KIND_INGRESS;
+	/* Ingress TLS ends at the gateway; the guest is spoken to in plain. */
+	b->tls = s->intercepted && !b->ingress;
+	b->creds = b->tls && cred_host_bound(s);
+}
+
+/* Record what the connection that just opened was opened for. */
+void
+origin_bind_set(struct session *s, const struct netaddr *addr)
+{
+	origin_bind_want(s, &s->ob);
+	s->ob.addr = *addr;
+	s->origin_addr = *addr;
+}
+
+int
+upstream_reusable(struct session *s)
+{
+	struct origin_bind want;
+
+	if (s->obev == NULL)
+		return 0;
+	origin_bind_want(s, &want);
+	return origin_bind_match(&s->ob, &want, s->addrs, s->n_addrs);
+}
+
+int
+upstream_guard(struct session *s)
+{
+	if (upstream_reusable(s))
+		return 0;
+	/* A broken invariant, not a peer's doing: fail closed, never write. */
+	log_warnx("session %llu: origin connection not opened for %s:%u; "
+	    "closed before any byte was written", (unsigned long long)s->id,
+	    s->target.host, s->target.port);
+	s->verdict.allow = 0;
+	if (SESSION_IS_HTTP(s) && !s->fwd.resp_head_done) {
+		session_deny(s, 502, REASON_INTERNAL_ERROR,
+		    "internal error: origin connection mismatch");
+		return -1;
+	}
+	session_log(s, "error", 502, REASON_INTERNAL_ERROR, 0, 0, &s->started);
+	session_close(s, REASON_INTERNAL_ERROR);
+	return -1;
+}
