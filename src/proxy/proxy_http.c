@@ -466,8 +466,15 @@ static void
 request_reset(struct session *s)
 {
 	memset(&s->verdict, 0, sizeof(s->verdict));
-	if (s->tunnel_http || s->kind == KIND_INGRESS)
+	if (s->kind == KIND_INGRESS) {
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
 		return;
+	}
+	if (s->tunnel_http) {
+		/* Refused before its own decision: the tunnel's rule. */
+		memcpy(s->verdict.rule, s->tunnel_rule, sizeof(s->verdict.rule));
+		return;
+	}
 	policy_unref(s->pol);
 	s->pol = proxy_policy_get(s->p);
 	memset(&s->target, 0, sizeof(s->target));
@@ -498,9 +505,6 @@ handle_head(struct session *s)
 	request_reset(s);
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
-	if (n < 0 && !s->tunnel_http && s->kind != KIND_INGRESS &&
-	    policy_identify_source(s->pol, &s->client_addr, &s->ident) == 0)
-		s->has_ident = 1;	/* the row says who, if the source does */
 	switch (n) {
 	case HTTP_NEED_MORE:
 		return;

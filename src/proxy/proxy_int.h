@@ -242,6 +242,7 @@ struct session {
 
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
+	char			 tunnel_rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
 	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
 	enum sniffed		 sniffed;	/* what the first bytes were */
 	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
@@ -280,6 +281,7 @@ void		 session_log(struct session *, const char *decision, int status,
 		    const char *reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);
+void		 session_tunnel_http(struct session *);
 /* s->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);

@@ -446,3 +446,11 @@ session_note_target(struct session *s, const char *host, size_t len,
 	    esc[0] != '\0' ? esc : "-");
 	s->target.port = port;
 }
+
+/* From here the tunnel carries HTTP, decided request by request. */
+void
+session_tunnel_http(struct session *s)
+{
+	s->tunnel_http = 1;
+	memcpy(s->tunnel_rule, s->verdict.rule, sizeof(s->tunnel_rule));
+}

@@ -428,7 +428,7 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	s->cbev = f;
 	s->intercepted = 1;
-	s->tunnel_http = 1;
+	session_tunnel_http(s);
 	s->state = S_HEAD;
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :

@@ -131,7 +131,7 @@ named_resolved(struct session *s)
 	}
 	s->tunnel_open = 1;
 	if (s->sniffed == SNIFF_HTTP) {
-		s->tunnel_http = 1;
+		session_tunnel_http(s);
 		http_next_request(s);
 		return;
 	}

@@ -205,7 +205,7 @@ tunnel_sniff(struct session *s)
 		 * each on an origin connection opened for it.
 		 */
 		upstream_drop(s);
-		s->tunnel_http = 1;
+		session_tunnel_http(s);
 		http_next_request(s);
 		return;
 	}
