@@ -556,6 +556,7 @@ class TransparentTest(unittest.TestCase):
             rule=self.pol + ":allow[0]")
 
     def test_https_passthrough(self):
+        last = max([0] + [x["id"] for x in self.gw.audit_rows()])
         r = self.sb_curl("https://allowed.test/tls-pass",
             ["--cacert", self.testca])
         # verified against the test CA alone: the origin's own certificate
@@ -564,7 +565,7 @@ class TransparentTest(unittest.TestCase):
         self.assertEqual(r.info.get("ssl_verify_result"), 0, r)
         self.assertEqual(r.json()["origin"], "https-main", r)
         row = self.audit(kind="transparent", host="allowed.test", port=443,
-            decision="allow")
+            decision="allow", pred=lambda x: x["id"] > last)
         self.assert_row(row, sandbox="sbx", ip=self.main_ip,
             rule=self.pol + ":allow[0]")
         self.assertIsNone(row["path"], row)    # passthrough: nothing seen
@@ -683,6 +684,113 @@ class TransparentTest(unittest.TestCase):
             "sys.stdout.write(buf.hex())\n")
         r = run(self.nsx + [PY, "-c", script, self.evil_ip])
         self.assertEqual(bytes.fromhex(r.stdout.decode()), ALERT_ACCESS_DENIED)
+
+    def test_smuggling_through_connection(self):
+        # Connection naming Content-Length must not strip the framing the
+        # gateway relayed by: the body is no second request at the origin
+        self.assertEqual(self.sb_dig("allowed.test").status, "NOERROR")
+        inner = "GET /smuggled-t HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+        for conn in ("keep-alive, Content-Length", "content-length"):
+            req = ("POST /smug-t HTTP/1.1\r\nHost: allowed.test\r\n"
+                "Connection: %s\r\nContent-Length: %d\r\n\r\n%s" %
+                (conn, len(inner), inner))
+            out = self.sb_raw(self.main_ip, 80, req, wait=2.0)
+            self.assertEqual(out["received"].count("HTTP/1.1 "), 1, out)
+            self.assertNotIn("smuggled-t", out["received"], out)
+            time.sleep(0.2)
+            lines = self.status("http-main")["request_lines"]
+            self.assertIn("POST /smug-t HTTP/1.1", lines)
+            self.assertFalse([l for l in lines if "smuggled-t" in l], lines)
+            self.audit(kind="transparent", host="allowed.test", path="/smug-t",
+                decision="allow")
+
+    # ------------------------------------------------------------ TLS names
+
+    NOSNI_CLIENT = (
+        "import json, socket, ssl, sys\n"
+        "host, port, path, hhost = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]\n"
+        "ctx = ssl.create_default_context(cafile=sys.argv[5])\n"
+        "ctx.check_hostname = False\n"
+        "out = {'handshake': False, 'issuer': None, 'alert': None, 'resp': ''}\n"
+        "s = socket.create_connection((host, port), timeout=10)\n"
+        "try:\n"
+        "    t = ctx.wrap_socket(s, server_hostname=None)\n"
+        "    out['handshake'] = True\n"
+        "    out['issuer'] = dict(x[0] for x in t.getpeercert()['issuer'])\n"
+        "    t.sendall(('GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close'\n"
+        "               '\\r\\n\\r\\n' % (path, hhost)).encode())\n"
+        "    buf = b''\n"
+        "    while True:\n"
+        "        b = t.recv(65536)\n"
+        "        if not b:\n"
+        "            break\n"
+        "        buf += b\n"
+        "    out['resp'] = buf.decode('latin-1')\n"
+        "except (ssl.SSLError, OSError) as e:\n"
+        "    out['alert'] = str(e)\n"
+        "sys.stdout.write(json.dumps(out))\n")
+
+    def nosni(self, ip, port=443, path="/", hhost="x", cafile=None):
+        r = run(self.nsx + [PY, "-c", self.NOSNI_CLIENT, ip, str(port), path,
+            hhost, cafile or self.gwca], timeout=30)
+        return json.loads(r.stdout.decode())
+
+    def test_tls_without_sni_refused_to_handed_out_address(self):
+        # allowed.test's rule passes TLS through; without a name nothing
+        # says which site on that address the client wants
+        self.assertEqual(self.sb_dig("allowed.test").status, "NOERROR")
+        before = self.conns("https-main")
+        out = self.nosni(self.main_ip, cafile=self.testca)
+        self.assertFalse(out["handshake"], out)
+        row = self.audit(kind="transparent", port=443, reason="sni-missing",
+            ip=self.main_ip)
+        self.assert_row(row, sandbox="sbx", decision="deny")
+        self.assertEqual(self.settled_conns("https-main"), before)
+
+    def test_tls_without_sni_refused_to_unknown_address(self):
+        before = self.conns("https-evil")
+        out = self.nosni(self.evil_ip, cafile=self.testca)
+        self.assertFalse(out["handshake"], out)
+        self.audit(kind="transparent", port=443, reason="sni-missing",
+            ip=self.evil_ip)
+        self.assertEqual(self.settled_conns("https-evil"), before)
+
+    def test_tls_without_sni_passes_opaque_cidr_rule(self):
+        # a cidr rule with opaque: true is the one way for nameless TLS;
+        # the banner origin there is no TLS server: the bytes just pass
+        before = self.conns("banner-cidr")
+        self.nosni(self.cidr_ip, port=2222)
+        self.assertEqual(self.wait_conns("banner-cidr", before + 1), before + 1)
+        self.audit(kind="transparent", host=self.cidr_ip, port=2222,
+            decision="allow", rule=self.pol + ":allow[2]")
+
+    def test_address_of_intercepted_name_intercepted_without_sni(self):
+        # intercept.test and allowed.test share an address; handed out last
+        # for intercept.test, that address is always intercepted
+        self.assertEqual(self.sb_dig("intercept.test").status, "NOERROR")
+        out = self.nosni(self.main_ip, path="/ok/nosni", hhost="intercept.test")
+        self.assertTrue(out["handshake"], out)
+        self.assertIn("sandgate", json.dumps(out["issuer"]).lower(), out)
+        self.assertIn(" 200 ", out["resp"].split("\r\n")[0], out)
+        self.audit(kind="transparent", host="intercept.test", path="/ok/nosni",
+            decision="allow")
+        out = self.nosni(self.main_ip, path="/not-ok-nosni",
+            hhost="intercept.test")
+        self.assertIn(" 403 ", out["resp"].split("\r\n")[0], out)
+        self.audit(kind="transparent", host="intercept.test",
+            path="/not-ok-nosni", decision="deny", reason="policy-deny")
+
+    def test_address_of_intercepted_name_intercepted_with_other_sni(self):
+        # domain fronting: SNI of a passthrough name, address handed out
+        # for an intercepted one -> intercepted, so the path is seen
+        self.assertEqual(self.sb_dig("intercept.test").status, "NOERROR")
+        r = self.sb_curl("https://allowed.test/fronted",
+            ["--cacert", self.gwca,
+             "--resolve", "allowed.test:443:" + self.main_ip])
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.status, 200, r)
+        self.audit(kind="transparent", host="allowed.test", path="/fronted",
+            decision="allow")
 
     # ------------------------------------------------------------ opaque
 
