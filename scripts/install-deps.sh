@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev sqlite3
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev
-curl bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
+curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
 python3 python3-requests nginx-light libmaxmind-db-writer-perl crun runsc"
 
 missing=""

@@ -379,6 +379,56 @@ dns_answer_parse(const uint8_t *msg, size_t len, uint16_t qtype,
 	return DNS_ANSWER_OK;
 }
 
+/*
+ * The SOA rdata at rr: two names that end inside it, then exactly the five
+ * 32-bit fields; the last is MINIMUM.
+ */
+static int
+soa_minimum(const uint8_t *msg, const struct dns_rr *rr, uint32_t *minimum)
+{
+	struct dns_name n;
+	size_t o = rr->rdata_off, end = rr->rdata_off + rr->rdlen;
+
+	if (dns_name_read(msg, end, &o, &n) == -1 ||
+	    dns_name_read(msg, end, &o, &n) == -1 || end - o != 20)
+		return -1;
+	*minimum = get32(msg + o + 16);
+	return 0;
+}
+
+int
+dns_negative_ttl(const uint8_t *msg, size_t len, uint32_t *ttl)
+{
+	struct dns_header h;
+	struct dns_name qn;
+	struct dns_rr rr;
+	size_t off = DNS_HDR_LEN;
+	unsigned int i;
+	uint32_t minimum;
+
+	if (dns_header_parse(msg, len, &h) == -1)
+		return -1;
+	for (i = 0; i < h.qdcount; i++) {
+		if (dns_name_read(msg, len, &off, &qn) == -1 || len - off < 4)
+			return -1;
+		off += 4;
+	}
+	for (i = 0; i < (unsigned int)h.ancount + h.nscount; i++) {
+		if (dns_rr_read(msg, len, &off, &rr) == -1)
+			return -1;
+		if (i < h.ancount || rr.type != DNS_TYPE_SOA ||
+		    rr.class != DNS_CLASS_IN)
+			continue;
+		if (soa_minimum(msg, &rr, &minimum) == -1)
+			return -1;
+		minimum = answer_ttl(minimum);
+		*ttl = answer_ttl(rr.ttl) < minimum ? answer_ttl(rr.ttl) :
+		    minimum;
+		return 0;
+	}
+	return -1;
+}
+
 ssize_t
 dns_tcp_frame(const uint8_t *buf, size_t len, size_t *msg_len)
 {

@@ -186,6 +186,14 @@ struct dns_answer {
  */
 int	dns_answer_parse(const uint8_t *msg, size_t len, uint16_t qtype,
 	    struct dns_answer *a);
+/*
+ * The negative-caching TTL of a response (RFC 2308 §5): the smaller of the
+ * TTL and the MINIMUM of the first SOA (class IN) in the authority section,
+ * each read as 0 with the top bit set. Every record before it must be
+ * well-formed, and the SOA's rdata exactly two names and five numbers.
+ * 0 and *ttl, or -1 (*ttl untouched) when there is no usable SOA.
+ */
+int	dns_negative_ttl(const uint8_t *msg, size_t len, uint32_t *ttl);
 /* 1 when two wire names are equal, ASCII letters compared without case. */
 int	dns_name_equal(const uint8_t *a, size_t alen, const uint8_t *b,
 	    size_t blen);

@@ -2,8 +2,10 @@
  * Asynchronous A/AAAA resolution: one c-ares channel driven by a libevent
  * loop (an event per c-ares socket plus one timer), a bounded TTL cache keyed
  * by name that also coalesces concurrent lookups, and deferred delivery.
- * c-ares carries the queries; answers (CNAME chains included) are read by
- * the module's own parser, dns_answer_parse().
+ * c-ares carries the queries; answers (CNAME chains included) and the SOA
+ * of negative answers are read by the module's own parser (dns_msg.c): no
+ * wire bytes are walked here. c-ares 1.18's ares_parse_soa_reply() only
+ * reads the answer section, hence dns_negative_ttl().
  */
 
 #include <sys/queue.h>
@@ -33,8 +35,6 @@
 #define RESOLVER_BUCKETS	8192	/* power of two */
 #define RESOLVER_NAME_MAX	253
 #define RESOLVER_LABEL_MAX	63
-
-#define DNS_HEADER_LEN		12
 
 enum part_status { PART_OK, PART_NEG, PART_TIMEOUT, PART_FAIL };
 enum entry_state { ENTRY_PENDING, ENTRY_DONE };
@@ -239,104 +239,6 @@ resolver_normalise(const char *name, char *out, size_t *outlen)
 	return 0;
 }
 
-static uint32_t
-dns_get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint16_t
-dns_get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-/* Step over a (possibly compressed) name without following pointers. */
-static int
-dns_skip_name(const unsigned char *buf, size_t end, size_t *off)
-{
-	size_t o = *off, total = 0;
-	unsigned char c;
-
-	for (;;) {
-		if (o >= end)
-			return -1;
-		c = buf[o];
-		if ((c & 0xc0) == 0xc0) {
-			if (o + 2 > end)
-				return -1;
-			*off = o + 2;
-			return 0;
-		}
-		if (c & 0xc0)
-			return -1;
-		if (c == 0) {
-			*off = o + 1;
-			return 0;
-		}
-		total += (size_t)c + 1;
-		if (total > 255)
-			return -1;
-		o += (size_t)c + 1;
-	}
-}
-
-/*
- * The negative-caching TTL of an answer (RFC 2308 §5): the smaller of the
- * TTL and the MINIMUM of the first SOA in the authority section. A pure
- * parser over a hostile message: 0 and *ttl, or -1 when there is no usable
- * SOA. c-ares 1.18's ares_parse_soa_reply() only reads the answer section.
- */
-static int
-resolver_soa_ttl(const unsigned char *buf, size_t len, uint32_t *ttl)
-{
-	size_t off = DNS_HEADER_LEN, rdoff, rdend;
-	unsigned int qd, an, ns, i;
-	uint32_t rrttl, minimum;
-	uint16_t type, class, rdlen;
-
-	if (buf == NULL || len < DNS_HEADER_LEN)
-		return -1;
-	qd = dns_get16(buf + 4);
-	an = dns_get16(buf + 6);
-	ns = dns_get16(buf + 8);
-	for (i = 0; i < qd; i++) {
-		if (dns_skip_name(buf, len, &off) == -1 || len - off < 4)
-			return -1;
-		off += 4;
-	}
-	for (i = 0; i < an + ns; i++) {
-		if (dns_skip_name(buf, len, &off) == -1 || len - off < 10)
-			return -1;
-		type = dns_get16(buf + off);
-		class = dns_get16(buf + off + 2);
-		rrttl = dns_get32(buf + off + 4);
-		rdlen = dns_get16(buf + off + 8);
-		off += 10;
-		if (len - off < rdlen)
-			return -1;
-		rdoff = off;
-		rdend = off + rdlen;
-		off = rdend;
-		if (i < an || type != DNS_TYPE_SOA || class != DNS_CLASS_IN)
-			continue;
-		if (dns_skip_name(buf, rdend, &rdoff) == -1 ||
-		    dns_skip_name(buf, rdend, &rdoff) == -1 ||
-		    rdend - rdoff < 20)
-			return -1;
-		minimum = dns_get32(buf + rdoff + 16);
-		/* RFC 2181 §8: a TTL with the top bit set means zero. */
-		if (rrttl & 0x80000000U)
-			rrttl = 0;
-		if (minimum & 0x80000000U)
-			minimum = 0;
-		*ttl = rrttl < minimum ? rrttl : minimum;
-		return 0;
-	}
-	return -1;
-}
-
 static int
 resolver_addr_present(const struct netaddr *list, size_t n,
     const struct netaddr *a)
@@ -429,7 +331,7 @@ resolver_part_done(struct resolver_part *p, int status,
 		break;
 	}
 	if (p->status == PART_NEG && abuf != NULL && alen > 0 &&
-	    resolver_soa_ttl(abuf, (size_t)alen, &p->ttl) == 0)
+	    dns_negative_ttl(abuf, (size_t)alen, &p->ttl) == 0)
 		p->has_soa = 1;
 }
 

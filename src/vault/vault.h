@@ -76,13 +76,21 @@ int		 vault_snapshot_has(const struct vault_snapshot *, const char *name);
  * query is 1), find placeholder; write the value with every occurrence
  * replaced by the secret of entry `secret` to out. Handles the placeholder
  * inside "Basic base64(user:pass)" (decode, swap, re-encode) and "Bearer X";
- * in a query string the secret is percent-encoded. Returns the number of
- * replacements (0: nothing written), or -1 (entry missing).
+ * in a query string the secret is percent-encoded. A Basic token is swapped
+ * only when it is canonical base64 (RFC 4648 §4, padded) and is written out
+ * canonical again, whatever the lengths; a token that holds the placeholder
+ * spelled any other way is refused. Returns the number of replacements (0:
+ * nothing written, value goes out as it is), or -1 (entry missing, a secret
+ * that would break the header, a refused Basic token; nothing written).
  */
 int		 vault_swap(const struct vault_snapshot *, const char *secret,
 		    const char *placeholder, const char *value, size_t len,
 		    int query, struct evbuffer *out);
-/* 1 when value[0..len) contains placeholder, also inside Basic credentials. */
+/*
+ * 1 when value[0..len) contains placeholder, also inside Basic credentials
+ * decoded as loosely as any origin might (either alphabet, padding optional,
+ * other bytes skipped).
+ */
 int		 vault_contains_placeholder(const char *placeholder,
 		    const char *value, size_t len);
 

@@ -283,11 +283,25 @@ swap_bound(size_t n, int count, const struct vault_secret *s)
 
 /* ------------------------------------------------------------ Basic */
 
+/*
+ * RFC 7617: "Basic" (any case, RFC 9110 §11.1), whitespace, then the
+ * token68 base64(user:pass). Two readings of the token, on purpose:
+ *
+ * - looking for the placeholder, it is decoded as loosely as any origin
+ *   might: either alphabet, padding optional, every other byte skipped
+ *   (several decoders skip what is not base64), so that no spelling of the
+ *   placeholder gets past the misuse check;
+ * - swapping, only the canonical form is accepted: RFC 4648 §4, padded,
+ *   zero spare bits, nothing else in the token — exactly what an encoder
+ *   writes and what curl, git, browsers and every HTTP library send. Any
+ *   other spelling that holds the placeholder is refused, and what goes
+ *   out is always canonical again.
+ */
 struct basic {
-	size_t		 tok, toklen;	/* the token68 within the value */
-	unsigned char	*cred;		/* decoded user:pass */
+	size_t		 tok, toklen;	/* the token within the value */
+	unsigned char	*cred;		/* user:pass, decoded loosely */
 	size_t		 credlen;
-	int		 url, padded;
+	int		 canonical;	/* tok is exactly b64(cred), padded */
 };
 
 static int
@@ -296,12 +310,50 @@ is_ows(unsigned char c)
 	return c == ' ' || c == '\t';
 }
 
-/* 1 and b filled when v is "Basic <base64>"; 0 otherwise; -1 no memory. */
+/* Every byte of either alphabet counts; the rest, '=' included, is skipped. */
+static size_t
+b64_decode_loose(const unsigned char *in, size_t len, unsigned char *out)
+{
+	size_t i, o = 0;
+	unsigned long w = 0;
+	int v, kind, bits = 0;
+
+	for (i = 0; i < len; i++) {
+		if ((v = b64_val(in[i], &kind)) < 0)
+			continue;
+		w = (w << 6 | (unsigned long)v) & 0xffffff;
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(w >> bits);
+		}
+	}
+	return o;
+}
+
+/* 1 when tok is what vault_b64_encode(cred, std, padded) writes. */
+static int
+b64_canonical(const unsigned char *tok, size_t toklen,
+    const unsigned char *cred, size_t credlen)
+{
+	char q[4];
+	size_t i, k;
+
+	if (toklen != (credlen + 2) / 3 * 4)
+		return 0;
+	for (i = 0, k = 0; i < credlen; i += 3, k += 4) {
+		vault_b64_encode(cred + i, credlen - i < 3 ? credlen - i : 3,
+		    VAULT_B64_STD, 1, q);
+		if (memcmp(tok + k, q, 4) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 and b filled when v is "Basic <token>"; 0 otherwise; -1 no memory. */
 static int
 basic_parse(const unsigned char *v, size_t n, struct basic *b)
 {
 	size_t i = 0, end = n;
-	long dl;
 
 	memset(b, 0, sizeof(*b));
 	if (n > SWAP_VALUE_MAX)
@@ -318,25 +370,18 @@ basic_parse(const unsigned char *v, size_t n, struct basic *b)
 		i++;
 	b->tok = i;
 	b->toklen = end - i;
-	if (b->toklen == 0 || memchr(v + i, ' ', b->toklen) != NULL ||
-	    memchr(v + i, '\t', b->toklen) != NULL)
-		return 0;
 	if ((b->cred = malloc(b->toklen / 4 * 3 + 3)) == NULL)
 		return -1;
-	dl = vault_b64_decode((const char *)v + b->tok, b->toklen, b->cred,
-	    &b->url, &b->padded);
-	if (dl <= 0) {
-		free(b->cred);
-		b->cred = NULL;
-		return 0;
-	}
-	b->credlen = (size_t)dl;
+	b->credlen = b64_decode_loose(v + b->tok, b->toklen, b->cred);
+	b->canonical = b64_canonical(v + b->tok, b->toklen, b->cred,
+	    b->credlen);
 	return 1;
 }
 
 /*
- * The Basic form: decode, swap inside user:pass, re-encode in the same
- * alphabet and padding. Returns the number of swaps (0: not there), -1.
+ * The Basic form: decode, swap inside user:pass, re-encode as canonical
+ * base64. Returns the number of swaps (0: not there), or -1: no memory, or
+ * the placeholder is there in a spelling that is not canonical.
  */
 static int
 swap_basic(struct evbuffer *out, const unsigned char *v, size_t n,
@@ -355,6 +400,8 @@ swap_basic(struct evbuffer *out, const unsigned char *v, size_t n,
 		rc = 0;
 		goto done;
 	}
+	if (!b.canonical)
+		goto done;
 	/* The new user:pass holds the secret: build it in wiped memory. */
 	if ((plain = vault_secmem_alloc(swap_bound(b.credlen, count, s))) ==
 	    NULL)
@@ -368,7 +415,7 @@ swap_basic(struct evbuffer *out, const unsigned char *v, size_t n,
 	o = vec.iov_base;
 	memcpy(o, v, b.tok);
 	vec.iov_len = b.tok;
-	vec.iov_len += vault_b64_encode(plain, plen, b.url, b.padded,
+	vec.iov_len += vault_b64_encode(plain, plen, VAULT_B64_STD, 1,
 	    (char *)o + vec.iov_len);
 	memcpy(o + vec.iov_len, v + b.tok + b.toklen, tail);
 	vec.iov_len += tail;

@@ -1141,6 +1141,104 @@ test_write_chain(void)
 	free(s);
 }
 
+/* ---- the SOA of a negative answer (RFC 2308 §5) ---- */
+
+#define NEG_Q		"01 'a 04 'test 00 00 01 00 01 "	/* "test" at 14 */
+#define NEG_HDR(an, ns)	"ab cd 81 83 00 01 00 " an " 00 " ns " 00 00 " NEG_Q
+/* An SOA owned by "test": ns.test h.test 1 3600 600 604800 min. */
+#define SOA_RR(cls, ttl, min) "c0 0e 00 06 " cls " " ttl " 00 1d "	\
+	"02 'ns c0 0e 01 'h c0 0e 00 00 00 01 00 00 0e 10 00 00 02 58 "	\
+	"00 09 3a 80 " min " "
+#define NS_RR		"c0 0e 00 02 00 01 00 00 00 3c 00 05 02 'ns c0 0e "
+#define A_RR		"c0 0c 00 01 00 01 00 00 00 3c 00 04 c6 33 64 01 "
+
+static const struct {
+	const char	*what;
+	const char	*msg;
+	int		 rc;
+	uint32_t	 ttl;
+} neg_cases[] = {
+	{ "MINIMUM the smaller", NEG_HDR("00", "01")
+	    SOA_RR("00 01", "00 00 0e 10", "00 00 00 01"), 0, 1 },
+	{ "TTL the smaller", NEG_HDR("00", "01")
+	    SOA_RR("00 01", "00 00 00 02", "00 00 02 58"), 0, 2 },
+	{ "TTL with the top bit: 0", NEG_HDR("00", "01")
+	    SOA_RR("00 01", "80 00 00 10", "00 00 02 58"), 0, 0 },
+	{ "MINIMUM with the top bit: 0", NEG_HDR("00", "01")
+	    SOA_RR("00 01", "00 00 02 58", "ff ff ff ff"), 0, 0 },
+	{ "after an NS and past an answer", NEG_HDR("01", "02") A_RR NS_RR
+	    SOA_RR("00 01", "00 00 00 3c", "00 00 00 1e"), 0, 30 },
+	{ "the first SOA wins", NEG_HDR("00", "02")
+	    SOA_RR("00 01", "00 00 00 07", "00 00 00 3c")
+	    SOA_RR("00 01", "00 00 00 03", "00 00 00 03"), 0, 7 },
+	{ "an SOA in the answer section does not count", NEG_HDR("01", "00")
+	    SOA_RR("00 01", "00 00 00 07", "00 00 00 07"), -1, 0 },
+	{ "class CH is skipped", NEG_HDR("00", "01")
+	    SOA_RR("00 03", "00 00 00 07", "00 00 00 07"), -1, 0 },
+	{ "no SOA", NEG_HDR("00", "01") NS_RR, -1, 0 },
+	{ "nothing at all", NEG_HDR("00", "00"), -1, 0 },
+	{ "SOA rdata cut short", NEG_HDR("00", "01")
+	    "c0 0e 00 06 00 01 00 00 00 07 00 0a 02 'ns c0 0e 01 'h c0 0e "
+	    "00 00", -1, 0 },
+	{ "SOA rdata one byte long", NEG_HDR("00", "01")
+	    "c0 0e 00 06 00 01 00 00 00 07 00 1e 02 'ns c0 0e 01 'h c0 0e "
+	    "00 00 00 01 00 00 0e 10 00 00 02 58 00 09 3a 80 00 00 00 07 00",
+	    -1, 0 },
+	{ "SOA rdlength past the end", NEG_HDR("00", "01")
+	    "c0 0e 00 06 00 01 00 00 00 07 00 ff 02 'ns c0 0e", -1, 0 },
+	{ "MNAME running out of the rdata", NEG_HDR("00", "01")
+	    "c0 0e 00 06 00 01 00 00 00 07 00 02 02 'ns c0 0e", -1, 0 },
+	{ "a forward pointer in MNAME", NEG_HDR("00", "01")
+	    "c0 0e 00 06 00 01 00 00 00 07 00 1a c0 3a 01 'h c0 0e "
+	    "00 00 00 01 00 00 0e 10 00 00 02 58 00 09 3a 80 00 00 00 07",
+	    -1, 0 },
+	{ "a broken record before the SOA", NEG_HDR("00", "02")
+	    "c0 0e 00 02 00 01 00 00 00 3c 00 09 02 'ns c0 0e "
+	    SOA_RR("00 01", "00 00 00 07", "00 00 00 07"), -1, 0 },
+	{ "a question cut short", "ab cd 81 83 00 01 00 00 00 01 00 00 "
+	    "01 'a 04 'test 00 00 01", -1, 0 },
+	{ "a header only", "ab cd 81 83 00 00 00 00 00 00 00 00", -1, 0 },
+	{ "less than a header", "ab cd 81 83 00 00 00 00 00", -1, 0 },
+};
+
+static int
+neg_exact(const uint8_t *buf, size_t len, uint32_t *ttl)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	int rc;
+
+	if (copy == NULL)
+		abort();
+	memcpy(copy, buf, len);
+	rc = dns_negative_ttl(copy, len, ttl);
+	free(copy);
+	return rc;
+}
+
+static void
+test_negative_ttl(void)
+{
+	struct buf b;
+	uint32_t ttl;
+	size_t i, cut;
+	int rc;
+
+	for (i = 0; i < sizeof(neg_cases) / sizeof(neg_cases[0]); i++) {
+		hex(&b, neg_cases[i].msg);
+		ttl = 0xdeadbeef;
+		rc = neg_exact(b.b, b.len, &ttl);
+		CHECK_MSG(rc == neg_cases[i].rc, "%s: rc %d", neg_cases[i].what,
+		    rc);
+		CHECK_MSG(ttl == (rc == 0 ? neg_cases[i].ttl : 0xdeadbeef),
+		    "%s: ttl %u", neg_cases[i].what, ttl);
+	}
+	/* Every prefix of a good one: refused, never read past. */
+	hex(&b, neg_cases[0].msg);
+	for (cut = 0; cut < b.len; cut++)
+		CHECK_MSG(neg_exact(b.b, cut, &ttl) == -1, "prefix %zu", cut);
+	CHECK(dns_negative_ttl(NULL, 0, &ttl) == -1);
+}
+
 int
 main(void)
 {
@@ -1156,5 +1254,6 @@ main(void)
 	test_answer_table();
 	test_answer_wire();
 	test_write_chain();
+	test_negative_ttl();
 	return check_summary();
 }

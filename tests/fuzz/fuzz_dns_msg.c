@@ -2,8 +2,11 @@
  * libFuzzer target for the DNS message parser and writer: memory safety,
  * the parsed names' invariants, and replies to whatever was parsed that
  * always parse back, echo the question and respect the size limit; the
- * input read as an upstream answer (CNAME chain: bounded, loop-free), and
- * that chain written into a reply and read back unchanged.
+ * input read as an upstream answer (CNAME chain: bounded, loop-free, each
+ * link the first CNAME its owner has, addresses only of the asked family,
+ * all checked against a walk of the records of this file's own), that
+ * chain written into a reply and read back unchanged; and the input read
+ * as a negative answer (the SOA's TTL, checked the same way).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,6 +41,176 @@ check_name(const struct dns_name *n)
 	}
 }
 
+static uint32_t
+ttl_of(const uint8_t *p)
+{
+	uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+
+	return (v & 0x80000000U) ? 0 : v;
+}
+
+/* The question's name and where the answer section starts; -1 if none. */
+static int
+question(const uint8_t *d, size_t size, struct dns_name *qn, size_t *an_off,
+    unsigned *an, unsigned *ns)
+{
+	struct dns_header h;
+	size_t off = DNS_HDR_LEN;
+
+	if (dns_header_parse(d, size, &h) == -1 || h.qdcount != 1 ||
+	    dns_name_read(d, size, &off, qn) == -1 || size - off < 4)
+		return -1;
+	*an_off = off + 4;
+	*an = h.ancount;
+	*ns = h.nscount;
+	return 0;
+}
+
+/*
+ * The target of the first CNAME (class IN) owner has in the answer
+ * section: 1 and *t, 0 for none, -1 for a record that does not read.
+ */
+static int
+first_cname(const uint8_t *d, size_t size, size_t off, unsigned an,
+    const uint8_t *owner, size_t olen, struct dns_name *t)
+{
+	struct dns_rr rr;
+	size_t o;
+	unsigned i;
+
+	for (i = 0; i < an; i++) {
+		if (dns_rr_read(d, size, &off, &rr) == -1)
+			return -1;
+		if (rr.type != DNS_TYPE_CNAME || rr.class != DNS_CLASS_IN ||
+		    !dns_name_equal(rr.name.wire, rr.name.wire_len, owner,
+		    olen))
+			continue;
+		o = rr.rdata_off;
+		if (dns_name_read(d, rr.rdata_off + rr.rdlen, &o, t) == -1 ||
+		    o != rr.rdata_off + rr.rdlen)
+			return -1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * An OK answer against the records: each link is the first CNAME of the
+ * name before it, none is the question's name, the last has no CNAME, and
+ * every record of qtype the last name owns was kept or counted in more.
+ */
+static void
+check_answer_records(const uint8_t *d, size_t size, uint16_t qtype,
+    const struct dns_answer *a)
+{
+	struct dns_name qn, t;
+	struct dns_rr rr;
+	const uint8_t *owner;
+	size_t an_off, olen, off, i, nrec = 0;
+	unsigned an, ns;
+
+	if (question(d, size, &qn, &an_off, &an, &ns) == -1)
+		abort();
+	owner = qn.wire;
+	olen = qn.wire_len;
+	for (i = 0; i < a->chain.n; i++) {
+		if (first_cname(d, size, an_off, an, owner, olen, &t) != 1 ||
+		    !dns_name_equal(t.wire, t.wire_len, a->chain.link[i].wire,
+		    a->chain.link[i].wire_len) ||
+		    dns_name_equal(t.wire, t.wire_len, qn.wire, qn.wire_len))
+			abort();
+		owner = a->chain.link[i].wire;
+		olen = a->chain.link[i].wire_len;
+	}
+	if (first_cname(d, size, an_off, an, owner, olen, &t) != 0)
+		abort();
+	off = an_off;
+	for (i = 0; i < an; i++) {
+		if (dns_rr_read(d, size, &off, &rr) == -1)
+			abort();
+		if (rr.type == qtype && rr.class == DNS_CLASS_IN &&
+		    rr.rdlen == (qtype == DNS_TYPE_A ? 4 : 16) &&
+		    dns_name_equal(rr.name.wire, rr.name.wire_len, owner, olen))
+			nrec++;
+	}
+	if (nrec != a->n + a->more || (a->more > 0 && a->n != DNS_ANSWER_MAX))
+		abort();
+}
+
+/* A refused chain: following first CNAMEs does loop or run too long. */
+static void
+check_loop_records(const uint8_t *d, size_t size)
+{
+	struct dns_name qn, seen[DNS_CHAIN_MAX + 2];
+	size_t an_off, i, k;
+	unsigned an, ns;
+	int rc;
+
+	if (question(d, size, &qn, &an_off, &an, &ns) == -1)
+		abort();
+	seen[0] = qn;
+	for (i = 1; i < DNS_CHAIN_MAX + 2; i++) {
+		rc = first_cname(d, size, an_off, an, seen[i - 1].wire,
+		    seen[i - 1].wire_len, &seen[i]);
+		if (rc != 1)
+			abort();	/* the chain ended: no loop */
+		for (k = 0; k < i; k++)
+			if (dns_name_equal(seen[k].wire, seen[k].wire_len,
+			    seen[i].wire, seen[i].wire_len))
+				return;
+	}
+	/* DNS_CHAIN_MAX + 1 links, all different: too long, rightly. */
+}
+
+/*
+ * The input as a negative answer: the TTL is that of the first SOA (class
+ * IN) in the authority section and its MINIMUM, the smaller, as read by
+ * walking the records here; nothing is written on a refusal.
+ */
+static void
+check_negative(const uint8_t *d, size_t size)
+{
+	struct dns_header h;
+	struct dns_name qn;
+	struct dns_rr rr;
+	uint32_t ttl = 0xdeadbeef, want;
+	size_t off = DNS_HDR_LEN, i;
+	int rc;
+
+	rc = dns_negative_ttl(d, size, &ttl);
+	if (rc == -1) {
+		if (ttl != 0xdeadbeef)
+			abort();
+		return;
+	}
+	if (rc != 0 || (ttl & 0x80000000U) || dns_header_parse(d, size,
+	    &h) == -1)
+		abort();
+	for (i = 0; i < h.qdcount; i++) {
+		if (dns_name_read(d, size, &off, &qn) == -1 || size - off < 4)
+			abort();
+		off += 4;
+	}
+	for (i = 0; i < (size_t)h.ancount + h.nscount; i++) {
+		if (dns_rr_read(d, size, &off, &rr) == -1)
+			abort();
+		if (i < h.ancount || rr.type != DNS_TYPE_SOA ||
+		    rr.class != DNS_CLASS_IN)
+			continue;
+		/* Two names (one byte each at least) and 20 bytes. */
+		if (rr.rdlen < 22)
+			abort();
+		want = ttl_of(d + rr.rdata_off + rr.rdlen - 4);
+		if (ttl_of(d + rr.rdata_off - 6) < want)
+			want = ttl_of(d + rr.rdata_off - 6);
+		if (ttl != want)
+			abort();
+		return;
+	}
+	abort();	/* no SOA, yet a TTL */
+}
+
 /* The input as an upstream answer to qtype. */
 static int
 check_answer(const uint8_t *data, size_t size, uint16_t qtype,
@@ -51,8 +224,11 @@ check_answer(const uint8_t *data, size_t size, uint16_t qtype,
 	if (rc != DNS_ANSWER_OK && rc != DNS_ANSWER_BAD &&
 	    rc != DNS_ANSWER_LOOP)
 		abort();
+	if (rc == DNS_ANSWER_LOOP)
+		check_loop_records(data, size);
 	if (rc != DNS_ANSWER_OK)
 		return 0;
+	check_answer_records(data, size, qtype, a);
 	if (a->chain.n > DNS_CHAIN_MAX || a->n > DNS_ANSWER_MAX)
 		abort();
 	for (i = 0; i < a->chain.n; i++) {
@@ -177,6 +353,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	/* Both types on scratch, then q's own into ans for the replies. */
+	check_negative(data, size);
 	(void)check_answer(data, size, DNS_TYPE_A, &ans_back);
 	(void)check_answer(data, size, DNS_TYPE_AAAA, &ans_back);
 	ans_ok = rc == DNS_MSG_OK && q.has_question &&
