@@ -175,7 +175,7 @@ policy_explain(int argc, char *argv[])
 		/* An IP needs no resolver: step 4 applies here too. */
 		policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
 	}
-	reason = v.allow ? "allowed" : v.reason;
+	reason = v.allow ? "allowed" : reason_word(v.reason);
 	if (strcmp(format, "json") == 0) {
 		printf("{\"decision\":\"%s\",\"rule\":", v.allow ? "allow" : "deny");
 		json_string(v.rule);

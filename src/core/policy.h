@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/diag.h"
 #include "core/netaddr.h"
+#include "core/reason.h"
 
 struct policy;
 
@@ -75,7 +76,7 @@ enum policy_tls {
 struct policy_verdict {
 	int		 allow;		/* 1 allow (so far), 0 deny */
 	char		 rule[POLICY_NAME_MAX + 24]; /* "P:allow[N]", "P:deny[N]", "default-deny", "no-identity" */
-	const char	*reason;	/* static, from core/reason.h; NULL while allowed */
+	enum sg_reason	 reason;	/* REASON_NONE while allowed */
 	/* Set from the allow rule that matched: */
 	enum policy_tls	 tls;
 	int		 opaque;

@@ -608,7 +608,7 @@ find_def(const struct policy *p, const char *name)
 }
 
 static void
-verdict_deny(struct policy_verdict *v, const char *rule, const char *reason)
+verdict_deny(struct policy_verdict *v, const char *rule, enum sg_reason reason)
 {
 	v->allow = 0;
 	snprintf(v->rule, sizeof(v->rule), "%s", rule);

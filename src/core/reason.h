@@ -1,41 +1,81 @@
 /*
- * The fixed vocabulary of reasons: the same word goes into the HTTP
- * X-Sandgate-Reason header, the log line and the audit row.
+ * The fixed vocabulary of reasons (HAProxy's SF_ERR_* in spirit): each has
+ * its word -- the same in the X-Sandgate-Reason header, the log line and
+ * the audit row --, its class (a denial, or an error of something that was
+ * allowed), its default HTTP status and its SOCKS5 reply. Nothing decides
+ * on the words: code compares the enum.
  */
 #ifndef SG_REASON_H
 #define SG_REASON_H
 
-#define REASON_NO_IDENTITY	"no-identity"		/* nothing identifies the client */
-#define REASON_AUTH_FAILED	"proxy-auth-failed"	/* Proxy-Authorization present but wrong */
-#define REASON_UNKNOWN_POLICY	"unknown-policy"	/* sandbox names a policy that does not exist */
-#define REASON_POLICY_DENY	"policy-deny"		/* a deny rule, or no allow rule */
-#define REASON_IP_PROHIBITED	"destination-ip-prohibited" /* internal address, not in allow_private */
-#define REASON_COUNTRY_DENY	"country-deny"
-#define REASON_ASN_DENY		"asn-deny"
-#define REASON_INVALID_HOST	"invalid-host"
-#define REASON_NEEDS_INTERCEPT	"needs-intercept"	/* methods/paths rule, but TLS passed through */
-#define REASON_SNI_MISMATCH	"sni-mismatch"
-#define REASON_SNI_MISSING	"sni-missing"		/* transparent TLS without a name */
-#define REASON_HOST_MISMATCH	"host-mismatch"
-#define REASON_PROTOCOL_DENY	"protocol-not-allowed"	/* non-TLS, non-HTTP tunnel without opaque */
-#define REASON_BAD_REQUEST	"bad-request"
-#define REASON_URI_TOO_LONG	"uri-too-long"
-#define REASON_HEAD_TOO_LARGE	"header-too-large"
-#define REASON_DNS_ERROR	"dns-error"
-#define REASON_DNS_TYPE		"dns-type-refused"	/* query type outside dns_types */
-#define REASON_UPSTREAM_CONNECT	"upstream-connect-error"
-#define REASON_UPSTREAM_TIMEOUT	"upstream-timeout"
-#define REASON_UPSTREAM_ERROR	"upstream-error"
-#define REASON_UPSTREAM_ENCODING "upstream-encoding"	/* a coding the gateway cannot relay or scrub */
-#define REASON_UPSTREAM_TLS	"upstream-tls-error"
-#define REASON_CLIENT_TLS	"client-tls-error"
-#define REASON_CRED_MISUSE	"credential-misuse"
-#define REASON_FOREIGN_CRED	"foreign-credential"
-#define REASON_CRED_UNAVAILABLE	"credential-unavailable"	/* the vault lacks the secret */
-#define REASON_TOO_MANY_CONN	"too-many-connections"
-#define REASON_IDLE_TIMEOUT	"idle-timeout"
-#define REASON_METHOD_NOT_SUPPORTED "method-not-supported"
-#define REASON_INTERNAL_ERROR	"internal-error"	/* a broken invariant, failed closed */
-#define REASON_PROTOCOL_BLOCKED	"protocol-blocked"	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */
+#include <stdint.h>
+
+enum sg_reason {
+	REASON_NONE = 0,		/* allowed: no reason */
+	REASON_NO_IDENTITY,		/* nothing identifies the client */
+	REASON_AUTH_FAILED,		/* Proxy-Authorization present but wrong */
+	REASON_UNKNOWN_POLICY,		/* sandbox names a policy that does not exist */
+	REASON_POLICY_DENY,		/* a deny rule, or no allow rule */
+	REASON_IP_PROHIBITED,		/* internal address, not in allow_private */
+	REASON_COUNTRY_DENY,
+	REASON_ASN_DENY,
+	REASON_INVALID_HOST,
+	REASON_NEEDS_INTERCEPT,		/* methods/paths rule, but TLS passed through */
+	REASON_SNI_MISMATCH,
+	REASON_SNI_MISSING,		/* transparent TLS without a name */
+	REASON_HOST_MISMATCH,
+	REASON_PROTOCOL_DENY,		/* non-TLS, non-HTTP tunnel without opaque */
+	REASON_AMBIGUOUS_PATH,		/* a path servers read differently */
+	REASON_BAD_REQUEST,
+	REASON_URI_TOO_LONG,
+	REASON_HEAD_TOO_LARGE,
+	REASON_METHOD_NOT_SUPPORTED,
+	REASON_UPGRADE_REFUSED,		/* an upgrade the gateway cannot inspect */
+	REASON_DNS_ERROR,
+	REASON_DNS_TYPE,		/* query type outside dns_types */
+	REASON_UPSTREAM_CONNECT,
+	REASON_UPSTREAM_TIMEOUT,
+	REASON_UPSTREAM_ERROR,
+	REASON_UPSTREAM_ENCODING,	/* a coding the gateway cannot relay or scrub */
+	REASON_UPSTREAM_TLS,
+	REASON_CLIENT_TLS,
+	REASON_CRED_MISUSE,
+	REASON_FOREIGN_CRED,
+	REASON_CRED_UNAVAILABLE,	/* the vault lacks the secret */
+	REASON_TOO_MANY_CONN,
+	REASON_IDLE_TIMEOUT,
+	REASON_INTERNAL_ERROR,		/* a broken invariant, failed closed */
+	REASON_PROTOCOL_BLOCKED,	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */
+	REASON_INGRESS_UNKNOWN_HOST,
+	REASON_INGRESS_UNKNOWN_SANDBOX,
+	REASON_INGRESS_PORT,
+	REASON_INGRESS_NOT_RUNNING,
+	REASON_INGRESS_TOKEN_MISSING,
+	REASON_INGRESS_TOKEN_INVALID,
+	REASON_INGRESS_TOKEN_REDIRECT,	/* not a refusal: the token became a cookie */
+	REASON_WS_PROTOCOL,		/* a malformed WebSocket frame */
+	REASON_MAX
+};
+
+enum reason_class {
+	REASON_CLASS_NONE,		/* REASON_NONE */
+	REASON_CLASS_DENY,		/* the policy, or the request, said no */
+	REASON_CLASS_ERROR		/* something allowed failed on its way */
+};
+
+struct reason_info {
+	const char		*word;
+	enum reason_class	 cls;
+	int			 status;	/* HTTP status when nothing says otherwise */
+	uint8_t			 socks_rep;	/* RFC 1928 reply code */
+};
+
+const struct reason_info *reason_info(enum sg_reason);
+/* The word; NULL for REASON_NONE. */
+const char	*reason_word(enum sg_reason);
+int		 reason_is_error(enum sg_reason);
+int		 reason_status(enum sg_reason);
+/* "deny" or "error", the audit row's decision for a refusal. */
+const char	*reason_decision(enum sg_reason);
 
 #endif

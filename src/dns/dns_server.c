@@ -76,7 +76,7 @@ struct dns_outcome {
 	int			 rcode;
 	const char		*decision;	/* allow|deny|error */
 	const char		*rule;
-	const char		*reason;
+	enum sg_reason		 reason;
 	int			 ede_code;	/* 0: none */
 	const char		*ede_text;
 	const struct dns_chain	*chain;		/* CNAMEs before the addresses */
@@ -138,7 +138,7 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.status = o->rcode;
 	ev.decision = o->decision;
 	ev.rule = o->rule;
-	ev.reason = o->reason;
+	ev.reason = reason_word(o->reason);
 	ev.credential = p->cred[0] != '\0' ? p->cred : NULL;
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;
@@ -243,7 +243,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 		    p->has_target ? p->t.host : p->msg.qname.text,
 		    p->msg.has_question ? dns_type_name(p->msg.qtype, tbuf,
 		    sizeof(tbuf)) : "-", o->rcode, o->decision,
-		    o->reason ? ", " : "", o->reason ? o->reason : "");
+		    o->reason ? ", " : "", o->reason ? reason_word(o->reason) : "");
 	if (p->tcp != NULL) {
 		p->tcp->inflight--;
 		dns_tcp_resume(p->tcp);
@@ -255,7 +255,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 
 static void
 dns_end(struct dns_pending *p, int rcode, const char *decision,
-    const char *rule, const char *reason)
+    const char *rule, enum sg_reason reason)
 {
 	struct dns_outcome o;
 
@@ -273,18 +273,18 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 {
 	struct dns_outcome o;
 	char text[DNS_SRV_EDE_LEN], tbuf[16];
-	const char *reason = p->v.reason ? p->v.reason : REASON_POLICY_DENY;
+	enum sg_reason reason = p->v.reason ? p->v.reason : REASON_POLICY_DENY;
 
 	if (!p->has_id)
 		snprintf(text, sizeof(text), "sandgate: client %s is no "
-		    "sandbox (%s)", p->client, reason);
-	else if (strcmp(reason, REASON_DNS_TYPE) == 0)
+		    "sandbox (%s)", p->client, reason_word(reason));
+	else if (reason == REASON_DNS_TYPE)
 		snprintf(text, sizeof(text), "sandgate: query type %s not "
 		    "allowed by policy %s (%s)", dns_type_name(p->msg.qtype,
-		    tbuf, sizeof(tbuf)), p->id.policy, reason);
+		    tbuf, sizeof(tbuf)), p->id.policy, reason_word(reason));
 	else
 		snprintf(text, sizeof(text), "sandgate: blocked by policy %s: "
-		    "%s (rule %s)", p->id.policy, reason, p->v.rule);
+		    "%s (rule %s)", p->id.policy, reason_word(reason), p->v.rule);
 	memset(&o, 0, sizeof(o));
 	o.rcode = rcode;
 	o.decision = "deny";
@@ -296,7 +296,7 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 }
 
 static void
-dns_deny(struct dns_pending *p, const char *rule, const char *reason,
+dns_deny(struct dns_pending *p, const char *rule, enum sg_reason reason,
     int refuse)
 {
 	p->v.allow = 0;

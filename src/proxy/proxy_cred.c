@@ -342,7 +342,7 @@ plan_bound(struct session *s, struct cred_plan *plan)
 
 int
 cred_request(struct session *s, const struct http_request *req,
-    struct cred_plan *plan, const char **reason)
+    struct cred_plan *plan, enum sg_reason *reason)
 {
 	const struct policy_credential *c = NULL;
 	const char *q;

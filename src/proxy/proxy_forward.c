@@ -222,7 +222,7 @@ forward_client_read(struct session *s)
 			else {
 				session_log(s, "deny", f->status, REASON_CRED_MISUSE,
 				    f->bytes_up, f->bytes_down, &f->started);
-				session_close(s, REASON_CRED_MISUSE);
+				session_close(s, reason_word(REASON_CRED_MISUSE));
 			}
 			return;
 		}
@@ -235,7 +235,7 @@ forward_client_read(struct session *s)
 			session_deny(s, 400, REASON_BAD_REQUEST,
 			    "malformed chunked request body");
 		else
-			session_close(s, REASON_BAD_REQUEST);
+			session_close(s, reason_word(REASON_BAD_REQUEST));
 		return;
 	}
 	f->bytes_up += (uint64_t)n;
@@ -598,7 +598,7 @@ origin_head(struct session *s)
 		f->resp_left = r.content_length;
 		http_chunked_init(&f->resp_chunk);
 		if (r.status == 101) {
-			session_log(s, "allow", 101, NULL, f->bytes_up,
+			session_log(s, "allow", 101, REASON_NONE, f->bytes_up,
 			    f->bytes_down, &f->started);
 			relay_start(s);
 			return -1;
@@ -624,7 +624,7 @@ origin_body(struct session *s)
 	if (n < 0) {
 		session_log(s, "error", f->status, REASON_UPSTREAM_ERROR,
 		    f->bytes_up, f->bytes_down, &f->started);
-		session_finish(s, REASON_UPSTREAM_ERROR);
+		session_finish(s, reason_word(REASON_UPSTREAM_ERROR));
 		return;
 	}
 	f->bytes_down += (uint64_t)n;
@@ -734,7 +734,7 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	/* Cut short mid-body: the client cannot be told otherwise. */
 	session_log(s, "error", f->status, REASON_UPSTREAM_ERROR, f->bytes_up,
 	    f->bytes_down, &f->started);
-	session_finish(s, REASON_UPSTREAM_ERROR);
+	session_finish(s, reason_word(REASON_UPSTREAM_ERROR));
 }
 
 static void
@@ -742,7 +742,7 @@ forward_done(struct session *s)
 {
 	struct forward *f = &s->fwd;
 
-	session_log(s, "allow", f->status, NULL, f->bytes_up, f->bytes_down,
+	session_log(s, "allow", f->status, REASON_NONE, f->bytes_up, f->bytes_down,
 	    &f->started);
 	cred_plan_clear(&f->plan);
 	s->bytes_up += f->bytes_up;

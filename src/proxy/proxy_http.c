@@ -19,24 +19,16 @@
 static void	connect_resolved(struct session *);
 static void	forward_resolved(struct session *);
 
-/* Failures of an allowed request are errors; refusals are denials. */
-static int
-reason_is_error(const char *reason)
-{
-	return strcmp(reason, REASON_DNS_ERROR) == 0 ||
-	    strncmp(reason, "upstream-", 9) == 0 ||
-	    strcmp(reason, REASON_CLIENT_TLS) == 0 ||
-	    strcmp(reason, REASON_CRED_UNAVAILABLE) == 0;
-}
-
 void
-session_deny(struct session *s, int status, const char *reason,
+session_deny(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	/* A decision no rule made is named default-deny (SPEC §4). */
 	if (s->verdict.rule[0] == '\0')
 		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
-	session_log(s, reason_is_error(reason) ? "error" : "deny", status,
+	if (status == 0)
+		status = reason_status(reason);
+	session_log(s, reason_decision(reason), status,
 	    reason, s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
 		socks_deny(s, reason);
@@ -250,7 +242,7 @@ build_origin_head(struct session *s, const struct http_request *req,
 static int
 cred_check(struct session *s, const struct http_request *req)
 {
-	const char *reason;
+	enum sg_reason reason;
 	char detail[256];
 
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)

@@ -20,15 +20,6 @@
 #include "proxy/ingress_host.h"
 #include "proxy/proxy_int.h"
 
-/* Reasons of the ingress rows (docs/ingress.md), beside core/reason.h's. */
-#define R_UNKNOWN_HOST		"ingress-unknown-host"
-#define R_UNKNOWN_SANDBOX	"ingress-unknown-sandbox"
-#define R_PORT		"ingress-port-not-published"
-#define R_NOT_RUNNING		"sandbox-not-running"
-#define R_TOKEN_MISSING		"ingress-token-missing"
-#define R_TOKEN_INVALID		"ingress-token-invalid"
-#define R_TOKEN_REDIRECT	"ingress-token-redirect"
-
 #define TOKEN_HEADER		"X-Sandgate-Token"
 
 int
@@ -112,10 +103,10 @@ ingress_start(struct session *s)
 
 /* Deny (4xx) or error (5xx): one row, an answer, then close. */
 static void
-ingress_refuse(struct session *s, int status, const char *reason,
+ingress_refuse(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
-	session_log(s, status >= 500 ? "error" : "deny", status, reason, 0, 0,
+	session_log(s, reason_decision(reason), status, reason, 0, 0,
 	    &s->fwd.started);
 	session_http_error(s, status, reason, detail);
 }
@@ -127,7 +118,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 {
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
 
-	session_log(s, "allow", 302, R_TOKEN_REDIRECT, 0, 0, &s->fwd.started);
+	session_log(s, "allow", 302, REASON_INGRESS_TOKEN_REDIRECT, 0, 0, &s->fwd.started);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
 	    "Location: %s\r\n"
 	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"
@@ -314,13 +305,13 @@ ingress_access(struct session *s, const struct policy_ingress *ing,
 
 	find_token(req, qtok, qlen, &t, cbuf, sizeof(cbuf));
 	if (t.p == NULL) {
-		ingress_refuse(s, 401, R_TOKEN_MISSING, "this sandbox needs its "
+		ingress_refuse(s, 401, REASON_INGRESS_TOKEN_MISSING, "this sandbox needs its "
 		    "ingress token: header X-Sandgate-Token, or ?sg_token= once");
 		return -1;
 	}
 	if (!ingress_token_syntax_ok(t.p, t.len) ||
 	    !policy_ingress_token_ok(ing, t.p, t.len)) {
-		ingress_refuse(s, 401, R_TOKEN_INVALID, "ingress token not "
+		ingress_refuse(s, 401, REASON_INGRESS_TOKEN_INVALID, "ingress token not "
 		    "accepted");
 		return -1;
 	}
@@ -396,11 +387,11 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	if (r != INGRESS_HOST_OK) {
 		snprintf(detail, sizeof(detail), "the host is not PORT-ID.%s",
 		    s->p->cfg->ingress_domain);
-		ingress_refuse(s, 404, R_UNKNOWN_HOST, detail);
+		ingress_refuse(s, 404, REASON_INGRESS_UNKNOWN_HOST, detail);
 		return;
 	}
 	if (policy_ingress_find(s->pol, ih.id, &ing, &s->ident) == -1) {
-		ingress_refuse(s, 404, R_UNKNOWN_SANDBOX, "no such sandbox, or "
+		ingress_refuse(s, 404, REASON_INGRESS_UNKNOWN_SANDBOX, "no such sandbox, or "
 		    "it publishes no ports");
 		return;
 	}
@@ -408,11 +399,11 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	if (!policy_ingress_has_port(&ing, ih.port)) {
 		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
 		    "published", ih.port, ih.id);
-		ingress_refuse(s, 404, R_PORT, detail);
+		ingress_refuse(s, 404, REASON_INGRESS_PORT, detail);
 		return;
 	}
 	if (!ing.running) {
-		ingress_refuse(s, 503, R_NOT_RUNNING, "the sandbox is not running");
+		ingress_refuse(s, 503, REASON_INGRESS_NOT_RUNNING, "the sandbox is not running");
 		return;
 	}
 	if (!ing.is_public &&

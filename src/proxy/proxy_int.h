@@ -19,6 +19,7 @@
 
 #include "core/config.h"
 #include "core/policy.h"
+#include "core/reason.h"
 #include "dns/resolver.h"
 #include "proxy/http_parse.h"
 #include "proxy/proxy.h"
@@ -270,7 +271,7 @@ struct session	*session_new(struct worker *, enum listener_kind,
 void		 session_close(struct session *, const char *reason);
 /* Send a complete HTTP error answer, then close once it is written. */
 void		 session_http_error(struct session *, int status,
-		    const char *reason, const char *detail);
+		    enum sg_reason, const char *detail);
 /* Write what is queued to the client, then close. */
 void		 session_finish(struct session *, const char *reason);
 void		 session_touch(struct session *);
@@ -278,7 +279,7 @@ void		 session_touch(struct session *);
 void		 session_client_event_cb(struct bufferevent *, short, void *);
 /* One log line per decision: allow/deny/error with the rule and reason. */
 void		 session_log(struct session *, const char *decision, int status,
-		    const char *reason, uint64_t up, uint64_t down,
+		    enum sg_reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);
 void		 session_tunnel_http(struct session *);
@@ -290,7 +291,7 @@ void		 session_note_target(struct session *, const char *host,
 void		 http_client_read_cb(struct bufferevent *, void *);
 void		 http_next_request(struct session *);
 /* Log the denial and answer it in the session's protocol, then close. */
-void		 session_deny(struct session *, int status, const char *reason,
+void		 session_deny(struct session *, int status, enum sg_reason,
 		    const char *detail);
 
 /* proxy_forward.c: one request to the origin and its response back. */
@@ -322,12 +323,12 @@ int		 upstream_guard(struct session *);
 
 /* proxy_socks.c */
 void		 socks_read(struct session *);
-void		 socks_deny(struct session *, const char *reason);
+void		 socks_deny(struct session *, enum sg_reason);
 
 /* proxy_transparent.c */
 void		 transparent_start(struct session *);
 void		 transparent_sniff(struct session *);
-void		 transparent_refuse(struct session *, const char *reason);
+void		 transparent_refuse(struct session *, enum sg_reason);
 
 /* proxy_cred.c */
 int		 cred_init(struct proxy *);
@@ -340,7 +341,7 @@ int		 cred_in_name(struct proxy *, const char *host, char *cred,
 		    size_t credlen);
 /* 0: go on (plan filled); -1: refuse with *reason, plan->cred naming the credential. */
 int		 cred_request(struct session *, const struct http_request *,
-		    struct cred_plan *, const char **reason);
+		    struct cred_plan *, enum sg_reason *reason);
 void		 cred_plan_clear(struct cred_plan *);
 void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);

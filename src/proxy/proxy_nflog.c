@@ -137,13 +137,13 @@ nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 	ev.status = -1;
 	ev.decision = "deny";
 	ev.rule = "sandbox-network";
-	ev.reason = REASON_PROTOCOL_BLOCKED;
+	ev.reason = reason_word(REASON_PROTOCOL_BLOCKED);
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;
 	ev.duration_ms = -1;
 	audit_submit(p->audit, &ev);
 	log_info("%s: dropped %s to %s (%s)", id.sandbox, fl.proto_name, dip,
-	    REASON_PROTOCOL_BLOCKED);
+	    reason_word(REASON_PROTOCOL_BLOCKED));
 }
 
 static int

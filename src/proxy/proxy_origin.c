@@ -81,6 +81,6 @@ upstream_guard(struct session *s)
 		return -1;
 	}
 	session_log(s, "error", 502, REASON_INTERNAL_ERROR, 0, 0, &s->started);
-	session_close(s, REASON_INTERNAL_ERROR);
+	session_close(s, reason_word(REASON_INTERNAL_ERROR));
 	return -1;
 }

@@ -103,7 +103,7 @@ session_close(struct session *s, const char *reason)
 	/* An allowed tunnel's row: how it ended is not a decision reason. */
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
 	    s->verdict.allow)
-		session_log(s, "allow", 200, NULL, s->bytes_up, s->bytes_down,
+		session_log(s, "allow", 200, REASON_NONE, s->bytes_up, s->bytes_down,
 		    &s->started);
 	if (s->timer != NULL)
 		event_free(s->timer);
@@ -152,7 +152,7 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 			    (unsigned long long)s->id, s->target.host);
 		s->verdict.allow = 0;
 		session_log(s, "error", 0, REASON_CLIENT_TLS, 0, 0, &s->started);
-		session_close(s, REASON_CLIENT_TLS);
+		session_close(s, reason_word(REASON_CLIENT_TLS));
 		return;
 	}
 	if (what & BEV_EVENT_EOF)
@@ -269,9 +269,10 @@ status_text(int status)
 }
 
 void
-session_http_error(struct session *s, int status, const char *reason,
+session_http_error(struct session *s, int status, enum sg_reason r,
     const char *detail)
 {
+	const char *reason = reason_word(r);
 	struct evbuffer *out;
 	char body[768];
 	int n;
@@ -336,7 +337,7 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 		evtimer_add(s->idle_ev, &left);
 		return;
 	}
-	session_close(s, REASON_IDLE_TIMEOUT);
+	session_close(s, reason_word(REASON_IDLE_TIMEOUT));
 }
 
 static const char *
@@ -350,7 +351,7 @@ kind_name(const struct session *s)
 
 static void
 session_audit(struct session *s, const char *decision, int status,
-    const char *reason, uint64_t up, uint64_t down, long long ms,
+    enum sg_reason reason, uint64_t up, uint64_t down, long long ms,
     const char *ip)
 {
 	struct audit_event ev;
@@ -378,7 +379,7 @@ session_audit(struct session *s, const char *decision, int status,
 	ev.status = status > 0 ? status : -1;
 	ev.decision = decision;
 	ev.rule = s->verdict.rule[0] ? s->verdict.rule : NULL;
-	ev.reason = reason;
+	ev.reason = reason_word(reason);
 	ev.credential = s->fwd.plan.cred[0] ? s->fwd.plan.cred : NULL;
 	ev.bytes_up = (int64_t)up;
 	ev.bytes_down = (int64_t)down;
@@ -388,7 +389,7 @@ session_audit(struct session *s, const char *decision, int status,
 
 void
 session_log(struct session *s, const char *decision, int status,
-    const char *reason, uint64_t up, uint64_t down,
+    enum sg_reason reason, uint64_t up, uint64_t down,
     const struct timespec *started)
 {
 	struct timespec now;
@@ -424,7 +425,7 @@ session_log(struct session *s, const char *decision, int status,
 	    SESSION_IS_HTTP(s) && s->fwd.method[0] ?
 	    s->fwd.method : (s->kind == KIND_CONNECT ? "CONNECT" : "-"),
 	    path, status, s->verdict.rule[0] ? s->verdict.rule : "-",
-	    reason ? reason : "-", (unsigned long long)up,
+	    reason ? reason_word(reason) : "-", (unsigned long long)up,
 	    (unsigned long long)down, ms);
 }
 

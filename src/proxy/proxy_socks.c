@@ -23,32 +23,14 @@ socks_send(struct session *s, uint8_t rep)
 	bufferevent_write(s->cbev, r, sizeof(r));
 }
 
-static uint8_t
-reason_rep(const char *reason)
-{
-	if (strcmp(reason, REASON_DNS_ERROR) == 0)
-		return SOCKS5_REP_HOST_UNREACH;
-	if (strcmp(reason, REASON_UPSTREAM_CONNECT) == 0)
-		return SOCKS5_REP_REFUSED;
-	if (strcmp(reason, REASON_UPSTREAM_TIMEOUT) == 0)
-		return SOCKS5_REP_HOST_UNREACH;
-	if (strcmp(reason, REASON_BAD_REQUEST) == 0 ||
-	    strcmp(reason, REASON_METHOD_NOT_SUPPORTED) == 0)
-		return SOCKS5_REP_CMD;
-	if (strcmp(reason, REASON_UPSTREAM_ERROR) == 0)
-		return SOCKS5_REP_FAIL;
-	/* Every policy outcome: "connection not allowed by ruleset". */
-	return SOCKS5_REP_NOT_ALLOWED;
-}
-
 /* The SOCKS answer to a refusal (already logged), then close. */
 void
-socks_deny(struct session *s, const char *reason)
+socks_deny(struct session *s, enum sg_reason reason)
 {
 	if (s->state == S_SOCKS_REQUEST || s->state == S_RESOLVING ||
 	    s->state == S_CONNECTING)
-		socks_send(s, reason_rep(reason));
-	session_finish(s, reason);
+		socks_send(s, reason_info(reason)->socks_rep);
+	session_finish(s, reason_word(reason));
 }
 
 static void
@@ -72,7 +54,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 			bufferevent_write(s->cbev, reply, sizeof(reply));
 			session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0,
 			    &s->started);
-			session_finish(s, REASON_BAD_REQUEST);
+			session_finish(s, reason_word(REASON_BAD_REQUEST));
 		}
 		return n < 0 ? -1 : 0;
 	}
@@ -87,7 +69,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
 		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
-		session_finish(s, REASON_AUTH_FAILED);
+		session_finish(s, reason_word(REASON_AUTH_FAILED));
 		return -1;
 	}
 	return n;
@@ -102,7 +84,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 
 	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
 		if (n < 0)
-			session_close(s, REASON_BAD_REQUEST);
+			session_close(s, reason_word(REASON_BAD_REQUEST));
 		return n;
 	}
 	if (policy_identify_token(s->pol, a.user, a.ulen, a.pass, a.plen,
@@ -112,7 +94,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 		bufferevent_write(s->cbev, reply, sizeof(reply));
 		s->has_ident = 0;
 		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
-		session_finish(s, REASON_AUTH_FAILED);
+		session_finish(s, reason_word(REASON_AUTH_FAILED));
 		return -1;
 	}
 	OPENSSL_cleanse(&a, sizeof(a));
@@ -136,11 +118,11 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
 		session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0, &s->started);
-		session_finish(s, REASON_BAD_REQUEST);
+		session_finish(s, reason_word(REASON_BAD_REQUEST));
 		return -1;
 	}
 	if (n < 0) {
-		session_close(s, REASON_BAD_REQUEST);
+		session_close(s, reason_word(REASON_BAD_REQUEST));
 		return -1;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
@@ -148,7 +130,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		socks_send(s, SOCKS5_REP_CMD);
 		session_log(s, "deny", 0, REASON_METHOD_NOT_SUPPORTED, 0, 0,
 		    &s->started);
-		session_finish(s, REASON_METHOD_NOT_SUPPORTED);
+		session_finish(s, reason_word(REASON_METHOD_NOT_SUPPORTED));
 		return -1;
 	}
 	if (!s->socks_auth_ok) {

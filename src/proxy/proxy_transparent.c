@@ -28,23 +28,23 @@ static const unsigned char tls_alert_access_denied[] = {
 
 /* Refuse in the protocol the client speaks: alert, 403, or a reset. */
 void
-transparent_refuse(struct session *s, const char *reason)
+transparent_refuse(struct session *s, enum sg_reason reason)
 {
 	struct linger lg = { 1, 0 };
 
 	if (s->sniffed == SNIFF_TLS) {
 		bufferevent_write(s->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-		session_finish(s, reason);
+		session_finish(s, reason_word(reason));
 		return;
 	}
 	(void)setsockopt(bufferevent_getfd(s->cbev), SOL_SOCKET, SO_LINGER,
 	    &lg, sizeof(lg));
-	session_close(s, reason);
+	session_close(s, reason_word(reason));
 }
 
 static void
-deny(struct session *s, int status, const char *reason, const char *detail)
+deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 {
 	s->verdict.allow = 0;
 	if (s->sniffed == SNIFF_HTTP) {
@@ -53,10 +53,10 @@ deny(struct session *s, int status, const char *reason, const char *detail)
 	}
 	s->logged = 1;
 	s->fwd.ip = s->orig_dst;	/* the row names the address refused */
-	session_log(s, status >= 500 ? "error" : "deny", status, reason, 0, 0,
+	session_log(s, reason_decision(reason), status, reason, 0, 0,
 	    &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
-	    detail ? detail : reason);
+	    detail ? detail : reason_word(reason));
 	transparent_refuse(s, reason);
 }
 

@@ -22,7 +22,7 @@ static const unsigned char tls_alert_access_denied[] = {
 };
 
 static void
-tunnel_refuse(struct session *s, int tls, const char *reason,
+tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
     const char *detail)
 {
 	s->verdict.allow = 0;
@@ -31,7 +31,7 @@ tunnel_refuse(struct session *s, int tls, const char *reason,
 	if (tls)
 		bufferevent_write(s->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-	session_finish(s, reason);
+	session_finish(s, reason_word(reason));
 }
 
 static void
@@ -303,7 +303,8 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct bufferevent *peer = relay_peer(s, bev);
 
 	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s, (what & BEV_EVENT_TIMEOUT) ? REASON_IDLE_TIMEOUT :
+		session_close(s, (what & BEV_EVENT_TIMEOUT) ?
+		    reason_word(REASON_IDLE_TIMEOUT) :
 		    bev == s->cbev ? "client-error" : "origin-error");
 		return;
 	}

@@ -130,7 +130,7 @@ connect_failed(struct session *s, int timed_out)
 {
 	char detail[512];
 	int status = timed_out ? 504 : 502;
-	const char *reason = timed_out ? REASON_UPSTREAM_TIMEOUT :
+	enum sg_reason reason = timed_out ? REASON_UPSTREAM_TIMEOUT :
 	    REASON_UPSTREAM_CONNECT;
 
 	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
@@ -139,7 +139,7 @@ connect_failed(struct session *s, int timed_out)
 		/* The 200 is already out: all a tunnel can do is close. */
 		s->verdict.allow = 0;
 		session_log(s, "error", status, reason, 0, 0, &s->started);
-		session_close(s, reason);
+		session_close(s, reason_word(reason));
 		return;
 	}
 	session_deny(s, status, reason, detail);

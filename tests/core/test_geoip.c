@@ -377,7 +377,7 @@ struct geo_case {
 	const char	*dest;		/* IP target */
 	int		 allow;
 	const char	*rule;
-	const char	*reason;
+	enum sg_reason	 reason;
 };
 
 static const struct geo_case geo_cases[] = {
@@ -385,12 +385,12 @@ static const struct geo_case geo_cases[] = {
 	{ "127.0.0.1", "::ffff:127.0.0.77", 0, "geo:allow[0]",
 	    REASON_COUNTRY_DENY },
 	{ "127.0.0.1", "127.0.1.1", 0, "geo:allow[0]", REASON_ASN_DENY },
-	{ "127.0.0.1", "198.18.0.1", 1, "geo:allow[0]", NULL },
-	{ "127.0.0.1", "192.0.2.200", 1, "geo:allow[0]", NULL },	/* unknown */
-	{ "127.0.0.1", "2001:db8:1::1", 1, "geo:allow[1]", NULL },	/* JP */
-	{ "127.0.0.1", "2001:db8:9::1", 1, "geo:allow[1]", NULL },
-	{ "127.0.0.2", "127.0.0.1", 1, "open:allow[0]", NULL },	/* no rules */
-	{ "127.0.0.2", "127.0.1.1", 1, "open:allow[0]", NULL },
+	{ "127.0.0.1", "198.18.0.1", 1, "geo:allow[0]", REASON_NONE },
+	{ "127.0.0.1", "192.0.2.200", 1, "geo:allow[0]", REASON_NONE },	/* unknown */
+	{ "127.0.0.1", "2001:db8:1::1", 1, "geo:allow[1]", REASON_NONE },	/* JP */
+	{ "127.0.0.1", "2001:db8:9::1", 1, "geo:allow[1]", REASON_NONE },
+	{ "127.0.0.2", "127.0.0.1", 1, "open:allow[0]", REASON_NONE },	/* no rules */
+	{ "127.0.0.2", "127.0.1.1", 1, "open:allow[0]", REASON_NONE },
 };
 
 static void
@@ -432,17 +432,14 @@ test_policy_geo(void)
 		    "case %zu: step 3 denied (%s)", i, v.rule);
 		CHECK_MSG(policy_check_addrs(p, &id, &t, &t.ip, 1, &v) == 1,
 		    "case %zu: step 4 denied (%s)", i,
-		    v.reason ? v.reason : "");
+		    v.reason ? reason_word(v.reason) : "");
 		CHECK_INT(geoip_lookup(g, &t.ip, &r), 0);
 		CHECK_MSG(policy_check_geo(p, &id, r.country, r.asn, &v) ==
 		    c->allow, "case %zu: %s (%s AS%u)", i, c->dest, r.country,
 		    r.asn);
 		CHECK_INT(v.allow, c->allow);
 		CHECK_STR(v.rule, c->rule);
-		if (c->reason == NULL)
-			CHECK(v.reason == NULL);
-		else
-			CHECK_STR(v.reason, c->reason);
+		CHECK_INT(v.reason, c->reason);
 	}
 
 	/* Direct calls: either rule alone, case of the code, unknown values. */
@@ -450,36 +447,36 @@ test_policy_geo(void)
 	memset(&v, 0, sizeof(v));
 	v.allow = 1;
 	CHECK_INT(policy_check_geo(p, &id, "kp", 0, &v), 0);
-	CHECK_STR(v.reason, REASON_COUNTRY_DENY);
+	CHECK_INT(v.reason, REASON_COUNTRY_DENY);
 	v.allow = 1;
-	v.reason = NULL;
+	v.reason = REASON_NONE;
 	CHECK_INT(policy_check_geo(p, &id, NULL, 64511, &v), 0);
-	CHECK_STR(v.reason, REASON_ASN_DENY);
+	CHECK_INT(v.reason, REASON_ASN_DENY);
 	v.allow = 1;
-	v.reason = NULL;
+	v.reason = REASON_NONE;
 	CHECK_INT(policy_check_geo(p, &id, "KP", 64511, &v), 0);
-	CHECK_STR(v.reason, REASON_COUNTRY_DENY);	/* countries first */
+	CHECK_INT(v.reason, REASON_COUNTRY_DENY);	/* countries first */
 	v.allow = 1;
-	v.reason = NULL;
+	v.reason = REASON_NONE;
 	CHECK_INT(policy_check_geo(p, &id, "", 0, &v), 1);
 	CHECK_INT(policy_check_geo(p, &id, "K", 64496, &v), 1);
 	CHECK_INT(policy_check_geo(p, &id, "KPX", 64510, &v), 1);
-	CHECK(v.reason == NULL);
+	CHECK(v.reason == REASON_NONE);
 	/* An already denied verdict stays as it is. */
 	v.allow = 0;
 	v.reason = REASON_POLICY_DENY;
 	CHECK_INT(policy_check_geo(p, &id, "US", 0, &v), 0);
-	CHECK_STR(v.reason, REASON_POLICY_DENY);
+	CHECK_INT(v.reason, REASON_POLICY_DENY);
 	/* No identity, or a policy name that does not exist. */
 	v.allow = 1;
-	v.reason = NULL;
+	v.reason = REASON_NONE;
 	CHECK_INT(policy_check_geo(p, NULL, "US", 0, &v), 0);
-	CHECK_STR(v.reason, REASON_NO_IDENTITY);
+	CHECK_INT(v.reason, REASON_NO_IDENTITY);
 	snprintf(id.policy, sizeof(id.policy), "nonexistent");
 	v.allow = 1;
-	v.reason = NULL;
+	v.reason = REASON_NONE;
 	CHECK_INT(policy_check_geo(p, &id, "US", 0, &v), 0);
-	CHECK_STR(v.reason, REASON_UNKNOWN_POLICY);
+	CHECK_INT(v.reason, REASON_UNKNOWN_POLICY);
 out:
 	geoip_close(g);
 	if (p != NULL)

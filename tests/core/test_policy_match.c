@@ -103,7 +103,7 @@ struct decide_case {
 	const char	*path;
 	int		 allow;
 	const char	*rule;
-	const char	*reason;	/* NULL when allowed */
+	enum sg_reason	 reason;	/* REASON_NONE when allowed */
 	int		 tls;		/* checked when allowed */
 	int		 opaque;
 	int		 inspect;
@@ -112,7 +112,7 @@ struct decide_case {
 #define I POLICY_TLS_INTERCEPT
 #define P POLICY_TLS_PASSTHROUGH
 #define DENY(r, why)	0, r, why, P, 0, 0
-#define ALLOW(r, tls, op, insp)	1, r, NULL, tls, op, insp
+#define ALLOW(r, tls, op, insp)	1, r, REASON_NONE, tls, op, insp
 
 static const struct decide_case decide_cases[] = {
 	/* (1) identity */
@@ -256,13 +256,12 @@ test_decide(const struct policy *p)
 		    c->path ? c->path : "-", v.allow, v.rule);
 		CHECK_MSG(strcmp(v.rule, c->rule) == 0, "case %zu %s: rule %s, "
 		    "want %s", i, c->host, v.rule, c->rule);
-		if (c->reason == NULL)
-			CHECK_MSG(v.reason == NULL, "case %zu", i);
+		if (c->reason == REASON_NONE)
+			CHECK_MSG(v.reason == REASON_NONE, "case %zu", i);
 		else
-			CHECK_MSG(v.reason != NULL &&
-			    strcmp(v.reason, c->reason) == 0,
+			CHECK_MSG(v.reason == c->reason,
 			    "case %zu %s: reason %s", i, c->host,
-			    v.reason ? v.reason : "(null)");
+			    v.reason ? reason_word(v.reason) : "(null)");
 		if (c->allow)
 			CHECK_MSG((int)v.tls == c->tls && v.opaque == c->opaque &&
 			    v.inspect == c->inspect, "case %zu %s: tls %d "
@@ -280,12 +279,12 @@ struct addr_case {
 	const char	*addrs[MAXADDR];	/* NULL-terminated */
 	int		 allow;
 	const char	*rule;
-	const char	*reason;
+	enum sg_reason	 reason;
 };
 
 static const struct addr_case addr_cases[] = {
-	{ "agent", "pypi.org", 443, { "151.101.0.223" }, 1, "coding-agent:allow[2]", NULL },
-	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223" }, 1, "coding-agent:allow[2]", NULL },
+	{ "agent", "pypi.org", 443, { "151.101.0.223" }, 1, "coding-agent:allow[2]", REASON_NONE },
+	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223" }, 1, "coding-agent:allow[2]", REASON_NONE },
 	{ "agent", "pypi.org", 443, { NULL }, 0, "coding-agent:allow[2]", REASON_DNS_ERROR },
 	{ "agent", "pypi.org", 443, { "198.19.255.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
@@ -294,7 +293,7 @@ static const struct addr_case addr_cases[] = {
 	{ "agent", "pypi.org", 443, { "169.254.169.254" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "::ffff:198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "64:ff9b::198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "64:ff9b::8.8.8.8" }, 1, "coding-agent:allow[2]", NULL },
+	{ "agent", "pypi.org", 443, { "64:ff9b::8.8.8.8" }, 1, "coding-agent:allow[2]", REASON_NONE },
 	{ "agent", "pypi.org", 443, { "2002:a00:1::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "100.64.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	{ "agent", "pypi.org", 443, { "198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
@@ -305,17 +304,17 @@ static const struct addr_case addr_cases[] = {
 	{ "agent", "[::ffff:169.254.169.254]", 443, { "169.254.169.254" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
 	/* the IP target is checked even when the caller passes nothing */
 	{ "agent", "169.254.169.254", 443, { NULL }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
-	{ "agent", "151.101.0.223", 443, { NULL }, 1, "coding-agent:allow[8]", NULL },
+	{ "agent", "151.101.0.223", 443, { NULL }, 1, "coding-agent:allow[8]", REASON_NONE },
 	{ "agent", "151.101.0.223", 443, { "198.19.1.1" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
 	/* allow_private: prefixes for names and IPs, names for names only */
-	{ "ci", "github.com", 443, { "10.20.1.1" }, 1, "ci:allow[0]", NULL },
-	{ "ci", "github.com", 443, { "::ffff:10.20.1.1" }, 1, "ci:allow[0]", NULL },
+	{ "ci", "github.com", 443, { "10.20.1.1" }, 1, "ci:allow[0]", REASON_NONE },
+	{ "ci", "github.com", 443, { "::ffff:10.20.1.1" }, 1, "ci:allow[0]", REASON_NONE },
 	{ "ci", "github.com", 443, { "10.20.1.1", "10.21.0.1" }, 0, "ci:allow[0]", REASON_IP_PROHIBITED },
-	{ "ci", "github.com", 443, { "fd00:1:2::3" }, 1, "ci:allow[0]", NULL },
+	{ "ci", "github.com", 443, { "fd00:1:2::3" }, 1, "ci:allow[0]", REASON_NONE },
 	{ "ci", "github.com", 443, { "fd00:2::3" }, 0, "ci:allow[0]", REASON_IP_PROHIBITED },
-	{ "ci", "db.internal.example", 443, { "10.99.0.5", "192.168.1.1" }, 1, "ci:allow[2]", NULL },
-	{ "ci", "a.b.internal.example", 443, { "fd12::1" }, 1, "ci:allow[2]", NULL },
-	{ "ci", "10.20.1.1", 443, { "10.20.1.1" }, 1, "ci:allow[3]", NULL },
+	{ "ci", "db.internal.example", 443, { "10.99.0.5", "192.168.1.1" }, 1, "ci:allow[2]", REASON_NONE },
+	{ "ci", "a.b.internal.example", 443, { "fd12::1" }, 1, "ci:allow[2]", REASON_NONE },
+	{ "ci", "10.20.1.1", 443, { "10.20.1.1" }, 1, "ci:allow[3]", REASON_NONE },
 	{ "ci", "10.21.0.1", 443, { "10.21.0.1" }, 0, "ci:allow[3]", REASON_IP_PROHIBITED },
 	{ "ci", "10.99.0.5", 443, { "10.99.0.5" }, 0, "ci:allow[3]", REASON_IP_PROHIBITED },
 	{ "ci", "127.0.0.1", 8080, { "127.0.0.1" }, 0, "ci:allow[5]", REASON_IP_PROHIBITED },
@@ -346,13 +345,11 @@ test_check_addrs(const struct policy *p)
 		rc = policy_check_addrs(p, &id, &t, addrs, n, &v);
 		CHECK_MSG(rc == c->allow && v.allow == c->allow,
 		    "case %zu %s: allow %d reason %s", i, c->host, v.allow,
-		    v.reason ? v.reason : "(null)");
+		    v.reason ? reason_word(v.reason) : "(null)");
 		CHECK_MSG(strcmp(v.rule, c->rule) == 0, "case %zu: rule %s", i,
 		    v.rule);
-		CHECK_MSG((c->reason == NULL && v.reason == NULL) ||
-		    (c->reason != NULL && v.reason != NULL &&
-		    strcmp(c->reason, v.reason) == 0), "case %zu %s: reason %s",
-		    i, c->host, v.reason ? v.reason : "(null)");
+		CHECK_MSG(c->reason == v.reason, "case %zu %s: reason %s",
+		    i, c->host, v.reason ? reason_word(v.reason) : "(null)");
 	}
 	/* An identity whose policy vanished is refused here too. */
 	CHECK(identity_for(p, BAD_POLICY, &bad) == 0);
@@ -361,10 +358,10 @@ test_check_addrs(const struct policy *p)
 	CHECK_INT(policy_decide(p, &id, &t, NULL, NULL, &v), 1);
 	netaddr_parse("151.101.0.223", 13, &addrs[0]);
 	CHECK_INT(policy_check_addrs(p, &bad, &t, addrs, 1, &v), 0);
-	CHECK_STR(v.reason, REASON_UNKNOWN_POLICY);
+	CHECK_INT(v.reason, REASON_UNKNOWN_POLICY);
 	CHECK_INT(policy_decide(p, &id, &t, NULL, NULL, &v), 1);
 	CHECK_INT(policy_check_addrs(p, NULL, &t, addrs, 1, &v), 0);
-	CHECK_STR(v.reason, REASON_NO_IDENTITY);
+	CHECK_INT(v.reason, REASON_NO_IDENTITY);
 }
 
 struct source_case {
