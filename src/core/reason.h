@@ -18,6 +18,7 @@
 #define REASON_HOST_MISMATCH	"host-mismatch"
 #define REASON_PROTOCOL_DENY	"protocol-not-allowed"	/* non-TLS, non-HTTP tunnel without opaque */
 #define REASON_BAD_REQUEST	"bad-request"
+#define REASON_AMBIGUOUS_PATH	"ambiguous-path"	/* a path servers read in different ways (400) */
 #define REASON_URI_TOO_LONG	"uri-too-long"
 #define REASON_HEAD_TOO_LARGE	"header-too-large"
 #define REASON_DNS_ERROR	"dns-error"
