@@ -353,7 +353,8 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	    s->fwd.path, &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, strcmp(s->verdict.reason, REASON_AMBIGUOUS_PATH)
+		    == 0 ? 400 : 403, s->verdict.reason, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)
@@ -428,7 +429,8 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	    s->fwd.path, &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, strcmp(s->verdict.reason, REASON_AMBIGUOUS_PATH)
+		    == 0 ? 400 : 403, s->verdict.reason, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)
