@@ -13,7 +13,6 @@
 
 #include "core/policy_int.h"
 #include "core/reason.h"
-#include "core/util.h"
 
 /*
  * Rule (or allow_private entry) indexes for one name: those naming it
