@@ -108,4 +108,27 @@ int	policy_name_normalize(const char *in, size_t len, char *out, size_t outlen);
 /* Path glob: '*' matches any run of characters, '/' included. */
 int	policy_glob_match(const char *glob, const char *s, size_t slen);
 
+/*
+ * policy_path.c: the canonical form path rules match (docs/policy.md, "Path
+ * matching"). The path is cut at the first '?' or '#'; escapes of printable
+ * ASCII other than '%', '?' and '#' are decoded, other escapes get
+ * upper-case hex; dot segments are resolved and repeated slashes merged.
+ * OK: out holds the canonical form (NUL-terminated, *olen bytes).
+ * AMBIGUOUS: the path holds a sequence origin servers read in different
+ * ways (encoded '/' or '\', a raw '\', encoded dots or ';' in a dot
+ * segment, double encoding, NUL and other controls, invalid UTF-8, ...).
+ * BAD: a malformed escape, a raw byte that cannot be in a request target,
+ * or a canonical form longer than outlen - 2. out is "" unless OK.
+ */
+#define POLICY_PATH_MAX	8192
+
+enum policy_path {
+	POLICY_PATH_OK = 0,
+	POLICY_PATH_AMBIGUOUS,
+	POLICY_PATH_BAD
+};
+
+enum policy_path policy_path_canon(const char *in, size_t len, char *out,
+	    size_t outlen, size_t *olen);
+
 #endif

@@ -381,6 +381,37 @@ pl_methods(struct pload *l, const struct ynode *n, struct policy_rule *r)
 	return 0;
 }
 
+/*
+ * Requests are matched in canonical form (policy_path.c), so a glob in any
+ * other form would never match: "/a/%7Eb" or "/a//b" is an error that names
+ * the form to write, and an ambiguous glob can match nothing at all.
+ */
+static int
+pl_glob_canonical(struct pload *l, const struct ynode *it, const char *s,
+    const char *esc)
+{
+	char canon[PL_MAX_GLOB + 2], cesc[80];
+	size_t clen;
+
+	switch (policy_path_canon(s, strlen(s), canon, sizeof(canon), &clen)) {
+	case POLICY_PATH_OK:
+		if (strcmp(canon, s) == 0)
+			return 0;
+		ycheck_esc(canon, cesc, sizeof(cesc));
+		ycheck_err(&l->c, it, "paths: \"%s\": requests are matched in "
+		    "canonical form; write \"%s\"", esc, cesc);
+		return -1;
+	case POLICY_PATH_AMBIGUOUS:
+		ycheck_err(&l->c, it, "paths: \"%s\": an ambiguous path "
+		    "(encoded '/' or '\\', dot segment, ...) never matches", esc);
+		return -1;
+	default:
+		ycheck_err(&l->c, it, "paths: \"%s\": a malformed escape, or "
+		    "a byte to percent-encode", esc);
+		return -1;
+	}
+}
+
 static int
 pl_paths(struct pload *l, const struct ynode *n, struct policy_rule *r)
 {
@@ -407,6 +438,8 @@ pl_paths(struct pload *l, const struct ynode *n, struct policy_rule *r)
 			    "no spaces, query ('?') or fragment ('#')", esc);
 			continue;
 		}
+		if (pl_glob_canonical(l, it, s, esc) == -1)
+			continue;
 		if ((r->paths[r->n_paths] = pl_strdup(l, it, s)) != NULL)
 			r->n_paths++;
 	}

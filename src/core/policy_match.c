@@ -13,9 +13,6 @@
 
 #include "core/policy_int.h"
 #include "core/reason.h"
-#include "core/util.h"
-
-#define PATH_NORM_MAX	8192	/* longer paths fail closed: path_normalize */
 
 /*
  * Rule (or allow_private entry) indexes for one name: those naming it
@@ -615,97 +612,14 @@ verdict_deny(struct policy_verdict *v, const char *rule, enum sg_reason reason)
 	v->reason = reason;
 }
 
-/*
- * The path as origins will read it: query and fragment cut, percent-
- * encoded unreserved characters decoded, other escapes upper-cased, dot
- * segments removed (RFC 3986 5.2.4), so "/v1/../admin" or "/%61dmin" do
- * not slip past a glob. -1 for a bad escape or an over-long path.
- */
-static int
-path_normalize(const char *in, char *out, size_t outlen, size_t *olen)
-{
-	char dec[PATH_NORM_MAX];
-	size_t n = 0, i, o = 0, len;
-	int hi, lo, c;
-	const char *p, *end;
-
-	len = strcspn(in, "?#");
-	for (i = 0; i < len; i++) {
-		if (n + 3 > sizeof(dec))
-			return -1;
-		if (in[i] != '%') {
-			dec[n++] = in[i];
-			continue;
-		}
-		if (i + 2 >= len)
-			return -1;
-		if ((hi = util_hexval(in[i + 1])) < 0 ||
-		    (lo = util_hexval(in[i + 2])) < 0)
-			return -1;
-		c = hi << 4 | lo;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~')
-			dec[n++] = (char)c;
-		else {
-			dec[n++] = '%';
-			dec[n++] = "0123456789ABCDEF"[hi];
-			dec[n++] = "0123456789ABCDEF"[lo];
-		}
-		i += 2;
-	}
-	p = dec;
-	end = dec + n;
-	while (p < end) {
-		size_t rem = (size_t)(end - p);
-
-		if (rem >= 3 && memcmp(p, "../", 3) == 0)
-			p += 3;
-		else if (rem >= 2 && memcmp(p, "./", 2) == 0)
-			p += 2;
-		else if (rem >= 3 && memcmp(p, "/./", 3) == 0)
-			p += 2;
-		else if (rem == 2 && memcmp(p, "/.", 2) == 0) {
-			if (o + 1 > outlen)
-				return -1;
-			out[o++] = '/';
-			p = end;
-		} else if (rem >= 4 && memcmp(p, "/../", 4) == 0) {
-			while (o > 0 && out[--o] != '/')
-				;
-			p += 3;
-		} else if (rem == 3 && memcmp(p, "/..", 3) == 0) {
-			while (o > 0 && out[--o] != '/')
-				;
-			if (o + 1 > outlen)
-				return -1;
-			out[o++] = '/';
-			p = end;
-		} else if ((rem == 1 && p[0] == '.') ||
-		    (rem == 2 && memcmp(p, "..", 2) == 0))
-			p = end;
-		else {
-			do {
-				if (o + 1 > outlen)
-					return -1;
-				out[o++] = *p++;
-			} while (p < end && *p != '/');
-		}
-	}
-	if (o + 1 > outlen)
-		return -1;
-	out[o] = '\0';
-	*olen = o;
-	return 0;
-}
-
 struct req_ctx {
 	const struct policy_rule *rules;
 	uint16_t	 port;
 	const char	*method;	/* NULL: not given */
-	const char	*path;		/* normalised; NULL: not given */
+	const char	*path;		/* canonical; NULL: not given or not OK */
 	size_t		 pathlen;
-	int		 path_bad;	/* given but could not be normalised */
+	int		 path_bad;	/* given but malformed or too long */
+	int		 path_ambiguous;	/* given, read differently by servers */
 	int		 deferred;	/* a deny rule waited for method/path */
 };
 
@@ -756,14 +670,19 @@ deny_ok(int i, void *arg)
 	if (!port_ok(r, c->port))
 		return 0;
 	if ((r->n_methods > 0 && c->method == NULL) ||
-	    (r->n_paths > 0 && c->path == NULL && !c->path_bad)) {
+	    (r->n_paths > 0 && c->path == NULL && !c->path_bad &&
+	    !c->path_ambiguous)) {
 		c->deferred = 1;
 		return 0;
 	}
 	if (r->n_methods > 0 && !method_in(r, c->method, 1))
 		return 0;
-	/* A path we cannot read is denied by any path deny rule. */
-	if (r->n_paths > 0 && !c->path_bad && !path_in(r, c->path, c->pathlen))
+	/*
+	 * A path we cannot read, or cannot read as the origin will, is
+	 * denied by any path deny rule that could apply to it.
+	 */
+	if (r->n_paths > 0 && c->path != NULL &&
+	    !path_in(r, c->path, c->pathlen))
 		return 0;
 	return 1;
 }
@@ -781,6 +700,7 @@ allow_ok(int i, void *arg)
 		return 0;
 	if (r->n_paths > 0 && c->path_bad)
 		return 0;
+	/* An ambiguous path stops at the first path rule that could apply. */
 	if (r->n_paths > 0 && c->path != NULL &&
 	    !path_in(r, c->path, c->pathlen))
 		return 0;
@@ -806,7 +726,7 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 	const struct policy_def *def;
 	const struct policy_rule *r;
 	struct req_ctx c;
-	char norm[PATH_NORM_MAX];
+	char norm[POLICY_PATH_MAX];
 	int n;
 
 	memset(v, 0, sizeof(*v));
@@ -826,15 +746,24 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 	c.port = t->port;
 	c.method = method;
 	if (path != NULL) {
-		if (path_normalize(path, norm, sizeof(norm), &c.pathlen) == 0)
+		switch (policy_path_canon(path, strlen(path), norm,
+		    sizeof(norm), &c.pathlen)) {
+		case POLICY_PATH_OK:
 			c.path = norm;
-		else
+			break;
+		case POLICY_PATH_AMBIGUOUS:
+			c.path_ambiguous = 1;
+			break;
+		case POLICY_PATH_BAD:
 			c.path_bad = 1;
+			break;
+		}
 	}
 	n = first_match(def->deny_idx, def->deny, def->n_deny, t, deny_ok, &c);
 	if (n != -1) {
 		snprintf(v->rule, sizeof(v->rule), "%s:deny[%d]", def->name, n);
-		v->reason = REASON_POLICY_DENY;
+		v->reason = c.path_ambiguous && def->deny[n].n_paths > 0 ?
+		    REASON_AMBIGUOUS_PATH : REASON_POLICY_DENY;
 		return 0;
 	}
 	n = first_match(def->allow_idx, def->allow, def->n_allow, t, allow_ok,
@@ -844,6 +773,12 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 		return 0;
 	}
 	r = &def->allow[n];
+	/* The rule that matched host, port and method looks at the path. */
+	if (c.path_ambiguous && r->n_paths > 0) {
+		snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name, n);
+		v->reason = REASON_AMBIGUOUS_PATH;
+		return 0;
+	}
 	v->allow = 1;
 	snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name, n);
 	v->tls = r->tls;

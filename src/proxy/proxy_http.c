@@ -340,7 +340,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	    s->fwd.path, &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, 0, s->verdict.reason, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)
@@ -417,7 +417,7 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	    s->fwd.path, &s->verdict)) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, 0, s->verdict.reason, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)

@@ -19,7 +19,7 @@ REASONS = {
     "no-identity", "proxy-auth-failed", "unknown-policy", "policy-deny",
     "destination-ip-prohibited", "country-deny", "asn-deny", "invalid-host",
     "needs-intercept", "sni-mismatch", "host-mismatch", "protocol-not-allowed",
-    "bad-request", "uri-too-long", "header-too-large", "dns-error",
+    "bad-request", "ambiguous-path", "uri-too-long", "header-too-large", "dns-error",
     "dns-type-refused", "upstream-connect-error", "upstream-timeout",
     "upstream-error", "upstream-tls-error", "client-tls-error",
     "credential-misuse", "foreign-credential", "credential-unavailable",
