@@ -214,6 +214,13 @@ http_authority(const char *a, size_t n, int port_required,
 	return 0;
 }
 
+int
+http_split_authority(const char *a, size_t n, struct http_slice *host,
+    uint16_t *port, int *has_port)
+{
+	return http_authority(a, n, 0, host, port, has_port) == 0 ? 0 : -1;
+}
+
 /* http://host[:port][/path[?query]] or https://...; no "?" without a path. */
 static int
 http_absolute(struct http_request *r)

@@ -109,6 +109,15 @@ int	http_parse_response(const char *buf, size_t len,
  */
 int	http_sniff_request(const char *buf, size_t len);
 
+/*
+ * The one host:port splitter: authority = host [":" port], host a
+ * reg-name, IPv4 or [IPv6] (host without the brackets), no userinfo, no
+ * percent-encoding, a port 1-65535 when present. 0, or -1; *port is set
+ * only when *has_port.
+ */
+int	http_split_authority(const char *a, size_t n, struct http_slice *host,
+	    uint16_t *port, int *has_port);
+
 /* Case-insensitive header-name test. */
 int	http_header_is(const struct http_header *, const char *name);
 /* Find the first header of that name, NULL when absent. */

@@ -253,20 +253,6 @@ cred_check(struct session *s, const struct http_request *req)
 	return -1;
 }
 
-/* A placeholder inside a destination name is an exfiltration attempt. */
-static int
-cred_name_check(struct session *s)
-{
-	if (!cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred)))
-		return 0;
-	s->verdict.allow = 0;
-	s->logged = 1;
-	session_deny(s, 403, REASON_CRED_MISUSE,
-	    "a credential placeholder in a destination name");
-	return -1;
-}
-
 void
 forward_prepare(struct session *s, const struct http_request *req)
 {
@@ -280,67 +266,34 @@ forward_prepare(struct session *s, const struct http_request *req)
 	f->upgrade = req->upgrade;
 }
 
-static int
-host_matches_tunnel(struct session *s, const struct http_request *req)
-{
-	struct policy_target t;
-	const char *v = req->host_header.p, *colon = NULL;
-	size_t len = req->host_header.len, hostlen;
-	unsigned long port = s->target.port;
-	char *end, pbuf[8];
-
-	if (!req->has_host)
-		return 0;
-	if (len > 0 && v[0] == '[') {
-		const char *rb = memchr(v, ']', len);
-		if (rb == NULL)
-			return 0;
-		if ((size_t)(rb - v) + 1 < len) {
-			if (rb[1] != ':')
-				return 0;
-			colon = rb + 1;
-		}
-	} else {
-		colon = memchr(v, ':', len);
-	}
-	hostlen = colon ? (size_t)(colon - v) : len;
-	if (colon != NULL) {
-		size_t plen = len - hostlen - 1;
-		if (plen == 0 || plen >= sizeof(pbuf))
-			return 0;
-		memcpy(pbuf, colon + 1, plen);
-		pbuf[plen] = '\0';
-		port = strtoul(pbuf, &end, 10);
-		if (*end != '\0' || pbuf[0] < '0' || pbuf[0] > '9')
-			return 0;
-	}
-	if (policy_target_init(&t, v, hostlen, (uint16_t)port) == -1)
-		return 0;
-	return port == s->target.port && t.is_ip == s->target.is_ip &&
-	    strcmp(t.host, s->target.host) == 0;
-}
-
 /* A request inside a CONNECT tunnel: same name, decided afresh. */
 static void
 tunnel_request(struct session *s, const struct http_request *req, int n)
 {
+	struct decide_in in = { 0 };
+	enum sg_reason r;
 	char detail[512];
 
 	if (req->form == HTTP_TARGET_AUTHORITY) {
 		session_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
 		return;
 	}
-	if (!host_matches_tunnel(s, req)) {
-		snprintf(detail, sizeof(detail), "Host does not match the tunnel "
-		    "to %s:%u", s->target.host, s->target.port);
-		session_deny(s, 403, REASON_HOST_MISMATCH, detail);
-		return;
+	in.method = s->fwd.method;
+	in.path = s->fwd.path;
+	in.tunnel_request = 1;
+	if (req->has_host) {
+		in.tunnel_host = req->host_header.p;
+		in.tunnel_host_len = req->host_header.len;
 	}
-	if (!policy_decide(s->pol, &s->ident, &s->target, s->fwd.method,
-	    s->fwd.path, &s->verdict)) {
-		snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
-		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 0, s->verdict.reason, detail);
+	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
+		if (r == REASON_HOST_MISMATCH)
+			snprintf(detail, sizeof(detail), "Host does not match "
+			    "the tunnel to %s:%u", s->target.host, s->target.port);
+		else
+			snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
+			    s->fwd.method, s->target.host, s->target.port,
+			    s->verdict.rule);
+		session_deny(s, 0, r, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)
@@ -361,25 +314,20 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 static void
 connect_request(struct session *s, const struct http_request *req, int n)
 {
+	struct decide_in in = { 0 };
+	enum sg_reason r;
 	char detail[512];
 
 	s->kind = KIND_CONNECT;
 	/* A tunnel is a new decision: what absolute form opened is not for it. */
 	upstream_drop(s);
-	if (policy_target_init(&s->target, req->host.p, req->host.len,
-	    req->port) == -1) {
-		target_note(s, req);
-		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
-		return;
-	}
-	if (cred_name_check(s) == -1)
-		return;
-	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-	    &s->verdict)) {
-		s->logged = 1;
+	in.host = req->host.p;
+	in.hostlen = req->host.len;
+	in.port = req->port;
+	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, 0, r, detail);
 		return;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
@@ -398,6 +346,8 @@ connect_resolved(struct session *s)
 static void
 absolute_request(struct session *s, const struct http_request *req, int n)
 {
+	struct decide_in in = { 0 };
+	enum sg_reason r;
 	char detail[512];
 
 	if (req->scheme.len != 4 || strncasecmp(req->scheme.p, "http", 4) != 0) {
@@ -405,19 +355,15 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 		    "only http:// URLs are forwarded; use CONNECT for https");
 		return;
 	}
-	if (policy_target_init(&s->target, req->host.p, req->host.len,
-	    req->port) == -1) {
-		target_note(s, req);
-		session_deny(s, 403, REASON_INVALID_HOST, "invalid host name");
-		return;
-	}
-	if (cred_name_check(s) == -1)
-		return;
-	if (!policy_decide(s->pol, &s->ident, &s->target, s->fwd.method,
-	    s->fwd.path, &s->verdict)) {
+	in.host = req->host.p;
+	in.hostlen = req->host.len;
+	in.port = req->port;
+	in.method = s->fwd.method;
+	in.path = s->fwd.path;
+	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
-		session_deny(s, 0, s->verdict.reason, detail);
+		session_deny(s, 0, r, detail);
 		return;
 	}
 	if (cred_check(s, req) == -1)

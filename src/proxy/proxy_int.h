@@ -310,6 +310,24 @@ void		 upstream_drop(struct session *);
 int		 upstream_check_addrs(struct session *, const struct netaddr *,
 		    size_t n);
 
+/* proxy_decide.c: the one decision pipeline, SPEC §4 steps 1-3. */
+struct decide_in {
+	const char	*host;		/* as the client wrote it; NULL: s->target as it is */
+	size_t		 hostlen;
+	uint16_t	 port;
+	const char	*method;	/* NULL: a tunnel, before its requests */
+	const char	*path;
+	int		 tunnel_request;	/* HTTP inside a tunnel: ... */
+	const char	*tunnel_host;	/* ... its Host header (NULL: none) */
+	size_t		 tunnel_host_len;
+};
+/*
+ * Fills s->target (as written when invalid) and s->verdict (rule named
+ * default-deny when no rule decided), and returns the reason: REASON_NONE
+ * when allowed so far.
+ */
+enum sg_reason	 proxy_decide(struct session *, const struct decide_in *);
+
 /* proxy_origin.c: an origin connection serves only its own decision. */
 int		 origin_bind_match(const struct origin_bind *have,
 		    const struct origin_bind *want, const struct netaddr *addrs,

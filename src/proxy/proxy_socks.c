@@ -109,8 +109,10 @@ static int
 socks_request(struct session *s, const uint8_t *p, size_t len)
 {
 	struct socks5_request r;
-	char detail[512];
-	int n, ok;
+	struct decide_in in = { 0 };
+	enum sg_reason why;
+	char detail[512], ip[NETADDR_STRLEN];
+	int n;
 
 	n = socks5_parse_request(p, len, &r);
 	if (n == SOCKS5_NEED_MORE)
@@ -142,30 +144,17 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		s->has_ident = 1;
 	}
 	if (r.atyp == SOCKS5_ATYP_DOMAIN) {
-		ok = policy_target_init(&s->target, r.host, r.hostlen, r.port);
-		if (ok == -1)
-			session_note_target(s, r.host, r.hostlen, r.port);
+		in.host = r.host;
+		in.hostlen = r.hostlen;
 	} else {
-		char ip[NETADDR_STRLEN];
-		netaddr_ntop(&r.addr, ip, sizeof(ip));
-		ok = policy_target_init(&s->target, ip, strlen(ip), r.port);
+		in.host = netaddr_ntop(&r.addr, ip, sizeof(ip));
+		in.hostlen = strlen(ip);
 	}
-	if (ok == -1) {
-		session_deny(s, 403, REASON_INVALID_HOST, NULL);
-		return -1;
-	}
-	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred))) {
-		s->logged = 1;
-		session_deny(s, 403, REASON_CRED_MISUSE, NULL);
-		return -1;
-	}
-	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-	    &s->verdict)) {
-		s->logged = 1;
+	in.port = r.port;
+	if ((why = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
 		    s->target.port);
-		session_deny(s, 403, s->verdict.reason, detail);
+		session_deny(s, 0, why, detail);
 		return -1;
 	}
 	upstream_resolve(s, socks_resolved);

@@ -108,6 +108,19 @@ intercept(struct session *s)
 		deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
 }
 
+/* The original destination as the target: an address, decided by cidr rules. */
+static enum sg_reason
+decide_addr(struct session *s)
+{
+	struct decide_in in = { 0 };
+	char ip[NETADDR_STRLEN];
+
+	in.host = netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
+	in.hostlen = strlen(ip);
+	in.port = s->orig_port;
+	return proxy_decide(s, &in);
+}
+
 /* The name was allowed and all its addresses passed: is orig_dst one of them? */
 static void
 named_resolved(struct session *s)
@@ -152,7 +165,6 @@ static void
 decide_no_sni(struct session *s)
 {
 	struct policy_target t;
-	char ip[NETADDR_STRLEN];
 
 	s->addrs[0] = s->orig_dst;
 	s->n_addrs = 1;
@@ -167,10 +179,7 @@ decide_no_sni(struct session *s)
 		intercept(s);
 		return;
 	}
-	netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
-	policy_target_init(&s->target, ip, strlen(ip), s->orig_port);
-	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-	    &s->verdict) || !s->verdict.opaque) {
+	if (decide_addr(s) != REASON_NONE || !s->verdict.opaque) {
 		s->verdict.allow = 0;
 		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
 		    "passes only where a cidr rule with opaque: true allows it");
@@ -184,21 +193,25 @@ decide_no_sni(struct session *s)
 	upstream_connect(s, relay_start);
 }
 
+/* The name the first bytes gave (SNI, or Host), on the original port. */
 static void
-decide_name(struct session *s)
+decide_name(struct session *s, const char *host, size_t len)
 {
+	struct decide_in in = { 0 };
+	enum sg_reason r;
 	char detail[512];
 
-	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred))) {
-		deny(s, 403, REASON_CRED_MISUSE, "placeholder in a name");
-		return;
-	}
-	if (!policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-	    &s->verdict)) {
+	in.host = host;
+	in.hostlen = len;
+	in.port = s->orig_port;
+	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
-		deny(s, 403, s->verdict.reason, detail);
+		deny(s, 0, r, detail);
+		return;
+	}
+	if (s->sniffed == SNIFF_TLS && s->target.is_ip) {
+		deny(s, 0, REASON_INVALID_HOST, "an address as SNI");
 		return;
 	}
 	if (s->sniffed == SNIFF_TLS && s->verdict.inspect &&
@@ -214,20 +227,22 @@ decide_name(struct session *s)
 static void
 decide_opaque(struct session *s)
 {
-	char ip[NETADDR_STRLEN], name[POLICY_HOST_MAX + 1];
-	int ok;
+	struct decide_in in = { 0 };
+	char name[POLICY_HOST_MAX + 1];
+	enum sg_reason r;
 
-	netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
-	policy_target_init(&s->target, ip, strlen(ip), s->orig_port);
-	ok = policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-	    &s->verdict);
-	if (!ok && s->p->addrmem != NULL && addrmem_lookup(s->p->addrmem,
-	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == 0 &&
-	    policy_target_init(&s->target, name, strlen(name), s->orig_port) == 0)
-		ok = policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-		    &s->verdict);
-	if (!ok) {
-		deny(s, 403, s->verdict.reason, "address not allowed");
+	r = decide_addr(s);
+	if (r != REASON_NONE && s->p->addrmem != NULL &&
+	    addrmem_lookup(s->p->addrmem, s->ident.sandbox, &s->orig_dst, name,
+	    sizeof(name)) == 0) {
+		/* An address the DNS listener handed out: its name's rule. */
+		in.host = name;
+		in.hostlen = strlen(name);
+		in.port = s->orig_port;
+		r = proxy_decide(s, &in);
+	}
+	if (r != REASON_NONE) {
+		deny(s, 0, r, "address not allowed");
 		return;
 	}
 	if (s->sniffed == SNIFF_TLS ? s->verdict.inspect : !s->verdict.opaque) {
@@ -258,30 +273,20 @@ transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 
 /* The Host of the first request names the destination (port: the original). */
 static int
-sniff_http_host(struct session *s, const char *p, size_t len)
+sniff_http_host(struct session *s, const char *p, size_t len,
+    struct http_slice *host)
 {
 	struct http_request req;
 	struct http_limits lim = { PROXY_MAX_LINE, s->p->cfg->max_header_bytes };
-	const char *v, *colon;
-	size_t hostlen;
-	int n;
+	uint16_t port;
+	int n, has_port;
 
 	n = http_parse_request(p, len, &lim, &req);
 	if (n == HTTP_NEED_MORE)
 		return 0;
-	if (n < 0 || !req.has_host) {
+	if (n < 0 || !req.has_host || http_split_authority(req.host_header.p,
+	    req.host_header.len, host, &port, &has_port) != 0) {
 		deny(s, 400, REASON_BAD_REQUEST, "no usable Host header");
-		return -1;
-	}
-	v = req.host_header.p;
-	hostlen = req.host_header.len;
-	if (hostlen > 0 && v[0] == '[') {
-		const char *rb = memchr(v, ']', hostlen);
-		hostlen = rb ? (size_t)(rb - v) + 1 : hostlen;
-	} else if ((colon = memchr(v, ':', hostlen)) != NULL)
-		hostlen = (size_t)(colon - v);
-	if (policy_target_init(&s->target, v, hostlen, s->orig_port) == -1) {
-		deny(s, 403, REASON_INVALID_HOST, "invalid Host");
 		return -1;
 	}
 	return 1;
@@ -292,6 +297,7 @@ transparent_sniff(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->cbev);
 	struct tls_client_hello ch;
+	struct http_slice host;
 	size_t len = evbuffer_get_length(in), want;
 	const uint8_t *p;
 	int r;
@@ -318,12 +324,7 @@ transparent_sniff(struct session *s)
 			decide_no_sni(s);
 			return;
 		}
-		if (policy_target_init(&s->target, ch.sni, ch.sni_len,
-		    s->orig_port) == -1 || s->target.is_ip) {
-			deny(s, 403, REASON_INVALID_HOST, "unusable SNI");
-			return;
-		}
-		decide_name(s);
+		decide_name(s, ch.sni, ch.sni_len);
 		return;
 	}
 	r = http_sniff_request((const char *)p, want);
@@ -331,11 +332,11 @@ transparent_sniff(struct session *s)
 		return;
 	if (r == 1) {
 		s->sniffed = SNIFF_HTTP;
-		if ((r = sniff_http_host(s, (const char *)p, want)) != 1)
+		if ((r = sniff_http_host(s, (const char *)p, want, &host)) != 1)
 			return;
 		evtimer_del(s->timer);
 		bufferevent_disable(s->cbev, EV_READ);
-		decide_name(s);
+		decide_name(s, host.p, host.len);
 		return;
 	}
 	evtimer_del(s->timer);

@@ -1,0 +1,72 @@
+/*
+ * The one decision pipeline (SPEC §4 steps 1-3, and the credential-name
+ * check of §7) for every way a destination reaches the gateway: absolute
+ * form, CONNECT, SOCKS5, the transparent listener's names and addresses,
+ * and HTTP requests inside tunnels. It fills the session's target and
+ * verdict -- the fields the audit row is built from -- and returns the
+ * reason (REASON_NONE: allowed so far; the addresses are upstream.c's).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+static enum sg_reason
+decided(struct session *s, enum sg_reason r, const char *rule)
+{
+	if (r == REASON_NONE)
+		return r;
+	s->verdict.allow = 0;
+	s->verdict.reason = r;
+	if (rule != NULL || s->verdict.rule[0] == '\0')
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "%s",
+		    rule != NULL ? rule : "default-deny");
+	return r;
+}
+
+/* 1 when a Host header value names the tunnel's own host and port. */
+static int
+host_is_tunnel(const struct session *s, const char *v, size_t len)
+{
+	struct policy_target t;
+	struct http_slice host;
+	uint16_t port = s->target.port;
+	int has_port;
+
+	if (http_split_authority(v, len, &host, &port, &has_port) != 0 ||
+	    policy_target_init(&t, host.p, host.len, port) == -1)
+		return 0;
+	if (!has_port)
+		port = s->target.port;
+	return port == s->target.port && t.is_ip == s->target.is_ip &&
+	    strcmp(t.host, s->target.host) == 0;
+}
+
+enum sg_reason
+proxy_decide(struct session *s, const struct decide_in *in)
+{
+	memset(&s->verdict, 0, sizeof(s->verdict));
+	if (in->tunnel_host != NULL || in->tunnel_request) {
+		/* Inside a tunnel: its name, and the Host must say the same. */
+		memcpy(s->verdict.rule, s->tunnel_rule, sizeof(s->verdict.rule));
+		if (in->tunnel_host == NULL ||
+		    !host_is_tunnel(s, in->tunnel_host, in->tunnel_host_len))
+			return decided(s, REASON_HOST_MISMATCH, NULL);
+	} else if (in->host != NULL &&
+	    policy_target_init(&s->target, in->host, in->hostlen,
+	    in->port) == -1) {
+		session_note_target(s, in->host, in->hostlen, in->port);
+		return decided(s, REASON_INVALID_HOST, NULL);
+	}
+	if (!s->has_ident)
+		return decided(s, REASON_NO_IDENTITY, "no-identity");
+	/* A placeholder inside a destination name is an exfiltration attempt. */
+	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred)))
+		return decided(s, REASON_CRED_MISUSE, NULL);
+	if (!policy_decide(s->pol, &s->ident, &s->target, in->method,
+	    in->path, &s->verdict))
+		return decided(s, s->verdict.reason, NULL);
+	return REASON_NONE;
+}
