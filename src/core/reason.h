@@ -36,6 +36,8 @@
 #define REASON_IDLE_TIMEOUT	"idle-timeout"
 #define REASON_METHOD_NOT_SUPPORTED "method-not-supported"
 #define REASON_INTERNAL_ERROR	"internal-error"	/* a broken invariant, failed closed */
+#define REASON_UPGRADE_REFUSED	"upgrade-refused"	/* a protocol other than WebSocket to a credential's host */
+#define REASON_WS_PROTOCOL	"websocket-protocol-error"	/* a malformed or out-of-order WebSocket frame */
 #define REASON_PROTOCOL_BLOCKED	"protocol-blocked"	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */
 
 #endif

@@ -24,6 +24,7 @@
 #define WS_CLOSE_PROTOCOL	1002
 #define WS_CLOSE_POLICY		1008
 #define WS_CLOSE_TOO_BIG	1009
+#define WS_CLOSE_BAD_GATEWAY	1014	/* the origin's side failed (IANA registry) */
 
 /* Return values of ws_frame_parse (a positive value is the header's length). */
 #define WS_NEED_MORE		0
