@@ -549,7 +549,7 @@ origin_head(struct session *s)
 	struct http_limits lim;
 	size_t len, want;
 	const char *buf;
-	int n;
+	int n, ws = 0;
 
 	lim.max_line = PROXY_MAX_LINE;
 	lim.max_head = s->p->cfg->max_header_bytes;
@@ -583,6 +583,8 @@ origin_head(struct session *s)
 			    "the origin switched protocols unasked");
 			return -1;
 		}
+		if (r.status == 101 && (ws = ws_upgrade_check(s, &r)) == -1)
+			return -1;
 		f->status = r.status;
 		if (r.framing == HTTP_BODY_UNTIL_CLOSE || !r.keep_alive)
 			f->client_keep_alive = f->client_keep_alive &&
@@ -600,7 +602,10 @@ origin_head(struct session *s)
 		if (r.status == 101) {
 			session_log(s, "allow", 101, NULL, f->bytes_up,
 			    f->bytes_down, &f->started);
-			relay_start(s);
+			if (ws)
+				ws_relay_start(s);
+			else
+				relay_start(s);
 			return -1;
 		}
 		return 1;
