@@ -395,7 +395,7 @@ ws_data_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	}
 }
 
-/* The next frame header: 1 consumed (control frames whole), 0 wait, -1 ended. */
+/* The next frame header: 1 consumed (control frames whole), 0 wait, -1 end. */
 static int
 ws_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 {
