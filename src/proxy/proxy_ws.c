@@ -3,7 +3,7 @@
  * frames both directions with ws_frame.c. The client's payloads are
  * unmasked into a copy and searched for placeholders, which are never
  * swapped in a frame; a credential host's payloads go through the scrubber,
- * one per message, and leave as new frames. Owns struct ws_relay.
+ * afresh for each message, and leave as new frames. Owns struct ws_relay.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +100,42 @@ ws_relay_free(struct session *s)
 	s->ws = NULL;
 }
 
+/* The secrets bound to this host and their placeholders (as scrub_setup). */
+static size_t
+ws_scrub_lists(struct session *s, const char **secrets, const char **phs)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	size_t j;
+
+	for (j = 0; j < plan->n_bound; j++) {
+		secrets[j] = plan->bound[j]->secret;
+		phs[j] = plan->ph[j];
+	}
+	return plan->n_bound;
+}
+
+/*
+ * A credential host's frames toward the client: one scrubber for the
+ * session, finished (and so started afresh) at the end of each message.
+ * Made before the 101 goes out, so that failing is still a 502.
+ */
+static int
+ws_scrub_setup(struct session *s)
+{
+	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	size_t n;
+
+	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
+		return 0;
+	n = ws_scrub_lists(s, secrets, phs);
+	if (s->fwd.scrub == NULL && (s->fwd.scrub = vault_scrubber_new(
+	    s->fwd.plan.snap, secrets, phs, n)) == NULL) {
+		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+		return -1;
+	}
+	return 0;
+}
+
 int
 ws_request_check(struct session *s, const struct http_request *req)
 {
@@ -145,7 +181,7 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
 		    "the origin negotiated a WebSocket extension");
 		return -1;
 	}
-	return 1;
+	return ws_scrub_setup(s) == -1 ? -1 : 1;
 }
 
 /*
@@ -230,20 +266,6 @@ ws_sequence_error(const struct ws_dir *d, const struct ws_frame *f)
 	if (f->opcode == WS_OP_CLOSE && f->len == 1)
 		return "a close frame with a one-byte payload";
 	return NULL;
-}
-
-/* The secrets bound to this host and their placeholders (as scrub_setup). */
-static size_t
-ws_scrub_lists(struct session *s, const char **secrets, const char **phs)
-{
-	const struct cred_plan *plan = &s->fwd.plan;
-	size_t j;
-
-	for (j = 0; j < plan->n_bound; j++) {
-		secrets[j] = plan->bound[j]->secret;
-		phs[j] = plan->ph[j];
-	}
-	return plan->n_bound;
 }
 
 /* Unmasked copy of n payload bytes of in (after skip) into ws->tmp. */
@@ -372,9 +394,7 @@ ws_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 static void
 ws_data_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 {
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	int rebuild = d->from == WS_FROM_SERVER && s->ws->scrub;
-	size_t n;
 
 	if (rebuild)
 		evbuffer_drain(in, d->fr.hlen);
@@ -387,12 +407,6 @@ ws_data_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	d->in_message = 1;
 	d->msg_op = d->fr.opcode;
 	d->first_out = 0;
-	if (rebuild && s->fwd.scrub == NULL) {
-		/* One scrubber per message: a secret split across frames is found. */
-		n = ws_scrub_lists(s, secrets, phs);
-		s->fwd.scrub = vault_scrubber_new(s->fwd.plan.snap, secrets,
-		    phs, n);
-	}
 }
 
 /* The next frame header: 1 consumed (control frames whole), 0 wait, -1 end. */
@@ -419,11 +433,6 @@ ws_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	if (WS_OP_IS_CONTROL(d->fr.opcode))
 		return ws_control(s, d, in);
 	ws_data_header(s, d, in);
-	if (d->from == WS_FROM_SERVER && s->ws->scrub && s->fwd.scrub == NULL) {
-		ws_end(s, "error", REASON_UPSTREAM_ERROR, WS_CLOSE_BAD_GATEWAY,
-		    "cannot scrub");
-		return -1;
-	}
 	return 1;
 }
 
@@ -489,15 +498,16 @@ ws_frame_end(struct session *s, struct ws_dir *d)
 	d->in_message = 0;
 	if (d->from == WS_FROM_CLIENT || !ws->scrub)
 		return 0;
-	/* What the scrubber held back goes out with the message's last frame. */
+	/*
+	 * What the scrubber held back goes out with the message's last frame;
+	 * finishing also starts it afresh for the next message.
+	 */
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	if (vault_scrub_finish(s->fwd.scrub, ws->clean) == -1) {
 		ws_end(s, "error", REASON_UPSTREAM_ERROR, WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
 		return -1;
 	}
-	vault_scrubber_free(s->fwd.scrub);
-	s->fwd.scrub = NULL;
 	ws_emit_data(d, ws->clean, 1);
 	return 0;
 }
@@ -642,7 +652,7 @@ ws_relay_start(struct session *s)
 		session_close(s, "out-of-memory");
 		return;
 	}
-	ws->scrub = s->fwd.plan.n_bound > 0 && s->fwd.plan.snap != NULL;
+	ws->scrub = s->fwd.scrub != NULL;
 	memset(&s->body_tail, 0, sizeof(s->body_tail));
 	s->state = S_RELAY;
 	if (s->timer != NULL)
