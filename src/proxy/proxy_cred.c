@@ -568,3 +568,18 @@ cred_host_bound(const struct session *s)
 			return 1;
 	return 0;
 }
+
+/* The secrets of the credentials bound to this request's host, and their placeholders. */
+size_t
+cred_scrub_lists(const struct session *s, const char **secrets,
+    const char **phs)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	size_t j;
+
+	for (j = 0; j < plan->n_bound; j++) {
+		secrets[j] = plan->bound[j]->secret;
+		phs[j] = plan->ph[j];
+	}
+	return plan->n_bound;
+}

@@ -267,25 +267,11 @@ client_write_cb(struct bufferevent *bev, void *arg)
 		bufferevent_enable(s->obev, EV_READ);
 }
 
-/* The secrets of the credentials bound to this host, and their placeholders. */
-static size_t
-scrub_lists(struct session *s, const char **secrets, const char **phs)
-{
-	const struct cred_plan *plan = &s->fwd.plan;
-	size_t j;
-
-	for (j = 0; j < plan->n_bound; j++) {
-		secrets[j] = plan->bound[j]->secret;
-		phs[j] = plan->ph[j];
-	}
-	return plan->n_bound;
-}
-
 static void
 scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
 {
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
-	size_t n = scrub_lists(s, secrets, phs);
+	size_t n = cred_scrub_lists(s, secrets, phs);
 
 	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, v, len,
 	    out) == -1)
@@ -311,7 +297,7 @@ scrub_setup(struct session *s, const struct http_response *r)
 		    "host sent an encoded body, which cannot be scrubbed");
 		return -1;
 	}
-	n = scrub_lists(s, secrets, phs);
+	n = cred_scrub_lists(s, secrets, phs);
 	if ((f->scrub = vault_scrubber_new(f->plan.snap, secrets, phs, n)) == NULL) {
 		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
@@ -549,7 +535,7 @@ origin_head(struct session *s)
 	struct http_limits lim;
 	size_t len, want;
 	const char *buf;
-	int n;
+	int n, ws = 0;
 
 	lim.max_line = PROXY_MAX_LINE;
 	lim.max_head = s->p->cfg->max_header_bytes;
@@ -583,6 +569,8 @@ origin_head(struct session *s)
 			    "the origin switched protocols unasked");
 			return -1;
 		}
+		if (r.status == 101 && (ws = ws_upgrade_check(s, &r)) == -1)
+			return -1;
 		f->status = r.status;
 		if (r.framing == HTTP_BODY_UNTIL_CLOSE || !r.keep_alive)
 			f->client_keep_alive = f->client_keep_alive &&
@@ -600,7 +588,10 @@ origin_head(struct session *s)
 		if (r.status == 101) {
 			session_log(s, "allow", 101, REASON_NONE, f->bytes_up,
 			    f->bytes_down, &f->started);
-			relay_start(s);
+			if (ws)
+				ws_relay_start(s);
+			else
+				relay_start(s);
 			return -1;
 		}
 		return 1;

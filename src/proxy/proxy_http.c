@@ -208,6 +208,9 @@ build_origin_head(struct session *s, const struct http_request *req,
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
 		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
 			continue;
+		/* No WebSocket extension: compression hides placeholders. */
+		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
+			continue;
 		evbuffer_add(h, hd->name.p, hd->name.len);
 		evbuffer_add(h, ": ", 2);
 		if (plan->swap[i] != NULL) {
@@ -246,7 +249,7 @@ cred_check(struct session *s, const struct http_request *req)
 	char detail[256];
 
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
-		return 0;
+		return ws_request_check(s, req);
 	snprintf(detail, sizeof(detail), "credential %s may not be used here",
 	    s->fwd.plan.cred);
 	session_deny(s, 403, reason, detail);

@@ -263,6 +263,7 @@ struct session {
 	struct cred_body_tail	 body_tail;
 	const char		*close_reason;
 	int			 logged;
+	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
 };
 
 /* proxy_session.c */
@@ -365,6 +366,9 @@ void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
 int		 cred_host_bound(const struct session *);
+/* secrets[i], phs[i] of the credentials bound to the request's host; how many. */
+size_t		 cred_scrub_lists(const struct session *, const char **secrets,
+		    const char **phs);
 
 /* proxy_nflog.c: packets the sandbox rules drop, as audit rows */
 struct nflog;
@@ -417,6 +421,15 @@ void		 ingress_request(struct session *, const struct http_request *,
 /* 1 when a session answers HTTP requests one by one (rows per request). */
 #define SESSION_IS_HTTP(s)	((s)->kind == KIND_HTTP || \
 				 (s)->kind == KIND_INGRESS || (s)->tunnel_http)
+
+/* proxy_ws.c: WebSocket upgrades, their checks and their framed relay. */
+struct ws_relay;
+/* A request's Upgrade, once its credential plan is known: 0, or -1 refused. */
+int		 ws_request_check(struct session *, const struct http_request *);
+/* The origin's 101: 1 a WebSocket relay, 0 bytes (relay_start), -1 refused. */
+int		 ws_upgrade_check(struct session *, const struct http_response *);
+void		 ws_relay_start(struct session *);
+void		 ws_relay_free(struct session *);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

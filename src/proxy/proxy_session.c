@@ -122,6 +122,7 @@ session_close(struct session *s, const char *reason)
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
 	forward_reset(s);
+	ws_relay_free(s);
 	s->timer = s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
 	s->pending_head = NULL;
