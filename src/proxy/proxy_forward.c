@@ -738,7 +738,12 @@ forward_done(struct session *s)
 	cred_plan_clear(&f->plan);
 	s->bytes_up += f->bytes_up;
 	s->bytes_down += f->bytes_down;
-	if (!f->origin_keep_alive)
+	/*
+	 * Bytes past the end of the response are no answer to anything: an
+	 * origin connection holding them would hand them to the next request.
+	 */
+	if (!f->origin_keep_alive || s->obev == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
 		upstream_drop(s);
 	else
 		bufferevent_enable(s->obev, EV_READ);	/* notice an idle close */

@@ -168,6 +168,11 @@ class RecOrigin:
             z = gzip.compress(b"hidden " + SECRET.encode())
             return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n"
                 b"\r\n%x\r\n" % len(z) + z + b"\r\n0\r\n\r\n")
+        if p.startswith("/extra"):
+            # a response, and one nobody asked for right behind it
+            return (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" %
+                len(body) + body + b"HTTP/1.1 200 OK\r\nContent-Length: 8"
+                b"\r\n\r\ninjected")
         if p.startswith("/conn-cl"):
             return (b"HTTP/1.1 200 OK\r\nConnection: keep-alive, "
                 b"Content-Length\r\nContent-Length: %d\r\n\r\n" % len(body) +
@@ -481,6 +486,17 @@ class BypassTest(unittest.TestCase):
         r = c.request(self.absreq("a.test", self.a.port, "/after-conn-cl"))
         self.assertEqual(r.status, 200, r)
         self.assertIn(b"/after-conn-cl", r.body)
+
+    def test_unasked_response_not_given_to_next_request(self):
+        c = self.conn()
+        r = c.request(self.absreq("a.test", self.a.port, "/extra"))
+        self.assertEqual(r.status, 200, r)
+        time.sleep(0.2 * T.SLOW)
+        for p in ("/after-extra-1", "/after-extra-2"):
+            r = c.request(self.absreq("a.test", self.a.port, p))
+            self.assertEqual(r.status, 200, r)
+            self.assertNotEqual(r.body, b"injected")
+            self.assertIn(p.encode(), r.body)
 
     # --------------------------------------------------------- opaque
 
