@@ -5,6 +5,7 @@ its row (e.g. client addr:port and path) and what every column must hold;
 check() waits for the asynchronous writer once and reports every mismatch.
 """
 
+import os
 import re
 import time
 
@@ -15,16 +16,19 @@ COLUMNS = ("decision", "kind", "sandbox", "client", "host", "ip", "port",
            "method", "path", "status", "rule", "reason", "credential",
            "bytes_up", "bytes_down")
 
-REASONS = {
-    "no-identity", "proxy-auth-failed", "unknown-policy", "policy-deny",
-    "destination-ip-prohibited", "country-deny", "asn-deny", "invalid-host",
-    "needs-intercept", "sni-mismatch", "host-mismatch", "protocol-not-allowed",
-    "bad-request", "ambiguous-path", "uri-too-long", "header-too-large", "dns-error",
-    "dns-type-refused", "upstream-connect-error", "upstream-timeout",
-    "upstream-error", "upstream-tls-error", "client-tls-error",
-    "credential-misuse", "foreign-credential", "credential-unavailable",
-    "too-many-connections", "idle-timeout", "method-not-supported",
-}
+def _vocabulary():
+    """The reason words of src/core/reason.c's table: the one vocabulary."""
+    src = os.environ.get("SANDGATE_SRC") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(src, "src", "core", "reason.c")) as f:
+        words = set(re.findall(r'\[REASON_[A-Z_]+\]\s*=\s*\{\s*"([a-z-]+)"',
+            f.read()))
+    if len(words) < 30:
+        raise RuntimeError("cannot read the reasons from reason.c")
+    return words
+
+
+REASONS = _vocabulary()
 
 _TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
