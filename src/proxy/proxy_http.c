@@ -208,6 +208,8 @@ build_origin_head(struct session *s, const struct http_request *req,
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
 		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
 			continue;
+		if (s->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
+			continue;
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
 			continue;
@@ -228,7 +230,7 @@ build_origin_head(struct session *s, const struct http_request *req,
 	    sizeof(fr))) < 0)
 		return -1;
 	evbuffer_add(h, fr, (size_t)fl);
-	if (req->upgrade) {
+	if (req->upgrade && !s->fwd.drop_upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
 		evbuffer_add_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
@@ -264,9 +266,9 @@ forward_prepare(struct session *s, const struct http_request *req)
 	f->req_framing = req->framing;
 	f->req_left = req->content_length;
 	http_chunked_init(&f->req_chunk);
-	f->client_keep_alive = req->keep_alive && !req->upgrade;
+	f->upgrade = req->upgrade && !f->drop_upgrade;
+	f->client_keep_alive = req->keep_alive && !f->upgrade;
 	f->client_minor = req->version_minor;
-	f->upgrade = req->upgrade;
 }
 
 /* A request inside a CONNECT tunnel: same name, decided afresh. */

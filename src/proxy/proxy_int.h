@@ -182,6 +182,7 @@ struct forward {
 	int			 client_keep_alive;
 	int			 origin_keep_alive;
 	int			 upgrade;	/* the request asked to switch protocols */
+	int			 drop_upgrade;	/* ... to h2c: forwarded without the offer */
 	int			 status;
 	char			 method[24];
 	char			*path;		/* the whole request target; "" when none */

@@ -131,6 +131,22 @@ ws_request_check(struct session *s, const struct http_request *req)
 	if (!req->upgrade)
 		return 0;
 	u = http_header_find(req->headers, req->n_headers, "Upgrade");
+	/*
+	 * h2c would carry HTTP/2 requests past every decision: the request
+	 * goes on as plain HTTP/1.1 without the offer, as a server that does
+	 * not speak h2c would answer it.
+	 */
+	if (u != NULL && u->value.len == 3 && strncasecmp(u->value.p, "h2c",
+	    3) == 0) {
+		s->fwd.drop_upgrade = 1;
+		return 0;
+	}
+	/* A relay the gateway cannot read would skip methods and paths. */
+	if (s->verdict.inspect && (u == NULL || !ws_upgrade_names(u, 0))) {
+		session_deny(s, 403, REASON_UPGRADE_REFUSED, "the rule limits "
+		    "methods or paths: only a WebSocket upgrade may pass");
+		return -1;
+	}
 	/* Only frames the gateway can read may carry a swapped secret's answers. */
 	if (s->fwd.plan.n_bound > 0 && (u == NULL || !ws_upgrade_names(u, 1))) {
 		session_deny(s, 403, REASON_UPGRADE_REFUSED,

@@ -498,6 +498,37 @@ class BypassTest(unittest.TestCase):
             self.assertNotEqual(r.body, b"injected")
             self.assertIn(p.encode(), r.body)
 
+    # ------------------------------------------ upgrades past the decision
+
+    def test_h2c_upgrade_forwarded_without_the_offer(self):
+        # HTTP/2 after a 101 would carry requests no rule decided
+        c = self.conn()
+        r = c.request(self.absreq("getonly.test", self.g.port, "/h2c",
+            extra="Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+            "HTTP2-Settings: AAMAAABkAAQAAP__\r\n"))
+        self.assertEqual(r.status, 200, r)
+        self.settle()
+        q = [q for q in self.g.requests() if q["path"] == "/h2c"][0]
+        self.assertNotIn("upgrade", q["hmap"])
+        self.assertNotIn("http2-settings", q["hmap"])
+
+    def test_other_upgrade_refused_where_rule_inspects(self):
+        r = T.raw_request(self.gw.port, self.absreq("getonly.test",
+            self.g.port, "/tcp-up", extra="Connection: upgrade\r\n"
+            "Upgrade: raw-tcp\r\n"))
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "upgrade-refused")
+        self.settle()
+        self.assertNotIn("/tcp-up", self.g.paths())
+
+    def test_other_upgrade_allowed_where_rule_does_not_inspect(self):
+        r = T.raw_request(self.gw.port, self.absreq("a.test", self.a.port,
+            "/tcp-up-a", extra="Connection: upgrade\r\nUpgrade: raw-tcp\r\n"))
+        self.assertEqual(r.status, 200, r)   # this origin does not switch
+        self.settle()
+        q = [q for q in self.a.requests() if q["path"] == "/tcp-up-a"][0]
+        self.assertEqual(q["hmap"].get("upgrade"), "raw-tcp")
+
     # --------------------------------------------------------- opaque
 
     def test_opaque_with_methods_is_a_policy_error(self):
