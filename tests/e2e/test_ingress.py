@@ -483,6 +483,32 @@ class IngressTest(IngressBase):
         # One connection to the guest for the five, one more for "pub".
         self.assertEqual(self.origin.conn_count - n0, 2)
 
+    def test_connection_cannot_strip_framing(self):
+        # the body is no second request at the guest, whatever the casing
+        h = self.host(self.origin.port)
+        for i, conn in enumerate(("keep-alive, Content-Length",
+                                  "content-length", "Transfer-Encoding")):
+            inner = "GET /ing-smuggled-%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (
+                i, h)
+            if conn == "Transfer-Encoding":
+                frame = "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+                    len(inner), inner)
+            else:
+                frame = "Content-Length: %d\r\n\r\n%s" % (len(inner), inner)
+            c = self.conn()
+            try:
+                r = c.request("POST /ing-smug-%d HTTP/1.1\r\nHost: %s\r\n"
+                    "X-Sandgate-Token: %s\r\nConnection: %s\r\n%s" % (
+                    i, h, TOKEN, conn, frame))
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["body_len"], len(inner), r)
+            finally:
+                c.close()
+            self.last_request(self.origin, "/ing-smug-%d" % i)
+            time.sleep(0.2)
+            self.assertEqual(self.origin.requests_for(
+                "/ing-smuggled-%d" % i), [])
+
     def test_bodies_streamed(self):
         h = self.host(self.origin.port)
         body = os.urandom(3 * 1024 * 1024 + 17)
