@@ -442,14 +442,24 @@ class WebSocketScrubTest(unittest.TestCase):
         row = self.audit_row(path="/ext-101", reason="upstream-encoding")
         self.assertEqual(row["decision"], "error")
 
-    def test_h2c_to_credential_host_refused(self):
-        c, r = self.upgrade("bound.test", "/h2c", proto="h2c",
+    def test_other_upgrade_to_credential_host_refused(self):
+        c, r = self.upgrade("bound.test", "/raw-up", proto="raw-tcp",
                             extra=(("Authorization", "Bearer " + PH),))
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "upgrade-refused")
-        self.assertFalse(self.origin.heads_for("/h2c"))
-        row = self.audit_row(path="/h2c", reason="upgrade-refused")
+        self.assertFalse(self.origin.heads_for("/raw-up"))
+        row = self.audit_row(path="/raw-up", reason="upgrade-refused")
         self.assertEqual(row["decision"], "deny")
+
+    def test_h2c_to_credential_host_goes_as_http1(self):
+        # the offer is dropped: the request goes on as plain HTTP/1.1
+        c, r = self.upgrade("bound.test", "/h2c", proto="h2c",
+                            extra=(("Authorization", "Bearer " + PH),))
+        self.assertNotEqual(r.status, 101, r)
+        heads = self.origin.heads_for("/h2c")
+        self.assertTrue(heads)
+        self.assertNotIn("upgrade", heads[-1]["headers"])
+        self.assertNotIn("http2-settings", heads[-1]["headers"])
 
     def test_logs_hold_no_secret(self):
         time.sleep(0.2)
