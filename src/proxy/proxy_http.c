@@ -466,6 +466,12 @@ handle_head(struct session *s)
 			return;
 		}
 	}
+	if (req.method.len >= sizeof(s->fwd.method)) {
+		/* Decided and logged as written, or not at all. */
+		session_deny(s, 501, REASON_METHOD_NOT_SUPPORTED,
+		    "method name too long");
+		return;
+	}
 	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req.method);
 	/* The whole path: rules match on it, and the row keeps it. */
 	s->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,

@@ -99,6 +99,10 @@ session_close(struct session *s, const char *reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
+	/* A request that reached its origin has its row, however it ends. */
+	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->verdict.allow)
+		session_log(s, "allow", s->fwd.status, REASON_NONE,
+		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	/* A tunnel is one decision: its line is written when it ends. */
 	/* An allowed tunnel's row: how it ended is not a decision reason. */
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
