@@ -223,6 +223,8 @@ fz_secret_in(const void *p, size_t len)
 {
 	size_t i;
 
+	if (p == NULL || len == 0)
+		return NULL;
 	for (i = 0; i < fz.n_forms; i++)
 		if (memmem(p, len, fz.forms[i], strlen(fz.forms[i])) != NULL)
 			return fz.forms[i];
@@ -1258,7 +1260,7 @@ forms_init(void)
 		    b64 + c0);
 		/* base64url: the same with - and _ */
 		f = fz.forms[fz.n_forms++];
-		snprintf(f, 128, "%s", fz.forms[fz.n_forms - 2]);
+		memcpy(f, fz.forms[fz.n_forms - 2], 128);
 		for (i = 0; f[i]; i++)
 			f[i] = f[i] == '+' ? '-' : f[i] == '/' ? '_' : f[i];
 	}
@@ -1353,7 +1355,7 @@ fz_init(void)
 	struct vault *v;
 	struct diag d;
 	const char *err = NULL;
-	char path[512], path2[512], cfgtext[2048];
+	char path[512], path2[512], cfgtext[4096];
 	size_t i;
 
 	signal(SIGPIPE, SIG_IGN);
