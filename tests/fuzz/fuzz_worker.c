@@ -69,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 #define FZ_MAX_ORIGINS	24
 #define FZ_MAX_REQS	64
 #define FZ_MAX_ROWS	128
+#define FZ_MAX_SENT	128
 #define FZ_BUF_MAX	(512 * 1024)
 #define FZ_MAX_ROUNDS	3000
 #define FZ_MAX_SCRIPT	16
@@ -111,11 +112,13 @@ struct fz_peer {
 	/* origin */
 	int		 host;
 	uint16_t	 port;
+	char		 ip[INET_ADDRSTRLEN];	/* what the gateway connected to */
 	size_t		 parse_off;
 	int		 raw;		/* after a 101: bytes only */
 	int		 closing;	/* close once out is written */
 	/* client */
 	int		 tunnel_host;	/* last CONNECT's host, -1 none */
+	int		 raw_used;	/* wrote bytes no template made */
 };
 
 struct fz_req {
@@ -134,10 +137,22 @@ struct fz_row {
 	char		 reason[64];
 	char		 credential[64];
 	char		 kind[16];
+	char		 rule[64];
+	char		 ip[64];
 	int		 port;
 	int		 status;
 	int64_t		 bytes_up;
+	int		 client;	/* index from the client's port; -1 unknown */
 	int		 used;
+};
+
+/* A request a client wrote from a template: what its row must say. */
+struct fz_sent {
+	int		 client;
+	char		 method[32];
+	char		 path[64];
+	char		 host[32];	/* the URL's or the CONNECT's host */
+	int		 has_ph;	/* carries the placeholder somewhere */
 };
 
 /* A query of the table resolver: answered from the loop, never inline. */
@@ -174,6 +189,8 @@ static struct {
 	int		 n_answered;
 	struct fz_row	 rows[FZ_MAX_ROWS];
 	int		 n_rows;
+	struct fz_sent	 sent[FZ_MAX_SENT];
+	int		 n_sent;
 	uint8_t		 script[FZ_MAX_SCRIPT];
 	int		 n_script;
 	unsigned char	 rawresp[256];
@@ -240,9 +257,10 @@ fz_dump_rows(void)
 	for (i = 0; i < fz.n_rows; i++) {
 		const struct fz_row *r = &fz.rows[i];
 		fprintf(stderr, "  [%d] %s %s host=%s port=%d method=%s path=%s "
-		    "status=%d reason=%s credential=%s bytes_up=%lld\n", i,
-		    r->kind, r->decision, r->host, r->port, r->method, r->path,
-		    r->status, r->reason, r->credential, (long long)r->bytes_up);
+		    "status=%d rule=%s reason=%s credential=%s bytes_up=%lld "
+		    "client=%d\n", i, r->kind, r->decision, r->host, r->port,
+		    r->method, r->path, r->status, r->rule, r->reason,
+		    r->credential, (long long)r->bytes_up, r->client);
 	}
 }
 
@@ -396,9 +414,17 @@ __wrap_audit_submit(struct audit *a, const struct audit_event *ev)
 	row_str(r->reason, sizeof(r->reason), ev->reason);
 	row_str(r->credential, sizeof(r->credential), ev->credential);
 	row_str(r->kind, sizeof(r->kind), ev->kind);
+	row_str(r->rule, sizeof(r->rule), ev->rule);
+	row_str(r->ip, sizeof(r->ip), ev->ip);
 	r->port = ev->port;
 	r->status = ev->status;
 	r->bytes_up = ev->bytes_up;
+	r->client = -1;
+	if (ev->client != NULL && strncmp(ev->client, "127.0.0.1:", 10) == 0) {
+		int port = atoi(ev->client + 10);
+		if (port >= 40000 && port < 40000 + FZ_MAX_CLIENTS)
+			r->client = port - 40000;
+	}
 	return 0;
 }
 
@@ -449,6 +475,7 @@ found:
 	o->is_origin = 1;
 	o->host = (int)i;
 	o->port = ntohs(sin->sin_port);
+	snprintf(o->ip, sizeof(o->ip), "%s", abuf);
 	return 0;
 }
 
@@ -980,6 +1007,24 @@ add_body(struct fz_buf *b, int kind)
 	}
 }
 
+static void
+sent_note(struct fz_peer *c, const char *method, const char *path,
+    const char *host, int has_ph)
+{
+	struct fz_sent *t;
+
+	if (fz.n_sent == FZ_MAX_SENT) {
+		c->raw_used = 1;	/* not all noted: no row check */
+		return;
+	}
+	t = &fz.sent[fz.n_sent++];
+	t->client = (int)(c - fz.clients);
+	snprintf(t->method, sizeof(t->method), "%s", method);
+	snprintf(t->path, sizeof(t->path), "%s", path);
+	snprintf(t->host, sizeof(t->host), "%s", host);
+	t->has_ph = has_ph;
+}
+
 /* One request from a template, absolute form or (in a tunnel) origin form. */
 static void
 op_request(struct fz_peer *c, struct fz_in *in)
@@ -1006,6 +1051,9 @@ op_request(struct fz_peer *c, struct fz_in *in)
 	add_body(&b, (p3 & 7) > 5 ? 0 : p3 & 7);
 	peer_send(c, b.p, b.len);
 	buf_free(&b);
+	sent_note(c, methods[method], paths[path], fz_hosts[host].name,
+	    ((p3 >> 3) & 3) % 3 != 0 || (p3 & 7) == 5 ||
+	    strstr(paths[path], FZ_PH) != NULL);
 }
 
 static void
@@ -1020,6 +1068,7 @@ op_connect(struct fz_peer *c, struct fz_in *in)
 	    "\r\n", fz_hosts[host].name, port, fz_hosts[host].name, port);
 	peer_sends(c, line);
 	c->tunnel_host = host;
+	sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 }
 
 static void
@@ -1067,6 +1116,7 @@ fz_run_ops(struct fz_in *in)
 				n = in->len - in->off;
 			peer_send(c, in->p + in->off, n);
 			in->off += n;
+			c->raw_used = 1;
 			break;
 		case 5:
 			fz_run();
@@ -1135,7 +1185,7 @@ row_matches(const struct fz_row *r, const struct fz_req *q,
 		return 0;
 	if (strcmp(r->decision, "error") == 0)
 		return strncmp(r->reason, "upstream-", 9) == 0;
-	if (strcmp(r->decision, "allow") != 0)
+	if (strcmp(r->decision, "allow") != 0 || strcmp(r->ip, o->ip) != 0)
 		return 0;
 	if (r->status != 101 && r->bytes_up != (int64_t)q->body_raw)
 		return 0;
@@ -1163,6 +1213,55 @@ fz_trace(void)
 		    fz.clients[i].tls_ok ? " (TLS)" : "", fz.clients[i].in.len,
 		    (int)(fz.clients[i].in.len > 300 ? 300 : fz.clients[i].in.len),
 		    fz.clients[i].in.p ? (const char *)fz.clients[i].in.p : "");
+}
+
+/*
+ * Every row about a request of a client that wrote only templates names a
+ * request that client wrote (method and path, CONNECT and host), and a row
+ * naming the credential belongs to a request that carried its placeholder:
+ * no row carries another request's fields.
+ */
+static void
+fz_check_rows(void)
+{
+	/* fz_policy's allow rules, in order; d.test's is shadowed by deny[0]. */
+	static const char *const allow_hosts[] = { "a.test", "b.test",
+	    "api.test", "i.test", "d.test", "p.test", "m.test" };
+	int i, k;
+
+	for (i = 0; i < fz.n_rows; i++) {
+		const struct fz_row *r = &fz.rows[i];
+		int connect = strcmp(r->method, "CONNECT") == 0, n;
+
+		if (sscanf(r->rule, "fz:allow[%d]", &n) == 1 && (n < 0 ||
+		    n >= 7 || strcmp(allow_hosts[n], r->host) != 0))
+			fz_fail("audit row [%d] for %s names rule %s", i,
+			    r->host, r->rule);
+		if (strcmp(r->rule, "fz:deny[0]") == 0 &&
+		    strcmp(r->host, "d.test") != 0)
+			fz_fail("audit row [%d] for %s names rule %s", i,
+			    r->host, r->rule);
+
+		if (r->client < 0 || r->client >= fz.n_clients ||
+		    fz.clients[r->client].raw_used || r->method[0] == '\0')
+			continue;
+		for (k = 0; k < fz.n_sent; k++) {
+			const struct fz_sent *t = &fz.sent[k];
+			if (t->client != r->client ||
+			    strcmp(t->method, r->method) != 0 ||
+			    strcmp(t->path, r->path) != 0)
+				continue;
+			if (connect && strcmp(t->host, r->host) != 0)
+				continue;
+			if (r->credential[0] != '\0' && !t->has_ph)
+				continue;
+			break;
+		}
+		if (k == fz.n_sent)
+			fz_fail("audit row [%d] (%s %s %s %s credential=%s) "
+			    "describes no request client %d wrote", i, r->decision,
+			    r->host, r->method, r->path, r->credential, r->client);
+	}
 }
 
 static void
@@ -1193,6 +1292,7 @@ fz_check(int secret_ok)
 			    q->has_secret ? ", with the secret" : "");
 		fz.rows[k].used = 1;
 	}
+	fz_check_rows();
 	if (!secret_ok)
 		return;
 	for (i = 0; i < fz.n_origins; i++) {
@@ -1432,7 +1532,7 @@ fz_reset(void)
 		peer_free(&fz.clients[i]);
 	for (i = 0; i < fz.n_origins; i++)
 		peer_free(&fz.origins[i]);
-	fz.n_clients = fz.n_origins = fz.n_reqs = fz.n_rows = 0;
+	fz.n_clients = fz.n_origins = fz.n_reqs = fz.n_rows = fz.n_sent = 0;
 	fz.n_answered = fz.n_script = 0;
 	fz.rawresp_len = 0;
 }
