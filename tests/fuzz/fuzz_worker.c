@@ -430,9 +430,9 @@ __wrap_audit_submit(struct audit *a, const struct audit_event *ev)
 
 /*
  * Outgoing connections: an address of the table becomes a socketpair (the
- * gateway keeps its socket, now one end of the pair); anything else goes
- * to the kernel, except internal addresses, which the gateway must never
- * connect to.
+ * gateway keeps its socket, now one end of the pair). While an input runs,
+ * any other IP address, and an internal one of the table, is a broken
+ * promise; outside inputs (start-up) connect(2) goes to the kernel.
  */
 int
 connect(int fd, const struct sockaddr *sa, socklen_t salen)
@@ -443,14 +443,20 @@ connect(int fd, const struct sockaddr *sa, socklen_t salen)
 	size_t i, k;
 	int sp[2];
 
-	if (!fz.active || sa->sa_family != AF_INET)
+	if (!fz.active || (sa->sa_family != AF_INET &&
+	    sa->sa_family != AF_INET6))
 		return (int)syscall(SYS_connect, fd, sa, salen);
+	if (sa->sa_family == AF_INET6)
+		fz_fail("the gateway connected to an IPv6 address; no allowed "
+		    "name resolves to one");
 	inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
 	for (i = 0; i < FZ_N_HOSTS; i++)
 		for (k = 0; k < 2 && fz_hosts[i].addr[k] != NULL; k++)
 			if (strcmp(fz_hosts[i].addr[k], abuf) == 0)
 				goto found;
-	return (int)syscall(SYS_connect, fd, sa, salen);
+	/* Never the network: only names of the table may be reached. */
+	fz_fail("the gateway connected to %s:%u, which no allowed name "
+	    "resolves to", abuf, ntohs(sin->sin_port));
 found:
 	if (strncmp(abuf, "10.", 3) == 0)
 		fz_fail("the gateway connected to %s:%u, an internal address "
