@@ -2,13 +2,15 @@
 #   make run   install packages, build, run the gateway on built-in defaults
 #   make test  install packages, build, run the whole CTest suite, then again
 #              under ASan + UBSan, then replay and briefly fuzz every parser
+#   make fuzz-long  fuzz the whole-worker target (fuzz_worker) for 10 minutes
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
+FUZZ_LONG_SECONDS ?= 600
 
-.PHONY: all deps build build-asan run test test-plain test-asan fuzz bench clean
+.PHONY: all deps build build-asan run test test-plain test-asan fuzz fuzz-build fuzz-long bench clean
 
 all: build
 
@@ -36,10 +38,22 @@ test-asan: build-asan
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j 2
 
-fuzz: deps
+fuzz-build: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDGATE_FUZZ=ON
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build
 	./scripts/fuzz-all.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# New inputs go to a scratch directory; a broken promise stops the run and
+# leaves its input as $(FUZZ_BUILD)/fuzz_worker-crash-*. The final stats
+# give the executions (stat::number_of_executed_units).
+fuzz-long: fuzz-build
+	@scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT && \
+	$(FUZZ_BUILD)/tests/fuzz_worker -max_total_time=$(FUZZ_LONG_SECONDS) \
+	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/fuzz_worker- "$$scratch" \
+	    tests/fuzz/corpus/fuzz_worker
 
 bench: build
 	./bench/run.sh $(BUILD)

@@ -1,0 +1,1594 @@
+/*
+ * libFuzzer target for a whole worker (issue #12, point 10): one struct
+ * proxy with one worker runs in-process; clients and origins are socketpair
+ * ends the harness drives (TLS on both sides where the gateway intercepts).
+ * After every input it checks the promises, not only for crashes:
+ *
+ *   - every complete request an origin received matches one audit row (each
+ *     row used once) with decision allow (or error with an upstream-* reason:
+ *     an allowed request whose answer failed), for that origin's host and
+ *     port, with the same method and target (secret mapped back to its
+ *     placeholder) and, for allow rows, as many body bytes as the row's
+ *     bytes_up (the framing the gateway decided on is the one it wrote);
+ *   - a request carrying the secret reached the credential's bound host over
+ *     intercepted TLS, and its row names the credential;
+ *   - no other origin connection, no byte toward any client and no audit row
+ *     ever holds the secret (raw, percent-encoded, base64/base64url in any
+ *     alignment, JSON-escaped);
+ *   - the gateway never connects to an address no allowed name resolves to,
+ *     and every session is gone once both sides closed.
+ *
+ * Production code is untouched: name resolution and audit rows are taken
+ * over at link time (-Wl,--wrap=resolver_lookup,...,audit_submit, see
+ * tests/CMakeLists.txt), and connect(2) is interposed: a connection to a
+ * table address becomes a socketpair whose far end is "origin X".
+ *
+ * The input is a small bytecode (see fz_run_ops): requests built from
+ * templates (absolute form, origin form inside tunnels, Connection
+ * variants, Upgrade, Content-Length / chunked bodies, placeholders in
+ * headers, query and body), CONNECT, TLS start, raw bytes, loop runs,
+ * further client connections, and the script of origin answers.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+
+#include "core/audit.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/policy.h"
+#include "dns/resolver.h"
+#include "proxy/proxy_int.h"
+#include "vault/ca.h"
+#include "vault/vault.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+#define FZ_SECRET	"Zk9-SECRET/value+0123456789abcdefQ"
+#define FZ_PH		"sg-ph-fuzzplaceholder00000001"
+#define FZ_CRED		"api"
+#define FZ_BOUND	2		/* index of api.test in fz_hosts */
+#define FZ_MAX_CLIENTS	4
+#define FZ_MAX_ORIGINS	24
+#define FZ_MAX_REQS	64
+#define FZ_MAX_ROWS	128
+#define FZ_MAX_SENT	128
+#define FZ_BUF_MAX	(512 * 1024)
+#define FZ_MAX_ROUNDS	3000
+#define FZ_MAX_SCRIPT	16
+#define FZ_MAX_FORMS	12
+
+/* The table resolver; index = origin identity. */
+static const struct {
+	const char	*name;
+	const char	*addr[2];
+} fz_hosts[] = {
+	{ "a.test",	{ "198.18.0.1", NULL } },	/* GET only */
+	{ "b.test",	{ "198.18.0.2", NULL } },	/* everything */
+	{ "api.test",	{ "198.18.0.3", NULL } },	/* credential bound */
+	{ "i.test",	{ "198.18.0.4", NULL } },	/* paths under /ok/ */
+	{ "d.test",	{ "198.18.0.5", NULL } },	/* deny rule */
+	{ "x.test",	{ "198.18.0.6", NULL } },	/* no rule */
+	{ "p.test",	{ "10.0.0.1", NULL } },		/* internal: step 4 */
+	{ "m.test",	{ "198.18.0.7", "10.0.0.2" } },	/* mixed: step 4 */
+};
+#define FZ_N_HOSTS	(sizeof(fz_hosts) / sizeof(fz_hosts[0]))
+
+struct fz_buf {
+	unsigned char	*p;
+	size_t		 len, cap;
+};
+
+/* One connection end the harness drives: a client, or an origin. */
+struct fz_peer {
+	int		 fd;
+	SSL		*ssl;
+	int		 tls_ok;	/* handshake done */
+	int		 tls_dead;
+	int		 eof;
+	int		 is_origin;
+	int		 sniffed;	/* origin: first byte seen */
+	int		 tls;		/* origin: spoke TLS */
+	struct fz_buf	 out;		/* plaintext to send */
+	struct fz_buf	 in;		/* plaintext received */
+	struct fz_buf	 sent;		/* everything sent (plaintext) */
+	/* origin */
+	int		 host;
+	uint16_t	 port;
+	char		 ip[INET_ADDRSTRLEN];	/* what the gateway connected to */
+	size_t		 parse_off;
+	int		 raw;		/* after a 101: bytes only */
+	int		 closing;	/* close once out is written */
+	/* client */
+	int		 tunnel_host;	/* last CONNECT's host, -1 none */
+	int		 raw_used;	/* wrote bytes no template made */
+};
+
+struct fz_req {
+	int		 origin;
+	char		 method[32];
+	char		 target[1024];
+	size_t		 body_raw;
+	int		 has_secret;
+};
+
+struct fz_row {
+	char		 host[256];
+	char		 method[32];
+	char		 path[1024];
+	char		 decision[16];
+	char		 reason[64];
+	char		 credential[64];
+	char		 kind[16];
+	char		 rule[64];
+	char		 ip[64];
+	int		 port;
+	int		 status;
+	int64_t		 bytes_up;
+	int		 client;	/* index from the client's port; -1 unknown */
+	int		 used;
+};
+
+/* A request a client wrote from a template: what its row must say. */
+struct fz_sent {
+	int		 client;
+	char		 method[32];
+	char		 path[64];
+	char		 host[32];	/* the URL's or the CONNECT's host */
+	int		 has_ph;	/* carries the placeholder somewhere */
+};
+
+/* A query of the table resolver: answered from the loop, never inline. */
+#define FZ_RQ_MAGIC	0x66757a7aU
+struct fz_rq {
+	unsigned	 magic;
+	struct event	*ev;
+	resolver_cb	 cb;
+	resolver_answer_cb acb;
+	void		*arg;
+	char		 name[256];
+	struct fz_rq	*next;
+};
+
+static struct {
+	int		 ready;
+	char		 dir[256];
+	struct proxy	*p;
+	struct worker	*w;
+	SSL_CTX		*cctx;			/* harness clients */
+	SSL_CTX		*octx[FZ_N_HOSTS];	/* harness origins, one leaf each */
+	struct ca	*oca;
+	char		 forms[FZ_MAX_FORMS][128];
+	size_t		 n_forms;
+	/* per input */
+	int		 active;
+	struct fz_peer	 clients[FZ_MAX_CLIENTS];
+	int		 n_clients;
+	int		 cur;
+	struct fz_peer	 origins[FZ_MAX_ORIGINS];
+	int		 n_origins;
+	struct fz_req	 reqs[FZ_MAX_REQS];
+	int		 n_reqs;
+	int		 n_answered;
+	struct fz_row	 rows[FZ_MAX_ROWS];
+	int		 n_rows;
+	struct fz_sent	 sent[FZ_MAX_SENT];
+	int		 n_sent;
+	uint8_t		 script[FZ_MAX_SCRIPT];
+	int		 n_script;
+	unsigned char	 rawresp[256];
+	size_t		 rawresp_len;
+	struct fz_rq	*rqs;
+} fz;
+
+static void fz_fail(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* ---------------------------------------------------------------- utilities */
+
+static void
+buf_add(struct fz_buf *b, const void *p, size_t n)
+{
+	if (n == 0 || b->len + n > FZ_BUF_MAX)
+		return;
+	if (b->len + n > b->cap) {
+		size_t ncap = b->cap ? b->cap : 1024;
+		void *nv;
+
+		while (ncap < b->len + n)
+			ncap *= 2;
+		if ((nv = realloc(b->p, ncap)) == NULL)
+			abort();
+		b->p = nv;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+static void
+buf_str(struct fz_buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+static void
+buf_free(struct fz_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+static const char *
+fz_secret_in(const void *p, size_t len)
+{
+	size_t i;
+
+	if (p == NULL || len == 0)
+		return NULL;
+	for (i = 0; i < fz.n_forms; i++)
+		if (memmem(p, len, fz.forms[i], strlen(fz.forms[i])) != NULL)
+			return fz.forms[i];
+	return NULL;
+}
+
+static void
+fz_dump_rows(void)
+{
+	int i;
+
+	fprintf(stderr, "audit rows of this input:\n");
+	for (i = 0; i < fz.n_rows; i++) {
+		const struct fz_row *r = &fz.rows[i];
+		fprintf(stderr, "  [%d] %s %s host=%s port=%d method=%s path=%s "
+		    "status=%d rule=%s reason=%s credential=%s bytes_up=%lld "
+		    "client=%d\n", i, r->kind, r->decision, r->host, r->port,
+		    r->method, r->path, r->status, r->rule, r->reason,
+		    r->credential, (long long)r->bytes_up, r->client);
+	}
+}
+
+static void
+fz_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "\nfuzz_worker: PROMISE BROKEN: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	fz_dump_rows();
+	abort();
+}
+
+/* ------------------------------------------------- link-time substitutes */
+
+struct resolver_query *__real_resolver_lookup(struct resolver *, const char *,
+    resolver_cb, void *);
+struct resolver_query *__real_resolver_lookup_answer(struct resolver *,
+    const char *, resolver_answer_cb, void *);
+void	__real_resolver_cancel(struct resolver_query *);
+int	__real_audit_submit(struct audit *, const struct audit_event *);
+
+struct resolver_query *__wrap_resolver_lookup(struct resolver *, const char *,
+    resolver_cb, void *);
+struct resolver_query *__wrap_resolver_lookup_answer(struct resolver *,
+    const char *, resolver_answer_cb, void *);
+void	__wrap_resolver_cancel(struct resolver_query *);
+int	__wrap_audit_submit(struct audit *, const struct audit_event *);
+int	connect(int, const struct sockaddr *, socklen_t);
+
+static void
+rq_unlink(struct fz_rq *q)
+{
+	struct fz_rq **pp;
+
+	for (pp = &fz.rqs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	event_free(q->ev);
+	free(q);
+}
+
+static void
+rq_answer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fz_rq *q = arg;
+	struct resolver_answer a;
+	struct netaddr addrs[2];
+	size_t i, n = 0;
+
+	for (i = 0; i < FZ_N_HOSTS; i++) {
+		if (strcmp(fz_hosts[i].name, q->name) != 0)
+			continue;
+		for (n = 0; n < 2 && fz_hosts[i].addr[n] != NULL; n++)
+			if (netaddr_parse(fz_hosts[i].addr[n],
+			    strlen(fz_hosts[i].addr[n]), &addrs[n]) == -1)
+				abort();
+	}
+	memset(&a, 0, sizeof(a));
+	a.result = n > 0 ? RESOLVER_OK : RESOLVER_ENOTFOUND;
+	a.addrs = addrs;
+	a.n = n;
+	a.ttl = 300;
+	if (q->cb != NULL)
+		q->cb(a.result, addrs, n, a.ttl, q->arg);
+	else
+		q->acb(&a, q->arg);
+	rq_unlink(q);
+}
+
+static struct resolver_query *
+rq_new(const char *name, resolver_cb cb, resolver_answer_cb acb, void *arg)
+{
+	struct fz_rq *q;
+
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return NULL;
+	q->magic = FZ_RQ_MAGIC;
+	q->cb = cb;
+	q->acb = acb;
+	q->arg = arg;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	if ((q->ev = event_new(fz.w->base, -1, 0, rq_answer_cb, q)) == NULL) {
+		free(q);
+		return NULL;
+	}
+	q->next = fz.rqs;
+	fz.rqs = q;
+	event_active(q->ev, EV_TIMEOUT, 0);
+	return (struct resolver_query *)q;
+}
+
+struct resolver_query *
+__wrap_resolver_lookup(struct resolver *r, const char *name, resolver_cb cb,
+    void *arg)
+{
+	return rq_new(name, cb, NULL, arg);
+}
+
+struct resolver_query *
+__wrap_resolver_lookup_answer(struct resolver *r, const char *name,
+    resolver_answer_cb cb, void *arg)
+{
+	return rq_new(name, NULL, cb, arg);
+}
+
+void
+__wrap_resolver_cancel(struct resolver_query *rq)
+{
+	struct fz_rq *q = (struct fz_rq *)rq;
+
+	if (q != NULL && q->magic == FZ_RQ_MAGIC)
+		rq_unlink(q);
+	else
+		__real_resolver_cancel(rq);
+}
+
+static void
+row_str(char *dst, size_t len, const char *s)
+{
+	snprintf(dst, len, "%s", s != NULL ? s : "");
+}
+
+int
+__wrap_audit_submit(struct audit *a, const struct audit_event *ev)
+{
+	const char *strs[] = { ev->sandbox, ev->kind, ev->client, ev->host,
+	    ev->ip, ev->method, ev->path, ev->rule, ev->reason, ev->credential };
+	struct fz_row *r;
+	size_t i;
+
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		if (strs[i] != NULL && fz_secret_in(strs[i], strlen(strs[i])))
+			fz_fail("an audit row holds the secret: %s", strs[i]);
+	if (!fz.active)
+		return 0;
+	if (fz.n_rows == FZ_MAX_ROWS)
+		return 0;
+	r = &fz.rows[fz.n_rows++];
+	memset(r, 0, sizeof(*r));
+	row_str(r->host, sizeof(r->host), ev->host);
+	row_str(r->method, sizeof(r->method), ev->method);
+	row_str(r->path, sizeof(r->path), ev->path);
+	row_str(r->decision, sizeof(r->decision), ev->decision);
+	row_str(r->reason, sizeof(r->reason), ev->reason);
+	row_str(r->credential, sizeof(r->credential), ev->credential);
+	row_str(r->kind, sizeof(r->kind), ev->kind);
+	row_str(r->rule, sizeof(r->rule), ev->rule);
+	row_str(r->ip, sizeof(r->ip), ev->ip);
+	r->port = ev->port;
+	r->status = ev->status;
+	r->bytes_up = ev->bytes_up;
+	r->client = -1;
+	if (ev->client != NULL && strncmp(ev->client, "127.0.0.1:", 10) == 0) {
+		int port = atoi(ev->client + 10);
+		if (port >= 40000 && port < 40000 + FZ_MAX_CLIENTS)
+			r->client = port - 40000;
+	}
+	return 0;
+}
+
+/*
+ * Outgoing connections: an address of the table becomes a socketpair (the
+ * gateway keeps its socket, now one end of the pair). While an input runs,
+ * any other IP address, and an internal one of the table, is a broken
+ * promise; outside inputs (start-up) connect(2) goes to the kernel.
+ */
+int
+connect(int fd, const struct sockaddr *sa, socklen_t salen)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+	char abuf[INET_ADDRSTRLEN];
+	struct fz_peer *o;
+	size_t i, k;
+	int sp[2];
+
+	if (!fz.active || (sa->sa_family != AF_INET &&
+	    sa->sa_family != AF_INET6))
+		return (int)syscall(SYS_connect, fd, sa, salen);
+	if (sa->sa_family == AF_INET6)
+		fz_fail("the gateway connected to an IPv6 address; no allowed "
+		    "name resolves to one");
+	inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+	for (i = 0; i < FZ_N_HOSTS; i++)
+		for (k = 0; k < 2 && fz_hosts[i].addr[k] != NULL; k++)
+			if (strcmp(fz_hosts[i].addr[k], abuf) == 0)
+				goto found;
+	/* Never the network: only names of the table may be reached. */
+	fz_fail("the gateway connected to %s:%u, which no allowed name "
+	    "resolves to", abuf, ntohs(sin->sin_port));
+found:
+	if (strncmp(abuf, "10.", 3) == 0)
+		fz_fail("the gateway connected to %s:%u, an internal address "
+		    "no allow_private covers (%s)", abuf, ntohs(sin->sin_port),
+		    fz_hosts[i].name);
+	if (fz.n_origins == FZ_MAX_ORIGINS) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+	    sp) == -1)
+		return -1;
+	if (dup2(sp[0], fd) == -1) {
+		close(sp[0]);
+		close(sp[1]);
+		return -1;
+	}
+	close(sp[0]);
+	o = &fz.origins[fz.n_origins++];
+	memset(o, 0, sizeof(*o));
+	o->fd = sp[1];
+	o->is_origin = 1;
+	o->host = (int)i;
+	o->port = ntohs(sin->sin_port);
+	snprintf(o->ip, sizeof(o->ip), "%s", abuf);
+	return 0;
+}
+
+/* ------------------------------------------------------------- peers, I/O */
+
+/* Move bytes; 1 when anything moved (or a state changed). */
+static int
+peer_pump(struct fz_peer *c)
+{
+	unsigned char tmp[16384];
+	uint64_t rd0 = 0, wr0 = 0;
+	int progress = 0, n, e;
+
+	if (c->fd == -1)
+		return 0;
+	if (c->is_origin && !c->sniffed) {
+		unsigned char b;
+		if (recv(c->fd, &b, 1, MSG_PEEK) != 1)
+			return 0;
+		c->sniffed = 1;
+		progress = 1;
+		if (b == 0x16) {
+			c->tls = 1;
+			if ((c->ssl = SSL_new(fz.octx[c->host])) == NULL)
+				abort();
+			SSL_set_fd(c->ssl, c->fd);
+			SSL_set_accept_state(c->ssl);
+		}
+	}
+	if (c->ssl != NULL) {
+		if (c->tls_dead)
+			return progress;
+		rd0 = BIO_number_read(SSL_get_rbio(c->ssl));
+		wr0 = BIO_number_written(SSL_get_wbio(c->ssl));
+		if (!c->tls_ok) {
+			n = SSL_do_handshake(c->ssl);
+			if (n == 1)
+				c->tls_ok = progress = 1;
+			else {
+				e = SSL_get_error(c->ssl, n);
+				if (e != SSL_ERROR_WANT_READ &&
+				    e != SSL_ERROR_WANT_WRITE) {
+					c->tls_dead = 1;
+					ERR_clear_error();
+					return 1;
+				}
+			}
+		}
+		if (c->tls_ok) {
+			while (c->out.len > 0) {
+				n = SSL_write(c->ssl, c->out.p, (int)(c->out.len >
+				    16384 ? 16384 : c->out.len));
+				if (n <= 0)
+					break;
+				memmove(c->out.p, c->out.p + n, c->out.len - (size_t)n);
+				c->out.len -= (size_t)n;
+				progress = 1;
+			}
+			while (!c->eof) {
+				n = SSL_read(c->ssl, tmp, sizeof(tmp));
+				if (n > 0) {
+					buf_add(&c->in, tmp, (size_t)n);
+					progress = 1;
+					continue;
+				}
+				e = SSL_get_error(c->ssl, n);
+				if (e != SSL_ERROR_WANT_READ &&
+				    e != SSL_ERROR_WANT_WRITE) {
+					c->eof = 1;
+					progress = 1;
+				}
+				break;
+			}
+		}
+		if (c->tls_ok && c->out.len == 0 && c->closing) {
+			(void)SSL_shutdown(c->ssl);
+			shutdown(c->fd, SHUT_WR);
+			c->closing = 0;
+			progress = 1;
+		}
+		ERR_clear_error();
+		if (BIO_number_read(SSL_get_rbio(c->ssl)) != rd0 ||
+		    BIO_number_written(SSL_get_wbio(c->ssl)) != wr0)
+			progress = 1;
+		return progress;
+	}
+	while (c->out.len > 0) {
+		n = (int)send(c->fd, c->out.p, c->out.len, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		memmove(c->out.p, c->out.p + n, c->out.len - (size_t)n);
+		c->out.len -= (size_t)n;
+		progress = 1;
+	}
+	if (c->out.len == 0 && c->closing && !c->eof) {
+		shutdown(c->fd, SHUT_WR);
+		c->closing = 0;
+	}
+	while (!c->eof) {
+		n = (int)recv(c->fd, tmp, sizeof(tmp), 0);
+		if (n > 0) {
+			buf_add(&c->in, tmp, (size_t)n);
+			progress = 1;
+			continue;
+		}
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			c->eof = 1;
+			progress = 1;
+		}
+		break;
+	}
+	return progress;
+}
+
+static void
+peer_free(struct fz_peer *c)
+{
+	if (c->ssl != NULL)
+		SSL_free(c->ssl);
+	if (c->fd != -1)
+		close(c->fd);
+	buf_free(&c->out);
+	buf_free(&c->in);
+	buf_free(&c->sent);
+	c->ssl = NULL;
+	c->fd = -1;
+}
+
+static void
+peer_send(struct fz_peer *c, const void *p, size_t n)
+{
+	buf_add(&c->out, p, n);
+	buf_add(&c->sent, p, n);
+}
+
+static void
+peer_sends(struct fz_peer *c, const char *s)
+{
+	peer_send(c, s, strlen(s));
+}
+
+/* ------------------------------------------ the origins' own HTTP parser */
+
+static const char *
+hdr_find(const char *head, size_t hlen, const char *name, size_t *vlen,
+    const char **after)
+{
+	const char *p = *after ? *after : head, *end = head + hlen, *eol, *c;
+	size_t nl = strlen(name);
+
+	for (;;) {
+		if ((eol = memmem(p, (size_t)(end - p), "\r\n", 2)) == NULL)
+			return NULL;
+		p = eol + 2;
+		if (p >= end)
+			return NULL;
+		if ((eol = memmem(p, (size_t)(end - p), "\r\n", 2)) == NULL)
+			return NULL;
+		c = memchr(p, ':', (size_t)(eol - p));
+		if (c != NULL && (size_t)(c - p) == nl &&
+		    strncasecmp(p, name, nl) == 0) {
+			c++;
+			while (c < eol && (*c == ' ' || *c == '\t'))
+				c++;
+			*vlen = (size_t)(eol - c);
+			while (*vlen > 0 && (c[*vlen - 1] == ' ' ||
+			    c[*vlen - 1] == '\t'))
+				(*vlen)--;
+			*after = eol;
+			return c;
+		}
+	}
+}
+
+/* Bytes of a chunked body at b[0..len): total raw length, 0 if incomplete. */
+static size_t
+chunked_len(const unsigned char *b, size_t len, int *bad)
+{
+	size_t off = 0;
+	const unsigned char *eol;
+
+	*bad = 0;
+	for (;;) {
+		unsigned long long sz = 0;
+		size_t i = off;
+		int digits = 0;
+
+		if ((eol = memmem(b + off, len - off, "\r\n", 2)) == NULL)
+			return 0;
+		while (b + i < eol && isxdigit(b[i]) && digits < 16) {
+			sz = sz * 16 + (unsigned)(isdigit(b[i]) ? b[i] - '0' :
+			    (tolower(b[i]) - 'a' + 10));
+			i++;
+			digits++;
+		}
+		if (digits == 0) {
+			*bad = 1;
+			return 0;
+		}
+		off = (size_t)(eol - b) + 2;
+		if (sz == 0)
+			break;
+		if (sz > len || off + sz + 2 > len)
+			return 0;
+		off += (size_t)sz;
+		if (b[off] != '\r' || b[off + 1] != '\n') {
+			*bad = 1;
+			return 0;
+		}
+		off += 2;
+	}
+	for (;;) {		/* trailers up to the empty line */
+		if ((eol = memmem(b + off, len - off, "\r\n", 2)) == NULL)
+			return 0;
+		if (eol == b + off)
+			return off + 2;
+		off = (size_t)(eol - b) + 2;
+	}
+}
+
+static int
+is_tchar(unsigned char c)
+{
+	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static void respond(struct fz_peer *, const struct fz_req *,
+    const unsigned char *, size_t, const char *, size_t);
+
+/*
+ * The origin's view: complete requests are recorded and answered. What the
+ * gateway writes at a request boundary must be a request line.
+ */
+static int
+origin_parse(struct fz_peer *o)
+{
+	int progress = 0;
+
+	while (!o->raw && o->parse_off < o->in.len) {
+		const unsigned char *b = o->in.p + o->parse_off;
+		size_t len = o->in.len - o->parse_off, hlen, body = 0, vl, i;
+		const char *head = (const char *)b, *v, *after = NULL, *sp1, *sp2;
+		const unsigned char *eoh, *eol;
+		struct fz_req *r;
+		int has_cl = 0, has_te = 0, bad;
+		unsigned long long cl = 0;
+
+		if ((eol = memmem(b, len, "\r\n", 2)) != NULL) {
+			sp1 = memchr(head, ' ', (size_t)(eol - b));
+			sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)((const char *)eol -
+			    sp1 - 1)) : NULL;
+			for (i = 0; sp1 != NULL && head + i < sp1; i++)
+				if (!is_tchar(b[i]))
+					sp1 = NULL;
+			if (sp1 == NULL || sp1 == head || sp2 == NULL ||
+			    sp2 == sp1 + 1 || (const char *)eol - sp2 != 9 ||
+			    strncmp(sp2, " HTTP/1.", 8) != 0)
+				fz_fail("origin %s:%u received bytes that are not "
+				    "a request where a request must start: %.*s",
+				    fz_hosts[o->host].name, o->port,
+				    (int)(len < 200 ? len : 200), head);
+		}
+		if ((eoh = memmem(b, len, "\r\n\r\n", 4)) == NULL)
+			return progress;
+		hlen = (size_t)(eoh - b) + 4;
+		while ((v = hdr_find(head, hlen, "Content-Length", &vl,
+		    &after)) != NULL) {
+			unsigned long long c2 = strtoull(v, NULL, 10);
+			if (has_cl && c2 != cl)
+				fz_fail("origin %s received two Content-Lengths",
+				    fz_hosts[o->host].name);
+			cl = c2;
+			has_cl = 1;
+		}
+		after = NULL;
+		if ((v = hdr_find(head, hlen, "Transfer-Encoding", &vl,
+		    &after)) != NULL)
+			has_te = 1;
+		if (has_te && has_cl)
+			fz_fail("origin %s received Content-Length and "
+			    "Transfer-Encoding", fz_hosts[o->host].name);
+		if (has_te) {
+			if (vl != 7 || strncasecmp(v, "chunked", 7) != 0)
+				fz_fail("origin %s received Transfer-Encoding "
+				    "%.*s", fz_hosts[o->host].name, (int)vl, v);
+			body = chunked_len(b + hlen, len - hlen, &bad);
+			if (bad)
+				fz_fail("origin %s received a malformed chunked "
+				    "body", fz_hosts[o->host].name);
+			if (body == 0)
+				return progress;
+		} else if (has_cl) {
+			if (cl > len - hlen)
+				return progress;
+			body = (size_t)cl;
+		}
+		if (fz.n_reqs == FZ_MAX_REQS)
+			return progress;
+		r = &fz.reqs[fz.n_reqs++];
+		memset(r, 0, sizeof(*r));
+		r->origin = (int)(o - fz.origins);
+		sp1 = memchr(head, ' ', hlen);
+		sp2 = memchr(sp1 + 1, ' ', hlen - (size_t)(sp1 + 1 - head));
+		snprintf(r->method, sizeof(r->method), "%.*s",
+		    (int)(sp1 - head), head);
+		snprintf(r->target, sizeof(r->target), "%.*s",
+		    (int)(sp2 - sp1 - 1), sp1 + 1);
+		r->body_raw = body;
+		r->has_secret = fz_secret_in(b, hlen + body) != NULL;
+		o->parse_off += hlen + body;
+		progress = 1;
+		after = NULL;
+		v = hdr_find(head, hlen, "Authorization", &vl, &after);
+		respond(o, r, b, hlen + body, v, v ? vl : 0);
+	}
+	return progress;
+}
+
+/* The answer to r, from the script the input set (default: 200 "ok"). */
+static void
+respond(struct fz_peer *o, const struct fz_req *r, const unsigned char *raw,
+    size_t rawlen, const char *auth, size_t authlen)
+{
+	int t = fz.n_script ? fz.script[fz.n_answered % fz.n_script] % 9 : 0;
+	int head = strcmp(r->method, "HEAD") == 0;
+	int upgrade = memmem(raw, rawlen, "\r\nUpgrade:", 10) != NULL;
+	char line[160];
+	size_t n;
+
+	fz.n_answered++;
+	switch (t) {
+	case 1:		/* echo the request as the body */
+		n = rawlen > 4096 ? 4096 : rawlen;
+		snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\n"
+		    "Content-Length: %zu\r\n\r\n", n);
+		peer_sends(o, line);
+		if (!head)
+			peer_send(o, raw, n);
+		break;
+	case 2:
+		peer_sends(o, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+		if (!head)
+			peer_sends(o, "3\r\nabc\r\n0\r\n\r\n");
+		break;
+	case 3:
+		peer_sends(o, "HTTP/1.1 204 No Content\r\n\r\n");
+		break;
+	case 4:
+		peer_sends(o, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+		if (!head)
+			peer_sends(o, "bye");
+		o->closing = 1;
+		break;
+	case 5:
+		if (upgrade) {
+			peer_sends(o, "HTTP/1.1 101 Switching Protocols\r\n"
+			    "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+			o->raw = 1;
+			break;
+		}
+		peer_sends(o, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
+		if (!head)
+			peer_sends(o, "ok");
+		break;
+	case 6:
+		if (fz.rawresp_len > 0)
+			peer_send(o, fz.rawresp, fz.rawresp_len);
+		else
+			peer_sends(o, "HTTP/1.1 502 Bad\r\nContent-Length: 0\r\n\r\n");
+		break;
+	case 7:
+		peer_sends(o, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+		    "Content-Length: 0\r\n\r\n");
+		break;
+	case 8:		/* the credential header echoed in a response header */
+		peer_sends(o, "HTTP/1.1 200 OK\r\nX-Echo: ");
+		peer_send(o, auth ? auth : "-", auth ? authlen : 1);
+		peer_sends(o, "\r\nContent-Length: 0\r\n\r\n");
+		break;
+	default:
+		peer_sends(o, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
+		if (!head)
+			peer_sends(o, "ok");
+		break;
+	}
+}
+
+/* ------------------------------------------------------------ the event loop */
+
+static int
+fz_pump_once(void)
+{
+	int i, progress = 0;
+
+	for (i = 0; i < fz.n_clients; i++)
+		progress |= peer_pump(&fz.clients[i]);
+	for (i = 0; i < fz.n_origins; i++) {
+		struct fz_peer *o = &fz.origins[i];
+		progress |= peer_pump(o);
+		progress |= origin_parse(o);
+		if (o->raw && o->parse_off < o->in.len) {
+			/* An upgraded origin echoes. */
+			peer_send(o, o->in.p + o->parse_off, o->in.len - o->parse_off);
+			o->parse_off = o->in.len;
+			progress = 1;
+		}
+		progress |= peer_pump(o);
+	}
+	return progress;
+}
+
+static void
+fz_run(void)
+{
+	int round, idle = 0;
+
+	for (round = 0; round < FZ_MAX_ROUNDS && idle < 4; round++) {
+		event_base_loop(fz.w->base, EVLOOP_NONBLOCK);
+		if (fz_pump_once())
+			idle = 0;
+		else
+			idle++;
+	}
+}
+
+static struct fz_peer *
+client_new(void)
+{
+	struct sockaddr_in sin;
+	struct fz_peer *c;
+	int sp[2];
+
+	if (fz.n_clients == FZ_MAX_CLIENTS)
+		return NULL;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+	    sp) == -1)
+		abort();
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)(40000 + fz.n_clients));
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	atomic_fetch_add(&fz.p->n_conns, 1);
+	if (session_new(fz.w, LISTENER_HTTP, sp[0], (struct sockaddr *)&sin,
+	    sizeof(sin)) == NULL)
+		abort();
+	c = &fz.clients[fz.n_clients++];
+	memset(c, 0, sizeof(*c));
+	c->fd = sp[1];
+	c->tunnel_host = -1;
+	return c;
+}
+
+/* --------------------------------------------------------- the bytecode */
+
+struct fz_in {
+	const uint8_t	*p;
+	size_t		 len, off;
+};
+
+static uint8_t
+next8(struct fz_in *in)
+{
+	return in->off < in->len ? in->p[in->off++] : 0;
+}
+
+static const char *const methods[] = { "GET", "POST", "HEAD", "PUT", "DELETE" };
+static const char *const paths[] = { "/", "/ok/x", "/v1/x?key=" FZ_PH,
+    "/no", "/ok/../x", "/" FZ_PH };
+static const char *const conns[] = { "", "Connection: close\r\n",
+    "Connection: keep-alive, Content-Length\r\n",
+    "Connection: Transfer-Encoding\r\n",
+    "Connection: keep-alive\r\n",
+    "Connection: Upgrade\r\nUpgrade: websocket\r\n",
+    "Connection: Host\r\n",
+    "Connection: Upgrade, Content-Length\r\nUpgrade: websocket\r\n" };
+static const uint16_t ports[] = { 443, 80, 8443 };
+
+/* Authorization: none, Bearer placeholder, Basic user:placeholder. */
+static void
+add_auth(struct fz_buf *b, int kind)
+{
+	unsigned char enc[128];
+
+	if (kind == 1)
+		buf_str(b, "Authorization: Bearer " FZ_PH "\r\n");
+	else if (kind == 2) {
+		EVP_EncodeBlock(enc, (const unsigned char *)"u:" FZ_PH,
+		    (int)strlen("u:" FZ_PH));
+		buf_str(b, "Authorization: Basic ");
+		buf_str(b, (const char *)enc);
+		buf_str(b, "\r\n");
+	}
+}
+
+static void
+add_body(struct fz_buf *b, int kind)
+{
+	static const char smuggle[] = "GET http://b.test/smuggled HTTP/1.1\r\n"
+	    "Host: b.test\r\n\r\n";
+	static const char smuggle_in[] = "GET /smuggled HTTP/1.1\r\n"
+	    "Host: b.test\r\n\r\n";
+	char line[64];
+
+	switch (kind) {
+	case 1:
+		buf_str(b, "Content-Length: 5\r\n\r\nhello");
+		break;
+	case 2:
+		buf_str(b, "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+		break;
+	case 3:
+		snprintf(line, sizeof(line), "Content-Length: %zu\r\n\r\n",
+		    sizeof(smuggle) - 1);
+		buf_str(b, line);
+		buf_str(b, smuggle);
+		break;
+	case 4:
+		snprintf(line, sizeof(line), "Content-Length: %zu\r\n\r\n",
+		    sizeof(smuggle_in) - 1);
+		buf_str(b, line);
+		buf_str(b, smuggle_in);
+		break;
+	case 5:
+		buf_str(b, "Content-Length: 34\r\n\r\nkey=" FZ_PH "x");
+		break;
+	default:
+		buf_str(b, "\r\n");
+		break;
+	}
+}
+
+static void
+sent_note(struct fz_peer *c, const char *method, const char *path,
+    const char *host, int has_ph)
+{
+	struct fz_sent *t;
+
+	if (fz.n_sent == FZ_MAX_SENT) {
+		c->raw_used = 1;	/* not all noted: no row check */
+		return;
+	}
+	t = &fz.sent[fz.n_sent++];
+	t->client = (int)(c - fz.clients);
+	snprintf(t->method, sizeof(t->method), "%s", method);
+	snprintf(t->path, sizeof(t->path), "%s", path);
+	snprintf(t->host, sizeof(t->host), "%s", host);
+	t->has_ph = has_ph;
+}
+
+/* One request from a template, absolute form or (in a tunnel) origin form. */
+static void
+op_request(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
+	int host = (p1 & 7) % (int)FZ_N_HOSTS;
+	int method = ((p1 >> 3) & 7) % 5, path = (p2 & 7) % 6;
+	struct fz_buf b = { NULL, 0, 0 };
+	char line[1200];
+
+	if (c->tunnel_host >= 0 && !(p1 & 0x80))
+		host = c->tunnel_host;
+	if (c->tunnel_host >= 0)
+		snprintf(line, sizeof(line), "%s %s HTTP/1.%d\r\nHost: %s\r\n",
+		    methods[method], paths[path], (p3 >> 5) & 1 ? 0 : 1,
+		    fz_hosts[host].name);
+	else
+		snprintf(line, sizeof(line), "%s http://%s%s HTTP/1.%d\r\n"
+		    "Host: %s\r\n", methods[method], fz_hosts[host].name,
+		    paths[path], (p3 >> 5) & 1 ? 0 : 1, fz_hosts[host].name);
+	buf_str(&b, line);
+	buf_str(&b, conns[(p2 >> 3) & 7]);
+	add_auth(&b, ((p3 >> 3) & 3) % 3);
+	add_body(&b, (p3 & 7) > 5 ? 0 : p3 & 7);
+	peer_send(c, b.p, b.len);
+	buf_free(&b);
+	sent_note(c, methods[method], paths[path], fz_hosts[host].name,
+	    ((p3 >> 3) & 3) % 3 != 0 || (p3 & 7) == 5 ||
+	    strstr(paths[path], FZ_PH) != NULL);
+}
+
+static void
+op_connect(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	int host = p % FZ_N_HOSTS;
+	uint16_t port = ports[(p >> 4) % 3];
+	char line[256];
+
+	snprintf(line, sizeof(line), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n"
+	    "\r\n", fz_hosts[host].name, port, fz_hosts[host].name, port);
+	peer_sends(c, line);
+	c->tunnel_host = host;
+	sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
+}
+
+static void
+op_tls(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	int host = c->tunnel_host >= 0 && !(p & 0x80) ? c->tunnel_host :
+	    p % (int)FZ_N_HOSTS;
+
+	if (c->ssl != NULL)
+		return;
+	fz_run();		/* the 200 first, in plain */
+	if ((c->ssl = SSL_new(fz.cctx)) == NULL)
+		abort();
+	SSL_set_fd(c->ssl, c->fd);
+	SSL_set_tlsext_host_name(c->ssl, fz_hosts[host].name);
+	SSL_set_connect_state(c->ssl);
+	if (c->tunnel_host < 0)
+		c->tunnel_host = host;
+}
+
+static void
+fz_run_ops(struct fz_in *in)
+{
+	struct fz_peer *c = &fz.clients[0];
+	size_t n;
+	uint8_t op;
+
+	while (in->off < in->len) {
+		op = next8(in);
+		switch (op % 10) {
+		case 0:
+		case 1:
+			op_request(c, in);
+			break;
+		case 2:
+			op_connect(c, in);
+			break;
+		case 3:
+			op_tls(c, in);
+			break;
+		case 4:		/* raw bytes */
+			n = next8(in) % 128;
+			if (n > in->len - in->off)
+				n = in->len - in->off;
+			peer_send(c, in->p + in->off, n);
+			in->off += n;
+			c->raw_used = 1;
+			break;
+		case 5:
+			fz_run();
+			break;
+		case 6:		/* another client connection */
+			n = next8(in) % FZ_MAX_CLIENTS;
+			if ((int)n < fz.n_clients)
+				c = &fz.clients[n];
+			else if (client_new() != NULL)
+				c = &fz.clients[fz.n_clients - 1];
+			break;
+		case 7:		/* the origins' next answers */
+			if (fz.n_script < FZ_MAX_SCRIPT)
+				fz.script[fz.n_script++] = next8(in);
+			break;
+		case 8:		/* a raw answer for template 6 */
+			n = next8(in) % 128;
+			if (n > in->len - in->off)
+				n = in->len - in->off;
+			memcpy(fz.rawresp, in->p + in->off, n);
+			fz.rawresp_len = n;
+			in->off += n;
+			break;
+		case 9:		/* pipelining: two requests at once */
+			op_request(c, in);
+			op_request(c, in);
+			break;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- the oracle */
+
+/* A target as the client wrote it: the swapped secret back to the placeholder. */
+static void
+unswap(char *t, size_t size)
+{
+	char out[1024];
+	size_t i, o = 0, k;
+
+	for (i = 0; t[i] != '\0' && o + 1 < sizeof(out);) {
+		for (k = 0; k < fz.n_forms; k++) {
+			size_t fl = strlen(fz.forms[k]);
+			if (strncmp(t + i, fz.forms[k], fl) == 0 &&
+			    o + sizeof(FZ_PH) < sizeof(out)) {
+				memcpy(out + o, FZ_PH, sizeof(FZ_PH) - 1);
+				o += sizeof(FZ_PH) - 1;
+				i += fl;
+				break;
+			}
+		}
+		if (k == fz.n_forms)
+			out[o++] = t[i++];
+	}
+	out[o] = '\0';
+	snprintf(t, size, "%s", out);
+}
+
+static int
+row_matches(const struct fz_row *r, const struct fz_req *q,
+    const struct fz_peer *o)
+{
+	if (r->used || strcmp(r->host, fz_hosts[o->host].name) != 0 ||
+	    r->port != o->port || strcmp(r->method, q->method) != 0 ||
+	    strcmp(r->path, q->target) != 0)
+		return 0;
+	if (strcmp(r->decision, "error") == 0)
+		return strncmp(r->reason, "upstream-", 9) == 0;
+	if (strcmp(r->decision, "allow") != 0 || strcmp(r->ip, o->ip) != 0)
+		return 0;
+	if (r->status != 101 && r->bytes_up != (int64_t)q->body_raw)
+		return 0;
+	if (q->has_secret && strcmp(r->credential, FZ_CRED) != 0)
+		return 0;
+	return 1;
+}
+
+/* FUZZ_WORKER_TRACE=1: what each input did, to see that seeds go deep. */
+static void
+fz_trace(void)
+{
+	int i;
+
+	fz_dump_rows();
+	for (i = 0; i < fz.n_reqs; i++)
+		fprintf(stderr, "  origin %s:%u%s got %s %s body=%zu%s\n",
+		    fz_hosts[fz.origins[fz.reqs[i].origin].host].name,
+		    fz.origins[fz.reqs[i].origin].port,
+		    fz.origins[fz.reqs[i].origin].tls ? " (TLS)" : "",
+		    fz.reqs[i].method, fz.reqs[i].target, fz.reqs[i].body_raw,
+		    fz.reqs[i].has_secret ? " SECRET" : "");
+	for (i = 0; i < fz.n_clients; i++)
+		fprintf(stderr, "  client %d%s got %zu bytes: %.*s\n", i,
+		    fz.clients[i].tls_ok ? " (TLS)" : "", fz.clients[i].in.len,
+		    (int)(fz.clients[i].in.len > 300 ? 300 : fz.clients[i].in.len),
+		    fz.clients[i].in.p ? (const char *)fz.clients[i].in.p : "");
+}
+
+/*
+ * Every row about a request of a client that wrote only templates names a
+ * request that client wrote (method and path, CONNECT and host), and a row
+ * naming the credential belongs to a request that carried its placeholder:
+ * no row carries another request's fields.
+ */
+static void
+fz_check_rows(void)
+{
+	/* fz_policy's allow rules, in order; d.test's is shadowed by deny[0]. */
+	static const char *const allow_hosts[] = { "a.test", "b.test",
+	    "api.test", "i.test", "d.test", "p.test", "m.test" };
+	int i, k;
+
+	for (i = 0; i < fz.n_rows; i++) {
+		const struct fz_row *r = &fz.rows[i];
+		int connect = strcmp(r->method, "CONNECT") == 0, n;
+
+		if (sscanf(r->rule, "fz:allow[%d]", &n) == 1 && (n < 0 ||
+		    n >= 7 || strcmp(allow_hosts[n], r->host) != 0))
+			fz_fail("audit row [%d] for %s names rule %s", i,
+			    r->host, r->rule);
+		if (strcmp(r->rule, "fz:deny[0]") == 0 &&
+		    strcmp(r->host, "d.test") != 0)
+			fz_fail("audit row [%d] for %s names rule %s", i,
+			    r->host, r->rule);
+
+		if (r->client < 0 || r->client >= fz.n_clients ||
+		    fz.clients[r->client].raw_used || r->method[0] == '\0')
+			continue;
+		for (k = 0; k < fz.n_sent; k++) {
+			const struct fz_sent *t = &fz.sent[k];
+			if (t->client != r->client ||
+			    strcmp(t->method, r->method) != 0 ||
+			    strcmp(t->path, r->path) != 0)
+				continue;
+			if (connect && strcmp(t->host, r->host) != 0)
+				continue;
+			if (r->credential[0] != '\0' && !t->has_ph)
+				continue;
+			break;
+		}
+		if (k == fz.n_sent)
+			fz_fail("audit row [%d] (%s %s %s %s credential=%s) "
+			    "describes no request client %d wrote", i, r->decision,
+			    r->host, r->method, r->path, r->credential, r->client);
+	}
+}
+
+static void
+fz_check(int secret_ok)
+{
+	int i, k;
+
+	if (getenv("FUZZ_WORKER_TRACE") != NULL)
+		fz_trace();
+
+	for (i = 0; i < fz.n_reqs; i++) {
+		struct fz_req *q = &fz.reqs[i];
+		const struct fz_peer *o = &fz.origins[q->origin];
+
+		if (q->has_secret && (o->host != FZ_BOUND || !o->tls))
+			fz_fail("origin %s:%u (%s) received the secret in %s %s",
+			    fz_hosts[o->host].name, o->port, o->tls ? "TLS" :
+			    "plain", q->method, q->target);
+		unswap(q->target, sizeof(q->target));
+		for (k = 0; k < fz.n_rows; k++)
+			if (row_matches(&fz.rows[k], q, o))
+				break;
+		if (k == fz.n_rows)
+			fz_fail("origin %s:%u received %s %s (body %zu bytes%s) "
+			    "and no unused allow row of that host, method, path "
+			    "and body length matches it", fz_hosts[o->host].name,
+			    o->port, q->method, q->target, q->body_raw,
+			    q->has_secret ? ", with the secret" : "");
+		fz.rows[k].used = 1;
+	}
+	fz_check_rows();
+	if (!secret_ok)
+		return;
+	for (i = 0; i < fz.n_origins; i++) {
+		const struct fz_peer *o = &fz.origins[i];
+		const char *f;
+
+		if ((o->host != FZ_BOUND || !o->tls) &&
+		    (f = fz_secret_in(o->in.p, o->in.len)) != NULL)
+			fz_fail("origin %s:%u (%s) received the secret (%s)",
+			    fz_hosts[o->host].name, o->port, o->tls ? "TLS" :
+			    "plain", f);
+	}
+	for (i = 0; i < fz.n_clients; i++) {
+		const char *f = fz_secret_in(fz.clients[i].in.p,
+		    fz.clients[i].in.len);
+		if (f != NULL)
+			fz_fail("client %d received the secret (%s)", i, f);
+	}
+}
+
+/* ------------------------------------------------------- set-up, teardown */
+
+/* The secret as the scrubber knows it: every encoding, base64 in each alignment. */
+static void
+forms_init(void)
+{
+	static const char *const hexd = "0123456789ABCDEF";
+	const char *s = FZ_SECRET;
+	size_t L = strlen(s), k, i, o;
+	unsigned char in[80], b64[128];
+	char *f;
+
+	snprintf(fz.forms[fz.n_forms++], 128, "%s", s);
+	f = fz.forms[fz.n_forms++];
+	for (i = 0, o = 0; i < L; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (isalnum(ch) || strchr("-._~", ch) != NULL)
+			f[o++] = (char)ch;
+		else {
+			f[o++] = '%';
+			f[o++] = hexd[ch >> 4];
+			f[o++] = hexd[ch & 15];
+		}
+	}
+	f[o] = '\0';
+	f = fz.forms[fz.n_forms++];
+	for (i = 0, o = 0; i < L; i++) {
+		if (s[i] == '/')
+			f[o++] = '\\';
+		f[o++] = s[i];
+	}
+	f[o] = '\0';
+	for (k = 0; k < 3; k++) {
+		size_t c0, c1;
+		int n;
+
+		memset(in, 'A', k);
+		memcpy(in + k, s, L);
+		n = EVP_EncodeBlock(b64, in, (int)(k + L));
+		c0 = (8 * k + 5) / 6;
+		c1 = (8 * (k + L)) / 6;	/* one past the last whole character */
+		if (n <= 0 || c1 > (size_t)n)
+			abort();
+		snprintf(fz.forms[fz.n_forms++], 128, "%.*s", (int)(c1 - c0),
+		    b64 + c0);
+		/* base64url: the same with - and _ */
+		f = fz.forms[fz.n_forms++];
+		memcpy(f, fz.forms[fz.n_forms - 2], 128);
+		for (i = 0; f[i]; i++)
+			f[i] = f[i] == '+' ? '-' : f[i] == '/' ? '_' : f[i];
+	}
+}
+
+static void
+write_file(const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", fz.dir, name);
+	if ((f = fopen(path, "w")) == NULL || fputs(text, f) == EOF ||
+	    fclose(f) != 0) {
+		perror(path);
+		abort();
+	}
+}
+
+static const char fz_policy[] =
+    "sandboxes:\n"
+    "  - id: fz\n"
+    "    policy: fz\n"
+    "    source: [127.0.0.1/32]\n"
+    "policies:\n"
+    "  - name: fz\n"
+    "    allow:\n"
+    "      - host: a.test\n"
+    "        tls: intercept\n"
+    "        methods: [GET]\n"
+    "      - host: b.test\n"
+    "        tls: intercept\n"
+    "      - host: api.test\n"
+    "        tls: intercept\n"
+    "      - host: i.test\n"
+    "        tls: intercept\n"
+    "        paths: [\"/ok/*\"]\n"
+    "      - host: d.test\n"
+    "      - host: p.test\n"
+    "      - host: m.test\n"
+    "    deny:\n"
+    "      - host: d.test\n"
+    "    allow_private: [198.18.0.0/15]\n"
+    "    credentials: [" FZ_CRED "]\n"
+    "credentials:\n"
+    "  - name: " FZ_CRED "\n"
+    "    secret: api-secret\n"
+    "    hosts: [api.test]\n"
+    "    query: true\n"
+    "    placeholder: \"" FZ_PH "\"\n";
+
+static SSL_CTX *
+origin_ctx(const char *name)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	X509 *leaf;
+	EVP_PKEY *key;
+
+	if (ctx == NULL || ca_leaf(fz.oca, name, 0, &leaf, &key) == -1 ||
+	    SSL_CTX_use_certificate(ctx, leaf) != 1 ||
+	    SSL_CTX_use_PrivateKey(ctx, key) != 1)
+		abort();
+	X509_free(leaf);
+	EVP_PKEY_free(key);
+	return ctx;
+}
+
+static void
+fz_teardown(void)
+{
+	char cmd[300];
+	size_t i;
+
+	if (!fz.ready)
+		return;
+	proxy_free(fz.p);
+	for (i = 0; i < FZ_N_HOSTS; i++)
+		SSL_CTX_free(fz.octx[i]);
+	SSL_CTX_free(fz.cctx);
+	ca_free(fz.oca);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fz.dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "fuzz_worker: cannot remove %s\n", fz.dir);
+	fz.ready = 0;
+}
+
+static void
+fz_init(void)
+{
+	struct config *cfg;
+	struct policy *pol;
+	struct vault *v;
+	struct diag d;
+	const char *err = NULL;
+	char path[512], path2[512], cfgtext[4096];
+	size_t i;
+
+	signal(SIGPIPE, SIG_IGN);
+	log_init(LOG_LVL_WARN, "fuzz_worker");
+	if (getenv("FUZZ_WORKER_DEBUG") == NULL)
+		log_set_level(LOG_LVL_WARN);
+	forms_init();
+	snprintf(fz.dir, sizeof(fz.dir), "%s/fuzz_worker.XXXXXX",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (mkdtemp(fz.dir) == NULL)
+		abort();
+	snprintf(path, sizeof(path), "%s/policies", fz.dir);
+	mkdir(path, 0700);
+	write_file("policies/fz.yaml", fz_policy);
+	snprintf(cfgtext, sizeof(cfgtext),
+	    "state_dir: %1$s/var\n"
+	    "listen:\n  http: null\n  socks5: null\n  dns: null\n"
+	    "  transparent: null\n  ingress: null\n  metrics: null\n"
+	    "  admin: null\n"
+	    "policies: [%1$s/policies]\n"
+	    "ca:\n  cert: %1$s/ca.crt\n  key: %1$s/ca.key\n"
+	    "vault:\n  db: %1$s/vault.db\n  key_file: %1$s/vault.key\n"
+	    "upstream:\n  resolvers: [127.0.0.1:9]\n"
+	    "  ca_bundle: %1$s/origin-ca.crt\n"
+	    "audit:\n  db: %1$s/audit.db\n"
+	    "workers: 1\n", fz.dir);
+	write_file("sandgate.yaml", cfgtext);
+
+	/* The origins' CA: the gateway verifies them against it. */
+	snprintf(path, sizeof(path), "%s/origin-ca.crt", fz.dir);
+	snprintf(path2, sizeof(path2), "%s/origin-ca.key", fz.dir);
+	if (ca_init(path, path2, 0, &err) == -1 ||
+	    (fz.oca = ca_load(path, path2, &err)) == NULL) {
+		fprintf(stderr, "origin CA: %s\n", err);
+		abort();
+	}
+	for (i = 0; i < FZ_N_HOSTS; i++)
+		fz.octx[i] = origin_ctx(fz_hosts[i].name);
+	if ((fz.cctx = SSL_CTX_new(TLS_client_method())) == NULL)
+		abort();
+	SSL_CTX_set_verify(fz.cctx, SSL_VERIFY_NONE, NULL);
+
+	snprintf(path, sizeof(path), "%s/vault.db", fz.dir);
+	snprintf(path2, sizeof(path2), "%s/vault.key", fz.dir);
+	if ((v = vault_open(path, path2, 1, &err)) == NULL ||
+	    vault_set(v, "api-secret", FZ_SECRET, strlen(FZ_SECRET),
+	    VAULT_SET_NEW, &err) == -1) {
+		fprintf(stderr, "vault: %s\n", err);
+		abort();
+	}
+	vault_close(v);
+
+	snprintf(path, sizeof(path), "%s/sandgate.yaml", fz.dir);
+	diag_init(&d);
+	if ((cfg = config_load(path, &d)) == NULL ||
+	    (pol = policy_load(cfg, &d)) == NULL) {
+		diag_print(&d, stderr);
+		abort();
+	}
+	diag_free(&d);
+	if ((fz.p = proxy_new(cfg, pol)) == NULL)
+		abort();
+	fz.w = &fz.p->workers[0];
+	fz.ready = 1;
+	atexit(fz_teardown);
+}
+
+static void
+fz_reset(void)
+{
+	int i;
+
+	for (i = 0; i < fz.n_clients; i++)
+		peer_free(&fz.clients[i]);
+	for (i = 0; i < fz.n_origins; i++)
+		peer_free(&fz.origins[i]);
+	fz.n_clients = fz.n_origins = fz.n_reqs = fz.n_rows = fz.n_sent = 0;
+	fz.n_answered = fz.n_script = 0;
+	fz.rawresp_len = 0;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fz_in in = { data, size, 0 };
+	struct fz_buf sent = { NULL, 0, 0 };
+	int i, secret_ok;
+
+	if (!fz.ready)
+		fz_init();
+	if (size > 4096)
+		return 0;
+	fz.active = 1;
+	client_new();
+	fz_run_ops(&in);
+	fz_run();
+	/* Origins close first: a request still open gets its error row. */
+	for (i = 0; i < fz.n_origins; i++)
+		if (fz.origins[i].fd != -1) {
+			if (fz.origins[i].ssl != NULL)
+				SSL_free(fz.origins[i].ssl);
+			fz.origins[i].ssl = NULL;
+			close(fz.origins[i].fd);
+			fz.origins[i].fd = -1;
+		}
+	fz_run();
+	for (i = 0; i < fz.n_clients; i++) {
+		if (fz.clients[i].ssl != NULL) {
+			SSL_free(fz.clients[i].ssl);
+			fz.clients[i].ssl = NULL;
+		}
+		close(fz.clients[i].fd);
+		fz.clients[i].fd = -1;
+	}
+	fz_run();
+	if (!TAILQ_EMPTY(&fz.w->sessions))
+		fz_fail("a session outlived both of its peers");
+	event_base_loop(fz.w->base, EVLOOP_NONBLOCK);
+	fz.active = 0;
+
+	/* What the client wrote itself is not a leak of the gateway's. */
+	for (i = 0; i < fz.n_clients; i++)
+		buf_add(&sent, fz.clients[i].sent.p, fz.clients[i].sent.len);
+	buf_add(&sent, fz.rawresp, fz.rawresp_len);
+	secret_ok = sent.len == 0 || fz_secret_in(sent.p, sent.len) == NULL;
+	buf_free(&sent);
+	fz_check(secret_ok);
+	fz_reset();
+	return 0;
+}
