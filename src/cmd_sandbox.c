@@ -446,8 +446,11 @@ sandbox_ls(int argc, char *argv[])
 		    a.ops[0]);
 	if (need_root("ls") == -1 || cmd_load(cfg_path, &cfg, NULL) == -1)
 		return 1;
-	if ((st = state_open_reconciled(cfg)) == NULL ||
-	    sandbox_state_list(st, &rows, &n) == -1) {
+	if ((st = state_open_reconciled(cfg)) == NULL) {
+		config_free(cfg);
+		return 1;	/* said, naming the file */
+	}
+	if (sandbox_state_list(st, &rows, &n) == -1) {
 		sandbox_state_close(st);
 		config_free(cfg);
 		return cmd_error("sandbox: cannot read state.db");

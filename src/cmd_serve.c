@@ -29,7 +29,7 @@ cmd_serve(int argc, char *argv[])
 	struct policy *pol;
 	struct proxy *p;
 	const char *opt, *val, *cfg_path = NULL;
-	char sum[256];
+	char sum[256], why[512];
 	int rc;
 
 	cmd_args_init(&a, argc, argv);
@@ -65,8 +65,11 @@ cmd_serve(int argc, char *argv[])
 	log_info("config: %s", cfg->file ? cfg->file : "built-in defaults");
 	policy_summary(pol, sum, sizeof(sum));
 	log_info("policy: %s", sum);
-	if ((p = proxy_new(cfg, pol)) == NULL)
-		return cmd_error("cannot start the gateway (see the log above)");
+	if ((p = proxy_new(cfg, pol)) == NULL) {
+		/* One line that names what failed: the last warning. */
+		log_last_warning(why, sizeof(why));
+		return cmd_error("cannot start the gateway: %s", why);
+	}
 	rc = proxy_run(p) == 0 ? 0 : 1;
 	proxy_free(p);
 	return rc;

@@ -18,6 +18,7 @@
 static enum log_level log_level = LOG_LVL_INFO;
 static const char *log_prog = "sandgate";
 static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
+static char log_last[512];	/* the last warning, for a start-up error line */
 
 static void
 log_event_cb(int severity, const char *msg)
@@ -63,6 +64,9 @@ log_vwrite(const char *lvl, const char *fmt, va_list ap, const char *suffix)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	pthread_mutex_lock(&log_mtx);
+	if (strcmp(lvl, "warn") == 0)
+		snprintf(log_last, sizeof(log_last), "%.380s%s%.120s", msg,
+		    suffix ? ": " : "", suffix ? suffix : "");
 	fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s%s%s\n",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_prog, lvl, msg,
@@ -183,4 +187,13 @@ log_escape(const void *data, size_t len, char *out, size_t outlen)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+void
+log_last_warning(char *buf, size_t len)
+{
+	pthread_mutex_lock(&log_mtx);
+	snprintf(buf, len, "%s", log_last[0] != '\0' ? log_last :
+	    "see the log above");
+	pthread_mutex_unlock(&log_mtx);
 }

@@ -27,6 +27,8 @@ void	log_openssl(const char *what);
  * Copy at most len bytes of peer data into out (size outlen, always
  * terminated), escaping anything but printable ASCII as \xNN.
  */
+/* The text of the last warning logged ("see the log above" when none). */
+void	log_last_warning(char *buf, size_t len);
 const char *log_escape(const void *data, size_t len, char *out, size_t outlen);
 
 #endif

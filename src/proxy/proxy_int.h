@@ -238,6 +238,7 @@ struct session {
 	void			(*on_connected)(struct session *);
 
 	struct event		*timer;		/* sniff timer */
+	struct event		*dns_timer;	/* the lookup's deadline */
 	struct event		*idle_ev;
 	struct timeval		 last_active;
 	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */

@@ -111,6 +111,9 @@ session_close(struct session *s, const char *reason)
 		    &s->started);
 	if (s->timer != NULL)
 		event_free(s->timer);
+	if (s->dns_timer != NULL)
+		event_free(s->dns_timer);
+	s->dns_timer = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
 	if (s->finish_ev != NULL)

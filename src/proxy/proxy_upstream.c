@@ -70,6 +70,22 @@ resolved(struct session *s, void (*next)(struct session *))
 	next(s);
 }
 
+/* A silent upstream resolver: the lookup ends within connect_timeout. */
+static void
+resolve_deadline_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+	char detail[512];
+
+	if (s->rq == NULL)
+		return;
+	resolver_cancel(s->rq);
+	s->rq = NULL;
+	snprintf(detail, sizeof(detail), "cannot resolve %s: timeout",
+	    s->target.host);
+	session_deny(s, 504, REASON_DNS_ERROR, detail);
+}
+
 static void
 resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
     void *arg)
@@ -79,6 +95,8 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 	char detail[512];
 
 	s->rq = NULL;
+	if (s->dns_timer != NULL)
+		evtimer_del(s->dns_timer);
 	if (result != RESOLVER_OK || n == 0) {
 		snprintf(detail, sizeof(detail), "cannot resolve %s: %s",
 		    s->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
@@ -98,6 +116,9 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 void
 upstream_resolve(struct session *s, void (*next)(struct session *))
 {
+	uint32_t ms = s->p->cfg->connect_timeout_ms;
+	struct timeval tv;
+
 	s->state = S_RESOLVING;
 	bufferevent_disable(s->cbev, EV_READ);
 	s->addr_next = 0;
@@ -109,8 +130,19 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 	}
 	s->on_connected = next;
 	s->rq = resolver_lookup(s->w->resolver, s->target.host, resolve_cb, s);
-	if (s->rq == NULL)
+	if (s->rq == NULL) {
 		session_deny(s, 502, REASON_DNS_ERROR, "resolver unavailable");
+		return;
+	}
+	if (s->dns_timer == NULL &&
+	    (s->dns_timer = evtimer_new(s->w->base, resolve_deadline_cb,
+	    s)) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(s->dns_timer, &tv);
 }
 
 void
