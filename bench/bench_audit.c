@@ -15,8 +15,8 @@
 
 #include <sqlite3.h>
 
-#include "core/audit.h"
-#include "core/audit_query.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
 #include "core/log.h"
 
 #define PRODUCERS	2

@@ -16,7 +16,7 @@
 
 #include <sqlite3.h>
 
-#include "core/audit_query.h"
+#include "audit/audit_query.h"
 #include "core/config.h"
 #include "sandgate.h"
 

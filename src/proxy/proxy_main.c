@@ -15,7 +15,7 @@
 
 #include <event2/thread.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/geoip.h"
 #include "dns/dns.h"
 #include "vault/ca.h"

@@ -13,7 +13,7 @@
 
 #include <event2/http.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/log.h"
 #include "vault/ca.h"
 #include "proxy/proxy_int.h"

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/config.h"
 #include "core/policy.h"
 #include "dns/dns.h"

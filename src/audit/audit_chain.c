@@ -12,8 +12,8 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 
 const char *const audit_col_names[AUDIT_NCOLS] = {
 	"id", "ts", "sandbox", "kind", "client", "host", "ip", "port",

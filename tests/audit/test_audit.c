@@ -16,8 +16,8 @@
 #include <sqlite3.h>
 
 #include "check.h"
-#include "core/audit.h"
-#include "core/audit_query.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
 #include "core/log.h"
 
 static char tmpdir[256];
