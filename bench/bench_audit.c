@@ -15,8 +15,8 @@
 
 #include <sqlite3.h>
 
-#include "core/audit.h"
-#include "core/audit_query.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
 #include "core/log.h"
 
 #define PRODUCERS	2
@@ -93,7 +93,7 @@ bench_throughput(const char *path, int per_producer)
 	double t0, t_submit, t_close, cpu = 0, wall = 0;
 	int i, total = per_producer * PRODUCERS;
 
-	if ((a = audit_open(path, 0, &err)) == NULL) {
+	if ((a = audit_open(path, NULL, &err)) == NULL) {
 		fprintf(stderr, "audit_open: %s\n", err);
 		exit(1);
 	}
@@ -138,7 +138,7 @@ bench_paced(const char *path)
 	struct timespec gap = { 0, 1000000000L / RATE * 10 };
 	int i;
 
-	if ((a = audit_open(path, 0, &err)) == NULL) {
+	if ((a = audit_open(path, NULL, &err)) == NULL) {
 		fprintf(stderr, "audit_open: %s\n", err);
 		exit(1);
 	}
@@ -187,7 +187,7 @@ generate(const char *path, int64_t n)
 	double t0;
 	int64_t start_ms = audit_now_ms() - n * 100;
 
-	if ((a = audit_open(path, 0, &err)) == NULL)
+	if ((a = audit_open(path, NULL, &err)) == NULL)
 		return -1;
 	audit_close(a);
 	if (sqlite3_open(path, &db) != SQLITE_OK)
@@ -221,7 +221,7 @@ generate(const char *path, int64_t n)
 	printf("generated %" PRId64 " rows in %.1f s", n,
 	    (now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
 	t0 = now_ns(CLOCK_MONOTONIC);
-	if ((a = audit_open(path, 0, &err)) == NULL)
+	if ((a = audit_open(path, NULL, &err)) == NULL)
 		return -1;
 	audit_close(a);
 	printf(", indexes built in %.1f s\n",

@@ -1,7 +1,8 @@
 /*
  * `sandgate audit`: query the audit log (filters, table/json/csv), verify
- * its hash chain, and export rows as JSON lines, following new ones with a
- * cursor file so that a restarted exporter never prints a row twice.
+ * its hash chain and the signatures of its checkpoints, and export rows as
+ * JSON lines, following new ones with a cursor file so that a restarted
+ * exporter never prints a row twice.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,9 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "core/audit_query.h"
+#include "audit/audit_query.h"
 #include "core/config.h"
 #include "sandgate.h"
 
@@ -25,14 +27,17 @@ static const char audit_usage[] =
     "                      [--until T] [--decision allow|deny|error]\n"
     "                      [--kind KIND] [--host GLOB] [--credential NAME]\n"
     "                      [--limit N] [--asc] [--format table|json|csv]\n"
-    "       sandgate audit verify [-c FILE] [--db PATH]\n"
+    "       sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n"
     "       sandgate audit export [-c FILE] [--db PATH] [--follow]\n"
     "                      [--since T] [--cursor FILE] [filters]\n"
     "  T is a duration before now (15m, 2h, 7d) or an RFC 3339 time.\n"
     "  Rows are newest first; --limit defaults to 100 (0 = all).\n"
     "  export prints JSON lines in id order; --follow keeps printing rows\n"
     "  as they are committed, starting after the newest unless --since or\n"
-    "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n";
+    "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n"
+    "  verify checks the hash chain and every checkpoint's signature with\n"
+    "  --pubkey FILE (default: the config's audit.public_key) and reports\n"
+    "  the rows after the last checkpoint as the unsigned tail.\n";
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -41,6 +46,7 @@ struct audit_opts {
 	const char		*cfg_path;
 	const char		*db_path;
 	const char		*cursor;
+	const char		*pubkey;
 	const char		*since, *until;
 	struct audit_filter	 f;
 	enum audit_format	 fmt;
@@ -83,7 +89,8 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 	o->f.limit = 100;
 	cmd_args_init(a, argc, argv);
 	while ((opt = cmd_args_next(a, "c|config|db|sandbox|since|until|"
-	    "decision|kind|host|credential|limit|format|cursor", &val)) != NULL) {
+	    "decision|kind|host|credential|limit|format|cursor|pubkey", &val)) !=
+	    NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			o->cfg_path = val;
 		else if (strcmp(opt, "db") == 0)
@@ -134,6 +141,8 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			o->have_format = 1;
 		} else if (strcmp(opt, "cursor") == 0)
 			o->cursor = val;
+		else if (strcmp(opt, "pubkey") == 0)
+			o->pubkey = val;
 		else if (strcmp(opt, "asc") == 0)
 			o->f.asc = 1;
 		else if (strcmp(opt, "follow") == 0 || strcmp(opt, "f") == 0)
@@ -153,23 +162,33 @@ bad_time:
 	return -1;
 }
 
-/* The database path: --db, else audit.db of the config (SPEC §2 order). */
+/*
+ * The database path: --db, else audit.db of the config (SPEC §2 order);
+ * with pubkey, the same for --pubkey and audit.public_key.
+ */
 static int
-audit_db_path(const struct audit_opts *o, char **path)
+audit_paths(const struct audit_opts *o, char **path, char **pubkey)
 {
-	struct config *cfg;
+	struct config *cfg = NULL;
 
-	if (o->db_path != NULL) {
-		if ((*path = strdup(o->db_path)) == NULL)
-			return cmd_error("audit: out of memory");
-		return 0;
-	}
-	if (cmd_load(o->cfg_path, &cfg, NULL) == -1)
+	*path = NULL;
+	if (pubkey != NULL)
+		*pubkey = NULL;
+	if ((o->db_path == NULL || (pubkey != NULL && o->pubkey == NULL)) &&
+	    cmd_load(o->cfg_path, &cfg, NULL) == -1)
 		return 1;
-	*path = cfg->audit_db ? strdup(cfg->audit_db) : NULL;
+	*path = strdup(o->db_path ? o->db_path : cfg->audit_db ?
+	    cfg->audit_db : "");
+	if (pubkey != NULL)
+		*pubkey = strdup(o->pubkey ? o->pubkey : cfg->audit_public_key ?
+		    cfg->audit_public_key : "");
 	config_free(cfg);
-	if (*path == NULL)
-		return cmd_error("audit: no audit database configured");
+	if (*path == NULL || (pubkey != NULL && *pubkey == NULL)) {
+		free(*path);
+		if (pubkey != NULL)
+			free(*pubkey);
+		return cmd_error("audit: out of memory");
+	}
 	return 0;
 }
 
@@ -179,7 +198,7 @@ audit_open_db(const struct audit_opts *o, const char *what, sqlite3 **db)
 	char *path = NULL, err[512];
 	int rc;
 
-	if ((rc = audit_db_path(o, &path)) != 0)
+	if ((rc = audit_paths(o, &path, NULL)) != 0)
 		return rc;
 	*db = audit_db_open_ro(path, err, sizeof(err));
 	free(path);
@@ -199,6 +218,9 @@ audit_cmd_query(struct audit_opts *o)
 	if (o->cursor != NULL || o->follow)
 		return cmd_usage_error(audit_usage, "audit: --cursor and "
 		    "--follow belong to audit export");
+	if (o->pubkey != NULL)
+		return cmd_usage_error(audit_usage, "audit: --pubkey belongs to "
+		    "audit verify");
 	if ((rc = audit_open_db(o, "audit", &db)) != 0)
 		return rc;
 	n = audit_query(db, &o->f, o->fmt, stdout, NULL, err, sizeof(err));
@@ -210,10 +232,46 @@ audit_cmd_query(struct audit_opts *o)
 	return 0;
 }
 
+/* What verify found, for a person: the rows, the checkpoints, the tail. */
+static void
+verify_report(const struct audit_verify *res, EVP_PKEY *pub)
+{
+	char id[AUDIT_KEYID_HEX + 1] = "unknown";
+
+	if (pub != NULL)
+		(void)audit_pubkey_id(pub, id);
+	printf("ok: %" PRIu64 " rows verified\n", res->rows);
+	if (res->rows == 0)
+		return;
+	if (res->last_ckpt_id == 0) {
+		printf("checkpoints: none, no row is signed\n");
+		printf("unsigned tail: %" PRIu64 " rows, no checkpoint (id %"
+		    PRId64 "..%" PRId64 ")\n", res->tail_rows,
+		    res->tail_first, res->tail_last);
+		return;
+	}
+	printf("checkpoints: %" PRIu64 " signed by key %s; the last, row %"
+	    PRId64 " (%s, %s), signs rows through %" PRId64 "\n",
+	    res->checkpoints, id, res->last_ckpt_id, res->last_ckpt_shutdown ?
+	    "shutdown" : "interval", res->last_ckpt_ts, res->last_ckpt_id - 1);
+	if (res->tail_rows > 0)
+		printf("unsigned tail: %" PRIu64 " rows after the last checkpoint "
+		    "(id %" PRId64 "..%" PRId64 ")\n", res->tail_rows,
+		    res->tail_first, res->tail_last);
+	else
+		printf("unsigned tail: 0 rows after the last checkpoint\n");
+	if (!res->last_ckpt_shutdown)
+		printf("note: the last checkpoint was not written at shutdown: "
+		    "the gateway is running, stopped without a clean shutdown, "
+		    "or rows after the checkpoint were deleted\n");
+}
+
 static int
 audit_cmd_verify(struct audit_opts *o)
 {
 	struct audit_verify res;
+	EVP_PKEY *pub = NULL;
+	char *path = NULL, *pubpath = NULL, err[512];
 	sqlite3 *db;
 	int rc;
 
@@ -222,16 +280,36 @@ audit_cmd_verify(struct audit_opts *o)
 	    o->f.asc || o->have_format || o->cursor || o->follow)
 		return cmd_usage_error(audit_usage, "audit verify: takes no "
 		    "filters; it checks every row");
-	if ((rc = audit_open_db(o, "audit verify", &db)) != 0)
+	if ((rc = audit_paths(o, &path, &pubpath)) != 0)
 		return rc;
-	rc = audit_verify(db, &res);
+	/*
+	 * The default key may be absent (a copied file, a host without the
+	 * CA): then the first checkpoint fails for want of it. A --pubkey
+	 * that cannot be read is an error at once.
+	 */
+	if ((o->pubkey != NULL || access(pubpath, F_OK) == 0) &&
+	    (pub = audit_pubkey_read(pubpath, err, sizeof(err))) == NULL) {
+		free(path);
+		free(pubpath);
+		return cmd_error("audit verify: %s", err);
+	}
+	free(pubpath);
+	db = audit_db_open_ro(path, err, sizeof(err));
+	free(path);
+	if (db == NULL) {
+		EVP_PKEY_free(pub);
+		return cmd_error("audit verify: %s", err);
+	}
+	rc = audit_verify(db, pub, &res);
 	sqlite3_close(db);
+	if (rc == 0)
+		verify_report(&res, pub);
+	EVP_PKEY_free(pub);
 	if (rc == -1)
 		return cmd_error("audit verify: %s", res.msg);
 	if (rc == 1)
 		return cmd_error("audit verify: row %" PRId64 ": %s",
 		    res.bad_id, res.msg);
-	printf("ok: %" PRIu64 " rows verified\n", res.rows);
 	return fflush(stdout) == EOF ? 1 : 0;
 }
 
@@ -389,6 +467,9 @@ audit_cmd_export(struct audit_opts *o)
 	if (o->have_limit || o->f.asc)
 		return cmd_usage_error(audit_usage, "audit export: --limit and "
 		    "--asc belong to audit queries");
+	if (o->pubkey != NULL)
+		return cmd_usage_error(audit_usage, "audit export: --pubkey "
+		    "belongs to audit verify");
 	if (o->cursor != NULL && (rc = cursor_read(o->cursor, &after)) != 0)
 		return rc;
 	if ((rc = audit_open_db(o, "audit export", &db)) != 0)

@@ -1,13 +1,17 @@
 /*
  * `sandgate ca init`: create the interception CA at the paths the config
- * names (ca.cert, ca.key), check that it loads, and say where it went.
+ * names (ca.cert, ca.key) and the audit signing key beside it, check that
+ * they load, and say where they went.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "audit/audit_query.h"
 #include "core/config.h"
 #include "sandgate.h"
 #include "vault/ca.h"
@@ -17,6 +21,9 @@ static const char ca_usage[] =
     "  Create the interception CA (ECDSA P-256, ten years) at the config's\n"
     "  ca.cert and ca.key (default ./certs/ca.crt, ./certs/ca.key; key mode\n"
     "  0600). Existing files are kept unless --force is given.\n"
+    "  Also creates the audit signing key (Ed25519) at audit.signing_key\n"
+    "  and audit.public_key (default: audit.key and audit.pub beside\n"
+    "  ca.key) when it does not exist yet; --force never replaces it.\n"
     "  -c FILE   config file (default: ./sandgate.yaml,\n"
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
     "  --force   replace an existing CA (clients must trust the new one)\n";
@@ -32,6 +39,31 @@ print_fingerprint(X509 *x)
 	fputs("SHA-256 fingerprint: ", stdout);
 	for (i = 0; i < len; i++)
 		printf("%02X%s", md[i], i + 1 < len ? ":" : "\n");
+}
+
+/*
+ * The audit signing key: created when absent, kept when present (a new
+ * key would not verify the checkpoints the old one signed). 0 or 1.
+ */
+static int
+audit_key_init(const struct config *cfg)
+{
+	struct ca_audit_key *k;
+	uint8_t pub[32];
+	char id[AUDIT_KEYID_HEX + 1] = "";
+	const char *err;
+	int existed = access(cfg->audit_signing_key, F_OK) == 0;
+
+	if ((k = ca_audit_key_open(cfg->audit_signing_key,
+	    cfg->audit_public_key, 1, &err)) == NULL)
+		return cmd_error("ca init: audit signing key: %s", err);
+	ca_audit_key_public(k, pub);
+	(void)audit_key_id(pub, id);
+	ca_audit_key_free(k);
+	printf("%s audit signing key %s (mode 0600), public key %s, key id "
+	    "%s\n", existed ? "kept" : "wrote", cfg->audit_signing_key,
+	    cfg->audit_public_key, id);
+	return 0;
 }
 
 static int
@@ -59,7 +91,7 @@ ca_cmd_init(const char *cfg_path, int force)
 	printf("install %s in the trust store of every intercepted client "
 	    "(see docs/tls.md)\n", cfg->ca_cert);
 	ca_free(ca);
-	rc = 0;
+	rc = audit_key_init(cfg);
 done:
 	config_free(cfg);
 	return rc;

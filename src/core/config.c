@@ -28,6 +28,8 @@ struct cload {
 	char		*dir;		/* the file's directory; NULL: cwd */
 	int		 set_admin;
 	int		 set_audit_db;
+	int		 set_audit_signing_key;
+	int		 set_audit_public_key;
 	int		 set_vault_db;
 };
 
@@ -540,6 +542,25 @@ cf_upstream(struct cload *l, const struct ynode *n)
 	}
 }
 
+/* 0 (or 0s) turns the periodic checkpoints off; else 100ms to 1d. */
+static void
+cf_checkpoint_interval(struct cload *l, const struct ynode *n)
+{
+	const char *s;
+	uint64_t ms;
+
+	if (ycheck_str(&l->c, n, "checkpoint_interval", 32, &s) == -1)
+		return;
+	if (strcmp(s, "0") == 0 || (config_parse_duration_ms(s, &ms) == 0 &&
+	    ms == 0)) {
+		l->cfg->audit_checkpoint_ms = 0;
+		return;
+	}
+	if (cf_duration(l, n, "checkpoint_interval", 100, 86400 * 1000,
+	    &ms) == 0)
+		l->cfg->audit_checkpoint_ms = ms;
+}
+
 static void
 cf_audit(struct cload *l, const struct ynode *n)
 {
@@ -556,6 +577,16 @@ cf_audit(struct cload *l, const struct ynode *n)
 			if (cf_duration(l, c, "retention", 1000, UINT64_MAX,
 			    &ms) == 0)
 				l->cfg->audit_retention_s = ms / 1000;
+		} else if (strcmp(c->key->str, "checkpoint_interval") == 0)
+			cf_checkpoint_interval(l, c);
+		else if (strcmp(c->key->str, "signing_key") == 0) {
+			if (cf_path(l, c, "signing_key",
+			    &l->cfg->audit_signing_key) == 0)
+				l->set_audit_signing_key = 1;
+		} else if (strcmp(c->key->str, "public_key") == 0) {
+			if (cf_path(l, c, "public_key",
+			    &l->cfg->audit_public_key) == 0)
+				l->set_audit_public_key = 1;
 		} else
 			ycheck_unknown(&l->c, c, "audit");
 	}
@@ -769,10 +800,35 @@ cf_defaults(struct cload *l)
 	cfg->idle_timeout_ms = 300 * 1000;
 	cfg->ingress_upgrade_idle_ms = 3600 * 1000;
 	cfg->audit_retention_s = 30 * 86400;
+	cfg->audit_checkpoint_ms = 10 * 1000;
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
 	cfg->workers = cf_cores();
 	return 0;
+}
+
+static char *cf_dirname(const char *path);
+
+/* The audit signing key pair lives beside the CA key unless the file says. */
+static int
+cf_audit_keys(struct cload *l)
+{
+	struct config *cfg = l->cfg;
+	char *dir;
+	int rc = 0;
+
+	if (l->set_audit_signing_key && l->set_audit_public_key)
+		return 0;
+	if ((dir = cf_dirname(cfg->ca_key)) == NULL)
+		return -1;
+	if (!l->set_audit_signing_key && (cfg->audit_signing_key =
+	    cf_join(dir, "audit.key")) == NULL)
+		rc = -1;
+	if (!l->set_audit_public_key && (cfg->audit_public_key =
+	    cf_join(dir, "audit.pub")) == NULL)
+		rc = -1;
+	free(dir);
+	return rc;
 }
 
 /* Files that live in state_dir unless the file put them elsewhere. */
@@ -789,6 +845,8 @@ cf_state_files(struct cload *l)
 		return -1;
 	if (!l->set_vault_db && (cfg->vault_db = cf_join(cfg->state_dir,
 	    "vault.db")) == NULL)
+		return -1;
+	if (cf_audit_keys(l) == -1)
 		return -1;
 	if (!l->set_admin && strlen(cfg->admin_socket) > CF_MAX_SUN_PATH) {
 		diag_add(l->c.d, cfg->file, 0, 0, "state_dir: the admin "
@@ -875,6 +933,8 @@ config_free(struct config *cfg)
 	free(cfg->vault_key_file);
 	free(cfg->ca_bundle);
 	free(cfg->audit_db);
+	free(cfg->audit_signing_key);
+	free(cfg->audit_public_key);
 	free(cfg->geoip_country_db);
 	free(cfg->geoip_asn_db);
 	free(cfg->sandbox_runtime);

@@ -53,6 +53,9 @@ struct config {
 	/* audit */
 	char		*audit_db;
 	uint64_t	 audit_retention_s;
+	uint64_t	 audit_checkpoint_ms;	/* 0: a checkpoint only at shutdown */
+	char		*audit_signing_key;	/* Ed25519, beside ca.key by default */
+	char		*audit_public_key;
 	/* geoip: NULL when unset */
 	char		*geoip_country_db;
 	char		*geoip_asn_db;

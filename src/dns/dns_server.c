@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/geoip.h"

@@ -18,7 +18,7 @@
 #include <event2/http.h>
 #include <jansson.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"

@@ -73,6 +73,7 @@ struct worker {
 
 struct audit;
 struct ca;
+struct ca_audit_key;
 struct evhttp;
 struct vault;
 struct cred_ph;
@@ -82,6 +83,7 @@ struct geoip;
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
+	struct ca_audit_key	*audit_key;	/* signs the audit checkpoints */
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */

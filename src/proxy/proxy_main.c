@@ -15,7 +15,7 @@
 
 #include <event2/thread.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/geoip.h"
 #include "dns/dns.h"
 #include "vault/ca.h"
@@ -251,6 +251,39 @@ proxy_ca_setup(struct proxy *p)
 }
 
 /*
+ * The audit log, and the key that signs its checkpoints (created beside
+ * the CA on first start). The writer signs through ca_audit_sign; a
+ * key-holding process can take its place behind the same struct.
+ */
+static int
+proxy_audit_setup(struct proxy *p)
+{
+	const struct config *cfg = p->cfg;
+	struct audit_params ap;
+	const char *err = NULL;
+
+	if ((p->audit_key = ca_audit_key_open(cfg->audit_signing_key,
+	    cfg->audit_public_key, 1, &err)) == NULL) {
+		log_warnx("audit signing key: %s", err);
+		return -1;
+	}
+	memset(&ap, 0, sizeof(ap));
+	ap.retention_s = cfg->audit_retention_s;
+	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
+	ap.signer.sign = ca_audit_sign;
+	ap.signer.ctx = p->audit_key;
+	ca_audit_key_public(p->audit_key, ap.signer.public_key);
+	if ((p->audit = audit_open(cfg->audit_db, &ap, &err)) == NULL) {
+		log_warnx("audit database %s: %s", cfg->audit_db,
+		    err ? err : "cannot open");
+		return -1;
+	}
+	log_info("audit: %s (checkpoints signed with %s)", cfg->audit_db,
+	    cfg->audit_signing_key);
+	return 0;
+}
+
+/*
  * Bound last, after the audit log, the CA and the vault are ready: once a
  * port accepts, everything a connection needs exists.
  */
@@ -321,16 +354,8 @@ proxy_new(struct config *cfg, struct policy *pol)
 		p->dns_fds[0][i] = p->dns_fds[1][i] = -1;
 	if ((p->addrmem = addrmem_new(100000)) == NULL)
 		goto fail;
-	{
-		const char *err = NULL;
-		p->audit = audit_open(cfg->audit_db, cfg->audit_retention_s, &err);
-		if (p->audit == NULL) {
-			log_warnx("audit database %s: %s", cfg->audit_db,
-			    err ? err : "cannot open");
-			goto fail;
-		}
-		log_info("audit: %s", cfg->audit_db);
-	}
+	if (proxy_audit_setup(p) == -1)
+		goto fail;
 	if (proxy_ca_setup(p) == -1)
 		goto fail;
 	/* cred_free() copes with a half-done cred_init(). */
@@ -551,6 +576,7 @@ proxy_free(struct proxy *p)
 	/* After the workers: every session's row is queued before the flush. */
 	if (p->audit != NULL)
 		audit_close(p->audit);
+	ca_audit_key_free(p->audit_key);
 	if (p->ca != NULL)
 		ca_free(p->ca);
 	if (p->cred_ready)

@@ -13,7 +13,7 @@
 
 #include <event2/http.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/log.h"
 #include "vault/ca.h"
 #include "proxy/proxy_int.h"
@@ -109,6 +109,13 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	family(out, "audit_producer_stalls_total", "counter", "Times a "
 	    "connection had to wait for room in the audit queue.");
 	sample(out, "audit_producer_stalls_total", NULL, NULL, as.stalls);
+	family(out, "audit_checkpoints_total", "counter", "Signed checkpoint "
+	    "rows written to the audit database.");
+	sample(out, "audit_checkpoints_total", NULL, NULL, as.checkpoints);
+	family(out, "audit_checkpoint_failures_total", "counter", "Checkpoints "
+	    "that failed (signer or database); retried at the next interval.");
+	sample(out, "audit_checkpoint_failures_total", NULL, NULL,
+	    as.checkpoint_failures);
 	family(out, "sandboxes", "gauge", "Sandboxes known: static (policy "
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);

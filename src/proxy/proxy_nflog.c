@@ -21,7 +21,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/pkt_flow.h"

@@ -12,7 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/geoip.h"
 #include "core/log.h"
 #include "core/reason.h"

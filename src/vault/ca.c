@@ -40,10 +40,7 @@
  */
 static __thread char ca_errbuf[512];
 
-static const char *ca_err(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static const char *
+const char *
 ca_err(const char *fmt, ...)
 {
 	va_list ap;
@@ -54,8 +51,7 @@ ca_err(const char *fmt, ...)
 	return ca_errbuf;
 }
 
-/* The reason of the newest queued OpenSSL error, and an empty queue. */
-static const char *
+const char *
 ca_ossl_reason(void)
 {
 	static __thread char buf[160];
@@ -157,8 +153,6 @@ fail:
 
 /* ---------------------------------------------------------------- files */
 
-enum ca_pem { CA_PEM_KEY, CA_PEM_CERT };
-
 /* Write obj as PEM to fd, set its mode and flush it to disk. */
 static int
 ca_write_fd(int fd, mode_t mode, enum ca_pem what, void *obj)
@@ -175,6 +169,8 @@ ca_write_fd(int fd, mode_t mode, enum ca_pem what, void *obj)
 	if (what == CA_PEM_KEY)
 		ok = PEM_write_bio_PKCS8PrivateKey(b, obj, NULL, NULL, 0, NULL,
 		    NULL);
+	else if (what == CA_PEM_PUBKEY)
+		ok = PEM_write_bio_PUBKEY(b, obj);
 	else
 		ok = PEM_write_bio_X509(b, obj);
 	ok = ok == 1 && BIO_flush(b) == 1;
@@ -188,11 +184,7 @@ ca_write_fd(int fd, mode_t mode, enum ca_pem what, void *obj)
 	return fsync(fd);
 }
 
-/*
- * Write a new file at path that must not exist yet (O_EXCL: the mode is
- * right from the first moment); a half-written file is removed.
- */
-static int
+int
 ca_write_new(const char *path, mode_t mode, enum ca_pem what, void *obj)
 {
 	int fd, saved;
@@ -364,8 +356,8 @@ ca_nopass_cb(char *buf, int size, int rwflag, void *u)
 	return -1;
 }
 
-static EVP_PKEY *
-ca_read_key(const char *path, const char **errstr)
+EVP_PKEY *
+ca_read_key(const char *path, const char *what, const char **errstr)
 {
 	struct stat st;
 	EVP_PKEY *key;
@@ -373,13 +365,13 @@ ca_read_key(const char *path, const char **errstr)
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		*errstr = ca_err("cannot open CA key %s: %s", path,
+		*errstr = ca_err("cannot open %s %s: %s", what, path,
 		    strerror(errno));
 		return NULL;
 	}
 	/* fstat the descriptor we read from: no window to swap the file. */
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		*errstr = ca_err("CA key %s is not a regular file", path);
+		*errstr = ca_err("%s %s is not a regular file", what, path);
 		close(fd);
 		return NULL;
 	}
@@ -397,7 +389,7 @@ ca_read_key(const char *path, const char **errstr)
 	key = PEM_read_bio_PrivateKey(b, NULL, ca_nopass_cb, NULL);
 	BIO_free(b);
 	if (key == NULL)
-		*errstr = ca_err("cannot read CA key %s: %s", path,
+		*errstr = ca_err("cannot read %s %s: %s", what, path,
 		    ca_ossl_reason());
 	return key;
 }
@@ -502,7 +494,7 @@ ca_load(const char *cert_path, const char *key_path, const char **errstr)
 		*errstr = "out of memory";
 		goto fail;
 	}
-	if ((ca->key = ca_read_key(key_path, errstr)) == NULL ||
+	if ((ca->key = ca_read_key(key_path, "CA key", errstr)) == NULL ||
 	    (ca->cert = ca_read_cert(cert_path, errstr)) == NULL)
 		goto fail;
 	if (X509_check_private_key(ca->cert, ca->key) != 1) {

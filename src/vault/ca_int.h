@@ -1,10 +1,12 @@
 /*
- * What the files of the interception CA (ca.c, ca_leaf.c, ca_cache.c) share:
- * the CA object, the cache entry and the helpers more than one of them
- * calls. Nothing outside src/vault/ and the vault's own tests includes this.
+ * What the files of the interception CA (ca.c, ca_leaf.c, ca_cache.c) and
+ * of the audit signing key beside it (ca_audit.c) share: the CA object, the
+ * cache entry and the helpers more than one of them calls. Nothing outside src/vault/ and the vault's own tests includes this.
  */
 #ifndef SG_CA_INT_H
 #define SG_CA_INT_H
+
+#include <sys/types.h>
 
 #include <pthread.h>
 #include <stddef.h>
@@ -51,6 +53,31 @@ struct ca {
 
 /* ca.c: a random positive 128-bit serial into x; 0 or -1. */
 int		 ca_set_serial(X509 *x);
+
+/*
+ * ca.c: the key files, shared with the audit signing key (ca_audit.c).
+ * Messages are formatted into a per-thread buffer, valid until this
+ * thread's next call into ca.c.
+ */
+const char	*ca_err(const char *fmt, ...)
+		    __attribute__((format(printf, 1, 2)));
+/* The reason of the newest queued OpenSSL error; empties the queue. */
+const char	*ca_ossl_reason(void);
+enum ca_pem { CA_PEM_KEY, CA_PEM_PUBKEY, CA_PEM_CERT };
+/*
+ * Write obj (an EVP_PKEY, or an X509 for CA_PEM_CERT) as PEM to a new file
+ * at path that must not exist yet (O_EXCL: the mode is right from the
+ * first moment); a half-written file is removed. 0, or -1 with errno.
+ */
+int		 ca_write_new(const char *path, mode_t mode, enum ca_pem,
+		    void *obj);
+/*
+ * A private key from a PEM file that only its owner can read (a file
+ * group or others can read is refused); what names it in messages
+ * ("CA key"). NULL with *errstr.
+ */
+EVP_PKEY	*ca_read_key(const char *path, const char *what,
+		    const char **errstr);
 
 /*
  * ca_cache.c: the leaves by name, in a hash table keyed with hkey and an

@@ -104,6 +104,9 @@ test_defaults(void)
 	CHECK_INT(cfg->idle_timeout_ms, 300000);
 	CHECK_STR(cfg->audit_db, "./var/audit.db");
 	CHECK_INT(cfg->audit_retention_s, 30 * 86400);
+	CHECK_INT(cfg->audit_checkpoint_ms, 10000);
+	CHECK_STR(cfg->audit_signing_key, "./certs/audit.key");
+	CHECK_STR(cfg->audit_public_key, "./certs/audit.pub");
 	CHECK(cfg->geoip_country_db == NULL);
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "runsc");
@@ -173,6 +176,9 @@ test_full(void)
 	CHECK_INT(cfg->idle_timeout_ms, 300000);
 	CHECK_STR(cfg->audit_db, "/var/lib/sg/audit.db");
 	CHECK_INT(cfg->audit_retention_s, 7 * 86400);
+	CHECK_INT(cfg->audit_checkpoint_ms, 30000);
+	CHECK_STR(cfg->audit_signing_key, "/abs/audit.key");	/* beside ca.key */
+	CHECK_STR(cfg->audit_public_key, join(data_dir, "keys/audit.pub"));
 	CHECK_STR(cfg->geoip_country_db, join(data_dir, "geo/country.mmdb"));
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "crun");
@@ -348,6 +354,18 @@ static const struct err_case err_cases[] = {
 	    "out of range" },
 	{ "retention neg", "audit:\n  retention: -1d\n", 2, 14,
 	    "bad duration" },
+	{ "checkpoint short", "audit:\n  checkpoint_interval: 50ms\n", 2, 24,
+	    "out of range" },
+	{ "checkpoint long", "audit:\n  checkpoint_interval: 2d\n", 2, 24,
+	    "out of range" },
+	{ "checkpoint bare", "audit:\n  checkpoint_interval: 10\n", 2, 24,
+	    "bad duration" },
+	{ "checkpoint null", "audit:\n  checkpoint_interval: null\n", 2, 24,
+	    "expected a string, got null" },
+	{ "signing_key empty", "audit:\n  signing_key: \"\"\n", 2, 16,
+	    "must not be empty" },
+	{ "audit unknown", "audit:\n  signing: x\n", 2, 3,
+	    "unknown key \"signing\" in audit" },
 	{ "geoip list", "geoip:\n  country_db: [a]\n", 2, 15,
 	    "expected a string, got a list" },
 	{ "geoip unknown", "geoip:\n  city_db: x\n", 2, 3,
@@ -424,6 +442,24 @@ test_errors(void)
 			    &d);
 			CHECK_MSG(cfg != NULL, "ok case %zu", i);
 			diag_print(&d, stderr);
+			config_free(cfg);
+			diag_free(&d);
+		}
+	}
+
+	/* checkpoint_interval: 0 (or 0s) keeps only the one at shutdown. */
+	{
+		static const char *zero[] = {
+			"audit:\n  checkpoint_interval: 0\n",
+			"audit:\n  checkpoint_interval: 0s\n",
+		};
+
+		for (i = 0; i < sizeof(zero) / sizeof(zero[0]); i++) {
+			diag_init(&d);
+			cfg = config_load(coretest_tmpfile("ok.yaml", zero[i]),
+			    &d);
+			CHECK_MSG(cfg != NULL && cfg->audit_checkpoint_ms == 0,
+			    "zero case %zu", i);
 			config_free(cfg);
 			diag_free(&d);
 		}

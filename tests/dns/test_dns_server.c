@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/config.h"
 #include "core/policy.h"
 #include "dns/dns.h"
@@ -1256,7 +1256,7 @@ main(void)
 	cfg.n_resolvers = 1;
 	res = resolver_new(base, &cfg);
 	mem = addrmem_new(1000);
-	audit = audit_open(dbpath, 0, &errstr);
+	audit = audit_open(dbpath, NULL, &errstr);
 	CHECK(base != NULL && res != NULL && mem != NULL && audit != NULL);
 	if (pol == NULL || base == NULL || res == NULL || mem == NULL ||
 	    audit == NULL)

@@ -144,6 +144,8 @@ class CaCliTest(unittest.TestCase):
         key = os.path.join(d, "private", "ca.key")
         self.assertEqual(self.sg("ca", "init", "-c", cfg).returncode, 0)
         seen = {read(key)}
+        audit_key = os.path.join(d, "private", "audit.key")
+        audit_first = read(audit_key)
         # options before and after the operand
         for args in (["ca", "init", "-c", cfg, "--force"],
                      ["ca", "--force", "init", "-c", cfg],
@@ -160,8 +162,13 @@ class CaCliTest(unittest.TestCase):
                 self.assertEqual(
                     openssl("pkey", "-in", key, "-pubout").stdout,
                     openssl("x509", "-in", cert, "-noout", "-pubkey").stdout)
+        # --force replaces the CA, never the audit signing key beside it
+        # (the checkpoints it signed must stay verifiable)
+        self.assertEqual(read(audit_key), audit_first)
+        self.assertEqual(mode(audit_key), 0o600)
         # no temporary files left next to them
-        self.assertEqual(os.listdir(os.path.join(d, "private")), ["ca.key"])
+        self.assertEqual(sorted(os.listdir(os.path.join(d, "private"))),
+                         ["audit.key", "audit.pub", "ca.key"])
         self.assertEqual(os.listdir(os.path.join(d, "certs")), ["ca.crt"])
 
     def test_umask_does_not_matter(self):

@@ -41,6 +41,8 @@ EXPECTED = {
     "sandgate_connections_refused_total": ("counter", [()]),
     "sandgate_audit_rows_written_total": ("counter", [()]),
     "sandgate_audit_producer_stalls_total": ("counter", [()]),
+    "sandgate_audit_checkpoints_total": ("counter", [()]),
+    "sandgate_audit_checkpoint_failures_total": ("counter", [()]),
     "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
                                      (("kind", "registered"),)]),
     "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),

@@ -1,7 +1,8 @@
 /*
  * The audit log's hash chain: the columns of a row, their canonical
  * encoding, the SHA-256 link from one row to the next (shared with the
- * writer, audit.c), and the walk that verifies a stored chain.
+ * writer, audit.c), and the walk that verifies a stored chain and the
+ * signatures of its checkpoints.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -12,8 +13,8 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 
 const char *const audit_col_names[AUDIT_NCOLS] = {
 	"id", "ts", "sandbox", "kind", "client", "host", "ip", "port",
@@ -308,16 +309,124 @@ verify_anchor(sqlite3 *db, int64_t first, char anchor[AUDIT_HASH_HEX + 1],
 	return 1;
 }
 
+static int
+val_is(const struct audit_val *v, const char *s)
+{
+	size_t n = strlen(s);
+
+	return v->type == AUDIT_V_TEXT && v->len == n && memcmp(v->p, s, n) == 0;
+}
+
+/* Why a checkpoint's signature failed, in res->msg. */
+static void
+checkpoint_why(EVP_PKEY *pub, const char *pub_id,
+    const struct audit_checkpoint *c, const char *ts,
+    struct audit_verify *res)
+{
+	char msg[AUDIT_CKPT_MSG_MAX];
+	int len;
+
+	if (strcmp(c->key_id, pub_id) != 0) {
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signed by key "
+		    "%s, not by the public key given (key %s)", c->key_id,
+		    pub_id);
+		return;
+	}
+	len = audit_checkpoint_message(c->through, c->head, c->shutdown, ts,
+	    msg, sizeof(msg));
+	if (len > 0 && audit_sig_verify(pub, (const uint8_t *)msg,
+	    (size_t)len, c->sig))
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signature is "
+		    "for another chain: rows up to %" PRId64 " were changed "
+		    "after they were signed (the signed head is %.16s..., the "
+		    "chain has another)", c->through, c->head);
+	else
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signature does "
+		    "not verify: the checkpoint row was forged or altered");
+}
+
+/*
+ * A checkpoint row (its own hash and link already checked): it must follow
+ * the row it signs, and its signature must verify over the chain as stored.
+ * 0 ok, 1 bad (msg).
+ */
+static int
+verify_checkpoint(const struct audit_val *row, EVP_PKEY *pub,
+    const char *pub_id, struct audit_verify *res)
+{
+	const struct audit_val *path = &row[AUDIT_COL_PATH];
+	const struct audit_val *ts = &row[AUDIT_COL_TS];
+	struct audit_checkpoint c;
+	char msg[AUDIT_CKPT_MSG_MAX], tsbuf[AUDIT_TS_LEN + 1];
+	char head[AUDIT_HASH_HEX + 1];
+	int len;
+
+	if (path->type != AUDIT_V_TEXT || audit_checkpoint_parse(
+	    (const char *)path->p, path->len, &c) == -1 ||
+	    ts->type != AUDIT_V_TEXT || ts->len != AUDIT_TS_LEN) {
+		snprintf(res->msg, sizeof(res->msg), "malformed checkpoint "
+		    "row (path or ts)");
+		return 1;
+	}
+	memcpy(tsbuf, ts->p, AUDIT_TS_LEN);
+	tsbuf[AUDIT_TS_LEN] = '\0';
+	if (c.through != row[AUDIT_COL_ID].i - 1) {
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signs rows "
+		    "through %" PRId64 " but follows row %" PRId64, c.through,
+		    row[AUDIT_COL_ID].i - 1);
+		return 1;
+	}
+	if (pub == NULL) {
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signature "
+		    "cannot be checked: no public key (--pubkey FILE)");
+		return 1;
+	}
+	/* The chain as stored is what must have been signed. */
+	memcpy(head, row[AUDIT_COL_PREV_HASH].p, AUDIT_HASH_HEX);
+	head[AUDIT_HASH_HEX] = '\0';
+	len = audit_checkpoint_message(c.through, head, c.shutdown, tsbuf, msg,
+	    sizeof(msg));
+	if (len > 0 && strcmp(head, c.head) == 0 &&
+	    audit_sig_verify(pub, (const uint8_t *)msg, (size_t)len, c.sig)) {
+		res->checkpoints++;
+		res->last_ckpt_id = row[AUDIT_COL_ID].i;
+		res->last_ckpt_shutdown = c.shutdown;
+		memcpy(res->last_ckpt_ts, tsbuf, sizeof(tsbuf));
+		return 0;
+	}
+	checkpoint_why(pub, pub_id, &c, tsbuf, res);
+	return 1;
+}
+
+/* The summary once every row passed: the range and the unsigned tail. */
+static void
+verify_summary(struct audit_verify *res, int64_t first, int64_t last)
+{
+	res->first_id = first;
+	res->last_id = last;
+	if (res->rows == 0)
+		return;
+	res->tail_first = res->last_ckpt_id ? res->last_ckpt_id + 1 : first;
+	res->tail_last = last;
+	res->tail_rows = res->tail_first <= last ?
+	    (uint64_t)(last - res->tail_first + 1) : 0;
+	if (res->tail_rows == 0)
+		res->tail_first = res->tail_last = 0;
+}
+
 int
-audit_verify(sqlite3 *db, struct audit_verify *res)
+audit_verify(sqlite3 *db, EVP_PKEY *pub, struct audit_verify *res)
 {
 	struct audit_val row[AUDIT_NCOLS];
 	char select[512], expect[AUDIT_HASH_HEX + 1];
+	char pub_id[AUDIT_KEYID_HEX + 1] = "unknown";
 	sqlite3_stmt *st = NULL;
-	int64_t id, prev_id = 0;
+	int64_t id, prev_id = 0, first_id = 0;
 	int rc, r, have_prev = 0, in_txn = 0;
 
 	memset(res, 0, sizeof(res[0]));
+	if (pub != NULL)
+		(void)audit_pubkey_id(pub, pub_id);
 	/* One read transaction: a consistent snapshot while the writer runs. */
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
 		goto dberr;
@@ -365,9 +474,14 @@ audit_verify(sqlite3 *db, struct audit_verify *res)
 				    "the retention row");
 			r = 1;
 		}
+		if (r == 0 && val_is(&row[AUDIT_COL_KIND], "admin") &&
+		    val_is(&row[AUDIT_COL_RULE], "checkpoint"))
+			r = verify_checkpoint(row, pub, pub_id, res);
 		if (r != 0)
 			goto done_r;
 		memcpy(expect, row[AUDIT_COL_HASH].p, AUDIT_HASH_HEX);
+		if (!have_prev)
+			first_id = id;
 		prev_id = id;
 		have_prev = 1;
 		res->rows++;
@@ -375,6 +489,7 @@ audit_verify(sqlite3 *db, struct audit_verify *res)
 	if (rc != SQLITE_DONE)
 		goto dberr;
 	res->bad_id = 0;
+	verify_summary(res, first_id, prev_id);
 	r = 0;
 done_r:
 	sqlite3_finalize(st);

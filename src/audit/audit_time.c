@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 #include "core/config.h"
 
 

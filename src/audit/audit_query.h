@@ -1,7 +1,8 @@
 /*
  * The read side of the audit log (SPEC §8) and the row encoding it shares
  * with the writer: columns, the hash chain's canonical encoding, timestamps,
- * filters turned into SQL with bound parameters, output formats, verify.
+ * filters turned into SQL with bound parameters, output formats, the text
+ * of the retention and checkpoint rows, verify.
  */
 #ifndef SG_AUDIT_QUERY_H
 #define SG_AUDIT_QUERY_H
@@ -9,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <openssl/types.h>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -139,15 +142,25 @@ int64_t	 audit_query(struct sqlite3 *, const struct audit_filter *,
 int64_t	 audit_max_id(struct sqlite3 *, char *err, size_t errlen);
 
 /*
- * Walk the chain in id order. 0: intact (rows = rows checked); 1: bad_id
- * is the first row that fails and msg says why; -1: could not read (msg).
+ * Walk the chain in id order and check every checkpoint's signature with
+ * pub (an Ed25519 public key; NULL: a checkpoint is an error, since it
+ * cannot be checked). 0: intact; 1: bad_id is the first row that fails and
+ * msg says why; -1: could not read (msg).
  */
 struct audit_verify {
 	uint64_t	 rows;
+	uint64_t	 checkpoints;
+	int64_t		 first_id, last_id;	/* 0 when the table is empty */
+	int64_t		 last_ckpt_id;		/* 0: no checkpoint */
+	int		 last_ckpt_shutdown;
+	char		 last_ckpt_ts[AUDIT_TS_LEN + 1];
+	/* Rows after the last checkpoint (all rows when there is none). */
+	uint64_t	 tail_rows;
+	int64_t		 tail_first, tail_last;
 	int64_t		 bad_id;
-	char		 msg[256];
+	char		 msg[320];
 };
-int	 audit_verify(struct sqlite3 *, struct audit_verify *);
+int	 audit_verify(struct sqlite3 *, EVP_PKEY *pub, struct audit_verify *);
 
 /*
  * The retention row (kind admin, rule retention) records in its path
@@ -158,5 +171,41 @@ int	 audit_retention_format(char *buf, size_t len, int64_t through,
 	    int64_t rows, const char *before_ts, const char *anchor);
 int	 audit_retention_parse(const char *path, size_t len, int64_t *through,
 	    char anchor[AUDIT_HASH_HEX + 1]);
+
+/*
+ * The checkpoint row (kind admin, rule and reason checkpoint) records in
+ * its path "/events?through=ID&head=HASH&at=interval|shutdown&key=KEYID&
+ * sig=SIG": rows up to ID, whose last hash is HASH, were signed at the
+ * row's ts by the key KEYID (audit_key_id) with the Ed25519 signature SIG
+ * (128 hex digits) over audit_checkpoint_message. The row follows row ID.
+ */
+#define AUDIT_KEYID_HEX		16
+#define AUDIT_CKPT_MSG_MAX	256
+struct audit_checkpoint {
+	int64_t		 through;
+	char		 head[AUDIT_HASH_HEX + 1];
+	int		 shutdown;	/* at=shutdown, else at=interval */
+	char		 key_id[AUDIT_KEYID_HEX + 1];
+	uint8_t		 sig[64];
+};
+int	 audit_checkpoint_format(char *buf, size_t len,
+	    const struct audit_checkpoint *);
+int	 audit_checkpoint_parse(const char *path, size_t len,
+	    struct audit_checkpoint *);
+/*
+ * What is signed: "sandgate-audit-checkpoint-v1\nthrough=ID\nhead=HASH\n
+ * at=AT\nts=TS\n" with ts the checkpoint row's own. Its length, or -1.
+ */
+int	 audit_checkpoint_message(int64_t through, const char *head,
+	    int shutdown, const char *ts, char *buf, size_t len);
+/* The first 16 hex digits of SHA-256 of the raw public key. */
+int	 audit_key_id(const uint8_t pub[32], char out[AUDIT_KEYID_HEX + 1]);
+/* An Ed25519 public key from a PEM file; NULL with a message in err. */
+EVP_PKEY *audit_pubkey_read(const char *path, char *err, size_t errlen);
+/* The key id of an Ed25519 public key; 0 or -1. */
+int	 audit_pubkey_id(EVP_PKEY *, char out[AUDIT_KEYID_HEX + 1]);
+/* 1: sig is pub's signature of msg; 0: it is not (or cannot be checked). */
+int	 audit_sig_verify(EVP_PKEY *pub, const uint8_t *msg, size_t len,
+	    const uint8_t sig[64]);
 
 #endif

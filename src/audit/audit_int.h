@@ -1,7 +1,7 @@
 /*
  * What the files of the audit read side (audit_chain.c, audit_time.c,
  * audit_query.c, audit_output.c, audit_retention.c) share with each other
- * and with no one else: callers use core/audit_query.h.
+ * and with no one else: callers use audit/audit_query.h.
  */
 #ifndef SG_AUDIT_INT_H
 #define SG_AUDIT_INT_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "core/audit_query.h"
+#include "audit/audit_query.h"
 
 /* audit_time.c: 0001-01-01T00:00:00.000Z .. 9999-12-31T23:59:59.999Z */
 #define AUDIT_TS_MIN_MS		(-62135596800000LL)

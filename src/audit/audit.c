@@ -1,7 +1,8 @@
 /*
  * The audit writer (SPEC §8): producers copy rows into a bounded ring; one
  * thread owns the SQLite connection, creates or migrates the schema, batches
- * rows into WAL transactions, extends the hash chain and applies retention.
+ * rows into WAL transactions, extends the hash chain, has the chain head
+ * signed into checkpoint rows and applies retention.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "core/audit.h"
-#include "core/audit_query.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
 #include "core/log.h"
 
 #define AUDIT_QUEUE_ROWS	65536		/* ring entries */
@@ -52,6 +54,15 @@ struct audit {
 	char			*path;
 	uint64_t		 retention_s;
 
+	/* checkpoints: the writer thread's alone once it runs */
+	uint64_t		 checkpoint_ms;
+	struct audit_signer	 signer;
+	EVP_PKEY		*pub;		/* checks each signature before it is stored */
+	char			 key_id[AUDIT_KEYID_HEX + 1];
+	int64_t			 ckpt_id;	/* the newest checkpoint row, 0: none */
+	int			 ckpt_shutdown;	/* ... was written at shutdown */
+	int			 dirty;		/* rows after it */
+
 	pthread_t		 thread;
 	int			 thread_started;
 	pthread_mutex_t		 mtx;
@@ -65,6 +76,7 @@ struct audit {
 
 	/* stats, under mtx */
 	uint64_t		 rows_written, stalls, batches, lost;
+	uint64_t		 checkpoints, ckpt_failures;
 	size_t			 high_water;
 	double			 batch_ms_sum, batch_ms_max;
 };
@@ -317,6 +329,23 @@ fail:
 	return -1;
 }
 
+/* A row of the gateway's own: kind admin, decision allow, rule = reason. */
+static void
+admin_event(struct audit_event *ev, int64_t ts_ms, const char *method,
+    const char *path, const char *rule)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->ts_ms = ts_ms;
+	ev->kind = "admin";
+	ev->method = method;
+	ev->path = path;
+	ev->decision = "allow";
+	ev->rule = rule;
+	ev->reason = rule;
+	ev->port = ev->status = -1;
+	ev->asn = ev->bytes_up = ev->bytes_down = ev->duration_ms = -1;
+}
+
 /* ----------------------------------------------------------- retention */
 
 static int
@@ -408,16 +437,7 @@ retention_chunk(struct audit *a)
 	if (audit_retention_format(path, sizeof(path), through, deleted,
 	    cutoff, anchor) == -1)
 		goto fail;
-	memset(&ev, 0, sizeof(ev));
-	ev.ts_ms = now;
-	ev.kind = "admin";
-	ev.method = "DELETE";
-	ev.path = path;
-	ev.decision = "allow";
-	ev.rule = "retention";
-	ev.reason = "retention";
-	ev.port = ev.status = -1;
-	ev.asn = ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;
+	admin_event(&ev, now, "DELETE", path, "retention");
 	if ((r = row_new(&ev)) == NULL || insert_row(a, r, &head, hash) == -1)
 		goto fail;
 	free(r);
@@ -433,6 +453,149 @@ fail:
 	if (!sqlite3_get_autocommit(a->db))
 		(void)exec_sql(a->db, "ROLLBACK");
 	return -1;
+}
+
+/* --------------------------------------------------------- checkpoints */
+
+/*
+ * Sign (through, head) and fill the checkpoint's fields; the signature is
+ * checked with the public key before it is stored, so a signer that signs
+ * with another key fails here and not later in verify.
+ */
+static int
+checkpoint_sign(struct audit *a, int64_t through, const char *head,
+    int shutdown, const char *ts, struct audit_checkpoint *c)
+{
+	char msg[AUDIT_CKPT_MSG_MAX];
+	int len;
+
+	memset(c, 0, sizeof(*c));
+	c->through = through;
+	memcpy(c->head, head, AUDIT_HASH_HEX + 1);
+	c->shutdown = shutdown;
+	memcpy(c->key_id, a->key_id, sizeof(c->key_id));
+	if ((len = audit_checkpoint_message(through, head, shutdown, ts, msg,
+	    sizeof(msg))) == -1)
+		return -1;
+	if (a->signer.sign(a->signer.ctx, (const uint8_t *)msg, (size_t)len,
+	    c->sig) == -1) {
+		log_warnx("audit: the signer failed to sign the checkpoint "
+		    "through row %" PRId64, through);
+		return -1;
+	}
+	if (!audit_sig_verify(a->pub, (const uint8_t *)msg, (size_t)len,
+	    c->sig)) {
+		log_warnx("audit: the signer's signature does not verify with "
+		    "key %s; no checkpoint written", a->key_id);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Append a checkpoint row that signs the chain head. Nothing to do when the
+ * head is already a checkpoint (and, at shutdown, a shutdown checkpoint).
+ * 0, or -1 after a rollback.
+ */
+static int
+checkpoint_write(struct audit *a, int shutdown)
+{
+	char hash[AUDIT_HASH_HEX + 1], ts[AUDIT_TS_LEN + 1], path[512];
+	struct audit_checkpoint c;
+	struct audit_event ev;
+	struct audit_row *r = NULL;
+	int64_t id, now = audit_now_ms();
+
+	if (exec_sql(a->db, "BEGIN IMMEDIATE") == -1)
+		goto fail;
+	if (chain_head(a, &id, hash) == -1)
+		goto fail;
+	if (id == 0 || (id == a->ckpt_id && (!shutdown || a->ckpt_shutdown))) {
+		(void)exec_sql(a->db, "ROLLBACK");
+		a->dirty = 0;
+		return 0;
+	}
+	if (audit_format_ts(now, ts, sizeof(ts)) == -1 ||
+	    checkpoint_sign(a, id, hash, shutdown, ts, &c) == -1 ||
+	    audit_checkpoint_format(path, sizeof(path), &c) == -1)
+		goto fail;
+	admin_event(&ev, now, NULL, path, "checkpoint");
+	if ((r = row_new(&ev)) == NULL || insert_row(a, r, &id, hash) == -1 ||
+	    exec_sql(a->db, "COMMIT") == -1)
+		goto fail;
+	free(r);
+	a->ckpt_id = id;
+	a->ckpt_shutdown = shutdown;
+	a->dirty = 0;
+	pthread_mutex_lock(&a->mtx);
+	a->checkpoints++;
+	pthread_mutex_unlock(&a->mtx);
+	if (shutdown)
+		log_info("audit: checkpoint row %" PRId64 " signs rows through "
+		    "%" PRId64 " (key %s)", id, c.through, a->key_id);
+	else
+		log_debug("audit: checkpoint row %" PRId64 " signs rows "
+		    "through %" PRId64, id, c.through);
+	return 0;
+fail:
+	free(r);
+	if (!sqlite3_get_autocommit(a->db))
+		(void)exec_sql(a->db, "ROLLBACK");
+	pthread_mutex_lock(&a->mtx);
+	a->ckpt_failures++;
+	pthread_mutex_unlock(&a->mtx);
+	return -1;
+}
+
+/*
+ * Where the last run left off: the newest checkpoint row and whether rows
+ * follow it (a crash leaves such a tail; the first checkpoint signs it).
+ */
+static int
+checkpoint_state_load(struct audit *a, int64_t head_id)
+{
+	struct audit_checkpoint c;
+	sqlite3_stmt *st = NULL;
+	const unsigned char *p;
+	int rc;
+
+	a->ckpt_id = 0;
+	a->ckpt_shutdown = 0;
+	if (sqlite3_prepare_v2(a->db, "SELECT id, path FROM events WHERE "
+	    "kind = 'admin' AND rule = 'checkpoint' ORDER BY id DESC LIMIT 1",
+	    -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("audit: %s", sqlite3_errmsg(a->db));
+		return -1;
+	}
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		a->ckpt_id = sqlite3_column_int64(st, 0);
+		p = sqlite3_column_text(st, 1);
+		if (p != NULL && audit_checkpoint_parse((const char *)p,
+		    (size_t)sqlite3_column_bytes(st, 1), &c) == 0)
+			a->ckpt_shutdown = c.shutdown;
+		rc = SQLITE_DONE;
+	}
+	if (rc != SQLITE_DONE)
+		log_warnx("audit: reading the last checkpoint: %s",
+		    sqlite3_errmsg(a->db));
+	sqlite3_finalize(st);
+	a->dirty = head_id > a->ckpt_id;
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The signer's public key and its id; -1 when it is not an Ed25519 key. */
+static int
+checkpoint_setup(struct audit *a, const struct audit_params *pp)
+{
+	a->checkpoint_ms = pp->checkpoint_ms;
+	a->signer = pp->signer;
+	if (a->signer.sign == NULL)
+		return 0;
+	if ((a->pub = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL,
+	    a->signer.public_key, AUDIT_PUBKEY_LEN)) == NULL ||
+	    audit_key_id(a->signer.public_key, a->key_id) == -1)
+		return -1;
+	return 0;
 }
 
 /* ------------------------------------------------------------- writer */
@@ -492,6 +655,7 @@ commit_rows(struct audit *a, struct audit_row **rows, size_t n)
 			backoff *= 2;
 	}
 	ms = mono_ms() - t0;
+	a->dirty = 1;
 	pthread_mutex_lock(&a->mtx);
 	a->rows_written += n;
 	a->batches++;
@@ -517,33 +681,68 @@ wait_until(struct audit *a, double deadline_ms)
 	return pthread_cond_timedwait(&a->nonempty, &a->mtx, &ts);
 }
 
-/* Housekeeping between batches: the stats line and retention chunks. */
+/* The writer's timers, on the monotonic clock in ms; < 0: off. */
+struct writer_clock {
+	double		 next_stats;
+	double		 next_retention;
+	double		 next_ckpt;
+	uint64_t	 logged_rows, logged_stalls;
+};
+
+/* Is housekeeping due before the writer may go back to waiting? */
+static int
+writer_due(const struct audit *a, const struct writer_clock *wc, double now)
+{
+	return now >= wc->next_stats ||
+	    (wc->next_retention >= 0 && now >= wc->next_retention) ||
+	    (wc->next_ckpt >= 0 && a->dirty && now >= wc->next_ckpt);
+}
+
+/* How long an idle writer may sleep: a second, or until a checkpoint. */
+static double
+writer_wake(const struct audit *a, const struct writer_clock *wc, double now)
+{
+	double until = now + 1000;
+
+	if (wc->next_ckpt >= 0 && a->dirty && wc->next_ckpt < until)
+		until = wc->next_ckpt;
+	return until;
+}
+
+/* Housekeeping between batches: the stats line, retention, checkpoints. */
 static void
-writer_periodic(struct audit *a, double *next_stats, double *next_retention,
-    uint64_t *logged_rows, uint64_t *logged_stalls)
+writer_periodic(struct audit *a, struct writer_clock *wc)
 {
 	struct audit_stats s;
 	double now = mono_ms();
 	int64_t del;
 
-	if (now >= *next_stats) {
-		*next_stats = now + AUDIT_STATS_MS;
+	if (now >= wc->next_stats) {
+		wc->next_stats = now + AUDIT_STATS_MS;
 		audit_get_stats(a, &s);
-		if (s.rows_written != *logged_rows ||
-		    s.stalls != *logged_stalls) {
+		if (s.rows_written != wc->logged_rows ||
+		    s.stalls != wc->logged_stalls) {
 			stats_log(a);
-			*logged_rows = s.rows_written;
-			*logged_stalls = s.stalls;
+			wc->logged_rows = s.rows_written;
+			wc->logged_stalls = s.stalls;
 		}
 	}
-	if (*next_retention >= 0 && now >= *next_retention) {
+	if (wc->next_retention >= 0 && now >= wc->next_retention) {
 		/* Chunks interleave with batches until retention caught up. */
 		del = retention_chunk(a);
+		if (del > 0)
+			a->dirty = 1;
 		if (del == AUDIT_RETENTION_CHUNK)
-			*next_retention = now;
+			wc->next_retention = now;
 		else
-			*next_retention = now + 1000.0 * (double)(a->retention_s <
+			wc->next_retention = now + 1000.0 * (double)(a->retention_s <
 			    3600 ? a->retention_s : 3600);
+	}
+	if (wc->next_ckpt >= 0 && now >= wc->next_ckpt) {
+		/* A failed checkpoint is retried at the next interval. */
+		if (a->dirty)
+			(void)checkpoint_write(a, 0);
+		wc->next_ckpt = now + (double)a->checkpoint_ms;
 	}
 }
 
@@ -552,21 +751,24 @@ audit_writer(void *arg)
 {
 	struct audit *a = arg;
 	struct audit_row *batch[AUDIT_BATCH_ROWS];
-	double now, next_stats, next_retention;
-	uint64_t logged_rows = 0, logged_stalls = 0;
+	struct writer_clock wc;
+	double now;
 	size_t n;
 
-	next_stats = mono_ms() + AUDIT_STATS_MS;
-	next_retention = a->retention_s ? mono_ms() : -1;
+	memset(&wc, 0, sizeof(wc));
+	now = mono_ms();
+	wc.next_stats = now + AUDIT_STATS_MS;
+	wc.next_retention = a->retention_s ? now : -1;
+	wc.next_ckpt = a->signer.sign != NULL && a->checkpoint_ms > 0 ?
+	    now + (double)a->checkpoint_ms : -1;
 	pthread_mutex_lock(&a->mtx);
 	for (;;) {
 		while (a->count == 0 && !a->closing) {
 			now = mono_ms();
-			if (now >= next_stats || (next_retention >= 0 &&
-			    now >= next_retention))
+			if (writer_due(a, &wc, now))
 				break;
 			a->writer_idle = 1;
-			(void)wait_until(a, now + 1000);
+			(void)wait_until(a, writer_wake(a, &wc, now));
 			a->writer_idle = 0;
 		}
 		if (a->count == 0 && a->closing)
@@ -597,11 +799,14 @@ audit_writer(void *arg)
 
 		if (n > 0)
 			commit_rows(a, batch, n);
-		writer_periodic(a, &next_stats, &next_retention, &logged_rows,
-		    &logged_stalls);
+		writer_periodic(a, &wc);
 		pthread_mutex_lock(&a->mtx);
 	}
 	pthread_mutex_unlock(&a->mtx);
+	/* Every queued row is in: sign the end of this run. */
+	if (a->signer.sign != NULL && checkpoint_write(a, 1) == -1)
+		log_warnx("audit: no shutdown checkpoint; the rows after the "
+		    "last checkpoint stay unsigned");
 	return NULL;
 }
 
@@ -864,13 +1069,17 @@ audit_free(struct audit *a)
 	pthread_mutex_destroy(&a->mtx);
 	pthread_cond_destroy(&a->nonempty);
 	pthread_cond_destroy(&a->nonfull);
+	EVP_PKEY_free(a->pub);
 	free(a->path);
 	free(a);
 }
 
 struct audit *
-audit_open(const char *db_path, uint64_t retention_s, const char **errstr)
+audit_open(const char *db_path, const struct audit_params *params,
+    const char **errstr)
 {
+	static const struct audit_params none;
+	const struct audit_params *pp = params ? params : &none;
 	struct audit *a;
 	pthread_condattr_t ca;
 	char hash[AUDIT_HASH_HEX + 1];
@@ -892,8 +1101,12 @@ audit_open(const char *db_path, uint64_t retention_s, const char **errstr)
 	pthread_cond_init(&a->nonfull, NULL);
 	pthread_condattr_destroy(&ca);
 	/* Years of retention still fit an int64 of milliseconds. */
-	a->retention_s = retention_s > (uint64_t)INT64_MAX / 2000 ?
-	    (uint64_t)INT64_MAX / 2000 : retention_s;
+	a->retention_s = pp->retention_s > (uint64_t)INT64_MAX / 2000 ?
+	    (uint64_t)INT64_MAX / 2000 : pp->retention_s;
+	if (checkpoint_setup(a, pp) == -1) {
+		*errstr = "the audit signer's public key is not an Ed25519 key";
+		goto fail;
+	}
 	if ((a->path = strdup(db_path)) == NULL ||
 	    (a->ring = calloc(AUDIT_QUEUE_ROWS, sizeof(*a->ring))) == NULL) {
 		*errstr = "out of memory";
@@ -904,7 +1117,12 @@ audit_open(const char *db_path, uint64_t retention_s, const char **errstr)
 			*errstr = "cannot read the audit chain head";
 		goto fail;
 	}
-	log_debug("audit: chain continues after row %" PRId64, id);
+	if (checkpoint_state_load(a, id) == -1) {
+		*errstr = "cannot read the last audit checkpoint";
+		goto fail;
+	}
+	log_debug("audit: chain continues after row %" PRId64 ", last "
+	    "checkpoint row %" PRId64, id, a->ckpt_id);
 	if (pthread_create(&a->thread, NULL, audit_writer, a) != 0) {
 		*errstr = "cannot start the audit writer thread";
 		goto fail;
@@ -988,6 +1206,8 @@ audit_get_stats(struct audit *a, struct audit_stats *s)
 		return;
 	pthread_mutex_lock(&a->mtx);
 	s->rows_written = a->rows_written;
+	s->checkpoints = a->checkpoints;
+	s->checkpoint_failures = a->ckpt_failures;
 	s->stalls = a->stalls;
 	s->queue_high_water = a->high_water;
 	s->batch_ms_max = a->batch_ms_max;

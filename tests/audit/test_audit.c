@@ -16,8 +16,8 @@
 #include <sqlite3.h>
 
 #include "check.h"
-#include "core/audit.h"
-#include "core/audit_query.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
 #include "core/log.h"
 
 static char tmpdir[256];
@@ -124,7 +124,7 @@ verify_file(const char *path, struct audit_verify *res)
 		memset(res, 0, sizeof(*res));
 		return -1;
 	}
-	rc = audit_verify(db, res);
+	rc = audit_verify(db, NULL, res);
 	sqlite3_close(db);
 	return rc;
 }
@@ -142,13 +142,14 @@ static int
 write_rows(const char *path, int n, const char *sb, int64_t ts_ms,
     uint64_t retention_s)
 {
+	struct audit_params ap = { .retention_s = retention_s };
 	struct audit_event ev;
 	struct audit *a;
 	const char *err = NULL;
 	char p[32];
 	int i;
 
-	if ((a = audit_open(path, retention_s, &err)) == NULL) {
+	if ((a = audit_open(path, &ap, &err)) == NULL) {
 		fprintf(stderr, "audit_open %s: %s\n", path, err);
 		return -1;
 	}
@@ -591,7 +592,7 @@ test_write_and_read_back(void)
 	sqlite3_stmt *st;
 
 	tmp_path(path, sizeof(path), "rw.db");
-	a = audit_open(path, 0, &errstr);
+	a = audit_open(path, NULL, &errstr);
 	CHECK(a != NULL);
 	if (a == NULL)
 		return;
@@ -708,14 +709,14 @@ test_write_and_read_back(void)
 	CHECK(write_rows(path, 3, "agent-8", 0, 0) == 0);
 	CHECK(verify_file(path, &res) == 0);
 	CHECK_INT(res.rows, 5);
-	a = audit_open(path, 0, &errstr);
+	a = audit_open(path, NULL, &errstr);
 	audit_get_stats(a, &stats);
 	CHECK_INT(stats.rows_written, 0);
 	audit_close(a);
 	rm_db(path);
 
 	/* Errors are reported, not fatal. */
-	CHECK(audit_open("/nonexistent-dir/x/audit.db", 0, &errstr) == NULL &&
+	CHECK(audit_open("/nonexistent-dir/x/audit.db", NULL, &errstr) == NULL &&
 	    errstr != NULL);
 	CHECK(audit_submit(NULL, &ev) == -1);
 }
@@ -844,7 +845,8 @@ test_retention(void)
 	/* 50 rows ten days old, then 10 from now. */
 	CHECK(write_rows(path, 50, "old", now - 10 * 86400000LL, 0) == 0);
 	CHECK(write_rows(path, 10, "new", 0, 0) == 0);
-	a = audit_open(path, 86400, &errstr);
+	a = audit_open(path, &(struct audit_params){ .retention_s = 86400 },
+	    &errstr);
 	CHECK(a != NULL);
 	rid = wait_retention_row(path, 0);
 	audit_close(a);
@@ -881,7 +883,7 @@ test_retention(void)
 
 	/* Everything is older than a second: all of it goes, chain holds. */
 	sleep(2);
-	a = audit_open(path, 1, &errstr);
+	a = audit_open(path, &(struct audit_params){ .retention_s = 1 }, &errstr);
 	CHECK(a != NULL);
 	rid = wait_retention_row(path, 61);
 	audit_close(a);
@@ -936,7 +938,7 @@ test_migration(void)
 		CHECK(exec(db, v1_schema) == 0 && exec(db, cases[i].setup) == 0);
 		sqlite3_close(db);
 		errstr = NULL;
-		a = audit_open(path, 0, &errstr);
+		a = audit_open(path, NULL, &errstr);
 		CHECK_MSG((a != NULL) == cases[i].ok, "case %zu: %s", i,
 		    errstr ? errstr : "opened");
 		if (a == NULL) {
@@ -1042,7 +1044,7 @@ test_concurrency(void)
 	int i;
 
 	tmp_path(path, sizeof(path), "conc.db");
-	a = audit_open(path, 0, &errstr);
+	a = audit_open(path, NULL, &errstr);
 	CHECK(a != NULL);
 	if (a == NULL)
 		return;
@@ -1164,7 +1166,7 @@ test_queries(void)
 	size_t i;
 
 	tmp_path(path, sizeof(path), "query.db");
-	a = audit_open(path, 0, &errstr);
+	a = audit_open(path, NULL, &errstr);
 	CHECK(a != NULL);
 	if (a == NULL)
 		return;

@@ -11,8 +11,8 @@
 
 #include <sqlite3.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 
 /* ------------------------------------------------------- vocabularies */
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 #include "core/log.h"
 
 int

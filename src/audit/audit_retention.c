@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/audit_query.h"
-#include "core/audit_int.h"
+#include "audit/audit_query.h"
+#include "audit/audit_int.h"
 
 int
 audit_retention_format(char *buf, size_t len, int64_t through, int64_t rows,
