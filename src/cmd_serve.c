@@ -65,11 +65,13 @@ cmd_serve(int argc, char *argv[])
 	log_info("config: %s", cfg->file ? cfg->file : "built-in defaults");
 	policy_summary(pol, sum, sizeof(sum));
 	log_info("policy: %s", sum);
+	log_hold(1);
 	if ((p = proxy_new(cfg, pol)) == NULL) {
 		/* One line that names what failed: the last warning. */
-		log_last_warning(why, sizeof(why));
+		log_take_held(why, sizeof(why));
 		return cmd_error("cannot start the gateway: %s", why);
 	}
+	log_release();
 	rc = proxy_run(p) == 0 ? 0 : 1;
 	proxy_free(p);
 	return rc;

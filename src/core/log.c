@@ -18,7 +18,14 @@
 static enum log_level log_level = LOG_LVL_INFO;
 static const char *log_prog = "sandgate";
 static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
-static char log_last[512];	/* the last warning, for a start-up error line */
+/*
+ * While holding (start-up), the newest warning waits: printed when another
+ * comes or start-up succeeds, or turned into the one error line when
+ * start-up fails, so that the reason is said once.
+ */
+static int log_holding;
+static char log_held[2600];	/* the formatted line */
+static char log_held_msg[512];	/* the message alone */
 
 static void
 log_event_cb(int severity, const char *msg)
@@ -56,21 +63,26 @@ static void log_vwrite(const char *, const char *, va_list, const char *)
 static void
 log_vwrite(const char *lvl, const char *fmt, va_list ap, const char *suffix)
 {
-	char msg[2048];
+	char msg[2048], line[2600];
 	struct timespec ts;
 	struct tm tm;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	pthread_mutex_lock(&log_mtx);
-	if (strcmp(lvl, "warn") == 0)
-		snprintf(log_last, sizeof(log_last), "%.380s%s%.120s", msg,
-		    suffix ? ": " : "", suffix ? suffix : "");
-	fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s%s%s\n",
+	snprintf(line, sizeof(line),
+	    "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s%s%s\n",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_prog, lvl, msg,
 	    suffix ? ": " : "", suffix ? suffix : "");
+	pthread_mutex_lock(&log_mtx);
+	if (log_holding && strcmp(lvl, "warn") == 0) {
+		fputs(log_held, stderr);
+		memcpy(log_held, line, sizeof(log_held));
+		snprintf(log_held_msg, sizeof(log_held_msg), "%.380s%s%.120s",
+		    msg, suffix ? ": " : "", suffix ? suffix : "");
+	} else
+		fputs(line, stderr);
 	fflush(stderr);
 	pthread_mutex_unlock(&log_mtx);
 }
@@ -190,10 +202,32 @@ log_escape(const void *data, size_t len, char *out, size_t outlen)
 }
 
 void
-log_last_warning(char *buf, size_t len)
+log_hold(int on)
 {
 	pthread_mutex_lock(&log_mtx);
-	snprintf(buf, len, "%s", log_last[0] != '\0' ? log_last :
+	log_holding = on;
+	log_held[0] = log_held_msg[0] = '\0';
+	pthread_mutex_unlock(&log_mtx);
+}
+
+void
+log_release(void)
+{
+	pthread_mutex_lock(&log_mtx);
+	fputs(log_held, stderr);
+	fflush(stderr);
+	log_holding = 0;
+	log_held[0] = log_held_msg[0] = '\0';
+	pthread_mutex_unlock(&log_mtx);
+}
+
+void
+log_take_held(char *buf, size_t len)
+{
+	pthread_mutex_lock(&log_mtx);
+	snprintf(buf, len, "%s", log_held_msg[0] != '\0' ? log_held_msg :
 	    "see the log above");
+	log_holding = 0;
+	log_held[0] = log_held_msg[0] = '\0';
 	pthread_mutex_unlock(&log_mtx);
 }

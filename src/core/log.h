@@ -27,8 +27,14 @@ void	log_openssl(const char *what);
  * Copy at most len bytes of peer data into out (size outlen, always
  * terminated), escaping anything but printable ASCII as \xNN.
  */
-/* The text of the last warning logged ("see the log above" when none). */
-void	log_last_warning(char *buf, size_t len);
+/*
+ * Start-up: log_hold(1) keeps the newest warning back; log_release()
+ * prints it (start-up went on), log_take_held() hands its text over
+ * instead (start-up failed: it becomes the one error line).
+ */
+void	log_hold(int on);
+void	log_release(void);
+void	log_take_held(char *buf, size_t len);
 const char *log_escape(const void *data, size_t len, char *out, size_t outlen);
 
 #endif

@@ -50,7 +50,7 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 
-#include "core/audit.h"
+#include "audit/audit.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/policy.h"
