@@ -338,6 +338,7 @@ transparent_sniff(struct session *s)
 		session_head_begin(s);
 		if ((r = sniff_http_host(s, (const char *)p, want, &host)) != 1)
 			return;
+		evtimer_del(s->timer);
 		session_head_done(s);
 		bufferevent_disable(s->cbev, EV_READ);
 		decide_name(s, host.p, host.len);
