@@ -21,6 +21,7 @@
 #define CF_MAX_PATH		4096
 #define CF_MAX_SUN_PATH		107	/* sizeof(sun_path) - 1 */
 #define CF_MAX_WORKERS		64
+#define CF_MAX_PER_SANDBOX	1000000
 
 struct cload {
 	struct ycheck	 c;
@@ -679,6 +680,59 @@ cf_sandbox(struct cload *l, const struct ynode *n)
 	}
 }
 
+/* limits.per_sandbox: each value 0 (no limit) up to CF_MAX_PER_SANDBOX. */
+static void
+cf_per_sandbox(struct cload *l, const struct ynode *n)
+{
+	static const struct {
+		const char	*key;
+		size_t		 off;
+	} keys[] = {
+		{ "max_connections",
+		    offsetof(struct config, sandbox_max_connections) },
+		{ "connections_per_second",
+		    offsetof(struct config, sandbox_conn_rate) },
+		{ "dns_queries_per_second",
+		    offsetof(struct config, sandbox_dns_rate) },
+	};
+	const struct ynode *c;
+	uint64_t v;
+	size_t i;
+
+	if (ynode_is_null(n) ||
+	    ycheck_is(&l->c, n, YNODE_MAP, "per_sandbox") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcmp(c->key->str, keys[i].key) == 0)
+				break;
+		if (i == sizeof(keys) / sizeof(keys[0])) {
+			ycheck_unknown(&l->c, c, "limits.per_sandbox");
+			continue;
+		}
+		if (ycheck_uint(&l->c, c, keys[i].key, 0, CF_MAX_PER_SANDBOX,
+		    &v) == 0)
+			*(uint32_t *)((char *)l->cfg + keys[i].off) =
+			    (uint32_t)v;
+	}
+}
+
+/* 0s turns it off; otherwise 100ms to 1h. */
+static void
+cf_head_timeout(struct cload *l, const struct ynode *n)
+{
+	uint64_t ms;
+
+	if (cf_duration(l, n, "head_timeout", 0, 3600 * 1000, &ms) == -1)
+		return;
+	if (ms != 0 && ms < 100) {
+		ycheck_err(&l->c, n, "head_timeout: %s is out of range (0s "
+		    "to turn it off, or 100ms to 1h)", n->str);
+		return;
+	}
+	l->cfg->head_timeout_ms = (uint32_t)ms;
+}
+
 static void
 cf_limits(struct cload *l, const struct ynode *n)
 {
@@ -696,7 +750,11 @@ cf_limits(struct cload *l, const struct ynode *n)
 			if (ycheck_uint(&l->c, c, "max_header_bytes", 1024,
 			    1048576, &v) == 0)
 				l->cfg->max_header_bytes = (uint32_t)v;
-		} else
+		} else if (strcmp(c->key->str, "head_timeout") == 0)
+			cf_head_timeout(l, c);
+		else if (strcmp(c->key->str, "per_sandbox") == 0)
+			cf_per_sandbox(l, c);
+		else
 			ycheck_unknown(&l->c, c, "limits");
 	}
 }
@@ -803,6 +861,10 @@ cf_defaults(struct cload *l)
 	cfg->audit_checkpoint_ms = 10 * 1000;
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
+	cfg->head_timeout_ms = 10 * 1000;
+	cfg->sandbox_max_connections = 1024;
+	cfg->sandbox_conn_rate = 200;
+	cfg->sandbox_dns_rate = 500;
 	cfg->workers = cf_cores();
 	return 0;
 }

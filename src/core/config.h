@@ -66,6 +66,11 @@ struct config {
 	/* limits */
 	uint32_t	 max_connections;
 	uint32_t	 max_header_bytes;
+	uint32_t	 head_timeout_ms;	/* 0: no limit */
+	/* limits.per_sandbox; 0: no limit */
+	uint32_t	 sandbox_max_connections;
+	uint32_t	 sandbox_conn_rate;	/* new connections per second */
+	uint32_t	 sandbox_dns_rate;	/* DNS queries per second */
 	int		 workers;		/* resolved: "auto" -> cores */
 };
 

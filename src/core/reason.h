@@ -43,6 +43,8 @@ enum sg_reason {
 	REASON_FOREIGN_CRED,
 	REASON_CRED_UNAVAILABLE,	/* the vault lacks the secret */
 	REASON_TOO_MANY_CONN,
+	REASON_RATE_LIMITED,		/* over a limits.per_sandbox limit */
+	REASON_HEAD_TIMEOUT,		/* a request head not complete within head_timeout */
 	REASON_IDLE_TIMEOUT,
 	REASON_INTERNAL_ERROR,		/* a broken invariant, failed closed */
 	REASON_PROTOCOL_BLOCKED,	/* a sandbox's UDP/ICMP/other packet, dropped by its rules */

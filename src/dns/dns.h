@@ -17,6 +17,7 @@ struct resolver;
 struct audit;
 struct policy;
 struct geoip;
+struct fairshare;
 
 /*
  * Address memory: (sandbox, address) -> name, expiring with the answer's
@@ -52,6 +53,8 @@ struct dns_server_env {
 	void			*name_check_arg;
 	/* Optional: countries / asns rules apply to the answer's addresses too. */
 	struct geoip		*geoip;
+	/* Optional: limits.per_sandbox.dns_queries_per_second over it: REFUSED. */
+	struct fairshare	*fair;
 	uint32_t		 idle_timeout_ms;	/* TCP connections */
 };
 

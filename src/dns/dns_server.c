@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "core/fairshare.h"
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/geoip.h"
@@ -85,6 +86,7 @@ struct dns_outcome {
 	uint32_t		 ttl;
 	const uint8_t		*raw;		/* a relayed upstream response, or NULL */
 	size_t			 raw_len;
+	int			 unaudited;	/* a rate-limited refusal past its second's row */
 };
 
 struct dns_server {
@@ -237,7 +239,8 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 	else if (len > 0 && sendto(srv->udp_fd, srv->outbuf, (size_t)len, 0,
 	    (struct sockaddr *)&p->peer, p->peerlen) == -1)
 		log_debug("dns: sendto %s: %s", p->client, strerror(errno));
-	dns_audit(p, o, ip);
+	if (!o->unaudited)
+		dns_audit(p, o, ip);
 	if (log_enabled(LOG_LVL_DEBUG))
 		log_debug("dns: %s %s %s: rcode %d, %s%s%s", p->client,
 		    p->has_target ? p->t.host : p->msg.qname.text,
@@ -306,6 +309,33 @@ dns_deny(struct dns_pending *p, const char *rule, enum sg_reason reason,
 		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
 	else
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+}
+
+/* Over dns_queries_per_second: REFUSED, one row per sandbox per second. */
+static void
+dns_rate_limited(struct dns_pending *p, const struct fair_refusal *ref)
+{
+	struct dns_outcome o;
+	char text[DNS_SRV_EDE_LEN];
+
+	snprintf(text, sizeof(text), "sandgate: sandbox %s is over limits."
+	    "per_sandbox.dns_queries_per_second (%s)", p->id.sandbox,
+	    reason_word(REASON_RATE_LIMITED));
+	if (ref->audit)
+		log_info("dns: rate-limited: sandbox %s is over limits."
+		    "per_sandbox.dns_queries_per_second; %llu more refusal%s "
+		    "since the previous row went unaudited", p->id.sandbox,
+		    (unsigned long long)ref->suppressed,
+		    ref->suppressed == 1 ? "" : "s");
+	memset(&o, 0, sizeof(o));
+	o.rcode = DNS_RCODE_REFUSED;
+	o.decision = "deny";
+	o.rule = "limits";
+	o.reason = REASON_RATE_LIMITED;
+	o.ede_code = DNS_EDE_PROHIBITED;
+	o.ede_text = text;
+	o.unaudited = !ref->audit;
+	dns_finish(p, &o);
 }
 
 static void
@@ -542,6 +572,7 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
     const uint8_t *buf, size_t len)
 {
 	struct dns_pending *p;
+	struct fair_refusal ref;
 	struct netaddr src;
 	char abuf[NETADDR_STRLEN];
 	uint16_t port;
@@ -572,7 +603,11 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	if (tcp != NULL)
 		tcp->inflight++;
 
-	if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
+	/* Before anything else: a flood costs one bucket check per query. */
+	if (p->has_id && srv->env.fair != NULL && fairshare_dns_query(
+	    srv->env.fair, p->id.sandbox, p->t0, &ref) != FAIR_OK)
+		dns_rate_limited(p, &ref);
+	else if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
 		dns_end(p, DNS_RCODE_FORMERR, "error", NULL,
 		    REASON_BAD_REQUEST);
 	else if (DNS_F_OPCODE(p->msg.hdr.flags) != DNS_OPCODE_QUERY)

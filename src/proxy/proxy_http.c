@@ -437,6 +437,7 @@ handle_head(struct session *s)
 
 	if (len == 0)
 		return;
+	session_head_begin(s);
 	lim.max_line = PROXY_MAX_LINE;
 	lim.max_head = s->p->cfg->max_header_bytes;
 	want = len < lim.max_head + 1 ? len : lim.max_head + 1;
@@ -472,6 +473,7 @@ handle_head(struct session *s)
 		    "method name too long");
 		return;
 	}
+	session_head_done(s);
 	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req.method);
 	/* The whole path: rules match on it, and the row keeps it. */
 	s->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
@@ -494,7 +496,7 @@ handle_head(struct session *s)
 		s->kind = KIND_CONNECT;
 	if (req.form == HTTP_TARGET_AUTHORITY || req.form == HTTP_TARGET_ABSOLUTE)
 		target_note(s, &req);
-	if (identify(s, &req) == -1)
+	if (identify(s, &req) == -1 || session_fair_admit(s) == -1)
 		return;
 	switch (req.form) {
 	case HTTP_TARGET_AUTHORITY:

@@ -79,6 +79,7 @@ struct vault;
 struct cred_ph;
 struct addrmem;
 struct geoip;
+struct fairshare;
 
 struct proxy {
 	struct config		*cfg;
@@ -87,6 +88,7 @@ struct proxy {
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
+	struct fairshare	*fair;		/* limits.per_sandbox, shared with the DNS listener */
 	char			*cfg_path;	/* NULL: built-in defaults */
 	pthread_mutex_t		 pol_mtx;
 	struct policy		*pol;		/* current; guarded by pol_mtx */
@@ -242,6 +244,10 @@ struct session {
 	struct event		*timer;		/* sniff timer */
 	struct event		*dns_timer;	/* the lookup's deadline */
 	struct event		*idle_ev;
+	struct event		*head_ev;	/* limits.head_timeout (proxy_fair.c) */
+	int			 head_armed;
+	int			 fair_counted;	/* counted against fair_sandbox's share */
+	char			 fair_sandbox[POLICY_ID_MAX + 1];
 	struct timeval		 last_active;
 	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
 
@@ -291,6 +297,15 @@ void		 session_tunnel_http(struct session *);
 /* s->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);
+
+/* proxy_fair.c: limits.per_sandbox and limits.head_timeout */
+/* Count s against its sandbox once identified: 0, or -1 refused (answered). */
+int		 session_fair_admit(struct session *);
+/* From session_close only: the count taken by session_fair_admit, if any. */
+void		 session_fair_release(struct session *);
+/* A request head starts (no-op while one is timed); complete. */
+void		 session_head_begin(struct session *);
+void		 session_head_done(struct session *);
 
 /* proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP). */
 void		 http_client_read_cb(struct bufferevent *, void *);

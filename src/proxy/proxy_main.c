@@ -16,6 +16,7 @@
 #include <event2/thread.h>
 
 #include "audit/audit.h"
+#include "core/fairshare.h"
 #include "core/geoip.h"
 #include "dns/dns.h"
 #include "vault/ca.h"
@@ -181,6 +182,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.name_check = dns_name_check;
 		env.name_check_arg = p;
 		env.geoip = p->geoip;
+		env.fair = p->fair;
 		env.max_ttl = 300;
 		env.idle_timeout_ms = 10000;
 		/* The server owns both descriptors from here, also on failure. */
@@ -354,6 +356,13 @@ proxy_new(struct config *cfg, struct policy *pol)
 		p->dns_fds[0][i] = p->dns_fds[1][i] = -1;
 	if ((p->addrmem = addrmem_new(100000)) == NULL)
 		goto fail;
+	{
+		struct fair_limits fl = { cfg->sandbox_max_connections,
+		    cfg->sandbox_conn_rate, cfg->sandbox_dns_rate };
+
+		if ((p->fair = fairshare_new(&fl)) == NULL)
+			goto fail;
+	}
 	if (proxy_audit_setup(p) == -1)
 		goto fail;
 	if (proxy_ca_setup(p) == -1)
@@ -439,7 +448,11 @@ proxy_reload(struct proxy *p)
 static void
 vault_watch_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	cred_check_rotation(arg);
+	struct proxy *p = arg;
+
+	cred_check_rotation(p);
+	/* Sandboxes gone quiet (or forgotten by the admin API) leave the table. */
+	fairshare_sweep(p->fair, fairshare_now_ms());
 }
 
 static void
@@ -471,7 +484,7 @@ proxy_run(struct proxy *p)
 	sighup = evsignal_new(p->main_base, SIGHUP, signal_cb, p);
 	sigterm = evsignal_new(p->main_base, SIGTERM, signal_cb, p);
 	sigint = evsignal_new(p->main_base, SIGINT, signal_cb, p);
-	/* vault rotate takes effect for new requests within a second. */
+	/* vault rotate takes effect within a second; the fair-share table is swept as often. */
 	watch = event_new(p->main_base, -1, EV_PERSIST, vault_watch_cb, p);
 	if (watch != NULL)
 		event_add(watch, &sec);
@@ -564,6 +577,7 @@ proxy_free(struct proxy *p)
 	}
 	if (p->addrmem != NULL)
 		addrmem_free(p->addrmem);
+	fairshare_free(p->fair);
 	for (k = 0; k < LISTENER_MAX; k++)
 		for (i = 0; i < 64; i++)
 			if (p->listen_fds[k][i] != -1)

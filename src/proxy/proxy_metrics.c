@@ -14,6 +14,7 @@
 #include <event2/http.h>
 
 #include "audit/audit.h"
+#include "core/fairshare.h"
 #include "core/log.h"
 #include "vault/ca.h"
 #include "proxy/proxy_int.h"
@@ -81,6 +82,7 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	unsigned long long n_static = 0, n_registered = 0;
 	struct audit_stats as;
 	struct ca_stats cs;
+	struct fair_stats fs;
 	struct policy *pol;
 
 	pol = proxy_policy_get(p);
@@ -88,6 +90,9 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	policy_unref(pol);
 	policy_registry_foreach(count_registered_cb, &n_registered);
 	audit_get_stats(p->audit, &as);
+	memset(&fs, 0, sizeof(fs));
+	if (p->fair != NULL)
+		fairshare_stats(p->fair, &fs);
 	memset(&cs, 0, sizeof(cs));
 	if (p->ca != NULL)
 		ca_get_stats(p->ca, &cs);
@@ -103,6 +108,13 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "refused because max_connections was reached.");
 	sample(out, "connections_refused_total", NULL, NULL,
 	    atomic_load(&p->n_refused));
+	family(out, "rate_limited_total", "counter", "Connections and DNS "
+	    "queries refused over a limits.per_sandbox limit (reason "
+	    "rate-limited).");
+	sample(out, "rate_limited_total", NULL, NULL, fs.refused);
+	family(out, "rate_limited_unaudited_total", "counter", "Of those, the "
+	    "refusals without an audit row (one row per sandbox per second).");
+	sample(out, "rate_limited_unaudited_total", NULL, NULL, fs.suppressed);
 	family(out, "audit_rows_written_total", "counter", "Rows written to the "
 	    "audit database.");
 	sample(out, "audit_rows_written_total", NULL, NULL, as.rows_written);

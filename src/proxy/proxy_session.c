@@ -70,6 +70,9 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
 	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
 	session_set_idle(s);
+	/* The first head is timed from accept; transparent's first bytes from their start. */
+	if (s->kind != KIND_TRANSPARENT)
+		session_head_begin(s);
 	if (s->kind == KIND_TRANSPARENT)
 		transparent_start(s);	/* may close s: the caller only counts */
 	else if (s->kind == KIND_INGRESS)
@@ -116,6 +119,10 @@ session_close(struct session *s, const char *reason)
 	s->dns_timer = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
+	if (s->head_ev != NULL)
+		event_free(s->head_ev);
+	s->head_ev = NULL;
+	s->head_armed = 0;
 	if (s->finish_ev != NULL)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
@@ -136,6 +143,7 @@ session_close(struct session *s, const char *reason)
 	policy_unref(s->pol);
 	s->pol = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
+	session_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */
 	event_active(s->free_ev, EV_TIMEOUT, 0);
 }
@@ -266,6 +274,7 @@ status_text(int status)
 	case 407: return "Proxy Authentication Required";
 	case 408: return "Request Timeout";
 	case 414: return "URI Too Long";
+	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
@@ -297,11 +306,12 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 	    "Content-Type: text/plain; charset=utf-8\r\n"
 	    "Content-Length: %d\r\n"
 	    "X-Sandgate-Reason: %s\r\n"
-	    "%s"
+	    "%s%s"
 	    "Connection: close\r\n"
 	    "\r\n%s",
 	    status, status_text(status), n, reason,
 	    status == 407 ? "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n" : "",
+	    status == 429 ? "Retry-After: 1\r\n" : "",
 	    body);
 	session_finish(s, reason);
 }

@@ -128,6 +128,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return -1;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	session_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
 		session_log(s, "deny", 0, REASON_METHOD_NOT_SUPPORTED, 0, 0,
@@ -143,6 +144,8 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		}
 		s->has_ident = 1;
 	}
+	if (session_fair_admit(s) == -1)
+		return -1;
 	if (r.atyp == SOCKS5_ATYP_DOMAIN) {
 		in.host = r.host;
 		in.hostlen = r.hostlen;

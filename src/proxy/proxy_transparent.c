@@ -332,9 +332,14 @@ transparent_sniff(struct session *s)
 		return;
 	if (r == 1) {
 		s->sniffed = SNIFF_HTTP;
+		/* An HTTP head: limits.head_timeout times it, not the sniff timer. */
+		if (s->p->cfg->head_timeout_ms != 0)
+			evtimer_del(s->timer);
+		session_head_begin(s);
 		if ((r = sniff_http_host(s, (const char *)p, want, &host)) != 1)
 			return;
 		evtimer_del(s->timer);
+		session_head_done(s);
 		bufferevent_disable(s->cbev, EV_READ);
 		decide_name(s, host.p, host.len);
 		return;
@@ -376,6 +381,9 @@ transparent_start(struct session *s)
 		return;
 	}
 	s->has_ident = 1;
+	/* Counted from accept: the source alone names the sandbox here. */
+	if (session_fair_admit(s) == -1)
+		return;
 	if (original_dst(s) == -1) {
 		log_warn("session %llu: SO_ORIGINAL_DST", (unsigned long long)s->id);
 		deny(s, 502, REASON_UPSTREAM_ERROR, "no original destination");

@@ -115,6 +115,10 @@ test_defaults(void)
 	CHECK_STR(cfg->sandbox_rootfs, "host");
 	CHECK_INT(cfg->max_connections, 20000);
 	CHECK_INT(cfg->max_header_bytes, 65536);
+	CHECK_INT(cfg->head_timeout_ms, 10000);
+	CHECK_INT(cfg->sandbox_max_connections, 1024);
+	CHECK_INT(cfg->sandbox_conn_rate, 200);
+	CHECK_INT(cfg->sandbox_dns_rate, 500);
 	CHECK_INT(cfg->workers, cores());
 	config_free(cfg);
 out:
@@ -187,6 +191,10 @@ test_full(void)
 	CHECK_STR(cfg->sandbox_rootfs, join(data_dir, "rootfs"));
 	CHECK_INT(cfg->max_connections, 500);
 	CHECK_INT(cfg->max_header_bytes, 8192);
+	CHECK_INT(cfg->head_timeout_ms, 2500);
+	CHECK_INT(cfg->sandbox_max_connections, 20);
+	CHECK_INT(cfg->sandbox_conn_rate, 0);
+	CHECK_INT(cfg->sandbox_dns_rate, 7);
 	CHECK_INT(cfg->workers, 3);
 	config_free(cfg);
 out:
@@ -386,6 +394,21 @@ static const struct err_case err_cases[] = {
 	    "expected an integer" },
 	{ "limits unknown", "limits:\n  max_body: 1\n", 2, 3,
 	    "unknown key \"max_body\" in limits" },
+	{ "head_timeout bare", "limits:\n  head_timeout: 10\n", 2, 17,
+	    "bad duration" },
+	{ "head_timeout 50ms", "limits:\n  head_timeout: 50ms\n", 2, 17,
+	    "out of range" },
+	{ "head_timeout 2h", "limits:\n  head_timeout: 2h\n", 2, 17,
+	    "out of range" },
+	{ "per_sandbox list", "limits:\n  per_sandbox: [1]\n", 2, 16,
+	    "per_sandbox" },
+	{ "per_sandbox negative", "limits:\n  per_sandbox:\n"
+	    "    max_connections: -1\n", 3, 22, "expected an integer" },
+	{ "per_sandbox too big", "limits:\n  per_sandbox:\n"
+	    "    dns_queries_per_second: 1000001\n", 3, 29, "out of range" },
+	{ "per_sandbox unknown", "limits:\n  per_sandbox:\n"
+	    "    max_conns: 1\n", 3, 5,
+	    "unknown key \"max_conns\" in limits.per_sandbox" },
 	{ "workers 0", "workers: 0\n", 1, 10, "out of range" },
 	{ "workers 65", "workers: 65\n", 1, 10, "out of range" },
 	{ "workers quoted", "workers: \"4\"\n", 1, 10,

@@ -48,6 +48,10 @@ main(void)
 	CHECK_INT(reason_is_error(REASON_CRED_MISUSE), 0);
 	CHECK_INT(reason_info(REASON_POLICY_DENY)->socks_rep, 2);
 	CHECK_INT(reason_info(REASON_DNS_ERROR)->socks_rep, 4);
+	CHECK_INT(reason_status(REASON_RATE_LIMITED), 429);
+	CHECK_INT(reason_info(REASON_RATE_LIMITED)->socks_rep, 2);
+	CHECK_INT(reason_is_error(REASON_RATE_LIMITED), 0);
+	CHECK_INT(reason_status(REASON_HEAD_TIMEOUT), 408);
 	/* Out of range: an internal error, never a word of another reason. */
 	CHECK_STR(reason_word((enum sg_reason)REASON_MAX), "internal-error");
 	CHECK_STR(reason_word((enum sg_reason)-1), "internal-error");

@@ -39,6 +39,8 @@ EXPECTED = {
     "sandgate_workers": ("gauge", [()]),
     "sandgate_connections": ("gauge", [()]),
     "sandgate_connections_refused_total": ("counter", [()]),
+    "sandgate_rate_limited_total": ("counter", [()]),
+    "sandgate_rate_limited_unaudited_total": ("counter", [()]),
     "sandgate_audit_rows_written_total": ("counter", [()]),
     "sandgate_audit_producer_stalls_total": ("counter", [()]),
     "sandgate_audit_checkpoints_total": ("counter", [()]),

@@ -1,0 +1,77 @@
+/*
+ * Fair share between sandboxes (limits.per_sandbox): live connections and
+ * token buckets for new connections and DNS queries, per sandbox id, in
+ * one table every worker thread (and every DNS listener) shares.
+ */
+#ifndef SG_FAIRSHARE_H
+#define SG_FAIRSHARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A token bucket of capacity rate (one second's worth), in thousandths of
+ * a token so that a millisecond refills rate of them. Starts full.
+ */
+struct fair_bucket {
+	uint64_t	 milli;		/* tokens * 1000 */
+	uint64_t	 stamp_ms;	/* when milli was last brought up to date */
+};
+
+void	fair_bucket_init(struct fair_bucket *, uint32_t rate, uint64_t now_ms);
+/* Take one token: 1 taken, 0 empty. A rate of 0 is no limit: always 1. */
+int	fair_bucket_take(struct fair_bucket *, uint32_t rate, uint64_t now_ms);
+/* 1 when the bucket would be full at now_ms (nothing to remember). */
+int	fair_bucket_full(const struct fair_bucket *, uint32_t rate,
+	    uint64_t now_ms);
+
+/* 0 in any of them: no limit. */
+struct fair_limits {
+	uint32_t	 max_conns;	/* live connections */
+	uint32_t	 conn_rate;	/* new connections per second */
+	uint32_t	 dns_rate;	/* DNS queries per second */
+};
+
+enum fair_verdict {
+	FAIR_OK,
+	FAIR_OVER_CONNS,	/* max_conns live already */
+	FAIR_OVER_RATE		/* the bucket is empty */
+};
+
+/*
+ * What a refusal should leave behind: audit is 1 for the first refusal of
+ * a sandbox in a second (the one that gets an audit row); suppressed is
+ * how many refusals went unaudited before it.
+ */
+struct fair_refusal {
+	int		 audit;
+	uint64_t	 suppressed;
+};
+
+struct fair_stats {
+	uint64_t	 refused;	/* every refusal */
+	uint64_t	 suppressed;	/* refusals without an audit row */
+	size_t		 entries;	/* sandboxes in the table now */
+};
+
+struct fairshare;
+struct fairshare *fairshare_new(const struct fair_limits *);
+void		 fairshare_free(struct fairshare *);
+/*
+ * A connection of sandbox starts: counted (FAIR_OK, and then exactly one
+ * fairshare_conn_close later), or refused with *ref filled.
+ */
+enum fair_verdict fairshare_conn_open(struct fairshare *, const char *sandbox,
+		    uint64_t now_ms, struct fair_refusal *ref);
+void		 fairshare_conn_close(struct fairshare *, const char *sandbox,
+		    uint64_t now_ms);
+/* One DNS query of sandbox: FAIR_OK, or FAIR_OVER_RATE with *ref filled. */
+enum fair_verdict fairshare_dns_query(struct fairshare *, const char *sandbox,
+		    uint64_t now_ms, struct fair_refusal *ref);
+/* Forget sandboxes with nothing to remember; how many were removed. */
+size_t		 fairshare_sweep(struct fairshare *, uint64_t now_ms);
+void		 fairshare_stats(struct fairshare *, struct fair_stats *);
+/* CLOCK_MONOTONIC in milliseconds, the clock the table is used with. */
+uint64_t	 fairshare_now_ms(void);
+
+#endif

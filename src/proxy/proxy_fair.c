@@ -1,0 +1,161 @@
+/*
+ * Fair share for sessions: a session counts against its sandbox's
+ * limits.per_sandbox from the moment the sandbox is known until
+ * session_close, and each request head must be complete within
+ * limits.head_timeout of its start. Owns the session's head timer.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/fairshare.h"
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/proxy_int.h"
+
+/* Answer a refused session in its listener's protocol; the row is the caller's. */
+static void
+fair_answer(struct session *s, const char *detail)
+{
+	switch (s->kind) {
+	case KIND_SOCKS5:
+		socks_deny(s, REASON_RATE_LIMITED);
+		break;
+	case KIND_TRANSPARENT:
+		transparent_refuse(s, REASON_RATE_LIMITED);
+		break;
+	default:
+		session_http_error(s, 429, REASON_RATE_LIMITED, detail);
+		break;
+	}
+}
+
+static void
+fair_refuse(struct session *s, enum fair_verdict v,
+    const struct fair_refusal *ref)
+{
+	const struct config *cfg = s->p->cfg;
+	char detail[160];
+
+	if (v == FAIR_OVER_CONNS)
+		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
+		    "open (limits.per_sandbox.max_connections)",
+		    s->ident.sandbox, cfg->sandbox_max_connections);
+	else
+		snprintf(detail, sizeof(detail), "sandbox %s opens more than %u "
+		    "connections per second (limits.per_sandbox."
+		    "connections_per_second)", s->ident.sandbox,
+		    cfg->sandbox_conn_rate);
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	/* One row per sandbox per second while it lasts; the rest are counted. */
+	if (ref->audit) {
+		log_info("rate-limited: %s; %llu more refusal%s since the "
+		    "previous row went unaudited", detail,
+		    (unsigned long long)ref->suppressed,
+		    ref->suppressed == 1 ? "" : "s");
+		session_log(s, "deny", 429, REASON_RATE_LIMITED, 0, 0,
+		    &s->started);
+	} else
+		s->logged = 1;
+	fair_answer(s, detail);
+}
+
+int
+session_fair_admit(struct session *s)
+{
+	struct fair_refusal ref;
+	enum fair_verdict v;
+
+	/* Ingress is traffic toward a sandbox: it never spends the guest's share. */
+	if (s->fair_counted || !s->has_ident || s->kind == KIND_INGRESS ||
+	    s->p->fair == NULL)
+		return 0;
+	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
+	    fairshare_now_ms(), &ref);
+	if (v == FAIR_OK) {
+		memcpy(s->fair_sandbox, s->ident.sandbox,
+		    sizeof(s->fair_sandbox));
+		s->fair_counted = 1;
+		return 0;
+	}
+	fair_refuse(s, v, &ref);
+	return -1;
+}
+
+void
+session_fair_release(struct session *s)
+{
+	if (!s->fair_counted)
+		return;
+	s->fair_counted = 0;
+	fairshare_conn_close(s->p->fair, s->fair_sandbox, fairshare_now_ms());
+}
+
+/* Is the session waiting for a request head (or a SOCKS5 exchange)? */
+static int
+head_pending(const struct session *s)
+{
+	switch (s->state) {
+	case S_HEAD:
+	case S_SOCKS_GREETING:
+	case S_SOCKS_AUTH:
+	case S_SOCKS_REQUEST:
+		return 1;
+	case S_SNIFF:
+		return s->kind == KIND_TRANSPARENT && s->sniffed == SNIFF_HTTP;
+	default:
+		return 0;
+	}
+}
+
+static void
+head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct session *s = arg;
+
+	s->head_armed = 0;
+	if (s->closing || !head_pending(s))
+		return;
+	/* Not a byte since accept: nothing was asked, nothing to answer. */
+	if ((s->state == S_HEAD || s->state == S_SOCKS_GREETING) &&
+	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0) {
+		session_close(s, reason_word(REASON_HEAD_TIMEOUT));
+		return;
+	}
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	session_deny(s, 408, REASON_HEAD_TIMEOUT, "the request head was not "
+	    "complete within limits.head_timeout");
+}
+
+/*
+ * The head's clock starts once (at accept for a connection's first head,
+ * at its first byte for a later one) and is not reset by the bytes that
+ * trickle in: a client sending a byte every second still runs out.
+ */
+void
+session_head_begin(struct session *s)
+{
+	uint32_t ms = s->p->cfg->head_timeout_ms;
+	struct timeval tv;
+
+	if (ms == 0 || s->head_armed || s->closing)
+		return;
+	/* Without a timer the idle timeout still bounds the session. */
+	if (s->head_ev == NULL &&
+	    (s->head_ev = evtimer_new(s->w->base, head_timeout_cb, s)) == NULL)
+		return;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	if (evtimer_add(s->head_ev, &tv) == 0)
+		s->head_armed = 1;
+}
+
+void
+session_head_done(struct session *s)
+{
+	if (!s->head_armed)
+		return;
+	evtimer_del(s->head_ev);
+	s->head_armed = 0;
+}
