@@ -64,6 +64,7 @@ struct config {
 	uint32_t	 max_connections;
 	uint32_t	 max_header_bytes;
 	int		 workers;		/* resolved: "auto" -> cores */
+	char		*user;		/* serve drops to this user; NULL: stays as started */
 };
 
 /*
