@@ -78,7 +78,7 @@ static const char *const pd_kill[] = {
 #if PD_SANITIZER
 static const char *const pd_allow_sanitizer[] = {
 	"ptrace", "wait4", "waitid", "prctl", "clone", "sched_getparam",
-	"getpgid", "kill",
+	"getpgid", "kill", "getdents",
 };
 #endif
 
