@@ -1,6 +1,7 @@
 /*
  * `sandgate serve`: load the config and policies, create the state
- * directory, and run the gateway in the foreground until SIGTERM.
+ * directory, open everything as root, drop to config `user:`, and run the
+ * gateway in the foreground until SIGTERM.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/util.h"
+#include "daemon/privdrop.h"
 #include "proxy/proxy.h"
 #include "sandgate.h"
 
@@ -28,7 +30,8 @@ cmd_serve(int argc, char *argv[])
 	struct config *cfg;
 	struct policy *pol;
 	struct proxy *p;
-	const char *opt, *val, *cfg_path = NULL;
+	struct privdrop *pd;
+	const char *opt, *val, *cfg_path = NULL, *err = NULL;
 	char sum[256], why[512];
 	int rc;
 
@@ -65,14 +68,27 @@ cmd_serve(int argc, char *argv[])
 	log_info("config: %s", cfg->file ? cfg->file : "built-in defaults");
 	policy_summary(pol, sum, sizeof(sum));
 	log_info("policy: %s", sum);
+	/* Before any thread exists: a missing user stops here, nothing bound. */
+	if (privdrop_prepare(cfg, &pd, &err) == -1) {
+		rc = cmd_error("%s", err);
+		policy_unref(pol);
+		config_free(cfg);
+		return rc;
+	}
 	log_hold(1);
 	if ((p = proxy_new(cfg, pol)) == NULL) {
+		privdrop_free(pd);
 		/* One line that names what failed: the last warning. */
 		log_take_held(why, sizeof(why));
 		return cmd_error("cannot start the gateway: %s", why);
 	}
 	log_release();
-	rc = proxy_run(p) == 0 ? 0 : 1;
+	/* Everything that needs root is open; the workers start unprivileged. */
+	if (privdrop_apply(pd, cfg, &err) == -1)
+		rc = cmd_error("%s", err);
+	else
+		rc = proxy_run(p) == 0 ? 0 : 1;
+	privdrop_free(pd);
 	proxy_free(p);
 	return rc;
 }

@@ -5,6 +5,7 @@
  * (durations, host:port) that the policy loader and the CLI share.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -786,6 +787,41 @@ cf_workers(struct cload *l, const struct ynode *n)
 		l->cfg->workers = (int)v;
 }
 
+/*
+ * user: the account `serve` switches to once its sockets are bound; null or
+ * "" keeps the process as it was started. A name as useradd takes it.
+ */
+static void
+cf_user(struct cload *l, const struct ynode *n)
+{
+	char esc[80], *p;
+	const char *s;
+	size_t i;
+
+	if (ynode_is_null(n) || (n->type == YNODE_SCALAR && n->len == 0)) {
+		free(l->cfg->user);
+		l->cfg->user = NULL;
+		return;
+	}
+	if (ycheck_str(&l->c, n, "user", 32, &s) == -1)
+		return;
+	for (i = 0; s[i] != '\0'; i++)
+		if (!isalnum((unsigned char)s[i]) && (i == 0 ||
+		    strchr("._-", s[i]) == NULL))
+			break;
+	if (s[i] != '\0') {
+		ycheck_err(&l->c, n, "user: \"%s\" is not a user name",
+		    ycheck_esc(s, esc, sizeof(esc)));
+		return;
+	}
+	if ((p = strdup(s)) == NULL) {
+		ycheck_err(&l->c, n, "out of memory");
+		return;
+	}
+	free(l->cfg->user);
+	l->cfg->user = p;
+}
+
 static void
 cf_top(struct cload *l, const struct ynode *root)
 {
@@ -801,7 +837,7 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "vault", cf_vault }, { "upstream", cf_upstream },
 		{ "audit", cf_audit }, { "geoip", cf_geoip },
 		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
-		{ "workers", cf_workers },
+		{ "workers", cf_workers }, { "user", cf_user },
 	};
 	const struct ynode *c;
 	size_t i;
@@ -848,7 +884,8 @@ cf_defaults(struct cload *l)
 	cfg->n_policy_paths = 1;
 	if ((cfg->ingress_domain = strdup("sandbox.localhost")) == NULL ||
 	    (cfg->sandbox_runtime = strdup("runsc")) == NULL ||
-	    (cfg->sandbox_rootfs = strdup("host")) == NULL)
+	    (cfg->sandbox_rootfs = strdup("host")) == NULL ||
+	    (cfg->user = strdup("sandgate")) == NULL)
 		return -1;
 	if (cidr_parse("198.18.0.0/16", &cfg->sandbox_subnet, &errstr) == -1)
 		return -1;
@@ -1001,5 +1038,6 @@ config_free(struct config *cfg)
 	free(cfg->geoip_asn_db);
 	free(cfg->sandbox_runtime);
 	free(cfg->sandbox_rootfs);
+	free(cfg->user);
 	free(cfg);
 }

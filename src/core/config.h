@@ -72,6 +72,7 @@ struct config {
 	uint32_t	 sandbox_conn_rate;	/* new connections per second */
 	uint32_t	 sandbox_dns_rate;	/* DNS queries per second */
 	int		 workers;		/* resolved: "auto" -> cores */
+	char		*user;		/* serve drops to this user; NULL: stays as started */
 };
 
 /*

@@ -12,9 +12,11 @@
 struct proxy;
 
 /*
- * Takes ownership of cfg and of the reference to pol. Binds every enabled
- * listener (so that a port in use fails here, at start-up). NULL on error,
- * logged.
+ * Takes ownership of cfg and of the reference to pol. Opens everything that
+ * needs the privileges the process started with: the audit log, the CA, the
+ * vault, every enabled listener (so that a port in use fails here, at
+ * start-up), the admin socket, metrics and NFLOG. Starts no thread but the
+ * audit writer. NULL on error, logged.
  */
 struct proxy	*proxy_new(struct config *cfg, struct policy *pol);
 /* Runs the workers until SIGTERM or SIGINT; SIGHUP reloads. 0 on a clean stop. */

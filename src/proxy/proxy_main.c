@@ -1,8 +1,9 @@
 /*
- * Start-up and life cycle of the gateway: binds the listeners once per
- * worker (SO_REUSEPORT), runs one event loop per worker thread, handles
- * SIGHUP (reload), SIGTERM and SIGINT on the main thread, and owns the
- * pointer to the current policy.
+ * Start-up and life cycle of the gateway: proxy_new() opens everything that
+ * needs root (files, listeners once per worker with SO_REUSEPORT, the admin
+ * socket, NFLOG) so that the caller can drop privileges before proxy_run()
+ * starts one event loop per worker thread; handles SIGHUP (reload), SIGTERM
+ * and SIGINT on the main thread, and owns the pointer to the current policy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -401,6 +402,13 @@ proxy_new(struct config *cfg, struct policy *pol)
 	for (i = 0; i < p->n_workers; i++)
 		if (worker_init(p, &p->workers[i], i) == -1)
 			goto fail;
+	if (proxy_admin_start(p) == -1) {
+		log_warnx("cannot start the admin API");
+		goto fail;
+	}
+	if (proxy_metrics_start(p) == -1)
+		goto fail;
+	(void)proxy_nflog_start(p);	/* optional: needs CAP_NET_ADMIN */
 	return p;
 fail:
 	proxy_free(p);
@@ -496,16 +504,6 @@ proxy_run(struct proxy *p)
 		goto done;
 	}
 
-	if (proxy_admin_start(p) == -1) {
-		log_warnx("cannot start the admin API");
-		rc = -1;
-		goto done;
-	}
-	if (proxy_metrics_start(p) == -1) {
-		rc = -1;
-		goto done;
-	}
-	(void)proxy_nflog_start(p);	/* optional: needs CAP_NET_ADMIN */
 	/* Workers never see signals: the main loop handles them all. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);

@@ -120,6 +120,7 @@ test_defaults(void)
 	CHECK_INT(cfg->sandbox_conn_rate, 200);
 	CHECK_INT(cfg->sandbox_dns_rate, 500);
 	CHECK_INT(cfg->workers, cores());
+	CHECK_STR(cfg->user, "sandgate");
 	config_free(cfg);
 out:
 	diag_free(&d);
@@ -414,6 +415,11 @@ static const struct err_case err_cases[] = {
 	{ "workers quoted", "workers: \"4\"\n", 1, 10,
 	    "expected auto or an integer" },
 	{ "workers word", "workers: many\n", 1, 10, "expected an integer" },
+	{ "user list", "user: [a]\n", 1, 7, "user: expected a string" },
+	{ "user dash", "user: \"-x\"\n", 1, 7, "is not a user name" },
+	{ "user slash", "user: a/b\n", 1, 7, "is not a user name" },
+	{ "user long", "user: abcdefghijklmnopqrstuvwxyz0123456\n", 1, 7,
+	    "longer than 32 bytes" },
 	{ "unknown top", "wokers: 2\n", 1, 1,
 	    "unknown key \"wokers\" in the config file" },
 	{ "top list", "- a\n", 1, 1, "mapping of keys" },
@@ -629,6 +635,30 @@ test_hostport(void)
 	}
 }
 
+/* user: a name, or null / "" for no drop. */
+static void
+test_user(void)
+{
+	const char *docs[] = { "user: nobody\n", "user: null\n", "user: \"\"\n",
+	    "user: ~\n" };
+	struct config *cfg;
+	struct diag d;
+	size_t i;
+
+	for (i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		diag_init(&d);
+		cfg = config_load(coretest_tmpfile("user.yaml", docs[i]), &d);
+		diag_print(&d, stderr);
+		CHECK(cfg != NULL);
+		if (cfg != NULL && i == 0)
+			CHECK_STR(cfg->user, "nobody");
+		else if (cfg != NULL)
+			CHECK(cfg->user == NULL);
+		config_free(cfg);
+		diag_free(&d);
+	}
+}
+
 static void
 test_find(void)
 {
@@ -663,6 +693,7 @@ main(void)
 	test_many_errors();
 	test_durations();
 	test_hostport();
+	test_user();
 	test_find();
 	return check_summary();
 }

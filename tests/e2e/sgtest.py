@@ -672,15 +672,30 @@ class Blackhole:
 
 # ---------------------------------------------------------------- gateway
 
+def open_to_others(path):
+    """Let other users search path and the temp dirs above it, and read it."""
+    top = tempfile.gettempdir()
+    os.chmod(path, os.stat(path).st_mode | 0o755)
+    d = os.path.dirname(os.path.abspath(path))
+    while d.startswith(top + os.sep):
+        os.chmod(d, os.stat(d).st_mode | 0o011)
+        d = os.path.dirname(d)
+
+
 class Gateway:
     """
     sandgate serve with a config in tmp: only the HTTP listener enabled,
     upstream DNS from the given dnsmasq, policies from tmp/policies.
     policies: {filename: dict or YAML text}; extra: config keys merged in.
+    user: the account serve drops to (config user:); None keeps it root.
+    The default is $SANDGATE_TEST_USER, so that the whole suite can run with
+    the drop; then tmp is opened to the user for reading, as /etc/sandgate is.
     """
 
-    def __init__(self, tmp, dns, policies, extra=None, workers=2):
+    def __init__(self, tmp, dns, policies, extra=None, workers=2,
+                 user=os.environ.get("SANDGATE_TEST_USER") or None):
         self.tmp = tmp
+        self.user = user
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.policy_dir = os.path.join(tmp, "policies")
@@ -703,7 +718,10 @@ class Gateway:
             "upstream": {"resolvers": [dns.addr], "connect_timeout": "3s"},
             "audit": {"db": os.path.join(tmp, "var", "audit.db")},
             "workers": workers,
+            "user": user,
         }
+        if user is not None:
+            open_to_others(tmp)
         for k, v in (extra or {}).items():
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k].update(v)

@@ -1,0 +1,293 @@
+/*
+ * The privilege drop of `sandgate serve`: resolves config `user:`, gives the
+ * state directory to that user's group, switches uid and gid, clears every
+ * capability set and proves the key files cannot be opened afterwards.
+ * The system-call filter that follows is in privdrop_seccomp.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "daemon/privdrop.h"
+#include "daemon/privdrop_int.h"
+
+struct privdrop {
+	char	user[64];
+	uid_t	uid;
+	gid_t	gid;
+};
+
+/* Start-up only, one thread: one message at a time is enough. */
+static char pd_errbuf[768];
+
+static const char *pd_err(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static const char *
+pd_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(pd_errbuf, sizeof(pd_errbuf), fmt, ap);
+	va_end(ap);
+	return pd_errbuf;
+}
+
+/* Every capability out of the bounding set: nothing can come back by exec. */
+static int
+bounding_set_drop(void)
+{
+	int c;
+
+	for (c = 0; c < 64; c++) {
+		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) == -1)
+			break;		/* EINVAL: past the kernel's last cap */
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+int
+privdrop_prepare(const struct config *cfg, struct privdrop **out,
+    const char **errstr)
+{
+	struct privdrop *pd;
+	struct passwd *pw;
+
+	*out = NULL;
+	if (cfg->user == NULL) {
+		log_info("user: null: the gateway keeps the privileges it was "
+		    "started with (uid %u)", (unsigned)geteuid());
+		return 0;
+	}
+	if (geteuid() != 0) {
+		log_info("user: %s: not started as root (uid %u): no privileges "
+		    "to drop", cfg->user, (unsigned)geteuid());
+		return 0;
+	}
+	errno = 0;
+	if ((pw = getpwnam(cfg->user)) == NULL) {
+		if (errno != 0 && errno != ENOENT && errno != ESRCH)
+			*errstr = pd_err("cannot look up user \"%s\": %s",
+			    cfg->user, strerror(errno));
+		else
+			*errstr = pd_err("user \"%s\" does not exist (create it: "
+			    "useradd --system --no-create-home --shell "
+			    "/usr/sbin/nologin %s; or set user: null to run as "
+			    "root)", cfg->user, cfg->user);
+		return -1;
+	}
+	if (pw->pw_uid == 0 || pw->pw_gid == 0) {
+		*errstr = pd_err("user \"%s\" has uid or gid 0: name an "
+		    "unprivileged account (or set user: null)", cfg->user);
+		return -1;
+	}
+	if ((pd = calloc(1, sizeof(*pd))) == NULL) {
+		*errstr = "out of memory";
+		return -1;
+	}
+	snprintf(pd->user, sizeof(pd->user), "%s", pw->pw_name);
+	pd->uid = pw->pw_uid;
+	pd->gid = pw->pw_gid;
+	if (bounding_set_drop() == -1) {
+		*errstr = pd_err("cannot drop the capability bounding set: %s",
+		    strerror(errno));
+		free(pd);
+		return -1;
+	}
+	*out = pd;
+	return 0;
+}
+
+/*
+ * state_dir stays root's but joins the user's group with search permission:
+ * the dropped process can stat vault.db (rotation) and reach the files it
+ * already holds open, but cannot create, rename or remove anything there,
+ * where root's commands (vault set, sandbox run) write.
+ */
+static int
+state_dir_share(const struct privdrop *pd, const char *dir)
+{
+	struct stat st;
+	mode_t mode;
+	int fd, rc = -1;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1 || fstat(fd, &st) == -1)
+		goto done;
+	if (st.st_uid != 0) {
+		rc = 0;		/* the operator's own arrangement: left alone */
+		goto done;
+	}
+	mode = st.st_mode & 07777;
+	if (st.st_gid != pd->gid) {
+		/* The old group's rights are not the new group's to inherit. */
+		mode &= ~(mode_t)070;
+		if (fchown(fd, (uid_t)-1, pd->gid) == -1)
+			goto done;
+	}
+	mode |= 010;
+	if (mode != (st.st_mode & 07777) && fchmod(fd, mode) == -1)
+		goto done;
+	rc = 0;
+done:
+	if (fd != -1) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+	}
+	return rc;
+}
+
+static int
+identity_switch(const struct privdrop *pd)
+{
+	uid_t r, e, s;
+	gid_t rg, eg, sg;
+
+	/* glibc applies each of these to every thread (the audit writer too). */
+	if (setgroups(0, NULL) == -1 ||
+	    setresgid(pd->gid, pd->gid, pd->gid) == -1 ||
+	    setresuid(pd->uid, pd->uid, pd->uid) == -1)
+		return -1;
+	if (getresuid(&r, &e, &s) == -1 || getresgid(&rg, &eg, &sg) == -1)
+		return -1;
+	if (r != pd->uid || e != pd->uid || s != pd->uid || rg != pd->gid ||
+	    eg != pd->gid || sg != pd->gid || getgroups(0, NULL) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* Must be impossible now; if it is not, nothing above held. */
+	if (setresuid(0, 0, 0) != -1 || setresgid(0, 0, 0) != -1) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+/* Leaving uid 0 emptied permitted and effective; inheritable too, here. */
+static int
+caps_clear(void)
+{
+	struct __user_cap_header_struct hdr;
+	struct __user_cap_data_struct data[2];
+	int i;
+
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 &&
+	    errno != EINVAL)
+		return -1;
+	memset(&hdr, 0, sizeof(hdr));
+	memset(data, 0, sizeof(data));
+	hdr.version = _LINUX_CAPABILITY_VERSION_3;
+	if (syscall(SYS_capset, &hdr, data) == -1 ||
+	    syscall(SYS_capget, &hdr, data) == -1)
+		return -1;
+	for (i = 0; i < 2; i++)
+		if (data[i].effective || data[i].permitted ||
+		    data[i].inheritable) {
+			errno = EPERM;
+			return -1;
+		}
+	return 0;
+}
+
+/* Proof, not hope: the keys must be out of reach of the new identity. */
+static int
+keys_unreachable(const struct privdrop *pd, const struct config *cfg,
+    const char **errstr)
+{
+	const char *keys[] = { cfg->ca_key, cfg->vault_key_file };
+	size_t i;
+	int fd;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (keys[i] == NULL)
+			continue;
+		if ((fd = open(keys[i], O_RDONLY | O_CLOEXEC)) != -1) {
+			close(fd);
+			*errstr = pd_err("user \"%s\" can open the key file %s: "
+			    "make it root's with mode 0600", pd->user, keys[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* What reload and rotation will need later: say now if it is missing. */
+static void
+reach_check(const struct privdrop *pd, const struct config *cfg)
+{
+	struct stat st;
+	int i;
+
+	if (cfg->file != NULL && access(cfg->file, R_OK) == -1)
+		log_warn("user %s cannot read the config file %s: reloads "
+		    "(SIGHUP, POST /v1/reload) will fail", pd->user, cfg->file);
+	for (i = 0; i < cfg->n_policy_paths; i++)
+		if (access(cfg->policy_paths[i], R_OK) == -1)
+			log_warn("user %s cannot read the policy path %s: "
+			    "reloads will fail", pd->user, cfg->policy_paths[i]);
+	if (cfg->vault_db != NULL && stat(cfg->vault_db, &st) == -1)
+		log_warn("user %s cannot reach %s: a vault rotation takes "
+		    "effect only after a restart", pd->user, cfg->vault_db);
+}
+
+int
+privdrop_apply(struct privdrop *pd, const struct config *cfg,
+    const char **errstr)
+{
+	int n;
+
+	if (pd == NULL)
+		return 0;
+	if (state_dir_share(pd, cfg->state_dir) == -1) {
+		*errstr = pd_err("cannot give state_dir %s to group of user "
+		    "\"%s\": %s", cfg->state_dir, pd->user, strerror(errno));
+		return -1;
+	}
+	if (identity_switch(pd) == -1) {
+		*errstr = pd_err("cannot switch to user \"%s\": %s", pd->user,
+		    strerror(errno));
+		return -1;
+	}
+	if (caps_clear() == -1) {
+		*errstr = pd_err("cannot clear the capabilities: %s",
+		    strerror(errno));
+		return -1;
+	}
+	/* The uid change reset dumpable to suid_dumpable: keep it off. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
+		*errstr = pd_err("prctl: %s", strerror(errno));
+		return -1;
+	}
+	if (keys_unreachable(pd, cfg, errstr) == -1)
+		return -1;
+	reach_check(pd, cfg);
+	if ((n = privdrop_seccomp_load(errstr)) == -1)
+		return -1;
+	log_info("privileges: running as %s (uid %u, gid %u), no capabilities, "
+	    "no_new_privs, seccomp filter of %d rules on every thread",
+	    pd->user, (unsigned)pd->uid, (unsigned)pd->gid, n);
+	return 0;
+}
+
+void
+privdrop_free(struct privdrop *pd)
+{
+	free(pd);
+}
