@@ -40,6 +40,35 @@ static const char schema[] =
 #define ROW_COLS "id, policy, runtime, mode, state, created, expires, " \
     "owner_pid, owner_start, guest, publish, public, token, admin"
 
+/*
+ * WAL mode and the schema. Launchers start side by side on a new file:
+ * switching the journal mode, or a read snapshot upgrading to a write,
+ * can answer SQLITE_BUSY without calling the busy handler, so a busy
+ * answer is tried again (for up to about ten seconds, like the handler).
+ */
+static int
+state_init(sqlite3 *db)
+{
+	char sql[sizeof(schema) + 32];
+	int rc, tries;
+
+	snprintf(sql, sizeof(sql), "BEGIN IMMEDIATE; %s; COMMIT", schema);
+	for (tries = 0; tries < 200; tries++) {
+		rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL,
+		    NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			return 0;
+		if (!sqlite3_get_autocommit(db))
+			(void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+			return -1;
+		usleep(20000 + (useconds_t)(tries % 7) * 5000);
+	}
+	return -1;
+}
+
 struct sandbox_state *
 sandbox_state_open(const char *path, const char **errstr)
 {
@@ -61,9 +90,7 @@ sandbox_state_open(const char *path, const char **errstr)
 	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK ||
 	    sqlite3_busy_timeout(st->db, 10000) != SQLITE_OK ||
-	    sqlite3_exec(st->db, "PRAGMA journal_mode = WAL", NULL, NULL,
-	    NULL) != SQLITE_OK ||
-	    sqlite3_exec(st->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+	    state_init(st->db) == -1) {
 		*errstr = "cannot open or initialise the database";
 		sqlite3_close(st->db);
 		free(st);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "sandbox/sandbox.h"
@@ -34,6 +35,50 @@ fill(struct sandbox_row *r, const char *id, int64_t created)
 	snprintf(r->admin, sizeof(r->admin), "/run/x/admin.sock");
 }
 
+/*
+ * Launchers start side by side on a new state.db: every one of them must
+ * open it (journal mode and schema race; SQLite may answer busy at once).
+ */
+static void
+test_concurrent_open(const char *dir)
+{
+	char path[96];
+	int round, i, status, ok, go[2];
+	pid_t kids[8];
+
+	for (round = 0; round < 10; round++) {
+		snprintf(path, sizeof(path), "%s/race-%d.db", dir, round);
+		CHECK(pipe(go) == 0);
+		for (i = 0; i < 8; i++) {
+			if ((kids[i] = fork()) == 0) {
+				struct sandbox_state *st;
+				const char *err = NULL;
+				char c;
+
+				close(go[1]);
+				(void)read(go[0], &c, 1);	/* all start together */
+				st = sandbox_state_open(path, &err);
+				if (st == NULL)
+					_exit(1);
+				sandbox_state_close(st);
+				_exit(0);
+			}
+		}
+		close(go[0]);
+		close(go[1]);	/* EOF: go */
+		for (i = 0, ok = 0; i < 8; i++)
+			if (waitpid(kids[i], &status, 0) == kids[i] &&
+			    WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				ok++;
+		CHECK_MSG(ok == 8, "round %d: %d of 8 opened %s", round, ok, path);
+		for (i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/race-%d.db%s", dir, round,
+			    (const char *[]){ "", "-wal", "-shm" }[i]);
+			(void)unlink(path);
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -45,6 +90,7 @@ main(void)
 	size_t n;
 
 	CHECK(mkdtemp(dir) != NULL);
+	test_concurrent_open(dir);
 	snprintf(path, sizeof(path), "%s/state.db", dir);
 	st = sandbox_state_open(path, &err);
 	CHECK(st != NULL);
