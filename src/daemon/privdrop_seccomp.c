@@ -139,20 +139,20 @@ pd_conditional(scmp_filter_ctx ctx, int *count)
 		return -1;
 	for (i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		const struct scmp_arg_cmp a[] = { SCMP_A0(SCMP_CMP_EQ,
-		    (scmp_datum_t)families[i]) };
+		    (scmp_datum_t)families[i], 0) };
 		if (pd_rule(ctx, SCMP_ACT_ALLOW, "socket", 1, a, count) == -1)
 			return -1;
 	}
 	for (i = 0; i < sizeof(prctls) / sizeof(prctls[0]) && !PD_SANITIZER;
 	    i++) {
 		const struct scmp_arg_cmp a[] = { SCMP_A0(SCMP_CMP_EQ,
-		    (scmp_datum_t)prctls[i]) };
+		    (scmp_datum_t)prctls[i], 0) };
 		if (pd_rule(ctx, SCMP_ACT_ALLOW, "prctl", 1, a, count) == -1)
 			return -1;
 	}
 	for (i = 0; i < sizeof(ioctls) / sizeof(ioctls[0]); i++) {
 		const struct scmp_arg_cmp a[] = { SCMP_A1(SCMP_CMP_EQ,
-		    (scmp_datum_t)ioctls[i]) };
+		    (scmp_datum_t)ioctls[i], 0) };
 		if (pd_rule(ctx, SCMP_ACT_ALLOW, "ioctl", 1, a, count) == -1)
 			return -1;
 	}

@@ -259,7 +259,7 @@ test_untouched(void)
 		"Basic !!!!",
 		"Basic ",
 		"Basic",
-		"Basic " PH,			/* raw: swapped below, not here */
+		("Basic " PH),			/* raw: swapped below, not here */
 	};
 	char got[512];
 	size_t i;
