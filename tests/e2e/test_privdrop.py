@@ -129,8 +129,14 @@ class PrivDropTest(unittest.TestCase):
     # -------------------------------------------------------------- /proc
 
     def test_01_every_thread_unprivileged(self):
-        tasks = os.listdir("/proc/%d/task" % self.pid)
-        # the main loop, two workers and the audit writer at least
+        # the main loop, two workers and the audit writer at least; the
+        # listeners are bound (and accept) before the workers start
+        deadline = time.time() + 10 * T.SLOW
+        while True:
+            tasks = os.listdir("/proc/%d/task" % self.pid)
+            if len(tasks) >= 4 or time.time() > deadline:
+                break
+            time.sleep(0.05)
         self.assertGreaterEqual(len(tasks), 4, tasks)
         ids = "\t".join([str(self.pw.pw_uid)] * 4)
         gids = "\t".join([str(self.pw.pw_gid)] * 4)
