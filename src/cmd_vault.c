@@ -4,18 +4,14 @@
  * and is never printed; list shows names, the credentials using them and
  * times, and checks that every entry still opens.
  */
-#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <openssl/crypto.h>
 
 #include "core/config.h"
 #include "core/diag.h"
@@ -37,81 +33,6 @@ static const char vault_usage[] =
     "  -c FILE   config file (default: ./sandgate.yaml,\n"
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n";
 
-/* The value as read: room for VAULT_VALUE_MAX plus "\r\n" and one more. */
-#define VALUE_BUF	(VAULT_VALUE_MAX + 3)
-
-/* ------------------------------------------------------------ reading */
-
-static ssize_t
-read_some(unsigned char *buf, size_t len)
-{
-	ssize_t r;
-
-	do
-		r = read(STDIN_FILENO, buf, len);
-	while (r == -1 && errno == EINTR);
-	return r;
-}
-
-/*
- * Read the value from stdin into buf: to end of file from a pipe, one line
- * from a terminal (not echoed). Strips one trailing newline. 0 or -1.
- */
-static int
-read_value(const char *name, unsigned char *buf, size_t *len)
-{
-	struct termios old, quiet;
-	int tty = isatty(STDIN_FILENO), restore = 0;
-	size_t n = 0;
-	ssize_t r;
-
-	if (tty) {
-		fprintf(stderr, "value for %s (not echoed): ", name);
-		fflush(stderr);
-		if (tcgetattr(STDIN_FILENO, &old) == 0) {
-			quiet = old;
-			quiet.c_lflag &= ~(tcflag_t)ECHO;
-			restore = tcsetattr(STDIN_FILENO, TCSAFLUSH,
-			    &quiet) == 0;
-		}
-	}
-	while (n < VALUE_BUF) {
-		if ((r = read_some(buf + n, VALUE_BUF - n)) == -1) {
-			if (restore)
-				tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
-			cmd_error("vault: cannot read stdin: %s",
-			    strerror(errno));
-			return -1;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (tty && memchr(buf, '\n', n) != NULL)
-			break;
-	}
-	if (restore) {
-		tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
-		fputc('\n', stderr);
-	}
-	if (tty && memchr(buf, '\n', n) != NULL)
-		n = (size_t)((unsigned char *)memchr(buf, '\n', n) - buf) + 1;
-	if (n > 0 && buf[n - 1] == '\n')
-		n--;
-	if (n > 0 && buf[n - 1] == '\r')
-		n--;
-	if (n == 0) {
-		cmd_error("vault: empty value; pipe it on stdin, e.g. "
-		    "printf %%s \"$KEY\" | sandgate vault set %s", name);
-		return -1;
-	}
-	if (n > VAULT_VALUE_MAX) {
-		cmd_error("vault: value longer than %d bytes", VAULT_VALUE_MAX);
-		return -1;
-	}
-	*len = n;
-	return 0;
-}
-
 /* ------------------------------------------------------------ set, rotate */
 
 struct version_acc {
@@ -131,24 +52,34 @@ version_cb(const struct vault_entry_info *e, void *arg)
 static int
 vault_cmd_store(struct vault *v, const char *name, int mode)
 {
-	static unsigned char buf[VALUE_BUF];
 	struct version_acc acc = { name, 0 };
-	const char *err;
-	size_t len = 0;
-	int rc = 1;
+	const char *err = NULL;
+	int rc;
 
-	/* Keep the value out of swap; best effort. */
-	(void)mlock(buf, sizeof(buf));
-	if (read_value(name, buf, &len) == -1)
-		goto done;
-	if (vault_set(v, name, buf, len, mode, &err) == -1) {
+	if (isatty(STDIN_FILENO)) {
+		fprintf(stderr, "value for %s (not echoed): ", name);
+		fflush(stderr);
+	}
+	rc = vault_set_from_fd(v, name, STDIN_FILENO, mode, &err);
+	if (isatty(STDIN_FILENO))
+		fputc('\n', stderr);
+	switch (rc) {
+	case 0:
+		break;
+	case VAULT_INPUT_ERROR:
+		return cmd_error("vault: cannot read stdin: %s", err);
+	case VAULT_INPUT_EMPTY:
+		return cmd_error("vault: empty value; pipe it on stdin, e.g. "
+		    "printf %%s \"$KEY\" | sandgate vault set %s", name);
+	case VAULT_INPUT_TOO_LONG:
+		return cmd_error("vault: value longer than %d bytes",
+		    VAULT_VALUE_MAX);
+	default:
 		if (mode == VAULT_SET_NEW && strstr(err, "already exists"))
-			cmd_error("vault set: %s (use `sandgate vault rotate "
-			    "%s` to replace it)", err, name);
-		else
-			cmd_error("vault %s: %s", mode == VAULT_SET_NEW ?
-			    "set" : "rotate", err);
-		goto done;
+			return cmd_error("vault set: %s (use `sandgate vault "
+			    "rotate %s` to replace it)", err, name);
+		return cmd_error("vault %s: %s", mode == VAULT_SET_NEW ?
+		    "set" : "rotate", err);
 	}
 	(void)vault_list(v, version_cb, &acc, &err);
 	if (mode == VAULT_SET_NEW)
@@ -157,10 +88,7 @@ vault_cmd_store(struct vault *v, const char *name, int mode)
 	else
 		printf("rotated %s (version %lld); new requests use the new "
 		    "value\n", name, (long long)acc.version);
-	rc = 0;
-done:
-	OPENSSL_cleanse(buf, sizeof(buf));
-	return rc;
+	return 0;
 }
 
 /* ------------------------------------------------------------ list */

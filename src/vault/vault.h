@@ -33,6 +33,18 @@ void		 vault_close(struct vault *);
  */
 int		 vault_set(struct vault *, const char *name, const void *value,
 		    size_t len, int rotate, const char **errstr);
+/*
+ * Read a value from fd (stdin: to end of file, or one line from a terminal,
+ * not echoed) into memory this module locks and wipes, and store it as
+ * vault_set() does. 0, or one of the VAULT_INPUT_* codes (*errstr says why
+ * for ERROR and STORE).
+ */
+#define VAULT_INPUT_ERROR	(-1)	/* reading failed */
+#define VAULT_INPUT_EMPTY	(-2)	/* nothing but a newline */
+#define VAULT_INPUT_TOO_LONG	(-3)	/* over VAULT_VALUE_MAX */
+#define VAULT_INPUT_STORE	(-4)	/* vault_set refused it */
+int		 vault_set_from_fd(struct vault *, const char *name, int fd,
+		    int mode, const char **errstr);
 int		 vault_rm(struct vault *, const char *name, const char **errstr);
 
 struct vault_entry_info {
