@@ -33,8 +33,8 @@ now_ns(clockid_t clk)
 static void
 event_fill(struct audit_event *ev, int t, int i, char *path, size_t len)
 {
-	static const char *const hosts[] = { "pypi.org", "api.openai.com",
-	    "files.pythonhosted.org", "evil.example", "github.com" };
+	static const char *const hosts[] = { "pkgs.example.com", "api.openai.com",
+	    "files.pkgcdn.example.com", "evil.example", "github.com" };
 
 	memset(ev, 0, sizeof(*ev));
 	snprintf(path, len, "/simple/package-%d/", i);

@@ -415,10 +415,10 @@ test_build_select(void)
 		    .until_ms = 1796221321124LL },
 		  " WHERE ts >= ? AND ts < ? ORDER BY ts DESC, id DESC",
 		  "s:2026-12-02T14:22:01.123Z|s:2026-12-02T14:22:01.124Z" },
-		{ { .host_glob = "*.PyPI.org", .kind = "connect",
+		{ { .host_glob = "*.Pkgs.Example.Com", .kind = "connect",
 		    .credential = "openai" },
 		  " WHERE kind = ? AND host GLOB ? AND credential = ? ORDER BY "
-		  "ts DESC, id DESC", "s:connect|s:*.pypi.org|s:openai" },
+		  "ts DESC, id DESC", "s:connect|s:*.pkgs.example.com|s:openai" },
 		{ { .after_id = 41, .upto_id = 99, .by_id = 1, .asc = 1,
 		    .limit = 1000 },
 		  " WHERE id > ? AND id <= ? ORDER BY id ASC LIMIT ?",
@@ -1080,8 +1080,8 @@ static const struct qrow {
 	int		 min;		/* minutes after the base time */
 	const char	*sandbox, *kind, *host, *decision, *credential;
 } qrows[] = {
-	/* id 1 */ { 0, "agent-7", "http", "pypi.org", "allow", NULL },
-	/* id 2 */ { 10, "agent-7", "connect", "files.pythonhosted.org",
+	/* id 1 */ { 0, "agent-7", "http", "pkgs.example.com", "allow", NULL },
+	/* id 2 */ { 10, "agent-7", "connect", "files.pkgcdn.example.com",
 		    "allow", NULL },
 	/* id 3 */ { 20, "agent-8", "http", "evil.example", "deny", NULL },
 	/* id 4 */ { 40, "agent-7", "connect", "api.openai.com", "allow",
@@ -1090,8 +1090,8 @@ static const struct qrow {
 	/* id 6 */ { 50, "agent-8", "connect", "API.OpenAI.com", "deny",
 		    "openai" },
 	/* id 7 */ { 60, "agent-7", "socks5", "10.0.0.1", "deny", NULL },
-	/* id 8 */ { 70, NULL, "http", "pypi.org", "deny", NULL },
-	/* id 9 */ { 80, "agent-7", "http", "upload.pypi.org", "error", NULL },
+	/* id 8 */ { 70, NULL, "http", "pkgs.example.com", "deny", NULL },
+	/* id 9 */ { 80, "agent-7", "http", "upload.pkgs.example.com", "error", NULL },
 };
 #define QBASE	1796169600000LL		/* 2026-12-02T00:00:00Z */
 
@@ -1142,7 +1142,7 @@ test_queries(void)
 		{ { .decision = "deny" }, "8,7,6,5,3" },
 		{ { .kind = "connect" }, "6,4,2" },
 		{ { .credential = "openai" }, "6,4" },
-		{ { .host_glob = "*pypi.org" }, "9,8,1" },
+		{ { .host_glob = "*pkgs.example.com" }, "9,8,1" },
 		{ { .host_glob = "API.openai.*" }, "6,4" },
 		{ { .host_glob = "evil.example" }, "5,3" },
 		{ { .host_glob = "10.0.0.[0-9]" }, "7" },
@@ -1212,7 +1212,7 @@ test_queries(void)
 		CHECK(strncmp(out, "id,ts,sandbox,", 14) == 0);
 		CHECK(strstr(out, ",\"/a,\"\"b\"\"\nc\",") != NULL);
 		CHECK(strstr(out, "\r\n1,2026-12-02T00:00:00.000Z,agent-7,http,,"
-		    "pypi.org,,443,,,GET,/,,allow,,,,,,,0000") != NULL);
+		    "pkgs.example.com,,443,,,GET,/,,allow,,,,,,,0000") != NULL);
 		free(out);
 	}
 	/* Table: header, then columns aligned under it. */

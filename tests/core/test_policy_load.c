@@ -130,7 +130,7 @@ test_good(void)
 	CHECK_INT(r->line, 15);
 	CHECK_INT(r->col, 9);
 	r = &def->allow[1];
-	CHECK_STR(r->host, "pythonhosted.org");
+	CHECK_STR(r->host, "pkgcdn.example.com");
 	CHECK_INT(r->wildcard, 1);
 	CHECK_INT(r->n_ports, 2);		/* the default [80, 443] */
 	CHECK_INT(r->ports[0], 80);

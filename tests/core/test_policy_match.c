@@ -116,21 +116,21 @@ struct decide_case {
 
 static const struct decide_case decide_cases[] = {
 	/* (1) identity */
-	{ NO_ID, "pypi.org", 443, NULL, NULL, DENY("no-identity", REASON_NO_IDENTITY) },
-	{ BAD_POLICY, "pypi.org", 443, NULL, NULL, DENY("default-deny", REASON_UNKNOWN_POLICY) },
+	{ NO_ID, "pkgs.test", 443, NULL, NULL, DENY("no-identity", REASON_NO_IDENTITY) },
+	{ BAD_POLICY, "pkgs.test", 443, NULL, NULL, DENY("default-deny", REASON_UNKNOWN_POLICY) },
 	/* exact, apex, wildcards of any depth */
-	{ "agent", "pypi.org", 443, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
-	{ "agent", "pypi.org", 80, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
-	{ "agent", "pypi.org", 8080, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "agent", "www.pypi.org", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "agent", "pypi.org.evil", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "agent", "notpypi.org", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "agent", "PyPI.Org.", 443, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
-	{ "agent", "pythonhosted.org", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
-	{ "agent", "files.pythonhosted.org", 443, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
-	{ "agent", "a.b.c.files.pythonhosted.org", 80, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
-	{ "agent", "FILES.PythonHosted.ORG.", 443, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
-	{ "agent", "xpythonhosted.org", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "pkgs.test", 443, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
+	{ "agent", "pkgs.test", 80, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
+	{ "agent", "pkgs.test", 8080, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "www.pkgs.test", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "pkgs.test.evil", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "notpkgs.test", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "Pkgs.Test.", 443, NULL, NULL, ALLOW("coding-agent:allow[2]", P, 0, 1) },
+	{ "agent", "pkgcdn.test", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
+	{ "agent", "files.pkgcdn.test", 443, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
+	{ "agent", "a.b.c.files.pkgcdn.test", 80, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
+	{ "agent", "FILES.Pkgcdn.Test.", 443, NULL, NULL, ALLOW("coding-agent:allow[1]", P, 0, 0) },
+	{ "agent", "xpkgcdn.test", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
 	{ "agent", "deep.example.net", 8443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
 	{ "agent", "a.deep.example.net", 8443, NULL, NULL, ALLOW("coding-agent:allow[6]", P, 0, 0) },
 	{ "agent", "a.deep.example.net", 443, NULL, NULL, DENY("default-deny", REASON_POLICY_DENY) },
@@ -166,8 +166,8 @@ static const struct decide_case decide_cases[] = {
 	{ "agent", "api.openai.com", 443, "GET", "/v1/../admin", DENY("default-deny", REASON_POLICY_DENY) },
 	{ "agent", "api.openai.com", 443, "GET", "/v1/%2e%2e/admin", DENY("coding-agent:deny[3]", REASON_AMBIGUOUS_PATH) },
 	{ "agent", "api.openai.com", 443, "DELETE", "/v1/..%2Fadmin", DENY("coding-agent:deny[2]", REASON_POLICY_DENY) },
-	{ "agent", "pypi.org", 443, "GET", "/simple/..%2Fadmin", DENY("coding-agent:deny[6]", REASON_AMBIGUOUS_PATH) },
-	{ "agent", "files.pythonhosted.org", 443, "GET", "/simple/..%2Fadmin", ALLOW("coding-agent:allow[1]", P, 0, 0) },
+	{ "agent", "pkgs.test", 443, "GET", "/simple/..%2Fadmin", DENY("coding-agent:deny[6]", REASON_AMBIGUOUS_PATH) },
+	{ "agent", "files.pkgcdn.test", 443, "GET", "/simple/..%2Fadmin", ALLOW("coding-agent:allow[1]", P, 0, 0) },
 	{ "agent", "api.openai.com", 443, "GET", "/%76%31/models", ALLOW("coding-agent:allow[0]", I, 0, 1) },
 	{ "agent", "api.openai.com", 443, "GET", "/admin/../v1/models", ALLOW("coding-agent:allow[0]", I, 0, 1) },
 	{ "agent", "api.openai.com", 443, "GET", "/v1/models%zz", DENY("coding-agent:deny[3]", REASON_POLICY_DENY) },
@@ -181,8 +181,8 @@ static const struct decide_case decide_cases[] = {
 	{ "agent", "api.openai.com", 443, "GET", "/v1/files%", DENY("coding-agent:deny[3]", REASON_POLICY_DENY) },
 	{ "agent", "api.openai.com", 443, "GET", "/v1/filez", ALLOW("coding-agent:allow[0]", I, 0, 1) },
 	/* a path deny rule defers to per-request checks: inspect */
-	{ "agent", "pypi.org", 443, "GET", "/simple/", ALLOW("coding-agent:allow[2]", P, 0, 0) },
-	{ "agent", "pypi.org", 443, "GET", "/admin/x", DENY("coding-agent:deny[6]", REASON_POLICY_DENY) },
+	{ "agent", "pkgs.test", 443, "GET", "/simple/", ALLOW("coding-agent:allow[2]", P, 0, 0) },
+	{ "agent", "pkgs.test", 443, "GET", "/admin/x", DENY("coding-agent:deny[6]", REASON_POLICY_DENY) },
 	{ "agent", "files.example.org", 443, NULL, NULL, ALLOW("coding-agent:allow[9]", I, 0, 1) },
 	{ "agent", "files.example.org", 443, "GET", "/x", ALLOW("coding-agent:allow[9]", I, 0, 1) },
 	{ "agent", "files.example.org", 443, "POST", "/x", DENY("default-deny", REASON_POLICY_DENY) },
@@ -286,21 +286,21 @@ struct addr_case {
 };
 
 static const struct addr_case addr_cases[] = {
-	{ "agent", "pypi.org", 443, { "151.101.0.223" }, 1, "coding-agent:allow[2]", REASON_NONE },
-	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223" }, 1, "coding-agent:allow[2]", REASON_NONE },
-	{ "agent", "pypi.org", 443, { NULL }, 0, "coding-agent:allow[2]", REASON_DNS_ERROR },
-	{ "agent", "pypi.org", 443, { "198.19.255.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "151.101.0.223", "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "151.101.0.223", "2a04:4e42::223", "fd00::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "169.254.169.254" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "::ffff:198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "64:ff9b::198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "64:ff9b::8.8.8.8" }, 1, "coding-agent:allow[2]", REASON_NONE },
-	{ "agent", "pypi.org", 443, { "2002:a00:1::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "100.64.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
-	{ "agent", "pypi.org", 443, { "0.0.0.0" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "151.101.0.223" }, 1, "coding-agent:allow[2]", REASON_NONE },
+	{ "agent", "pkgs.test", 443, { "151.101.0.223", "2a04:4e42::223" }, 1, "coding-agent:allow[2]", REASON_NONE },
+	{ "agent", "pkgs.test", 443, { NULL }, 0, "coding-agent:allow[2]", REASON_DNS_ERROR },
+	{ "agent", "pkgs.test", 443, { "198.19.255.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "151.101.0.223", "127.0.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "151.101.0.223", "2a04:4e42::223", "fd00::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "169.254.169.254" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "::ffff:198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "64:ff9b::198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "64:ff9b::8.8.8.8" }, 1, "coding-agent:allow[2]", REASON_NONE },
+	{ "agent", "pkgs.test", 443, { "2002:a00:1::1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "100.64.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "198.18.0.1" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
+	{ "agent", "pkgs.test", 443, { "0.0.0.0" }, 0, "coding-agent:allow[2]", REASON_IP_PROHIBITED },
 	/* cidr: 0.0.0.0/0 alone never reaches the metadata service */
 	{ "agent", "169.254.169.254", 443, { "169.254.169.254" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
 	{ "agent", "0xa9fea9fe", 443, { "169.254.169.254" }, 0, "coding-agent:allow[8]", REASON_IP_PROHIBITED },
@@ -357,7 +357,7 @@ test_check_addrs(const struct policy *p)
 	/* An identity whose policy vanished is refused here too. */
 	CHECK(identity_for(p, BAD_POLICY, &bad) == 0);
 	CHECK(identity_for(p, "agent", &id) == 0);
-	policy_target_init(&t, "pypi.org", 8, 443);
+	policy_target_init(&t, "pkgs.test", 9, 443);
 	CHECK_INT(policy_decide(p, &id, &t, NULL, NULL, &v), 1);
 	netaddr_parse("151.101.0.223", 13, &addrs[0]);
 	CHECK_INT(policy_check_addrs(p, &bad, &t, addrs, 1, &v), 0);

@@ -236,16 +236,16 @@ class AuditCliTest(unittest.TestCase):
         m = 60000
         spec = [
             # minutes ago, sandbox, kind, host, decision, credential
-            (8 * 1440, "agent-7", "http", "pypi.org", "allow", None),
+            (8 * 1440, "agent-7", "http", "pkgs.example.com", "allow", None),
             (3 * 1440, "agent-7", "connect", "api.openai.com", "allow",
              "openai"),
             (180, "agent-8", "http", "evil.example", "deny", None),
-            (90, "agent-7", "connect", "files.pythonhosted.org", "allow",
+            (90, "agent-7", "connect", "files.pkgcdn.example.com", "allow",
              None),
             (100, "agent-7", "socks5", "evil.example", "deny", None),
-            (60, "agent-7", "http", "Upload.PyPI.org", "deny", None),
+            (60, "agent-7", "http", "Upload.Pkgs.Example.Com", "deny", None),
             (10, "agent-8", "dns", "api.openai.com", "deny", "openai"),
-            (5, None, "http", "pypi.org", "deny", None),
+            (5, None, "http", "pkgs.example.com", "deny", None),
             (1, "agent-7", "transparent", "203.0.113.9", "error", None),
         ]
         w = PyWriter(cls.db)
@@ -318,7 +318,7 @@ class AuditCliTest(unittest.TestCase):
             (["--sandbox", "agent-7"], {"sandbox": "agent-7"}),
             (["--decision", "deny"], {"decision": "deny"}),
             (["--kind", "connect"], {"kind": "connect"}),
-            (["--host", "*.PYPI.org"], {"host": "*.pypi.org"}),
+            (["--host", "*.Pkgs.Example.Com"], {"host": "*.pkgs.example.com"}),
             (["--host", "evil.example"], {"host": "evil.example"}),
             (["--host", "*"], {"host": "*"}),
             (["--credential", "openai"], {"credential": "openai"}),
@@ -362,7 +362,7 @@ class AuditCliTest(unittest.TestCase):
                 self.assertTrue(g[c] is None or type(g[c]) is int, (c, g))
         self.assertIsNone(got[7]["sandbox"])
         self.assertEqual(got[5]["path"], '/a,"b"\nc')
-        self.assertEqual(got[5]["host"], "upload.pypi.org")
+        self.assertEqual(got[5]["host"], "upload.pkgs.example.com")
         self.assertIsNone(got[0]["asn"])
         self.assertIs(type(got[0]["port"]), int)
 
