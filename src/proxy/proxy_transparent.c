@@ -156,6 +156,18 @@ named_resolved(struct session *s)
 	upstream_connect(s, relay_start);
 }
 
+/* Bytes the rule lets through unseen: to the original address, once checked. */
+static void
+pass_unseen(struct session *s)
+{
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
+		deny(s, 403, s->verdict.reason, "address not allowed");
+		return;
+	}
+	s->tunnel_open = 1;
+	upstream_connect(s, relay_start);
+}
+
 /*
  * A ClientHello without SNI: the address alone decides, and only a cidr
  * rule with opaque: true lets it pass unseen -- unless the address was
@@ -185,12 +197,7 @@ decide_no_sni(struct session *s)
 		    "passes only where a cidr rule with opaque: true allows it");
 		return;
 	}
-	if (!upstream_check_addrs(s, s->addrs, 1)) {
-		deny(s, 403, s->verdict.reason, "address not allowed");
-		return;
-	}
-	s->tunnel_open = 1;
-	upstream_connect(s, relay_start);
+	pass_unseen(s);
 }
 
 /* The name the first bytes gave (SNI, or Host), on the original port. */
@@ -252,12 +259,7 @@ decide_opaque(struct session *s)
 	}
 	s->addrs[0] = s->orig_dst;
 	s->n_addrs = 1;
-	if (!upstream_check_addrs(s, s->addrs, 1)) {
-		deny(s, 403, s->verdict.reason, "address not allowed");
-		return;
-	}
-	s->tunnel_open = 1;
-	upstream_connect(s, relay_start);
+	pass_unseen(s);
 }
 
 static void

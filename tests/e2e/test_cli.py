@@ -28,7 +28,7 @@ policies:
     allow:
       - host: api.allowed.test
         ports: [443]
-      - host: "*.pythonhosted.test"
+      - host: "*.pkgcdn.test"
       - cidr: 140.82.112.0/20
         ports: [22]
         opaque: true
@@ -42,7 +42,7 @@ policies:
 """
 
 # Public answers are data only: explain never connects anywhere.
-EXPLAIN_NAMES = ["api.allowed.test", "x.y.pythonhosted.test", "pythonhosted.test",
+EXPLAIN_NAMES = ["api.allowed.test", "x.y.pkgcdn.test", "pkgcdn.test",
                  "a.files.test", "uploads.files.test", "api2.allowed.test"]
 
 
@@ -236,10 +236,10 @@ class CliTest(unittest.TestCase):
             ("api.allowed.test", [], "allow", "agent:allow[0]", None),
             ("API.Allowed.Test.", [], "allow", "agent:allow[0]", None),
             ("api.allowed.test:80", [], "deny", "default-deny", "policy-deny"),
-            ("x.y.pythonhosted.test", [], "allow", "agent:allow[1]", None),
-            ("x.y.pythonhosted.test:80", [], "allow", "agent:allow[1]", None),
-            ("x.y.pythonhosted.test:8080", [], "deny", "default-deny", "policy-deny"),
-            ("pythonhosted.test", [], "deny", "default-deny", "policy-deny"),
+            ("x.y.pkgcdn.test", [], "allow", "agent:allow[1]", None),
+            ("x.y.pkgcdn.test:80", [], "allow", "agent:allow[1]", None),
+            ("x.y.pkgcdn.test:8080", [], "deny", "default-deny", "policy-deny"),
+            ("pkgcdn.test", [], "deny", "default-deny", "policy-deny"),
             ("140.82.112.5:22", [], "allow", "agent:allow[2]", None),
             ("140.82.112.5:443", [], "deny", "default-deny", "policy-deny"),
             ("a.files.test", [], "allow", "agent:allow[3]", None),
