@@ -60,6 +60,8 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_INGRESS_TOKEN_INVALID] = { "ingress-token-invalid", D, 401, NOT_ALLOWED },
 	[REASON_INGRESS_TOKEN_REDIRECT] = { "ingress-token-redirect", D, 302, NOT_ALLOWED },
 	[REASON_WS_PROTOCOL] =		{ "websocket-protocol-error", D, 400, FAIL },
+	[REASON_AUDIT_UNAVAILABLE] =	{ "audit-unavailable", E, 503, FAIL },
+	[REASON_KEEPER_UNAVAILABLE] =	{ "keeper-unavailable", E, 503, FAIL },
 };
 
 const struct reason_info *

@@ -56,6 +56,8 @@ enum sg_reason {
 	REASON_INGRESS_TOKEN_INVALID,
 	REASON_INGRESS_TOKEN_REDIRECT,	/* not a refusal: the token became a cookie */
 	REASON_WS_PROTOCOL,		/* a malformed WebSocket frame */
+	REASON_AUDIT_UNAVAILABLE,	/* audit.db cannot take rows; on_failure: deny */
+	REASON_KEEPER_UNAVAILABLE,	/* the key keeper is down or not answering */
 	REASON_MAX
 };
 
