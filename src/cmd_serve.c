@@ -8,20 +8,51 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/util.h"
+#include "daemon/keeper_proc.h"
 #include "daemon/privdrop.h"
 #include "proxy/proxy.h"
 #include "sandgate.h"
+#include "vault/keeper.h"
 
 static const char serve_usage[] =
     "usage: sandgate serve [-c FILE] [-d]\n"
     "  -c FILE   config file (default: ./sandgate.yaml, /etc/sandgate/sandgate.yaml,\n"
     "            else built-in defaults)\n"
     "  -d        debug logging\n";
+
+/*
+ * Start the monitor and its keeper, and say hello to the keeper. NULL with
+ * *errstr: the keeper's own one line when it could not open its files.
+ */
+static struct keeper_client *
+keeper_connect(const struct config *cfg, const struct policy *pol, int *kpid,
+    int *ctl, pid_t *monitor, const char **errstr)
+{
+	struct keeper_client *kc;
+	pid_t pid = 0;
+	int fd, status;
+
+	if (keeper_proc_start(cfg, pol, ctl, monitor, errstr) == -1)
+		return NULL;
+	if (keeper_ctl_recv(*ctl, 10000, &fd, &status, &pid) != KEEPER_CTL_UP) {
+		close(*ctl);
+		*errstr = "the key keeper did not start";
+		return NULL;
+	}
+	if ((kc = keeper_client_new(fd, errstr)) == NULL) {
+		close(*ctl);
+		return NULL;
+	}
+	*kpid = (int)pid;
+	return kc;
+}
 
 int
 cmd_serve(int argc, char *argv[])
@@ -31,6 +62,9 @@ cmd_serve(int argc, char *argv[])
 	struct policy *pol;
 	struct proxy *p;
 	struct privdrop *pd;
+	struct keeper_client *kc;
+	int ctl = -1, kpid = 0;
+	pid_t monitor = -1;
 	const char *opt, *val, *cfg_path = NULL, *err = NULL;
 	char sum[256], why[512];
 	int rc;
@@ -76,12 +110,24 @@ cmd_serve(int argc, char *argv[])
 		return rc;
 	}
 	log_hold(1);
-	if ((p = proxy_new(cfg, pol)) == NULL) {
+	/* The keys go to the keeper's processes before anything is bound. */
+	if ((kc = keeper_connect(cfg, pol, &kpid, &ctl, &monitor, &err)) == NULL) {
 		privdrop_free(pd);
+		policy_unref(pol);
+		config_free(cfg);
+		return cmd_error("cannot start the gateway: %s", err);
+	}
+	if ((p = proxy_new(cfg, pol, kc)) == NULL) {
+		privdrop_free(pd);
+		close(ctl);
 		/* One line that names what failed: the last warning. */
 		log_take_held(why, sizeof(why));
 		return cmd_error("cannot start the gateway: %s", why);
 	}
+	proxy_keeper_pid(p, kpid);
+	if (keeper_proc_watch(p, ctl) == -1)
+		log_warnx("cannot watch the key keeper's monitor: a lost keeper "
+		    "will not come back");
 	log_release();
 	/* Everything that needs root is open; the workers start unprivileged. */
 	if (privdrop_apply(pd, cfg, &err) == -1)
@@ -90,5 +136,9 @@ cmd_serve(int argc, char *argv[])
 		rc = proxy_run(p) == 0 ? 0 : 1;
 	privdrop_free(pd);
 	proxy_free(p);
+	/* Its sockets are closed: the monitor ends the keeper and exits. */
+	close(ctl);
+	while (waitpid(monitor, NULL, 0) == -1 && errno == EINTR)
+		;
 	return rc;
 }

@@ -291,3 +291,26 @@ privdrop_free(struct privdrop *pd)
 {
 	free(pd);
 }
+
+int
+privdrop_confine_keeper(const char **errstr)
+{
+	int n;
+
+	/* Still uid 0 when started as root: the key files are root's own. */
+	if (geteuid() == 0 && caps_clear() == -1) {
+		*errstr = pd_err("keeper: cannot clear the capabilities: %s",
+		    strerror(errno));
+		return -1;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
+		*errstr = pd_err("keeper: prctl: %s", strerror(errno));
+		return -1;
+	}
+	if ((n = privdrop_seccomp_load_profile(PD_PROFILE_KEEPER, errstr)) == -1)
+		return -1;
+	log_debug("keeper: no capabilities, no_new_privs, seccomp filter of "
+	    "%d rules", n);
+	return 0;
+}

@@ -29,5 +29,12 @@ int	privdrop_prepare(const struct config *cfg, struct privdrop **out,
 int	privdrop_apply(struct privdrop *pd, const struct config *cfg,
 	    const char **errstr);
 void	privdrop_free(struct privdrop *pd);
+/*
+ * The key keeper, after it opened its files: no capabilities (it stays
+ * uid 0 when started as root, so that root's 0600 key files stay its
+ * own), no_new_privs, not dumpable, and a seccomp allow-list without
+ * sockets of its own. -1 with *errstr: the keeper must not serve.
+ */
+int	privdrop_confine_keeper(const char **errstr);
 
 #endif

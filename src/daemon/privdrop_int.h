@@ -11,5 +11,9 @@
  * *errstr.
  */
 int	privdrop_seccomp_load(const char **errstr);
+/* The same with the keeper's narrower list (no new sockets, no threads). */
+#define PD_PROFILE_NETWORK	0
+#define PD_PROFILE_KEEPER	1
+int	privdrop_seccomp_load_profile(int profile, const char **errstr);
 
 #endif

@@ -41,10 +41,8 @@ static const char *const pd_allow[] = {
 	"unlink", "unlinkat", "fstatfs", "statfs",
 	/* memory (mmap and mprotect below) */
 	"munmap", "mremap", "madvise", "brk", "mlock", "mlock2", "munlock",
-	/* sockets (socket below) */
-	"connect", "accept", "accept4", "getsockname", "getpeername",
-	"getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg",
-	"recvmsg", "sendmmsg", "recvmmsg", "shutdown", "socketpair",
+	/* the sockets it has */
+	"getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown",
 	/* event loops */
 	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
 	"epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6",
@@ -57,10 +55,18 @@ static const char *const pd_allow[] = {
 	"exit_group", "gettid", "getpid", "getppid", "tgkill", "tkill",
 	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigtimedwait",
 	"sigaltstack", "restart_syscall", "membarrier",
+	/* the key keeper's monitor, reaped at exit */
+	"wait4",
 	/* process facts */
 	"getrandom", "uname", "getuid", "geteuid", "getgid", "getegid",
 	"getresuid", "getresgid", "getgroups", "prlimit64", "getrlimit",
 	"sysinfo", "getrusage",
+};
+
+/* New sockets and connections (socket below): the network process only. */
+static const char *const pd_allow_net[] = {
+	"connect", "accept", "accept4", "getsockname", "getpeername",
+	"setsockopt", "sendmmsg", "recvmmsg", "socketpair",
 };
 
 /* Only an exploit calls these: die rather than answer. */
@@ -77,7 +83,7 @@ static const char *const pd_kill[] = {
 
 #if PD_SANITIZER
 static const char *const pd_allow_sanitizer[] = {
-	"ptrace", "wait4", "waitid", "prctl", "clone", "sched_getparam",
+	"ptrace", "waitid", "prctl", "clone", "sched_getparam",
 	"getpgid", "kill", "getdents",
 };
 #endif
@@ -114,7 +120,7 @@ pd_list(scmp_filter_ctx ctx, uint32_t action, const char *const *names,
  * executable, prctl for thread names only.
  */
 static int
-pd_conditional(scmp_filter_ctx ctx, int *count)
+pd_conditional(scmp_filter_ctx ctx, int profile, int *count)
 {
 	const struct scmp_arg_cmp thread[] = { SCMP_A0(SCMP_CMP_MASKED_EQ,
 	    CLONE_THREAD, CLONE_THREAD) };
@@ -137,7 +143,8 @@ pd_conditional(scmp_filter_ctx ctx, int *count)
 	    pd_rule(ctx, SCMP_ACT_ALLOW, "mprotect", 1, no_w, count) == -1 ||
 	    pd_rule(ctx, SCMP_ACT_ALLOW, "mprotect", 1, no_x, count) == -1)
 		return -1;
-	for (i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+	for (i = 0; i < sizeof(families) / sizeof(families[0]) &&
+	    profile == PD_PROFILE_NETWORK; i++) {
 		const struct scmp_arg_cmp a[] = { SCMP_A0(SCMP_CMP_EQ,
 		    (scmp_datum_t)families[i], 0) };
 		if (pd_rule(ctx, SCMP_ACT_ALLOW, "socket", 1, a, count) == -1)
@@ -161,6 +168,12 @@ pd_conditional(scmp_filter_ctx ctx, int *count)
 
 int
 privdrop_seccomp_load(const char **errstr)
+{
+	return privdrop_seccomp_load_profile(PD_PROFILE_NETWORK, errstr);
+}
+
+int
+privdrop_seccomp_load_profile(int profile, const char **errstr)
 {
 	scmp_filter_ctx ctx;
 	int count = 0, rc;
@@ -186,9 +199,12 @@ privdrop_seccomp_load(const char **errstr)
 	    sizeof(pd_allow_sanitizer) / sizeof(pd_allow_sanitizer[0]),
 	    &count) == -1 ||
 #endif
+	    (profile == PD_PROFILE_NETWORK && pd_list(ctx, SCMP_ACT_ALLOW,
+	    pd_allow_net, sizeof(pd_allow_net) / sizeof(pd_allow_net[0]),
+	    &count) == -1) ||
 	    pd_list(ctx, SCMP_ACT_KILL_PROCESS, pd_kill, sizeof(pd_kill) /
 	    sizeof(pd_kill[0]), &count) == -1 ||
-	    pd_conditional(ctx, &count) == -1) {
+	    pd_conditional(ctx, profile, &count) == -1) {
 		seccomp_release(ctx);
 		*errstr = "seccomp: cannot build the filter";
 		return -1;

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
+#include "vault/keeper_msg.h"
 #include "vault/vault.h"
 
 struct cred_ph {
@@ -83,125 +84,69 @@ issue_sandbox_cb(const char *id, const char *policy_name, void *arg)
 			log_warnx("out of memory issuing placeholders");
 }
 
-struct names_ctx {
-	char	(*v)[VAULT_NAME_MAX + 1];
-	size_t	 n, cap;
-};
-
-static void
-name_cb(const struct vault_entry_info *e, void *arg)
-{
-	struct names_ctx *nc = arg;
-
-	if (nc->n == nc->cap) {
-		size_t ncap = nc->cap ? nc->cap * 2 : 16;
-		void *nv = realloc(nc->v, ncap * sizeof(*nc->v));
-		if (nv == NULL)
-			return;
-		nc->v = nv;
-		nc->cap = ncap;
-	}
-	snprintf(nc->v[nc->n++], sizeof(nc->v[0]), "%s", e->name);
-}
-
-static int
-name_listed(const struct names_ctx *nc, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < nc->n; i++)
-		if (strcmp(nc->v[i], name) == 0)
-			return 1;
-	return 0;
-}
-
 /*
- * Load the values of every secret the policy's credentials name and the
- * vault holds. A missing secret is logged and its credential is never
+ * Ask the keeper for the values of every secret the policy's credentials
+ * name. A secret the vault lacks is logged and its credential is never
  * swapped (credential-unavailable): the gateway still starts.
  */
 static struct vault_snapshot *
 snapshot_for(struct proxy *p, const struct policy *pol)
 {
 	const struct policy_credential *all;
-	struct names_ctx nc = { NULL, 0, 0 };
 	const char **names;
 	struct vault_snapshot *snap;
-	const char *err = NULL;
-	size_t i, n, k = 0;
+	size_t i, n;
+	int *st;
 
 	all = policy_all_credentials(pol, &n);
-	if (vault_list(p->vault, name_cb, &nc, &err) == -1) {
-		log_warnx("vault: %s", err ? err : "cannot list secrets");
-		free(nc.v);
+	names = calloc(n + 1, sizeof(*names));
+	st = calloc(n + 1, sizeof(*st));
+	if (names == NULL || st == NULL) {
+		free(names);
+		free(st);
 		return NULL;
 	}
-	if ((names = calloc(n + 1, sizeof(*names))) == NULL) {
-		free(nc.v);
-		return NULL;
-	}
-	for (i = 0; i < n; i++) {
-		if (name_listed(&nc, all[i].secret))
-			names[k++] = all[i].secret;
-		else
-			log_warnx("vault: credential %s names secret %s, which the "
-			    "vault does not hold: it will not be swapped in",
+	for (i = 0; i < n; i++)
+		names[i] = all[i].secret;
+	if ((snap = keeper_client_secrets(p->kc, names, n, st)) == NULL)
+		log_warnx("vault: the key keeper did not hand out the secrets");
+	for (i = 0; i < n && snap != NULL; i++) {
+		if (st[i] == KEEPER_MISSING)
+			log_warnx("vault: credential %s names secret %s, which "
+			    "the vault does not hold: it will not be swapped in",
+			    all[i].name, all[i].secret);
+		else if (st[i] != KEEPER_OK)
+			log_warnx("vault: credential %s: the key keeper did not "
+			    "hand out secret %s: it will not be swapped in",
 			    all[i].name, all[i].secret);
 	}
-	snap = vault_snapshot_load(p->vault, names, k, &err);
-	if (snap == NULL)
-		log_warnx("vault: %s", err ? err : "cannot load secrets");
 	free(names);
-	free(nc.v);
+	free(st);
 	return snap;
-}
-
-static void
-vault_stamp(const char *path, struct timespec *mt, off_t *size)
-{
-	struct stat st;
-	char wal[4096];
-
-	memset(mt, 0, sizeof(*mt));
-	*size = 0;
-	if (stat(path, &st) == 0) {
-		*mt = st.st_mtim;
-		*size = st.st_size;
-	}
-	/* WAL mode: a commit changes the -wal file first. */
-	snprintf(wal, sizeof(wal), "%s-wal", path);
-	if (stat(wal, &st) == 0) {
-		if (st.st_mtim.tv_sec > mt->tv_sec || (st.st_mtim.tv_sec ==
-		    mt->tv_sec && st.st_mtim.tv_nsec > mt->tv_nsec))
-			*mt = st.st_mtim;
-		*size += st.st_size;
-	}
 }
 
 int
 cred_init(struct proxy *p)
 {
 	struct issue_ctx ic = { p, p->pol, 0 };
-	const char *err = NULL;
 
 	pthread_mutex_init(&p->cred_mtx, NULL);
-	p->vault = vault_open(p->cfg->vault_db, p->cfg->vault_key_file, 1, &err);
-	if (p->vault == NULL) {
-		log_warnx("vault %s: %s", p->cfg->vault_db, err ? err : "cannot open");
-		return -1;
-	}
-	vault_stamp(p->cfg->vault_db, &p->vault_mtime, &p->vault_size);
+	(void)keeper_client_vault_stamp(p->kc, &p->vault_stamp);
 	policy_foreach_sandbox(p->pol, issue_sandbox_cb, &ic);
 	p->snap = snapshot_for(p, p->pol);
 	return p->snap != NULL ? 0 : -1;
 }
 
+/* After a reload (the keeper reads the policies too) or a new keeper. */
 void
 cred_policy_changed(struct proxy *p, struct policy *pol)
 {
 	struct issue_ctx ic = { p, pol, 0 };
 	struct vault_snapshot *snap, *old;
 
+	if (keeper_client_policy(p->kc) == -1)
+		log_warnx("vault: the key keeper did not read the policies "
+		    "again: new credentials may not be swapped in");
 	snap = snapshot_for(p, pol);
 	pthread_mutex_lock(&p->cred_mtx);
 	policy_foreach_sandbox(pol, issue_sandbox_cb, &ic);
@@ -217,16 +162,14 @@ cred_policy_changed(struct proxy *p, struct policy *pol)
 void
 cred_check_rotation(struct proxy *p)
 {
-	struct timespec mt;
 	struct policy *pol;
-	off_t size;
+	uint64_t stamp;
 
-	vault_stamp(p->cfg->vault_db, &mt, &size);
-	if (mt.tv_sec == p->vault_mtime.tv_sec &&
-	    mt.tv_nsec == p->vault_mtime.tv_nsec && size == p->vault_size)
+	if (!keeper_client_up(p->kc) ||
+	    keeper_client_vault_stamp(p->kc, &stamp) == -1 ||
+	    stamp == p->vault_stamp)
 		return;
-	p->vault_mtime = mt;
-	p->vault_size = size;
+	p->vault_stamp = stamp;
 	pol = proxy_policy_get(p);
 	cred_policy_changed(p, pol);
 	policy_unref(pol);
@@ -238,8 +181,6 @@ cred_free(struct proxy *p)
 {
 	if (p->snap != NULL)
 		vault_snapshot_unref(p->snap);
-	if (p->vault != NULL)
-		vault_close(p->vault);
 	free(p->phs);
 	pthread_mutex_destroy(&p->cred_mtx);
 }
@@ -419,6 +360,11 @@ cred_request(struct session *s, const struct http_request *req,
 		}
 	}
 	pthread_mutex_unlock(&s->p->cred_mtx);
+	/* A swap needs the keeper up: its secrets may be stale or revoked. */
+	if (rc == 0 && plan->cred[0] != '\0' && !keeper_client_up(s->p->kc)) {
+		*reason = REASON_KEEPER_UNAVAILABLE;
+		rc = -1;
+	}
 	if (rc == 0 && plan->cred[0] != '\0' && (plan->snap == NULL ||
 	    !vault_snapshot_has(plan->snap, (plan->query_cred ? plan->query_cred :
 	    own_cred(s, plan->cred))->secret))) {

@@ -11,6 +11,7 @@
 
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 
 static enum sg_reason
 decided(struct session *s, enum sg_reason r, const char *rule)
@@ -68,5 +69,11 @@ proxy_decide(struct session *s, const struct decide_in *in)
 	if (!policy_decide(s->pol, &s->ident, &s->target, in->method,
 	    in->path, &s->verdict))
 		return decided(s, s->verdict.reason, NULL);
+	/* A tunnel that will be intercepted needs the keeper: not while it is away. */
+	if ((s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5) &&
+	    in->tunnel_host == NULL && !in->tunnel_request &&
+	    (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) &&
+	    !keeper_client_up(s->p->kc))
+		return decided(s, REASON_KEEPER_UNAVAILABLE, NULL);
 	return REASON_NONE;
 }

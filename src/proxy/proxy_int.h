@@ -80,11 +80,13 @@ struct cred_ph;
 struct addrmem;
 struct geoip;
 struct fairshare;
+struct keeper_client;
 
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
-	struct ca_audit_key	*audit_key;	/* signs the audit checkpoints */
+	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
+	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
@@ -100,13 +102,11 @@ struct proxy {
 	/* credentials (proxy_cred.c); cred_mtx guards phs and snap */
 	int			 cred_ready;
 	pthread_mutex_t		 cred_mtx;
-	struct vault		*vault;
 	struct vault_snapshot	*snap;
 	struct cred_ph		*phs;
 	size_t			 n_phs;
 	size_t			 cap_phs;
-	struct timespec		 vault_mtime;
-	off_t			 vault_size;
+	uint64_t		 vault_stamp;	/* the keeper's; a change means rotation */
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
 	struct evhttp		*admin;		/* admin API, main thread */
@@ -115,6 +115,8 @@ struct proxy {
 	atomic_ullong		 n_reload_ok;	/* policy reloads, for metrics */
 	atomic_ullong		 n_reload_err;
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
+	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
+	void			*on_free_arg;
 };
 
 /* The current policy, with a reference the caller must drop. */

@@ -21,6 +21,7 @@
 #include "core/geoip.h"
 #include "dns/dns.h"
 #include "vault/ca.h"
+#include "vault/keeper.h"
 #include "core/log.h"
 #include "proxy/proxy_int.h"
 
@@ -230,34 +231,26 @@ listener_config(const struct config *cfg, enum listener_kind k)
 	}
 }
 
-/* The interception CA: created on first start, then only loaded. */
+/*
+ * The interception CA as the network process has it: the certificate the
+ * keeper sent, the leaf key the keeper client generated, and leaves signed
+ * by the keeper on a cache miss.
+ */
 static int
 proxy_ca_setup(struct proxy *p)
 {
 	const char *err = NULL;
 
-	if (access(p->cfg->ca_cert, F_OK) == -1 &&
-	    access(p->cfg->ca_key, F_OK) == -1) {
-		if (ca_init(p->cfg->ca_cert, p->cfg->ca_key, 0, &err) == -1) {
-			log_warnx("cannot create the interception CA: %s", err);
-			return -1;
-		}
-		log_info("created the interception CA: %s (sandboxes must trust "
-		    "this certificate; the key is %s)", p->cfg->ca_cert,
-		    p->cfg->ca_key);
-	}
-	if ((p->ca = ca_load(p->cfg->ca_cert, p->cfg->ca_key, &err)) == NULL) {
+	if ((p->ca = ca_remote(keeper_client_ca_cert(p->kc),
+	    keeper_client_leaf_key(p->kc), keeper_client_sign_leaf, p->kc,
+	    &err)) == NULL) {
 		log_warnx("interception CA %s: %s", p->cfg->ca_cert, err);
 		return -1;
 	}
 	return 0;
 }
 
-/*
- * The audit log, and the key that signs its checkpoints (created beside
- * the CA on first start). The writer signs through ca_audit_sign; a
- * key-holding process can take its place behind the same struct.
- */
+/* The audit log; its checkpoints are signed by the keeper. */
 static int
 proxy_audit_setup(struct proxy *p)
 {
@@ -265,17 +258,13 @@ proxy_audit_setup(struct proxy *p)
 	struct audit_params ap;
 	const char *err = NULL;
 
-	if ((p->audit_key = ca_audit_key_open(cfg->audit_signing_key,
-	    cfg->audit_public_key, 1, &err)) == NULL) {
-		log_warnx("audit signing key: %s", err);
-		return -1;
-	}
 	memset(&ap, 0, sizeof(ap));
 	ap.retention_s = cfg->audit_retention_s;
 	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
-	ap.signer.sign = ca_audit_sign;
-	ap.signer.ctx = p->audit_key;
-	ca_audit_key_public(p->audit_key, ap.signer.public_key);
+	ap.signer.sign = keeper_client_sign_audit;
+	ap.signer.ctx = p->kc;
+	memcpy(ap.signer.public_key, keeper_client_audit_pub(p->kc),
+	    sizeof(ap.signer.public_key));
 	if ((p->audit = audit_open(cfg->audit_db, &ap, &err)) == NULL) {
 		log_warnx("audit database %s: %s", cfg->audit_db,
 		    err ? err : "cannot open");
@@ -330,7 +319,7 @@ bind_listeners(struct proxy *p)
 }
 
 struct proxy *
-proxy_new(struct config *cfg, struct policy *pol)
+proxy_new(struct config *cfg, struct policy *pol, struct keeper_client *kc)
 {
 	struct proxy *p;
 	int i, k;
@@ -339,10 +328,14 @@ proxy_new(struct config *cfg, struct policy *pol)
 		log_warnx("libevent was built without pthreads support");
 		return NULL;
 	}
-	if ((p = calloc(1, sizeof(*p))) == NULL)
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		keeper_client_free(kc);
 		return NULL;
+	}
 	p->cfg = cfg;
 	p->pol = pol;
+	p->kc = kc;
+	atomic_init(&p->keeper_pid, 0);
 	pthread_mutex_init(&p->pol_mtx, NULL);
 	atomic_init(&p->n_conns, 0);
 	atomic_init(&p->n_refused, 0);
@@ -583,16 +576,19 @@ proxy_free(struct proxy *p)
 	proxy_admin_stop(p);
 	proxy_metrics_stop(p);
 	proxy_nflog_stop(p);
+	if (p->on_free != NULL)
+		p->on_free(p->on_free_arg);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);
 	/* After the workers: every session's row is queued before the flush. */
 	if (p->audit != NULL)
 		audit_close(p->audit);
-	ca_audit_key_free(p->audit_key);
 	if (p->ca != NULL)
 		ca_free(p->ca);
 	if (p->cred_ready)
 		cred_free(p);
+	/* Last: the final checkpoint above was signed through it. */
+	keeper_client_free(p->kc);
 	if (p->geoip != NULL)
 		geoip_close(p->geoip);
 	policy_registry_clear();
@@ -601,4 +597,47 @@ proxy_free(struct proxy *p)
 	config_free(p->cfg);
 	pthread_mutex_destroy(&p->pol_mtx);
 	free(p);
+}
+
+struct event_base *
+proxy_main_base(struct proxy *p)
+{
+	return p->main_base;
+}
+
+void
+proxy_on_free(struct proxy *p, void (*fn)(void *), void *arg)
+{
+	p->on_free = fn;
+	p->on_free_arg = arg;
+}
+
+void
+proxy_keeper_pid(struct proxy *p, int pid)
+{
+	atomic_store(&p->keeper_pid, pid);
+}
+
+void
+proxy_keeper_lost(struct proxy *p, const char *why)
+{
+	atomic_store(&p->keeper_pid, 0);
+	keeper_client_lost(p->kc, why);
+}
+
+/* A restarted keeper: the secrets again before anything is swapped. */
+void
+proxy_keeper_adopt(struct proxy *p, int fd, int pid)
+{
+	struct policy *pol;
+
+	if (keeper_client_adopt(p->kc, fd) == -1)
+		return;
+	pol = proxy_policy_get(p);
+	cred_policy_changed(p, pol);
+	policy_unref(pol);
+	keeper_client_ready(p->kc);
+	atomic_store(&p->keeper_pid, pid);
+	log_info("key keeper (pid %d) is back: interceptions and credential "
+	    "swaps resume", pid);
 }

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 #include "vault/ca.h"
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
@@ -381,6 +382,9 @@ proxy_tls_intercept_client(struct session *s)
 	EVP_PKEY *key = NULL;
 	SSL *ssl;
 
+	/* Not with a cached leaf either: the keeper's absence is absolute. */
+	if (!keeper_client_up(s->p->kc))
+		return -1;
 	if (ca_leaf(s->p->ca, s->target.host, s->target.is_ip, &leaf, &key) == -1) {
 		log_warnx("session %llu: cannot mint a certificate for %s",
 		    (unsigned long long)s->id, s->target.host);

@@ -16,6 +16,7 @@
 #include "core/reason.h"
 #include "dns/dns.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 #include "proxy/tls_sni.h"
 
 #ifndef IP6T_SO_ORIGINAL_DST
@@ -105,7 +106,8 @@ intercept(struct session *s)
 {
 	s->tunnel_open = 1;
 	if (proxy_tls_intercept_client(s) == -1)
-		deny(s, 502, REASON_CLIENT_TLS, "cannot set up interception");
+		deny(s, 502, keeper_client_up(s->p->kc) ? REASON_CLIENT_TLS :
+		    REASON_KEEPER_UNAVAILABLE, "cannot set up interception");
 }
 
 /* The original destination as the target: an address, decided by cidr rules. */

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 #include "proxy/tls_sni.h"
 
 static void	relay_read_cb(struct bufferevent *, void *);
@@ -155,7 +156,8 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		evtimer_del(s->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
 		if (proxy_tls_intercept_client(s) == -1)
-			tunnel_refuse(s, 1, REASON_CLIENT_TLS,
+			tunnel_refuse(s, 1, keeper_client_up(s->p->kc) ?
+			    REASON_CLIENT_TLS : REASON_KEEPER_UNAVAILABLE,
 			    "cannot set up interception");
 		return;
 	}

@@ -529,6 +529,60 @@ fail:
 	return NULL;
 }
 
+struct ca *
+ca_remote(X509 *cert, EVP_PKEY *leaf_key, ca_remote_fn fn, void *arg,
+    const char **errstr)
+{
+	struct ca *ca;
+
+	if ((ca = calloc(1, sizeof(*ca))) == NULL) {
+		*errstr = "out of memory";
+		return NULL;
+	}
+	pthread_mutex_init(&ca->mtx, NULL);
+	pthread_cond_init(&ca->minted_cv, NULL);
+	ca->now = ca_time;
+	ca->remote = fn;
+	ca->remote_arg = arg;
+	if (ca_cache_init(ca) == -1) {
+		*errstr = "out of memory";
+		goto fail;
+	}
+	if (!X509_up_ref(cert)) {
+		*errstr = "out of memory";
+		goto fail;
+	}
+	ca->cert = cert;
+	if ((*errstr = ca_check_cert(ca->cert, "from the key keeper",
+	    &ca->not_after)) != NULL)
+		goto fail;
+	if (!EVP_PKEY_up_ref(leaf_key)) {
+		*errstr = "out of memory";
+		goto fail;
+	}
+	ca->leaf_key = leaf_key;
+	if (RAND_bytes((unsigned char *)ca->hkey, sizeof(ca->hkey)) != 1) {
+		*errstr = ca_err("no randomness: %s", ca_ossl_reason());
+		goto fail;
+	}
+	return ca;
+fail:
+	ca_free(ca);
+	return NULL;
+}
+
+int
+ca_set_leaf_public(struct ca *ca, EVP_PKEY *pub)
+{
+	if (EVP_PKEY_get_base_id(pub) != EVP_PKEY_EC || !EVP_PKEY_up_ref(pub))
+		return -1;
+	pthread_mutex_lock(&ca->mtx);
+	EVP_PKEY_free(ca->leaf_key);
+	ca->leaf_key = pub;
+	pthread_mutex_unlock(&ca->mtx);
+	return 0;
+}
+
 void
 ca_free(struct ca *ca)
 {

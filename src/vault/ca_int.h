@@ -40,6 +40,12 @@ struct ca {
 	X509_EXTENSION	*ext_bc, *ext_ku, *ext_eku, *ext_aki;
 	time_t		 not_after;	/* the CA's own; no leaf outlives it */
 	time_t		(*now)(void);
+	/*
+	 * A CA whose key is elsewhere (ca_remote): key is NULL and leaves are
+	 * signed by this callback, over the public half of leaf_key.
+	 */
+	ca_remote_fn	 remote;
+	void		*remote_arg;
 
 	pthread_mutex_t	 mtx;		/* guards everything below */
 	pthread_cond_t	 minted_cv;	/* a busy entry finished minting */

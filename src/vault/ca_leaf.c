@@ -124,6 +124,17 @@ ca_mint(struct ca *ca, const char *name, size_t len, int is_ip,
 	X509_NAME *n;
 	time_t na = now + CA_LEAF_LIFETIME;
 
+	if (ca->key == NULL) {
+		/* The key is in the keeper: it checks the name again. */
+		x = ca->remote(ca->remote_arg, name, is_ip, not_after);
+		if (x != NULL && X509_check_private_key(x, ca->leaf_key) != 1) {
+			ERR_clear_error();
+			log_warnx("the key keeper signed a leaf for another key");
+			X509_free(x);
+			x = NULL;
+		}
+		return x;
+	}
 	if (na > ca->not_after)
 		na = ca->not_after;
 	if (na <= now)
@@ -166,7 +177,9 @@ ca_mint_entry(struct ca *ca, struct ca_entry *e, time_t now,
 
 	pthread_mutex_unlock(&ca->mtx);
 	x = ca_mint(ca, e->name, e->len, e->is_ip, addr, addrlen, now, &na);
-	if (x == NULL && ERR_peek_error() != 0)
+	if (x == NULL && ca->key == NULL)
+		;	/* the keeper client said why */
+	else if (x == NULL && ERR_peek_error() != 0)
 		log_openssl("minting a leaf certificate");
 	else if (x == NULL)
 		log_warnx("cannot mint a leaf certificate: the CA certificate "
@@ -250,4 +263,22 @@ ca_leaf(struct ca *ca, const char *name, int is_ip, X509 **leaf,
 	*leaf = x;
 	*key = ca->leaf_key;
 	return 0;
+}
+
+X509 *
+ca_mint_leaf(struct ca *ca, const char *name, int is_ip, time_t *not_after)
+{
+	char norm[CA_NAME_MAX + 1];
+	unsigned char addr[16];
+	size_t len, addrlen = 0;
+	X509 *x;
+
+	is_ip = is_ip != 0;
+	if (ca->key == NULL || ca_normalize(name, is_ip, norm, &len, addr,
+	    &addrlen) == -1)
+		return NULL;
+	x = ca_mint(ca, norm, len, is_ip, addr, addrlen, ca->now(), not_after);
+	if (x == NULL)
+		log_openssl("minting a leaf certificate");
+	return x;
 }

@@ -31,6 +31,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -57,6 +58,7 @@
 #include "dns/resolver.h"
 #include "proxy/proxy_int.h"
 #include "vault/ca.h"
+#include "vault/keeper.h"
 #include "vault/vault.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -171,6 +173,9 @@ static struct {
 	int		 ready;
 	char		 dir[256];
 	struct proxy	*p;
+	struct keeper	*keeper;		/* on a thread: the same protocol as serve's */
+	int		 keeper_fd;
+	pthread_t	 keeper_thread;
 	struct worker	*w;
 	SSL_CTX		*cctx;			/* harness clients */
 	SSL_CTX		*octx[FZ_N_HOSTS];	/* harness origins, one leaf each */
@@ -1443,6 +1448,10 @@ fz_teardown(void)
 	if (!fz.ready)
 		return;
 	proxy_free(fz.p);
+	/* proxy_free closed the keeper's socket: its thread ends. */
+	pthread_join(fz.keeper_thread, NULL);
+	close(fz.keeper_fd);
+	keeper_free(fz.keeper);
 	for (i = 0; i < FZ_N_HOSTS; i++)
 		SSL_CTX_free(fz.octx[i]);
 	SSL_CTX_free(fz.cctx);
@@ -1453,9 +1462,38 @@ fz_teardown(void)
 	fz.ready = 0;
 }
 
+static void *
+fz_keeper_main(void *arg)
+{
+	(void)arg;
+	(void)keeper_serve(fz.keeper, fz.keeper_fd);
+	return NULL;
+}
+
+static struct keeper_client *
+fz_keeper(const struct config *cfg, const struct policy *pol)
+{
+	struct keeper_client *kc;
+	const char *err = NULL;
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1 ||
+	    (fz.keeper = keeper_open(cfg, pol, &err)) == NULL) {
+		fprintf(stderr, "keeper: %s\n", err ? err : strerror(errno));
+		return NULL;
+	}
+	fz.keeper_fd = sv[1];
+	if (pthread_create(&fz.keeper_thread, NULL, fz_keeper_main, NULL) != 0)
+		return NULL;
+	if ((kc = keeper_client_new(sv[0], &err)) == NULL)
+		fprintf(stderr, "keeper client: %s\n", err);
+	return kc;
+}
+
 static void
 fz_init(void)
 {
+	struct keeper_client *kc;
 	struct config *cfg;
 	struct policy *pol;
 	struct vault *v;
@@ -1522,7 +1560,8 @@ fz_init(void)
 		abort();
 	}
 	diag_free(&d);
-	if ((fz.p = proxy_new(cfg, pol)) == NULL)
+	if ((kc = fz_keeper(cfg, pol)) == NULL ||
+	    (fz.p = proxy_new(cfg, pol, kc)) == NULL)
 		abort();
 	fz.w = &fz.p->workers[0];
 	fz.ready = 1;
