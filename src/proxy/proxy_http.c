@@ -252,9 +252,17 @@ cred_check(struct session *s, const struct http_request *req)
 
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
 		return ws_request_check(s, req);
-	snprintf(detail, sizeof(detail), "credential %s may not be used here",
-	    s->fwd.plan.cred);
-	session_deny(s, 403, reason, detail);
+	if (reason == REASON_KEEPER_UNAVAILABLE)
+		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
+		    "in: the key keeper is not available", s->fwd.plan.cred);
+	else if (reason == REASON_CRED_UNAVAILABLE)
+		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
+		    "in: its secret is not loaded", s->fwd.plan.cred);
+	else
+		snprintf(detail, sizeof(detail), "credential %s may not be used "
+		    "here", s->fwd.plan.cred);
+	/* The table's status: 403 for misuse, 502 / 503 for what failed. */
+	session_deny(s, 0, reason, detail);
 	return -1;
 }
 
