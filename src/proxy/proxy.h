@@ -14,16 +14,39 @@ struct event_base;
 struct keeper_client;
 
 /*
- * Takes ownership of cfg, of the reference to pol and of kc, the client of
- * the key keeper (vault/keeper.h) through which every key is used. Opens
- * everything that needs the privileges the process started with: the audit
- * log, every enabled listener (so that a port in use fails here, at
- * start-up), the admin socket, metrics and NFLOG; asks the keeper for the
- * secrets the policy binds. Starts no thread but the audit writer. NULL on
+ * What the daemon opened for the gateway (src/daemon/daemon.c): the audit
+ * log, the interception CA as the network process has it, the client of
+ * the key keeper through which every key is used, the GeoIP databases
+ * (NULL without). proxy_new takes them, also when it fails.
+ */
+struct audit;
+struct ca;
+struct geoip;
+struct proxy_parts {
+	struct audit		*audit;
+	struct ca		*ca;
+	struct keeper_client	*kc;
+	struct geoip		*geoip;
+};
+
+/*
+ * Takes ownership of cfg, of the reference to pol and of the parts. Binds
+ * every enabled listener once per worker (so that a port in use fails
+ * here, at start-up) and the metrics port, asks the keeper for the secrets
+ * the policy binds, and sets up the workers; starts no thread. NULL on
  * error, logged.
  */
 struct proxy	*proxy_new(struct config *cfg, struct policy *pol,
-		    struct keeper_client *kc);
+		    struct proxy_parts *parts);
+/* The config the gateway runs on (proxy_new took it). */
+const struct config *proxy_config(struct proxy *);
+/* What proxy_new did not take because it was not called: close them all. */
+void		 proxy_parts_free(struct proxy_parts *);
+/* The services on the main thread, started by the daemon after proxy_new. */
+int		 proxy_admin_start(struct proxy *);
+int		 proxy_metrics_start(struct proxy *);
+/* Optional (needs CAP_NET_ADMIN): -1 is logged and not fatal. */
+int		 proxy_nflog_start(struct proxy *);
 /* Runs the workers until SIGTERM or SIGINT; SIGHUP reloads. 0 on a clean stop. */
 int		 proxy_run(struct proxy *);
 void		 proxy_free(struct proxy *);

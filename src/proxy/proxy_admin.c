@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 
 #define ADMIN_MAX_BODY	65536
 
@@ -350,12 +351,16 @@ status(struct proxy *p, struct evhttp_request *req)
 	policy_summary(pol, sum, sizeof(sum));
 	policy_unref(pol);
 	audit_get_stats(p->audit, &as);
-	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I},s:i}",
+	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I},s:i,"
+	    "s:{s:b,s:i,s:I}}",
 	    "version", SANDGATE_VERSION, "workers", p->n_workers,
 	    "connections", (json_int_t)atomic_load(&p->n_conns),
 	    "refused", (json_int_t)atomic_load(&p->n_refused), "policy", sum,
 	    "audit", "rows_written", (json_int_t)as.rows_written, "stalls",
-	    (json_int_t)as.stalls, "nflog_group", proxy_nflog_group(p)));
+	    (json_int_t)as.stalls, "nflog_group", proxy_nflog_group(p),
+	    "keeper", "up", keeper_client_up(p->kc), "pid",
+	    atomic_load(&p->keeper_pid), "restarts",
+	    (json_int_t)atomic_load(&p->n_keeper_restarts)));
 }
 
 static void

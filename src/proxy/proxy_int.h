@@ -87,6 +87,7 @@ struct proxy {
 	struct audit		*audit;
 	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
+	atomic_ullong		 n_keeper_restarts;	/* keepers adopted after a loss */
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
@@ -393,18 +394,15 @@ size_t		 cred_scrub_lists(const struct session *, const char **secrets,
 
 /* proxy_nflog.c: packets the sandbox rules drop, as audit rows */
 struct nflog;
-int		 proxy_nflog_start(struct proxy *);
 void		 proxy_nflog_stop(struct proxy *);
 /* The NFLOG group the launcher's rules log to; 0 when there is none. */
 int		 proxy_nflog_group(const struct proxy *);
 
 /* proxy_admin.c */
-int		 proxy_admin_start(struct proxy *);
 void		 proxy_admin_stop(struct proxy *);
 
 /* proxy_metrics.c: Prometheus text at GET /metrics on listen.metrics */
 int		 proxy_metrics_bind(struct proxy *);
-int		 proxy_metrics_start(struct proxy *);
 void		 proxy_metrics_stop(struct proxy *);
 
 /* proxy_cred.c: search buf[0..n) (and the tail of what moved before); moved bytes go on. */

@@ -1,8 +1,8 @@
 /*
- * Start-up and life cycle of the gateway: proxy_new() opens everything that
- * needs root (files, listeners once per worker with SO_REUSEPORT, the admin
- * socket, NFLOG) so that the caller can drop privileges before proxy_run()
- * starts one event loop per worker thread; handles SIGHUP (reload), SIGTERM
+ * The gateway's workers and their life: proxy_new() binds the listeners
+ * once per worker with SO_REUSEPORT (as root, before the daemon drops its
+ * privileges: src/daemon/daemon.c) and proxy_run() starts one event loop
+ * per worker thread; handles SIGHUP (reload), SIGTERM
  * and SIGINT on the main thread, and owns the pointer to the current policy.
  */
 #include <errno.h>
@@ -232,50 +232,6 @@ listener_config(const struct config *cfg, enum listener_kind k)
 }
 
 /*
- * The interception CA as the network process has it: the certificate the
- * keeper sent, the leaf key the keeper client generated, and leaves signed
- * by the keeper on a cache miss.
- */
-static int
-proxy_ca_setup(struct proxy *p)
-{
-	const char *err = NULL;
-
-	if ((p->ca = ca_remote(keeper_client_ca_cert(p->kc),
-	    keeper_client_leaf_key(p->kc), keeper_client_sign_leaf, p->kc,
-	    &err)) == NULL) {
-		log_warnx("interception CA %s: %s", p->cfg->ca_cert, err);
-		return -1;
-	}
-	return 0;
-}
-
-/* The audit log; its checkpoints are signed by the keeper. */
-static int
-proxy_audit_setup(struct proxy *p)
-{
-	const struct config *cfg = p->cfg;
-	struct audit_params ap;
-	const char *err = NULL;
-
-	memset(&ap, 0, sizeof(ap));
-	ap.retention_s = cfg->audit_retention_s;
-	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
-	ap.signer.sign = keeper_client_sign_audit;
-	ap.signer.ctx = p->kc;
-	memcpy(ap.signer.public_key, keeper_client_audit_pub(p->kc),
-	    sizeof(ap.signer.public_key));
-	if ((p->audit = audit_open(cfg->audit_db, &ap, &err)) == NULL) {
-		log_warnx("audit database %s: %s", cfg->audit_db,
-		    err ? err : "cannot open");
-		return -1;
-	}
-	log_info("audit: %s (checkpoints signed with %s)", cfg->audit_db,
-	    cfg->audit_signing_key);
-	return 0;
-}
-
-/*
  * Bound last, after the audit log, the CA and the vault are ready: once a
  * port accepts, everything a connection needs exists.
  */
@@ -318,8 +274,21 @@ bind_listeners(struct proxy *p)
 	return 0;
 }
 
+void
+proxy_parts_free(struct proxy_parts *parts)
+{
+	if (parts->audit != NULL)
+		audit_close(parts->audit);
+	if (parts->ca != NULL)
+		ca_free(parts->ca);
+	if (parts->geoip != NULL)
+		geoip_close(parts->geoip);
+	keeper_client_free(parts->kc);
+	memset(parts, 0, sizeof(*parts));
+}
+
 struct proxy *
-proxy_new(struct config *cfg, struct policy *pol, struct keeper_client *kc)
+proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 {
 	struct proxy *p;
 	int i, k;
@@ -329,12 +298,16 @@ proxy_new(struct config *cfg, struct policy *pol, struct keeper_client *kc)
 		return NULL;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		keeper_client_free(kc);
+		proxy_parts_free(parts);
 		return NULL;
 	}
 	p->cfg = cfg;
 	p->pol = pol;
-	p->kc = kc;
+	p->audit = parts->audit;
+	p->ca = parts->ca;
+	p->kc = parts->kc;
+	p->geoip = parts->geoip;
+	memset(parts, 0, sizeof(*parts));
 	atomic_init(&p->keeper_pid, 0);
 	pthread_mutex_init(&p->pol_mtx, NULL);
 	atomic_init(&p->n_conns, 0);
@@ -357,25 +330,10 @@ proxy_new(struct config *cfg, struct policy *pol, struct keeper_client *kc)
 		if ((p->fair = fairshare_new(&fl)) == NULL)
 			goto fail;
 	}
-	if (proxy_audit_setup(p) == -1)
-		goto fail;
-	if (proxy_ca_setup(p) == -1)
-		goto fail;
 	/* cred_free() copes with a half-done cred_init(). */
 	p->cred_ready = 1;
 	if (cred_init(p) == -1)
 		goto fail;
-	if (cfg->geoip_country_db != NULL || cfg->geoip_asn_db != NULL) {
-		const char *err = NULL;
-		if ((p->geoip = geoip_open(cfg->geoip_country_db,
-		    cfg->geoip_asn_db, &err)) == NULL) {
-			log_warnx("%s", err ? err : "geoip: cannot open");
-			goto fail;
-		}
-		log_info("geoip: country %s, asn %s", cfg->geoip_country_db ?
-		    cfg->geoip_country_db : "-", cfg->geoip_asn_db ?
-		    cfg->geoip_asn_db : "-");
-	}
 	if (cfg->listen_ingress.enabled && cfg->ingress_tls_cert != NULL) {
 		struct worker probe;
 
@@ -395,13 +353,6 @@ proxy_new(struct config *cfg, struct policy *pol, struct keeper_client *kc)
 	for (i = 0; i < p->n_workers; i++)
 		if (worker_init(p, &p->workers[i], i) == -1)
 			goto fail;
-	if (proxy_admin_start(p) == -1) {
-		log_warnx("cannot start the admin API");
-		goto fail;
-	}
-	if (proxy_metrics_start(p) == -1)
-		goto fail;
-	(void)proxy_nflog_start(p);	/* optional: needs CAP_NET_ADMIN */
 	return p;
 fail:
 	proxy_free(p);
@@ -599,6 +550,12 @@ proxy_free(struct proxy *p)
 	free(p);
 }
 
+const struct config *
+proxy_config(struct proxy *p)
+{
+	return p->cfg;
+}
+
 struct event_base *
 proxy_main_base(struct proxy *p)
 {
@@ -638,6 +595,7 @@ proxy_keeper_adopt(struct proxy *p, int fd, int pid)
 	policy_unref(pol);
 	keeper_client_ready(p->kc);
 	atomic_store(&p->keeper_pid, pid);
+	atomic_fetch_add(&p->n_keeper_restarts, 1);
 	log_info("key keeper (pid %d) is back: interceptions and credential "
 	    "swaps resume", pid);
 }

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "vault/ca.h"
 #include "proxy/proxy_int.h"
+#include "vault/keeper.h"
 
 #define METRICS_MAX_HEADERS	8192
 #define METRICS_TIMEOUT_SECS	10
@@ -132,6 +133,14 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);
 	sample(out, "sandboxes", "kind", "registered", n_registered);
+	family(out, "keeper_up", "gauge", "1 while the key keeper answers; 0: "
+	    "interceptions and credential swaps are refused.");
+	sample(out, "keeper_up", NULL, NULL, (unsigned long long)
+	    keeper_client_up(p->kc));
+	family(out, "keeper_restarts_total", "counter", "Key keepers adopted "
+	    "after the one before was lost.");
+	sample(out, "keeper_restarts_total", NULL, NULL,
+	    atomic_load(&p->n_keeper_restarts));
 	family(out, "tls_leaf_cache_hits_total", "counter", "Interception leaf "
 	    "certificates served from the cache.");
 	sample(out, "tls_leaf_cache_hits_total", NULL, NULL, cs.hits);

@@ -29,6 +29,9 @@
 #define KC_HELLO_MS	10000	/* the first start may create the CA and keys */
 #define KC_CALL_MS	3000
 
+/* keeper_client_new's error outlives the client (start-up: one thread). */
+static char kc_errbuf[KEEPER_ERROR_MAX + 1];
+
 struct keeper_client {
 	pthread_mutex_t	 mtx;		/* one request at a time; guards all below */
 	int		 fd;		/* -1: lost */
@@ -77,6 +80,9 @@ kc_error_left(struct keeper_client *kc)
 	ssize_t n;
 
 	n = recv(kc->fd, kc->in, sizeof(*kc->in), MSG_TRUNC | MSG_DONTWAIT);
+	if (n == -1 && errno == ECONNRESET)	/* the error goes first, once */
+		n = recv(kc->fd, kc->in, sizeof(*kc->in), MSG_TRUNC |
+		    MSG_DONTWAIT);
 	if (n > 0 && keeper_msg_parse(kc->in, (size_t)n, 1, &v) == 0 &&
 	    v.type == KEEPER_ERROR)
 		snprintf(kc->err, sizeof(kc->err), "%.*s", (int)v.len,
@@ -136,7 +142,14 @@ kc_call(struct keeper_client *kc, enum keeper_type type, const void *a,
 		if (n == -1 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0) {
-			kc_drop(kc, n == 0 ? "it exited" : strerror(errno));
+			/*
+			 * A keeper that exits with our request unread leaves
+			 * ECONNRESET, reported once, ahead of what it queued.
+			 */
+			if (n == -1 && errno == ECONNRESET)
+				kc_error_left(kc);
+			kc_drop(kc, kc->err[0] != '\0' ? kc->err : n == 0 ?
+			    "it exited" : strerror(errno));
 			return -1;
 		}
 		if (keeper_msg_parse(kc->in, (size_t)n, 1, v) == -1) {
@@ -234,6 +247,9 @@ keeper_client_new(int fd, const char **errstr)
 	pthread_mutex_lock(&kc->mtx);
 	if (kc_hello(kc, KC_HELLO_MS, errstr) == -1) {
 		pthread_mutex_unlock(&kc->mtx);
+		/* *errstr may point into kc, which is about to go. */
+		snprintf(kc_errbuf, sizeof(kc_errbuf), "%s", *errstr);
+		*errstr = kc_errbuf;
 		goto fail;
 	}
 	pthread_mutex_unlock(&kc->mtx);

@@ -13,8 +13,8 @@ HTTP goes on; the monitor starts a new one, and service resumes with the
 secrets handed over again.
 """
 
+import http.client
 import os
-import re
 import signal
 import socket
 import ssl
@@ -250,25 +250,15 @@ class KeeperTest(unittest.TestCase):
         tls = ctx.wrap_socket(sock, server_hostname="tls.test")
         self.addCleanup(tls.close)
 
+        conn = http.client.HTTPConnection("tls.test", self.tls_origin.port,
+                                          timeout=10)
+        conn.sock = tls
+
         def ask(path):
-            tls.sendall(("GET %s HTTP/1.1\r\nHost: tls.test:%d\r\n"
-                         "X-Api-Key: %s\r\n\r\n" % (path, self.tls_origin.port,
-                                                    PH)).encode())
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = tls.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-            n = int(m.group(1)) if m else 0
-            while len(body) < n:
-                chunk = tls.recv(4096)
-                if not chunk:
-                    break
-                body += chunk
-            return int(head.split()[1]), head
+            conn.request("GET", path, headers={"X-Api-Key": PH})
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status, str(resp.headers).encode()
 
         self.assertEqual(ask("/headers?kp-tun-1")[0], 200)
         self.assertEqual(self.seen_key("/headers?kp-tun-1"), SECRET)

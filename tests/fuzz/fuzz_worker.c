@@ -55,6 +55,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/policy.h"
+#include "daemon/daemon.h"
 #include "dns/resolver.h"
 #include "proxy/proxy_int.h"
 #include "vault/ca.h"
@@ -1494,6 +1495,7 @@ static void
 fz_init(void)
 {
 	struct keeper_client *kc;
+	struct proxy_parts parts;
 	struct config *cfg;
 	struct policy *pol;
 	struct vault *v;
@@ -1561,7 +1563,8 @@ fz_init(void)
 	}
 	diag_free(&d);
 	if ((kc = fz_keeper(cfg, pol)) == NULL ||
-	    (fz.p = proxy_new(cfg, pol, kc)) == NULL)
+	    daemon_parts_open(cfg, kc, &parts) == -1 ||
+	    (fz.p = proxy_new(cfg, pol, &parts)) == NULL)
 		abort();
 	fz.w = &fz.p->workers[0];
 	fz.ready = 1;
