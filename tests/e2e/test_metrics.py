@@ -47,6 +47,8 @@ EXPECTED = {
     "sandgate_audit_checkpoint_failures_total": ("counter", [()]),
     "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
                                      (("kind", "registered"),)]),
+    "sandgate_keeper_up": ("gauge", [()]),
+    "sandgate_keeper_restarts_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_misses_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_entries": ("gauge", [()]),
