@@ -273,6 +273,7 @@ proxy_audit_setup(struct proxy *p)
 	memset(&ap, 0, sizeof(ap));
 	ap.retention_s = cfg->audit_retention_s;
 	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
+	ap.on_failure_allow = cfg->audit_on_failure_allow;
 	ap.signer.sign = ca_audit_sign;
 	ap.signer.ctx = p->audit_key;
 	ca_audit_key_public(p->audit_key, ap.signer.public_key);
