@@ -293,6 +293,7 @@ insert_row(struct audit *a, const struct audit_row *r, int64_t *id,
 	row_vals(r, *id + 1, ts, v);
 	if (audit_chain_hash(hash, v, h) == -1) {
 		log_warnx("audit: SHA-256 failed");
+		snprintf(a->err, sizeof(a->err), "SHA-256 failed");
 		return -1;
 	}
 	val_str(&v[AUDIT_COL_PREV_HASH], hash, AUDIT_HASH_HEX);
