@@ -146,7 +146,8 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.bytes_down = -1;
 	ev.duration_ms = (int64_t)(dns_now_ms() - p->t0);
 	if (audit_submit(p->srv->env.audit, &ev) == -1)
-		log_debug("dns: audit closed, row for %s dropped", p->client);
+		log_debug("dns: row for %s not queued (audit closing, or "
+		    "audit.db unwritable with the queue full)", p->client);
 }
 
 /* Queue a TCP response; stop reading while the client does not. */
