@@ -2,12 +2,15 @@
  * The audit writer (SPEC §8): producers copy rows into a bounded ring; one
  * thread owns the SQLite connection, creates or migrates the schema, batches
  * rows into WAL transactions, extends the hash chain, has the chain head
- * signed into checkpoint rows and applies retention.
+ * signed into checkpoint rows and applies retention. When a transaction
+ * fails it keeps the rows, retries, and publishes "unavailable" until one
+ * succeeds (audit.on_failure).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,9 @@
 #define AUDIT_STR_MAX		1024		/* bytes kept of a string field */
 #define AUDIT_PATH_MAX		4096		/* ... and of the path */
 #define AUDIT_CLOSE_RETRIES	20		/* failed commits before close gives up */
+#define AUDIT_RETRY_MS_MIN	50		/* a failed transaction is retried after this, */
+#define AUDIT_RETRY_MS_MAX	500		/* ... doubling up to this while it fails */
+#define AUDIT_RETRY_LOG_EVERY	120		/* failures between "still failing" lines */
 
 /* The string fields of a row, in column order. */
 enum {
@@ -63,6 +69,16 @@ struct audit {
 	int			 ckpt_shutdown;	/* ... was written at shutdown */
 	int			 dirty;		/* rows after it */
 
+	/*
+	 * The database cannot take rows: set by the writer at a failed row
+	 * transaction, cleared at the next one that commits; read by anyone.
+	 */
+	atomic_int		 unavailable;
+	int			 on_failure_allow;
+	double			 unavail_since;	/* writer's: when it began */
+	int			 close_gave_up;	/* writer's: rows are given up at shutdown */
+	char			 err[192];	/* writer's: the last failure, SQLite's words */
+
 	pthread_t		 thread;
 	int			 thread_started;
 	pthread_mutex_t		 mtx;
@@ -77,6 +93,9 @@ struct audit {
 	/* stats, under mtx */
 	uint64_t		 rows_written, stalls, batches, lost;
 	uint64_t		 checkpoints, ckpt_failures;
+	uint64_t		 write_failures, episodes, dropped;
+	int			 drop_logged;	/* this episode's first drop */
+	size_t			 held;		/* rows in the transaction being tried */
 	size_t			 high_water;
 	double			 batch_ms_sum, batch_ms_max;
 };
@@ -274,6 +293,7 @@ insert_row(struct audit *a, const struct audit_row *r, int64_t *id,
 	row_vals(r, *id + 1, ts, v);
 	if (audit_chain_hash(hash, v, h) == -1) {
 		log_warnx("audit: SHA-256 failed");
+		snprintf(a->err, sizeof(a->err), "SHA-256 failed");
 		return -1;
 	}
 	val_str(&v[AUDIT_COL_PREV_HASH], hash, AUDIT_HASH_HEX);
@@ -290,8 +310,8 @@ insert_row(struct audit *a, const struct audit_row *r, int64_t *id,
 	if (rc == SQLITE_OK && (rc = sqlite3_step(a->ins)) == SQLITE_DONE)
 		rc = SQLITE_OK;
 	if (rc != SQLITE_OK)
-		log_warnx("audit: insert row %" PRId64 ": %s", *id + 1,
-		    sqlite3_errmsg(a->db));
+		snprintf(a->err, sizeof(a->err), "insert row %" PRId64 ": %s",
+		    *id + 1, sqlite3_errmsg(a->db));
 	sqlite3_reset(a->ins);
 	sqlite3_clear_bindings(a->ins);
 	if (rc != SQLITE_OK)
@@ -301,31 +321,66 @@ insert_row(struct audit *a, const struct audit_row *r, int64_t *id,
 	return 0;
 }
 
-/* One transaction holding rows[0..n-1]; 0, or -1 after a rollback. */
+/*
+ * A statement of a row transaction: 0, or -1 with SQLite's words in a->err
+ * (not logged: a failing disk would log it at every retry).
+ */
+static int
+batch_sql(struct audit *a, const char *sql)
+{
+	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) == SQLITE_OK)
+		return 0;
+	snprintf(a->err, sizeof(a->err), "%s: %s", sql, sqlite3_errmsg(a->db));
+	return -1;
+}
+
+/*
+ * One transaction holding rows[0..n-1]; 0, or -1 after a rollback (a->err
+ * says why). Nothing of the chain is kept in memory across transactions:
+ * each reads the head from the file, so a transaction that failed midway
+ * leaves nothing to undo but SQLite's own rollback.
+ */
 static int
 write_batch(struct audit *a, struct audit_row **rows, size_t n)
 {
-	char hash[AUDIT_HASH_HEX + 1];
-	int64_t id;
+	char hash[AUDIT_HASH_HEX + 1], head[AUDIT_HASH_HEX + 1];
+	int64_t id, head_id;
 	size_t i;
 
-	if (exec_sql(a->db, "BEGIN IMMEDIATE") == -1)
-		return -1;
+	a->err[0] = '\0';
+	if (batch_sql(a, "BEGIN IMMEDIATE") == -1)
+		goto fail;
 	/*
 	 * Read the head inside the transaction: it is one B-tree step, and it
 	 * keeps the chain right after a rollback or another writer.
 	 */
-	if (chain_head(a, &id, hash) == -1)
+	if (chain_head(a, &id, hash) == -1) {
+		snprintf(a->err, sizeof(a->err), "cannot read the chain head");
 		goto fail;
+	}
 	for (i = 0; i < n; i++)
 		if (insert_row(a, rows[i], &id, hash) == -1)
 			goto fail;
-	if (exec_sql(a->db, "COMMIT") == -1)
-		goto fail;
-	return 0;
+	if (batch_sql(a, "COMMIT") == 0)
+		return 0;
+	if (!sqlite3_get_autocommit(a->db))
+		(void)sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+	/*
+	 * A COMMIT that reported failure after its frames reached the WAL
+	 * (the -shm index could not grow, say) may still be what the file
+	 * holds: if the head is this batch's last row, it is written, and
+	 * writing it again would put every row in twice.
+	 */
+	if (chain_head(a, &head_id, head) == 0 && head_id == id &&
+	    strcmp(head, hash) == 0) {
+		log_warnx("audit: a failed COMMIT (%s) landed all the same; "
+		    "rows through %" PRId64 " are written", a->err, id);
+		return 0;
+	}
+	return -1;
 fail:
 	if (!sqlite3_get_autocommit(a->db))
-		(void)exec_sql(a->db, "ROLLBACK");
+		(void)sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
 	return -1;
 }
 
@@ -520,8 +575,13 @@ checkpoint_write(struct audit *a, int shutdown)
 	    audit_checkpoint_format(path, sizeof(path), &c) == -1)
 		goto fail;
 	admin_event(&ev, now, NULL, path, "checkpoint");
-	if ((r = row_new(&ev)) == NULL || insert_row(a, r, &id, hash) == -1 ||
-	    exec_sql(a->db, "COMMIT") == -1)
+	if ((r = row_new(&ev)) == NULL)
+		goto fail;
+	if (insert_row(a, r, &id, hash) == -1) {
+		log_warnx("audit: checkpoint: %s", a->err);
+		goto fail;
+	}
+	if (exec_sql(a->db, "COMMIT") == -1)
 		goto fail;
 	free(r);
 	a->ckpt_id = id;
@@ -621,13 +681,106 @@ sleep_ms(long ms)
 		;
 }
 
-/* Commit rows, retrying a failing database; never drops while running. */
+/*
+ * A row transaction failed: count it, and at the first failure of an
+ * episode publish "unavailable" and say what it means for traffic.
+ */
+static void
+writer_failed(struct audit *a, int failures, size_t n)
+{
+	size_t waiting;
+	uint64_t dropped;
+
+	pthread_mutex_lock(&a->mtx);
+	a->write_failures++;
+	waiting = a->count + n;
+	dropped = a->dropped;
+	if (!atomic_load(&a->unavailable)) {
+		a->episodes++;
+		a->drop_logged = 0;
+		atomic_store(&a->unavailable, 1);
+		/* Producers waiting for room drop their rows instead: wake them. */
+		if (a->waiting_producers > 0)
+			pthread_cond_broadcast(&a->nonfull);
+		pthread_mutex_unlock(&a->mtx);
+		a->unavail_since = mono_ms();
+		log_warnx("audit: cannot write %s (%s); %zu rows wait and are "
+		    "retried at most %d ms apart; on_failure %s", a->path, a->err,
+		    waiting, AUDIT_RETRY_MS_MAX, a->on_failure_allow ?
+		    "allow: traffic goes on, its rows queue and are dropped "
+		    "when the queue is full" : "deny: new requests are refused "
+		    "(503 audit-unavailable) until a write succeeds");
+		return;
+	}
+	pthread_mutex_unlock(&a->mtx);
+	if (failures % AUDIT_RETRY_LOG_EVERY == 0)
+		log_warnx("audit: %s still cannot be written after %.0f s (%s); "
+		    "%zu rows wait, %" PRIu64 " dropped", a->path,
+		    (mono_ms() - a->unavail_since) / 1000, a->err, waiting,
+		    dropped);
+}
+
+/* A row transaction committed: end the episode, if one was going on. */
+static void
+writer_recovered(struct audit *a, int failures)
+{
+	uint64_t dropped;
+	size_t waiting;
+
+	if (!atomic_load(&a->unavailable))
+		return;
+	pthread_mutex_lock(&a->mtx);
+	atomic_store(&a->unavailable, 0);
+	waiting = a->count;
+	dropped = a->dropped;
+	pthread_mutex_unlock(&a->mtx);
+	log_warnx("audit: %s takes rows again after %.1f s (%d failed "
+	    "attempts); %zu more rows queued, %" PRIu64 " dropped so far",
+	    a->path, (mono_ms() - a->unavail_since) / 1000, failures,
+	    waiting, dropped);
+}
+
+/*
+ * How long to wait before the next try: backing off while the gateway runs;
+ * at shutdown a failing database gets a second, then rows are given up
+ * (-1).
+ */
+static long
+writer_retry_ms(struct audit *a, int failures, size_t n)
+{
+	long ms = AUDIT_RETRY_MS_MIN;
+	int closing, i;
+
+	pthread_mutex_lock(&a->mtx);
+	closing = a->closing;
+	pthread_mutex_unlock(&a->mtx);
+	if (!closing) {
+		for (i = 1; i < failures && ms < AUDIT_RETRY_MS_MAX; i++)
+			ms *= 2;
+		return ms < AUDIT_RETRY_MS_MAX ? ms : AUDIT_RETRY_MS_MAX;
+	}
+	if (!a->close_gave_up && failures < AUDIT_CLOSE_RETRIES)
+		return ms;
+	if (!a->close_gave_up)
+		log_warnx("audit: giving up at shutdown (%s): the rows still "
+		    "queued cannot be written", a->err);
+	a->close_gave_up = 1;
+	pthread_mutex_lock(&a->mtx);
+	a->lost += n;
+	pthread_mutex_unlock(&a->mtx);
+	return -1;
+}
+
+/*
+ * Commit rows, retrying a failing database: while the gateway runs, rows
+ * that were queued are never dropped here, only delayed.
+ */
 static void
 commit_rows(struct audit *a, struct audit_row **rows, size_t n)
 {
 	double t0, ms;
-	long backoff = 50;
-	int failures = 0, closing;
+	int failures = 0;
+	long wait;
 	size_t i;
 
 	for (;;) {
@@ -635,27 +788,14 @@ commit_rows(struct audit *a, struct audit_row **rows, size_t n)
 		if (write_batch(a, rows, n) == 0)
 			break;
 		failures++;
-		pthread_mutex_lock(&a->mtx);
-		closing = a->closing;
-		pthread_mutex_unlock(&a->mtx);
-		if (closing && failures >= AUDIT_CLOSE_RETRIES) {
-			log_warnx("audit: giving up at shutdown: %zu rows "
-			    "could not be written", n);
-			pthread_mutex_lock(&a->mtx);
-			a->lost += n;
-			pthread_mutex_unlock(&a->mtx);
+		writer_failed(a, failures, n);
+		if ((wait = writer_retry_ms(a, failures, n)) < 0)
 			goto out;
-		}
-		if (failures == 1 || failures % 100 == 0)
-			log_warnx("audit: transaction failed (%d times); "
-			    "retrying, producers wait when the queue fills",
-			    failures);
-		sleep_ms(backoff);
-		if (backoff < 1000)
-			backoff *= 2;
+		sleep_ms(wait);
 	}
 	ms = mono_ms() - t0;
 	a->dirty = 1;
+	writer_recovered(a, failures);
 	pthread_mutex_lock(&a->mtx);
 	a->rows_written += n;
 	a->batches++;
@@ -793,6 +933,7 @@ audit_writer(void *arg)
 			a->count--;
 			a->bytes -= batch[n]->size;
 		}
+		a->held = n;
 		if (n > 0 && a->waiting_producers > 0)
 			pthread_cond_broadcast(&a->nonfull);
 		pthread_mutex_unlock(&a->mtx);
@@ -801,6 +942,7 @@ audit_writer(void *arg)
 			commit_rows(a, batch, n);
 		writer_periodic(a, &wc);
 		pthread_mutex_lock(&a->mtx);
+		a->held = 0;
 	}
 	pthread_mutex_unlock(&a->mtx);
 	/* Every queued row is in: sign the end of this run. */
@@ -1103,6 +1245,8 @@ audit_open(const char *db_path, const struct audit_params *params,
 	/* Years of retention still fit an int64 of milliseconds. */
 	a->retention_s = pp->retention_s > (uint64_t)INT64_MAX / 2000 ?
 	    (uint64_t)INT64_MAX / 2000 : pp->retention_s;
+	a->on_failure_allow = pp->on_failure_allow;
+	atomic_init(&a->unavailable, 0);
 	if (checkpoint_setup(a, pp) == -1) {
 		*errstr = "the audit signer's public key is not an Ed25519 key";
 		goto fail;
@@ -1134,12 +1278,20 @@ fail:
 	return NULL;
 }
 
+/* No room for r: the ring's slots or its bytes are used up. Under mtx. */
+static int
+ring_full(const struct audit *a, const struct audit_row *r)
+{
+	return a->count == AUDIT_QUEUE_ROWS ||
+	    (a->count > 0 && a->bytes + r->size > AUDIT_QUEUE_BYTES);
+}
+
 int
 audit_submit(struct audit *a, const struct audit_event *ev)
 {
 	struct audit_row *r;
 	size_t tail;
-	int waited = 0;
+	int waited = 0, first_drop;
 
 	if (a == NULL || ev == NULL)
 		return -1;
@@ -1149,8 +1301,7 @@ audit_submit(struct audit *a, const struct audit_event *ev)
 		sleep_ms(10);
 	}
 	pthread_mutex_lock(&a->mtx);
-	while (!a->closing && (a->count == AUDIT_QUEUE_ROWS ||
-	    (a->count > 0 && a->bytes + r->size > AUDIT_QUEUE_BYTES))) {
+	while (!a->closing && ring_full(a, r) && !atomic_load(&a->unavailable)) {
 		if (!waited) {
 			a->stalls++;
 			waited = 1;
@@ -1162,6 +1313,22 @@ audit_submit(struct audit *a, const struct audit_event *ev)
 	if (a->closing) {
 		pthread_mutex_unlock(&a->mtx);
 		free(r);
+		return -1;
+	}
+	if (ring_full(a, r)) {
+		/*
+		 * The disk is full (or failing) and so is the queue: waiting
+		 * would hold this event loop for as long as the outage lasts.
+		 */
+		a->dropped++;
+		first_drop = !a->drop_logged;
+		a->drop_logged = 1;
+		pthread_mutex_unlock(&a->mtx);
+		free(r);
+		if (first_drop)
+			log_warnx("audit: the queue is full while %s cannot be "
+			    "written: new rows are dropped until it can "
+			    "(sandgate_audit_rows_dropped_total)", a->path);
 		return -1;
 	}
 	tail = (a->rhead + a->count) % AUDIT_QUEUE_ROWS;
@@ -1176,6 +1343,13 @@ audit_submit(struct audit *a, const struct audit_event *ev)
 		pthread_cond_signal(&a->nonempty);
 	pthread_mutex_unlock(&a->mtx);
 	return 0;
+}
+
+int
+audit_refuses(const struct audit *a)
+{
+	return a != NULL && !a->on_failure_allow &&
+	    atomic_load_explicit(&a->unavailable, memory_order_relaxed);
 }
 
 void
@@ -1213,5 +1387,10 @@ audit_get_stats(struct audit *a, struct audit_stats *s)
 	s->batch_ms_max = a->batch_ms_max;
 	s->batch_ms_avg = a->batches ? a->batch_ms_sum / (double)a->batches :
 	    0.0;
+	s->unavailable = atomic_load(&a->unavailable);
+	s->unavailable_episodes = a->episodes;
+	s->write_failures = a->write_failures;
+	s->rows_dropped = a->dropped;
+	s->rows_waiting = a->count + a->held;
 	pthread_mutex_unlock(&a->mtx);
 }

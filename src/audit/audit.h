@@ -3,6 +3,8 @@
  * through a bounded queue; the writer batches them into SQLite (WAL) with a
  * SHA-256 hash chain, and signs the chain's head in checkpoint rows through
  * a signer that holds the key. No event-loop thread ever touches SQLite.
+ * When the database cannot take rows (a full disk, an I/O error) the writer
+ * keeps them queued, retries, and says so (audit_refuses) until it can.
  */
 #ifndef SG_AUDIT_H
 #define SG_AUDIT_H
@@ -66,6 +68,11 @@ struct audit_params {
 	 */
 	uint64_t		 checkpoint_ms;
 	struct audit_signer	 signer;
+	/*
+	 * audit.on_failure: 0 deny (audit_refuses says 1 while rows cannot
+	 * be written), 1 allow (it never does; the writer only warns).
+	 */
+	int			 on_failure_allow;
 };
 
 /*
@@ -76,10 +83,19 @@ struct audit_params {
 struct audit	*audit_open(const char *db_path, const struct audit_params *,
 		    const char **errstr);
 /*
- * Queue one row. Never drops: when the queue is full the caller waits until
- * the writer makes room (counted as a stall). 0, or -1 after audit_close began.
+ * Queue one row. When the queue is full the caller waits until the writer
+ * makes room (counted as a stall) -- except while the database cannot be
+ * written: then the row is dropped and counted, so that no event loop waits
+ * for as long as a disk stays full. 0 queued; -1 dropped, or after
+ * audit_close began.
  */
 int		 audit_submit(struct audit *, const struct audit_event *);
+/*
+ * 1 when new requests are to be refused now: a write of rows failed, none
+ * has succeeded since, and on_failure is deny. One relaxed atomic load, for
+ * every new request on every event loop. 0 for NULL.
+ */
+int		 audit_refuses(const struct audit *);
 /*
  * Flush every queued row, write the shutdown checkpoint, stop the writer,
  * close the database.
@@ -94,6 +110,11 @@ struct audit_stats {
 	size_t		queue_high_water;
 	double		batch_ms_max;	/* slowest transaction */
 	double		batch_ms_avg;
+	int		unavailable;	/* rows cannot be written now */
+	uint64_t	unavailable_episodes;	/* times it became so */
+	uint64_t	write_failures;	/* transactions of rows that failed */
+	uint64_t	rows_dropped;	/* queue full while unavailable */
+	size_t		rows_waiting;	/* queued, or in the transaction being tried */
 };
 void		 audit_get_stats(struct audit *, struct audit_stats *);
 

@@ -563,6 +563,22 @@ cf_checkpoint_interval(struct cload *l, const struct ynode *n)
 		l->cfg->audit_checkpoint_ms = ms;
 }
 
+/* audit.db cannot be written: deny new requests (503), or allow them. */
+static void
+cf_on_failure(struct cload *l, const struct ynode *n)
+{
+	const char *s;
+
+	if (ycheck_str(&l->c, n, "on_failure", 16, &s) == -1)
+		return;
+	if (strcmp(s, "deny") == 0)
+		l->cfg->audit_on_failure_allow = 0;
+	else if (strcmp(s, "allow") == 0)
+		l->cfg->audit_on_failure_allow = 1;
+	else
+		ycheck_err(&l->c, n, "on_failure: expected deny or allow");
+}
+
 static void
 cf_audit(struct cload *l, const struct ynode *n)
 {
@@ -581,6 +597,8 @@ cf_audit(struct cload *l, const struct ynode *n)
 				l->cfg->audit_retention_s = ms / 1000;
 		} else if (strcmp(c->key->str, "checkpoint_interval") == 0)
 			cf_checkpoint_interval(l, c);
+		else if (strcmp(c->key->str, "on_failure") == 0)
+			cf_on_failure(l, c);
 		else if (strcmp(c->key->str, "signing_key") == 0) {
 			if (cf_path(l, c, "signing_key",
 			    &l->cfg->audit_signing_key) == 0)
@@ -896,6 +914,7 @@ cf_defaults(struct cload *l)
 	cfg->ingress_upgrade_idle_ms = 3600 * 1000;
 	cfg->audit_retention_s = 30 * 86400;
 	cfg->audit_checkpoint_ms = 10 * 1000;
+	cfg->audit_on_failure_allow = 0;	/* deny */
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
 	cfg->head_timeout_ms = 10 * 1000;

@@ -56,6 +56,7 @@ struct config {
 	uint64_t	 audit_checkpoint_ms;	/* 0: a checkpoint only at shutdown */
 	char		*audit_signing_key;	/* Ed25519, beside ca.key by default */
 	char		*audit_public_key;
+	int		 audit_on_failure_allow;	/* on_failure: 0 deny, 1 allow */
 	/* geoip: NULL when unset */
 	char		*geoip_country_db;
 	char		*geoip_asn_db;

@@ -59,6 +59,7 @@ daemon_parts_open(const struct config *cfg, struct keeper_client *kc,
 	memset(&ap, 0, sizeof(ap));
 	ap.retention_s = cfg->audit_retention_s;
 	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
+	ap.on_failure_allow = cfg->audit_on_failure_allow;
 	ap.signer.sign = keeper_client_sign_audit;
 	ap.signer.ctx = kc;
 	memcpy(ap.signer.public_key, keeper_client_audit_pub(kc),

@@ -65,6 +65,7 @@
 #define DNS_RCODE_BADVERS	16	/* extended: needs an OPT record */
 
 #define DNS_OPT_EDE		15	/* EDNS option code, RFC 8914 */
+#define DNS_EDE_NOT_READY	14	/* INFO-CODE "Not Ready" */
 #define DNS_EDE_BLOCKED		15	/* INFO-CODE "Blocked" */
 #define DNS_EDE_PROHIBITED	18	/* INFO-CODE "Prohibited": client not authorised */
 

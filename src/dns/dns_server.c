@@ -146,7 +146,8 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.bytes_down = -1;
 	ev.duration_ms = (int64_t)(dns_now_ms() - p->t0);
 	if (audit_submit(p->srv->env.audit, &ev) == -1)
-		log_debug("dns: audit closed, row for %s dropped", p->client);
+		log_debug("dns: row for %s not queued (audit closing, or "
+		    "audit.db unwritable with the queue full)", p->client);
 }
 
 /* Queue a TCP response; stop reading while the client does not. */
@@ -495,6 +496,23 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	free(copy);
 }
 
+/* audit.on_failure deny while audit.db cannot take rows: SERVFAIL. */
+static void
+dns_audit_refused(struct dns_pending *p)
+{
+	struct dns_outcome o;
+
+	memset(&o, 0, sizeof(o));
+	o.rcode = DNS_RCODE_SERVFAIL;
+	o.decision = reason_decision(REASON_AUDIT_UNAVAILABLE);
+	o.rule = "audit";
+	o.reason = REASON_AUDIT_UNAVAILABLE;
+	o.ede_code = DNS_EDE_NOT_READY;
+	o.ede_text = "sandgate: the audit log cannot be written "
+	    "(audit-unavailable)";
+	dns_finish(p, &o);
+}
+
 /* The policy's part: everything after the message is known good. */
 static void
 dns_decide(struct dns_pending *p)
@@ -503,6 +521,10 @@ dns_decide(struct dns_pending *p)
 	const struct dns_msg *m = &p->msg;
 	int rc;
 
+	if (audit_refuses(srv->env.audit)) {
+		dns_audit_refused(p);
+		return;
+	}
 	if (!p->has_id) {
 		dns_deny(p, "no-identity", REASON_NO_IDENTITY, 1);
 		return;

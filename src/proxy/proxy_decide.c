@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit/audit.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
@@ -44,6 +45,18 @@ host_is_tunnel(const struct session *s, const char *v, size_t len)
 	    strcmp(t.host, s->target.host) == 0;
 }
 
+/*
+ * audit.on_failure: deny. While audit.db cannot take rows nothing new goes
+ * anywhere: the same 503 whatever the policy would say, rule "audit".
+ */
+enum sg_reason
+proxy_decide_audit(struct session *s)
+{
+	if (!audit_refuses(s->p->audit))
+		return REASON_NONE;
+	return decided(s, REASON_AUDIT_UNAVAILABLE, "audit");
+}
+
 enum sg_reason
 proxy_decide(struct session *s, const struct decide_in *in)
 {
@@ -60,6 +73,8 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		session_note_target(s, in->host, in->hostlen, in->port);
 		return decided(s, REASON_INVALID_HOST, NULL);
 	}
+	if (proxy_decide_audit(s) != REASON_NONE)
+		return REASON_AUDIT_UNAVAILABLE;
 	if (!s->has_ident)
 		return decided(s, REASON_NO_IDENTITY, "no-identity");
 	/* A placeholder inside a destination name is an exfiltration attempt. */

@@ -409,6 +409,11 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	if (!ing.is_public &&
 	    ingress_access(s, &ing, req, target, qtok, qlen) == -1)
 		return;
+	if (proxy_decide_audit(s) != REASON_NONE) {
+		ingress_refuse(s, 503, REASON_AUDIT_UNAVAILABLE,
+		    "the audit log cannot be written");
+		return;
+	}
 	if (build_guest_head(s, req, target, fhost, fhostlen) == -1) {
 		session_close(s, "out-of-memory");
 		return;

@@ -350,6 +350,12 @@ struct decide_in {
  * when allowed so far.
  */
 enum sg_reason	 proxy_decide(struct session *, const struct decide_in *);
+/*
+ * The part of it that comes before any destination is known: audit.db
+ * cannot take rows and audit.on_failure is deny. REASON_AUDIT_UNAVAILABLE
+ * (s->verdict set), or REASON_NONE.
+ */
+enum sg_reason	 proxy_decide_audit(struct session *);
 
 /* proxy_origin.c: an origin connection serves only its own decision. */
 int		 origin_bind_match(const struct origin_bind *have,

@@ -129,6 +129,23 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "that failed (signer or database); retried at the next interval.");
 	sample(out, "audit_checkpoint_failures_total", NULL, NULL,
 	    as.checkpoint_failures);
+	family(out, "audit_unavailable", "gauge", "1 while audit.db cannot "
+	    "take rows (a write failed, none succeeded since); with "
+	    "audit.on_failure deny new requests are refused meanwhile.");
+	sample(out, "audit_unavailable", NULL, NULL,
+	    (unsigned long long)as.unavailable);
+	family(out, "audit_write_failures_total", "counter", "Audit "
+	    "transactions of rows that failed; each is retried.");
+	sample(out, "audit_write_failures_total", NULL, NULL,
+	    as.write_failures);
+	family(out, "audit_rows_waiting", "gauge", "Audit rows queued or "
+	    "being written now.");
+	sample(out, "audit_rows_waiting", NULL, NULL,
+	    (unsigned long long)as.rows_waiting);
+	family(out, "audit_rows_dropped_total", "counter", "Audit rows "
+	    "dropped because the queue was full while audit.db could not "
+	    "be written.");
+	sample(out, "audit_rows_dropped_total", NULL, NULL, as.rows_dropped);
 	family(out, "sandboxes", "gauge", "Sandboxes known: static (policy "
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);

@@ -182,6 +182,11 @@ decide_no_sni(struct session *s)
 
 	s->addrs[0] = s->orig_dst;
 	s->n_addrs = 1;
+	/* The one path here that does not pass proxy_decide first. */
+	if (proxy_decide_audit(s) != REASON_NONE) {
+		deny(s, 503, REASON_AUDIT_UNAVAILABLE, NULL);
+		return;
+	}
 	if (handed_out_intercepted(s, &t)) {
 		s->target = t;
 		(void)policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,

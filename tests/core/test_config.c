@@ -107,6 +107,7 @@ test_defaults(void)
 	CHECK_INT(cfg->audit_checkpoint_ms, 10000);
 	CHECK_STR(cfg->audit_signing_key, "./certs/audit.key");
 	CHECK_STR(cfg->audit_public_key, "./certs/audit.pub");
+	CHECK_INT(cfg->audit_on_failure_allow, 0);
 	CHECK(cfg->geoip_country_db == NULL);
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "runsc");
@@ -184,6 +185,7 @@ test_full(void)
 	CHECK_INT(cfg->audit_checkpoint_ms, 30000);
 	CHECK_STR(cfg->audit_signing_key, "/abs/audit.key");	/* beside ca.key */
 	CHECK_STR(cfg->audit_public_key, join(data_dir, "keys/audit.pub"));
+	CHECK_INT(cfg->audit_on_failure_allow, 1);
 	CHECK_STR(cfg->geoip_country_db, join(data_dir, "geo/country.mmdb"));
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "crun");
@@ -373,6 +375,12 @@ static const struct err_case err_cases[] = {
 	    "expected a string, got null" },
 	{ "signing_key empty", "audit:\n  signing_key: \"\"\n", 2, 16,
 	    "must not be empty" },
+	{ "on_failure word", "audit:\n  on_failure: warn\n", 2, 15,
+	    "on_failure: expected deny or allow" },
+	{ "on_failure case", "audit:\n  on_failure: Deny\n", 2, 15,
+	    "on_failure: expected deny or allow" },
+	{ "on_failure list", "audit:\n  on_failure: [deny]\n", 2, 15,
+	    "expected a string, got a list" },
 	{ "audit unknown", "audit:\n  signing: x\n", 2, 3,
 	    "unknown key \"signing\" in audit" },
 	{ "geoip list", "geoip:\n  country_db: [a]\n", 2, 15,
