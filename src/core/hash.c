@@ -73,7 +73,8 @@ hash_siphash(const uint64_t key[HASH_KEY_WORDS], const void *data,
 	uint64_t v[4], m;
 	size_t i, j, end = len & ~(size_t)7;
 
-	v[0] = key[0] ^ 0x736f6d6570736575ULL;	/* "somepseudorandomlygeneratedbytes" */
+	/* "somepseudorandomlygeneratedbytes" */
+	v[0] = key[0] ^ 0x736f6d6570736575ULL;
 	v[1] = key[1] ^ 0x646f72616e646f6dULL;
 	v[2] = key[0] ^ 0x6c7967656e657261ULL;
 	v[3] = key[1] ^ 0x7465646279746573ULL;
