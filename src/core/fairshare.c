@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/fairshare.h"
+#include "core/hash.h"
 #include "core/policy.h"
 
 #define FAIR_STRIPES		256	/* a power of two */
@@ -41,6 +42,7 @@ struct fairshare {
 	atomic_ullong		 refused;
 	atomic_ullong		 suppressed;
 	atomic_size_t		 entries;
+	uint64_t		 key[HASH_KEY_WORDS];
 };
 
 uint64_t
@@ -94,19 +96,14 @@ fair_bucket_full(const struct fair_bucket *b, uint32_t rate, uint64_t now_ms)
 }
 
 /*
- * FNV-1a: the keys are sandbox ids the operator and the launcher choose,
- * not bytes a peer sends, so no keyed hash is needed against flooding.
+ * Keyed: sandbox ids are chosen outside the gateway (by the operator, by
+ * whoever asks the launcher for a sandbox), and no choice of ids may pile
+ * up in one stripe of a table every connection and DNS query goes through.
  */
 static uint64_t
-fair_hash(const char *s)
+fair_hash(const struct fairshare *f, const char *id)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return hash_siphash(f->key, id, strlen(id));
 }
 
 struct fairshare *
@@ -118,6 +115,7 @@ fairshare_new(const struct fair_limits *lim)
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return NULL;
 	f->lim = *lim;
+	hash_key_new(f->key);
 	for (i = 0; i < FAIR_STRIPES; i++)
 		pthread_mutex_init(&f->stripes[i].mtx, NULL);
 	atomic_init(&f->refused, 0);
@@ -220,7 +218,7 @@ enum fair_verdict
 fairshare_conn_open(struct fairshare *f, const char *id, uint64_t now_ms,
     struct fair_refusal *ref)
 {
-	uint64_t h = fair_hash(id);
+	uint64_t h = fair_hash(f, id);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;
@@ -246,7 +244,7 @@ out:
 void
 fairshare_conn_close(struct fairshare *f, const char *id, uint64_t now_ms)
 {
-	uint64_t h = fair_hash(id);
+	uint64_t h = fair_hash(f, id);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 
@@ -264,7 +262,7 @@ enum fair_verdict
 fairshare_dns_query(struct fairshare *f, const char *id, uint64_t now_ms,
     struct fair_refusal *ref)
 {
-	uint64_t h = fair_hash(id);
+	uint64_t h = fair_hash(f, id);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;

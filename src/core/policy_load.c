@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/hash.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
 
@@ -80,16 +81,11 @@ static const struct {
 	{ "HTTPS", 65 }, { "CAA", 257 },
 };
 
+/* Unkeyed: the keys are names the operator wrote in the policy. */
 static uint64_t
 pl_fnv(const char *s)
 {
-	uint64_t h = 14695981039346656037ULL;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return hash_fnv1a(s, strlen(s));
 }
 
 static int

@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "core/hash.h"
 #include "core/policy_int.h"
 #include "core/reason.h"
 
@@ -48,17 +49,15 @@ struct policy_index {
 /*
  * FNV-1a over the bytes from last to first, so that walking a name from
  * its end yields the hash of every suffix on the way: one pass per lookup.
+ * Unkeyed: the names are the operator's, from the policy.
  */
-#define NAME_HASH_INIT	0xcbf29ce484222325ULL
-#define NAME_HASH_STEP(h, c) (((h) ^ (unsigned char)(c)) * 0x100000001b3ULL)
-
 static uint64_t
 name_hash(const char *s, size_t len)
 {
-	uint64_t h = NAME_HASH_INIT;
+	uint64_t h = HASH_FNV1A_INIT;
 
 	while (len > 0)
-		h = NAME_HASH_STEP(h, s[--len]);
+		h = hash_fnv1a_step(h, (unsigned char)s[--len]);
 	return h;
 }
 
@@ -287,7 +286,7 @@ index_first(const struct policy_index *idx, const struct policy_target *t,
 	const struct name_entry *e;
 	const char *name = t->host;
 	size_t len = strlen(name), i;
-	uint64_t h = NAME_HASH_INIT;
+	uint64_t h = HASH_FNV1A_INIT;
 
 	if (t->is_ip) {
 		cidr_set_lookup(idx->cidrs, &t->ip, first_cidr_cb, &c);
@@ -297,11 +296,11 @@ index_first(const struct policy_index *idx, const struct policy_target *t,
 		if (name[i - 1] == '.' && (e = index_find(idx, name + i,
 		    len - i, h)) != NULL)
 			first_in_list(e->wild, e->n_wild, &c);
-		h = NAME_HASH_STEP(h, name[i - 1]);
+		h = hash_fnv1a_step(h, (unsigned char)name[i - 1]);
 	}
 	if ((e = index_find(idx, name, len, h)) != NULL)
 		first_in_list(e->exact, e->n_exact, &c);
-	if ((e = index_find(idx, "", 0, NAME_HASH_INIT)) != NULL)
+	if ((e = index_find(idx, "", 0, HASH_FNV1A_INIT)) != NULL)
 		first_in_list(e->wild, e->n_wild, &c);
 	return c.best;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "core/policy.h"
 #include "dns/dns.h"
 
@@ -54,7 +55,8 @@ struct addrmem {
 	size_t			 n;
 	size_t			 max;
 	uint64_t		 seq;
-	uint64_t		 key[2];
+	/* SipHash: sandboxes choose which names (addresses) land here */
+	uint64_t		 key[HASH_KEY_WORDS];
 };
 
 static uint64_t
@@ -64,48 +66,6 @@ addrmem_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/*
- * SipHash-1-3 under a random key: sandboxes choose which names (and so
- * which addresses) land here, so the buckets must not be predictable.
- */
-#define AM_ROTL(x, b)	(((x) << (b)) | ((x) >> (64 - (b))))
-#define AM_ROUND(v0, v1, v2, v3) do {					\
-	v0 += v1; v1 = AM_ROTL(v1, 13); v1 ^= v0; v0 = AM_ROTL(v0, 32);	\
-	v2 += v3; v3 = AM_ROTL(v3, 16); v3 ^= v2;			\
-	v0 += v3; v3 = AM_ROTL(v3, 21); v3 ^= v0;			\
-	v2 += v1; v1 = AM_ROTL(v1, 17); v1 ^= v2; v2 = AM_ROTL(v2, 32);	\
-} while (0)
-
-static uint64_t
-addrmem_siphash(const uint64_t key[2], const uint8_t *p, size_t len)
-{
-	uint64_t v0 = key[0] ^ 0x736f6d6570736575ULL;
-	uint64_t v1 = key[1] ^ 0x646f72616e646f6dULL;
-	uint64_t v2 = key[0] ^ 0x6c7967656e657261ULL;
-	uint64_t v3 = key[1] ^ 0x7465646279746573ULL;
-	uint64_t m;
-	size_t i, j;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		for (m = 0, j = 0; j < 8; j++)
-			m |= (uint64_t)p[i + j] << (8 * j);
-		v3 ^= m;
-		AM_ROUND(v0, v1, v2, v3);
-		v0 ^= m;
-	}
-	m = (uint64_t)(len & 0xff) << 56;
-	for (j = 0; i + j < len; j++)
-		m |= (uint64_t)p[i + j] << (8 * j);
-	v3 ^= m;
-	AM_ROUND(v0, v1, v2, v3);
-	v0 ^= m;
-	v2 ^= 0xff;
-	AM_ROUND(v0, v1, v2, v3);
-	AM_ROUND(v0, v1, v2, v3);
-	AM_ROUND(v0, v1, v2, v3);
-	return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /* The key of an entry: sandbox id, NUL, family, address bytes. */
@@ -120,7 +80,7 @@ addrmem_key_hash(const struct addrmem *m, const char *sandbox, size_t idlen,
 	buf[idlen] = 0;
 	buf[idlen + 1] = (uint8_t)a->family;
 	memcpy(buf + idlen + 2, a->a, alen);
-	return addrmem_siphash(m->key, buf, idlen + 2 + alen);
+	return hash_siphash(m->key, buf, idlen + 2 + alen);
 }
 
 static int
@@ -171,7 +131,7 @@ addrmem_new(size_t max_entries)
 	m->max = max_entries;
 	for (i = 0; i < ADDRMEM_SB_BUCKETS; i++)
 		LIST_INIT(&m->sbs[i]);
-	arc4random_buf(m->key, sizeof(m->key));
+	hash_key_new(m->key);
 	return m;
 }
 
@@ -220,7 +180,7 @@ addrmem_sb_get(struct addrmem *m, const char *sandbox, size_t idlen,
     int create)
 {
 	struct addrmem_sb *sb;
-	uint64_t h = addrmem_siphash(m->key, (const uint8_t *)sandbox, idlen);
+	uint64_t h = hash_siphash(m->key, (const uint8_t *)sandbox, idlen);
 	size_t b = h & (ADDRMEM_SB_BUCKETS - 1);
 
 	LIST_FOREACH(sb, &m->sbs[b], link)

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "dns/dns_msg.h"
 #include "dns/resolver.h"
@@ -125,7 +126,8 @@ struct resolver {
 	size_t			 n_cached;
 	uint64_t		 hits;
 	uint64_t		 misses;
-	uint64_t		 key[2];
+	/* SipHash: a sandbox that picks names cannot pile them up */
+	uint64_t		 key[HASH_KEY_WORDS];
 };
 
 static pthread_once_t	 resolver_once = PTHREAD_ONCE_INIT;
@@ -147,52 +149,6 @@ resolver_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/*
- * SipHash-2-4 of the name with a per-resolver random key, so a sandbox that
- * picks names cannot pile them into one bucket.
- */
-#define ROTL64(x, b)	(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND do {							\
-	v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32);	\
-	v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2;			\
-	v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0;			\
-	v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32);	\
-} while (0)
-
-static uint64_t
-resolver_hash(const uint64_t key[2], const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint64_t v0 = key[0] ^ 0x736f6d6570736575ULL;
-	uint64_t v1 = key[1] ^ 0x646f72616e646f6dULL;
-	uint64_t v2 = key[0] ^ 0x6c7967656e657261ULL;
-	uint64_t v3 = key[1] ^ 0x7465646279746573ULL;
-	uint64_t m;
-	size_t i, j, blocks = len / 8;
-
-	for (i = 0; i < blocks; i++, p += 8) {
-		for (m = 0, j = 0; j < 8; j++)
-			m |= (uint64_t)p[j] << (8 * j);
-		v3 ^= m;
-		SIPROUND;
-		SIPROUND;
-		v0 ^= m;
-	}
-	m = (uint64_t)(len & 0xff) << 56;
-	for (j = 0; j < (len & 7); j++)
-		m |= (uint64_t)p[j] << (8 * j);
-	v3 ^= m;
-	SIPROUND;
-	SIPROUND;
-	v0 ^= m;
-	v2 ^= 0xff;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /*
@@ -751,7 +707,7 @@ resolver_new(struct event_base *base, const struct config *cfg)
 	LIST_INIT(&r->socks);
 	TAILQ_INIT(&r->ready);
 	TAILQ_INIT(&r->lru);
-	arc4random_buf(r->key, sizeof(r->key));
+	hash_key_new(r->key);
 	if ((r->buckets = calloc(RESOLVER_BUCKETS,
 	    sizeof(r->buckets[0]))) == NULL ||
 	    (r->timer = evtimer_new(base, resolver_timer_cb, r)) == NULL ||
@@ -888,7 +844,7 @@ resolver_lookup_common(struct resolver *r, const char *name, resolver_cb cb,
 		resolver_ready(r, q);
 		return q;
 	}
-	h = resolver_hash(r->key, key, len);
+	h = hash_siphash(r->key, key, len);
 	if ((e = resolver_cache_find(r, key, len, h)) != NULL &&
 	    e->state == ENTRY_DONE) {
 		now = resolver_now_ms();

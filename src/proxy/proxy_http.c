@@ -134,7 +134,7 @@ identify(struct session *s, const struct http_request *req)
 /* The placeholder of credential c for this sandbox, swapped for the secret. */
 static int
 swap_into(struct session *s, const struct policy_credential *c,
-    const char *v, size_t len, int query, struct evbuffer *out)
+    const char *v, size_t len, int query, struct vault_wbuf *out)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
 	size_t j;
@@ -149,55 +149,51 @@ swap_into(struct session *s, const struct policy_credential *c,
 	if (r < 0)
 		return -1;
 	if (r == 0)
-		evbuffer_add(out, v, len);
+		vault_wbuf_add(out, v, len);
 	return 0;
 }
 
 /* The request target, with the query's placeholder swapped when allowed. */
 static int
 write_target(struct session *s, const struct http_request *req,
-    struct evbuffer *h)
+    struct vault_wbuf *h)
 {
 	const char *q = memchr(req->path.p, '?', req->path.len);
 	size_t qoff;
 
 	if (s->fwd.plan.query_cred == NULL || q == NULL) {
-		evbuffer_add(h, req->path.p, req->path.len);
+		vault_wbuf_add(h, req->path.p, req->path.len);
 		return 0;
 	}
 	qoff = (size_t)(q - req->path.p);
-	evbuffer_add(h, req->path.p, qoff);
+	vault_wbuf_add(h, req->path.p, qoff);
 	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
 }
 
 /* The request head the origin gets: hop-by-hop removed, Via added. */
 static int
-build_origin_head(struct session *s, const struct http_request *req,
-    int replace_host)
+write_origin_head(struct session *s, const struct http_request *req,
+    int replace_host, struct vault_wbuf *h)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
-	struct evbuffer *h;
 	char fr[48];
 	size_t i;
 	int v6, fl;
 
-	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
-		return -1;
-	h = s->pending_head;
-	evbuffer_drain(h, evbuffer_get_length(h));
-	evbuffer_add(h, req->method.p, req->method.len);
-	evbuffer_add(h, " ", 1);
+	vault_wbuf_add(h, req->method.p, req->method.len);
+	vault_wbuf_add(h, " ", 1);
 	if (write_target(s, req, h) == -1)
 		return -1;
-	evbuffer_add(h, req->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
+	vault_wbuf_add(h, req->version_minor ? " HTTP/1.1\r\n" :
+	    " HTTP/1.0\r\n", 11);
 	if (replace_host) {
 		/* RFC 9112 §3.2.2: the target URI's authority replaces Host. */
 		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
-		evbuffer_add_printf(h, "Host: %s%.*s%s", v6 ? "[" : "",
+		vault_wbuf_printf(h, "Host: %s%.*s%s", v6 ? "[" : "",
 		    (int)req->host.len, req->host.p, v6 ? "]" : "");
 		if (req->has_port)
-			evbuffer_add_printf(h, ":%u", req->port);
-		evbuffer_add(h, "\r\n", 2);
+			vault_wbuf_printf(h, ":%u", req->port);
+		vault_wbuf_add(h, "\r\n", 2);
 	}
 	for (i = 0; i < req->n_headers; i++) {
 		const struct http_header *hd = &req->headers[i];
@@ -213,33 +209,57 @@ build_origin_head(struct session *s, const struct http_request *req,
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
 			continue;
-		evbuffer_add(h, hd->name.p, hd->name.len);
-		evbuffer_add(h, ": ", 2);
+		vault_wbuf_add(h, hd->name.p, hd->name.len);
+		vault_wbuf_add(h, ": ", 2);
 		if (plan->swap[i] != NULL) {
 			if (swap_into(s, plan->swap[i], hd->value.p, hd->value.len,
 			    0, h) == -1)
 				return -1;
 		} else
-			evbuffer_add(h, hd->value.p, hd->value.len);
-		evbuffer_add(h, "\r\n", 2);
+			vault_wbuf_add(h, hd->value.p, hd->value.len);
+		vault_wbuf_add(h, "\r\n", 2);
 	}
 	if (plan->n_bound > 0)
-		evbuffer_add(h, "Accept-Encoding: identity\r\n", 27);
+		vault_wbuf_add(h, "Accept-Encoding: identity\r\n", 27);
 	/* The framing the gateway relays by, whatever the client's headers said. */
 	if ((fl = http_framing_header(req->framing, req->content_length, fr,
 	    sizeof(fr))) < 0)
 		return -1;
-	evbuffer_add(h, fr, (size_t)fl);
+	vault_wbuf_add(h, fr, (size_t)fl);
 	if (req->upgrade && !s->fwd.drop_upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
-		evbuffer_add_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
+		vault_wbuf_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
 		    (int)u->value.len, u->value.p);
 	} else if (req->version_minor == 0) {
-		evbuffer_add(h, "Connection: close\r\n", 19);
+		vault_wbuf_add(h, "Connection: close\r\n", 19);
 	}
-	evbuffer_add(h, req->version_minor ? "Via: 1.1 sandgate\r\n\r\n" :
+	vault_wbuf_add(h, req->version_minor ? "Via: 1.1 sandgate\r\n\r\n" :
 	    "Via: 1.0 sandgate\r\n\r\n", 21);
+	return 0;
+}
+
+/*
+ * The head is built whole in a vault_wbuf and goes to the origin by
+ * reference: the swapped secret is never in memory that is not wiped
+ * (docs/credentials.md, "Where a secret value is in memory").
+ */
+static int
+build_origin_head(struct session *s, const struct http_request *req,
+    int replace_host)
+{
+	struct vault_wbuf *h;
+
+	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
+		return -1;
+	evbuffer_drain(s->pending_head, evbuffer_get_length(s->pending_head));
+	if ((h = vault_wbuf_new()) == NULL)
+		return -1;
+	if (write_origin_head(s, req, replace_host, h) == -1 ||
+	    vault_wbuf_hand(h, s->pending_head) == -1) {
+		vault_wbuf_free(h);
+		return -1;
+	}
 	return 0;
 }
 

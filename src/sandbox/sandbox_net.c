@@ -23,6 +23,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
+#include "core/hash.h"
 #include "core/policy.h"
 #include "sandbox/sandbox.h"
 
@@ -34,19 +35,6 @@ sandbox_valid_id(const char *id)
 	return policy_valid_id(id, strlen(id));
 }
 
-/* FNV-1a: a short, stable interface name for an id of any length. */
-static uint32_t
-net_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
-}
-
 void
 sandbox_net_names(const char *id, struct sandbox_net *n)
 {
@@ -55,7 +43,12 @@ sandbox_net_names(const char *id, struct sandbox_net *n)
 	snprintf(n->netns, sizeof(n->netns), "sandgate-%s", id);
 	snprintf(n->netns_path, sizeof(n->netns_path), "%s/%s",
 	    SANDBOX_NETNS_DIR, n->netns);
-	snprintf(n->veth_host, sizeof(n->veth_host), "sg%08x", net_hash(id));
+	/*
+	 * Unkeyed FNV-1a: the name must be the same after a restart, when
+	 * the network of a sandbox that outlived it is looked for again.
+	 */
+	snprintf(n->veth_host, sizeof(n->veth_host), "sg%08x",
+	    hash_fnv1a32(id, strlen(id)));
 	snprintf(n->veth_guest, sizeof(n->veth_guest), "eth0");
 }
 

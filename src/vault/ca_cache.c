@@ -10,6 +10,7 @@
 
 #include <openssl/x509.h>
 
+#include "core/hash.h"
 #include "vault/ca.h"
 #include "vault/ca_int.h"
 
@@ -25,51 +26,10 @@ ca_pow2(size_t n)
 	return p;
 }
 
-/* SipHash-2-4 (Aumasson and Bernstein), written from the paper. */
-#define CA_ROTL(x, b)	(uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define CA_SIPROUND do {						\
-	v0 += v1; v1 = CA_ROTL(v1, 13); v1 ^= v0; v0 = CA_ROTL(v0, 32); \
-	v2 += v3; v3 = CA_ROTL(v3, 16); v3 ^= v2;			\
-	v0 += v3; v3 = CA_ROTL(v3, 21); v3 ^= v0;			\
-	v2 += v1; v1 = CA_ROTL(v1, 17); v1 ^= v2; v2 = CA_ROTL(v2, 32); \
-} while (0)
-
-static uint64_t
-ca_siphash(const uint64_t k[2], const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	uint64_t v0 = 0x736f6d6570736575ULL ^ k[0];
-	uint64_t v1 = 0x646f72616e646f6dULL ^ k[1];
-	uint64_t v2 = 0x6c7967656e657261ULL ^ k[0];
-	uint64_t v3 = 0x7465646279746573ULL ^ k[1];
-	uint64_t m, last = (uint64_t)len << 56;
-	size_t i, j, end = len & ~(size_t)7;
-
-	for (i = 0; i < end; i += 8) {
-		for (m = 0, j = 0; j < 8; j++)
-			m |= (uint64_t)p[i + j] << (8 * j);
-		v3 ^= m;
-		CA_SIPROUND;
-		CA_SIPROUND;
-		v0 ^= m;
-	}
-	for (j = 0; j < (len & 7); j++)
-		last |= (uint64_t)p[end + j] << (8 * j);
-	v3 ^= last;
-	CA_SIPROUND;
-	CA_SIPROUND;
-	v0 ^= last;
-	v2 ^= 0xff;
-	CA_SIPROUND;
-	CA_SIPROUND;
-	CA_SIPROUND;
-	CA_SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
-}
 uint64_t
 ca_cache_hash(const struct ca *ca, const char *name, size_t len, int is_ip)
 {
-	return ca_siphash(ca->hkey, name, len) ^ (uint64_t)is_ip;
+	return hash_siphash(ca->hkey, name, len) ^ (uint64_t)is_ip;
 }
 
 static void

@@ -84,8 +84,32 @@ void		 vault_snapshot_unref(struct vault_snapshot *);
 int		 vault_snapshot_has(const struct vault_snapshot *, const char *name);
 
 /*
+ * A buffer for bytes that will carry a secret to an origin: the request
+ * head is built in it, whole, and handed to the origin's output by
+ * reference, so that no other copy of the swapped head exists in the
+ * gateway's memory. It starts on the heap; the first secret written into it
+ * moves it into memory locked out of swap and left out of core dumps. Its
+ * memory is wiped (OPENSSL_cleanse) whenever it is let go: when it grows,
+ * when libevent has drained the last byte of it (TLS: after SSL_write took
+ * it), and when it is freed unsent. A write that fails marks the buffer
+ * failed; then vault_wbuf_hand refuses it.
+ */
+struct vault_wbuf;
+struct vault_wbuf *vault_wbuf_new(void);
+void		 vault_wbuf_free(struct vault_wbuf *);
+int		 vault_wbuf_add(struct vault_wbuf *, const void *, size_t);
+int		 vault_wbuf_printf(struct vault_wbuf *, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+/*
+ * Append the buffer to out by reference (evbuffer_add_reference): 0 and out
+ * owns it now (an empty buffer is just freed), or -1 (failed, or no memory)
+ * and it is still the caller's to free.
+ */
+int		 vault_wbuf_hand(struct vault_wbuf *, struct evbuffer *out);
+
+/*
  * Request side. In value[0..len) (a header value, or a query string when
- * query is 1), find placeholder; write the value with every occurrence
+ * query is 1), find placeholder; append the value with every occurrence
  * replaced by the secret of entry `secret` to out. Handles the placeholder
  * inside "Basic base64(user:pass)" (decode, swap, re-encode) and "Bearer X";
  * in a query string the secret is percent-encoded. A Basic token is swapped
@@ -97,7 +121,7 @@ int		 vault_snapshot_has(const struct vault_snapshot *, const char *name);
  */
 int		 vault_swap(const struct vault_snapshot *, const char *secret,
 		    const char *placeholder, const char *value, size_t len,
-		    int query, struct evbuffer *out);
+		    int query, struct vault_wbuf *out);
 /*
  * 1 when value[0..len) contains placeholder, also inside Basic credentials
  * decoded as loosely as any origin might (either alphabet, padding optional,

@@ -1,8 +1,9 @@
 /*
- * What the files of the vault module (vault.c, vault_swap.c, vault_scrub.c)
- * share: the snapshot layout, wiped memory for secret bytes and the encoders
- * both the swap and the scrubber use. Nothing outside src/vault/ and the
- * vault's own tests includes this.
+ * What the files of the vault module (vault.c, vault_swap.c, vault_wbuf.c,
+ * vault_scrub.c) share: the snapshot layout, wiped memory for secret bytes,
+ * the swap's way into a vault_wbuf and the encoders both the swap and the
+ * scrubber use. Nothing outside src/vault/ and the vault's own tests
+ * includes this.
  */
 #ifndef SG_VAULT_INT_H
 #define SG_VAULT_INT_H
@@ -49,6 +50,14 @@ void		 vault_scrub_cache_clear(struct vault_snapshot *);
  */
 void		*vault_secmem_alloc(size_t len);
 void		 vault_secmem_free(void *);
+
+/*
+ * vault_wbuf.c, for the swap: room for need secret bytes at the end of the
+ * buffer (moved into locked memory first), or NULL (then it is failed);
+ * commit says how many were written there.
+ */
+unsigned char	*vault_wbuf_secret_room(struct vault_wbuf *, size_t need);
+void		 vault_wbuf_commit(struct vault_wbuf *, size_t len);
 
 /* [A-Za-z0-9][A-Za-z0-9._-]{0,63} */
 int		 vault_name_valid(const char *name);

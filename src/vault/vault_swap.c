@@ -1,13 +1,14 @@
 /*
  * The request side of the vault: random placeholders, finding a placeholder
  * in a header value or query string (also %-escaped and inside Basic
- * credentials), and writing the value with the real secret swapped in.
+ * credentials), and writing the value with the real secret swapped in
+ * straight into the head's vault_wbuf (vault_wbuf.c): every byte of the
+ * secret, raw or encoded, is written only to memory that is wiped.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include <event2/buffer.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/rand.h>
@@ -370,6 +371,7 @@ basic_parse(const unsigned char *v, size_t n, struct basic *b)
 		i++;
 	b->tok = i;
 	b->toklen = end - i;
+	/* The client's credential, no secret: wiped on free all the same. */
 	if ((b->cred = malloc(b->toklen / 4 * 3 + 3)) == NULL)
 		return -1;
 	b->credlen = b64_decode_loose(v + b->tok, b->toklen, b->cred);
@@ -378,19 +380,28 @@ basic_parse(const unsigned char *v, size_t n, struct basic *b)
 	return 1;
 }
 
+static void
+basic_free(struct basic *b)
+{
+	if (b->cred == NULL)
+		return;
+	OPENSSL_cleanse(b->cred, b->toklen / 4 * 3 + 3);
+	free(b->cred);
+	b->cred = NULL;
+}
+
 /*
  * The Basic form: decode, swap inside user:pass, re-encode as canonical
  * base64. Returns the number of swaps (0: not there), or -1: no memory, or
  * the placeholder is there in a spelling that is not canonical.
  */
 static int
-swap_basic(struct evbuffer *out, const unsigned char *v, size_t n,
+swap_basic(struct vault_wbuf *out, const unsigned char *v, size_t n,
     const char *ph, size_t phlen, const struct vault_secret *s)
 {
 	struct basic b;
-	struct evbuffer_iovec vec;
 	unsigned char *plain = NULL, *o;
-	size_t plen, tail, need;
+	size_t plen, tail, need, olen;
 	int count, literal, rc;
 
 	if ((rc = basic_parse(v, n, &b)) <= 0)
@@ -409,22 +420,19 @@ swap_basic(struct evbuffer *out, const unsigned char *v, size_t n,
 	plen = swap_mem(plain, b.cred, b.credlen, ph, phlen, s, 1);
 	tail = n - b.tok - b.toklen;
 	need = b.tok + (plen + 2) / 3 * 4 + tail;
-	if (evbuffer_reserve_space(out, (ev_ssize_t)need, &vec, 1) < 1 ||
-	    vec.iov_len < need)
+	/* Encoded straight into the head: no other copy of the token. */
+	if ((o = vault_wbuf_secret_room(out, need)) == NULL)
 		goto done;
-	o = vec.iov_base;
 	memcpy(o, v, b.tok);
-	vec.iov_len = b.tok;
-	vec.iov_len += vault_b64_encode(plain, plen, VAULT_B64_STD, 1,
-	    (char *)o + vec.iov_len);
-	memcpy(o + vec.iov_len, v + b.tok + b.toklen, tail);
-	vec.iov_len += tail;
-	if (evbuffer_commit_space(out, &vec, 1) == -1)
-		goto done;
+	olen = b.tok;
+	olen += vault_b64_encode(plain, plen, VAULT_B64_STD, 1,
+	    (char *)o + olen);
+	memcpy(o + olen, v + b.tok + b.toklen, tail);
+	vault_wbuf_commit(out, olen + tail);
 	rc = count;
 done:
 	vault_secmem_free(plain);
-	free(b.cred);
+	basic_free(&b);
 	return rc;
 }
 
@@ -433,12 +441,12 @@ done:
 int
 vault_swap(const struct vault_snapshot *snap, const char *secret,
     const char *placeholder, const char *value, size_t len, int query,
-    struct evbuffer *out)
+    struct vault_wbuf *out)
 {
 	const struct vault_secret *s;
 	const unsigned char *v = (const unsigned char *)value;
-	struct evbuffer_iovec vec;
-	size_t phlen, need;
+	unsigned char *o;
+	size_t phlen;
 	int count, literal, rc;
 
 	if ((s = vault_snapshot_find(snap, secret)) == NULL ||
@@ -453,15 +461,12 @@ vault_swap(const struct vault_snapshot *snap, const char *secret,
 		return 0;
 	if (!query && literal && unsafe_in_header(s))
 		return -1;
-	/* Reserved, then committed: a failure leaves nothing in out. */
-	need = swap_bound(len, count, s);
-	if (evbuffer_reserve_space(out, (ev_ssize_t)need, &vec, 1) < 1 ||
-	    vec.iov_len < need)
+	/* Written in place, then committed: a failure leaves nothing in out. */
+	if ((o = vault_wbuf_secret_room(out, swap_bound(len, count, s))) ==
+	    NULL)
 		return -1;
-	vec.iov_len = swap_mem(vec.iov_base, v, len, placeholder, phlen, s,
-	    !query);
-	if (evbuffer_commit_space(out, &vec, 1) == -1)
-		return -1;
+	vault_wbuf_commit(out, swap_mem(o, v, len, placeholder, phlen, s,
+	    !query));
 	return count;
 }
 
@@ -483,6 +488,6 @@ vault_contains_placeholder(const char *placeholder, const char *value,
 	if ((rc = basic_parse(v, len, &b)) <= 0)
 		return rc < 0;
 	found = ph_count(b.cred, b.credlen, placeholder, phlen, &literal) > 0;
-	free(b.cred);
+	basic_free(&b);
 	return found;
 }

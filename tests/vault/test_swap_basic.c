@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "check.h"
+#include "vault/helper_vault.h"
 #include "vault/vault.h"
 #include "vault/vault_int.h"
 
@@ -54,7 +55,7 @@ swap(const char *in, size_t inlen, char *got, size_t gotlen)
 	int rc;
 
 	evbuffer_drain(out, evbuffer_get_length(out));
-	rc = vault_swap(snap, "api", PH, in, inlen, 0, out);
+	rc = vaulttest_swap(snap, "api", PH, in, inlen, 0, out);
 	n = evbuffer_get_length(out);
 	if (n >= gotlen)
 		n = gotlen - 1;
@@ -227,7 +228,7 @@ test_spellings(void)
 		len = strlen(b);
 		evbuffer_drain(out, evbuffer_get_length(out));
 		evbuffer_add(out, "[", 1);
-		rc = vault_swap(snap, "api", PH, b, len, 0, out);
+		rc = vaulttest_swap(snap, "api", PH, b, len, 0, out);
 		CHECK_MSG(rc == t[i].rc, "row %zu (%s): rc %d", i, b, rc);
 		if (rc != 1)
 			CHECK_MSG(evbuffer_get_length(out) == 1,
@@ -268,7 +269,8 @@ test_untouched(void)
 	set_secret((const unsigned char *)"SECRET-1", 8);
 	for (i = 0; i + 1 < sizeof(t) / sizeof(t[0]); i++) {
 		evbuffer_drain(out, evbuffer_get_length(out));
-		rc = vault_swap(snap, "api", PH, t[i], strlen(t[i]), 0, out);
+		rc = vaulttest_swap(snap, "api", PH, t[i], strlen(t[i]), 0,
+		    out);
 		CHECK_MSG(rc == 0 && evbuffer_get_length(out) == 0,
 		    "%s: rc %d", t[i], rc);
 		CHECK_MSG(vault_contains_placeholder(PH, t[i],

@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "check.h"
+#include "vault/helper_vault.h"
 #include "vault/vault.h"
 #include "vault/vault_int.h"
 
@@ -642,7 +643,7 @@ test_swap(void)
 	CHECK(snap != NULL);
 	for (i = 0; i < n && snap != NULL; i++) {
 		evbuffer_add(out, "[", 1);
-		rc = vault_swap(snap, "api", PH, t[i].in, strlen(t[i].in),
+		rc = vaulttest_swap(snap, "api", PH, t[i].in, strlen(t[i].in),
 		    t[i].query, out);
 		olen = evbuffer_get_length(out);
 		if (olen >= sizeof(got))
@@ -663,14 +664,14 @@ test_swap(void)
 	}
 	if (snap != NULL) {
 		/* A missing entry; a secret that would split the header. */
-		CHECK(vault_swap(snap, "nope", PH, "Bearer " PH,
+		CHECK(vaulttest_swap(snap, "nope", PH, "Bearer " PH,
 		    strlen("Bearer " PH), 0, out) == -1);
-		CHECK(vault_swap(snap, "crlf", PH, "Bearer " PH,
+		CHECK(vaulttest_swap(snap, "crlf", PH, "Bearer " PH,
 		    strlen("Bearer " PH), 0, out) == -1);
 		CHECK_INT(evbuffer_get_length(out), 0);
 		/* ... though percent-encoded in a query it is harmless. */
-		CHECK(vault_swap(snap, "crlf", PH, "k=" PH, strlen("k=" PH), 1,
-		    out) == 1);
+		CHECK(vaulttest_swap(snap, "crlf", PH, "k=" PH, strlen("k=" PH),
+		    1, out) == 1);
 		olen = evbuffer_get_length(out);
 		evbuffer_remove(out, got, olen);
 		got[olen] = '\0';
