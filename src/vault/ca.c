@@ -477,11 +477,11 @@ ca_build_leaf_exts(struct ca *ca)
 	return rc;
 }
 
-struct ca *
-ca_load(const char *cert_path, const char *key_path, const char **errstr)
+/* An empty CA: its locks, clock and leaf cache. NULL with *errstr. */
+static struct ca *
+ca_alloc(const char **errstr)
 {
 	struct ca *ca;
-	const char *why;
 
 	if ((ca = calloc(1, sizeof(*ca))) == NULL) {
 		*errstr = "out of memory";
@@ -492,8 +492,20 @@ ca_load(const char *cert_path, const char *key_path, const char **errstr)
 	ca->now = ca_time;
 	if (ca_cache_init(ca) == -1) {
 		*errstr = "out of memory";
-		goto fail;
+		ca_free(ca);
+		return NULL;
 	}
+	return ca;
+}
+
+struct ca *
+ca_load(const char *cert_path, const char *key_path, const char **errstr)
+{
+	struct ca *ca;
+	const char *why;
+
+	if ((ca = ca_alloc(errstr)) == NULL)
+		return NULL;
 	if ((ca->key = ca_read_key(key_path, "CA key", errstr)) == NULL ||
 	    (ca->cert = ca_read_cert(cert_path, errstr)) == NULL)
 		goto fail;
@@ -535,19 +547,10 @@ ca_remote(X509 *cert, EVP_PKEY *leaf_key, ca_remote_fn fn, void *arg,
 {
 	struct ca *ca;
 
-	if ((ca = calloc(1, sizeof(*ca))) == NULL) {
-		*errstr = "out of memory";
+	if ((ca = ca_alloc(errstr)) == NULL)
 		return NULL;
-	}
-	pthread_mutex_init(&ca->mtx, NULL);
-	pthread_cond_init(&ca->minted_cv, NULL);
-	ca->now = ca_time;
 	ca->remote = fn;
 	ca->remote_arg = arg;
-	if (ca_cache_init(ca) == -1) {
-		*errstr = "out of memory";
-		goto fail;
-	}
 	if (!X509_up_ref(cert)) {
 		*errstr = "out of memory";
 		goto fail;
