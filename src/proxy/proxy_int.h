@@ -27,6 +27,7 @@
 #define PROXY_MAX_ADDRS		RESOLVER_MAX_ADDRS
 #define PROXY_HWM		(256 * 1024)	/* bytes queued toward a peer before we stop reading the other side */
 #define PROXY_READ_HWM		(64 * 1024)	/* bytes buffered from a socket before reads pause */
+#define PROXY_RELAY_IO		(64 * 1024)	/* largest read or write of a relayed tunnel (libevent: 16 KiB) */
 #define PROXY_SNIFF_SECS	5		/* server-speaks-first: no client bytes -> opaque */
 #define PROXY_MAX_LINE		8192		/* request line (414 beyond) */
 #define PROXY_TLS_SESSIONS	256		/* origin sessions kept per worker for resumption */
