@@ -28,6 +28,7 @@
 #define PROXY_HWM		(256 * 1024)	/* bytes queued toward a peer before we stop reading the other side */
 #define PROXY_READ_HWM		(64 * 1024)	/* bytes buffered from a socket before reads pause */
 #define PROXY_RELAY_IO		(64 * 1024)	/* largest read or write of a relayed tunnel (libevent: 16 KiB) */
+#define PROXY_SPLICE_AFTER	(1024 * 1024)	/* a relayed tunnel this busy moves to splice(2) */
 #define PROXY_SNIFF_SECS	5		/* server-speaks-first: no client bytes -> opaque */
 #define PROXY_MAX_LINE		8192		/* request line (414 beyond) */
 #define PROXY_TLS_SESSIONS	256		/* origin sessions kept per worker for resumption */
@@ -89,6 +90,7 @@ struct proxy {
 	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
 	atomic_ullong		 n_keeper_restarts;	/* keepers adopted after a loss */
+	atomic_ullong		 n_spliced;	/* tunnels moved to splice(2) */
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
@@ -269,6 +271,7 @@ struct session {
 	struct evbuffer		*pending_head;	/* request head built for the origin */
 	struct forward		 fwd;
 
+	struct splice_relay	*splice;	/* the relay moved to splice (proxy_splice.c) */
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
 	uint64_t		 bytes_up;	/* tunnel totals */
@@ -461,5 +464,9 @@ void		 ws_relay_free(struct session *);
 void		 tunnel_start(struct session *);
 void		 tunnel_sniff(struct session *);
 void		 relay_start(struct session *);
+/* proxy_splice.c: bulk through tunnels the gateway does not read */
+int		 splice_ready(const struct session *);
+int		 splice_start(struct session *);
+void		 splice_free(struct session *);
 
 #endif

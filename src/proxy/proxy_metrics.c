@@ -150,6 +150,10 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);
 	sample(out, "sandboxes", "kind", "registered", n_registered);
+	family(out, "tunnels_spliced_total", "counter", "Tunnels the gateway "
+	    "does not read that moved to splice(2) after their first MiB.");
+	sample(out, "tunnels_spliced_total", NULL, NULL,
+	    atomic_load(&p->n_spliced));
 	family(out, "keeper_up", "gauge", "1 while the key keeper answers; 0: "
 	    "interceptions and credential swaps are refused.");
 	sample(out, "keeper_up", NULL, NULL, (unsigned long long)

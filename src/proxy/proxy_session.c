@@ -126,6 +126,7 @@ session_close(struct session *s, const char *reason)
 	if (s->finish_ev != NULL)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
+	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);
 	if (s->obev != NULL) {

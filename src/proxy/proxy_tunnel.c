@@ -296,6 +296,8 @@ relay_write_cb(struct bufferevent *bev, void *arg)
 	int peer_eof = bev == s->cbev ? s->eof_origin : s->eof_client;
 
 	/* Output drained: the reading side may go on, or the half-close follows. */
+	if (!peer_eof && splice_ready(s) && splice_start(s) == 0)
+		return;
 	if (!peer_eof)
 		bufferevent_enable(peer, EV_READ);
 	else {

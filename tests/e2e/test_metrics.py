@@ -51,6 +51,7 @@ EXPECTED = {
     "sandgate_audit_rows_dropped_total": ("counter", [()]),
     "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
                                      (("kind", "registered"),)]),
+    "sandgate_tunnels_spliced_total": ("counter", [()]),
     "sandgate_keeper_up": ("gauge", [()]),
     "sandgate_keeper_restarts_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),
