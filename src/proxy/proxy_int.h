@@ -76,7 +76,7 @@ struct ca;
 struct ca_audit_key;
 struct evhttp;
 struct vault;
-struct cred_ph;
+struct cred_phs_pub;
 struct addrmem;
 struct geoip;
 struct fairshare;
@@ -97,14 +97,13 @@ struct proxy {
 	int			 listen_fds[LISTENER_MAX][64];	/* per worker, bound at start-up */
 	int			 dns_fds[2][64];	/* UDP, TCP per worker */
 	atomic_uint		 n_conns;
-	/* credentials (proxy_cred.c); cred_mtx guards phs and snap */
+	/* credentials (proxy_cred.c); cred_mtx guards snap */
 	int			 cred_ready;
 	pthread_mutex_t		 cred_mtx;
 	struct vault		*vault;
 	struct vault_snapshot	*snap;
-	struct cred_ph		*phs;
-	size_t			 n_phs;
-	size_t			 cap_phs;
+	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
+	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
 	struct timespec		 vault_mtime;
 	off_t			 vault_size;
 	atomic_ullong		 n_refused;
