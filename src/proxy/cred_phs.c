@@ -3,13 +3,21 @@
  * pointer and reclaiming the old ones once no reader looks at them, and
  * finding placeholders in bytes by their fixed prefix plus a hash lookup.
  * Owns every struct cred_ph; knows nothing of sessions or policies.
+ *
+ * A snapshot is two arrays of SHARDS shard pointers (random placeholders by
+ * their hash, live ones by their sandbox's) and the list of fixed ones. A
+ * shard is a small immutable hash table that snapshots share: a change
+ * copies the shards it touches and the two arrays, not the whole set.
  */
+#include <sys/mman.h>
+#include <sys/random.h>
+
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -18,29 +26,62 @@
 #include "proxy/cred_phs.h"
 #include "vault/vault.h"
 
+/* Under ASan, a slot not handed out is poisoned, as freed heap memory is. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PHS_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PHS_ASAN	1
+#endif
+#endif
+#ifdef PHS_ASAN
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(a, n)		((void)(a), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(a, n)	((void)(a), (void)(n))
+#endif
+
 #define PFX		VAULT_PLACEHOLDER_PREFIX
 #define PFX_LEN		(sizeof(VAULT_PLACEHOLDER_PREFIX) - 1)
 #define KEY_LEN		(VAULT_PLACEHOLDER_LEN - PFX_LEN)	/* 32 base32 */
 #define RND_LEN		VAULT_PLACEHOLDER_LEN
-/* Bytes given back to the heap before the gateway asks malloc to return them. */
-#define TRIM_BYTES	(256 * 1024)
+#define SHARD_BITS	8
+#define SHARDS		(1u << SHARD_BITS)
+/* Below this many live placeholders, what they free is not worth a trim. */
+#define TRIM_MIN	256
+/*
+ * Removed placeholders are copied into a slab of their own: kept for a
+ * while, they would otherwise pin pages of the heap all over. Headroom for
+ * copies evicted but still held by a snapshot a reader has not left.
+ */
+#define SLAB_SLOT	256
+#define SLAB_SLOTS	(CRED_PHS_REMOVED_MAX + CRED_PHS_REMOVED_MAX / 4)
+
+/* Open addressing; slot i starts at (hash >> SHARD_BITS) & mask. */
+struct phs_shard {
+	unsigned int	 refs;		/* snapshots holding it */
+	size_t		 n;
+	size_t		 mask;
+	struct cred_ph	*slot[];
+};
+
+/* The fixed placeholders: sorted by placeholder, then issue order. */
+struct phs_fixed {
+	unsigned int	 refs;
+	size_t		 n;
+	size_t		 n_groups;
+	size_t		*groups;	/* where each distinct one starts */
+	struct cred_ph	*v[];
+};
 
 struct cred_phs {
-	struct cred_ph	**live;		/* issue order */
+	struct phs_shard *by_ph[SHARDS];	/* random form, by h_ph */
+	struct phs_shard *by_sb[SHARDS];	/* live ones, by h_sb */
+	struct phs_fixed *fixed;		/* NULL: none */
 	size_t		 n_live;
-	struct cred_ph	**gone;		/* removed, oldest first */
 	size_t		 n_gone;
-	struct cred_ph	**by_ph;	/* random form, open addressing */
-	size_t		 ph_mask;
 	size_t		 n_random;
-	struct cred_ph	**by_sc;	/* live ones by (sandbox, cred) */
-	size_t		 sc_mask;
-	struct cred_ph	**fixed;	/* the rest, by placeholder, then seq */
-	size_t		 n_fixed;
-	size_t		*groups;	/* where each distinct fixed one starts */
-	size_t		 n_groups;
 	uint64_t	 key[2];
-	size_t		 bytes;		/* tables and arrays */
 	/* the publisher's, under its mutex */
 	unsigned int	 pins;		/* readers without a hazard slot */
 	struct cred_phs	*next_retired;
@@ -57,7 +98,14 @@ struct cred_phs_pub {
 	struct cred_phs		*retired;	/* swapped out, maybe still read */
 	uint64_t		 key[2];
 	uint64_t		 seq;
-	size_t			 freed;		/* bytes released since the last trim */
+	size_t			 trim_mark;	/* most live placeholders since the last trim */
+	/* Removed placeholders in the order they went; the current snapshot holds them. */
+	struct cred_ph		*ring[CRED_PHS_REMOVED_MAX];
+	size_t			 ring_head, ring_n;
+	char			*slab;		/* SLAB_SLOTS slots; MAP_FAILED: none */
+	size_t			 slab_used;	/* slots ever handed out */
+	uint32_t		 slab_free[SLAB_SLOTS];	/* slots to hand out again */
+	size_t			 slab_nfree;
 	struct phs_hazard	 hz[CRED_PHS_READERS];
 };
 
@@ -113,20 +161,9 @@ phs_hash(const uint64_t k[2], const void *data, size_t len)
 }
 
 static uint64_t
-sc_hash(const uint64_t k[2], const char *sandbox, const char *cred)
+sb_hash(const uint64_t k[2], const char *sandbox)
 {
-	char buf[512];
-	size_t a = strlen(sandbox), b = strlen(cred);
-
-	/* Longer pairs hash by their start; equality is checked in full. */
-	if (a > 255)
-		a = 255;
-	if (b > 255)
-		b = 255;
-	memcpy(buf, sandbox, a);
-	buf[a] = '\0';
-	memcpy(buf + a + 1, cred, b);
-	return phs_hash(k, buf, a + 1 + b);
+	return phs_hash(k, sandbox, strlen(sandbox));
 }
 
 /* ------------------------------------------------------------ the random form */
@@ -179,6 +216,7 @@ static int
 random_lookup(const struct cred_phs *s, const char key[KEY_LEN],
     int (*cb)(const struct cred_ph *, void *), void *arg)
 {
+	const struct phs_shard *sh;
 	const struct cred_ph *e;
 	uint64_t h;
 	size_t i;
@@ -187,8 +225,10 @@ random_lookup(const struct cred_phs *s, const char key[KEY_LEN],
 	if (s->n_random == 0)
 		return 0;
 	h = phs_hash(s->key, key, KEY_LEN);
-	for (i = h & s->ph_mask; (e = s->by_ph[i]) != NULL;
-	    i = (i + 1) & s->ph_mask)
+	if ((sh = s->by_ph[h & (SHARDS - 1)]) == NULL)
+		return 0;
+	for (i = (h >> SHARD_BITS) & sh->mask; (e = sh->slot[i]) != NULL;
+	    i = (i + 1) & sh->mask)
 		if (e->h_ph == h && memcmp(e->ph + PFX_LEN, key, KEY_LEN) == 0 &&
 		    (rc = cb(e, arg)) != 0)
 			return rc;
@@ -290,27 +330,28 @@ search_value(const struct cred_phs *s, const char *v, size_t n,
 
 /* ------------------------------------------------------------ the fixed ones */
 
+static size_t
+n_groups(const struct cred_phs *s)
+{
+	return s->fixed != NULL ? s->fixed->n_groups : 0;
+}
+
 static const struct cred_ph *
 group_head(const struct cred_phs *s, size_t g)
 {
-	return s->fixed[s->groups[g]];
-}
-
-static size_t
-group_end(const struct cred_phs *s, size_t g)
-{
-	return g + 1 < s->n_groups ? s->groups[g + 1] : s->n_fixed;
+	return s->fixed->v[s->fixed->groups[g]];
 }
 
 static int
 group_each(const struct cred_phs *s, size_t g,
     int (*cb)(const struct cred_ph *, void *), void *arg)
 {
-	size_t i;
+	const struct phs_fixed *f = s->fixed;
+	size_t i, end = g + 1 < f->n_groups ? f->groups[g + 1] : f->n;
 	int rc;
 
-	for (i = s->groups[g]; i < group_end(s, g); i++)
-		if ((rc = cb(s->fixed[i], arg)) != 0)
+	for (i = f->groups[g]; i < end; i++)
+		if ((rc = cb(f->v[i], arg)) != 0)
 			return rc;
 	return 0;
 }
@@ -330,7 +371,7 @@ static long
 group_find(const struct cred_phs *s, const char *ph, size_t len)
 {
 	const struct cred_ph *e;
-	size_t lo = 0, hi = s->n_groups, mid;
+	size_t lo = 0, hi = n_groups(s), mid;
 	int c;
 
 	while (lo < hi) {
@@ -378,16 +419,20 @@ cred_phs_count(const struct cred_phs *s)
 const struct cred_ph *
 cred_phs_get(const struct cred_phs *s, const char *sandbox, const char *cred)
 {
+	const struct phs_shard *sh;
 	const struct cred_ph *e;
 	uint64_t h;
 	size_t i;
 
 	if (s->n_live == 0)
 		return NULL;
-	h = sc_hash(s->key, sandbox, cred);
-	for (i = h & s->sc_mask; (e = s->by_sc[i]) != NULL;
-	    i = (i + 1) & s->sc_mask)
-		if (e->h_sc == h && strcmp(e->sandbox, sandbox) == 0 &&
+	h = sb_hash(s->key, sandbox);
+	if ((sh = s->by_sb[h & (SHARDS - 1)]) == NULL)
+		return NULL;
+	/* A sandbox's placeholders share a chain: it has a few. */
+	for (i = (h >> SHARD_BITS) & sh->mask; (e = sh->slot[i]) != NULL;
+	    i = (i + 1) & sh->mask)
+		if (e->h_sb == h && strcmp(e->sandbox, sandbox) == 0 &&
 		    strcmp(e->cred, cred) == 0)
 			return e;
 	return NULL;
@@ -406,8 +451,18 @@ cred_phs_match(const struct cred_phs *s, const char *ph, size_t len,
 	return group_each(s, (size_t)g, cb, arg);
 }
 
+int
+cred_phs_mine(const struct cred_phs *s, const struct cred_ph *e,
+    const char *sandbox)
+{
+	/* Live: its sandbox's index still points at it. */
+	return strcmp(e->sandbox, sandbox) == 0 &&
+	    cred_phs_get(s, e->sandbox, e->cred) == e;
+}
+
 struct owned_ctx {
-	const char	*sandbox;
+	const struct cred_phs	*s;
+	const char		*sandbox;
 };
 
 static int
@@ -415,14 +470,14 @@ owned_cb(const struct cred_ph *e, void *arg)
 {
 	const struct owned_ctx *o = arg;
 
-	return !e->removed && strcmp(e->sandbox, o->sandbox) == 0;
+	return cred_phs_mine(o->s, e, o->sandbox);
 }
 
 int
 cred_phs_owned(const struct cred_phs *s, const char *sandbox, const char *ph,
     size_t len)
 {
-	struct owned_ctx o = { sandbox };
+	struct owned_ctx o = { s, sandbox };
 
 	return cred_phs_match(s, ph, len, owned_cb, &o) > 0;
 }
@@ -440,7 +495,7 @@ cred_phs_search(const struct cred_phs *s, const char *buf, size_t len,
 		rc = search_value(s, buf, len, cb, arg);
 	else
 		rc = search_random(s, buf, len, flags & CRED_PHS_FOLD, cb, arg);
-	for (g = 0; rc == 0 && g < s->n_groups; g++)
+	for (g = 0; rc == 0 && g < n_groups(s); g++)
 		if (fixed_in(group_head(s, g), buf, len, flags))
 			rc = group_each(s, g, cb, arg);
 	return rc;
@@ -449,13 +504,13 @@ cred_phs_search(const struct cred_phs *s, const char *buf, size_t len,
 size_t
 cred_phs_n_fixed(const struct cred_phs *s)
 {
-	return s->n_groups;
+	return n_groups(s);
 }
 
 const char *
 cred_phs_fixed(const struct cred_phs *s, size_t i, size_t *len)
 {
-	if (i >= s->n_groups)
+	if (i >= n_groups(s))
 		return NULL;
 	*len = group_head(s, i)->phlen;
 	return group_head(s, i)->ph;
@@ -491,7 +546,7 @@ cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 				best = k;
 				break;
 			}
-	for (g = 0; g < s->n_groups; g++) {
+	for (g = 0; g < n_groups(s); g++) {
 		e = group_head(s, g);
 		for (k = m < e->phlen - 1 ? m : e->phlen - 1; k > best; k--)
 			if (memcmp(end + m - k, e->ph, k) == 0) {
@@ -502,17 +557,11 @@ cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 	return best;
 }
 
-/* ------------------------------------------------------------ building */
-
-static size_t
-ph_size(const struct cred_ph *e)
-{
-	return sizeof(*e) + strlen(e->sandbox) + strlen(e->cred) + e->phlen + 3;
-}
+/* ------------------------------------------------------------ entries */
 
 static struct cred_ph *
 ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
-    const char *ph, int removed)
+    const char *ph)
 {
 	size_t ls = strlen(sandbox) + 1, lc = strlen(cred) + 1;
 	size_t lp = strlen(ph) + 1;
@@ -526,12 +575,20 @@ ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
 	e->sandbox = memcpy(p + lp, sandbox, ls);
 	e->cred = memcpy(p + lp + ls, cred, lc);
 	e->phlen = lp - 1;
-	e->removed = removed;
 	if ((e->hashed = random_form(ph, e->phlen)))
 		e->h_ph = phs_hash(pub->key, ph + PFX_LEN, KEY_LEN);
-	e->h_sc = sc_hash(pub->key, sandbox, cred);
+	e->h_sb = sb_hash(pub->key, sandbox);
 	e->seq = pub->seq++;
 	return e;
+}
+
+static int
+in_slab(const struct cred_phs_pub *pub, const struct cred_ph *e)
+{
+	const char *p = (const char *)e;
+
+	return pub->slab != MAP_FAILED && p >= pub->slab &&
+	    p < pub->slab + SLAB_SLOTS * SLAB_SLOT;
 }
 
 static void
@@ -539,35 +596,130 @@ ph_unref(struct cred_phs_pub *pub, struct cred_ph *e)
 {
 	if (--e->refs > 0)
 		return;
-	pub->freed += ph_size(e);
-	free(e);
+	if (in_slab(pub, e)) {
+		pub->slab_free[pub->slab_nfree++] = (uint32_t)(((char *)e -
+		    pub->slab) / SLAB_SLOT);
+		ASAN_POISON_MEMORY_REGION(e, SLAB_SLOT);
+	} else
+		free(e);
 }
 
-static size_t
-table_cap(size_t n)
+/* e, as its removed copy: in the slab when there is room, else the heap. */
+static struct cred_ph *
+ph_copy(struct cred_phs_pub *pub, const struct cred_ph *e)
 {
-	size_t cap = 16;
+	size_t ls = strlen(e->sandbox) + 1, lc = strlen(e->cred) + 1;
+	size_t lp = e->phlen + 1, need = sizeof(*e) + ls + lc + lp;
+	struct cred_ph *r = NULL;
+	char *p;
 
-	while (cap < 2 * n)
-		cap <<= 1;
-	return cap;
+	if (need <= SLAB_SLOT && pub->slab != MAP_FAILED) {
+		if (pub->slab_nfree > 0)
+			r = (struct cred_ph *)(pub->slab + (size_t)pub->slab_free[
+			    --pub->slab_nfree] * SLAB_SLOT);
+		else if (pub->slab_used < SLAB_SLOTS)
+			r = (struct cred_ph *)(pub->slab + pub->slab_used++ *
+			    SLAB_SLOT);
+	}
+	if (r != NULL)
+		ASAN_UNPOISON_MEMORY_REGION(r, SLAB_SLOT);
+	else if ((r = malloc(need)) == NULL)
+		return NULL;
+	*r = *e;
+	r->refs = 0;
+	p = (char *)(r + 1);
+	r->ph = memcpy(p, e->ph, lp);
+	r->sandbox = memcpy(p + lp, e->sandbox, ls);
+	r->cred = memcpy(p + lp + ls, e->cred, lc);
+	return r;
 }
+
+/* A copy that made it into no table. */
+static void
+ph_discard(struct cred_phs_pub *pub, struct cred_ph *r)
+{
+	r->refs = 1;
+	ph_unref(pub, r);
+}
+
+/* ------------------------------------------------------------ shards */
 
 static void
-table_put(struct cred_ph **t, size_t mask, struct cred_ph *e, uint64_t h)
+shard_unref(struct cred_phs_pub *pub, struct phs_shard *sh)
 {
 	size_t i;
 
-	for (i = h & mask; t[i] != NULL; i = (i + 1) & mask)
+	if (sh == NULL || --sh->refs > 0)
+		return;
+	for (i = 0; i <= sh->mask; i++)
+		if (sh->slot[i] != NULL)
+			ph_unref(pub, sh->slot[i]);
+	free(sh);
+}
+
+static void
+shard_put(struct phs_shard *sh, struct cred_ph *e, int by_ph)
+{
+	uint64_t h = by_ph ? e->h_ph : e->h_sb;
+	size_t i;
+
+	for (i = (h >> SHARD_BITS) & sh->mask; sh->slot[i] != NULL;
+	    i = (i + 1) & sh->mask)
 		;
-	t[i] = e;
+	sh->slot[i] = e;
+	sh->n++;
+	e->refs++;
+}
+
+/*
+ * *sp with add put in and del (which it holds) taken out, either NULL: a
+ * new shard, NULL when empty. The old one loses the draft's reference.
+ */
+static int
+shard_edit(struct cred_phs_pub *pub, struct phs_shard **sp,
+    struct cred_ph *add, const struct cred_ph *del, int by_ph)
+{
+	struct phs_shard *old = *sp, *sh = NULL;
+	size_t i, cap = 4, n;
+
+	n = (old != NULL ? old->n : 0) - (del != NULL) + (add != NULL);
+	if (n > 0) {
+		while (cap < 2 * n)
+			cap <<= 1;
+		if ((sh = calloc(1, sizeof(*sh) + cap * sizeof(sh->slot[0]))) ==
+		    NULL)
+			return -1;
+		sh->refs = 1;
+		sh->mask = cap - 1;
+		for (i = 0; old != NULL && i <= old->mask; i++)
+			if (old->slot[i] != NULL && old->slot[i] != del)
+				shard_put(sh, old->slot[i], by_ph);
+		if (add != NULL)
+			shard_put(sh, add, by_ph);
+	}
+	shard_unref(pub, old);
+	*sp = sh;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the fixed list */
+
+static void
+fixed_unref(struct cred_phs_pub *pub, struct phs_fixed *f)
+{
+	size_t i;
+
+	if (f == NULL || --f->refs > 0)
+		return;
+	for (i = 0; i < f->n; i++)
+		ph_unref(pub, f->v[i]);
+	free(f->groups);
+	free(f);
 }
 
 static int
-fixed_cmp(const void *a, const void *b)
+fixed_cmp(const struct cred_ph *x, const struct cred_ph *y)
 {
-	const struct cred_ph *x = *(struct cred_ph *const *)a;
-	const struct cred_ph *y = *(struct cred_ph *const *)b;
 	int c = ph_cmp(x->ph, x->phlen, y->ph, y->phlen);
 
 	if (c != 0)
@@ -575,118 +727,130 @@ fixed_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static void
-phs_free_tables(struct cred_phs *s)
-{
-	free(s->by_ph);
-	free(s->by_sc);
-	free(s->fixed);
-	free(s->groups);
-	free(s);
-}
-
-/* Either array's entry i (live first). */
-static struct cred_ph *
-entry_at(struct cred_ph *const *live, size_t n_live, struct cred_ph *const *gone,
-    size_t i)
-{
-	return i < n_live ? live[i] : gone[i - n_live];
-}
-
+/* As shard_edit, for the sorted list (short: the policy's fixed ones). */
 static int
-phs_index_fixed(struct cred_phs *s, struct cred_ph *const *live,
-    size_t n_live, struct cred_ph *const *gone, size_t n_gone)
+fixed_edit(struct cred_phs_pub *pub, struct phs_fixed **fp,
+    struct cred_ph *add, const struct cred_ph *del)
 {
-	struct cred_ph *e;
-	size_t i, k = 0;
+	struct phs_fixed *old = *fp, *f = NULL;
+	size_t i, n;
 
-	if (s->n_fixed == 0)
-		return 0;
-	if ((s->fixed = calloc(s->n_fixed, sizeof(*s->fixed))) == NULL ||
-	    (s->groups = calloc(s->n_fixed, sizeof(*s->groups))) == NULL)
-		return -1;
-	for (i = 0; i < n_live + n_gone; i++)
-		if (!(e = entry_at(live, n_live, gone, i))->hashed)
-			s->fixed[k++] = e;
-	qsort(s->fixed, s->n_fixed, sizeof(*s->fixed), fixed_cmp);
-	for (i = 0; i < s->n_fixed; i++)
-		if (i == 0 || ph_cmp(s->fixed[i]->ph, s->fixed[i]->phlen,
-		    s->fixed[i - 1]->ph, s->fixed[i - 1]->phlen) != 0)
-			s->groups[s->n_groups++] = i;
-	s->bytes += 2 * s->n_fixed * sizeof(void *);
+	n = (old != NULL ? old->n : 0) - (del != NULL) + (add != NULL);
+	if (n > 0) {
+		if ((f = calloc(1, sizeof(*f) + n * sizeof(f->v[0]))) == NULL)
+			return -1;
+		if ((f->groups = calloc(n, sizeof(*f->groups))) == NULL) {
+			free(f);
+			return -1;
+		}
+		f->refs = 1;
+		for (i = 0; old != NULL && i < old->n; i++) {
+			if (old->v[i] == del)
+				continue;
+			if (add != NULL && fixed_cmp(add, old->v[i]) < 0) {
+				f->v[f->n++] = add;
+				add = NULL;
+			}
+			f->v[f->n++] = old->v[i];
+		}
+		if (add != NULL)
+			f->v[f->n++] = add;
+		for (i = 0; i < f->n; i++) {
+			f->v[i]->refs++;
+			if (i == 0 || ph_cmp(f->v[i]->ph, f->v[i]->phlen,
+			    f->v[i - 1]->ph, f->v[i - 1]->phlen) != 0)
+				f->groups[f->n_groups++] = i;
+		}
+	}
+	fixed_unref(pub, old);
+	*fp = f;
 	return 0;
 }
 
-static struct cred_ph **
-table_new(size_t n, size_t *mask, size_t *bytes)
-{
-	size_t cap = table_cap(n);
-	struct cred_ph **t;
-
-	if ((t = calloc(cap, sizeof(*t))) == NULL)
-		return NULL;
-	*mask = cap - 1;
-	*bytes += cap * sizeof(*t);
-	return t;
-}
-
-/*
- * A snapshot of live and gone (malloc'd arrays it takes over on success;
- * on failure they stay the caller's). NULL: out of memory.
- */
-static struct cred_phs *
-phs_build(struct cred_phs_pub *pub, struct cred_ph **live, size_t n_live,
-    struct cred_ph **gone, size_t n_gone)
-{
-	struct cred_phs *s;
-	struct cred_ph *e;
-	size_t i;
-
-	if ((s = calloc(1, sizeof(*s))) == NULL)
-		return NULL;
-	memcpy(s->key, pub->key, sizeof(s->key));
-	for (i = 0; i < n_live + n_gone; i++) {
-		if (entry_at(live, n_live, gone, i)->hashed)
-			s->n_random++;
-		else
-			s->n_fixed++;
-	}
-	if ((s->n_random > 0 && (s->by_ph = table_new(s->n_random,
-	    &s->ph_mask, &s->bytes)) == NULL) ||
-	    (n_live > 0 && (s->by_sc = table_new(n_live, &s->sc_mask,
-	    &s->bytes)) == NULL) ||
-	    phs_index_fixed(s, live, n_live, gone, n_gone) == -1) {
-		phs_free_tables(s);
-		return NULL;
-	}
-	for (i = 0; i < n_live + n_gone; i++) {
-		e = entry_at(live, n_live, gone, i);
-		if (e->hashed)
-			table_put(s->by_ph, s->ph_mask, e, e->h_ph);
-		if (i < n_live)
-			table_put(s->by_sc, s->sc_mask, e, e->h_sc);
-		e->refs++;
-	}
-	s->live = live;
-	s->n_live = n_live;
-	s->gone = gone;
-	s->n_gone = n_gone;
-	s->bytes += (n_live + n_gone) * sizeof(void *) + sizeof(*s);
-	return s;
-}
+/* ------------------------------------------------------------ snapshots */
 
 static void
 phs_free(struct cred_phs_pub *pub, struct cred_phs *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->n_live; i++)
-		ph_unref(pub, s->live[i]);
-	for (i = 0; i < s->n_gone; i++)
-		ph_unref(pub, s->gone[i]);
-	free(s->live);
-	free(s->gone);
-	phs_free_tables(s);
+	for (i = 0; i < SHARDS; i++) {
+		shard_unref(pub, s->by_ph[i]);
+		shard_unref(pub, s->by_sb[i]);
+	}
+	fixed_unref(pub, s->fixed);
+	free(s);
+}
+
+/* A copy of cur to change: it shares every shard until it edits one. */
+static struct cred_phs *
+draft_new(const struct cred_phs *cur)
+{
+	struct cred_phs *d;
+	size_t i;
+
+	if ((d = malloc(sizeof(*d))) == NULL)
+		return NULL;
+	*d = *cur;
+	d->pins = 0;
+	d->next_retired = NULL;
+	for (i = 0; i < SHARDS; i++) {
+		if (d->by_ph[i] != NULL)
+			d->by_ph[i]->refs++;
+		if (d->by_sb[i] != NULL)
+			d->by_sb[i]->refs++;
+	}
+	if (d->fixed != NULL)
+		d->fixed->refs++;
+	return d;
+}
+
+/* e into the tables that find placeholders, or out of them. */
+static int
+draft_ph(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph *add,
+    const struct cred_ph *del)
+{
+	const struct cred_ph *e = add != NULL ? add : del;
+
+	if (!e->hashed)
+		return fixed_edit(pub, &d->fixed, add, del);
+	if (shard_edit(pub, &d->by_ph[e->h_ph & (SHARDS - 1)], add, del,
+	    1) == -1)
+		return -1;
+	if (add != NULL)
+		d->n_random++;
+	else
+		d->n_random--;
+	return 0;
+}
+
+/* A new placeholder of a live sandbox. */
+static int
+draft_add(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph *e)
+{
+	if (shard_edit(pub, &d->by_sb[e->h_sb & (SHARDS - 1)], e, NULL,
+	    0) == -1 || draft_ph(pub, d, e, NULL) == -1)
+		return -1;
+	d->n_live++;
+	return 0;
+}
+
+/*
+ * Live e goes; r, its copy in the removed placeholders' slab (NULL: none,
+ * it is gone for good), takes its place among placeholders.
+ */
+static int
+draft_remove(struct cred_phs_pub *pub, struct cred_phs *d,
+    const struct cred_ph *e, struct cred_ph *r)
+{
+	if (shard_edit(pub, &d->by_sb[e->h_sb & (SHARDS - 1)], NULL, e,
+	    0) == -1 || draft_ph(pub, d, NULL, e) == -1 ||
+	    (r != NULL && draft_ph(pub, d, r, NULL) == -1))
+		return -1;
+	d->n_live--;
+	if (r != NULL)
+		d->n_gone++;
+	return 0;
 }
 
 /* ------------------------------------------------------------ publishing */
@@ -740,12 +904,11 @@ hazarded(struct cred_phs_pub *pub, const struct cred_phs *s)
 	return 0;
 }
 
-/* Free what no reader holds; give a large release back to the system. */
+/* Free what no reader holds. */
 static void
 reclaim(struct cred_phs_pub *pub)
 {
 	struct cred_phs **pp = &pub->retired, *s;
-	size_t now = atomic_load(&pub->cur)->bytes;
 
 	while ((s = *pp) != NULL) {
 		if (s->pins > 0 || hazarded(pub, s)) {
@@ -753,17 +916,8 @@ reclaim(struct cred_phs_pub *pub)
 			continue;
 		}
 		*pp = s->next_retired;
-		if (s->bytes > now)
-			pub->freed += s->bytes - now;
 		phs_free(pub, s);
 	}
-#ifdef __GLIBC__
-	/* glibc keeps freed small chunks; without this RSS would not shrink. */
-	if (pub->freed >= TRIM_BYTES) {
-		malloc_trim(0);
-		pub->freed = 0;
-	}
-#endif
 }
 
 void
@@ -793,6 +947,19 @@ publish(struct cred_phs_pub *pub, struct cred_phs *s)
 	old->next_retired = pub->retired;
 	pub->retired = old;
 	reclaim(pub);
+#ifdef __GLIBC__
+	/*
+	 * glibc keeps what was freed for later; once the live set has halved
+	 * since the last time, ask it to hand whole free pages back, so that
+	 * memory shrinks when sandboxes go.
+	 */
+	if (s->n_live > pub->trim_mark)
+		pub->trim_mark = s->n_live;
+	if (pub->trim_mark >= TRIM_MIN && s->n_live <= pub->trim_mark / 2) {
+		malloc_trim(0);
+		pub->trim_mark = s->n_live;
+	}
+#endif
 }
 
 struct cred_phs_pub *
@@ -804,10 +971,16 @@ cred_phs_pub_new(void)
 	if ((pub = calloc(1, sizeof(*pub))) == NULL)
 		return NULL;
 	if (getrandom(pub->key, sizeof(pub->key), 0) != sizeof(pub->key) ||
-	    (s = phs_build(pub, NULL, 0, NULL, 0)) == NULL) {
+	    (s = calloc(1, sizeof(*s))) == NULL) {
 		free(pub);
 		return NULL;
 	}
+	memcpy(s->key, pub->key, sizeof(s->key));
+	/* Pages are touched as slots are first used. */
+	pub->slab = mmap(NULL, SLAB_SLOTS * SLAB_SLOT, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (pub->slab != MAP_FAILED)
+		ASAN_POISON_MEMORY_REGION(pub->slab, SLAB_SLOTS * SLAB_SLOT);
 	pthread_mutex_init(&pub->mtx, NULL);
 	atomic_init(&pub->cur, s);
 	return pub;
@@ -825,6 +998,10 @@ cred_phs_pub_free(struct cred_phs_pub *pub)
 		phs_free(pub, s);
 	}
 	phs_free(pub, atomic_load(&pub->cur));
+	if (pub->slab != MAP_FAILED) {
+		ASAN_UNPOISON_MEMORY_REGION(pub->slab, SLAB_SLOTS * SLAB_SLOT);
+		munmap(pub->slab, SLAB_SLOTS * SLAB_SLOT);
+	}
 	pthread_mutex_destroy(&pub->mtx);
 	free(pub);
 }
@@ -842,154 +1019,147 @@ cred_phs_pub_count(struct cred_phs_pub *pub)
 
 /* ------------------------------------------------------------ changes */
 
-/* Already issued, or earlier in this batch. */
-static int
-have(const struct cred_phs *cur, struct cred_ph *const *add, size_t k,
-    const struct cred_phs_want *w)
-{
-	size_t i;
-
-	if (cred_phs_get(cur, w->sandbox, w->cred) != NULL)
-		return 1;
-	for (i = 0; i < k; i++)
-		if (strcmp(add[i]->sandbox, w->sandbox) == 0 &&
-		    strcmp(add[i]->cred, w->cred) == 0)
-			return 1;
-	return 0;
-}
-
-/* cur's live placeholders and add[0..k), in one new array; gone copied. */
-static struct cred_phs *
-with_added(struct cred_phs_pub *pub, const struct cred_phs *cur,
-    struct cred_ph *const *add, size_t k)
-{
-	struct cred_ph **live, **gone = NULL;
-	struct cred_phs *s;
-
-	if ((live = calloc(cur->n_live + k, sizeof(*live))) == NULL)
-		return NULL;
-	if (cur->n_live > 0)
-		memcpy(live, cur->live, cur->n_live * sizeof(*live));
-	memcpy(live + cur->n_live, add, k * sizeof(*live));
-	if (cur->n_gone > 0 &&
-	    (gone = malloc(cur->n_gone * sizeof(*gone))) == NULL) {
-		free(live);
-		return NULL;
-	}
-	if (cur->n_gone > 0)
-		memcpy(gone, cur->gone, cur->n_gone * sizeof(*gone));
-	if ((s = phs_build(pub, live, cur->n_live + k, gone,
-	    cur->n_gone)) == NULL) {
-		free(live);
-		free(gone);
-	}
-	return s;
-}
-
 int
 cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
     size_t n)
 {
 	const struct cred_phs *cur;
-	struct cred_phs *s;
-	struct cred_ph **add;
+	struct cred_phs *d = NULL;
+	struct cred_ph *e;
 	char rnd[VAULT_PLACEHOLDER_LEN + 1];
-	size_t i, k = 0;
-	int rc = -1;
+	size_t i;
 
-	if ((add = calloc(n > 0 ? n : 1, sizeof(*add))) == NULL)
-		return -1;
 	pthread_mutex_lock(&pub->mtx);
 	cur = atomic_load(&pub->cur);
 	for (i = 0; i < n; i++) {
-		if (have(cur, add, k, &w[i]))
+		/* The draft has this batch's too. */
+		if (cred_phs_get(d != NULL ? d : cur, w[i].sandbox,
+		    w[i].cred) != NULL)
 			continue;
+		if (d == NULL && (d = draft_new(cur)) == NULL)
+			goto fail;
 		if (w[i].fixed == NULL)
 			vault_placeholder_new(rnd);
-		if ((add[k] = ph_new(pub, w[i].sandbox, w[i].cred,
-		    w[i].fixed != NULL ? w[i].fixed : rnd, 0)) == NULL)
-			goto done;
-		k++;
-	}
-	rc = 0;
-	if (k > 0) {
-		if ((s = with_added(pub, cur, add, k)) == NULL)
-			rc = -1;
-		else {
-			publish(pub, s);
-			k = 0;		/* the snapshot holds them */
+		if ((e = ph_new(pub, w[i].sandbox, w[i].cred,
+		    w[i].fixed != NULL ? w[i].fixed : rnd)) == NULL)
+			goto fail;
+		if (draft_add(pub, d, e) == -1) {
+			if (e->refs == 0)
+				free(e);
+			goto fail;
 		}
 	}
-done:
+	if (d != NULL)
+		publish(pub, d);
 	pthread_mutex_unlock(&pub->mtx);
-	for (i = 0; i < k; i++)
-		free(add[i]);
-	free(add);
-	return rc;
+	return 0;
+fail:
+	if (d != NULL)
+		phs_free(pub, d);
+	pthread_mutex_unlock(&pub->mtx);
+	return -1;
+}
+
+/* The live placeholders of sandbox in cur: 0 and *vp (*m of them), or -1. */
+static int
+live_of(const struct cred_phs *cur, const char *sandbox,
+    struct cred_ph ***vp, size_t *m)
+{
+	const struct phs_shard *sh;
+	struct cred_ph *e;
+	uint64_t h = sb_hash(cur->key, sandbox);
+	size_t i;
+
+	*vp = NULL;
+	*m = 0;
+	if ((sh = cur->by_sb[h & (SHARDS - 1)]) == NULL)
+		return 0;
+	if ((*vp = calloc(sh->n, sizeof(**vp))) == NULL)
+		return -1;
+	for (i = 0; i <= sh->mask; i++)
+		if ((e = sh->slot[i]) != NULL && e->h_sb == h &&
+		    strcmp(e->sandbox, sandbox) == 0)
+			(*vp)[(*m)++] = e;
+	return 0;
 }
 
 /*
- * cur without sandbox's live placeholders, which join the removed ones as
- * copies marked removed; the oldest removed ones beyond the bound go.
+ * The oldest removed ones beyond the bound leave d; the ring loses them
+ * and gains made[0..k) once d is published (ring_commit).
  */
-static struct cred_phs *
-without(struct cred_phs_pub *pub, const struct cred_phs *cur,
-    const char *sandbox, size_t m)
+static int
+ring_trim(struct cred_phs_pub *pub, struct cred_phs *d, size_t k)
 {
-	struct cred_ph **live, **gone, *e;
-	size_t i, nl = 0, ng = 0, total, drop;
-	struct cred_phs *s = NULL;
+	size_t i, over;
 
-	total = cur->n_gone + m;
-	drop = total > CRED_PHS_REMOVED_MAX ? total - CRED_PHS_REMOVED_MAX : 0;
-	live = calloc(cur->n_live - m + 1, sizeof(*live));
-	gone = calloc(total - drop + 1, sizeof(*gone));
-	if (live == NULL || gone == NULL)
-		goto fail;
-	for (i = drop; i < cur->n_gone; i++)
-		gone[ng++] = cur->gone[i];
-	drop = drop > cur->n_gone ? drop - cur->n_gone : 0;
-	for (i = 0; i < cur->n_live; i++) {
-		e = cur->live[i];
-		if (strcmp(e->sandbox, sandbox) != 0)
-			live[nl++] = e;
-		else if (drop > 0)
-			drop--;
-		else if ((gone[ng++] = ph_new(pub, e->sandbox, e->cred, e->ph,
-		    1)) == NULL)
-			goto fail;
+	over = pub->ring_n + k > CRED_PHS_REMOVED_MAX ?
+	    pub->ring_n + k - CRED_PHS_REMOVED_MAX : 0;
+	for (i = 0; i < over; i++) {
+		if (draft_ph(pub, d, NULL, pub->ring[(pub->ring_head + i) %
+		    CRED_PHS_REMOVED_MAX]) == -1)
+			return -1;
+		d->n_gone--;
 	}
-	if ((s = phs_build(pub, live, nl, gone, ng)) != NULL)
-		return s;
-fail:
-	/* The copies made so far have no other holder. */
-	for (i = 0; gone != NULL && i < ng; i++)
-		if (gone[i] != NULL && gone[i]->refs == 0)
-			free(gone[i]);
-	free(live);
-	free(gone);
-	return NULL;
+	return 0;
+}
+
+static void
+ring_commit(struct cred_phs_pub *pub, struct cred_ph *const *made, size_t k)
+{
+	size_t i, over;
+
+	over = pub->ring_n + k > CRED_PHS_REMOVED_MAX ?
+	    pub->ring_n + k - CRED_PHS_REMOVED_MAX : 0;
+	pub->ring_head = (pub->ring_head + over) % CRED_PHS_REMOVED_MAX;
+	pub->ring_n -= over;
+	for (i = 0; i < k; i++)
+		pub->ring[(pub->ring_head + pub->ring_n++) %
+		    CRED_PHS_REMOVED_MAX] = made[i];
 }
 
 int
 cred_phs_forget(struct cred_phs_pub *pub, const char *sandbox)
 {
 	const struct cred_phs *cur;
-	struct cred_phs *s;
-	size_t i, m = 0;
-	int rc = 0;
+	struct cred_phs *d = NULL;
+	struct cred_ph **v, *r;
+	size_t i, m, k = 0;
+	int rc = -1;
 
 	pthread_mutex_lock(&pub->mtx);
 	cur = atomic_load(&pub->cur);
-	for (i = 0; i < cur->n_live; i++)
-		if (strcmp(cur->live[i]->sandbox, sandbox) == 0)
-			m++;
-	if (m > 0) {
-		if ((s = without(pub, cur, sandbox, m)) == NULL)
-			rc = -1;
-		else
-			publish(pub, s);
+	if (live_of(cur, sandbox, &v, &m) == -1)
+		goto done;
+	rc = 0;
+	if (m == 0)
+		goto done;
+	rc = -1;
+	if ((d = draft_new(cur)) == NULL)
+		goto done;
+	for (i = 0; i < m; i++) {
+		/* Beyond the bound, the first ones would go at once: no copy. */
+		r = NULL;
+		if (m - i <= CRED_PHS_REMOVED_MAX && (r = ph_copy(pub, v[i])) ==
+		    NULL)
+			goto done;
+		if (draft_remove(pub, d, v[i], r) == -1) {
+			if (r != NULL && r->refs == 0)
+				ph_discard(pub, r);
+			goto done;
+		}
+		if (r != NULL)
+			v[k++] = r;	/* v now lists the copies */
 	}
+	if (ring_trim(pub, d, k) == -1)
+		goto done;
+	publish(pub, d);
+	ring_commit(pub, v, k);
+	d = NULL;
+	rc = 0;
+done:
+	if (d != NULL)
+		phs_free(pub, d);
 	pthread_mutex_unlock(&pub->mtx);
+	free(v);
 	return rc;
 }

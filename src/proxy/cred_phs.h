@@ -3,8 +3,9 @@
  * random ones (sg-ph- + 32 base32) in a table keyed by a keyed hash of
  * their 32 characters, fixed ones in a short sorted list, an index by
  * (sandbox, credential), and the last CRED_PHS_REMOVED_MAX placeholders of
- * sandboxes that went. Every change builds a new snapshot and publishes it
- * by pointer; readers take no lock (a hazard pointer per thread).
+ * sandboxes that went. Every change makes a new snapshot (sharing the parts
+ * it does not touch) and publishes it by pointer; readers take no lock (a
+ * hazard pointer per thread).
  */
 #ifndef SG_CRED_PHS_H
 #define SG_CRED_PHS_H
@@ -15,19 +16,21 @@
 /* Placeholders of removed sandboxes still refused as misuse: the most recent. */
 #define CRED_PHS_REMOVED_MAX	4096
 
-/* One issued placeholder. Never changes once a snapshot holds it. */
+/*
+ * One issued placeholder. Never changes once a snapshot holds it; whether
+ * its sandbox still has it is the snapshot's to say (cred_phs_mine).
+ */
 struct cred_ph {
 	const char	*sandbox;
 	const char	*cred;
 	const char	*ph;
 	size_t		 phlen;
-	int		 removed;	/* its sandbox is gone: every use is misuse */
 	/* cred_phs.c's own */
 	int		 hashed;	/* sg-ph- + 32 base32: in the table */
 	uint64_t	 h_ph;		/* keyed hash of the 32 characters */
-	uint64_t	 h_sc;		/* keyed hash of (sandbox, cred) */
+	uint64_t	 h_sb;		/* keyed hash of the sandbox */
 	uint64_t	 seq;		/* issue order */
-	unsigned int	 refs;		/* snapshots holding it (writers only) */
+	unsigned int	 refs;		/* tables holding it (writers only) */
 };
 
 struct cred_phs;	/* a snapshot */
@@ -69,6 +72,9 @@ size_t		 cred_phs_count(const struct cred_phs *);
 /* The placeholder of (sandbox, cred); NULL when it has none. */
 const struct cred_ph *cred_phs_get(const struct cred_phs *,
 		    const char *sandbox, const char *cred);
+/* 1 when e is a placeholder of sandbox and sandbox is not removed. */
+int		 cred_phs_mine(const struct cred_phs *, const struct cred_ph *e,
+		    const char *sandbox);
 /* 1 when a placeholder of sandbox (not removed) is exactly ph[0..len). */
 int		 cred_phs_owned(const struct cred_phs *, const char *sandbox,
 		    const char *ph, size_t len);

@@ -298,13 +298,13 @@ own_cred(const struct session *s, const char *name)
 
 /* May placeholder e be swapped here? */
 static int
-swap_allowed(const struct session *s, const struct cred_ph *e,
-    const struct policy_credential **cp)
+swap_allowed(const struct session *s, const struct cred_phs *ps,
+    const struct cred_ph *e, const struct policy_credential **cp)
 {
 	const struct policy_credential *c;
 
-	if (e->removed || strcmp(e->sandbox, s->ident.sandbox) != 0 ||
-	    !s->intercepted || s->target.is_ip)
+	if (!cred_phs_mine(ps, e, s->ident.sandbox) || !s->intercepted ||
+	    s->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||
 	    !policy_credential_bound(c, s->target.host))
@@ -361,7 +361,7 @@ scan_cb(const struct cred_ph *e, void *arg)
 	const struct http_header *h;
 
 	/* A fixed placeholder is shared: judge it by our own entry. */
-	if ((e->removed || strcmp(e->sandbox, s->ident.sandbox) != 0) &&
+	if (!cred_phs_mine(sc->ps, e, s->ident.sandbox) &&
 	    cred_phs_owned(sc->ps, s->ident.sandbox, e->ph, e->phlen))
 		return 0;
 	snprintf(sc->plan->cred, sizeof(sc->plan->cred), "%s", e->cred);
@@ -370,13 +370,13 @@ scan_cb(const struct cred_ph *e, void *arg)
 		break;
 	case SCAN_QUERY:
 		/* In the request target: only the query, only with query: true. */
-		if (!swap_allowed(s, e, &c) || !c->query)
+		if (!swap_allowed(s, sc->ps, e, &c) || !c->query)
 			break;
 		sc->plan->query_cred = c;
 		return 0;
 	case SCAN_HEADER:
 		h = &sc->req->headers[sc->header];
-		if (!swap_allowed(s, e, &c) || !policy_credential_header(c,
+		if (!swap_allowed(s, sc->ps, e, &c) || !policy_credential_header(c,
 		    h->name.p, h->name.len))
 			break;
 		sc->plan->swap[sc->header] = c;
