@@ -561,7 +561,7 @@ cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 
 static struct cred_ph *
 ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
-    const char *ph)
+    const char *ph, int fixed)
 {
 	size_t ls = strlen(sandbox) + 1, lc = strlen(cred) + 1;
 	size_t lp = strlen(ph) + 1;
@@ -575,6 +575,7 @@ ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
 	e->sandbox = memcpy(p + lp, sandbox, ls);
 	e->cred = memcpy(p + lp + ls, cred, lc);
 	e->phlen = lp - 1;
+	e->fixed = fixed;
 	if ((e->hashed = random_form(ph, e->phlen)))
 		e->h_ph = phs_hash(pub->key, ph + PFX_LEN, KEY_LEN);
 	e->h_sb = sb_hash(pub->key, sandbox);
@@ -1019,47 +1020,6 @@ cred_phs_pub_count(struct cred_phs_pub *pub)
 
 /* ------------------------------------------------------------ changes */
 
-int
-cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
-    size_t n)
-{
-	const struct cred_phs *cur;
-	struct cred_phs *d = NULL;
-	struct cred_ph *e;
-	char rnd[VAULT_PLACEHOLDER_LEN + 1];
-	size_t i;
-
-	pthread_mutex_lock(&pub->mtx);
-	cur = atomic_load(&pub->cur);
-	for (i = 0; i < n; i++) {
-		/* The draft has this batch's too. */
-		if (cred_phs_get(d != NULL ? d : cur, w[i].sandbox,
-		    w[i].cred) != NULL)
-			continue;
-		if (d == NULL && (d = draft_new(cur)) == NULL)
-			goto fail;
-		if (w[i].fixed == NULL)
-			vault_placeholder_new(rnd);
-		if ((e = ph_new(pub, w[i].sandbox, w[i].cred,
-		    w[i].fixed != NULL ? w[i].fixed : rnd)) == NULL)
-			goto fail;
-		if (draft_add(pub, d, e) == -1) {
-			if (e->refs == 0)
-				free(e);
-			goto fail;
-		}
-	}
-	if (d != NULL)
-		publish(pub, d);
-	pthread_mutex_unlock(&pub->mtx);
-	return 0;
-fail:
-	if (d != NULL)
-		phs_free(pub, d);
-	pthread_mutex_unlock(&pub->mtx);
-	return -1;
-}
-
 /* The live placeholders of sandbox in cur: 0 and *vp (*m of them), or -1. */
 static int
 live_of(const struct cred_phs *cur, const char *sandbox,
@@ -1083,20 +1043,46 @@ live_of(const struct cred_phs *cur, const char *sandbox,
 	return 0;
 }
 
+/* Live e leaves d; its removed copy joins made[*k] (room for it). */
+static int
+retire(struct cred_phs_pub *pub, struct cred_phs *d, const struct cred_ph *e,
+    struct cred_ph **made, size_t *k)
+{
+	struct cred_ph *r;
+
+	if ((r = ph_copy(pub, e)) == NULL)
+		return -1;
+	if (draft_remove(pub, d, e, r) == -1) {
+		if (r->refs == 0)
+			ph_discard(pub, r);
+		return -1;
+	}
+	made[(*k)++] = r;
+	return 0;
+}
+
+static size_t
+ring_over(const struct cred_phs_pub *pub, size_t k)
+{
+	return pub->ring_n + k > CRED_PHS_REMOVED_MAX ?
+	    pub->ring_n + k - CRED_PHS_REMOVED_MAX : 0;
+}
+
 /*
- * The oldest removed ones beyond the bound leave d; the ring loses them
- * and gains made[0..k) once d is published (ring_commit).
+ * made[0..k) join the removed ones: the oldest beyond the bound leave d
+ * now, and the ring follows once d is published (ring_commit).
  */
 static int
-ring_trim(struct cred_phs_pub *pub, struct cred_phs *d, size_t k)
+ring_trim(struct cred_phs_pub *pub, struct cred_phs *d,
+    struct cred_ph *const *made, size_t k)
 {
-	size_t i, over;
+	const struct cred_ph *e;
+	size_t i, over = ring_over(pub, k);
 
-	over = pub->ring_n + k > CRED_PHS_REMOVED_MAX ?
-	    pub->ring_n + k - CRED_PHS_REMOVED_MAX : 0;
 	for (i = 0; i < over; i++) {
-		if (draft_ph(pub, d, NULL, pub->ring[(pub->ring_head + i) %
-		    CRED_PHS_REMOVED_MAX]) == -1)
+		e = i < pub->ring_n ? pub->ring[(pub->ring_head + i) %
+		    CRED_PHS_REMOVED_MAX] : made[i - pub->ring_n];
+		if (draft_ph(pub, d, NULL, e) == -1)
 			return -1;
 		d->n_gone--;
 	}
@@ -1106,15 +1092,97 @@ ring_trim(struct cred_phs_pub *pub, struct cred_phs *d, size_t k)
 static void
 ring_commit(struct cred_phs_pub *pub, struct cred_ph *const *made, size_t k)
 {
-	size_t i, over;
+	size_t i, over = ring_over(pub, k), old;
 
-	over = pub->ring_n + k > CRED_PHS_REMOVED_MAX ?
-	    pub->ring_n + k - CRED_PHS_REMOVED_MAX : 0;
-	pub->ring_head = (pub->ring_head + over) % CRED_PHS_REMOVED_MAX;
-	pub->ring_n -= over;
-	for (i = 0; i < k; i++)
+	old = over < pub->ring_n ? over : pub->ring_n;
+	pub->ring_head = (pub->ring_head + old) % CRED_PHS_REMOVED_MAX;
+	pub->ring_n -= old;
+	for (i = over - old; i < k; i++)
 		pub->ring[(pub->ring_head + pub->ring_n++) %
 		    CRED_PHS_REMOVED_MAX] = made[i];
+}
+
+/* Publish d with made[0..k) among the removed ones; d is freed on failure. */
+static int
+commit(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph **made,
+    size_t k)
+{
+	if (ring_trim(pub, d, made, k) == -1) {
+		phs_free(pub, d);
+		return -1;
+	}
+	publish(pub, d);
+	ring_commit(pub, made, k);
+	return 0;
+}
+
+/* e is what w asks for: random for random, the same fixed string. */
+static int
+as_wanted(const struct cred_ph *e, const struct cred_phs_want *w)
+{
+	if (w->fixed == NULL)
+		return !e->fixed;
+	return e->fixed && strcmp(e->ph, w->fixed) == 0;
+}
+
+/* One want into d: a new placeholder, replacing one not as wanted. */
+static int
+issue_one(struct cred_phs_pub *pub, struct cred_phs *d,
+    const struct cred_phs_want *w, const struct cred_ph *old,
+    struct cred_ph **made, size_t *k)
+{
+	char rnd[VAULT_PLACEHOLDER_LEN + 1];
+	struct cred_ph *e;
+
+	/* A policy's fixed value changed: the old one is removed, not lost. */
+	if (old != NULL && retire(pub, d, old, made, k) == -1)
+		return -1;
+	if (w->fixed == NULL)
+		vault_placeholder_new(rnd);
+	if ((e = ph_new(pub, w->sandbox, w->cred, w->fixed != NULL ? w->fixed :
+	    rnd, w->fixed != NULL)) == NULL)
+		return -1;
+	if (draft_add(pub, d, e) == -1) {
+		if (e->refs == 0)
+			free(e);
+		return -1;
+	}
+	return 0;
+}
+
+int
+cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
+    size_t n)
+{
+	const struct cred_phs *cur;
+	const struct cred_ph *old;
+	struct cred_phs *d = NULL;
+	struct cred_ph **made;
+	size_t i, k = 0;
+	int rc = -1;
+
+	if ((made = calloc(n > 0 ? n : 1, sizeof(*made))) == NULL)
+		return -1;
+	pthread_mutex_lock(&pub->mtx);
+	cur = atomic_load(&pub->cur);
+	for (i = 0; i < n; i++) {
+		/* The draft has this batch's too. */
+		old = cred_phs_get(d != NULL ? d : cur, w[i].sandbox, w[i].cred);
+		if (old != NULL && as_wanted(old, &w[i]))
+			continue;
+		if (d == NULL && (d = draft_new(cur)) == NULL)
+			goto done;
+		if (issue_one(pub, d, &w[i], old, made, &k) == -1)
+			goto done;
+	}
+	rc = d != NULL ? commit(pub, d, made, k) : 0;
+	d = NULL;
+done:
+	if (d != NULL)
+		phs_free(pub, d);
+	pthread_mutex_unlock(&pub->mtx);
+	free(made);
+	return rc;
 }
 
 int
@@ -1122,7 +1190,7 @@ cred_phs_forget(struct cred_phs_pub *pub, const char *sandbox)
 {
 	const struct cred_phs *cur;
 	struct cred_phs *d = NULL;
-	struct cred_ph **v, *r;
+	struct cred_ph **v, **made = NULL;
 	size_t i, m, k = 0;
 	int rc = -1;
 
@@ -1134,32 +1202,19 @@ cred_phs_forget(struct cred_phs_pub *pub, const char *sandbox)
 	if (m == 0)
 		goto done;
 	rc = -1;
-	if ((d = draft_new(cur)) == NULL)
+	if ((made = calloc(m, sizeof(*made))) == NULL ||
+	    (d = draft_new(cur)) == NULL)
 		goto done;
-	for (i = 0; i < m; i++) {
-		/* Beyond the bound, the first ones would go at once: no copy. */
-		r = NULL;
-		if (m - i <= CRED_PHS_REMOVED_MAX && (r = ph_copy(pub, v[i])) ==
-		    NULL)
+	for (i = 0; i < m; i++)
+		if (retire(pub, d, v[i], made, &k) == -1)
 			goto done;
-		if (draft_remove(pub, d, v[i], r) == -1) {
-			if (r != NULL && r->refs == 0)
-				ph_discard(pub, r);
-			goto done;
-		}
-		if (r != NULL)
-			v[k++] = r;	/* v now lists the copies */
-	}
-	if (ring_trim(pub, d, k) == -1)
-		goto done;
-	publish(pub, d);
-	ring_commit(pub, v, k);
+	rc = commit(pub, d, made, k);
 	d = NULL;
-	rc = 0;
 done:
 	if (d != NULL)
 		phs_free(pub, d);
 	pthread_mutex_unlock(&pub->mtx);
+	free(made);
 	free(v);
 	return rc;
 }

@@ -26,6 +26,7 @@ struct cred_ph {
 	const char	*ph;
 	size_t		 phlen;
 	/* cred_phs.c's own */
+	int		 fixed;		/* a policy's placeholder: value, not random */
 	int		 hashed;	/* sg-ph- + 32 base32: in the table */
 	uint64_t	 h_ph;		/* keyed hash of the 32 characters */
 	uint64_t	 h_sb;		/* keyed hash of the sandbox */
@@ -52,8 +53,10 @@ void		 cred_phs_leave(struct cred_phs_pub *, const struct cred_phs *);
 /*
  * Writers (serialised by the publisher's mutex). A (sandbox, credential)
  * that has no placeholder gets one: fixed when fixed is not NULL, random
- * otherwise; one new snapshot for the whole batch. 0, or -1: out of memory,
- * nothing changed.
+ * otherwise; one that has a random one where fixed is asked for, or
+ * another fixed one, or a fixed one where random is asked for, gets a new
+ * one and the old one becomes removed. One new snapshot for the whole
+ * batch. 0, or -1: out of memory, nothing changed.
  */
 struct cred_phs_want {
 	const char	*sandbox;

@@ -57,12 +57,27 @@ policies:
         ports: [{bound}]
         tls: intercept
     allow_private: [{origin}/32]
+    credentials: [echo-key, fixed-key]
+  # The registered ones: one placeholder each.
+  - name: dyn
+    allow:
+      - host: bound.test
+        ports: [{bound}]
+        tls: intercept
+    allow_private: [{origin}/32]
     credentials: [echo-key]
 credentials:
   - name: echo-key
     secret: echo-secret
     hosts: [bound.test]
+  - name: fixed-key
+    secret: echo-secret
+    hosts: [bound.test]
+    headers: [X-Api-Key]
+    placeholder: "{fixed}"
 """
+FIXED_1 = "sgtest-scale-fixed-0001"
+FIXED_2 = "sgtest-scale-fixed-0002"
 
 
 def rss_kb(pid):
@@ -110,8 +125,8 @@ class PlaceholderScaleTest(unittest.TestCase):
             ("other.test", C.ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.admin_sock = os.path.join(d, "admin.sock")
-        cls.gw = T.Gateway(d, cls.dns, {"scale.yaml": POLICY.format(
-            bound=cls.bound.port, origin=C.ORIGIN_HOST)}, extra={
+        cls.gw = T.Gateway(d, cls.dns, {"scale.yaml": cls.policy(FIXED_1)},
+            extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"admin": cls.admin_sock}})
         r = T.run_sandgate("vault", "set", "echo-secret", "-c",
@@ -127,6 +142,11 @@ class PlaceholderScaleTest(unittest.TestCase):
             time.sleep(0.05)
         cls.ctx = ssl.create_default_context(cafile=gw_ca)
 
+    @classmethod
+    def policy(cls, fixed):
+        return POLICY.format(bound=cls.bound.port, origin=C.ORIGIN_HOST,
+            fixed=fixed)
+
     # -------------------------------------------------------------- helpers
 
     def admin(self, method, path, body=None, want=200):
@@ -136,39 +156,46 @@ class PlaceholderScaleTest(unittest.TestCase):
 
     def register(self, sid, source):
         doc = self.admin("POST", "/v1/sandboxes", {"id": sid,
-            "policy": "agent", "source": source}, want=201)
+            "policy": "dyn", "source": source}, want=201)
         return C.placeholders_of(doc)["echo-key"]["placeholder"]
 
-    def fetch(self, marker, ph, host="bound.test", source=None):
-        """One request with ph as Bearer on a fresh intercepted tunnel."""
+    def fetch(self, marker, ph, host="bound.test", source=None,
+            header="Authorization"):
+        """One request with ph (as Bearer) on a fresh intercepted tunnel."""
         c, r = T.open_tunnel(self.gw.port, "%s:%d" % (host, self.bound.port),
             source=source)
         self.addCleanup(c.close)
         self.assertEqual(r.status, 200, r)
         c.sock = self.ctx.wrap_socket(c.sock, server_hostname=host)
-        c.send("GET %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s"
-            "\r\n\r\n" % (marker, host, self.bound.port, ph))
+        value = ("Bearer " + ph) if header == "Authorization" else ph
+        c.send("GET %s HTTP/1.1\r\nHost: %s:%d\r\n%s: %s\r\n\r\n" % (
+            marker, host, self.bound.port, header, value))
         return c.read_response("GET")
 
-    def assert_swapped(self, marker, ph, source):
-        r = self.fetch(marker, ph, source=source)
+    def assert_swapped(self, marker, ph, source=None, header="Authorization"):
+        r = self.fetch(marker, ph, source=source, header=header)
         self.assertEqual(r.status, 200, r)
         seen = [x["seen"] for x in self.bound.find(marker)]
         self.assertEqual(seen, [SECRET])
         self.assertNotIn(SECRET.encode(), r.raw_head + r.body)
 
-    def assert_refused(self, marker, ph, reason, host="bound.test"):
-        r = self.fetch(marker, ph, host=host)
+    def assert_refused(self, marker, ph, reason, host="bound.test",
+            header="Authorization", cred="echo-key"):
+        r = self.fetch(marker, ph, host=host, header=header)
         self.assertIsNotNone(r)
         self.assertEqual((r.status, r.header("X-Sandgate-Reason")),
             (403, reason), r)
         rows = self.gw.wait_audit(pred=lambda x: (x["path"] or "") == marker,
             decision="deny", reason=reason)
         self.assertTrue(rows, "no audit row for %s" % marker)
-        self.assertEqual(rows[-1]["credential"], "echo-key")
+        self.assertEqual(rows[-1]["credential"], cred)
         self.assertEqual(self.bound.find(marker), [])
 
     # -------------------------------------------------------------- the test
+
+    def reload(self, fixed):
+        self.gw.write_policy("scale.yaml", self.policy(fixed))
+        self.assertEqual(self.admin("POST", "/v1/reload"), {"ok": True})
 
     def audit_settled(self, sid):
         """Wait until the audit row of the last removal is written."""
@@ -227,6 +254,17 @@ class PlaceholderScaleTest(unittest.TestCase):
         self.assertLess(after - base, other,
             "VmRSS %d kB before, %d kB with %d sandboxes, %d kB after "
             "forgetting them" % (base, peak, N, after))
+
+
+    def test_reload_changes_fixed_placeholder(self):
+        """A reload rebuilds the set: a changed placeholder: value is in force."""
+        self.assert_swapped("/fixed-1", FIXED_1, header="X-Api-Key")
+        self.reload(FIXED_2)
+        self.addCleanup(self.reload, FIXED_1)
+        self.assert_swapped("/fixed-2", FIXED_2, header="X-Api-Key")
+        # The old value is a removed placeholder now: refused, not passed on.
+        self.assert_refused("/m/fixed-old", FIXED_1, "credential-misuse",
+            header="X-Api-Key", cred="fixed-key")
 
 
 if __name__ == "__main__":

@@ -260,18 +260,40 @@ test_forget(void)
 	CHECK(!cred_phs_mine(s, h.v[0], "dyn-0"));
 	cred_phs_leave(pub, s);
 
+	/* A reload that changes a fixed value: new one its own, old one removed. */
+	CHECK_INT(issue1(pub, "static", "fixed", "fixed-placeholder-0002"), 0);
+	CHECK_INT(issue1(pub, "static", "other", "fixed-placeholder-0003"), 0);
+	s = cred_phs_enter(pub);
+	CHECK_STR(cred_phs_get(s, "static", "fixed")->ph, "fixed-placeholder-0002");
+	CHECK_INT(search(s, FIXED, 0, &h), 1);
+	CHECK(h.n == 1 && !cred_phs_mine(s, h.v[0], "static"));
+	CHECK_INT(cred_phs_owned(s, "static", FIXED, strlen(FIXED)), 0);
+	CHECK_INT(search(s, "fixed-placeholder-0002", 0, &h), 1);
+	CHECK(h.n == 1 && cred_phs_mine(s, h.v[0], "static"));
+	cred_phs_leave(pub, s);
+	/* ... and to random: a new random one; the same random stays. */
+	CHECK_INT(issue1(pub, "static", "other", NULL), 0);
+	CHECK_INT(issue1(pub, "dyn-1", "echo", NULL), 0);
+	s = cred_phs_enter(pub);
+	CHECK(strncmp(cred_phs_get(s, "static", "other")->ph, "sg-ph-", 6) == 0);
+	CHECK_STR(cred_phs_get(s, "dyn-1", "echo")->ph, ph1);
+	CHECK_INT(search(s, "fixed-placeholder-0003", 0, &h), 1);
+	CHECK(!cred_phs_mine(s, h.v[0], "static"));
+	cred_phs_leave(pub, s);
+
 	/* Beyond the bound, the oldest removed ones are forgotten for good. */
 	for (i = 0; i < CRED_PHS_REMOVED_MAX + 10; i++) {
 		snprintf(id, sizeof(id), "gone-%zu", i);
 		CHECK_INT(issue1(pub, id, "echo", NULL), 0);
 		CHECK_INT(cred_phs_forget(pub, id), 0);
 	}
-	/* static, dyn-0 (new), dyn-1 live; the last REMOVED_MAX removed. */
-	CHECK_INT(cred_phs_pub_count(pub), 3 + CRED_PHS_REMOVED_MAX);
+	/* static (2), dyn-0 (new), dyn-1 live; the last REMOVED_MAX removed. */
+	CHECK_INT(cred_phs_pub_count(pub), 4 + CRED_PHS_REMOVED_MAX);
 	s = cred_phs_enter(pub);
 	CHECK_INT(search(s, ph0, 0, &h), 0);
+	CHECK_INT(search(s, FIXED, 0, &h), 0);
 	CHECK_INT(search(s, ph1, 0, &h), 1);
-	snprintf(buf, sizeof(buf), "%s", FIXED);
+	snprintf(buf, sizeof(buf), "%s", "fixed-placeholder-0002");
 	CHECK_INT(search(s, buf, 0, &h), 1);
 	e = cred_phs_get(s, "dyn-0", "echo");
 	CHECK(e != NULL && strcmp(e->ph, phx) == 0);
