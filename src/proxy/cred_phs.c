@@ -561,7 +561,7 @@ cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 
 static struct cred_ph *
 ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
-    const char *ph, int fixed)
+    const char *ph, int fixed, int is_static)
 {
 	size_t ls = strlen(sandbox) + 1, lc = strlen(cred) + 1;
 	size_t lp = strlen(ph) + 1;
@@ -576,6 +576,7 @@ ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
 	e->cred = memcpy(p + lp + ls, cred, lc);
 	e->phlen = lp - 1;
 	e->fixed = fixed;
+	e->is_static = is_static;
 	if ((e->hashed = random_form(ph, e->phlen)))
 		e->h_ph = phs_hash(pub->key, ph + PFX_LEN, KEY_LEN);
 	e->h_sb = sb_hash(pub->key, sandbox);
@@ -1128,7 +1129,7 @@ as_wanted(const struct cred_ph *e, const struct cred_phs_want *w)
 /* One want into d: a new placeholder, replacing one not as wanted. */
 static int
 issue_one(struct cred_phs_pub *pub, struct cred_phs *d,
-    const struct cred_phs_want *w, const struct cred_ph *old,
+    const struct cred_phs_want *w, int is_static, const struct cred_ph *old,
     struct cred_ph **made, size_t *k)
 {
 	char rnd[VAULT_PLACEHOLDER_LEN + 1];
@@ -1140,7 +1141,7 @@ issue_one(struct cred_phs_pub *pub, struct cred_phs *d,
 	if (w->fixed == NULL)
 		vault_placeholder_new(rnd);
 	if ((e = ph_new(pub, w->sandbox, w->cred, w->fixed != NULL ? w->fixed :
-	    rnd, w->fixed != NULL)) == NULL)
+	    rnd, w->fixed != NULL, is_static)) == NULL)
 		return -1;
 	if (draft_add(pub, d, e) == -1) {
 		if (e->refs == 0)
@@ -1150,9 +1151,90 @@ issue_one(struct cred_phs_pub *pub, struct cred_phs *d,
 	return 0;
 }
 
-int
-cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
-    size_t n)
+static int
+want_cmp(const void *a, const void *b)
+{
+	const struct cred_phs_want *x = *(const struct cred_phs_want *const *)a;
+	const struct cred_phs_want *y = *(const struct cred_phs_want *const *)b;
+	int c = strcmp(x->sandbox, y->sandbox);
+
+	return c != 0 ? c : strcmp(x->cred, y->cred);
+}
+
+/* 1 when sorted[0..n) has e's (sandbox, credential). */
+static int
+listed(const struct cred_phs_want *const *sorted, size_t n,
+    const struct cred_ph *e)
+{
+	struct cred_phs_want key = { e->sandbox, e->cred, NULL };
+	const struct cred_phs_want *kp = &key;
+
+	return bsearch(&kp, sorted, n, sizeof(*sorted), want_cmp) != NULL;
+}
+
+/*
+ * The static placeholders of s that w[0..n) does not list (their sandbox
+ * or credential left the policy), into a new array (*m of them); -1.
+ */
+static int
+unlisted(const struct cred_phs *s, const struct cred_phs_want *w, size_t n,
+    struct cred_ph ***vp, size_t *m)
+{
+	const struct cred_phs_want **sorted;
+	const struct phs_shard *sh;
+	size_t i, j;
+
+	*m = 0;
+	if ((*vp = calloc(s->n_live + 1, sizeof(**vp))) == NULL ||
+	    (sorted = calloc(n + 1, sizeof(*sorted))) == NULL) {
+		free(*vp);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		sorted[i] = &w[i];
+	qsort(sorted, n, sizeof(*sorted), want_cmp);
+	for (i = 0; i < SHARDS; i++)
+		for (j = 0; (sh = s->by_sb[i]) != NULL && j <= sh->mask; j++)
+			if (sh->slot[j] != NULL && sh->slot[j]->is_static &&
+			    !listed(sorted, n, sh->slot[j]))
+				(*vp)[(*m)++] = sh->slot[j];
+	free(sorted);
+	return 0;
+}
+
+/* The static set is w: what it no longer lists becomes removed. */
+static int
+drop_unlisted(struct cred_phs_pub *pub, const struct cred_phs *cur,
+    struct cred_phs **dp, const struct cred_phs_want *w, size_t n,
+    struct cred_ph ***madep, size_t *k)
+{
+	struct cred_ph **v, **nm;
+	size_t i, m;
+	int rc = -1;
+
+	if (unlisted(*dp != NULL ? *dp : cur, w, n, &v, &m) == -1)
+		return -1;
+	if (m == 0) {
+		free(v);
+		return 0;
+	}
+	if ((nm = reallocarray(*madep, *k + m, sizeof(*nm))) == NULL)
+		goto done;
+	*madep = nm;
+	if (*dp == NULL && (*dp = draft_new(cur)) == NULL)
+		goto done;
+	for (i = 0; i < m; i++)
+		if (retire(pub, *dp, v[i], *madep, k) == -1)
+			goto done;
+	rc = 0;
+done:
+	free(v);
+	return rc;
+}
+
+static int
+issue(struct cred_phs_pub *pub, const struct cred_phs_want *w, size_t n,
+    int is_static)
 {
 	const struct cred_phs *cur;
 	const struct cred_ph *old;
@@ -1172,9 +1254,11 @@ cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
 			continue;
 		if (d == NULL && (d = draft_new(cur)) == NULL)
 			goto done;
-		if (issue_one(pub, d, &w[i], old, made, &k) == -1)
+		if (issue_one(pub, d, &w[i], is_static, old, made, &k) == -1)
 			goto done;
 	}
+	if (is_static && drop_unlisted(pub, cur, &d, w, n, &made, &k) == -1)
+		goto done;
 	rc = d != NULL ? commit(pub, d, made, k) : 0;
 	d = NULL;
 done:
@@ -1183,6 +1267,20 @@ done:
 	pthread_mutex_unlock(&pub->mtx);
 	free(made);
 	return rc;
+}
+
+int
+cred_phs_issue(struct cred_phs_pub *pub, const struct cred_phs_want *w,
+    size_t n)
+{
+	return issue(pub, w, n, 0);
+}
+
+int
+cred_phs_set_static(struct cred_phs_pub *pub, const struct cred_phs_want *w,
+    size_t n)
+{
+	return issue(pub, w, n, 1);
 }
 
 int

@@ -27,6 +27,7 @@ struct cred_ph {
 	size_t		 phlen;
 	/* cred_phs.c's own */
 	int		 fixed;		/* a policy's placeholder: value, not random */
+	int		 is_static;	/* a static sandbox's (cred_phs_set_static) */
 	int		 hashed;	/* sg-ph- + 32 base32: in the table */
 	uint64_t	 h_ph;		/* keyed hash of the 32 characters */
 	uint64_t	 h_sb;		/* keyed hash of the sandbox */
@@ -64,6 +65,13 @@ struct cred_phs_want {
 	const char	*fixed;		/* NULL: random */
 };
 int		 cred_phs_issue(struct cred_phs_pub *,
+		    const struct cred_phs_want *, size_t n);
+/*
+ * The static sandboxes' placeholders are w[0..n) (a policy, loaded or
+ * reloaded): issued as above, and those of static sandboxes or credentials
+ * that w no longer lists become removed. 0, or -1 as above.
+ */
+int		 cred_phs_set_static(struct cred_phs_pub *,
 		    const struct cred_phs_want *, size_t n);
 /* The sandbox's placeholders become removed ones. 0, or -1 as above. */
 int		 cred_phs_forget(struct cred_phs_pub *, const char *sandbox);

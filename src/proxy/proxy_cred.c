@@ -54,11 +54,12 @@ want_sandbox_cb(const char *id, const char *policy_name, void *arg)
 	}
 }
 
-/* One new snapshot with what ws wants and lacks. */
+/* One new snapshot with what ws wants and lacks (and, static, no more). */
 static void
 issue(struct proxy *p, struct wants *ws)
 {
-	if (ws->oom || cred_phs_issue(p->phs, ws->v, ws->n) == -1)
+	if (ws->oom || (ws->dynamic ? cred_phs_issue(p->phs, ws->v, ws->n) :
+	    cred_phs_set_static(p->phs, ws->v, ws->n)) == -1)
 		log_warnx("out of memory issuing placeholders");
 	atomic_store(&p->n_phs, cred_phs_pub_count(p->phs));
 	free(ws->v);

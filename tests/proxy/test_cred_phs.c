@@ -301,6 +301,47 @@ test_forget(void)
 	cred_phs_pub_free(pub);
 }
 
+/* A reload: the static set is what the policy lists, no more. */
+static void
+test_static_set(void)
+{
+	struct cred_phs_pub *pub = cred_phs_pub_new();
+	struct cred_phs_want two[] = {
+		{ "st-a", "echo", NULL }, { "st-b", "echo", NULL },
+		{ "st-b", "fixed", FIXED },
+	}, one[] = { { "st-a", "echo", NULL } };
+	const struct cred_phs *s;
+	char pa[64], pb[64], pd[64], px[64];
+	struct hits h;
+
+	CHECK_INT(cred_phs_set_static(pub, two, 3), 0);
+	CHECK_INT(issue1(pub, "dyn", "echo", NULL), 0);
+	ph_of(pub, "st-a", "echo", pa);
+	ph_of(pub, "st-b", "echo", pb);
+	ph_of(pub, "dyn", "echo", pd);
+	/* The same set again: nothing changes. */
+	CHECK_INT(cred_phs_set_static(pub, two, 3), 0);
+	CHECK_STR(ph_of(pub, "st-b", "echo", px), pb);
+	/* st-b left the policy: its placeholders are removed ones now. */
+	CHECK_INT(cred_phs_set_static(pub, one, 1), 0);
+	CHECK_INT(cred_phs_pub_count(pub), 4);
+	s = cred_phs_enter(pub);
+	CHECK(cred_phs_get(s, "st-b", "echo") == NULL);
+	CHECK(cred_phs_get(s, "st-b", "fixed") == NULL);
+	CHECK_INT(search(s, pb, 0, &h), 1);
+	CHECK(!cred_phs_mine(s, h.v[0], "st-b"));
+	CHECK_INT(search(s, FIXED, 0, &h), 1);
+	CHECK(!cred_phs_mine(s, h.v[0], "st-b"));
+	/* Registered sandboxes are not the policy's to drop. */
+	CHECK_STR(cred_phs_get(s, "dyn", "echo")->ph, pd);
+	CHECK_STR(cred_phs_get(s, "st-a", "echo")->ph, pa);
+	cred_phs_leave(pub, s);
+	/* Its id registered later: placeholders of its own, not the old ones. */
+	CHECK_INT(issue1(pub, "st-b", "echo", NULL), 0);
+	CHECK(strcmp(ph_of(pub, "st-b", "echo", px), pb) != 0);
+	cred_phs_pub_free(pub);
+}
+
 /* ------------------------------------------------------------ memory */
 
 static double
@@ -538,6 +579,7 @@ main(void)
 	test_lookup_and_forms();
 	test_many();
 	test_forget();
+	test_static_set();
 	test_memory();
 	test_readers();
 	test_hold();
