@@ -496,8 +496,11 @@ body_has(const struct cred_phs *ps, struct evbuffer *buf, size_t n,
 	if (evbuffer_ptr_set(buf, &end, n, EVBUFFER_PTR_SET) == -1)
 		return 0;
 	/* The prefix, then the rest looked up. */
-	pos = evbuffer_search_range(buf, VAULT_PLACEHOLDER_PREFIX, pl, NULL, &end);
-	while (cred_phs_has_random(ps) && pos.pos != -1) {
+	pos.pos = -1;
+	if (cred_phs_has_random(ps))
+		pos = evbuffer_search_range(buf, VAULT_PLACEHOLDER_PREFIX, pl,
+		    NULL, &end);
+	while (pos.pos != -1) {
 		if ((size_t)pos.pos + sizeof(cand) <= n &&
 		    evbuffer_copyout_from(buf, &pos, cand, sizeof(cand)) ==
 		    (ev_ssize_t)sizeof(cand) &&
@@ -573,9 +576,9 @@ cred_issue(struct proxy *p, const struct policy *pol, const char *sandbox,
 }
 
 /*
- * A removed sandbox's placeholders leave its snapshot entries; the last
- * CRED_PHS_REMOVED_MAX of them stay known, so a leaked one is still caught
- * as misuse.
+ * A removed sandbox's placeholders are no longer its own and their memory
+ * goes; the last CRED_PHS_REMOVED_MAX removed stay known, so that a leaked
+ * one is still caught as misuse.
  */
 void
 cred_forget(struct proxy *p, const char *sandbox)
