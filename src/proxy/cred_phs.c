@@ -18,9 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "core/util.h"
 #include "proxy/cred_phs.h"
@@ -47,8 +44,6 @@
 #define RND_LEN		VAULT_PLACEHOLDER_LEN
 #define SHARD_BITS	8
 #define SHARDS		(1u << SHARD_BITS)
-/* Below this many live placeholders, what they free is not worth a trim. */
-#define TRIM_MIN	256
 /*
  * Removed placeholders are copied into a slab of their own: kept for a
  * while, they would otherwise pin pages of the heap all over. Headroom for
@@ -98,7 +93,6 @@ struct cred_phs_pub {
 	struct cred_phs		*retired;	/* swapped out, maybe still read */
 	uint64_t		 key[2];
 	uint64_t		 seq;
-	size_t			 trim_mark;	/* most live placeholders since the last trim */
 	/* Removed placeholders in the order they went; the current snapshot holds them. */
 	struct cred_ph		*ring[CRED_PHS_REMOVED_MAX];
 	size_t			 ring_head, ring_n;
@@ -949,19 +943,6 @@ publish(struct cred_phs_pub *pub, struct cred_phs *s)
 	old->next_retired = pub->retired;
 	pub->retired = old;
 	reclaim(pub);
-#ifdef __GLIBC__
-	/*
-	 * glibc keeps what was freed for later; once the live set has halved
-	 * since the last time, ask it to hand whole free pages back, so that
-	 * memory shrinks when sandboxes go.
-	 */
-	if (s->n_live > pub->trim_mark)
-		pub->trim_mark = s->n_live;
-	if (pub->trim_mark >= TRIM_MIN && s->n_live <= pub->trim_mark / 2) {
-		malloc_trim(0);
-		pub->trim_mark = s->n_live;
-	}
-#endif
 }
 
 struct cred_phs_pub *

@@ -10,6 +10,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "core/log.h"
 #include "core/reason.h"
@@ -575,6 +579,55 @@ cred_issue(struct proxy *p, const struct policy *pol, const char *sandbox,
 	issue(p, &ws);
 }
 
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * glibc keeps freed memory for later: once removals have been quiet for
+ * CRED_TRIM_QUIET_MS (a launcher tearing down many sandboxes, and the audit
+ * rows they queued, done), whole free pages go back to the system, so that
+ * memory shrinks when sandboxes go. Main thread only.
+ */
+static void
+trim_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct proxy *p = arg;
+	uint64_t quiet = mono_ms() - p->phs_released_ms, left;
+	struct timeval tv;
+
+	if (quiet < CRED_TRIM_QUIET_MS) {
+		left = CRED_TRIM_QUIET_MS - quiet;
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
+		if (event_base_once(p->main_base, -1, EV_TIMEOUT, trim_cb, p,
+		    &tv) == 0)
+			return;
+	}
+	p->phs_trim_pending = 0;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+static void
+trim_later(struct proxy *p)
+{
+	struct timeval tv = { CRED_TRIM_QUIET_MS / 1000,
+	    CRED_TRIM_QUIET_MS % 1000 * 1000 };
+
+	p->phs_released_ms = mono_ms();
+	if (p->phs_trim_pending || p->main_base == NULL)
+		return;
+	if (event_base_once(p->main_base, -1, EV_TIMEOUT, trim_cb, p, &tv) == 0)
+		p->phs_trim_pending = 1;
+}
+
 /*
  * A removed sandbox's placeholders are no longer its own and their memory
  * goes; the last CRED_PHS_REMOVED_MAX removed stay known, so that a leaked
@@ -587,6 +640,7 @@ cred_forget(struct proxy *p, const char *sandbox)
 		log_warnx("out of memory forgetting placeholders: sandbox %s "
 		    "keeps them", sandbox);
 	atomic_store(&p->n_phs, cred_phs_pub_count(p->phs));
+	trim_later(p);
 }
 
 /*

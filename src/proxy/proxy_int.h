@@ -104,6 +104,8 @@ struct proxy {
 	struct vault_snapshot	*snap;
 	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
 	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
+	int			 phs_trim_pending;	/* main thread: malloc_trim once removals are quiet */
+	uint64_t		 phs_released_ms;	/* the last removal, CLOCK_MONOTONIC */
 	struct timespec		 vault_mtime;
 	off_t			 vault_size;
 	atomic_ullong		 n_refused;
@@ -148,6 +150,7 @@ enum sniffed {
 };
 
 #define CRED_NAME_MAX		63
+#define CRED_TRIM_QUIET_MS	1000	/* removals quiet this long: give memory back */
 #define CRED_PH_MAX		256
 #define CRED_MAX_BOUND		8
 

@@ -31,6 +31,7 @@ N = 10000
 REMOVED_MAX = 4096
 KEEP_SOURCE = "127.0.0.5"
 SECRET = "sk-scale-Secret-0123456789abcdefXYZ"
+TRIM_QUIET_S = 1.0  # CRED_TRIM_QUIET_MS
 # The main heap after the cycle: tables of the removed placeholders and
 # what malloc keeps in pages it cannot give back (measured: ~0.8 MiB).
 HEAP_MARGIN_KB = 1536
@@ -222,6 +223,8 @@ class PlaceholderScaleTest(unittest.TestCase):
             self.admin("DELETE", "/v1/sandboxes/s-%d" % i)
         t_rm = time.monotonic() - t0
         self.audit_settled("s-%d" % (N - 1))
+        # The gateway gives freed pages back once removals are quiet (1 s).
+        time.sleep(TRIM_QUIET_S + 0.5 * T.SLOW)
         after, hafter = rss_kb(pid), heap_kb(pid)
         agrow = audit_kb(self.td.path) - abase
         print("\n%d sandboxes: registered in %.2f s (%.0f us each), "
