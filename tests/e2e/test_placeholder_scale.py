@@ -5,10 +5,13 @@ through the admin API and forgotten again. A sandbox that stayed still has
 its placeholder swapped; a forgotten sandbox's placeholder is refused as
 credential-misuse (the most recent CRED_PHS_REMOVED_MAX = 4096 of them stay
 known, docs/credentials.md); one forgotten long before is just a string.
+And a reload rebuilds them: a changed fixed placeholder is in force at once,
+the old one refused.
 
 Memory: the placeholders live on the main thread's heap (the admin API
 runs there), so its resident size must come back to within HEAP_MARGIN_KB
-of where it was. The whole VmRSS must come back within what the test can
+of where it was, once the gateway has given free pages back (a second after
+the last removal). The whole VmRSS must come back within what the test can
 account for besides: the audit writer's SQLite page cache grows with the
 audit log (cache_size 32 MiB; each register and remove is a row), the
 sandbox registry keeps its array, and the removed placeholders' slab.
@@ -33,7 +36,7 @@ KEEP_SOURCE = "127.0.0.5"
 SECRET = "sk-scale-Secret-0123456789abcdefXYZ"
 TRIM_QUIET_S = 1.0  # CRED_TRIM_QUIET_MS
 # The main heap after the cycle: tables of the removed placeholders and
-# what malloc keeps in pages it cannot give back (measured: ~0.8 MiB).
+# what malloc keeps in pages it cannot give back (measured: 0.6-0.95 MiB).
 HEAP_MARGIN_KB = 1536
 # VmRSS besides: the audit page cache (at most the audit log's growth, and
 # its headers), the registry's array (a few hundred bytes per sandbox it
