@@ -1,87 +1,83 @@
 /*
- * Credentials in the gateway (SPEC §7): the placeholders issued to each
- * sandbox, the decision whether a request may have a placeholder swapped
- * for its secret (or is misusing one), and the response scrubbing set-up.
- * Secret values never pass through this file: src/vault/ does the swap and
- * the scrub.
+ * Credentials in the gateway (SPEC §7): which placeholders each sandbox is
+ * issued (kept in cred_phs.c's snapshot), the decision whether a request may
+ * have a placeholder swapped for its secret (or is misusing one), and the
+ * response scrubbing set-up. Secret values never pass through this file:
+ * src/vault/ does the swap and the scrub.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "core/log.h"
 #include "core/reason.h"
+#include "proxy/cred_phs.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
 #include "vault/vault.h"
 
-struct cred_ph {
-	char	sandbox[POLICY_ID_MAX + 1];
-	char	cred[CRED_NAME_MAX + 1];
-	char	ph[CRED_PH_MAX + 1];
-};
-
-static const struct cred_ph *
-ph_find(const struct proxy *p, const char *sandbox, const char *cred)
-{
-	size_t i;
-
-	for (i = 0; i < p->n_phs; i++)
-		if (strcmp(p->phs[i].sandbox, sandbox) == 0 &&
-		    strcmp(p->phs[i].cred, cred) == 0)
-			return &p->phs[i];
-	return NULL;
-}
-
-/* Give (sandbox, credential) its placeholder, once: fixed or random. */
-static int
-ph_issue(struct proxy *p, const char *sandbox, const struct policy_credential *c,
-    int dynamic)
-{
-	struct cred_ph *e;
-
-	if (ph_find(p, sandbox, c->name) != NULL)
-		return 0;
-	if (p->n_phs == p->cap_phs) {
-		size_t ncap = p->cap_phs ? p->cap_phs * 2 : 16;
-		void *nv = realloc(p->phs, ncap * sizeof(*p->phs));
-		if (nv == NULL)
-			return -1;
-		p->phs = nv;
-		p->cap_phs = ncap;
-	}
-	e = &p->phs[p->n_phs];
-	memset(e, 0, sizeof(*e));
-	snprintf(e->sandbox, sizeof(e->sandbox), "%s", sandbox);
-	snprintf(e->cred, sizeof(e->cred), "%s", c->name);
-	/* A fixed placeholder is for static sandboxes; launched ones get their own. */
-	if (c->placeholder != NULL && !dynamic)
-		snprintf(e->ph, sizeof(e->ph), "%s", c->placeholder);
-	else
-		vault_placeholder_new(e->ph);
-	p->n_phs++;
-	return 0;
-}
-
-struct issue_ctx {
-	struct proxy		*p;
+/* The (sandbox, credential) pairs that get placeholders. */
+struct wants {
 	const struct policy	*pol;
 	int			 dynamic;
+	struct cred_phs_want	*v;
+	size_t			 n, cap;
+	int			 oom;
 };
 
 static void
-issue_sandbox_cb(const char *id, const char *policy_name, void *arg)
+want_sandbox_cb(const char *id, const char *policy_name, void *arg)
 {
-	struct issue_ctx *ic = arg;
+	struct wants *ws = arg;
 	const struct policy_credential *const *cv;
+	struct cred_phs_want *w;
 	size_t i, n;
 
-	cv = policy_credentials(ic->pol, policy_name, &n);
-	for (i = 0; i < n; i++)
-		if (ph_issue(ic->p, id, cv[i], ic->dynamic) == -1)
-			log_warnx("out of memory issuing placeholders");
+	cv = policy_credentials(ws->pol, policy_name, &n);
+	for (i = 0; i < n; i++) {
+		if (ws->n == ws->cap) {
+			size_t ncap = ws->cap ? ws->cap * 2 : 16;
+			void *nv = reallocarray(ws->v, ncap, sizeof(*ws->v));
+			if (nv == NULL) {
+				ws->oom = 1;
+				return;
+			}
+			ws->v = nv;
+			ws->cap = ncap;
+		}
+		w = &ws->v[ws->n++];
+		w->sandbox = id;
+		w->cred = cv[i]->name;
+		/* A fixed placeholder is for static sandboxes; launched ones get their own. */
+		w->fixed = ws->dynamic ? NULL : cv[i]->placeholder;
+	}
+}
+
+/* One new snapshot with what ws wants and lacks (and, static, no more). */
+static void
+issue(struct proxy *p, struct wants *ws)
+{
+	if (ws->oom || (ws->dynamic ? cred_phs_issue(p->phs, ws->v, ws->n) :
+	    cred_phs_set_static(p->phs, ws->v, ws->n)) == -1)
+		log_warnx("out of memory issuing placeholders");
+	atomic_store(&p->n_phs, cred_phs_pub_count(p->phs));
+	free(ws->v);
+}
+
+/* Every static sandbox of pol: its placeholders, once. */
+static void
+issue_static(struct proxy *p, const struct policy *pol)
+{
+	struct wants ws = { pol, 0, NULL, 0, 0, 0 };
+
+	policy_foreach_sandbox(pol, want_sandbox_cb, &ws);
+	issue(p, &ws);
 }
 
 /*
@@ -128,34 +124,40 @@ snapshot_for(struct proxy *p, const struct policy *pol)
 int
 cred_init(struct proxy *p)
 {
-	struct issue_ctx ic = { p, p->pol, 0 };
-
 	pthread_mutex_init(&p->cred_mtx, NULL);
+	if ((p->phs = cred_phs_pub_new()) == NULL)
+		return -1;
 	(void)keeper_client_vault_stamp(p->kc, &p->vault_stamp);
-	policy_foreach_sandbox(p->pol, issue_sandbox_cb, &ic);
+	issue_static(p, p->pol);
 	p->snap = snapshot_for(p, p->pol);
 	return p->snap != NULL ? 0 : -1;
 }
 
-/* After a reload (the keeper reads the policies too) or a new keeper. */
-void
-cred_policy_changed(struct proxy *p, struct policy *pol)
+/* New values of the policy's secrets from the keeper, swapped in whole. */
+static void
+secrets_refresh(struct proxy *p, const struct policy *pol)
 {
-	struct issue_ctx ic = { p, pol, 0 };
 	struct vault_snapshot *snap, *old;
 
-	if (keeper_client_policy(p->kc) == -1)
-		log_warnx("vault: the key keeper did not read the policies "
-		    "again: new credentials may not be swapped in");
 	snap = snapshot_for(p, pol);
 	pthread_mutex_lock(&p->cred_mtx);
-	policy_foreach_sandbox(pol, issue_sandbox_cb, &ic);
 	old = p->snap;
 	if (snap != NULL)
 		p->snap = snap;
 	pthread_mutex_unlock(&p->cred_mtx);
 	if (snap != NULL && old != NULL)
 		vault_snapshot_unref(old);
+}
+
+/* After a reload (the keeper reads the policies too) or a new keeper. */
+void
+cred_policy_changed(struct proxy *p, struct policy *pol)
+{
+	if (keeper_client_policy(p->kc) == -1)
+		log_warnx("vault: the key keeper did not read the policies "
+		    "again: new credentials may not be swapped in");
+	issue_static(p, pol);
+	secrets_refresh(p, pol);
 }
 
 /* Rotation: a changed vault.db means new values for new requests. */
@@ -171,7 +173,7 @@ cred_check_rotation(struct proxy *p)
 		return;
 	p->vault_stamp = stamp;
 	pol = proxy_policy_get(p);
-	cred_policy_changed(p, pol);
+	secrets_refresh(p, pol);	/* placeholders do not change */
 	policy_unref(pol);
 	log_info("vault changed: secrets reloaded for new requests");
 }
@@ -181,7 +183,7 @@ cred_free(struct proxy *p)
 {
 	if (p->snap != NULL)
 		vault_snapshot_unref(p->snap);
-	free(p->phs);
+	cred_phs_pub_free(p->phs);
 	pthread_mutex_destroy(&p->cred_mtx);
 }
 
@@ -189,33 +191,48 @@ int
 cred_placeholder(struct proxy *p, const char *sandbox, const char *cred,
     char *out, size_t len)
 {
+	const struct cred_phs *ps;
 	const struct cred_ph *e;
 	int rc = -1;
 
-	pthread_mutex_lock(&p->cred_mtx);
-	if ((e = ph_find(p, sandbox, cred)) != NULL) {
+	ps = cred_phs_enter(p->phs);
+	if ((e = cred_phs_get(ps, sandbox, cred)) != NULL) {
 		snprintf(out, len, "%s", e->ph);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&p->cred_mtx);
+	cred_phs_leave(p->phs, ps);
 	return rc;
+}
+
+struct found {
+	char	*cred;
+	size_t	 len;
+};
+
+static int
+found_cb(const struct cred_ph *e, void *arg)
+{
+	struct found *f = arg;
+
+	snprintf(f->cred, f->len, "%s", e->cred);
+	return 1;
 }
 
 /* Any issued placeholder inside a host name (CONNECT, SOCKS, SNI, DNS). */
 int
 cred_in_name(struct proxy *p, const char *host, char *cred, size_t credlen)
 {
-	size_t i;
-	int found = 0;
+	struct found f = { cred, credlen };
+	const struct cred_phs *ps;
+	int rc;
 
-	pthread_mutex_lock(&p->cred_mtx);
-	for (i = 0; i < p->n_phs && !found; i++)
-		if (strcasestr(host, p->phs[i].ph) != NULL) {
-			snprintf(cred, credlen, "%s", p->phs[i].cred);
-			found = 1;
-		}
-	pthread_mutex_unlock(&p->cred_mtx);
-	return found;
+	if (credlen > 0)
+		cred[0] = '\0';
+	ps = cred_phs_enter(p->phs);
+	rc = cred_phs_search(ps, host, strlen(host), CRED_PHS_FOLD, found_cb,
+	    &f);
+	cred_phs_leave(p->phs, ps);
+	return rc != 0;
 }
 
 static const struct policy_credential *
@@ -233,12 +250,12 @@ own_cred(const struct session *s, const char *name)
 
 /* May placeholder e be swapped here? */
 static int
-swap_allowed(const struct session *s, const struct cred_ph *e,
-    const struct policy_credential **cp)
+swap_allowed(const struct session *s, const struct cred_phs *ps,
+    const struct cred_ph *e, const struct policy_credential **cp)
 {
 	const struct policy_credential *c;
 
-	if (strcmp(e->sandbox, s->ident.sandbox) != 0 || !s->intercepted ||
+	if (!cred_phs_mine(ps, e, s->ident.sandbox) || !s->intercepted ||
 	    s->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||
@@ -248,20 +265,9 @@ swap_allowed(const struct session *s, const struct cred_ph *e,
 	return 1;
 }
 
-static int
-own_entry(const struct session *s, const char *ph)
-{
-	size_t i;
-
-	for (i = 0; i < s->p->n_phs; i++)
-		if (strcmp(s->p->phs[i].sandbox, s->ident.sandbox) == 0 &&
-		    strcmp(s->p->phs[i].ph, ph) == 0)
-			return 1;
-	return 0;
-}
-
 static void
-plan_bound(struct session *s, struct cred_plan *plan)
+plan_bound(struct session *s, const struct cred_phs *ps,
+    struct cred_plan *plan)
 {
 	const struct policy_credential *const *cv;
 	size_t i, n;
@@ -273,7 +279,7 @@ plan_bound(struct session *s, struct cred_plan *plan)
 		if (s->target.is_ip || !policy_credential_bound(cv[i],
 		    s->target.host))
 			continue;
-		e = ph_find(s->p, s->ident.sandbox, cv[i]->name);
+		e = cred_phs_get(ps, s->ident.sandbox, cv[i]->name);
 		plan->bound[plan->n_bound] = cv[i];
 		snprintf(plan->ph[plan->n_bound], sizeof(plan->ph[0]), "%s",
 		    e != NULL ? e->ph : "");
@@ -281,66 +287,115 @@ plan_bound(struct session *s, struct cred_plan *plan)
 	}
 }
 
+/* Where in the request a placeholder was found. */
+enum scan_at {
+	SCAN_PATH,
+	SCAN_QUERY,
+	SCAN_HEADER
+};
+
+struct scan {
+	struct session			*s;
+	const struct cred_phs		*ps;
+	const struct http_request	*req;
+	struct cred_plan		*plan;
+	enum scan_at			 at;
+	size_t				 header;
+};
+
+/* Placeholder e found at sc->at: 0 go on (maybe swap it), 1 misuse. */
+static int
+scan_cb(const struct cred_ph *e, void *arg)
+{
+	struct scan *sc = arg;
+	const struct session *s = sc->s;
+	const struct policy_credential *c = NULL;
+	const struct http_header *h;
+
+	/* A fixed placeholder is shared: judge it by our own entry. */
+	if (!cred_phs_mine(sc->ps, e, s->ident.sandbox) &&
+	    cred_phs_owned(sc->ps, s->ident.sandbox, e->ph, e->phlen))
+		return 0;
+	snprintf(sc->plan->cred, sizeof(sc->plan->cred), "%s", e->cred);
+	switch (sc->at) {
+	case SCAN_PATH:
+		break;
+	case SCAN_QUERY:
+		/* In the request target: only the query, only with query: true. */
+		if (!swap_allowed(s, sc->ps, e, &c) || !c->query)
+			break;
+		sc->plan->query_cred = c;
+		return 0;
+	case SCAN_HEADER:
+		h = &sc->req->headers[sc->header];
+		if (!swap_allowed(s, sc->ps, e, &c) || !policy_credential_header(c,
+		    h->name.p, h->name.len))
+			break;
+		sc->plan->swap[sc->header] = c;
+		return 0;
+	}
+	return 1;
+}
+
+/* Every placeholder in the target and the headers: 0, 1 misuse, -1 no memory. */
+static int
+scan_request(struct scan *sc)
+{
+	const struct http_request *req = sc->req;
+	const struct http_header *h;
+	const char *q;
+	size_t i, qoff;
+	int rc;
+
+	q = memchr(req->path.p, '?', req->path.len);
+	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+	sc->at = SCAN_PATH;
+	if ((rc = cred_phs_search(sc->ps, req->path.p, qoff, CRED_PHS_VALUE,
+	    scan_cb, sc)) != 0)
+		return rc;
+	sc->at = SCAN_QUERY;
+	if (q != NULL && (rc = cred_phs_search(sc->ps, q, req->path.len - qoff,
+	    CRED_PHS_VALUE, scan_cb, sc)) != 0)
+		return rc;
+	sc->at = SCAN_HEADER;
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		sc->header = i;
+		if ((rc = cred_phs_search(sc->ps, h->value.p, h->value.len,
+		    CRED_PHS_VALUE, scan_cb, sc)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 int
 cred_request(struct session *s, const struct http_request *req,
     struct cred_plan *plan, enum sg_reason *reason)
 {
 	const struct policy_credential *c = NULL;
-	const char *q;
-	size_t i, j, k, qoff;
-	int rc = 0, in_path, in_query;
+	struct scan sc;
+	size_t i, j;
+	int rc;
 
 	memset(plan, 0, sizeof(*plan));
 	plan->snap = NULL;
-	pthread_mutex_lock(&s->p->cred_mtx);
-	plan_bound(s, plan);
+	sc.s = s;
+	sc.req = req;
+	sc.plan = plan;
+	sc.ps = cred_phs_enter(s->p->phs);
+	plan_bound(s, sc.ps, plan);
 	if (plan->n_bound > 0) {
+		pthread_mutex_lock(&s->p->cred_mtx);
 		plan->snap = s->p->snap;
 		if (plan->snap != NULL)
 			vault_snapshot_ref(plan->snap);
+		pthread_mutex_unlock(&s->p->cred_mtx);
 	}
-	q = memchr(req->path.p, '?', req->path.len);
-	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
-	for (k = 0; k < s->p->n_phs && rc == 0; k++) {
-		const struct cred_ph *e = &s->p->phs[k];
-
-		/* A fixed placeholder is shared: judge it by our own entry. */
-		if (strcmp(e->sandbox, s->ident.sandbox) != 0 &&
-		    own_entry(s, e->ph))
-			continue;
-
-		/* In the request target: only the query, only with query: true. */
-		in_path = vault_contains_placeholder(e->ph, req->path.p, qoff);
-		in_query = q != NULL && vault_contains_placeholder(e->ph, q,
-		    req->path.len - qoff);
-		if (in_path || (in_query && !(swap_allowed(s, e, &c) &&
-		    c->query))) {
-			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
-			*reason = REASON_CRED_MISUSE;
-			rc = -1;
-			break;
-		}
-		if (in_query) {
-			plan->query_cred = c;
-			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
-		}
-		for (i = 0; i < req->n_headers; i++) {
-			const struct http_header *h = &req->headers[i];
-
-			if (!vault_contains_placeholder(e->ph, h->value.p,
-			    h->value.len))
-				continue;
-			if (!swap_allowed(s, e, &c) || !policy_credential_header(c,
-			    h->name.p, h->name.len)) {
-				snprintf(plan->cred, sizeof(plan->cred), "%s",
-				    e->cred);
-				*reason = REASON_CRED_MISUSE;
-				rc = -1;
-				break;
-			}
-			plan->swap[i] = c;
-			snprintf(plan->cred, sizeof(plan->cred), "%s", e->cred);
-		}
+	rc = scan_request(&sc);
+	cred_phs_leave(s->p->phs, sc.ps);
+	if (rc != 0) {
+		*reason = rc > 0 ? REASON_CRED_MISUSE : REASON_INTERNAL_ERROR;
+		rc = -1;
 	}
 	/* exclusive: a bound header carrying anything but our placeholder. */
 	for (j = 0; j < plan->n_bound && rc == 0; j++) {
@@ -359,7 +414,6 @@ cred_request(struct session *s, const struct http_request *req,
 			}
 		}
 	}
-	pthread_mutex_unlock(&s->p->cred_mtx);
 	/* A swap needs the keeper up: its secrets may be stale or revoked. */
 	if (rc == 0 && plan->cred[0] != '\0' && !keeper_client_up(s->p->kc)) {
 		*reason = REASON_KEEPER_UNAVAILABLE;
@@ -384,6 +438,43 @@ cred_plan_clear(struct cred_plan *plan)
 	plan->snap = NULL;
 }
 
+/* A placeholder within buf[0..n): 1 and cred named, or 0. */
+static int
+body_has(const struct cred_phs *ps, struct evbuffer *buf, size_t n,
+    struct found *f)
+{
+	char cand[VAULT_PLACEHOLDER_LEN];
+	const size_t pl = sizeof(VAULT_PLACEHOLDER_PREFIX) - 1;
+	struct evbuffer_ptr pos, end;
+	const char *fx;
+	size_t i, fl;
+
+	if (evbuffer_ptr_set(buf, &end, n, EVBUFFER_PTR_SET) == -1)
+		return 0;
+	/* The prefix, then the rest looked up. */
+	pos.pos = -1;
+	if (cred_phs_has_random(ps))
+		pos = evbuffer_search_range(buf, VAULT_PLACEHOLDER_PREFIX, pl,
+		    NULL, &end);
+	while (pos.pos != -1) {
+		if ((size_t)pos.pos + sizeof(cand) <= n &&
+		    evbuffer_copyout_from(buf, &pos, cand, sizeof(cand)) ==
+		    (ev_ssize_t)sizeof(cand) &&
+		    cred_phs_match(ps, cand, sizeof(cand), found_cb, f) > 0)
+			return 1;
+		if (evbuffer_ptr_set(buf, &pos, 1, EVBUFFER_PTR_ADD) == -1)
+			break;
+		pos = evbuffer_search_range(buf, VAULT_PLACEHOLDER_PREFIX, pl,
+		    &pos, &end);
+	}
+	/* The few fixed ones, each. */
+	for (i = 0; (fx = cred_phs_fixed(ps, i, &fl)) != NULL; i++)
+		if (evbuffer_search_range(buf, fx, fl, NULL, &end).pos != -1 &&
+		    cred_phs_match(ps, fx, fl, found_cb, f) > 0)
+			return 1;
+	return 0;
+}
+
 /*
  * Request bodies: a placeholder here is never swapped, and is refused.
  * The first n bytes of buf are about to move on; tail carries the end of
@@ -394,30 +485,22 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
     char *cred, size_t credlen)
 {
 	struct cred_body_tail *t = &s->body_tail;
+	struct found f = { cred, credlen };
+	const struct cred_phs *ps;
 	char edge[2 * CRED_PH_MAX];
-	struct evbuffer_ptr pos;
-	size_t k, head, keep, elen;
+	size_t head, keep, elen;
 	int found = 0;
 
-	if (s->p->n_phs == 0 || n == 0)
+	if (atomic_load(&s->p->n_phs) == 0 || n == 0)
 		return 0;
 	head = n < CRED_PH_MAX ? n : CRED_PH_MAX;
 	memcpy(edge, t->buf, t->len);
 	evbuffer_copyout(buf, edge + t->len, head);
 	elen = t->len + head;
-	pthread_mutex_lock(&s->p->cred_mtx);
-	for (k = 0; k < s->p->n_phs && !found; k++) {
-		const char *ph = s->p->phs[k].ph;
-		size_t pl = strlen(ph);
-
-		pos = evbuffer_search(buf, ph, pl, NULL);
-		if ((pos.pos != -1 && (size_t)pos.pos + pl <= n) ||
-		    memmem(edge, elen, ph, pl) != NULL) {
-			snprintf(cred, credlen, "%s", s->p->phs[k].cred);
-			found = 1;
-		}
-	}
-	pthread_mutex_unlock(&s->p->cred_mtx);
+	ps = cred_phs_enter(s->p->phs);
+	found = cred_phs_search(ps, edge, elen, 0, found_cb, &f) > 0 ||
+	    body_has(ps, buf, n, &f);
+	cred_phs_leave(s->p->phs, ps);
 	/* Keep the last bytes that moved for the next look. */
 	n = moved;
 	keep = n < CRED_PH_MAX - 1 ? n : CRED_PH_MAX - 1;
@@ -442,26 +525,74 @@ void
 cred_issue(struct proxy *p, const struct policy *pol, const char *sandbox,
     const char *policy_name)
 {
-	struct issue_ctx ic = { p, pol, 1 };
+	struct wants ws = { pol, 1, NULL, 0, 0, 0 };
 
-	pthread_mutex_lock(&p->cred_mtx);
-	issue_sandbox_cb(sandbox, policy_name, &ic);
-	pthread_mutex_unlock(&p->cred_mtx);
+	want_sandbox_cb(sandbox, policy_name, &ws);
+	issue(p, &ws);
 }
 
-/* A removed sandbox's placeholders stop being its own (they stay known, so
- * a leaked one is still caught as misuse). */
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * glibc keeps freed memory for later: once removals have been quiet for
+ * CRED_TRIM_QUIET_MS (a launcher tearing down many sandboxes, and the audit
+ * rows they queued, done), whole free pages go back to the system, so that
+ * memory shrinks when sandboxes go. Main thread only.
+ */
+static void
+trim_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct proxy *p = arg;
+	uint64_t quiet = mono_ms() - p->phs_released_ms, left;
+	struct timeval tv;
+
+	if (quiet < CRED_TRIM_QUIET_MS) {
+		left = CRED_TRIM_QUIET_MS - quiet;
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
+		if (event_base_once(p->main_base, -1, EV_TIMEOUT, trim_cb, p,
+		    &tv) == 0)
+			return;
+	}
+	p->phs_trim_pending = 0;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+static void
+trim_later(struct proxy *p)
+{
+	struct timeval tv = { CRED_TRIM_QUIET_MS / 1000,
+	    CRED_TRIM_QUIET_MS % 1000 * 1000 };
+
+	p->phs_released_ms = mono_ms();
+	if (p->phs_trim_pending || p->main_base == NULL)
+		return;
+	if (event_base_once(p->main_base, -1, EV_TIMEOUT, trim_cb, p, &tv) == 0)
+		p->phs_trim_pending = 1;
+}
+
+/*
+ * A removed sandbox's placeholders are no longer its own and their memory
+ * goes; the last CRED_PHS_REMOVED_MAX removed stay known, so that a leaked
+ * one is still caught as misuse.
+ */
 void
 cred_forget(struct proxy *p, const char *sandbox)
 {
-	size_t i;
-
-	pthread_mutex_lock(&p->cred_mtx);
-	for (i = 0; i < p->n_phs; i++)
-		if (strcmp(p->phs[i].sandbox, sandbox) == 0)
-			snprintf(p->phs[i].sandbox, sizeof(p->phs[i].sandbox),
-			    "%s", "-removed-");
-	pthread_mutex_unlock(&p->cred_mtx);
+	if (cred_phs_forget(p->phs, sandbox) == -1)
+		log_warnx("out of memory forgetting placeholders: sandbox %s "
+		    "keeps them", sandbox);
+	atomic_store(&p->n_phs, cred_phs_pub_count(p->phs));
+	trim_later(p);
 }
 
 /*
@@ -474,24 +605,17 @@ cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
 {
 	char end[CRED_PH_MAX];
 	struct evbuffer_ptr at;
-	size_t m = len < CRED_PH_MAX - 1 ? len : CRED_PH_MAX - 1, k, i, best = 0;
+	const struct cred_phs *ps;
+	size_t m = len < CRED_PH_MAX - 1 ? len : CRED_PH_MAX - 1, best;
 
 	if (m == 0)
 		return 0;
 	evbuffer_ptr_set(buf, &at, len - m, EVBUFFER_PTR_SET);
 	if (evbuffer_copyout_from(buf, &at, end, m) != (ev_ssize_t)m)
 		return 0;
-	pthread_mutex_lock(&p->cred_mtx);
-	for (i = 0; i < p->n_phs; i++) {
-		size_t pl = strlen(p->phs[i].ph);
-
-		for (k = m < pl - 1 ? m : pl - 1; k > best; k--)
-			if (memcmp(end + m - k, p->phs[i].ph, k) == 0) {
-				best = k;
-				break;
-			}
-	}
-	pthread_mutex_unlock(&p->cred_mtx);
+	ps = cred_phs_enter(p->phs);
+	best = cred_phs_holdback(ps, end, m);
+	cred_phs_leave(p->phs, ps);
 	return best;
 }
 

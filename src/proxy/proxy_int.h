@@ -78,7 +78,7 @@ struct ca;
 struct ca_audit_key;
 struct evhttp;
 struct vault;
-struct cred_ph;
+struct cred_phs_pub;
 struct addrmem;
 struct geoip;
 struct fairshare;
@@ -103,13 +103,14 @@ struct proxy {
 	int			 listen_fds[LISTENER_MAX][64];	/* per worker, bound at start-up */
 	int			 dns_fds[2][64];	/* UDP, TCP per worker */
 	atomic_uint		 n_conns;
-	/* credentials (proxy_cred.c); cred_mtx guards phs and snap */
+	/* credentials (proxy_cred.c); cred_mtx guards snap */
 	int			 cred_ready;
 	pthread_mutex_t		 cred_mtx;
 	struct vault_snapshot	*snap;
-	struct cred_ph		*phs;
-	size_t			 n_phs;
-	size_t			 cap_phs;
+	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
+	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
+	int			 phs_trim_pending;	/* main thread: malloc_trim once removals are quiet */
+	uint64_t		 phs_released_ms;	/* the last removal, CLOCK_MONOTONIC */
 	uint64_t		 vault_stamp;	/* the keeper's; a change means rotation */
 	atomic_ullong		 n_refused;
 	struct event_base	*main_base;
@@ -155,6 +156,7 @@ enum sniffed {
 };
 
 #define CRED_NAME_MAX		63
+#define CRED_TRIM_QUIET_MS	1000	/* removals quiet this long: give memory back */
 #define CRED_PH_MAX		256
 #define CRED_MAX_BOUND		8
 

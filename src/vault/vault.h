@@ -129,6 +129,13 @@ int		 vault_swap(const struct vault_snapshot *, const char *secret,
  */
 int		 vault_contains_placeholder(const char *placeholder,
 		    const char *value, size_t len);
+/*
+ * When value[0..len) is "Basic <token>": 1 and the token decoded that same
+ * loose way into *out (*outlen bytes; the caller frees it). 0 when it is
+ * not; -1 out of memory.
+ */
+int		 vault_basic_loose(const char *value, size_t len,
+		    unsigned char **out, size_t *outlen);
 
 /*
  * Response side: a streaming scrubber that replaces each listed secret —

@@ -491,3 +491,24 @@ vault_contains_placeholder(const char *placeholder, const char *value,
 	basic_free(&b);
 	return found;
 }
+
+/*
+ * The user:pass of a "Basic <token>" value decoded as loosely as
+ * vault_contains_placeholder() reads it, for a caller that looks for many
+ * placeholders at once (src/proxy/cred_phs.c).
+ */
+int
+vault_basic_loose(const char *value, size_t len, unsigned char **out,
+    size_t *outlen)
+{
+	struct basic b;
+	int rc;
+
+	*out = NULL;
+	*outlen = 0;
+	if ((rc = basic_parse((const unsigned char *)value, len, &b)) <= 0)
+		return rc;
+	*out = b.cred;
+	*outlen = b.credlen;
+	return 1;
+}
