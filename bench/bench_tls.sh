@@ -105,11 +105,11 @@ fi
 # ------------------------------------------------------------------ binaries
 
 SANDGATE=$BUILD/sandgate
-CLIENT=$BUILD/bench/bench_tls_client
+CLIENT=$BUILD/bench/bench_client
 if [ ! -x "$SANDGATE" ] || [ ! -x "$CLIENT" ]; then
-	log "building sandgate and bench_tls_client in $BUILD"
+	log "building sandgate and bench_client in $BUILD"
 	cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	cmake --build "$BUILD" -j "$(nproc)" --target sandgate bench_tls_client >/dev/null
+	cmake --build "$BUILD" -j "$(nproc)" --target sandgate bench_client >/dev/null
 fi
 
 # ------------------------------------------------------------------ certificates
