@@ -66,6 +66,7 @@ struct tstats {
 	size_t		 nlat, cap;
 	uint64_t	 bytes;		/* body bytes received */
 	unsigned long	 conns;		/* connections opened */
+	unsigned long	 retries;	/* requests sent again on a new one */
 };
 
 static struct opts	 o;
@@ -435,10 +436,12 @@ read_chunked(struct conn *c, uint64_t *bytes)
 }
 
 /*
- * GET o.path; the status, or -1. The body is read and discarded, its size
- * added to *bytes. *must_close says the server will not take another
- * request on this connection (Connection: close, or HTTP/1.0 without
- * keep-alive): tinyproxy answers every request that way.
+ * GET o.path; the status, -1 on error, or -2 when the connection was found
+ * closed before any byte of an answer (a server may close a kept-alive
+ * connection at any time; tinyproxy does after every answer, without saying
+ * so). The body is read and discarded, its size added to *bytes.
+ * *must_close says the server will not take another request on this
+ * connection (Connection: close, or HTTP/1.0 without keep-alive).
  */
 static int
 http_get(struct conn *c, int close_after, uint64_t *bytes, int *must_close)
@@ -457,6 +460,8 @@ http_get(struct conn *c, int close_after, uint64_t *bytes, int *must_close)
 	if (rlen < 0 || (size_t)rlen >= sizeof(req) ||
 	    conn_write(c, req, (size_t)rlen) == -1)
 		return -1;
+	if (c->len == 0 && conn_fill(c) == -1)
+		return -2;
 	if (conn_line(c, line, sizeof(line)) < 12 ||
 	    strncmp(line, "HTTP/1.", 7) != 0)
 		return -1;
@@ -549,7 +554,7 @@ worker(void *arg)
 	struct tstats *st = arg;
 	struct conn c;
 	double t0;
-	int open = 0, status, must_close;
+	int open = 0, reused = 0, status, must_close;
 
 	while (take_op()) {
 		if (o.mode == MODE_IDLE) {
@@ -557,10 +562,12 @@ worker(void *arg)
 			continue;
 		}
 		t0 = now_s();
+again:
 		if (!open) {
 			if (conn_open(&c, st) == -1)
 				continue;
 			open = 1;
+			reused = 0;
 			/*
 			 * keepalive: the first connection's set-up is not a
 			 * request's time (a proxy that closes after every
@@ -573,6 +580,14 @@ worker(void *arg)
 		must_close = 0;
 		status = http_get(&c, o.mode == MODE_SESSIONS, &st->bytes,
 		    &must_close);
+		if (status == -2 && reused) {
+			/* As browsers do: the same request on a new connection. */
+			st->retries++;
+			conn_close(&c);
+			open = 0;
+			goto again;
+		}
+		reused = 1;
 		if (status == 200)
 			stats_add_latency(st, now_s() - t0);
 		count_status(status);
@@ -601,7 +616,7 @@ report(struct tstats *st, int n, double elapsed)
 	uint32_t *all;
 	size_t total = 0, k = 0;
 	uint64_t bytes = 0;
-	unsigned long conns = 0;
+	unsigned long conns = 0, retries = 0;
 	double p50 = 0, p99 = 0;
 	int i;
 
@@ -609,6 +624,7 @@ report(struct tstats *st, int n, double elapsed)
 		total += st[i].nlat;
 		bytes += st[i].bytes;
 		conns += st[i].conns;
+		retries += st[i].retries;
 	}
 	if (total > 0 && (all = malloc(total * sizeof(*all))) != NULL) {
 		for (i = 0; i < n; i++) {
@@ -622,11 +638,13 @@ report(struct tstats *st, int n, double elapsed)
 		free(all);
 	}
 	printf("mode=%s threads=%d seconds=%.3f ok=%lu errors=%lu rate=%.1f "
-	    "conns=%lu bytes=%llu mbps=%.2f p50_us=%.1f p99_us=%.1f\n",
+	    "conns=%lu retries=%lu bytes=%llu mbps=%.2f p50_us=%.1f "
+	    "p99_us=%.1f\n",
 	    o.mode == MODE_KEEPALIVE ? "keepalive" :
 	    o.mode == MODE_SESSIONS ? "sessions" : "idle", n, elapsed,
 	    atomic_load(&n_ok), atomic_load(&n_err),
-	    atomic_load(&n_ok) / elapsed, conns, (unsigned long long)bytes,
+	    atomic_load(&n_ok) / elapsed, conns, retries,
+	    (unsigned long long)bytes,
 	    bytes / elapsed / 1e6, p50, p99);
 	fflush(stdout);
 }
