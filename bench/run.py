@@ -608,14 +608,20 @@ def request(flow):
         argv = self.client_argv(scn, target, path, mode, threads, seconds, n)
         pid = self.pid_of(target)
         t0 = cpu_ticks(pid) if pid else {}
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=seconds + 120)
+        try:
+            r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=seconds + 120)
+            out, err = r.stdout.strip(), r.stderr.strip()
+        except subprocess.TimeoutExpired:     # the client is killed
+            out, err = "", "bench_client did not finish in %g s" % (seconds + 120)
         t1 = cpu_ticks(pid) if pid else {}
-        res = self.parse(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {}
+        res = self.parse(out.splitlines()[-1]) if out else {}
+        if not out:
+            res["errors"] = 1
         res.setdefault("ok", 0)
         res.setdefault("errors", 0)
         res["cpu_s"] = cpu_seconds(t0, t1) if pid else None
-        res["first_error"] = r.stderr.strip()
+        res["first_error"] = err
         self.expected[tag] = (int(res["ok"]), int(res["errors"]))
         return res
 
@@ -1015,9 +1021,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     a.level = a.level or "full"
-    dflt = {"full": dict(rounds=3, seconds=8, tunnels=2000, bulk_mib=256, downloads=2,
+    dflt = {"full": dict(rounds=3, seconds=8, tunnels=2000, bulk_mib=256, downloads=4,
                          audit_rows=500000),
-            "quick": dict(rounds=1, seconds=2.5, tunnels=1000, bulk_mib=256, downloads=1,
+            "quick": dict(rounds=1, seconds=3, tunnels=2000, bulk_mib=256, downloads=3,
                           audit_rows=150000),
             "smoke": dict(rounds=1, seconds=0.3, tunnels=20, bulk_mib=4, downloads=1,
                           audit_rows=0)}[a.level]
