@@ -900,9 +900,9 @@ def report(b, micro, started):
     w("- sandgate %s, workers: %d; %s" % (commit, a.workers, ", ".join(
         "%s %s" % kv for kv in b.versions.items())))
     w("- %d client threads (bulk: 1), %s s per measurement, %d round%s (medians); %d idle "
-      "tunnels; %d MiB bulk body x %d" % (a.threads, fmt(a.seconds, 1), a.rounds,
-                                          "" if a.rounds == 1 else "s", a.tunnels,
-                                          a.bulk_mib, a.downloads))
+      "tunnels; %d MiB bulk body x %d; the run took %.0f s" % (
+          a.threads, fmt(a.seconds, 1), a.rounds, "" if a.rounds == 1 else "s", a.tunnels,
+          a.bulk_mib, a.downloads, time.monotonic() - b.mono0))
     for n, why in sorted(b.missing.items()):
         w("- %s: %s" % (LABEL.get(n, n), why))
     w("")
