@@ -563,7 +563,7 @@ def request(flow):
             raise SystemExit("sandgate did not start: nothing to measure")
         if self.a.smoke:
             for n in ("squid", "squid-bump", "tinyproxy", "mitmproxy"):
-                self.missing[n] = "not run (--smoke)"
+                self.missing[n] = "not run with --smoke"
             return
         self.start_squid("squid", False)
         self.start_squid("squid-bump", True)
@@ -864,6 +864,23 @@ def figure(b, scn, target):
     return med(r.get(key) for r in rs)
 
 
+def per_round(b, scn, target):
+    rs = b.results.get((scn.key, target)) or []
+    key = {"rate": "rate", "bulk": "mbps", "idle": "rss_kib"}[scn.kind]
+    return [r.get(key) for r in rs]
+
+
+def cpu_per_op(b, scn, target):
+    """Median proxy CPU per request (s) or per MB (s)."""
+    rs = b.results.get((scn.key, target)) or []
+    if scn.kind == "rate":
+        return med(r["cpu_s"] / r["ok"] for r in rs if r.get("cpu_s") is not None and r["ok"])
+    if scn.kind == "bulk":
+        return med(r["cpu_s"] / (r["bytes"] / 1e6) for r in rs
+                   if r.get("cpu_s") is not None and r.get("bytes"))
+    return None
+
+
 def unit(scn):
     return {"rate": "req/s", "bulk": "MB/s", "idle": "KiB"}[scn.kind]
 
@@ -938,8 +955,8 @@ def report(b, micro, started):
                 s.label, LABEL[t], fmt(rate), fmt(p50), fmt(p99), fmt(mbps, 1), cpu_s,
                 "%s KiB" % fmt(rss, 1) if rss is not None else "–", c))
     w("")
-    w("| scenario | target | sandgate | baseline | ratio | holds |")
-    w("| --- | --- | ---: | ---: | ---: | :---: |")
+    w("| scenario | target | sandgate | baseline | ratio | per round | holds | CPU: baseline / sandgate |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: |")
     for s in SCENARIOS:
         if s.key not in a.only:
             continue
@@ -948,7 +965,7 @@ def report(b, micro, started):
             name = "(%s) %s" % (s.label, s.title)
             if kind == "max":
                 holds = "–" if v is None else ("✔" if v <= lim else "✘")
-                w("| %s | ≤ %g KiB | %s | – | – | %s |" % (
+                w("| %s | ≤ %g KiB | %s | – | – | – | %s | – |" % (
                     name, lim, "%s KiB" % fmt(v, 1) if v is not None else "n/a", holds))
                 continue
             bv = figure(b, s, base)
@@ -957,22 +974,29 @@ def report(b, micro, started):
             bad = [x for x in (b.carried(s, who), b.carried(s, base)) if x]
             if bad and ratio is not None:
                 holds = "✘ not carried"
-            w("| %s | ≥ %g× %s | %s | %s | %s | %s |" % (
+            rounds = [x / y for x, y in zip(per_round(b, s, who), per_round(b, s, base))
+                      if x is not None and y]
+            span = "–"
+            if len(rounds) > 1:
+                span = "%s–%s" % (fmt(min(rounds), 2), fmt(max(rounds), 2))
+            ca, cb = cpu_per_op(b, s, who), cpu_per_op(b, s, base)
+            w("| %s | ≥ %g× %s | %s | %s | %s | %s | %s | %s |" % (
                 name if who == "sandgate" else name + " via SOCKS5", lim, LABEL[base],
                 "%s %s" % (fmt(v, 1 if s.kind == "bulk" else 0), unit(s)) if v is not None else "n/a",
                 "%s %s" % (fmt(bv, 1 if s.kind == "bulk" else 0), unit(s)) if bv is not None else
                 "n/a (%s)" % b.missing.get(base, "not measured"),
-                fmt(ratio, 2) + "×" if ratio is not None else "–", holds))
+                fmt(ratio, 2) + "×" if ratio is not None else "–", span, holds,
+                fmt(cb / ca, 2) + "×" if ca and cb else "–"))
     if "policy_ns" in micro:
         v = micro["policy_ns"]
-        w("| policy decision, 100 001 rules | < 2 µs | %s µs | – | – | %s |" % (
+        w("| policy decision, 100 001 rules | < 2 µs | %s µs | – | – | – | %s | – |" % (
             fmt(v and v / 1000, 3), "–" if v is None else "✔" if v < 2000 else "✘"))
     if "audit_rps" in micro:
         v, lost = micro["audit_rps"], micro.get("audit_lost")
         sub, ref, drop, infile = micro.get("audit_detail", (0, 0, 0, -1))
         ok = v is not None and v >= 50000 and lost == 0 and ref == 0 and drop == 0
         w("| audit rows, 2 producers, none dropped | ≥ 50 000 rows/s | %s rows/s, %s of %s "
-          "rows in the file | – | – | %s |" % (fmt(v), fmt(infile), fmt(sub),
+          "rows in the file | – | – | – | %s | – |" % (fmt(v), fmt(infile), fmt(sub),
                                                "–" if v is None else "✔" if ok else "✘"))
     if hasattr(b, "audit_total"):
         w("")
