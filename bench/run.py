@@ -404,6 +404,12 @@ policies:
       - {{ cidr: {ip}/32, ports: [{ir}, {ie}], tls: intercept, methods: [GET], paths: ["/r/*"] }}
     allow_private: [{ip}/32]
 """.format(ip=ORIGIN_IP, **p))
+        self.sg_ports = port, sport
+        self.launch_sandgate()
+
+    def launch_sandgate(self):
+        d = self.path("sg")
+        port, sport = self.sg_ports
         proc = Proc("sandgate", [self.sandgate, "serve", "-c", d + "/sandgate.yaml"],
                     d + "/sandgate.log")
         if self.add_proxy("sandgate", proc, port, d + "/ca.crt", [d + "/sandgate.log"], sport):
@@ -411,6 +417,14 @@ policies:
             proc.remember_kids()
             log("sandgate: network process %d, helpers %s" %
                 (proc.pid, " ".join(str(k[0]) for k in sorted(proc.kids)) or "none"))
+
+    def restart_sandgate(self):
+        """A fresh network process (same config, ports, CA and audit.db), so
+        that the second idle-tunnel measurement does not reuse the heap the
+        first one grew."""
+        self.proxies.pop("sandgate-socks5", None)
+        self.proxies.pop("sandgate")["proc"].stop()
+        self.launch_sandgate()
 
     def squid_conf(self, d, port, bump):
         p = self.port
@@ -687,10 +701,16 @@ def request(flow):
         scns = [s for s in SCENARIOS if s.key in a.only]
         # Idle tunnels first, while the proxies' heaps are fresh: memory
         # freed by earlier load would otherwise hide what tunnels take.
+        idled = False
         for s in scns:
             if s.kind == "idle":
                 for t in self.targets(s):
+                    if t == "sandgate" and idled:
+                        self.restart_sandgate()
+                        if "sandgate" not in self.proxies:
+                            continue
                     self.record(s, t, self.measure_idle(s, t, "%s.%s.idle" % (s.key, t)))
+                    idled = idled or t == "sandgate"
         for s in scns:
             if s.kind == "rate":
                 for t in self.targets(s):   # warm-up: leaves minted, pools filled
