@@ -163,11 +163,15 @@ def cpu_seconds(before, after):
 
 
 def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    """VmRSS of the process, or None when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def free_port(ip):
@@ -235,7 +239,7 @@ def ensure_packages(pkgs, work):
             if subprocess.call(cmd, stdout=out, stderr=out, env=env) != 0:
                 subprocess.call(["apt-get", "update"], stdout=out, stderr=out, env=env)
                 if subprocess.call(cmd, stdout=out, stderr=out, env=env) != 0:
-                    log("apt-get failed; see %s/apt.log" % work)
+                    log("apt-get failed:\n" + tail(os.path.join(work, "apt.log")))
     finally:
         if made:
             os.unlink(rcd)
@@ -673,7 +677,7 @@ def request(flow):
         finally:
             proc.stop()
         held = res.get("held", 0)
-        res["rss_kib"] = (r1 - r0) / held if held else None
+        res["rss_kib"] = (r1 - r0) / held if held and r0 and r1 else None
         res["rss_before"], res["rss_after"] = r0, r1
         self.expected[tag] = (int(res.get("ok", 0)), int(res.get("errors", 0)))
         return res
@@ -916,12 +920,7 @@ def report(b, micro, started):
                 cpu = line.split(":", 1)[1].strip()
                 break
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    try:
-        commit = run(["git", "-C", SRC, "rev-parse", "--short", "HEAD"]).strip()
-        if run(["git", "-C", SRC, "status", "--porcelain", "--untracked-files=no"]).strip():
-            commit += " plus uncommitted changes"
-    except (subprocess.CalledProcessError, OSError):
-        commit = "unknown commit"
+    commit = b.commit
     w("## sandgate benchmark, %s%s" % (started.strftime("%Y-%m-%d %H:%M UTC"),
                                        {"smoke": " (--smoke)", "quick": " (--quick)"}.get(a.level, "")))
     w("")
@@ -1026,6 +1025,14 @@ def report(b, micro, started):
 
 
 def versions(b):
+    """Versions of the baselines, and the commit measured (taken at the start:
+    the tree may change while the benchmark runs)."""
+    try:
+        b.commit = run(["git", "-C", SRC, "rev-parse", "--short", "HEAD"]).strip()
+        if run(["git", "-C", SRC, "status", "--porcelain", "--untracked-files=no"]).strip():
+            b.commit += " plus uncommitted changes"
+    except (subprocess.CalledProcessError, OSError):
+        b.commit = "unknown commit"
     v = {}
 
     def pkg(p):
