@@ -4,7 +4,7 @@
 #              under ASan + UBSan, then replay and briefly fuzz every parser
 #   make fuzz-long  fuzz the whole-worker target (fuzz_worker) for 10 minutes
 #   make bench  the benchmark against Squid, tinyproxy and mitmproxy (bench/run.sh,
-#              about 12 minutes; BENCH_ARGS=--quick for about 2, --workers 2 ...)
+#              about 10 minutes; BENCH_ARGS=--quick for about 2, --workers 2 ...)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz

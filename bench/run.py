@@ -1055,7 +1055,7 @@ def main():
                     help="build directory (default: ./build)")
     lv = ap.add_mutually_exclusive_group()
     lv.add_argument("--quick", dest="level", action="store_const", const="quick",
-                    help="one short round, fewer tunnels: about 3 minutes")
+                    help="one short round of every figure: about 2 minutes")
     lv.add_argument("--smoke", dest="level", action="store_const", const="smoke",
                     help="sandgate and direct only, tiny loads, no packages: seconds")
     ap.add_argument("--workers", type=int, default=int(os.environ.get("SANDGATE_WORKERS", 1)),
