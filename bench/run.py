@@ -105,7 +105,16 @@ class Proc:
 
 
 def stop_all():
-    for p in reversed(list(Proc.live)):
+    """Every process still running: all told at once, then each waited for."""
+    procs = list(reversed(Proc.live))
+    for p in procs:
+        p.remember_kids()
+        if p.alive():
+            try:
+                p.p.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    for p in procs:
         p.stop()
 
 
@@ -857,7 +866,6 @@ SCENARIOS = [
         ["direct", "squid-bump", "mitmproxy", "sandgate"], intercept=True,
         goals=[("sandgate", "ratio", "squid-bump", 3)]),
 ]
-SCN = {s.key: s for s in SCENARIOS}
 
 LABEL = {"direct": "direct", "squid": "Squid", "squid-bump": "Squid ssl-bump",
          "tinyproxy": "tinyproxy", "mitmproxy": "mitmproxy", "sandgate": "sandgate",
@@ -1095,6 +1103,7 @@ def main():
         ap.error("--workers: 1 to 64")
 
     def bye(sig, frame):
+        log("signal %d: stopping everything" % sig)
         raise SystemExit(128 + sig)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, bye)
