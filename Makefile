@@ -3,6 +3,8 @@
 #   make test  install packages, build, run the whole CTest suite, then again
 #              under ASan + UBSan, then replay and briefly fuzz every parser
 #   make fuzz-long  fuzz the whole-worker target (fuzz_worker) for 10 minutes
+#   make bench  the benchmark against Squid, tinyproxy and mitmproxy (bench/run.sh,
+#              about 10 minutes; BENCH_ARGS=--quick for about 2, --workers 2 ...)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
@@ -55,8 +57,9 @@ fuzz-long: fuzz-build
 	    -artifact_prefix=$(FUZZ_BUILD)/fuzz_worker- "$$scratch" \
 	    tests/fuzz/corpus/fuzz_worker
 
+BENCH_ARGS ?=
 bench: build
-	./bench/run.sh $(BUILD)
+	./bench/run.sh $(BENCH_ARGS) $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
