@@ -495,6 +495,12 @@ ca_alloc(const char **errstr)
 		ca_free(ca);
 		return NULL;
 	}
+	/* The cache's hash key: hostile names cannot aim at one chain. */
+	if (RAND_bytes((unsigned char *)ca->hkey, sizeof(ca->hkey)) != 1) {
+		*errstr = ca_err("no randomness: %s", ca_ossl_reason());
+		ca_free(ca);
+		return NULL;
+	}
 	return ca;
 }
 
@@ -531,10 +537,6 @@ ca_load(const char *cert_path, const char *key_path, const char **errstr)
 		    ca_ossl_reason());
 		goto fail;
 	}
-	if (RAND_bytes((unsigned char *)ca->hkey, sizeof(ca->hkey)) != 1) {
-		*errstr = ca_err("no randomness: %s", ca_ossl_reason());
-		goto fail;
-	}
 	return ca;
 fail:
 	ca_free(ca);
@@ -564,10 +566,6 @@ ca_remote(X509 *cert, EVP_PKEY *leaf_key, ca_remote_fn fn, void *arg,
 		goto fail;
 	}
 	ca->leaf_key = leaf_key;
-	if (RAND_bytes((unsigned char *)ca->hkey, sizeof(ca->hkey)) != 1) {
-		*errstr = ca_err("no randomness: %s", ca_ossl_reason());
-		goto fail;
-	}
 	return ca;
 fail:
 	ca_free(ca);
