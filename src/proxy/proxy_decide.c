@@ -85,10 +85,10 @@ proxy_decide(struct session *s, const struct decide_in *in)
 	    in->path, &s->verdict))
 		return decided(s, s->verdict.reason, NULL);
 	/* A tunnel that will be intercepted needs the keeper: not while it is away. */
-	if ((s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5) &&
+	if (!keeper_client_up(s->p->kc) &&
+	    (s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5) &&
 	    in->tunnel_host == NULL && !in->tunnel_request &&
-	    (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) &&
-	    !keeper_client_up(s->p->kc))
+	    (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)))
 		return decided(s, REASON_KEEPER_UNAVAILABLE, NULL);
 	return REASON_NONE;
 }

@@ -154,11 +154,12 @@ splice_free(struct session *s)
 int
 splice_ready(const struct session *s)
 {
-	return s->splice == NULL && !s->intercepted && !s->closing &&
+	/* Cheapest first: this runs each time a relayed output drains. */
+	return s->bytes_up + s->bytes_down >= PROXY_SPLICE_AFTER &&
+	    s->splice == NULL && !s->intercepted && !s->closing &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5 ||
 	    s->kind == KIND_TRANSPARENT) && s->obev != NULL &&
-	    s->bytes_up + s->bytes_down >= PROXY_SPLICE_AFTER &&
 	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_input(s->obev)) == 0 &&

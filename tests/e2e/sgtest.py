@@ -131,6 +131,15 @@ def _stop_all():
             pass
 
 
+def proc_status(path_or_pid):
+    """/proc/PID/status (or a task's status file) as {key: value}."""
+    path = path_or_pid if isinstance(path_or_pid, str) else \
+        "/proc/%d/status" % path_or_pid
+    with open(path) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f
+                    if ":\t" in line)
+
+
 # ---------------------------------------------------------------- temp, ports
 
 class TempDir:

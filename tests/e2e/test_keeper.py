@@ -56,12 +56,6 @@ credentials:
 """
 
 
-def status_of(pid):
-    with open("/proc/%d/status" % pid) as f:
-        return dict(line.rstrip("\n").split(":\t", 1) for line in f
-                    if ":\t" in line)
-
-
 def comm(pid):
     with open("/proc/%d/comm" % pid) as f:
         return f.read().strip()
@@ -186,13 +180,13 @@ class KeeperTest(unittest.TestCase):
 
     def test_01_three_processes(self):
         mon, kp = self.tree()
-        net = status_of(self.pid)
+        net = T.proc_status(self.pid)
         self.assertNotEqual(net["Uid"].split()[0], "0", net)
         self.assertEqual(net["Seccomp"], "2")
         for pid in (mon, kp):
-            st = status_of(pid)
+            st = T.proc_status(pid)
             self.assertEqual(st["Uid"].split(), ["0"] * 4, st)
-        st = status_of(kp)
+        st = T.proc_status(kp)
         for c in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
             self.assertEqual(int(st[c], 16), 0, "%s %s" % (c, st[c]))
         self.assertEqual(st["NoNewPrivs"], "1", st)

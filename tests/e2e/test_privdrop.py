@@ -66,13 +66,6 @@ policies:
 """
 
 
-def status_of(path):
-    """/proc/.../status as {key: value}."""
-    with open(path) as f:
-        return dict(line.rstrip("\n").split(":\t", 1) for line in f
-                    if ":\t" in line)
-
-
 def as_user(code, *args):
     """python3 -c code args as the gateway's user: its uid and gid, no
     supplementary group, no capability (what /proc shows of the gateway)."""
@@ -143,7 +136,7 @@ class PrivDropTest(unittest.TestCase):
         for tid in ["."] + tasks:
             path = "/proc/%d/%s" % (self.pid, "status" if tid == "."
                                     else "task/%s/status" % tid)
-            st = status_of(path)
+            st = T.proc_status(path)
             with self.subTest(task=tid):
                 self.assertEqual(st["Uid"], ids, st)
                 self.assertEqual(st["Gid"], gids, st)
@@ -271,7 +264,7 @@ class PrivDropTest(unittest.TestCase):
 
     def test_40_after_all_still_confined(self):
         self.assertTrue(self.gw.alive(), self.gw.log_tail())
-        st = status_of("/proc/%d/status" % self.pid)
+        st = T.proc_status("/proc/%d/status" % self.pid)
         self.assertEqual(st["Seccomp"], "2")
         self.assertEqual(int(st["CapEff"], 16), 0)
 
@@ -339,7 +332,7 @@ class PrivDropStartTest(unittest.TestCase):
         while time.time() < deadline and "ready" not in p.log_text():
             time.sleep(0.05)
         self.assertIn("user: null", p.log_text())
-        st = status_of("/proc/%d/status" % p.pid)
+        st = T.proc_status("/proc/%d/status" % p.pid)
         self.assertEqual(st["Uid"].split("\t")[0], "0")
         self.assertEqual(st["Seccomp"], "0")
         self.assertIn(p.stop(), (0, -15, 143), p.log_tail())
