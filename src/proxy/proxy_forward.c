@@ -582,6 +582,8 @@ origin_head(struct session *s)
 		write_client_head(s, &r, 1);
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
+		if (s->intercepted)
+			session_mark(s, MARK_RESPONSE_HEAD);
 		f->resp_framing = r.framing;
 		f->resp_left = r.content_length;
 		http_chunked_init(&f->resp_chunk);
@@ -623,6 +625,8 @@ origin_body(struct session *s)
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
+		if (s->intercepted)
+			session_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
 		else {

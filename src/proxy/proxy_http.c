@@ -477,6 +477,8 @@ handle_head(struct session *s)
 	request_reset(s);
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
+	if (n > 0 && s->intercepted)
+		session_mark(s, MARK_REQUEST);
 	switch (n) {
 	case HTTP_NEED_MORE:
 		return;

@@ -208,6 +208,23 @@ struct forward {
 	int			 client_minor;	/* the client's HTTP/1.x */
 };
 
+/*
+ * Where the time of an intercepted session goes: each phase's first moment,
+ * in microseconds after accept (plus one; 0: not reached). Kept only with
+ * `serve -d`, logged when the session closes; bench/run.py reads the lines.
+ */
+enum session_mark {
+	MARK_HELLO,		/* the ClientHello decided: interception starts */
+	MARK_LEAF,		/* the leaf certificate and key in hand */
+	MARK_CLIENT_TLS,	/* the client's handshake done */
+	MARK_REQUEST,		/* the first request head parsed */
+	MARK_ORIGIN_CONNECT,	/* the origin socket connecting */
+	MARK_ORIGIN_TLS,	/* the origin's handshake done */
+	MARK_RESPONSE_HEAD,	/* the first response head forwarded */
+	MARK_RESPONSE_DONE,	/* the first response complete */
+	MARK_N
+};
+
 /* What an origin connection was opened for (proxy_origin.c). */
 struct origin_bind {
 	char			 sandbox[POLICY_ID_MAX + 1];
@@ -283,6 +300,8 @@ struct session {
 	const char		*close_reason;
 	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
+	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
+	int			 origin_resumed;	/* the origin TLS session was resumed */
 };
 
 /* proxy_session.c */
@@ -295,6 +314,8 @@ void		 session_http_error(struct session *, int status,
 /* Write what is queued to the client, then close. */
 void		 session_finish(struct session *, const char *reason);
 void		 session_touch(struct session *);
+/* Note the first time the session reaches m (only with `serve -d`). */
+void		 session_mark(struct session *, enum session_mark m);
 /* The client side's EOF/error handler outside the relay. */
 void		 session_client_event_cb(struct bufferevent *, short, void *);
 /* One log line per decision: allow/deny/error with the rule and reason. */

@@ -387,6 +387,7 @@ proxy_tls_intercept_client(struct session *s)
 	EVP_PKEY *key = NULL;
 	SSL *ssl;
 
+	session_mark(s, MARK_HELLO);
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))
 		return -1;
@@ -395,6 +396,7 @@ proxy_tls_intercept_client(struct session *s)
 		    (unsigned long long)s->id, s->target.host);
 		return -1;
 	}
+	session_mark(s, MARK_LEAF);
 	if ((ssl = SSL_new(s->w->tls_client_ctx)) == NULL ||
 	    SSL_use_certificate(ssl, leaf) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1 ||
@@ -567,6 +569,9 @@ proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
+	if (ssl != NULL && SSL_session_reused(ssl))
+		s->origin_resumed = 1;
+	session_mark(s, MARK_ORIGIN_TLS);
 	if (ssl != NULL && log_enabled(LOG_LVL_DEBUG))
 		log_debug("session %llu: origin %s:%u: %s, %s",
 		    (unsigned long long)s->id, s->target.host, s->target.port,
