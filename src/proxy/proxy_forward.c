@@ -72,7 +72,7 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 void
 forward_reset(struct session *s)
 {
-	cred_plan_clear(&s->fwd.plan);
+	cred_plan_free(&s->fwd.plan);
 	if (s->fwd.scrub != NULL)
 		vault_scrubber_free(s->fwd.scrub);
 	free(s->fwd.path);

@@ -164,16 +164,32 @@ struct vault_snapshot;
 struct vault_scrubber;
 struct policy_credential;
 
+/*
+ * The part of a plan only a request to a credential's host needs (3 KiB):
+ * allocated by cred_request then, freed by cred_plan_free, so that other
+ * sessions (and idle ones) do not carry it.
+ */
+struct cred_plan_ext {
+	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* placeholders of bound[] */
+	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+};
+
 /* What cred_request decided for one request (proxy_cred.c). */
 struct cred_plan {
 	struct vault_snapshot	*snap;		/* reference held while the request lives */
 	const struct policy_credential *bound[CRED_MAX_BOUND];	/* creds bound to this host */
-	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* their placeholders */
 	size_t			 n_bound;
-	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+	struct cred_plan_ext	*x;		/* NULL: nothing bound, nothing to swap */
 	const struct policy_credential *query_cred;	/* swap in the query */
 	char			 cred[CRED_NAME_MAX + 1];	/* for the audit row */
 };
+
+/* The credential to swap into header i, or NULL. */
+static inline const struct policy_credential *
+cred_plan_swap(const struct cred_plan *plan, size_t i)
+{
+	return plan->x != NULL ? plan->x->swap[i] : NULL;
+}
 
 struct cred_body_tail {
 	char			 buf[CRED_PH_MAX];
@@ -417,6 +433,8 @@ int		 cred_in_name(struct proxy *, const char *host, char *cred,
 int		 cred_request(struct session *, const struct http_request *,
 		    struct cred_plan *, enum sg_reason *reason);
 void		 cred_plan_clear(struct cred_plan *);
+/* cred_plan_clear, and the plan's extension freed. */
+void		 cred_plan_free(struct cred_plan *);
 void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);

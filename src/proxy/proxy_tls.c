@@ -137,7 +137,7 @@ proxy_tls_worker_free(struct worker *w)
  * pauses while the filter has not taken what was read, and the filter
  * stops encrypting while the socket is blocked.
  */
-#define CSOCK_READ		16384
+#define CSOCK_READ		(16384 - 128)
 #define CSOCK_HWM		(256 * 1024)
 /*
  * Deferred callbacks: a filter that decrypts a last record and a
@@ -431,6 +431,7 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	/* From here the filter owns ssl and what it sits on. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+	bufferevent_set_max_single_read(f, 3968);
 	if (cs != NULL) {
 		evbuffer_add_buffer(hello, bufferevent_get_input(old));
 		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
@@ -495,6 +496,7 @@ proxy_tls_origin_bev(struct session *s)
 		goto fail;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	bufferevent_set_max_single_read(bev, 3968);
 	return bev;
 fail:
 	log_openssl("preparing the origin-side TLS");
