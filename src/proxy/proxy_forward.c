@@ -681,6 +681,8 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 	int corked;
 
 	session_touch(s);
+	if (s->intercepted)
+		proxy_tls_read_size(bev);
 	if (s->state != S_FORWARD) {
 		/* Bytes from an idle kept-alive origin: it cannot be reused. */
 		upstream_drop(s);

@@ -548,6 +548,8 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 	struct session *s = arg;
 
 	session_touch(s);
+	if (s->intercepted)
+		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
 		handle_head(s);

@@ -474,6 +474,8 @@ struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
 void		 proxy_tls_origin_release(struct bufferevent *);
+/* In a read callback, before the input is drained: size the filter's next reads. */
+void		 proxy_tls_read_size(struct bufferevent *);
 /* Ciphertext not yet written to an intercepted client's socket. */
 size_t		 proxy_tls_client_unsent(struct session *);
 /* Free cbev or obev (and the socket under its TLS filter). */

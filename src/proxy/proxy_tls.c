@@ -137,7 +137,17 @@ proxy_tls_worker_free(struct worker *w)
  * pauses while the filter has not taken what was read, and the filter
  * stops encrypting while the socket is blocked.
  */
-#define CSOCK_READ		(16384 - 128)
+#define CSOCK_READ		16384
+/*
+ * How much a TLS filter asks SSL_read for at a time. libevent reserves
+ * that much in the filter's input before every read, also for the read
+ * it tries each time the input is drained below its high watermark,
+ * which finds nothing on an idle connection and keeps the empty chain: a
+ * 4 KiB chain then, where 16 KiB would keep 32 KiB. Bulk transfers read
+ * whole records (proxy_tls_read_size switches).
+ */
+#define TLS_READ_SMALL		(4096 - 128)
+#define TLS_READ_BULK		16384
 #define CSOCK_HWM		(256 * 1024)
 /*
  * Deferred callbacks: a filter that decrypts a last record and a
@@ -431,7 +441,7 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	/* From here the filter owns ssl and what it sits on. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
-	bufferevent_set_max_single_read(f, 3968);
+	bufferevent_set_max_single_read(f, TLS_READ_SMALL);
 	if (cs != NULL) {
 		evbuffer_add_buffer(hello, bufferevent_get_input(old));
 		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
@@ -496,12 +506,27 @@ proxy_tls_origin_bev(struct session *s)
 		goto fail;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-	bufferevent_set_max_single_read(bev, 3968);
+	bufferevent_set_max_single_read(bev, TLS_READ_SMALL);
 	return bev;
 fail:
 	log_openssl("preparing the origin-side TLS");
 	SSL_free(ssl);
 	return NULL;
+}
+
+/*
+ * A read that filled what was asked for is likely a bulk transfer: read
+ * whole records from now on; a small one goes back to small reads.
+ */
+void
+proxy_tls_read_size(struct bufferevent *bev)
+{
+	size_t n = evbuffer_get_length(bufferevent_get_input(bev));
+
+	if (bufferevent_openssl_get_ssl(bev) == NULL)
+		return;
+	bufferevent_set_max_single_read(bev, n >= TLS_READ_SMALL ?
+	    TLS_READ_BULK : TLS_READ_SMALL);
 }
 
 /* Connect bev's socket: a csock's (see above), or a socket bufferevent's. */
