@@ -246,7 +246,8 @@ cmd_help(int argc, char *argv[])
 	if (argc > 3)
 		return cmd_usage_error(help_usage, "help: give a command and at "
 		    "most one subcommand");
-	if (strcmp(argv[1], "help") == 0) {
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
 		fputs(help_usage, stdout);
 		return 0;
 	}
