@@ -686,17 +686,21 @@ def request(flow):
             except subprocess.TimeoutExpired:
                 rec.kill()
         self.record(scn, target, res)
-        try:
-            rep = run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                       "--sort", "dso,sym", "--percent-limit", "1", "-g", "none",
-                       "--max-stack", "0"], timeout=600)
-        except (subprocess.SubprocessError, OSError) as e:
-            log("perf report failed: %s" % e)
-            return
-        top = [ln for ln in rep.splitlines() if ln.strip() and not ln.startswith("#")]
+        rows = {}
+        for sort, limit in (("dso", "0.5"), ("dso,sym", "0.4")):
+            try:
+                rep = run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                           "--sort", sort, "--percent-limit", limit, "-g", "none",
+                           "--max-stack", "0"], timeout=600)
+            except (subprocess.SubprocessError, OSError) as e:
+                log("perf report failed: %s" % e)
+                return
+            rows[sort] = [ln for ln in rep.splitlines()
+                          if ln.strip() and not ln.startswith("#")]
         with open(os.path.join(self.a.perf, name + ".txt"), "w") as f:
             f.write("# %s, %s: %s\n" % (scn.label, LABEL.get(target, target), scn.title))
-            f.write("\n".join(top[:25]) + "\n")
+            f.write("# by object:\n" + "\n".join(rows["dso"][:12]) + "\n")
+            f.write("# by symbol:\n" + "\n".join(rows["dso,sym"][:30]) + "\n")
         if not self.a.keep:
             os.unlink(data)
         log("perf: %s" % os.path.join(self.a.perf, name + ".txt"))
