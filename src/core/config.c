@@ -778,14 +778,26 @@ cf_limits(struct cload *l, const struct ynode *n)
 	}
 }
 
+/*
+ * workers: auto. One core is left to what is not an event loop: the
+ * kernel's network stack (most of a relayed byte's cost, see
+ * docs/benchmarks.md), the audit writer, the main loop, the keeper, and on
+ * a launcher host the sandboxes. On two cores one loop does as well as two
+ * or better in every scenario measured; a dedicated gateway with many
+ * cores loses one loop in sixteen.
+ */
+int
+config_auto_workers(long ncpu)
+{
+	if (ncpu <= 2)
+		return 1;
+	return ncpu - 1 > CF_MAX_WORKERS ? CF_MAX_WORKERS : (int)(ncpu - 1);
+}
+
 static int
 cf_cores(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (n < 1)
-		return 1;
-	return n > CF_MAX_WORKERS ? CF_MAX_WORKERS : (int)n;
+	return config_auto_workers(sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 static void

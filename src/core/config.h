@@ -72,7 +72,7 @@ struct config {
 	uint32_t	 sandbox_max_connections;
 	uint32_t	 sandbox_conn_rate;	/* new connections per second */
 	uint32_t	 sandbox_dns_rate;	/* DNS queries per second */
-	int		 workers;		/* resolved: "auto" -> cores */
+	int		 workers;		/* resolved: see config_auto_workers */
 	char		*user;		/* serve drops to this user; NULL: stays as started */
 };
 
@@ -89,5 +89,8 @@ void		 config_free(struct config *);
 int	config_parse_duration_ms(const char *s, uint64_t *ms);	/* 10s 5m 2h 7d 250ms */
 int	config_parse_hostport(const char *s, struct sockaddr_storage *,
 	    socklen_t *, uint16_t default_port);
+
+/* What workers: auto means on a machine with ncpu online CPUs. */
+int	config_auto_workers(long ncpu);
 
 #endif

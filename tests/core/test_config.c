@@ -54,12 +54,13 @@ ss_addr(const struct sockaddr_storage *ss)
 	    buf, sizeof(buf));
 }
 
+/* workers: auto on this machine: one loop on two cores or fewer, else one core left. */
 static int
 cores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
-	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+	return n <= 2 ? 1 : n - 1 > 64 ? 64 : (int)(n - 1);
 }
 
 static void
@@ -689,6 +690,35 @@ test_find(void)
 	CHECK(chdir(cwd) == 0);
 }
 
+/* workers: auto leaves one core to the kernel, the audit writer and the rest. */
+static void
+test_auto_workers(void)
+{
+	struct config *cfg;
+	struct diag d;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CHECK(config_auto_workers(-1) == 1);
+	CHECK(config_auto_workers(0) == 1);
+	CHECK(config_auto_workers(1) == 1);
+	CHECK(config_auto_workers(2) == 1);
+	CHECK(config_auto_workers(3) == 2);
+	CHECK(config_auto_workers(16) == 15);
+	CHECK(config_auto_workers(65) == 64);
+	CHECK(config_auto_workers(1024) == 64);
+	diag_init(&d);
+	cfg = config_load(coretest_tmpfile("auto.yaml", "workers: auto\n"), &d);
+	CHECK(cfg != NULL && cfg->workers == config_auto_workers(n));
+	config_free(cfg);
+	diag_free(&d);
+	/* Absent: the same. */
+	diag_init(&d);
+	cfg = config_load(coretest_tmpfile("auto.yaml", "# nothing\n"), &d);
+	CHECK(cfg != NULL && cfg->workers == config_auto_workers(n));
+	config_free(cfg);
+	diag_free(&d);
+}
+
 int
 main(void)
 {
@@ -703,5 +733,6 @@ main(void)
 	test_hostport();
 	test_user();
 	test_find();
+	test_auto_workers();
 	return check_summary();
 }
