@@ -26,6 +26,7 @@ struct splice_dir {
 	int		 from, to;	/* sockets: read from, write to */
 	int		 rp, wp;	/* the pipe's read and write ends */
 	size_t		 queued;	/* bytes in the pipe */
+	size_t		 cap;		/* the pipe's capacity */
 	int		 eof;		/* from ended; to was shut down once drained */
 	struct event	*rev, *wev;
 	int		 up;		/* client -> origin */
@@ -68,6 +69,7 @@ static void
 splice_pump(struct splice_relay *sr, struct splice_dir *d)
 {
 	struct session *s = sr->s;
+	int drained = 0;
 	ssize_t n;
 
 	session_touch(s);
@@ -95,10 +97,21 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 			splice_done_check(sr);
 			return;
 		}
+		/*
+		 * The last read took less than the pipe could hold: the socket
+		 * had no more (a message of a request-response protocol). Not
+		 * asked again (that would be one EAGAIN per message); the read
+		 * event is level-triggered and says when there is more.
+		 */
+		if (drained) {
+			event_add(d->rev, NULL);
+			return;
+		}
 		n = splice(d->from, NULL, d->wp, NULL, SPLICE_CHUNK,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			d->queued += (size_t)n;
+			drained = (size_t)n < d->cap;
 			if (d->up)
 				s->bytes_up += (uint64_t)n;
 			else
@@ -170,7 +183,7 @@ static int
 splice_dir_init(struct splice_relay *sr, struct splice_dir *d, int from,
     int to, int up)
 {
-	int p[2];
+	int p[2], n;
 
 	d->sr = sr;
 	d->rp = d->wp = -1;
@@ -181,6 +194,8 @@ splice_dir_init(struct splice_relay *sr, struct splice_dir *d, int from,
 		return -1;
 	d->rp = p[0];
 	d->wp = p[1];
+	n = fcntl(d->wp, F_GETPIPE_SZ);
+	d->cap = n > 0 ? (size_t)n : 4096;
 	d->rev = event_new(sr->s->w->base, from, EV_READ | EV_PERSIST,
 	    splice_read_cb, d);
 	d->wev = event_new(sr->s->w->base, to, EV_WRITE | EV_PERSIST,
