@@ -13,8 +13,11 @@
 
 static const char policy_usage[] =
     "usage: sandgate policy check [-c FILE]\n"
-    "       sandgate policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
-    "                               [--format text|json] HOST[:PORT]|IP[:PORT]\n"
+    "       sandgate policy explain [-c FILE] --sandbox ID|--policy NAME\n"
+    "                               [--method M] [--path P] [--format text|json]\n"
+    "                               HOST[:PORT]|IP[:PORT]\n"
+    "  --policy NAME decides as for a launcher sandbox registered under NAME\n"
+    "  (\"default\" is always there: it allows nothing unless a file defines it).\n"
     "  HOST may be a name, an IPv4 address or a bracketed IPv6 address;\n"
     "  PORT defaults to 443.\n";
 
@@ -116,7 +119,7 @@ policy_explain(int argc, char *argv[])
 	struct policy_identity id;
 	struct policy_target t;
 	struct policy_verdict v;
-	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL;
+	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL, *pname = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
 	const char *reason;
 	size_t hostlen;
@@ -124,12 +127,14 @@ policy_explain(int argc, char *argv[])
 	int rc = 0;
 
 	cmd_args_init(&a, argc, argv);
-	while ((opt = cmd_args_next(&a, "c|config|sandbox|method|path|format",
+	while ((opt = cmd_args_next(&a, "c|config|sandbox|policy|method|path|format",
 	    &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else if (strcmp(opt, "sandbox") == 0)
 			sandbox = val;
+		else if (strcmp(opt, "policy") == 0)
+			pname = val;
 		else if (strcmp(opt, "method") == 0)
 			method = val;
 		else if (strcmp(opt, "path") == 0)
@@ -143,9 +148,9 @@ policy_explain(int argc, char *argv[])
 			return cmd_usage_error(policy_usage, "policy explain: bad "
 			    "option: %s", a.bad ? a.bad : opt);
 	}
-	if (sandbox == NULL)
-		return cmd_usage_error(policy_usage, "policy explain: --sandbox "
-		    "is required");
+	if ((sandbox == NULL) == (pname == NULL))
+		return cmd_usage_error(policy_usage, "policy explain: give "
+		    "--sandbox or --policy");
 	if (a.n_ops != 1)
 		return cmd_usage_error(policy_usage, "policy explain: give one "
 		    "HOST[:PORT]");
@@ -161,7 +166,14 @@ policy_explain(int argc, char *argv[])
 		    "destination: %s", a.ops[0]);
 	if (cmd_load(cfg_path, &cfg, &pol) == -1)
 		return 1;
-	if (policy_identity_by_id(pol, sandbox, &id) == -1) {
+	if (pname != NULL) {
+		if (!policy_has(pol, pname)) {
+			rc = cmd_error("unknown policy: %s", pname);
+			goto done;
+		}
+		memset(&id, 0, sizeof(id));
+		snprintf(id.policy, sizeof(id.policy), "%s", pname);
+	} else if (policy_identity_by_id(pol, sandbox, &id) == -1) {
 		rc = cmd_error("unknown sandbox: %s", sandbox);
 		goto done;
 	}
@@ -182,7 +194,7 @@ policy_explain(int argc, char *argv[])
 		printf(",\"reason\":");
 		json_string(reason);
 		printf(",\"sandbox\":");
-		json_string(id.sandbox);
+		json_string(id.sandbox[0] != '\0' ? id.sandbox : NULL);
 		printf(",\"policy\":");
 		json_string(id.policy);
 		printf(",\"host\":");
@@ -193,8 +205,9 @@ policy_explain(int argc, char *argv[])
 	} else {
 		printf("decision: %s\nrule: %s\nreason: %s\n",
 		    v.allow ? "allow" : "deny", v.rule, reason);
-		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n", id.sandbox,
-		    id.policy, t.host, t.port);
+		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n",
+		    id.sandbox[0] != '\0' ? id.sandbox : "any", id.policy,
+		    t.host, t.port);
 		if (v.allow)
 			printf("tls: %s\nopaque: %s\n",
 			    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",
