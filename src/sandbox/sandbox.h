@@ -43,6 +43,7 @@ struct sandbox_net {
 	char		 veth_guest[SANDBOX_IFNAME_MAX];	/* eth0, inside */
 	struct in_addr	 host_addr;	/* .1 of the /30: the gateway */
 	struct in_addr	 guest_addr;	/* .2 of the /30: the sandbox */
+	int		 route_localnet; /* set it on the host side (a loopback listener) */
 };
 
 /* What the OCI config is built from; every string is already validated. */
@@ -82,14 +83,25 @@ int	 sandbox_netns_exists(const char *name);
 
 /* sandbox_nft.c */
 /*
+ * Where a sandbox's TCP (transparent) or DNS goes: a listener's IPv4
+ * address and port; INADDR_ANY (a wildcard listener) = the host side of
+ * the sandbox's veth.
+ */
+struct sandbox_dest {
+	struct in_addr	 addr;
+	uint16_t	 port;
+};
+/*
  * Build the nft commands for one sandbox (pure; for tests and for apply).
  * log_group != 0: the first packet of each flow the rules drop (not DNS,
  * not TCP) goes to that NFLOG group first, for the gateway's audit log.
  */
-int	 sandbox_nft_rules(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, uint16_t log_group, char *buf, size_t len);
-int	 sandbox_nft_add(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, uint16_t log_group, const char **errstr);
+int	 sandbox_nft_rules(const struct sandbox_net *,
+	    const struct sandbox_dest *tp, const struct sandbox_dest *dns,
+	    uint16_t log_group, char *buf, size_t len);
+int	 sandbox_nft_add(const struct sandbox_net *,
+	    const struct sandbox_dest *tp, const struct sandbox_dest *dns,
+	    uint16_t log_group, const char **errstr);
 void	 sandbox_nft_del(const struct sandbox_net *);
 
 /* sandbox_oci.c */
