@@ -125,7 +125,7 @@ sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
 	/* before conntrack: only the sandbox's own address, only IPv4 */
 	nb_add(&b, "add chain inet sandgate raw_%s\n", v);
 	nb_add(&b, "add rule inet sandgate raw_%s meta nfproto ipv6 drop\n", v);
-	nb_add(&b, "add rule inet sandgate raw_%s ip saddr != %s drop\n", v,
+	nb_add(&b, "add rule inet sandgate raw_%s ip saddr != %s counter drop\n", v,
 	    guest);
 	nb_add(&b, "add chain inet sandgate pre_%s\n", v);
 	nb_add(&b, "add rule inet sandgate pre_%s meta nfproto ipv6 drop\n", v);

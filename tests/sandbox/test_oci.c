@@ -364,7 +364,7 @@ test_nft(void)
 	static const char *const want[] = {
 		"add chain inet sandgate raw_sg0000abcd\n",
 		"add rule inet sandgate raw_sg0000abcd meta nfproto ipv6 drop\n",
-		"add rule inet sandgate raw_sg0000abcd ip saddr != 198.18.0.6 drop\n",
+		"add rule inet sandgate raw_sg0000abcd ip saddr != 198.18.0.6 counter drop\n",
 		"add chain inet sandgate pre_sg0000abcd\n",
 		"add rule inet sandgate pre_sg0000abcd meta nfproto ipv6 drop\n",
 		"add rule inet sandgate in_sg0000abcd ip saddr != 198.18.0.6 drop\n",
