@@ -243,9 +243,17 @@ int	 sandbox_runtime_status(enum sandbox_runtime, const char *state_root,
 /* `kill ID SIG` through the runtime (to the sandbox's init). */
 void	 sandbox_runtime_kill(enum sandbox_runtime, const char *state_root,
 	    const char *id, const char *sig);
-/* `exec --process FILE ID` in the foreground; returns its pid. */
+/*
+ * `exec --process FILE ID` in the foreground; returns its pid. runsc also
+ * writes the command's pid inside the sandbox to pid_file: runsc exec does
+ * not pass signals on, sandbox_runtime_kill_pid() does.
+ */
 pid_t	 sandbox_runtime_exec(enum sandbox_runtime, const char *state_root,
-	    const char *id, const char *process_json, const char **errstr);
+	    const char *id, const char *process_json, const char *pid_file,
+	    const char **errstr);
+/* `kill --pid PID ID SIG` (runsc): signal one process of the sandbox. */
+int	 sandbox_runtime_kill_pid(enum sandbox_runtime, const char *state_root,
+	    const char *id, long pid, const char *sig);
 /* 128 + N for a signal, the exit code otherwise. */
 int	 sandbox_wait_status(int status);
 /* rmdir /sys/fs/cgroup/{each hierarchy}/sandgate/ID where empty. */
