@@ -19,6 +19,7 @@ Root only (exit 77 otherwise).
 import ipaddress
 import json
 import os
+import shlex
 import signal
 import socket
 import sqlite3
@@ -325,8 +326,16 @@ class ReadmeTest(unittest.TestCase):
         for f in ("/etc/sandgate/sandgate.yaml",):
             if os.path.exists(f):
                 self.skipTest(f + " exists: not the built-in defaults")
-        rt = next((r for r, path in RUNTIMES.items()
-            if os.access(path, os.X_OK)), None)
+        if not os.access(RUNTIMES["runsc"], os.X_OK):
+            self.skipTest("runsc (the built-in default runtime) is missing")
+        readme = os.path.join(os.environ.get("SANDGATE_SRC") or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", ".."), "README.md")
+        with open(readme) as f:
+            cmd = [l for l in f.read().splitlines()
+                if l.startswith("sudo build/sandgate sandbox run ")]
+        self.assertEqual(len(cmd), 1, "the README's first sandbox")
+        argv = shlex.split(cmd[0])[2:]
+        self.assertEqual(argv[:2], ["sandbox", "run"])
         td = T.TempDir("sgtest-readme-")
         self.addCleanup(td.cleanup)
         os.chmod(td.path, 0o755)
@@ -342,12 +351,12 @@ class ReadmeTest(unittest.TestCase):
             time.sleep(0.1)
         self.assertTrue(os.path.exists(sock), gw.log_tail())
         sid = "t-readme"
-        r = T.run_sandgate("sandbox", "run", "--runtime", rt, "--id", sid,
-            "--", "sh", "-c", "echo hello from the sandbox; "
-            "curl -s -m 10 http://example.com/ && echo REACHED; exit 3",
+        r = T.run_sandgate(*(argv[:2] + ["--id", sid] + argv[2:]),
             cwd=td.path, timeout=120)
-        self.assertEqual(r.returncode, 3, r.stderr + gw.log_tail())
+        self.assertEqual(r.returncode, 6, r.stderr + gw.log_tail())
         self.assertEqual(r.stdout, "hello from the sandbox\n")
+        self.assertEqual(r.stderr,
+            "curl: (6) Could not resolve host: example.com\n")
         self.assertEqual(leftovers(sid), [])
         self.assertIn("sandbox t-readme registered (policy default,",
             gw.log_text())
