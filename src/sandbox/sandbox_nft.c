@@ -145,7 +145,7 @@ sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
 	 * Into the host: the two listeners' exact address and ports (with a
 	 * loopback listener, 127.0.0.1 reached through route_localnet: every
 	 * other port of the host's loopback stays out), and replies to what
-	 * the host opened (ingress). Nothing else.
+	 * the host opened to the sandbox (ingress). Nothing else.
 	 */
 	nb_add(&b, "add chain inet sandgate in_%s\n", v);
 	nb_add(&b, "add rule inet sandgate in_%s meta nfproto ipv6 drop\n", v);
@@ -157,8 +157,14 @@ sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
 	    "accept\n", v, da, dns->port);
 	nb_add(&b, "add rule inet sandgate in_%s ip daddr %s udp dport %u "
 	    "accept\n", v, da, dns->port);
-	nb_add(&b, "add rule inet sandgate in_%s ct direction reply accept\n",
-	    v);
+	/*
+	 * Replies only of what the host opened to this sandbox: an ICMP
+	 * error is RELATED (direction reply) to whatever flow its inner
+	 * header names, and must not reach the host's other conversations
+	 * (loopback ones included) from here.
+	 */
+	nb_add(&b, "add rule inet sandgate in_%s ct direction reply "
+	    "ct original ip daddr %s accept\n", v, guest);
 	nb_add(&b, "add rule inet sandgate in_%s drop\n", v);
 	nb_add(&b, "add element inet sandgate raw_map { \"%s\" : jump raw_%s }\n",
 	    v, v);

@@ -69,8 +69,10 @@ for _ in range(3):
 print(json.dumps(out))
 """
 
-# Run in the sandbox's network namespace by the attacker: forge IPv4/UDP
-# packets (any source) through a raw socket.
+# Run in the sandbox's network namespace by the attacker, through a raw
+# socket: "udp SRC SPORT DST DPORT" forges a UDP datagram (any source);
+# "icmp SRC DST ISRC ISPORT IDST IDPORT" an ICMP port unreachable about the
+# UDP datagram ISRC:ISPORT -> IDST:IDPORT (one the host sent).
 FORGE = r"""
 import socket, struct, sys
 def csum(b):
@@ -80,16 +82,28 @@ def csum(b):
     while s >> 16:
         s = (s & 0xffff) + (s >> 16)
     return ~s & 0xffff
-src, sport, dst, dport = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-a, b = socket.inet_aton(src), socket.inet_aton(dst)
-u = struct.pack("!HHHH", sport, dport, 15, 0) + b"FORGED!"
-c = csum(a + b + struct.pack("!BBH", 0, 17, len(u)) + u) or 0xffff
-u = u[:6] + struct.pack("!H", c) + u[8:]
-h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(u), 1, 0, 64, 17, 0, a, b)
-h = h[:10] + struct.pack("!H", csum(h)) + h[12:]
+def ip(src, dst, proto, body):
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(body), 1, 0, 64, proto,
+        0, socket.inet_aton(src), socket.inet_aton(dst))
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + body
+def udp(src, sport, dst, dport, payload, checksum=True):
+    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    if checksum:
+        c = csum(socket.inet_aton(src) + socket.inet_aton(dst) +
+            struct.pack("!BBH", 0, 17, len(u)) + u) or 0xffff
+        u = u[:6] + struct.pack("!H", c) + u[8:]
+    return ip(src, dst, 17, u)
+a = sys.argv[1:]
+if a[0] == "udp":
+    pkt = udp(a[1], int(a[2]), a[3], int(a[4]), b"FORGED!")
+else:
+    inner = udp(a[3], int(a[4]), a[5], int(a[6]), b"hello", checksum=False)
+    icmp = struct.pack("!BBHI", 3, 3, 0, 0) + inner[:28]
+    icmp = icmp[:2] + struct.pack("!H", csum(icmp)) + icmp[4:]
+    pkt = ip(a[1], a[2], 1, icmp)
 s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
 for _ in range(3):
-    s.sendto(h + u, (dst, 0))
+    s.sendto(pkt, (a[2] if a[0] == "icmp" else a[3], 0))
 """
 
 
@@ -266,9 +280,9 @@ class LoopbackListenersTest(SandboxWorld):
                 self.assertTrue(self.gw.wait_audit(sandbox=sid,
                     host="127.0.0.1", port=port, decision="deny"),
                     "port %d: %s" % (port, r.stdout))
+            guest = str(ipaddress.ip_address(gw) + 1)
             sh(IP, "netns", "exec", ns, "/usr/bin/python3", "-c", FORGE,
-                str(ipaddress.ip_address(gw) + 1), "40000", "127.0.0.1",
-                str(self.svc.udp_port))
+                "udp", guest, "40000", "127.0.0.1", str(self.svc.udp_port))
             # A host loopback conversation, and forged replies to it from
             # the sandbox with 127.0.0.1 as their source.
             a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -284,12 +298,21 @@ class LoopbackListenersTest(SandboxWorld):
             self.assertEqual(a.recv(100), b"reply")
             drops0 = self.raw_drops(veth)
             sh(IP, "netns", "exec", ns, "/usr/bin/python3", "-c", FORGE,
-                "127.0.0.1", str(b.getsockname()[1]), "127.0.0.1",
+                "udp", "127.0.0.1", str(b.getsockname()[1]), "127.0.0.1",
                 str(a.getsockname()[1]))
             sh(IP, "netns", "exec", ns, "/usr/bin/python3", "-c", FORGE,
-                "127.0.0.1", "40001", "127.0.0.1", str(self.svc.udp_port))
+                "udp", "127.0.0.1", "40001", "127.0.0.1",
+                str(self.svc.udp_port))
             # the forged packets were seen and dropped before conntrack
             self.assertGreaterEqual(self.raw_drops(veth) - drops0, 6)
+            # An ICMP error from the sandbox's own address about the host's
+            # datagram a -> b: conntrack calls it RELATED to that flow, in
+            # its reply direction; it must not reach a (ECONNREFUSED).
+            a.send(b"again")
+            b.recvfrom(100)
+            sh(IP, "netns", "exec", ns, "/usr/bin/python3", "-c", FORGE,
+                "icmp", guest, "127.0.0.1", "127.0.0.1",
+                str(a.getsockname()[1]), "127.0.0.1", str(b.getsockname()[1]))
             a.setblocking(False)
             time.sleep(1)  # the forged packets are on a local veth: gone by now
             with self.assertRaises(BlockingIOError):

@@ -368,7 +368,7 @@ test_nft(void)
 		"add chain inet sandgate pre_sg0000abcd\n",
 		"add rule inet sandgate pre_sg0000abcd meta nfproto ipv6 drop\n",
 		"add rule inet sandgate in_sg0000abcd ip saddr != 198.18.0.6 drop\n",
-		"add rule inet sandgate in_sg0000abcd ct direction reply accept\n",
+		"add rule inet sandgate in_sg0000abcd ct direction reply ct original ip daddr 198.18.0.6 accept\n",
 		"add rule inet sandgate in_sg0000abcd drop\n",
 		"add element inet sandgate raw_map { \"sg0000abcd\" : jump raw_sg0000abcd }\n",
 		"add element inet sandgate pre_map { \"sg0000abcd\" : jump pre_sg0000abcd }\n",
