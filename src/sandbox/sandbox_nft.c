@@ -106,6 +106,66 @@ dest_addr(const struct sandbox_net *n, const struct sandbox_dest *d,
 	return inet_ntop(AF_INET, a, buf, len) == NULL ? -1 : 0;
 }
 
+/* Before conntrack: only the sandbox's own address, only IPv4. */
+static void
+rules_raw(struct nft_buf *b, const char *v, const char *guest)
+{
+	nb_add(b, "add chain inet sandgate raw_%s\n", v);
+	nb_add(b, "add rule inet sandgate raw_%s meta nfproto ipv6 drop\n", v);
+	nb_add(b, "add rule inet sandgate raw_%s ip saddr != %s counter drop\n",
+	    v, guest);
+}
+
+static void
+rules_pre(struct nft_buf *b, const char *v, const char *tnat,
+    const char *dnat, uint16_t log_group)
+{
+	nb_add(b, "add chain inet sandgate pre_%s\n", v);
+	nb_add(b, "add rule inet sandgate pre_%s meta nfproto ipv6 drop\n", v);
+	nb_add(b, "add rule inet sandgate pre_%s udp dport 53 %s\n", v, dnat);
+	nb_add(b, "add rule inet sandgate pre_%s tcp dport 53 %s\n", v, dnat);
+	nb_add(b, "add rule inet sandgate pre_%s meta l4proto tcp %s\n", v,
+	    tnat);
+	/*
+	 * Nat prerouting sees the first packet of each flow only: what is left
+	 * here (UDP but DNS, ICMP, other protocols) is dropped by the filter
+	 * chains; log it once per flow, rate-limited, so the gateway audits it.
+	 */
+	if (log_group != 0)
+		nb_add(b, "add rule inet sandgate pre_%s limit rate 20/second "
+		    "burst 40 packets log group %u\n", v, log_group);
+}
+
+/*
+ * Into the host: the two listeners' exact address and ports (with a
+ * loopback listener, 127.0.0.1 reached through route_localnet: every other
+ * port of the host's loopback stays out), and replies to what the host
+ * opened to the sandbox (ingress). Nothing else.
+ */
+static void
+rules_in(struct nft_buf *b, const char *v, const char *guest,
+    const char *ta, uint16_t tport, const char *da, uint16_t dport)
+{
+	nb_add(b, "add chain inet sandgate in_%s\n", v);
+	nb_add(b, "add rule inet sandgate in_%s meta nfproto ipv6 drop\n", v);
+	nb_add(b, "add rule inet sandgate in_%s ip saddr != %s drop\n", v,
+	    guest);
+	nb_add(b, "add rule inet sandgate in_%s ip daddr %s tcp dport %u "
+	    "accept\n", v, ta, tport);
+	nb_add(b, "add rule inet sandgate in_%s ip daddr %s tcp dport %u "
+	    "accept\n", v, da, dport);
+	nb_add(b, "add rule inet sandgate in_%s ip daddr %s udp dport %u "
+	    "accept\n", v, da, dport);
+	/*
+	 * An ICMP error is RELATED, in the reply direction, to whatever flow
+	 * its inner header names: only flows to this sandbox may have one
+	 * from here, never the host's other conversations (loopback ones).
+	 */
+	nb_add(b, "add rule inet sandgate in_%s ct direction reply "
+	    "ct original ip daddr %s accept\n", v, guest);
+	nb_add(b, "add rule inet sandgate in_%s drop\n", v);
+}
+
 int
 sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
     const struct sandbox_dest *dns, uint16_t log_group, char *buf, size_t len)
@@ -122,50 +182,9 @@ sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
 		return -1;
 	nat_to(tp, tnat, sizeof(tnat));
 	nat_to(dns, dnat, sizeof(dnat));
-	/* before conntrack: only the sandbox's own address, only IPv4 */
-	nb_add(&b, "add chain inet sandgate raw_%s\n", v);
-	nb_add(&b, "add rule inet sandgate raw_%s meta nfproto ipv6 drop\n", v);
-	nb_add(&b, "add rule inet sandgate raw_%s ip saddr != %s counter drop\n", v,
-	    guest);
-	nb_add(&b, "add chain inet sandgate pre_%s\n", v);
-	nb_add(&b, "add rule inet sandgate pre_%s meta nfproto ipv6 drop\n", v);
-	nb_add(&b, "add rule inet sandgate pre_%s udp dport 53 %s\n", v, dnat);
-	nb_add(&b, "add rule inet sandgate pre_%s tcp dport 53 %s\n", v, dnat);
-	nb_add(&b, "add rule inet sandgate pre_%s meta l4proto tcp %s\n", v,
-	    tnat);
-	/*
-	 * Nat prerouting sees the first packet of each flow only: what is left
-	 * here (UDP but DNS, ICMP, other protocols) is dropped by the filter
-	 * chains; log it once per flow, rate-limited, so the gateway audits it.
-	 */
-	if (log_group != 0)
-		nb_add(&b, "add rule inet sandgate pre_%s limit rate 20/second "
-		    "burst 40 packets log group %u\n", v, log_group);
-	/*
-	 * Into the host: the two listeners' exact address and ports (with a
-	 * loopback listener, 127.0.0.1 reached through route_localnet: every
-	 * other port of the host's loopback stays out), and replies to what
-	 * the host opened to the sandbox (ingress). Nothing else.
-	 */
-	nb_add(&b, "add chain inet sandgate in_%s\n", v);
-	nb_add(&b, "add rule inet sandgate in_%s meta nfproto ipv6 drop\n", v);
-	nb_add(&b, "add rule inet sandgate in_%s ip saddr != %s drop\n", v,
-	    guest);
-	nb_add(&b, "add rule inet sandgate in_%s ip daddr %s tcp dport %u "
-	    "accept\n", v, ta, tp->port);
-	nb_add(&b, "add rule inet sandgate in_%s ip daddr %s tcp dport %u "
-	    "accept\n", v, da, dns->port);
-	nb_add(&b, "add rule inet sandgate in_%s ip daddr %s udp dport %u "
-	    "accept\n", v, da, dns->port);
-	/*
-	 * Replies only of what the host opened to this sandbox: an ICMP
-	 * error is RELATED (direction reply) to whatever flow its inner
-	 * header names, and must not reach the host's other conversations
-	 * (loopback ones included) from here.
-	 */
-	nb_add(&b, "add rule inet sandgate in_%s ct direction reply "
-	    "ct original ip daddr %s accept\n", v, guest);
-	nb_add(&b, "add rule inet sandgate in_%s drop\n", v);
+	rules_raw(&b, v, guest);
+	rules_pre(&b, v, tnat, dnat, log_group);
+	rules_in(&b, v, guest, ta, tp->port, da, dns->port);
 	nb_add(&b, "add element inet sandgate raw_map { \"%s\" : jump raw_%s }\n",
 	    v, v);
 	nb_add(&b, "add element inet sandgate pre_map { \"%s\" : jump pre_%s }\n",
