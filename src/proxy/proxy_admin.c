@@ -363,6 +363,24 @@ status(struct proxy *p, struct evhttp_request *req)
 	    (json_int_t)atomic_load(&p->n_keeper_restarts)));
 }
 
+/* A JSON string of s; bytes that are not UTF-8 become '?', never lost. */
+static json_t *
+json_text(const char *s)
+{
+	json_t *j;
+	char *c;
+	size_t i;
+
+	if ((j = json_string(s)) != NULL || (c = strdup(s)) == NULL)
+		return j;
+	for (i = 0; c[i] != '\0'; i++)
+		if ((unsigned char)c[i] >= 0x80)
+			c[i] = '?';
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
 /*
  * POST /v1/reload: 200 {"ok": true}, or 400 with every
  * error, each as its parts and as the FILE:LINE:COL line `policy check`
@@ -385,9 +403,10 @@ reload(struct proxy *p, struct evhttp_request *req)
 	errs = json_array();
 	for (i = 0; errs != NULL && i < d.n; i++) {
 		(void)diag_format(&d.v[i], line, sizeof(line));
-		o = json_pack("{s:s,s:i,s:i,s:s,s:s}", "file", d.v[i].file,
-		    "line", d.v[i].line, "col", d.v[i].col, "message",
-		    d.v[i].msg, "text", line);
+		o = json_pack("{s:o*,s:i,s:i,s:o*,s:o*}", "file",
+		    json_text(d.v[i].file), "line", d.v[i].line, "col",
+		    d.v[i].col, "message", json_text(d.v[i].msg), "text",
+		    json_text(line));
 		if (o != NULL)
 			json_array_append_new(errs, o);
 	}

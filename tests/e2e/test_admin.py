@@ -426,5 +426,21 @@ class AdminTest(unittest.TestCase):
         self.assertEqual(self.get("alpha.test", "/adm/still").status, 200)
 
 
+    def test_33_reload_error_in_a_file_not_named_in_utf8(self):
+        """A policy file whose name is not UTF-8: its error is still in
+        the answer (the name's other bytes as '?'), not dropped."""
+        name = os.fsencode(self.gw.policy_dir) + b"/zz-\xff.yaml"
+        self.addCleanup(os.unlink, name)
+        with open(name, "w") as f:
+            f.write("bogus_key: 1\n")
+        st, _, doc = admin(self.sock, "POST", "/v1/reload")
+        self.assertEqual(st, 400, doc)
+        self.assertEqual(len(doc["errors"]), 1, doc)
+        e = doc["errors"][0]
+        self.assertTrue(e["file"].endswith("/zz-?.yaml"), e)
+        self.assertEqual((e["line"], e["col"]), (1, 1), e)
+        self.assertTrue(e["text"].endswith(":1:1: " + e["message"]), e)
+
+
 if __name__ == "__main__":
     T.main()
