@@ -785,16 +785,16 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 		    "(disabled)");
 		return 1;
 	}
-	sandbox_state_path(cfg, l.state_db, sizeof(l.state_db));
-	if ((l.st = sandbox_state_open(l.state_db, &err)) == NULL) {
-		sandbox_err("sandbox: %s: %s", l.state_db, err);
-		return 1;
-	}
 	if (listen_dest(&cfg->listen_transparent, &tp) == -1 ||
 	    listen_dest(&cfg->listen_dns, &dns) == -1) {
 		sandbox_err("sandbox: listen.transparent and listen.dns must be "
 		    "enabled on an IPv4 address (default 127.0.0.1:PORT)");
-		goto out;
+		return 1;
+	}
+	sandbox_state_path(cfg, l.state_db, sizeof(l.state_db));
+	if ((l.st = sandbox_state_open(l.state_db, &err)) == NULL) {
+		sandbox_err("sandbox: %s: %s", l.state_db, err);
+		return 1;
 	}
 	if (up_claim(&l, token, &tp, &dns) == -1 || sandbox_signal != 0 ||
 	    up_register(&l, token) == -1 || sandbox_signal != 0 ||

@@ -325,6 +325,24 @@ class LoopbackListenersTest(SandboxWorld):
             p.wait(timeout=60 * T.SLOW)
         self.check_clean(sid)
 
+    def test_05_ipv6_listener_refused(self):
+        """A transparent listener on IPv6 only cannot be reached (sandboxes
+        get no IPv6): one line, exit 1, nothing made."""
+        cfg = self.td.join("v6.yaml")
+        with open(cfg, "w") as f:
+            f.write("state_dir: %s\nlisten:\n  admin: %s\n"
+                "  transparent: \"[::1]:%d\"\n  dns: 127.0.0.1:%d\n" % (
+                self.td.join("v6state"), self.sock, TPORT, DPORT))
+        sid = "t-lov6"
+        r = T.run_sandgate("sandbox", "run", "-c", cfg, "--runtime",
+            self.attacker_runtime(), "--id", sid, "--", "true")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(r.stderr, "sandgate: sandbox: listen.transparent "
+            "and listen.dns must be enabled on an IPv4 address (default "
+            "127.0.0.1:PORT)\n")
+        self.assertEqual(leftovers(sid), [])
+        self.assertNotIn(sid, self.registered())
+
     @staticmethod
     def raw_drops(veth):
         out = sh(NFT, "list", "chain", "inet", "sandgate", "raw_" + veth).stdout
