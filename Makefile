@@ -3,6 +3,8 @@
 #   make test  install packages, build, run the whole CTest suite, then again
 #              under ASan + UBSan, then replay and briefly fuzz every parser
 #   make fuzz-long  fuzz the whole-worker target (fuzz_worker) for 10 minutes
+#   make deb   the Debian package build-deb/sandgate_VERSION_ARCH.deb
+#              (dpkg-buildpackage -us -uc -b; docs/packaging.md)
 #   make bench  the benchmark against Squid, tinyproxy and mitmproxy (bench/run.sh,
 #              about 10 minutes; BENCH_ARGS=--quick for about 2, --workers 2 ...)
 BUILD      ?= build
@@ -12,7 +14,9 @@ JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 FUZZ_LONG_SECONDS ?= 600
 
-.PHONY: all deps build build-asan run test test-plain test-asan fuzz fuzz-build fuzz-long bench clean
+DEB_BUILD  ?= build-deb
+
+.PHONY: all deps build build-asan run test test-plain test-asan fuzz fuzz-build fuzz-long bench deb clean
 
 all: build
 
@@ -61,5 +65,8 @@ BENCH_ARGS ?=
 bench: build
 	./bench/run.sh $(BENCH_ARGS) $(BUILD)
 
+deb: deps
+	./scripts/build-deb.sh $(DEB_BUILD)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)

@@ -316,17 +316,19 @@ class Bench:
         proxy's allowlist can say passthrough or intercept per port."""
         d = self.path("nginx")
         os.makedirs(os.path.join(d, "www"))
-        self.port = {k: free_port(ORIGIN_IP) for k in ("http", "pt", "ir", "ie")}
+        self.port = {k: free_port(ORIGIN_IP) for k in ("http", "pt", "ir", "ie", "in")}
         with open(os.path.join(d, "www", "big.bin"), "wb") as f:
             f.truncate(self.a.bulk_mib << 20)
         body = "x" * (BODY_BYTES - 1) + "\\n"
         user = "user root;" if os.getuid() == 0 else ""
 
-        def server(port, cert):
+        def server(port, cert, resume=True):
             tls = ""
             if cert:
                 tls = ("ssl_certificate %s/%s.crt; ssl_certificate_key %s/%s.key; "
                        "ssl_protocols TLSv1.2 TLSv1.3;" % (self.work, cert, self.work, cert))
+            if cert and not resume:
+                tls += " ssl_session_tickets off; ssl_session_cache off;"
             return ("server { listen %s:%d%s; %s\n"
                     "  location /r/big/ { root %s/www; try_files /big.bin =404; }\n"
                     "  location / { return 200 \"%s\"; } }\n"
@@ -349,10 +351,11 @@ http {
   keepalive_requests 10000000;
   keepalive_timeout 600s;
   default_type application/octet-stream;
-%s%s%s%s}
+%s%s%s%s%s}
 """ % (user, d, d, d, d, d, d, d, d,
             server(self.port["http"], None), server(self.port["pt"], "origin-rsa"),
-            server(self.port["ir"], "origin-rsa"), server(self.port["ie"], "origin-ec"))
+            server(self.port["ir"], "origin-rsa"), server(self.port["ie"], "origin-ec"),
+            server(self.port["in"], "origin-rsa", resume=False))
         with open(os.path.join(d, "nginx.conf"), "w") as f:
             f.write(conf)
         self.nginx = Proc("nginx", ["/usr/sbin/nginx", "-p", d, "-c", d + "/nginx.conf",
@@ -414,30 +417,30 @@ policies:
     allow:
       - {{ cidr: {ip}/32, ports: [{http}], methods: [GET], paths: ["/r/*"] }}
       - {{ cidr: {ip}/32, ports: [{pt}] }}
-      - {{ cidr: {ip}/32, ports: [{ir}, {ie}], tls: intercept, methods: [GET], paths: ["/r/*"] }}
+      - {{ cidr: {ip}/32, ports: [{ir}, {ie}, {in}], tls: intercept, methods: [GET], paths: ["/r/*"] }}
     allow_private: [{ip}/32]
 """.format(ip=ORIGIN_IP, **p))
         self.sg_ports = port, sport
         self.launch_sandgate()
 
-    def launch_sandgate(self):
+    def launch_sandgate(self, debug=False):
         d = self.path("sg")
         port, sport = self.sg_ports
-        proc = Proc("sandgate", [self.sandgate, "serve", "-c", d + "/sandgate.yaml"],
-                    d + "/sandgate.log")
+        proc = Proc("sandgate", [self.sandgate, "serve", "-c", d + "/sandgate.yaml"] +
+                    (["-d"] if debug else []), d + "/sandgate.log")
         if self.add_proxy("sandgate", proc, port, d + "/ca.crt", [d + "/sandgate.log"], sport):
             time.sleep(0.5)
             proc.remember_kids()
             log("sandgate: network process %d, helpers %s" %
                 (proc.pid, " ".join(str(k[0]) for k in sorted(proc.kids)) or "none"))
 
-    def restart_sandgate(self):
+    def restart_sandgate(self, debug=False):
         """A fresh network process (same config, ports, CA and audit.db), so
         that the second idle-tunnel measurement does not reuse the heap the
         first one grew."""
         self.proxies.pop("sandgate-socks5", None)
         self.proxies.pop("sandgate")["proc"].stop()
-        self.launch_sandgate()
+        self.launch_sandgate(debug)
 
     def squid_conf(self, d, port, bump):
         p = self.port
@@ -592,10 +595,15 @@ def request(flow):
             for n in ("squid", "squid-bump", "tinyproxy", "mitmproxy"):
                 self.missing[n] = "not run with --smoke"
             return
-        self.start_squid("squid", False)
-        self.start_squid("squid-bump", True)
-        self.start_tinyproxy()
-        self.start_mitmproxy()
+        want = self.a.baselines
+        for n, start in (("squid", lambda: self.start_squid("squid", False)),
+                         ("squid-bump", lambda: self.start_squid("squid-bump", True)),
+                         ("tinyproxy", self.start_tinyproxy),
+                         ("mitmproxy", self.start_mitmproxy)):
+            if want is None or n in want:
+                start()
+            else:
+                self.missing[n] = "not selected (--baselines)"
 
     # -------------------------------------------------------- measuring
 
@@ -651,6 +659,51 @@ def request(flow):
         res["first_error"] = err
         self.expected[tag] = (int(res["ok"]), int(res["errors"]))
         return res
+
+    def profile(self, scn, target):
+        """One more run of scn with `perf record -g` on the proxy's
+        network process (all its threads, kernel and user); its top
+        symbols (self time) into --perf DIR, as <scenario>-<target>.txt."""
+        pid = self.pid_of(target)
+        if pid is None or not self.a.perf:
+            return
+        name = "%s-%s" % (scn.key.replace("'", "p"), target)
+        data = os.path.join(self.a.perf, name + ".data")
+        rec = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "1999", "-p", str(pid),
+                                "-o", data], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        tag = "%s.%s.perf" % (scn.key, target)
+        try:
+            if scn.kind == "bulk":
+                res = self.measure(scn, target, tag, "keepalive", 1, 300, self.a.downloads)
+            else:
+                res = self.measure(scn, target, tag, scn.mode, self.a.threads, self.a.seconds)
+        finally:
+            rec.send_signal(signal.SIGINT)
+            try:
+                rec.wait(60)
+            except subprocess.TimeoutExpired:
+                rec.kill()
+        self.record(scn, target, res)
+        rows = {}
+        for sort, limit in (("dso", "0.5"), ("dso,sym", "0.4")):
+            try:
+                rep = run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                           "--sort", sort, "--percent-limit", limit, "-g", "none",
+                           "--max-stack", "0"], timeout=600)
+            except (subprocess.SubprocessError, OSError) as e:
+                log("perf report failed: %s" % e)
+                return
+            rows[sort] = [ln for ln in rep.splitlines()
+                          if ln.strip() and not ln.startswith("#")]
+        with open(os.path.join(self.a.perf, name + ".txt"), "w") as f:
+            f.write("# %s, %s: %s\n" % (scn.label, LABEL.get(target, target), scn.title))
+            f.write("# by object:\n" + "\n".join(rows["dso"][:12]) + "\n")
+            f.write("# by symbol:\n" + "\n".join(rows["dso,sym"][:30]) + "\n")
+        if not self.a.keep:
+            os.unlink(data)
+        log("perf: %s" % os.path.join(self.a.perf, name + ".txt"))
 
     def measure_idle(self, scn, target, tag):
         """RSS of the proxy's own process before and after N idle tunnels,
@@ -744,6 +797,78 @@ def request(flow):
                     else:
                         continue
                     self.record(s, t, res)
+        if a.perf:
+            os.makedirs(a.perf, exist_ok=True)
+            for s in scns:
+                if s.kind in ("rate", "bulk"):
+                    for t in self.targets(s):
+                        if t.startswith("sandgate"):
+                            self.profile(s, t)
+
+    # -------------------------------------------------------- one session, phase by phase
+
+    PHASES = [("CONNECT and ClientHello", None, "hello"),
+              ("leaf certificate lookup", "hello", "leaf"),
+              ("client handshake", "leaf", "client-tls"),
+              ("client sends its request", "client-tls", "request"),
+              ("decision, origin socket", "request", "origin-connect"),
+              ("origin connect + handshake", "origin-connect", "origin-tls"),
+              ("origin answers (head)", "origin-tls", "response-head"),
+              ("rest of the response", "response-head", "response-done")]
+
+    def breakdown(self):
+        """Where one intercepted session's time goes (issue 14, point 3):
+        sandgate restarted with -d logs each session's phases; sessions one
+        at a time (no queueing in the figures) against the RSA origin with
+        resumption, the same origin without (no tickets, no cache), and the
+        ECDSA origin. Medians in microseconds."""
+        if "c" not in self.a.only or "sandgate" not in self.proxies:
+            return {}
+        n = 40 if self.a.smoke else 300
+        self.restart_sandgate(debug=True)
+        if "sandgate" not in self.proxies:
+            return {}
+        logf = self.path("sg", "sandgate.log")
+        out = {}
+        for port, title in (("ir", "RSA-2048 origin"), ("in", "RSA-2048 origin without "
+                            "tickets or cache"), ("ie", "ECDSA P-256 origin")):
+            scn = Scn("c-" + port, title, "rate", port, ["sandgate"], intercept=True,
+                      mode="sessions")
+            start = os.path.getsize(logf)
+            tag = "c.%s.breakdown" % port
+            argv = self.client_argv(scn, "sandgate", "/r/s/" + tag, "sessions", 1, 60, n)
+            try:
+                r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=180)
+                res = self.parse(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {}
+            except subprocess.TimeoutExpired:
+                res = {}
+            self.expected[tag] = (int(res.get("ok", 0)), int(res.get("errors", 0)))
+            time.sleep(0.5)
+            rows = {"full": [], "resumed": []}
+            with open(logf, errors="replace") as f:
+                f.seek(start)
+                for line in f:
+                    if "phases in us after accept:" not in line:
+                        continue
+                    kv = dict(x.split("=", 1) for x in
+                              line.split("accept:", 1)[1].split() if "=" in x)
+                    if kv.get("origin-session") in rows:
+                        rows[kv["origin-session"]].append(kv)
+            for kind, lst in rows.items():
+                if len(lst) < max(5, n // 10):
+                    continue
+                ph = []
+                for name, a, z in self.PHASES:
+                    vals = [int(kv[z]) - (int(kv[a]) if a else 0) for kv in lst
+                            if z in kv and (a is None or a in kv)]
+                    ph.append((name, med(vals) if vals else None))
+                total = med([int(kv["response-done"]) for kv in lst if "response-done" in kv])
+                out[(title, kind)] = (len(lst), ph, total)
+            log("breakdown %s: %s" % (title, ", ".join("%s %d" % (k, len(v))
+                                                       for k, v in rows.items())))
+        self.restart_sandgate()
+        return out
 
     # -------------------------------------------------------- micro-benchmarks
 
@@ -1025,6 +1150,20 @@ def report(b, micro, started):
         w("| audit rows, 2 producers, none dropped | ≥ 50 000 rows/s | %s rows/s, %s of %s "
           "rows in the file | – | – | – | %s | – |" % (fmt(v), fmt(infile), fmt(sub),
                                                "–" if v is None else "✔" if ok else "✘"))
+    bd = micro.get("breakdown") or {}
+    if bd:
+        w("")
+        w("### One intercepted session, phase by phase (median µs, sessions one at a time)")
+        w("")
+        keys = sorted(bd)
+        w("| phase | " + " | ".join("%s: %s handshake (%d sessions)" % (
+            t, "resumed" if k == "resumed" else "full", bd[(t, k)][0])
+                                     for t, k in keys) + " |")
+        w("| --- |" + " ---: |" * len(keys))
+        for i, (name, _, _) in enumerate(Bench.PHASES):
+            w("| %s | " % name + " | ".join(fmt(bd[k][1][i][1]) for k in keys) + " |")
+        w("| whole session, accept to response done | " +
+          " | ".join(fmt(bd[k][2]) for k in keys) + " |")
     if hasattr(b, "audit_total"):
         w("")
         w("sandgate's audit log: %d rows, %d of them not allow." %
@@ -1078,6 +1217,10 @@ def main():
     ap.add_argument("--no-install", action="store_true",
                     help="never apt-get: skip the baselines that are not installed")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--baselines", help="comma-separated: squid,squid-bump,tinyproxy,mitmproxy "
+                    "(default all; 'none' for sandgate and direct only)")
+    ap.add_argument("--perf", metavar="DIR", help="after the rounds, one more run of each "
+                    "scenario under `perf record -g` on sandgate; top symbols into DIR")
     a = ap.parse_args()
     a.level = a.level or "full"
     dflt = {"full": dict(rounds=3, seconds=8, tunnels=2000, bulk_mib=256, downloads=4,
@@ -1099,6 +1242,13 @@ def main():
             ap.error("unknown scenario %s" % ", ".join(sorted(unknown)))
     else:
         a.only = [k for k in keys if not (a.smoke and k in ("policy", "audit"))]
+    if a.baselines is not None:
+        a.baselines = [] if a.baselines == "none" else a.baselines.split(",")
+        bad = set(a.baselines) - {"squid", "squid-bump", "tinyproxy", "mitmproxy"}
+        if bad:
+            ap.error("unknown baseline %s" % ", ".join(sorted(bad)))
+    if a.perf:
+        a.perf = os.path.abspath(a.perf)
     if not 1 <= a.workers <= 64:
         ap.error("--workers: 1 to 64")
 
@@ -1127,7 +1277,9 @@ def main():
         versions(b)
         b.start()
         b.run_all()
+        bd = b.breakdown()
         micro = b.micro()
+        micro["breakdown"] = bd
         b.stop_and_count()
         sys.stdout.write(report(b, micro, started))
         return 0

@@ -22,22 +22,35 @@
 #include "core/config.h"
 #include "sandgate.h"
 
-static const char audit_usage[] =
-    "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n"
-    "                      [--until T] [--decision allow|deny|error]\n"
-    "                      [--kind KIND] [--host GLOB] [--credential NAME]\n"
-    "                      [--limit N] [--asc] [--format table|json|csv]\n"
-    "       sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n"
-    "       sandgate audit export [-c FILE] [--db PATH] [--follow]\n"
-    "                      [--since T] [--cursor FILE] [filters]\n"
-    "  T is a duration before now (15m, 2h, 7d) or an RFC 3339 time.\n"
-    "  Rows are newest first; --limit defaults to 100 (0 = all).\n"
-    "  export prints JSON lines in id order; --follow keeps printing rows\n"
-    "  as they are committed, starting after the newest unless --since or\n"
+#define AUDIT_QUERY_USAGE \
+    "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n" \
+    "                      [--until T] [--decision allow|deny|error]\n" \
+    "                      [--kind KIND] [--host GLOB] [--credential NAME]\n" \
+    "                      [--limit N] [--asc] [--format table|json|csv]\n" \
+    "  Rows are newest first (--asc: oldest first); --limit defaults to 100\n" \
+    "  (0 = all). T is a duration before now (15m, 2h, 7d) or an RFC 3339\n" \
+    "  time.\n"
+#define AUDIT_VERIFY_USAGE \
+    "usage: sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n" \
+    "  Check the hash chain and every checkpoint's signature with --pubkey\n" \
+    "  FILE (default: the config's audit.public_key); report the rows after\n" \
+    "  the last checkpoint as the unsigned tail. Exit 1 naming the first bad\n" \
+    "  row.\n"
+#define AUDIT_EXPORT_USAGE \
+    "usage: sandgate audit export [-c FILE] [--db PATH] [--follow]\n" \
+    "                      [--since T] [--cursor FILE] [filters]\n" \
+    "  Print rows as JSON lines in id order; --follow keeps printing rows as\n" \
+    "  they are committed, starting after the newest unless --since or\n" \
     "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n"
-    "  verify checks the hash chain and every checkpoint's signature with\n"
-    "  --pubkey FILE (default: the config's audit.public_key) and reports\n"
-    "  the rows after the last checkpoint as the unsigned tail.\n";
+#define AUDIT_COMMON_USAGE \
+    "  -c FILE   config file whose audit.db is read (default: ./sandgate.yaml,\n" \
+    "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n" \
+    "  --db PATH the audit database itself, instead of the config's\n"
+
+static const char audit_usage[] = AUDIT_QUERY_USAGE AUDIT_VERIFY_USAGE
+    AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
+static const char audit_verify_usage[] = AUDIT_VERIFY_USAGE AUDIT_COMMON_USAGE;
+static const char audit_export_usage[] = AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -505,6 +518,23 @@ audit_cmd_export(struct audit_opts *o)
 	return rc;
 }
 
+/* audit [SUBCOMMAND] --help: that subcommand's page; an unknown one is 2. */
+static int
+audit_help(const struct cmd_args *a)
+{
+	const char *page = audit_usage;
+
+	if (a->n_ops > 0 && strcmp(a->ops[0], "verify") == 0)
+		page = audit_verify_usage;
+	else if (a->n_ops > 0 && strcmp(a->ops[0], "export") == 0)
+		page = audit_export_usage;
+	else if (a->n_ops > 0)
+		return cmd_usage_error(NULL, "audit: unknown subcommand: %s "
+		    "(sandgate help audit)", a->ops[0]);
+	fputs(page, stdout);
+	return 0;
+}
+
 int
 cmd_audit(int argc, char *argv[])
 {
@@ -514,10 +544,8 @@ cmd_audit(int argc, char *argv[])
 
 	if (audit_parse(argc, argv, &a, &o, &help) == -1)
 		return EXIT_USAGE;
-	if (help) {
-		fputs(audit_usage, stdout);
-		return 0;
-	}
+	if (help)
+		return audit_help(&a);
 	if (a.n_ops == 0) {
 		if (o.since != NULL && o.until != NULL &&
 		    o.f.until_ms <= o.f.since_ms)

@@ -102,7 +102,7 @@ cmd_ca(int argc, char *argv[])
 {
 	struct cmd_args a;
 	const char *opt, *val, *cfg_path = NULL;
-	int force = 0;
+	int force = 0, help = 0;
 
 	cmd_args_init(&a, argc, argv);
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
@@ -110,12 +110,15 @@ cmd_ca(int argc, char *argv[])
 			cfg_path = val;
 		else if (strcmp(opt, "force") == 0 || strcmp(opt, "f") == 0)
 			force = 1;
-		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
-			fputs(ca_usage, stdout);
-			return 0;
-		} else
+		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
+			help = 1;
+		else
 			return cmd_usage_error(ca_usage, "ca: bad option: %s",
 			    a.bad ? a.bad : opt);
+	}
+	if (help && (a.n_ops == 0 || strcmp(a.ops[0], "init") == 0)) {
+		fputs(ca_usage, stdout);
+		return 0;
 	}
 	if (a.n_ops == 0)
 		return cmd_usage_error(ca_usage, "ca: no subcommand given");

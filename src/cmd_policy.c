@@ -11,15 +11,30 @@
 #include "core/reason.h"
 #include "sandgate.h"
 
+#define POLICY_CHECK_USAGE \
+    "usage: sandgate policy check [-c FILE]\n" \
+    "  Load the config and every policy file as serve would; print one\n" \
+    "  FILE:LINE:COL: message line per error and a summary. Exit 0 when\n" \
+    "  all is valid, 1 otherwise.\n"
+#define POLICY_EXPLAIN_USAGE \
+    "usage: sandgate policy explain [-c FILE] --sandbox ID|--policy NAME\n" \
+    "           [--method M] [--path P] [--format text|json]\n" \
+    "           HOST[:PORT]|IP[:PORT]\n" \
+    "  Print the decision (allow|deny), the rule that made it and the reason,\n" \
+    "  without a running gateway. HOST may be a name, an IPv4 address or a\n" \
+    "  bracketed IPv6 address; PORT defaults to 443. Exit 0 for either\n" \
+    "  decision, 1 for an unknown sandbox or policy. --policy NAME decides\n" \
+    "  as for a launcher sandbox registered under NAME (\"default\" always\n" \
+    "  exists: it allows nothing unless a policy file defines it).\n"
+#define POLICY_COMMON_USAGE \
+    "  -c FILE   config file (default: ./sandgate.yaml,\n" \
+    "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
+
 static const char policy_usage[] =
-    "usage: sandgate policy check [-c FILE]\n"
-    "       sandgate policy explain [-c FILE] --sandbox ID|--policy NAME\n"
-    "                               [--method M] [--path P] [--format text|json]\n"
-    "                               HOST[:PORT]|IP[:PORT]\n"
-    "  --policy NAME decides as for a launcher sandbox registered under NAME\n"
-    "  (\"default\" is always there: it allows nothing unless a file defines it).\n"
-    "  HOST may be a name, an IPv4 address or a bracketed IPv6 address;\n"
-    "  PORT defaults to 443.\n";
+    POLICY_CHECK_USAGE POLICY_EXPLAIN_USAGE POLICY_COMMON_USAGE;
+static const char policy_check_usage[] = POLICY_CHECK_USAGE POLICY_COMMON_USAGE;
+static const char policy_explain_usage[] =
+    POLICY_EXPLAIN_USAGE POLICY_COMMON_USAGE;
 
 static int
 policy_check(int argc, char *argv[])
@@ -35,14 +50,14 @@ policy_check(int argc, char *argv[])
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
-			fputs(policy_usage, stdout);
+			fputs(policy_check_usage, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(policy_usage, "policy check: bad "
+			return cmd_usage_error(policy_check_usage, "policy check: bad "
 			    "option: %s", a.bad ? a.bad : opt);
 	}
 	if (a.n_ops > 0)
-		return cmd_usage_error(policy_usage, "policy check: unexpected "
+		return cmd_usage_error(policy_check_usage, "policy check: unexpected "
 		    "argument: %s", a.ops[0]);
 	if (cmd_load(cfg_path, &cfg, &pol) == -1)
 		return 1;
@@ -142,27 +157,27 @@ policy_explain(int argc, char *argv[])
 		else if (strcmp(opt, "format") == 0)
 			format = val;
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
-			fputs(policy_usage, stdout);
+			fputs(policy_explain_usage, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(policy_usage, "policy explain: bad "
+			return cmd_usage_error(policy_explain_usage, "policy explain: bad "
 			    "option: %s", a.bad ? a.bad : opt);
 	}
 	if ((sandbox == NULL) == (pname == NULL))
-		return cmd_usage_error(policy_usage, "policy explain: give "
+		return cmd_usage_error(policy_explain_usage, "policy explain: give "
 		    "--sandbox or --policy");
 	if (a.n_ops != 1)
-		return cmd_usage_error(policy_usage, "policy explain: give one "
+		return cmd_usage_error(policy_explain_usage, "policy explain: give one "
 		    "HOST[:PORT]");
 	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
-		return cmd_usage_error(policy_usage, "policy explain: --format is "
+		return cmd_usage_error(policy_explain_usage, "policy explain: --format is "
 		    "text or json");
 	if ((method != NULL) != (path != NULL) && path == NULL)
 		path = "/";
 	if (path != NULL && method == NULL)
 		method = "GET";
 	if (split_hostport(a.ops[0], &host, &hostlen, &port) == -1)
-		return cmd_usage_error(policy_usage, "policy explain: bad "
+		return cmd_usage_error(policy_explain_usage, "policy explain: bad "
 		    "destination: %s", a.ops[0]);
 	if (cmd_load(cfg_path, &cfg, &pol) == -1)
 		return 1;

@@ -35,7 +35,49 @@ static const char sandbox_usage[] =
     "  ingress token and URLs. exec: CMD inside a live sandbox. rm: stop it\n"
     "  and remove everything it made. logs: create's output.\n"
     "  The gateway (sandgate serve) must be running with its admin socket,\n"
-    "  and transparent and DNS listeners on a wildcard address. Needs root.\n";
+    "  and transparent and DNS listeners on IPv4 (the defaults, 127.0.0.1,\n"
+    "  will do). Needs root.\n";
+
+#define SANDBOX_UP_OPTIONS \
+    "  --policy P        the gateway policy it runs under (default: default)\n" \
+    "  --runtime R       runsc or crun (default: the config's sandbox.runtime)\n" \
+    "  --rootfs DIR|host its read-only root (default: sandbox.rootfs)\n" \
+    "  --id ID           [a-z0-9][a-z0-9-]{0,39} (default: sb- and 10 hex)\n" \
+    "  --workspace DIR   bound read-write at /workspace, the working directory\n" \
+    "  --env K=V         set a variable (repeatable)\n" \
+    "  --memory 512M --cpus 1 --pids 256   limits\n" \
+    "  --publish PORT    reachable through the ingress listener (repeatable)\n" \
+    "  --public          no ingress token needed for published ports\n" \
+    "  --ttl 1h          stop and remove it after this long\n" \
+    "  -c FILE           config file (default: ./sandgate.yaml,\n" \
+    "                    /etc/sandgate/sandgate.yaml, else built-in defaults)\n" \
+    "  Needs root and a running gateway (sandgate serve).\n"
+
+/* sandbox SUBCOMMAND --help prints these; sandbox --help the whole list. */
+static const struct {
+	const char	*sub;
+	const char	*page;
+} sandbox_pages[] = {
+	{ "run", "usage: sandgate sandbox run [OPTIONS] -- CMD [ARG...]\n"
+	    "  Run CMD in a new sandbox in the foreground; exit with CMD's status\n"
+	    "  (128 + N when signal N ended it). Everything it made is removed.\n"
+	    SANDBOX_UP_OPTIONS },
+	{ "create", "usage: sandgate sandbox create [OPTIONS] [-- CMD [ARG...]]\n"
+	    "  Start a detached sandbox running CMD (default: an idle init until\n"
+	    "  rm or --ttl); print its id, then its ingress token and URLs.\n"
+	    SANDBOX_UP_OPTIONS },
+	{ "exec", "usage: sandgate sandbox exec [-c FILE] ID -- CMD [ARG...]\n"
+	    "  Run CMD in the live sandbox ID with its environment and limits,\n"
+	    "  on this terminal; exit with CMD's status. Needs root.\n" },
+	{ "ls", "usage: sandgate sandbox ls [-c FILE] [--format table|json]\n"
+	    "  List the sandboxes: id, policy, runtime, state, created, ttl left,\n"
+	    "  ingress URLs and token. Needs root.\n" },
+	{ "rm", "usage: sandgate sandbox rm [-c FILE] ID...\n"
+	    "  Stop each sandbox and remove everything it made. Needs root.\n" },
+	{ "logs", "usage: sandgate sandbox logs [-c FILE] [-f] ID\n"
+	    "  Print the output of a sandbox started by create; -f follows it\n"
+	    "  while the sandbox lives. Needs root.\n" },
+};
 
 /* create without a command: an init that sleeps and stops on TERM at once */
 static char *const idle_cmd[] = {
@@ -773,8 +815,16 @@ sandbox_logs(int argc, char *argv[])
 int
 cmd_sandbox(int argc, char *argv[])
 {
+	size_t i;
+
 	if (argc < 2)
 		return cmd_usage_error(sandbox_usage, "no sandbox command given");
+	for (i = 0; i < sizeof(sandbox_pages) / sizeof(sandbox_pages[0]); i++)
+		if (strcmp(argv[1], sandbox_pages[i].sub) == 0 &&
+		    cmd_wants_help(argc - 1, argv + 1)) {
+			fputs(sandbox_pages[i].page, stdout);
+			return 0;
+		}
 	if (strcmp(argv[1], "run") == 0)
 		return sandbox_up(argc - 1, argv + 1, 0);
 	if (strcmp(argv[1], "create") == 0)

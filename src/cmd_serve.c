@@ -18,6 +18,9 @@
 
 static const char serve_usage[] =
     "usage: sandgate serve [-c FILE] [-d]\n"
+    "  Run the gateway in the foreground until SIGTERM or SIGINT; SIGHUP\n"
+    "  (or POST /v1/reload) reloads the policies. Under systemd, Type=notify:\n"
+    "  READY=1 once every listener is bound (sd_notify(3)).\n"
     "  -c FILE   config file (default: ./sandgate.yaml, /etc/sandgate/sandgate.yaml,\n"
     "            else built-in defaults)\n"
     "  -d        debug logging\n";

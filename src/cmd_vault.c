@@ -20,18 +20,53 @@
 #include "sandgate.h"
 #include "vault/vault.h"
 
-static const char vault_usage[] =
+#define VAULT_SET_USAGE \
     "usage: sandgate vault set NAME [-c FILE]     store a secret read from stdin\n"
-    "       sandgate vault rotate NAME [-c FILE]  replace it (new value from stdin)\n"
-    "       sandgate vault rm NAME [-c FILE]      remove it\n"
-    "       sandgate vault list [-c FILE]         names, the credentials using\n"
+#define VAULT_ROTATE_USAGE \
+    "usage: sandgate vault rotate NAME [-c FILE]  replace it (new value from stdin)\n"
+#define VAULT_RM_USAGE \
+    "usage: sandgate vault rm NAME [-c FILE]      remove it\n"
+#define VAULT_LIST_USAGE \
+    "usage: sandgate vault list [-c FILE]         names, the credentials using\n" \
     "                                             them, created and rotated times\n"
-    "  The value is read from standard input, never from the command line,\n"
-    "  and one trailing newline is dropped:\n"
-    "      printf %s \"$OPENAI_API_KEY\" | sandgate vault set openai-prod\n"
-    "  Names: letters, digits, '.', '_', '-'; at most 64 characters.\n"
-    "  -c FILE   config file (default: ./sandgate.yaml,\n"
-    "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n";
+#define VAULT_COMMON_USAGE \
+    "  The value is read from standard input, never from the command line,\n" \
+    "  and one trailing newline is dropped:\n" \
+    "      printf %s \"$OPENAI_API_KEY\" | sandgate vault set openai-prod\n" \
+    "  Names: letters, digits, '.', '_', '-'; at most 64 characters.\n" \
+    "  -c FILE   config file (default: ./sandgate.yaml,\n" \
+    "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
+
+static const char vault_usage[] = VAULT_SET_USAGE VAULT_ROTATE_USAGE
+    VAULT_RM_USAGE VAULT_LIST_USAGE VAULT_COMMON_USAGE;
+static const struct {
+	const char	*sub;
+	const char	*page;
+} vault_pages[] = {
+	{ "set", VAULT_SET_USAGE VAULT_COMMON_USAGE },
+	{ "rotate", VAULT_ROTATE_USAGE VAULT_COMMON_USAGE },
+	{ "rm", VAULT_RM_USAGE VAULT_COMMON_USAGE },
+	{ "list", VAULT_LIST_USAGE VAULT_COMMON_USAGE },
+};
+
+/* vault [SUBCOMMAND] --help: that subcommand's page; an unknown one is 2. */
+static int
+vault_help(const struct cmd_args *a)
+{
+	size_t i;
+
+	if (a->n_ops == 0) {
+		fputs(vault_usage, stdout);
+		return 0;
+	}
+	for (i = 0; i < sizeof(vault_pages) / sizeof(vault_pages[0]); i++)
+		if (strcmp(a->ops[0], vault_pages[i].sub) == 0) {
+			fputs(vault_pages[i].page, stdout);
+			return 0;
+		}
+	return cmd_usage_error(NULL, "vault: unknown subcommand: %s (sandgate "
+	    "help vault)", a->ops[0]);
+}
 
 /* ------------------------------------------------------------ set, rotate */
 
@@ -331,7 +366,7 @@ cmd_vault(int argc, char *argv[])
 {
 	struct cmd_args a;
 	const char *opt, *val, *cfg_path = NULL, *sub;
-	int want;
+	int want, help = 0;
 
 	/* No core dump or ptrace peek at a value on its way in. */
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -339,13 +374,14 @@ cmd_vault(int argc, char *argv[])
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
-		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
-			fputs(vault_usage, stdout);
-			return 0;
-		} else
+		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
+			help = 1;
+		else
 			return cmd_usage_error(vault_usage, "vault: bad "
 			    "option: %s", a.bad ? a.bad : opt);
 	}
+	if (help)
+		return vault_help(&a);
 	if (a.n_ops == 0)
 		return cmd_usage_error(vault_usage, "vault: no subcommand "
 		    "given");

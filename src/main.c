@@ -15,31 +15,53 @@
 static const char usage_text[] =
     "usage: sandgate COMMAND [ARGS]\n"
     "\n"
-    "  serve [-c FILE] [-d]            run the gateway in the foreground\n"
-    "  policy check [-c FILE]          validate the config and every policy file\n"
+    "The gateway:\n"
+    "  serve [-c FILE] [-d]              run the gateway in the foreground\n"
+    "Policies:\n"
+    "  policy check [-c FILE]            validate the config and every policy file\n"
     "  policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
-    "                 [--format text|json] HOST[:PORT]|IP[:PORT]\n"
-    "                                  print the decision for a destination\n"
-    "  audit [--sandbox ID] [--since T] [--until T] [--decision D] [--kind K]\n"
-    "        [--host GLOB] [--credential C] [--limit N] [--asc]\n"
-    "        [--format table|json|csv]  query the audit log (newest first)\n"
-    "  audit verify [--pubkey FILE]    check the audit hash chain and the\n"
-    "                                  signatures of its checkpoints\n"
-    "  audit export --follow [--since T] [--cursor FILE]\n"
-    "                                  stream new rows as JSON lines\n"
-    "  ca init [-c FILE] [--force]     create the interception CA\n"
-    "  vault set NAME [-c FILE]        store a secret read from stdin\n"
-    "  vault list|rm NAME|rotate NAME  manage secrets (values are never shown)\n"
-    "  sandbox run [--policy P] [--runtime runsc|crun] [--rootfs DIR|host]\n"
-    "              [--id ID] [--workspace DIR] [--env K=V]... [--memory 512M]\n"
-    "              [--cpus 1] [--pids 256] -- CMD [ARG...]\n"
-    "                                  run CMD in a sandbox whose only way out is\n"
-    "                                  the gateway (needs root and a running gateway)\n"
-    "  version                         print the version\n"
-    "  help [COMMAND]                  print usage\n"
+    "         [--format text|json] HOST[:PORT]|IP[:PORT]\n"
+    "                                    print the decision for a destination\n"
+    "The CA and the vault:\n"
+    "  ca init [-c FILE] [--force]       create the interception CA\n"
+    "  vault set NAME [-c FILE]          store a secret read from stdin\n"
+    "  vault list [-c FILE]              names, credentials, times; never values\n"
+    "  vault rm NAME [-c FILE]           remove a secret\n"
+    "  vault rotate NAME [-c FILE]       replace a secret (new value from stdin)\n"
+    "The audit log:\n"
+    "  audit [-c FILE] [--sandbox ID] [--since T] [--until T] [--decision D]\n"
+    "        [--kind K] [--host GLOB] [--credential C] [--limit N] [--asc]\n"
+    "        [--format table|json|csv]   query the audit log (newest first)\n"
+    "  audit verify [-c FILE] [--pubkey FILE]\n"
+    "                                    check the hash chain and the signatures\n"
+    "  audit export [-c FILE] [--follow] [--since T] [--cursor FILE]\n"
+    "                                    rows as JSON lines, for log shippers\n"
+    "Sandboxes (as root, with the gateway running):\n"
+    "  sandbox run [OPTIONS] -- CMD [ARG...]\n"
+    "                                    run CMD in a new sandbox, in the foreground\n"
+    "  sandbox create [OPTIONS] [-- CMD [ARG...]]\n"
+    "                                    start a detached sandbox; prints its id\n"
+    "  sandbox exec ID -- CMD [ARG...]   run CMD in a live sandbox\n"
+    "  sandbox ls [--format table|json]  list the sandboxes\n"
+    "  sandbox rm ID...                  stop sandboxes and remove what they made\n"
+    "  sandbox logs [-f] ID              the output of a created sandbox\n"
+    "Other:\n"
+    "  version                           print the version\n"
+    "  help [COMMAND [SUBCOMMAND]]       print the usage of a command\n"
     "\n"
-    "Without -c, ./sandgate.yaml, then /etc/sandgate/sandgate.yaml, then the\n"
-    "built-in defaults are used. See docs/ for the file formats.\n";
+    "sandgate help COMMAND and sandgate COMMAND --help print a command's options.\n"
+    "Without -c: ./sandgate.yaml, then /etc/sandgate/sandgate.yaml, then the\n"
+    "built-in defaults. Exit status: 0 success, 1 failure, 2 usage error.\n"
+    "Manual: sandgate(8), sandgate.yaml(5), sandgate-policy(5).\n";
+
+static const char version_usage[] =
+    "usage: sandgate version\n"
+    "  Print the version (sandgate X.Y.Z) and exit 0.\n";
+
+static const char help_usage[] =
+    "usage: sandgate help [COMMAND [SUBCOMMAND]]\n"
+    "  Without a command: every command in one list. With one: its usage and\n"
+    "  options, as sandgate COMMAND [SUBCOMMAND] --help prints them.\n";
 
 int
 cmd_error(const char *fmt, ...)
@@ -177,52 +199,93 @@ cmd_load(const char *cfg_path, struct config **cfgp, struct policy **polp)
 	return 0;
 }
 
-static int
-cmd_help(const char *topic)
+int
+cmd_wants_help(int argc, char *argv[])
 {
-	static const char *const topics[] = { "serve", "policy", "audit", "ca",
-	    "vault", "sandbox", "version", "help" };
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	return 0;
+}
+
+static int
+cmd_version(int argc, char *argv[])
+{
+	if (cmd_wants_help(argc, argv)) {
+		fputs(version_usage, stdout);
+		return 0;
+	}
+	if (argc > 1)
+		return cmd_usage_error(version_usage, "version: unexpected "
+		    "argument: %s", argv[1]);
+	printf("sandgate %s\n", SANDGATE_VERSION);
+	return 0;
+}
+
+static int cmd_help(int argc, char *argv[]);
+
+static const struct {
+	const char	*name;
+	int		(*fn)(int, char *[]);
+} commands[] = {
+	{ "serve", cmd_serve }, { "policy", cmd_policy },
+	{ "audit", cmd_audit }, { "ca", cmd_ca }, { "vault", cmd_vault },
+	{ "sandbox", cmd_sandbox }, { "version", cmd_version },
+	{ "help", cmd_help },
+};
+
+/*
+ * help COMMAND [SUBCOMMAND] is COMMAND [SUBCOMMAND] --help: one place
+ * knows each command's usage, and both forms print the same page.
+ */
+static int
+cmd_help(int argc, char *argv[])
+{
+	char *sub[4];
 	size_t i;
 
-	if (topic == NULL) {
+	if (argc < 2) {
 		fputs(usage_text, stdout);
 		return 0;
 	}
-	for (i = 0; i < sizeof(topics) / sizeof(topics[0]); i++)
-		if (strcmp(topic, topics[i]) == 0) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
-	return cmd_usage_error(usage_text, "unknown command: %s", topic);
+	if (argc > 3)
+		return cmd_usage_error(help_usage, "help: give a command and at "
+		    "most one subcommand");
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		fputs(help_usage, stdout);
+		return 0;
+	}
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			break;
+	if (i == sizeof(commands) / sizeof(commands[0]))
+		return cmd_usage_error(NULL, "help: unknown command: %s "
+		    "(sandgate help lists them)", argv[1]);
+	sub[0] = argv[1];
+	sub[1] = argc > 2 ? argv[2] : (char *)"--help";
+	sub[2] = argc > 2 ? (char *)"--help" : NULL;
+	sub[3] = NULL;
+	return commands[i].fn(argc > 2 ? 3 : 2, sub);
 }
 
 int
 main(int argc, char *argv[])
 {
-	const char *cmd;
+	size_t i;
 
 	log_init(LOG_LVL_INFO, "sandgate");
 	if (argc < 2)
 		return cmd_usage_error(usage_text, "no command given");
-	cmd = argv[1];
-	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
-	    strcmp(cmd, "-h") == 0)
-		return cmd_help(argc > 2 ? argv[2] : NULL);
-	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-		printf("sandgate %s\n", SANDGATE_VERSION);
-		return 0;
-	}
-	if (strcmp(cmd, "serve") == 0)
-		return cmd_serve(argc - 1, argv + 1);
-	if (strcmp(cmd, "policy") == 0)
-		return cmd_policy(argc - 1, argv + 1);
-	if (strcmp(cmd, "audit") == 0)
-		return cmd_audit(argc - 1, argv + 1);
-	if (strcmp(cmd, "ca") == 0)
-		return cmd_ca(argc - 1, argv + 1);
-	if (strcmp(cmd, "vault") == 0)
-		return cmd_vault(argc - 1, argv + 1);
-	if (strcmp(cmd, "sandbox") == 0)
-		return cmd_sandbox(argc - 1, argv + 1);
-	return cmd_usage_error(usage_text, "unknown command: %s", cmd);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return cmd_help(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(1, argv + 1);
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	return cmd_usage_error(NULL, "unknown command: %s (sandgate help lists "
+	    "them)", argv[1]);
 }

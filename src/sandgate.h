@@ -15,6 +15,11 @@ int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);
 
+/*
+ * Is -h or --help among argv[1..] before any "--"? Then the dispatcher
+ * prints the usage of the (sub)command it names and exits 0.
+ */
+int	cmd_wants_help(int argc, char *argv[]);
 /* "sandgate: " + message on stderr; returns 1 (or 2 for usage_error). */
 int	cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int	cmd_usage_error(const char *usage, const char *fmt, ...)

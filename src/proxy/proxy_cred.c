@@ -265,7 +265,8 @@ swap_allowed(const struct session *s, const struct cred_phs *ps,
 	return 1;
 }
 
-static void
+/* 0, or -1: no memory. */
+static int
 plan_bound(struct session *s, const struct cred_phs *ps,
     struct cred_plan *plan)
 {
@@ -279,12 +280,16 @@ plan_bound(struct session *s, const struct cred_phs *ps,
 		if (s->target.is_ip || !policy_credential_bound(cv[i],
 		    s->target.host))
 			continue;
+		if (plan->x == NULL &&
+		    (plan->x = calloc(1, sizeof(*plan->x))) == NULL)
+			return -1;
 		e = cred_phs_get(ps, s->ident.sandbox, cv[i]->name);
 		plan->bound[plan->n_bound] = cv[i];
-		snprintf(plan->ph[plan->n_bound], sizeof(plan->ph[0]), "%s",
-		    e != NULL ? e->ph : "");
+		snprintf(plan->x->ph[plan->n_bound], sizeof(plan->x->ph[0]),
+		    "%s", e != NULL ? e->ph : "");
 		plan->n_bound++;
 	}
+	return 0;
 }
 
 /* Where in the request a placeholder was found. */
@@ -303,7 +308,7 @@ struct scan {
 	size_t				 header;
 };
 
-/* Placeholder e found at sc->at: 0 go on (maybe swap it), 1 misuse. */
+/* Placeholder e found at sc->at: 0 go on (maybe swap it), 1 misuse, -1 no memory. */
 static int
 scan_cb(const struct cred_ph *e, void *arg)
 {
@@ -331,7 +336,10 @@ scan_cb(const struct cred_ph *e, void *arg)
 		if (!swap_allowed(s, sc->ps, e, &c) || !policy_credential_header(c,
 		    h->name.p, h->name.len))
 			break;
-		sc->plan->swap[sc->header] = c;
+		if (sc->plan->x == NULL && (sc->plan->x =
+		    calloc(1, sizeof(*sc->plan->x))) == NULL)
+			return -1;
+		sc->plan->x->swap[sc->header] = c;
 		return 0;
 	}
 	return 1;
@@ -377,13 +385,18 @@ cred_request(struct session *s, const struct http_request *req,
 	size_t i, j;
 	int rc;
 
+	cred_plan_free(plan);
 	memset(plan, 0, sizeof(*plan));
 	plan->snap = NULL;
 	sc.s = s;
 	sc.req = req;
 	sc.plan = plan;
 	sc.ps = cred_phs_enter(s->p->phs);
-	plan_bound(s, sc.ps, plan);
+	if (plan_bound(s, sc.ps, plan) == -1) {
+		cred_phs_leave(s->p->phs, sc.ps);
+		*reason = REASON_INTERNAL_ERROR;
+		return -1;
+	}
 	if (plan->n_bound > 0) {
 		pthread_mutex_lock(&s->p->cred_mtx);
 		plan->snap = s->p->snap;
@@ -406,7 +419,7 @@ cred_request(struct session *s, const struct http_request *req,
 			const struct http_header *h = &req->headers[i];
 
 			if (policy_credential_header(c, h->name.p, h->name.len) &&
-			    plan->swap[i] != c) {
+			    cred_plan_swap(plan, i) != c) {
 				snprintf(plan->cred, sizeof(plan->cred), "%s", c->name);
 				*reason = REASON_FOREIGN_CRED;
 				rc = -1;
@@ -436,6 +449,14 @@ cred_plan_clear(struct cred_plan *plan)
 	if (plan->snap != NULL)
 		vault_snapshot_unref(plan->snap);
 	plan->snap = NULL;
+}
+
+void
+cred_plan_free(struct cred_plan *plan)
+{
+	cred_plan_clear(plan);
+	free(plan->x);
+	plan->x = NULL;
 }
 
 /* A placeholder within buf[0..n): 1 and cred named, or 0. */
@@ -649,7 +670,7 @@ cred_scrub_lists(const struct session *s, const char **secrets,
 
 	for (j = 0; j < plan->n_bound; j++) {
 		secrets[j] = plan->bound[j]->secret;
-		phs[j] = plan->ph[j];
+		phs[j] = plan->x->ph[j];
 	}
 	return plan->n_bound;
 }

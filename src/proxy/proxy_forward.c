@@ -72,7 +72,7 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 void
 forward_reset(struct session *s)
 {
-	cred_plan_clear(&s->fwd.plan);
+	cred_plan_free(&s->fwd.plan);
 	if (s->fwd.scrub != NULL)
 		vault_scrubber_free(s->fwd.scrub);
 	free(s->fwd.path);
@@ -582,6 +582,8 @@ origin_head(struct session *s)
 		write_client_head(s, &r, 1);
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
+		if (s->intercepted)
+			session_mark(s, MARK_RESPONSE_HEAD);
 		f->resp_framing = r.framing;
 		f->resp_left = r.content_length;
 		http_chunked_init(&f->resp_chunk);
@@ -623,6 +625,8 @@ origin_body(struct session *s)
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
+		if (s->intercepted)
+			session_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
 		else {
@@ -677,6 +681,8 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 	int corked;
 
 	session_touch(s);
+	if (s->intercepted)
+		proxy_tls_read_size(bev);
 	if (s->state != S_FORWARD) {
 		/* Bytes from an idle kept-alive origin: it cannot be reused. */
 		upstream_drop(s);

@@ -145,7 +145,7 @@ swap_into(struct session *s, const struct policy_credential *c,
 			break;
 	if (j == plan->n_bound || plan->snap == NULL)
 		return -1;
-	r = vault_swap(plan->snap, c->secret, plan->ph[j], v, len, query, out);
+	r = vault_swap(plan->snap, c->secret, plan->x->ph[j], v, len, query, out);
 	if (r < 0)
 		return -1;
 	if (r == 0)
@@ -211,8 +211,8 @@ write_origin_head(struct session *s, const struct http_request *req,
 			continue;
 		vault_wbuf_add(h, hd->name.p, hd->name.len);
 		vault_wbuf_add(h, ": ", 2);
-		if (plan->swap[i] != NULL) {
-			if (swap_into(s, plan->swap[i], hd->value.p, hd->value.len,
+		if (cred_plan_swap(plan, i) != NULL) {
+			if (swap_into(s, cred_plan_swap(plan, i), hd->value.p, hd->value.len,
 			    0, h) == -1)
 				return -1;
 		} else
@@ -477,6 +477,8 @@ handle_head(struct session *s)
 	request_reset(s);
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
+	if (n > 0 && s->intercepted)
+		session_mark(s, MARK_REQUEST);
 	switch (n) {
 	case HTTP_NEED_MORE:
 		return;
@@ -546,6 +548,8 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 	struct session *s = arg;
 
 	session_touch(s);
+	if (s->intercepted)
+		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
 		handle_head(s);

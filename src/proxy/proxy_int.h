@@ -164,16 +164,32 @@ struct vault_snapshot;
 struct vault_scrubber;
 struct policy_credential;
 
+/*
+ * The part of a plan only a request to a credential's host needs (3 KiB):
+ * allocated by cred_request then, freed by cred_plan_free, so that other
+ * sessions (and idle ones) do not carry it.
+ */
+struct cred_plan_ext {
+	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* placeholders of bound[] */
+	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+};
+
 /* What cred_request decided for one request (proxy_cred.c). */
 struct cred_plan {
 	struct vault_snapshot	*snap;		/* reference held while the request lives */
 	const struct policy_credential *bound[CRED_MAX_BOUND];	/* creds bound to this host */
-	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* their placeholders */
 	size_t			 n_bound;
-	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+	struct cred_plan_ext	*x;		/* NULL: nothing bound, nothing to swap */
 	const struct policy_credential *query_cred;	/* swap in the query */
 	char			 cred[CRED_NAME_MAX + 1];	/* for the audit row */
 };
+
+/* The credential to swap into header i, or NULL. */
+static inline const struct policy_credential *
+cred_plan_swap(const struct cred_plan *plan, size_t i)
+{
+	return plan->x != NULL ? plan->x->swap[i] : NULL;
+}
 
 struct cred_body_tail {
 	char			 buf[CRED_PH_MAX];
@@ -206,6 +222,23 @@ struct forward {
 	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
 	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
 	int			 client_minor;	/* the client's HTTP/1.x */
+};
+
+/*
+ * Where the time of an intercepted session goes: each phase's first moment,
+ * in microseconds after accept (plus one; 0: not reached). Kept only with
+ * `serve -d`, logged when the session closes; bench/run.py reads the lines.
+ */
+enum session_mark {
+	MARK_HELLO,		/* the ClientHello decided: interception starts */
+	MARK_LEAF,		/* the leaf certificate and key in hand */
+	MARK_CLIENT_TLS,	/* the client's handshake done */
+	MARK_REQUEST,		/* the first request head parsed */
+	MARK_ORIGIN_CONNECT,	/* the origin socket connecting */
+	MARK_ORIGIN_TLS,	/* the origin's handshake done */
+	MARK_RESPONSE_HEAD,	/* the first response head forwarded */
+	MARK_RESPONSE_DONE,	/* the first response complete */
+	MARK_N
 };
 
 /* What an origin connection was opened for (proxy_origin.c). */
@@ -283,6 +316,8 @@ struct session {
 	const char		*close_reason;
 	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
+	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
+	int			 origin_resumed;	/* the origin TLS session was resumed */
 };
 
 /* proxy_session.c */
@@ -295,6 +330,8 @@ void		 session_http_error(struct session *, int status,
 /* Write what is queued to the client, then close. */
 void		 session_finish(struct session *, const char *reason);
 void		 session_touch(struct session *);
+/* Note the first time the session reaches m (only with `serve -d`). */
+void		 session_mark(struct session *, enum session_mark m);
 /* The client side's EOF/error handler outside the relay. */
 void		 session_client_event_cb(struct bufferevent *, short, void *);
 /* One log line per decision: allow/deny/error with the rule and reason. */
@@ -396,6 +433,8 @@ int		 cred_in_name(struct proxy *, const char *host, char *cred,
 int		 cred_request(struct session *, const struct http_request *,
 		    struct cred_plan *, enum sg_reason *reason);
 void		 cred_plan_clear(struct cred_plan *);
+/* cred_plan_clear, and the plan's extension freed. */
+void		 cred_plan_free(struct cred_plan *);
 void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
@@ -435,6 +474,8 @@ struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
 void		 proxy_tls_origin_release(struct bufferevent *);
+/* In a read callback, before the input is drained: size the filter's next reads. */
+void		 proxy_tls_read_size(struct bufferevent *);
 /* Ciphertext not yet written to an intercepted client's socket. */
 size_t		 proxy_tls_client_unsent(struct session *);
 /* Free cbev or obev (and the socket under its TLS filter). */

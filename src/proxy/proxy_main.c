@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "vault/ca.h"
 #include "vault/keeper.h"
 #include "core/log.h"
+#include "daemon/notify.h"
 #include "proxy/proxy_int.h"
 
 static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
@@ -408,6 +410,19 @@ vault_watch_cb(evutil_socket_t fd, short ev, void *arg)
 	fairshare_sweep(p->fair, fairshare_now_ms());
 }
 
+/* READY=1 with the policy in force as the service's status line. */
+static void
+notify_ready(struct proxy *p)
+{
+	char sum[256], status[300];
+
+	pthread_mutex_lock(&p->pol_mtx);
+	policy_summary(p->pol, sum, sizeof(sum));
+	pthread_mutex_unlock(&p->pol_mtx);
+	snprintf(status, sizeof(status), "serving: %s", sum);
+	daemon_notify_ready(status);
+}
+
 static void
 signal_cb(evutil_socket_t sig, short ev, void *arg)
 {
@@ -416,10 +431,14 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 
 	if (sig == SIGHUP) {
 		log_info("SIGHUP: reloading");
+		/* systemd's ExecReload waits for READY=1 after RELOADING=1. */
+		daemon_notify_reloading();
 		proxy_reload(p, NULL);
+		notify_ready(p);
 		return;
 	}
 	log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	daemon_notify_stopping();
 	for (i = 0; i < p->n_workers; i++)
 		event_base_loopexit(p->workers[i].base, NULL);
 	event_base_loopexit(p->main_base, NULL);
@@ -463,6 +482,8 @@ proxy_run(struct proxy *p)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (started == p->n_workers) {
 		log_info("ready");
+		/* Every listener is bound and the keeper answered (daemon.c). */
+		notify_ready(p);
 		event_base_dispatch(p->main_base);
 	} else {
 		rc = -1;

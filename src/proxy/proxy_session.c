@@ -90,11 +90,54 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 void
+session_mark(struct session *s, enum session_mark m)
+{
+	struct timespec now;
+	int64_t us;
+
+	if (s->marks[m] != 0 || !log_enabled(LOG_LVL_DEBUG))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (int64_t)(now.tv_sec - s->started.tv_sec) * 1000000 +
+	    (now.tv_nsec - s->started.tv_nsec) / 1000;
+	s->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
+	    (uint32_t)us + 1;
+}
+
+/* One line per intercepted session with its phases (serve -d). */
+static void
+session_log_marks(const struct session *s)
+{
+	static const char *const names[MARK_N] = { "hello", "leaf",
+	    "client-tls", "request", "origin-connect", "origin-tls",
+	    "response-head", "response-done" };
+	char line[512];
+	size_t off = 0;
+	int i, n;
+
+	if (s->marks[MARK_HELLO] == 0 || !log_enabled(LOG_LVL_DEBUG))
+		return;
+	for (i = 0; i < MARK_N && off < sizeof(line); i++) {
+		if (s->marks[i] == 0)
+			continue;
+		n = snprintf(line + off, sizeof(line) - off, " %s=%u", names[i],
+		    s->marks[i] - 1);
+		if (n < 0)
+			return;
+		off += (size_t)n;
+	}
+	log_debug("session %llu: phases in us after accept:%s origin-session=%s",
+	    (unsigned long long)s->id, line, s->marks[MARK_ORIGIN_TLS] == 0 ?
+	    "none" : s->origin_resumed ? "resumed" : "full");
+}
+
+void
 session_close(struct session *s, const char *reason)
 {
 	if (s->closing)
 		return;
 	s->closing = 1;
+	session_log_marks(s);
 	if (s->close_reason == NULL)
 		s->close_reason = reason;
 	TAILQ_REMOVE(&s->w->sessions, s, entry);
@@ -156,6 +199,7 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		s->tls_client_ok = 1;	/* intercepted: the client trusted our leaf */
+		session_mark(s, MARK_CLIENT_TLS);
 		return;
 	}
 	if (s->intercepted && !s->tls_client_ok) {

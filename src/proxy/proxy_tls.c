@@ -83,8 +83,6 @@ proxy_tls_worker_init(struct worker *w, const struct config *cfg)
 	/* An idle intercepted tunnel keeps no record buffers (about 34 KiB each side). */
 	SSL_CTX_set_mode(w->tls_client_ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_mode(w->tls_origin_ctx, SSL_MODE_RELEASE_BUFFERS);
-	/* An origin may echo a secret: its plaintext is wiped once read. */
-	SSL_CTX_set_options(w->tls_origin_ctx, SSL_OP_CLEANSE_PLAINTEXT);
 	SSL_CTX_set_min_proto_version(w->tls_client_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(w->tls_client_ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE);
@@ -138,6 +136,16 @@ proxy_tls_worker_free(struct worker *w)
  * stops encrypting while the socket is blocked.
  */
 #define CSOCK_READ		16384
+/*
+ * How much a TLS filter asks SSL_read for at a time. libevent reserves
+ * that much in the filter's input before every read, also for the read
+ * it tries each time the input is drained below its high watermark,
+ * which finds nothing on an idle connection and keeps the empty chain: a
+ * 4 KiB chain then, where 16 KiB would keep 32 KiB. Bulk transfers read
+ * whole records (proxy_tls_read_size switches).
+ */
+#define TLS_READ_SMALL		(4096 - 128)
+#define TLS_READ_BULK		16384
 #define CSOCK_HWM		(256 * 1024)
 /*
  * Deferred callbacks: a filter that decrypts a last record and a
@@ -387,6 +395,7 @@ proxy_tls_intercept_client(struct session *s)
 	EVP_PKEY *key = NULL;
 	SSL *ssl;
 
+	session_mark(s, MARK_HELLO);
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))
 		return -1;
@@ -395,6 +404,7 @@ proxy_tls_intercept_client(struct session *s)
 		    (unsigned long long)s->id, s->target.host);
 		return -1;
 	}
+	session_mark(s, MARK_LEAF);
 	if ((ssl = SSL_new(s->w->tls_client_ctx)) == NULL ||
 	    SSL_use_certificate(ssl, leaf) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1 ||
@@ -429,6 +439,7 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	/* From here the filter owns ssl and what it sits on. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+	bufferevent_set_max_single_read(f, TLS_READ_SMALL);
 	if (cs != NULL) {
 		evbuffer_add_buffer(hello, bufferevent_get_input(old));
 		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
@@ -469,6 +480,14 @@ proxy_tls_origin_bev(struct session *s)
 	if ((ssl = SSL_new(s->w->tls_origin_ctx)) == NULL)
 		return NULL;
 	SSL_set_app_data(ssl, s);
+	/*
+	 * An origin that a credential is bound to may echo its secret: the
+	 * plaintext is wiped once read (OpenSSL then wipes its whole read
+	 * buffer each time it is released, about 5 % of an intercepted
+	 * request's CPU: not for origins that never see a secret).
+	 */
+	if (cred_host_bound(s))
+		SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT);
 	if (!s->target.is_ip && SSL_set_tlsext_host_name(ssl, s->target.host) != 1)
 		goto fail;
 	if (s->target.is_ip) {
@@ -493,11 +512,27 @@ proxy_tls_origin_bev(struct session *s)
 		goto fail;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	bufferevent_set_max_single_read(bev, TLS_READ_SMALL);
 	return bev;
 fail:
 	log_openssl("preparing the origin-side TLS");
 	SSL_free(ssl);
 	return NULL;
+}
+
+/*
+ * A read that filled what was asked for is likely a bulk transfer: read
+ * whole records from now on; a small one goes back to small reads.
+ */
+void
+proxy_tls_read_size(struct bufferevent *bev)
+{
+	size_t n = evbuffer_get_length(bufferevent_get_input(bev));
+
+	if (bufferevent_openssl_get_ssl(bev) == NULL)
+		return;
+	bufferevent_set_max_single_read(bev, n >= TLS_READ_SMALL ?
+	    TLS_READ_BULK : TLS_READ_SMALL);
 }
 
 /* Connect bev's socket: a csock's (see above), or a socket bufferevent's. */
@@ -567,6 +602,9 @@ proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
+	if (ssl != NULL && SSL_session_reused(ssl))
+		s->origin_resumed = 1;
+	session_mark(s, MARK_ORIGIN_TLS);
 	if (ssl != NULL && log_enabled(LOG_LVL_DEBUG))
 		log_debug("session %llu: origin %s:%u: %s, %s",
 		    (unsigned long long)s->id, s->target.host, s->target.port,

@@ -240,6 +240,8 @@ try_next_addr(struct session *s)
 		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
 		/* The read timeout bounds a TLS handshake that stalls. */
 		bufferevent_set_timeouts(s->obev, s->intercepted ? &tv : NULL, &tv);
+		if (s->intercepted)
+			session_mark(s, MARK_ORIGIN_CONNECT);
 		if (proxy_tls_connect(s->obev,
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;
