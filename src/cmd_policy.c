@@ -17,12 +17,15 @@
     "  FILE:LINE:COL: message line per error and a summary. Exit 0 when\n" \
     "  all is valid, 1 otherwise.\n"
 #define POLICY_EXPLAIN_USAGE \
-    "usage: sandgate policy explain [-c FILE] --sandbox ID [--method M]\n" \
-    "           [--path P] [--format text|json] HOST[:PORT]|IP[:PORT]\n" \
+    "usage: sandgate policy explain [-c FILE] --sandbox ID|--policy NAME\n" \
+    "           [--method M] [--path P] [--format text|json]\n" \
+    "           HOST[:PORT]|IP[:PORT]\n" \
     "  Print the decision (allow|deny), the rule that made it and the reason,\n" \
     "  without a running gateway. HOST may be a name, an IPv4 address or a\n" \
     "  bracketed IPv6 address; PORT defaults to 443. Exit 0 for either\n" \
-    "  decision, 1 for an unknown sandbox.\n"
+    "  decision, 1 for an unknown sandbox or policy. --policy NAME decides\n" \
+    "  as for a launcher sandbox registered under NAME (\"default\" always\n" \
+    "  exists: it allows nothing unless a policy file defines it).\n"
 #define POLICY_COMMON_USAGE \
     "  -c FILE   config file (default: ./sandgate.yaml,\n" \
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
@@ -131,7 +134,7 @@ policy_explain(int argc, char *argv[])
 	struct policy_identity id;
 	struct policy_target t;
 	struct policy_verdict v;
-	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL;
+	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL, *pname = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
 	const char *reason;
 	size_t hostlen;
@@ -139,12 +142,14 @@ policy_explain(int argc, char *argv[])
 	int rc = 0;
 
 	cmd_args_init(&a, argc, argv);
-	while ((opt = cmd_args_next(&a, "c|config|sandbox|method|path|format",
+	while ((opt = cmd_args_next(&a, "c|config|sandbox|policy|method|path|format",
 	    &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else if (strcmp(opt, "sandbox") == 0)
 			sandbox = val;
+		else if (strcmp(opt, "policy") == 0)
+			pname = val;
 		else if (strcmp(opt, "method") == 0)
 			method = val;
 		else if (strcmp(opt, "path") == 0)
@@ -158,9 +163,9 @@ policy_explain(int argc, char *argv[])
 			return cmd_usage_error(policy_explain_usage, "policy explain: bad "
 			    "option: %s", a.bad ? a.bad : opt);
 	}
-	if (sandbox == NULL)
-		return cmd_usage_error(policy_explain_usage, "policy explain: --sandbox "
-		    "is required");
+	if ((sandbox == NULL) == (pname == NULL))
+		return cmd_usage_error(policy_explain_usage, "policy explain: give "
+		    "--sandbox or --policy");
 	if (a.n_ops != 1)
 		return cmd_usage_error(policy_explain_usage, "policy explain: give one "
 		    "HOST[:PORT]");
@@ -176,7 +181,14 @@ policy_explain(int argc, char *argv[])
 		    "destination: %s", a.ops[0]);
 	if (cmd_load(cfg_path, &cfg, &pol) == -1)
 		return 1;
-	if (policy_identity_by_id(pol, sandbox, &id) == -1) {
+	if (pname != NULL) {
+		if (!policy_has(pol, pname)) {
+			rc = cmd_error("unknown policy: %s", pname);
+			goto done;
+		}
+		memset(&id, 0, sizeof(id));
+		snprintf(id.policy, sizeof(id.policy), "%s", pname);
+	} else if (policy_identity_by_id(pol, sandbox, &id) == -1) {
 		rc = cmd_error("unknown sandbox: %s", sandbox);
 		goto done;
 	}
@@ -197,7 +209,7 @@ policy_explain(int argc, char *argv[])
 		printf(",\"reason\":");
 		json_string(reason);
 		printf(",\"sandbox\":");
-		json_string(id.sandbox);
+		json_string(id.sandbox[0] != '\0' ? id.sandbox : NULL);
 		printf(",\"policy\":");
 		json_string(id.policy);
 		printf(",\"host\":");
@@ -208,8 +220,9 @@ policy_explain(int argc, char *argv[])
 	} else {
 		printf("decision: %s\nrule: %s\nreason: %s\n",
 		    v.allow ? "allow" : "deny", v.rule, reason);
-		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n", id.sandbox,
-		    id.policy, t.host, t.port);
+		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n",
+		    id.sandbox[0] != '\0' ? id.sandbox : "any", id.policy,
+		    t.host, t.port);
 		if (v.allow)
 			printf("tls: %s\nopaque: %s\n",
 			    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",

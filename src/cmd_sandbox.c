@@ -35,7 +35,8 @@ static const char sandbox_usage[] =
     "  ingress token and URLs. exec: CMD inside a live sandbox. rm: stop it\n"
     "  and remove everything it made. logs: create's output.\n"
     "  The gateway (sandgate serve) must be running with its admin socket,\n"
-    "  and transparent and DNS listeners on a wildcard address. Needs root.\n";
+    "  and transparent and DNS listeners on IPv4 (the defaults, 127.0.0.1,\n"
+    "  will do). Needs root.\n";
 
 #define SANDBOX_UP_OPTIONS \
     "  --policy P        the gateway policy it runs under (default: default)\n" \
@@ -582,6 +583,9 @@ out:
 	return rc;
 }
 
+static int	exec_wait(enum sandbox_runtime, const char *state, const char *id,
+		    pid_t, const char *pidf);
+
 static int
 sandbox_exec(int argc, char *argv[])
 {
@@ -591,9 +595,9 @@ sandbox_exec(int argc, char *argv[])
 	struct config *cfg;
 	enum sandbox_runtime rt;
 	const char *opt, *val, *cfg_path = NULL, *err;
-	char path[PATH_MAX], state[64];
+	char path[PATH_MAX], pidf[PATH_MAX], state[64];
 	char *const *cmd;
-	int nopt, n_cmd, status, sig, w;
+	int nopt, n_cmd, status;
 	pid_t pid;
 
 	nopt = split_cmd(argc, argv, &cmd, &n_cmd);
@@ -625,26 +629,86 @@ sandbox_exec(int argc, char *argv[])
 	snprintf(state, sizeof(state), "%s/%s", SANDBOX_RUN_DIR, row.runtime);
 	if (exec_process_file(row.id, cmd, n_cmd, path, sizeof(path)) == -1)
 		return cmd_error("sandbox: cannot read the bundle of %s", row.id);
+	snprintf(pidf, sizeof(pidf), "%s/bundles/%s/exec-%d.pid",
+	    SANDBOX_RUN_DIR, row.id, (int)getpid());
 	sandbox_signals_install();
-	if ((pid = sandbox_runtime_exec(rt, state, row.id, path, &err)) == -1) {
+	if ((pid = sandbox_runtime_exec(rt, state, row.id, path, pidf,
+	    &err)) == -1) {
 		unlink(path);
 		return cmd_error("sandbox: %s exec: %s", row.runtime, err);
 	}
-	for (;;) {
-		if ((sig = sandbox_signal) != 0 && sig != SIGALRM) {
-			sandbox_signal = 0;
-			(void)kill(pid, sig);
-		}
-		if (waitpid(pid, &w, 0) == pid)
-			break;
-		if (errno != EINTR) {
-			w = -1;
-			break;
-		}
-	}
+	status = exec_wait(rt, state, row.id, pid, pidf);
 	unlink(path);
-	status = w == -1 ? 1 : sandbox_wait_status(w);
+	unlink(pidf);
 	return status;
+}
+
+static const char *
+exec_sig_name(int sig)
+{
+	return sig == SIGINT ? "INT" : sig == SIGHUP ? "HUP" : "TERM";
+}
+
+/*
+ * Pass sig on to the command. crun exec forwards what it gets; runsc exec
+ * does not (it would die and leave the command running), so under runsc
+ * the command itself is signalled by its pid inside the sandbox, once
+ * runsc has written it. 0 done, -1 not yet possible.
+ */
+static int
+exec_forward(enum sandbox_runtime rt, const char *state, const char *id,
+    pid_t pid, const char *pidf, int sig)
+{
+	char buf[32];
+	long inner;
+	ssize_t n;
+	int fd;
+
+	if (rt == SANDBOX_CRUN) {
+		(void)kill(pid, sig);
+		return 0;
+	}
+	if ((fd = open(pidf, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if ((inner = strtol(buf, NULL, 10)) <= 0)
+		return -1;
+	(void)sandbox_runtime_kill_pid(rt, state, id, inner,
+	    exec_sig_name(sig));
+	return 0;
+}
+
+/* Wait for the runtime's exec to end, passing signals on; its status. */
+static int
+exec_wait(enum sandbox_runtime rt, const char *state, const char *id,
+    pid_t pid, const char *pidf)
+{
+	const struct timespec tick = { 0, 50 * 1000 * 1000 };
+	int sig = 0, w;
+	pid_t r;
+
+	for (;;) {
+		if (sandbox_signal != 0 && sandbox_signal != SIGALRM &&
+		    sandbox_signal != SIGCHLD) {
+			sig = sandbox_signal;
+			sandbox_signal = 0;
+		}
+		if (sig != 0 && exec_forward(rt, state, id, pid, pidf, sig) == 0)
+			sig = 0;
+		/* polled: a signal between the check and a blocking wait
+		 * would wait as long as the command */
+		r = waitpid(pid, &w, WNOHANG);
+		if (r == pid)
+			return sandbox_wait_status(w);
+		if (r == 0)
+			nanosleep(&tick, NULL);
+		else if (errno != EINTR)
+			return 1;
+	}
 }
 
 /* ---------------------------------------------------------------- rm */

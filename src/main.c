@@ -178,8 +178,15 @@ cmd_load(const char *cfg_path, struct config **cfgp, struct policy **polp)
 	if (cfg != NULL && polp != NULL)
 		pol = policy_load(cfg, &d);
 	if (cfg == NULL || (polp != NULL && pol == NULL)) {
-		diag_print(&d, stderr);
-		fprintf(stderr, "sandgate: %zu error%s\n", d.n, d.n == 1 ? "" : "s");
+		/* a file that cannot be read at all: one line, as any error */
+		if (d.n == 1 && d.v[0].line == 0)
+			fprintf(stderr, "sandgate: %s: %s\n", d.v[0].file,
+			    d.v[0].msg);
+		else {
+			diag_print(&d, stderr);
+			fprintf(stderr, "sandgate: %zu error%s\n", d.n,
+			    d.n == 1 ? "" : "s");
+		}
 		diag_free(&d);
 		if (cfg != NULL)
 			config_free(cfg);

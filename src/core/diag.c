@@ -1,8 +1,11 @@
 /*
  * Collects load-time errors with their positions and prints them in the
- * FILE:LINE:COL: message form that editors and CI parsers understand.
+ * FILE:LINE:COL: message form that editors and CI parsers understand
+ * (FILE: message for an error about a whole file, such as one that cannot
+ * be opened).
  */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,12 +62,23 @@ diag_add(struct diag *d, const char *file, int line, int col,
 	d->n++;
 }
 
+int
+diag_format(const struct diag_entry *e, char *buf, size_t len)
+{
+	if (e->line > 0)
+		return snprintf(buf, len, "%s:%d:%d: %s", e->file, e->line,
+		    e->col, e->msg);
+	return snprintf(buf, len, "%s: %s", e->file, e->msg);
+}
+
 void
 diag_print(const struct diag *d, FILE *fp)
 {
+	char line[2048];
 	size_t i;
 
-	for (i = 0; i < d->n; i++)
-		fprintf(fp, "%s:%d:%d: %s\n", d->v[i].file, d->v[i].line,
-		    d->v[i].col, d->v[i].msg);
+	for (i = 0; i < d->n; i++) {
+		(void)diag_format(&d->v[i], line, sizeof(line));
+		fprintf(fp, "%s\n", line);
+	}
 }

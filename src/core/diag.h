@@ -26,7 +26,12 @@ void	diag_free(struct diag *);
 /* line/col 0 when unknown (e.g. a file that cannot be opened). */
 void	diag_add(struct diag *, const char *file, int line, int col,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* One "FILE:LINE:COL: message" line per entry. */
+/*
+ * "FILE:LINE:COL: message", or "FILE: message" for an entry of line 0 (the
+ * whole file); snprintf's return value.
+ */
+int	diag_format(const struct diag_entry *, char *buf, size_t len);
+/* One diag_format() line per entry. */
 void	diag_print(const struct diag *, FILE *);
 
 #endif

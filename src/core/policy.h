@@ -20,6 +20,12 @@ struct policy;
 #define POLICY_ID_MAX		40	/* [a-z0-9][a-z0-9-]{0,39} */
 #define POLICY_NAME_MAX		63
 #define POLICY_HOST_MAX		253
+/*
+ * The policy the launcher registers a sandbox under without --policy. When
+ * no loaded policy has this name the gateway has an implicit one that
+ * allows nothing, so policy_has() is always true for it.
+ */
+#define POLICY_DEFAULT_NAME	"default"
 
 /* Every policy file named by the config (files, or directories of *.yaml in name order). */
 struct policy	*policy_load(const struct config *, struct diag *);

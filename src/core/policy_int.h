@@ -61,6 +61,7 @@ struct policy_def {
 	struct policy_index *deny_idx;
 	struct policy_index *priv_idx;
 	const struct policy_credential **cred_ptrs;	/* credentials[] resolved */
+	int		 implicit;	/* the built-in deny-all "default" */
 };
 
 struct policy_sandbox {

@@ -1368,6 +1368,42 @@ pl_path(struct pload *l, const char *path, int missing_ok)
 		pl_file(l, path);
 }
 
+/*
+ * The launcher's --policy defaults to "default": a gateway that loaded no
+ * policy of that name still has one, which allows nothing (docs/policy.md).
+ * A loaded policy named "default" replaces it.
+ */
+static void
+pl_implicit_default(struct pload *l)
+{
+	struct policy *p = l->p;
+	struct policy_def *def;
+	size_t v;
+
+	if (pl_hash_get(&l->h_defs, POLICY_DEFAULT_NAME, &v))
+		return;
+	if (pl_grow((void **)&p->defs, &l->cap_defs, p->n_defs,
+	    sizeof(*p->defs)) == -1)
+		goto oom;
+	def = &p->defs[p->n_defs];
+	memset(def, 0, sizeof(*def));
+	def->implicit = 1;
+	if ((def->name = strdup(POLICY_DEFAULT_NAME)) == NULL ||
+	    (def->dns_types = calloc(2, sizeof(uint16_t))) == NULL) {
+		free(def->name);
+		goto oom;
+	}
+	def->dns_types[0] = 1;		/* A */
+	def->dns_types[1] = 28;		/* AAAA */
+	def->n_dns_types = 2;
+	p->n_defs++;
+	if (pl_hash_put(&l->h_defs, def->name, p->n_defs - 1, &v) != -1)
+		return;
+oom:
+	diag_add(l->d, NULL, 0, 0, "out of memory");
+	l->c.nerr++;
+}
+
 /* Names used before (or without) their definition, once all files are read. */
 static void
 pl_resolve(struct pload *l)
@@ -1485,6 +1521,7 @@ pl_load(char *const *paths, int n, int missing_ok, struct diag *d)
 	for (i = 0; i < n; i++)
 		if (paths[i] != NULL)
 			pl_path(&l, paths[i], missing_ok);
+	pl_implicit_default(&l);
 	pl_resolve(&l);
 	pl_hash_free(&l.h_defs);
 	pl_hash_free(&l.h_sb);
@@ -1549,15 +1586,20 @@ policy_unref(struct policy *p)
 void
 policy_summary(const struct policy *p, char *buf, size_t len)
 {
-	size_t i, rules = 0;
+	size_t i, rules = 0, defs = 0;
+	int implicit = 0;
 
-	for (i = 0; i < p->n_defs; i++)
+	for (i = 0; i < p->n_defs; i++) {
 		rules += p->defs[i].n_allow + p->defs[i].n_deny;
-	snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s, "
+		defs += !p->defs[i].implicit;
+		implicit |= p->defs[i].implicit;
+	}
+	snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s%s, "
 	    "%zu rule%s, %zu credential%s",
 	    p->n_files, p->n_files == 1 ? "" : "s",
 	    p->n_sandboxes, p->n_sandboxes == 1 ? "" : "es",
-	    p->n_defs, p->n_defs == 1 ? "y" : "ies",
+	    defs, defs == 1 ? "y" : "ies",
+	    implicit ? " (+ the implicit deny-all \"default\")" : "",
 	    rules, rules == 1 ? "" : "s",
 	    p->n_creds, p->n_creds == 1 ? "" : "s");
 }

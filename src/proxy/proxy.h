@@ -7,6 +7,7 @@
 #define SG_PROXY_H
 
 #include "core/config.h"
+#include "core/diag.h"
 #include "core/policy.h"
 
 struct proxy;
@@ -54,9 +55,10 @@ void		 proxy_free(struct proxy *);
 /*
  * Re-read the config file and every policy file; on success the new policy
  * applies to new requests. On failure the errors are logged as
- * FILE:LINE:COL lines and the old policy stays. 0 or -1.
+ * FILE:LINE:COL lines and the old policy stays. 0 or -1. errs, when not
+ * NULL (an initialised diag the caller frees), gets every error too.
  */
-int		 proxy_reload(struct proxy *);
+int		 proxy_reload(struct proxy *, struct diag *errs);
 
 /* The main thread's event loop (signals, admin API, the keeper's monitor). */
 struct event_base *proxy_main_base(struct proxy *);

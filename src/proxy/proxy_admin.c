@@ -363,6 +363,60 @@ status(struct proxy *p, struct evhttp_request *req)
 	    (json_int_t)atomic_load(&p->n_keeper_restarts)));
 }
 
+/* A JSON string of s; bytes that are not UTF-8 become '?', never lost. */
+static json_t *
+json_text(const char *s)
+{
+	json_t *j;
+	char *c;
+	size_t i;
+
+	if ((j = json_string(s)) != NULL || (c = strdup(s)) == NULL)
+		return j;
+	for (i = 0; c[i] != '\0'; i++)
+		if ((unsigned char)c[i] >= 0x80)
+			c[i] = '?';
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
+/*
+ * POST /v1/reload: 200 {"ok": true}, or 400 with every
+ * error, each as its parts and as the FILE:LINE:COL line `policy check`
+ * would print; the old policy stays in force.
+ */
+static void
+reload(struct proxy *p, struct evhttp_request *req)
+{
+	struct diag d;
+	char line[2048];
+	json_t *errs, *o;
+	size_t i;
+
+	diag_init(&d);
+	if (proxy_reload(p, &d) == 0) {
+		reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+		diag_free(&d);
+		return;
+	}
+	errs = json_array();
+	for (i = 0; errs != NULL && i < d.n; i++) {
+		(void)diag_format(&d.v[i], line, sizeof(line));
+		o = json_pack("{s:o*,s:i,s:i,s:o*,s:o*}", "file",
+		    json_text(d.v[i].file), "line", d.v[i].line, "col",
+		    d.v[i].col, "message", json_text(d.v[i].msg), "text",
+		    json_text(line));
+		if (o != NULL)
+			json_array_append_new(errs, o);
+	}
+	snprintf(line, sizeof(line), "the new policy has %zu error%s; the old "
+	    "one stays in force", d.n, d.n == 1 ? "" : "s");
+	reply_json(req, 400, json_pack("{s:b,s:s,s:o*}", "ok", 0, "error",
+	    line, "errors", errs));
+	diag_free(&d);
+}
+
 static void
 admin_cb(struct evhttp_request *req, void *arg)
 {
@@ -406,12 +460,7 @@ admin_cb(struct evhttp_request *req, void *arg)
 		log_info("admin: sandbox %s removed", id);
 		reply_json(req, 200, json_pack("{s:s}", "removed", id));
 	} else if (strcmp(uri, "/v1/reload") == 0 && cmd == EVHTTP_REQ_POST) {
-		if (proxy_reload(p) == 0)
-			reply_json(req, 200, json_pack("{s:b}", "ok", 1));
-		else
-			reply_json(req, 400, json_pack("{s:b,s:s}", "ok", 0,
-			    "error", "the new policy has errors (see the log); "
-			    "the old one stays in force"));
+		reload(p, req);
 	} else
 		reply_error(req, 404, "no such endpoint");
 }

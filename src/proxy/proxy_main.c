@@ -362,29 +362,30 @@ fail:
 }
 
 int
-proxy_reload(struct proxy *p)
+proxy_reload(struct proxy *p, struct diag *errs)
 {
 	struct config *ncfg;
 	struct policy *npol, *old;
-	struct diag d;
-	char sum[256];
+	struct diag own, *d = errs != NULL ? errs : &own;
+	char sum[256], line[2048];
 	size_t i;
 
-	diag_init(&d);
-	ncfg = config_load(p->cfg->file, &d);
-	npol = ncfg != NULL ? policy_load(ncfg, &d) : NULL;
+	diag_init(&own);
+	ncfg = config_load(p->cfg->file, d);
+	npol = ncfg != NULL ? policy_load(ncfg, d) : NULL;
 	if (npol == NULL) {
-		for (i = 0; i < d.n; i++)
-			log_warnx("reload: %s:%d:%d: %s", d.v[i].file,
-			    d.v[i].line, d.v[i].col, d.v[i].msg);
+		for (i = 0; i < d->n; i++) {
+			(void)diag_format(&d->v[i], line, sizeof(line));
+			log_warnx("reload: %s", line);
+		}
 		log_warnx("reload failed with %zu error%s; the previous policy "
-		    "stays in force", d.n, d.n == 1 ? "" : "s");
-		diag_free(&d);
+		    "stays in force", d->n, d->n == 1 ? "" : "s");
+		diag_free(&own);
 		config_free(ncfg);
 		atomic_fetch_add(&p->n_reload_err, 1);
 		return -1;
 	}
-	diag_free(&d);
+	diag_free(&own);
 	/* Listeners, timeouts and limits need a restart; only policies swap. */
 	config_free(ncfg);
 	pthread_mutex_lock(&p->pol_mtx);
@@ -432,7 +433,7 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 		log_info("SIGHUP: reloading");
 		/* systemd's ExecReload waits for READY=1 after RELOADING=1. */
 		daemon_notify_reloading();
-		proxy_reload(p);
+		proxy_reload(p, NULL);
 		notify_ready(p);
 		return;
 	}

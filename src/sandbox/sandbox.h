@@ -43,6 +43,7 @@ struct sandbox_net {
 	char		 veth_guest[SANDBOX_IFNAME_MAX];	/* eth0, inside */
 	struct in_addr	 host_addr;	/* .1 of the /30: the gateway */
 	struct in_addr	 guest_addr;	/* .2 of the /30: the sandbox */
+	int		 route_localnet; /* set it on the host side (a loopback listener) */
 };
 
 /* What the OCI config is built from; every string is already validated. */
@@ -82,14 +83,25 @@ int	 sandbox_netns_exists(const char *name);
 
 /* sandbox_nft.c */
 /*
+ * Where a sandbox's TCP (transparent) or DNS goes: a listener's IPv4
+ * address and port; INADDR_ANY (a wildcard listener) = the host side of
+ * the sandbox's veth.
+ */
+struct sandbox_dest {
+	struct in_addr	 addr;
+	uint16_t	 port;
+};
+/*
  * Build the nft commands for one sandbox (pure; for tests and for apply).
  * log_group != 0: the first packet of each flow the rules drop (not DNS,
  * not TCP) goes to that NFLOG group first, for the gateway's audit log.
  */
-int	 sandbox_nft_rules(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, uint16_t log_group, char *buf, size_t len);
-int	 sandbox_nft_add(const struct sandbox_net *, uint16_t tport,
-	    uint16_t dport, uint16_t log_group, const char **errstr);
+int	 sandbox_nft_rules(const struct sandbox_net *,
+	    const struct sandbox_dest *tp, const struct sandbox_dest *dns,
+	    uint16_t log_group, char *buf, size_t len);
+int	 sandbox_nft_add(const struct sandbox_net *,
+	    const struct sandbox_dest *tp, const struct sandbox_dest *dns,
+	    uint16_t log_group, const char **errstr);
 void	 sandbox_nft_del(const struct sandbox_net *);
 
 /* sandbox_oci.c */
@@ -231,9 +243,17 @@ int	 sandbox_runtime_status(enum sandbox_runtime, const char *state_root,
 /* `kill ID SIG` through the runtime (to the sandbox's init). */
 void	 sandbox_runtime_kill(enum sandbox_runtime, const char *state_root,
 	    const char *id, const char *sig);
-/* `exec --process FILE ID` in the foreground; returns its pid. */
+/*
+ * `exec --process FILE ID` in the foreground; returns its pid. runsc also
+ * writes the command's pid inside the sandbox to pid_file: runsc exec does
+ * not pass signals on, sandbox_runtime_kill_pid() does.
+ */
 pid_t	 sandbox_runtime_exec(enum sandbox_runtime, const char *state_root,
-	    const char *id, const char *process_json, const char **errstr);
+	    const char *id, const char *process_json, const char *pid_file,
+	    const char **errstr);
+/* `kill --pid PID ID SIG` (runsc): signal one process of the sandbox. */
+int	 sandbox_runtime_kill_pid(enum sandbox_runtime, const char *state_root,
+	    const char *id, long pid, const char *sig);
 /* 128 + N for a signal, the exit code otherwise. */
 int	 sandbox_wait_status(int status);
 /* rmdir /sys/fs/cgroup/{each hierarchy}/sandgate/ID where empty. */

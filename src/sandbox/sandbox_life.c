@@ -292,27 +292,49 @@ sandbox_lock(void)
 /* ---------------------------------------------------------------- up */
 
 static uint16_t
-listen_port(const struct config_listen *l, int wildcard)
+listen_port(const struct config_listen *l)
 {
 	const struct sockaddr_in *sin = (const struct sockaddr_in *)&l->ss;
 	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&l->ss;
 
 	if (!l->enabled)
 		return 0;
-	if (l->ss.ss_family == AF_INET && (!wildcard ||
-	    sin->sin_addr.s_addr == INADDR_ANY))
+	if (l->ss.ss_family == AF_INET)
 		return ntohs(sin->sin_port);
-	if (l->ss.ss_family == AF_INET6 && (!wildcard ||
-	    IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr)))
+	if (l->ss.ss_family == AF_INET6)
 		return ntohs(sin6->sin6_port);
 	return 0;
+}
+
+/*
+ * Where a sandbox's packets for listener l go: the listener's own IPv4
+ * address (loopback by default: DNAT there through route_localnet), or
+ * for 0.0.0.0 the sandbox's gateway address. -1 when it is off or IPv6
+ * (sandboxes get no IPv6, and sandgate's IPv6 sockets are v6-only).
+ */
+static int
+listen_dest(const struct config_listen *l, struct sandbox_dest *d)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&l->ss;
+
+	if (!l->enabled || l->ss.ss_family != AF_INET)
+		return -1;
+	d->addr = sin->sin_addr;
+	d->port = ntohs(sin->sin_port);
+	return d->port == 0 ? -1 : 0;
+}
+
+static int
+dest_loopback(const struct sandbox_dest *d)
+{
+	return (ntohl(d->addr.s_addr) >> 24) == 127;
 }
 
 int
 sandbox_ingress_url(const struct config *cfg, const char *id, uint16_t port,
     char *buf, size_t len)
 {
-	uint16_t lp = listen_port(&cfg->listen_ingress, 0);
+	uint16_t lp = listen_port(&cfg->listen_ingress);
 	const char *scheme = cfg->ingress_tls_cert != NULL ? "https" : "http";
 	char pbuf[8] = "";
 
@@ -352,7 +374,8 @@ teardown(struct life *l)
 
 /* Under the launcher lock: reconcile, claim the id, build the network. */
 static int
-up_claim(struct life *l, const char *token, uint16_t tport, uint16_t dport)
+up_claim(struct life *l, const char *token, const struct sandbox_dest *tp,
+    const struct sandbox_dest *dns)
 {
 	struct sandbox_row row;
 	const char *err;
@@ -406,12 +429,13 @@ up_claim(struct life *l, const char *token, uint16_t tport, uint16_t dport)
 	}
 	/* rules first (they match the veth by name): the link is never bare */
 	l->nft_made = 1;	/* a failed add may leave a part */
-	if (sandbox_nft_add(&l->net, tport, dport, (uint16_t)l->nflog_group,
+	if (sandbox_nft_add(&l->net, tp, dns, (uint16_t)l->nflog_group,
 	    &err) == -1) {
 		sandbox_err("sandbox: nftables: %s", err);
 		goto out;
 	}
 	l->net_made = 1;
+	l->net.route_localnet = dest_loopback(tp) || dest_loopback(dns);
 	if (sandbox_net_create(&l->net, &err) == -1) {
 		sandbox_err("sandbox: network: %s", err);
 		goto out;
@@ -737,7 +761,7 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 {
 	struct life l;
 	char logp[PATH_MAX];
-	uint16_t tport, dport;
+	struct sandbox_dest tp, dns;
 	const char *err;
 	int status = 1, pfd[2] = { -1, -1 }, log_fd = -1, fd;
 	pid_t pid;
@@ -761,18 +785,18 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 		    "(disabled)");
 		return 1;
 	}
+	if (listen_dest(&cfg->listen_transparent, &tp) == -1 ||
+	    listen_dest(&cfg->listen_dns, &dns) == -1) {
+		sandbox_err("sandbox: listen.transparent and listen.dns must be "
+		    "enabled on an IPv4 address (default 127.0.0.1:PORT)");
+		return 1;
+	}
 	sandbox_state_path(cfg, l.state_db, sizeof(l.state_db));
 	if ((l.st = sandbox_state_open(l.state_db, &err)) == NULL) {
 		sandbox_err("sandbox: %s: %s", l.state_db, err);
 		return 1;
 	}
-	if ((tport = listen_port(&cfg->listen_transparent, 1)) == 0 ||
-	    (dport = listen_port(&cfg->listen_dns, 1)) == 0) {
-		sandbox_err("sandbox: listen.transparent and listen.dns must be "
-		    "enabled on a wildcard address (0.0.0.0:PORT)");
-		goto out;
-	}
-	if (up_claim(&l, token, tport, dport) == -1 || sandbox_signal != 0 ||
+	if (up_claim(&l, token, &tp, &dns) == -1 || sandbox_signal != 0 ||
 	    up_register(&l, token) == -1 || sandbox_signal != 0 ||
 	    up_bundle(&l) == -1 || sandbox_signal != 0)
 		goto out;

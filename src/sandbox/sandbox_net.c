@@ -20,6 +20,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
+#include <linux/ip.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
@@ -132,6 +133,33 @@ nl_link_up(struct mnl_socket *nl, const char *name)
 	ifm->ifi_change = IFF_UP;
 	ifm->ifi_flags = IFF_UP;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	return nl_talk(nl, nlh, NULL, NULL);
+}
+
+/*
+ * route_localnet on this one link: packets that came in on it may be
+ * routed to 127.0.0.0/8 (the launcher's DNAT to a loopback listener) and
+ * replies from there may leave through it. Never set globally; the
+ * sandbox's nftables rules admit only the listeners' ports.
+ */
+static int
+nl_route_localnet(struct mnl_socket *nl, const char *name)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = nl_msg(buf, RTM_NEWLINK, 0);
+	struct nlattr *spec, *inet, *conf;
+	struct ifinfomsg *ifm;
+
+	ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+	inet = mnl_attr_nest_start(nlh, AF_INET);
+	conf = mnl_attr_nest_start(nlh, IFLA_INET_CONF);
+	mnl_attr_put_u32(nlh, IPV4_DEVCONF_ROUTE_LOCALNET, 1);
+	mnl_attr_nest_end(nlh, conf);
+	mnl_attr_nest_end(nlh, inet);
+	mnl_attr_nest_end(nlh, spec);
 	return nl_talk(nl, nlh, NULL, NULL);
 }
 
@@ -456,6 +484,10 @@ sandbox_net_create(struct sandbox_net *n, const char **errstr)
 	}
 	if (nl_add_veth(nl, n, nsfd) == -1) {
 		*errstr = errno == EEXIST ? "veth exists" : "cannot create veth";
+		goto fail;
+	}
+	if (n->route_localnet && nl_route_localnet(nl, n->veth_host) == -1) {
+		*errstr = "cannot set route_localnet on the host side of the veth";
 		goto fail;
 	}
 	if (nl_add_addr(nl, n->veth_host, n->host_addr, 30) == -1 ||

@@ -492,6 +492,16 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGALRM, SIG_DFL);
+	/*
+	 * `runsc exec` does not pass signals on to the command: it dies and
+	 * leaves it running. The launcher forwards them itself (`runsc kill
+	 * --pid`); a terminal's ^C or hang-up must not kill runsc exec
+	 * meanwhile (Go keeps SIGINT and SIGHUP ignored when they start so).
+	 */
+	if (rt == SANDBOX_RUNSC && strcmp(sub[0], "exec") == 0) {
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (out != SPAWN_INHERIT && (fd = open("/dev/null", O_RDWR)) != -1) {
@@ -608,16 +618,31 @@ sandbox_runtime_start(enum sandbox_runtime rt, const char *state,
 
 pid_t
 sandbox_runtime_exec(enum sandbox_runtime rt, const char *state,
-    const char *id, const char *process_json, const char **errstr)
+    const char *id, const char *process_json, const char *pid_file,
+    const char **errstr)
 {
-	const char *const sub[] = { "exec", "--process", process_json, id, NULL };
+	const char *const crun[] = { "exec", "--process", process_json, id,
+	    NULL };
+	const char *const runsc[] = { "exec", "--internal-pid-file", pid_file,
+	    "--process", process_json, id, NULL };
 	char ns[128];
 	pid_t pid;
 
-	if ((pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns,
-	    sizeof(ns)), SPAWN_INHERIT)) == -1)
+	if ((pid = runtime_spawn(rt, state, rt == SANDBOX_RUNSC ? runsc : crun,
+	    id_netns(rt, id, ns, sizeof(ns)), SPAWN_INHERIT)) == -1)
 		*errstr = "fork";
 	return pid;
+}
+
+int
+sandbox_runtime_kill_pid(enum sandbox_runtime rt, const char *state,
+    const char *id, long pid, const char *sig)
+{
+	char pbuf[24];
+	const char *const sub[] = { "kill", "--pid", pbuf, id, sig, NULL };
+
+	snprintf(pbuf, sizeof(pbuf), "%ld", pid);
+	return runtime_call(rt, state, sub, id) == 0 ? 0 : -1;
 }
 
 /* `state ID` prints the container's state as JSON on stdout. */

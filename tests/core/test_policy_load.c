@@ -50,6 +50,17 @@ find_def(const struct policy *p, const char *name)
 	return NULL;
 }
 
+/* The policies the files defined: not the implicit "default". */
+static size_t
+n_explicit(const struct policy *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->n_defs; i++)
+		n += !p->defs[i].implicit;
+	return n;
+}
+
 static const char *
 cidr_str(const struct cidr *c)
 {
@@ -105,7 +116,7 @@ test_good(void)
 	CHECK_STR(cidr_str(&sb->sources[0]), "127.0.0.2/32");
 
 	/* policies */
-	CHECK_INT(p->n_defs, 2);
+	CHECK_INT(n_explicit(p), 2);
 	def = find_def(p, "coding-agent");
 	CHECK(def != NULL);
 	if (def == NULL)
@@ -222,7 +233,8 @@ test_good(void)
 	CHECK_STR(cr->placeholder, "sg-placeholder-github-0001");
 
 	policy_summary(p, sum, sizeof(sum));
-	CHECK_STR(sum, "1 file, 2 sandboxes, 2 policies, 7 rules, "
+	CHECK_STR(sum, "1 file, 2 sandboxes, 2 policies (+ the implicit "
+	    "deny-all \"default\"), 7 rules, "
 	    "2 credentials");
 
 	/* Reference counting: the last unref frees (ASan checks the rest). */
@@ -257,7 +269,8 @@ test_dir(void)
 		CHECK_STR(p->sandboxes[0].policy, "dir-policy");
 		CHECK_STR(p->defs[0].name, "dir-policy");
 		policy_summary(p, sum, sizeof(sum));
-		CHECK_STR(sum, "2 files, 1 sandbox, 1 policy, 1 rule, "
+		CHECK_STR(sum, "2 files, 1 sandbox, 1 policy (+ the implicit "
+		    "deny-all \"default\"), 1 rule, "
 		    "0 credentials");
 		policy_unref(p);
 	}
@@ -273,7 +286,7 @@ test_dir(void)
 	CHECK_INT(d.n, 0);
 	if (p != NULL) {
 		CHECK_INT(p->n_files, 0);
-		CHECK_INT(p->n_defs, 0);
+		CHECK_INT(n_explicit(p), 0);
 		policy_unref(p);
 	}
 	diag_free(&d);
@@ -313,7 +326,7 @@ test_load_cfg(void)
 		CHECK(p != NULL);
 		CHECK_INT(d.n, 0);
 		if (p != NULL) {
-			CHECK_INT(p->n_defs, 0);
+			CHECK_INT(n_explicit(p), 0);
 			CHECK_INT(p->n_sandboxes, 0);
 			policy_unref(p);
 		}
@@ -643,7 +656,7 @@ test_edge_docs(void)
 		CHECK_MSG(p != NULL, "case %zu", i);
 		diag_print(&d, stderr);
 		if (p != NULL) {
-			CHECK_INT(p->n_defs, cases[i].n_defs);
+			CHECK_INT(n_explicit(p), cases[i].n_defs);
 			policy_unref(p);
 		}
 		diag_free(&d);
@@ -776,6 +789,67 @@ test_example(void)
 	diag_free(&d);
 }
 
+/*
+ * "default" always exists: deny-all when no file defines it (a sandbox may
+ * name it), the file's own when one does (then it is no duplicate).
+ */
+static void
+test_implicit_default(void)
+{
+	struct policy_identity id;
+	struct policy_target t;
+	struct policy_verdict v;
+	const struct policy_def *def;
+	struct policy *p;
+	struct diag d;
+	char sum[256];
+
+	diag_init(&d);
+	p = load_one(coretest_tmpfile("implicit.yaml",
+	    "sandboxes:\n  - id: lone\n    policy: default\n"
+	    "    source: [127.0.0.9/32]\n"), &d);
+	diag_print(&d, stderr);
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(policy_has(p, "default"));
+		CHECK(!policy_has(p, "other"));
+		def = find_def(p, "default");
+		CHECK(def != NULL && def->implicit && def->n_allow == 0);
+		CHECK_INT(n_explicit(p), 0);
+		CHECK_INT(policy_identity_by_id(p, "lone", &id), 0);
+		CHECK_INT(policy_target_init(&t, "example.com", 11, 443), 0);
+		CHECK_INT(policy_decide(p, &id, &t, NULL, NULL, &v), 0);
+		CHECK_STR(v.rule, "default-deny");
+		CHECK_INT(v.reason, REASON_POLICY_DENY);
+		policy_summary(p, sum, sizeof(sum));
+		CHECK_STR(sum, "1 file, 1 sandbox, 0 policies (+ the implicit "
+		    "deny-all \"default\"), 0 rules, 0 credentials");
+		policy_unref(p);
+	}
+	diag_free(&d);
+
+	diag_init(&d);
+	p = load_one(coretest_tmpfile("implicit.yaml",
+	    "policies:\n  - name: default\n    allow:\n"
+	    "      - host: example.com\n"), &d);
+	diag_print(&d, stderr);
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK_INT(p->n_defs, 1);
+		def = find_def(p, "default");
+		CHECK(def != NULL && !def->implicit && def->n_allow == 1);
+		memset(&id, 0, sizeof(id));
+		snprintf(id.policy, sizeof(id.policy), "default");
+		CHECK_INT(policy_target_init(&t, "example.com", 11, 443), 0);
+		CHECK_INT(policy_decide(p, &id, &t, NULL, NULL, &v), 1);
+		policy_summary(p, sum, sizeof(sum));
+		CHECK_STR(sum, "1 file, 0 sandboxes, 1 policy, 1 rule, "
+		    "0 credentials");
+		policy_unref(p);
+	}
+	diag_free(&d);
+}
+
 int
 main(void)
 {
@@ -790,5 +864,6 @@ main(void)
 	test_limits();
 	test_big();
 	test_example();
+	test_implicit_default();
 	return check_summary();
 }

@@ -382,5 +382,65 @@ class AdminTest(unittest.TestCase):
         self.assertTrue(self.gw.alive())
 
 
+    def test_32_reload_returns_and_logs_every_error(self):
+        """Two errors in two files: POST /v1/reload answers both, each as
+        FILE:LINE:COL like `policy check`, and logs both; SIGHUP logs both."""
+        extra = os.path.join(self.gw.policy_dir, "zz-extra.yaml")
+        self.addCleanup(self.restore_policy)
+        self.addCleanup(lambda: os.path.exists(extra) and os.unlink(extra))
+        self.gw.write_policy("zz-extra.yaml", "policies:\n  - name: extra\n"
+            "    allow:\n      - host: x.test\n        ports: [70000]\n")
+        main = os.path.join(self.gw.policy_dir, "main.yaml")
+        start = len(self.gw.log_text())
+        st, hdrs, doc = self.reload_policy(policy_doc(["alpha.test"],
+            self.origin.port, extra="bogus_key: 1\n"))
+        self.assertEqual(st, 400, doc)
+        self.assertIs(doc.get("ok"), False, doc)
+        self.assertIn("2 errors", doc["error"])
+        errs = doc.get("errors")
+        self.assertEqual(len(errs), 2, doc)
+        bogus_line = len(policy_doc(["alpha.test"], 1).splitlines()) + 1
+        want = {(main, bogus_line, 1), (extra, 5, 17)}
+        self.assertEqual({(e["file"], e["line"], e["col"]) for e in errs},
+            want, doc)
+        for e in errs:
+            self.assertTrue(e["message"])
+            self.assertEqual(e["text"], "%s:%d:%d: %s" % (e["file"],
+                e["line"], e["col"], e["message"]))
+            self.assertTrue(self.gw.wait_log(re.escape("reload: " + e["text"]),
+                start=start), self.gw.log_tail())
+        # the same from SIGHUP, in the log
+        start = len(self.gw.log_text())
+        self.gw.reload()
+        for e in errs:
+            self.assertTrue(self.gw.wait_log(re.escape("reload: " + e["text"]),
+                start=start), self.gw.log_tail())
+        self.assertTrue(self.gw.wait_log("reload failed with 2 errors",
+            start=start))
+        # and `policy check` says the same lines
+        r = T.run_sandgate("policy", "check", "-c", self.gw.cfg_path)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(sorted(r.stderr.splitlines()[:2]),
+            sorted(e["text"] for e in errs), r.stderr)
+        # the old policy still decides
+        self.assertEqual(self.get("alpha.test", "/adm/still").status, 200)
+
+
+    def test_33_reload_error_in_a_file_not_named_in_utf8(self):
+        """A policy file whose name is not UTF-8: its error is still in
+        the answer (the name's other bytes as '?'), not dropped."""
+        name = os.fsencode(self.gw.policy_dir) + b"/zz-\xff.yaml"
+        self.addCleanup(os.unlink, name)
+        with open(name, "w") as f:
+            f.write("bogus_key: 1\n")
+        st, _, doc = admin(self.sock, "POST", "/v1/reload")
+        self.assertEqual(st, 400, doc)
+        self.assertEqual(len(doc["errors"]), 1, doc)
+        e = doc["errors"][0]
+        self.assertTrue(e["file"].endswith("/zz-?.yaml"), e)
+        self.assertEqual((e["line"], e["col"]), (1, 1), e)
+        self.assertTrue(e["text"].endswith(":1:1: " + e["message"]), e)
+
+
 if __name__ == "__main__":
     T.main()

@@ -167,6 +167,47 @@ class SandboxLifeTest(SandboxWorld):
                 p.communicate()
         self.check_clean(sid)
 
+    def test_07_exec_passes_signals_on(self):
+        """`sandbox exec` passes SIGTERM to the command (and ^C, SIGINT to
+        its whole process group, as a terminal sends it) in both runtimes:
+        the command's trap runs and its status is exec's."""
+        trap = ('trap "echo got TERM; exit 5" TERM; '
+            'trap "echo got INT; exit 6" INT; '
+            'echo started; while :; do sleep 0.1; done')
+
+        def one(rt):
+            sid = "t-sig-" + rt
+            self.create(rt, sid)
+            for sig, word, status in ((signal.SIGTERM, "TERM", 5),
+                    (signal.SIGINT, "INT", 6)):
+                with self.subTest(signal=word):
+                    p = subprocess.Popen([T.BIN, "sandbox", "exec", "-c",
+                        self.gw.cfg_path, sid, "--", "sh", "-c", trap],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True, env=T.clean_env(), start_new_session=True)
+                    try:
+                        self.assertEqual(p.stdout.readline(), "started\n")
+                        if sig == signal.SIGINT:
+                            os.killpg(p.pid, sig)
+                        else:
+                            p.send_signal(sig)
+                        out, err = p.communicate(timeout=30 * T.SLOW)
+                    finally:
+                        if p.poll() is None:
+                            p.kill()
+                            p.wait()
+                    self.assertEqual((p.returncode, out),
+                        (status, "got %s\n" % word), err)
+            # nothing of the two commands is left running in the sandbox
+            r = self.sandgate("sandbox", "exec", sid, "--", "sh", "-c",
+                "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; "
+                "echo; done")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("got TERM", r.stdout)
+            self.assertEqual(self.sandgate("sandbox", "rm", sid).returncode, 0)
+            self.check_clean(sid)
+        self.each_runtime(one)
+
     def test_06_usage_errors(self):
         for args in (["create", "--publish", "0"], ["create", "--publish",
                 "70000"], ["create", "--ttl", "soon"], ["create", "--ttl",

@@ -341,59 +341,121 @@ test_blocks(void)
 	}
 }
 
+static int
+has_all(const char *buf, const char *const *want, size_t n)
+{
+	size_t i;
+	int ok = 1;
+
+	for (i = 0; i < n; i++)
+		if (strstr(buf, want[i]) == NULL) {
+			CHECK_MSG(0, "missing: %s", want[i]);
+			ok = 0;
+		}
+	return ok;
+}
+
+#define HAS_ALL(buf, v)	has_all(buf, v, sizeof(v) / sizeof(v[0]))
+
 static void
 test_nft(void)
 {
+	/* the common part, whatever the listeners' addresses */
 	static const char *const want[] = {
+		"add chain inet sandgate raw_sg0000abcd\n",
+		"add rule inet sandgate raw_sg0000abcd meta nfproto ipv6 drop\n",
+		"add rule inet sandgate raw_sg0000abcd ip saddr != 198.18.0.6 counter drop\n",
 		"add chain inet sandgate pre_sg0000abcd\n",
 		"add rule inet sandgate pre_sg0000abcd meta nfproto ipv6 drop\n",
-		"add rule inet sandgate pre_sg0000abcd udp dport 53 redirect to :5353\n",
-		"add rule inet sandgate pre_sg0000abcd tcp dport 53 redirect to :5353\n",
-		"add rule inet sandgate pre_sg0000abcd meta l4proto tcp redirect to :3129\n",
-		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 tcp dport { 3129, 5353 } accept\n",
-		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 udp dport 5353 accept\n",
-		"add rule inet sandgate in_sg0000abcd ct direction reply accept\n",
+		"add rule inet sandgate in_sg0000abcd ip saddr != 198.18.0.6 drop\n",
+		"add rule inet sandgate in_sg0000abcd ct direction reply ct original ip daddr 198.18.0.6 accept\n",
 		"add rule inet sandgate in_sg0000abcd drop\n",
+		"add element inet sandgate raw_map { \"sg0000abcd\" : jump raw_sg0000abcd }\n",
 		"add element inet sandgate pre_map { \"sg0000abcd\" : jump pre_sg0000abcd }\n",
 		"add element inet sandgate in_map { \"sg0000abcd\" : jump in_sg0000abcd }\n",
 		"add element inet sandgate sandboxes { \"sg0000abcd\" }\n",
+	};
+	/* wildcard listeners: redirect to the veth's own address */
+	static const char *const want_any[] = {
+		"add rule inet sandgate pre_sg0000abcd udp dport 53 redirect to :5353\n",
+		"add rule inet sandgate pre_sg0000abcd tcp dport 53 redirect to :5353\n",
+		"add rule inet sandgate pre_sg0000abcd meta l4proto tcp redirect to :3129\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 tcp dport 3129 accept\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 tcp dport 5353 accept\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 198.18.0.5 udp dport 5353 accept\n",
+	};
+	/* loopback listeners (the built-in defaults): DNAT to them, and only
+	 * their ports of 127.0.0.1 are let in */
+	static const char *const want_lo[] = {
+		"add rule inet sandgate pre_sg0000abcd udp dport 53 dnat ip to 127.0.0.1:5353\n",
+		"add rule inet sandgate pre_sg0000abcd tcp dport 53 dnat ip to 127.0.0.1:5353\n",
+		"add rule inet sandgate pre_sg0000abcd meta l4proto tcp dnat ip to 127.0.0.1:3129\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 127.0.0.1 tcp dport 3129 accept\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 127.0.0.1 tcp dport 5353 accept\n",
+		"add rule inet sandgate in_sg0000abcd ip daddr 127.0.0.1 udp dport 5353 accept\n",
 	};
 	static const char *const bad_names[] = {
 		"eth0", "sg", "sg0000abcd\"", "sg00; flush", "sgABCD", "xg0000abcd",
 	};
 	struct sandbox_net n;
+	struct sandbox_dest tp, dns, none;
 	char buf[4096];
 	size_t i;
 
 	memset(&n, 0, sizeof(n));
+	memset(&tp, 0, sizeof(tp));
+	memset(&dns, 0, sizeof(dns));
+	memset(&none, 0, sizeof(none));
 	snprintf(n.veth_host, sizeof(n.veth_host), "sg0000abcd");
 	inet_pton(AF_INET, "198.18.0.5", &n.host_addr);
 	inet_pton(AF_INET, "198.18.0.6", &n.guest_addr);
-	CHECK(sandbox_nft_rules(&n, 3129, 5353, 0, buf, sizeof(buf)) > 0);
-	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		CHECK_MSG(strstr(buf, want[i]) != NULL, "missing: %s", want[i]);
+	tp.port = 3129;
+	dns.port = 5353;
+	CHECK(sandbox_nft_rules(&n, &tp, &dns, 0, buf, sizeof(buf)) > 0);
+	HAS_ALL(buf, want);
+	HAS_ALL(buf, want_any);
+	CHECK(strstr(buf, "dnat") == NULL && strstr(buf, "127.0.0.1") == NULL);
 	/* IPv6 is dropped before anything is redirected or accepted */
 	CHECK(strstr(buf, "pre_sg0000abcd meta nfproto ipv6 drop") <
 	    strstr(buf, "redirect"));
+	/* a forged source is dropped before anything is accepted */
+	CHECK(strstr(buf, "in_sg0000abcd ip saddr != 198.18.0.6 drop") <
+	    strstr(buf, "in_sg0000abcd ip daddr"));
 	/* only replies to what the host opened (ingress) come back in */
 	CHECK(strstr(buf, "in_sg0000abcd meta nfproto ipv6 drop") <
 	    strstr(buf, "ct direction reply"));
 	/* no group, no log rule; a group: one rate-limited log rule after the
 	 * redirects, so DNS and TCP are never logged */
 	CHECK(strstr(buf, " log ") == NULL);
-	CHECK(sandbox_nft_rules(&n, 3129, 5353, 4201, buf, sizeof(buf)) > 0);
+	CHECK(sandbox_nft_rules(&n, &tp, &dns, 4201, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "add rule inet sandgate pre_sg0000abcd limit rate "
 	    "20/second burst 40 packets log group 4201\n") != NULL);
 	CHECK(strstr(buf, "log group") > strstr(buf, "l4proto tcp redirect"));
-	CHECK(sandbox_nft_rules(&n, 0, 5353, 0, buf, sizeof(buf)) == -1);
-	CHECK(sandbox_nft_rules(&n, 3129, 0, 0, buf, sizeof(buf)) == -1);
-	CHECK(sandbox_nft_rules(&n, 3129, 5353, 0, buf, 64) == -1);
+
+	inet_pton(AF_INET, "127.0.0.1", &tp.addr);
+	inet_pton(AF_INET, "127.0.0.1", &dns.addr);
+	CHECK(sandbox_nft_rules(&n, &tp, &dns, 0, buf, sizeof(buf)) > 0);
+	HAS_ALL(buf, want);
+	HAS_ALL(buf, want_lo);
+	CHECK(strstr(buf, "redirect") == NULL);
+	CHECK(strstr(buf, "198.18.0.5") == NULL);
+	/* two listeners on two addresses: each gets its own */
+	inet_pton(AF_INET, "127.0.0.2", &dns.addr);
+	CHECK(sandbox_nft_rules(&n, &tp, &dns, 0, buf, sizeof(buf)) > 0);
+	CHECK(strstr(buf, "udp dport 53 dnat ip to 127.0.0.2:5353\n") != NULL);
+	CHECK(strstr(buf, "l4proto tcp dnat ip to 127.0.0.1:3129\n") != NULL);
+	CHECK(strstr(buf, "ip daddr 127.0.0.2 udp dport 5353 accept\n") != NULL);
+
+	none.port = 0;
+	CHECK(sandbox_nft_rules(&n, &none, &dns, 0, buf, sizeof(buf)) == -1);
+	CHECK(sandbox_nft_rules(&n, &tp, &none, 0, buf, sizeof(buf)) == -1);
+	CHECK(sandbox_nft_rules(&n, &tp, &dns, 0, buf, 64) == -1);
 	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		memset(n.veth_host, 0, sizeof(n.veth_host));
 		memcpy(n.veth_host, bad_names[i], strlen(bad_names[i]) <
 		    sizeof(n.veth_host) ? strlen(bad_names[i]) :
 		    sizeof(n.veth_host) - 1);
-		CHECK_MSG(sandbox_nft_rules(&n, 3129, 5353, 0, buf,
+		CHECK_MSG(sandbox_nft_rules(&n, &tp, &dns, 0, buf,
 		    sizeof(buf)) == -1, "accepted %s", bad_names[i]);
 	}
 }
