@@ -331,6 +331,11 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	if (cred_check(s, req) == -1)
 		return;
+	if (s->h2_grpc) {
+		session_deny(s, 502, REASON_UPSTREAM_PROTOCOL, "gRPC needs "
+		    "HTTP/2 to the origin; sandgate speaks HTTP/1.1 to origins");
+		return;
+	}
 	if (build_origin_head(s, req, 0) == -1) {
 		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
@@ -548,6 +553,10 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 	session_touch(s);
 	switch (s->state) {
 	case S_HEAD:
+		if (h2_chosen(s)) {
+			h2_start(s);
+			break;
+		}
 		handle_head(s);
 		break;
 	case S_FORWARD:

@@ -283,12 +283,24 @@ struct session {
 	const char		*close_reason;
 	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
+	/* HTTP/2 (proxy_h2.c) */
+	struct h2_conn		*h2;		/* the client chose h2: its streams */
+	struct h2_stream	*h2st;		/* a stream's request session: its stream */
+	int			 h2_child;	/* ... (no tunnel row of its own) */
+	int			 h2_checked;	/* ALPN looked at */
+	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
 };
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
 void		 session_close(struct session *, const char *reason);
+/*
+ * A session made by the gateway itself (an HTTP/2 stream's request) joins
+ * its worker: events, idle timer, the session list. 0, or -1 (s and its
+ * cbev freed).
+ */
+int		 session_adopt(struct session *);
 /* Send a complete HTTP error answer, then close once it is written. */
 void		 session_http_error(struct session *, int status,
 		    enum sg_reason, const char *detail);
@@ -423,7 +435,7 @@ int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
 size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);
 
 /* proxy_tls.c */
-/* ALPN for the server role: http/1.1 or nothing (the gateway reads HTTP/1.x). */
+/* ALPN for the server role: h2 (arg: the config, limits.http2.enabled), http/1.1, or nothing. */
 struct ssl_st;
 int		 proxy_tls_alpn_cb(struct ssl_st *, const unsigned char **out,
 		    unsigned char *outlen, const unsigned char *in,
@@ -461,6 +473,16 @@ int		 ws_request_check(struct session *, const struct http_request *);
 int		 ws_upgrade_check(struct session *, const struct http_response *);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
+
+/* proxy_h2.c: HTTP/2 toward intercepted clients, a session per stream. */
+struct h2_conn;
+struct h2_stream;
+/* 1 when the client chose h2 in ALPN (looked at once per connection). */
+int		 h2_chosen(struct session *);
+void		 h2_start(struct session *);
+/* From session_close. */
+void		 h2_free(struct session *);
+void		 h2_child_gone(struct session *);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);
