@@ -11,6 +11,7 @@ python3-hpack) for what well-behaved clients never send: a placeholder split
 across DATA frames or in trailers, :authority unlike the SNI, floods.
 """
 
+import hashlib
 import os
 import socket
 import ssl
@@ -30,6 +31,13 @@ try:
     import hpack
 except ImportError:
     hpack = None
+try:
+    import grpc
+except ImportError:
+    grpc = None
+
+NGINX = "/usr/sbin/nginx"
+BIG = 16 * 1024 * 1024
 
 ORIGIN_HOST = "127.0.0.2"
 SECRET = "sk-H2/e2e+Secret_0123456789abcdefghijXYZ_v1"
@@ -60,6 +68,13 @@ policies:
       - host: plain.test
         ports: [{port}]
         tls: intercept
+      - host: nginx.test
+        ports: [{nginx}]
+        tls: intercept
+      - host: grpc.test
+        ports: [{grpc}]
+        tls: intercept
+        paths: ["/test.Echo/*"]
     allow_private: [{origin}/32]
     credentials: [h2-key]
   - name: other
@@ -72,9 +87,83 @@ policies:
 credentials:
   - name: h2-key
     secret: h2-secret
-    hosts: [bound.test]
+    hosts: [bound.test, grpc.test]
     headers: [Authorization]
 """
+
+
+class NginxH2:
+    """nginx speaking HTTP/2 and HTTP/1.1 over TLS (ALPN): /big.bin, /proto."""
+
+    def __init__(self, tmp, cert, key):
+        self.dir = os.path.join(tmp, "nginx")
+        os.makedirs(os.path.join(self.dir, "logs"))
+        os.makedirs(os.path.join(self.dir, "www"))
+        data = bytes(range(256)) * (BIG // 256)
+        with open(os.path.join(self.dir, "www", "big.bin"), "wb") as f:
+            f.write(data)
+        self.big_sha = hashlib.sha256(data).hexdigest()
+        self.port = T.free_port(ORIGIN_HOST)
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(
+                "%sworker_processes 1;\npid %s/nginx.pid;\n"
+                "error_log %s/logs/error.log info;\n"
+                "events { worker_connections 256; }\n"
+                "http {\n  access_log off;\n"
+                "  client_body_temp_path %s/body;\n  proxy_temp_path %s/p;\n"
+                "  fastcgi_temp_path %s/f;\n  uwsgi_temp_path %s/u;\n"
+                "  scgi_temp_path %s/s;\n  default_type text/plain;\n"
+                "  server {\n    listen %s:%d ssl http2;\n"
+                "    ssl_certificate %s;\n    ssl_certificate_key %s;\n"
+                "    root %s/www;\n"
+                "    location /proto { return 200 \"$server_protocol "
+                "$request_method $uri\\n\"; }\n"
+                "  }\n}\n" % (user, self.dir, self.dir, self.dir, self.dir,
+                               self.dir, self.dir, self.dir, ORIGIN_HOST,
+                               self.port, cert, key, self.dir))
+        self.proc = T.Proc([NGINX, "-p", self.dir, "-c", conf, "-g",
+                            "daemon off;"], os.path.join(self.dir, "stderr.log"))
+        if not T.wait_tcp(ORIGIN_HOST, self.port, 10 * T.SLOW, self.proc):
+            self.proc.stop()
+            raise RuntimeError("nginx did not listen")
+
+    def stop(self):
+        self.proc.stop()
+
+
+class GrpcOrigin:
+    """A grpcio server over TLS: /test.Echo/Unary and /test.Echo/Stream (bytes)."""
+
+    def __init__(self, cert, key):
+        self.seen = []
+
+        def unary(req, ctx):
+            self.seen.append(dict(ctx.invocation_metadata()))
+            return req
+
+        def stream(it, ctx):
+            self.seen.append(dict(ctx.invocation_metadata()))
+            for m in it:
+                yield m
+
+        from concurrent import futures
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "test.Echo", {
+                "Unary": grpc.unary_unary_rpc_method_handler(unary),
+                "Stream": grpc.stream_stream_rpc_method_handler(stream)}),))
+        with open(cert, "rb") as f:
+            c = f.read()
+        with open(key, "rb") as f:
+            k = f.read()
+        creds = grpc.ssl_server_credentials(((k, c),))
+        self.port = self.server.add_secure_port("%s:0" % ORIGIN_HOST, creds)
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0)
 
 
 def frame(typ, flags, sid, payload=b""):
@@ -105,6 +194,7 @@ class H2:
         self.closed = False
         self.window = window
         self.rsts = []
+        self.last_ping_ack = None
         payload = b"".join(struct.pack("!HI", k, v) for k, v in settings)
         self.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
                   frame(SETTINGS, 0, 0, payload))
@@ -161,8 +251,8 @@ class H2:
             return False
         if typ == SETTINGS and not flags & ACK:
             self.send(frame(SETTINGS, ACK, 0))
-        elif typ == PING and not flags & ACK:
-            pass  # answered by the floods themselves when they mean to
+        elif typ == PING and flags & ACK:
+            self.last_ping_ack = p
         elif typ == GOAWAY:
             self.goaway = struct.unpack("!II", p[:8])[1]
         elif typ == RST_STREAM:
@@ -211,16 +301,25 @@ class Http2Test(unittest.TestCase):
         cls.addClassCleanup(cls.td.cleanup)
         d = cls.td.path
         cls.pki = TestCA(d)
-        cert, key = cls.pki.leaf("bound.test", ["bound.test", "plain.test"])
+        cert, key = cls.pki.leaf("bound.test", ["bound.test", "plain.test",
+                                                "nginx.test", "grpc.test"])
         cls.cert, cls.key = cert, key
         cls.origin = EchoOrigin("h1", cert, key)
         cls.addClassCleanup(cls.origin.stop)
+        cls.nginx = NginxH2(d, cert, key)
+        cls.addClassCleanup(cls.nginx.stop)
+        cls.grpc = GrpcOrigin(cert, key) if grpc is not None else None
+        if cls.grpc is not None:
+            cls.addClassCleanup(cls.grpc.stop)
         cls.dns = T.Dnsmasq(d, [("bound.test", ORIGIN_HOST),
-                                ("plain.test", ORIGIN_HOST)])
+                                ("plain.test", ORIGIN_HOST),
+                                ("nginx.test", ORIGIN_HOST),
+                                ("grpc.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.other_tok = "other-token-h2"
         cls.gw = T.Gateway(d, cls.dns, {"h2.yaml": POLICY.format(
-            port=cls.origin.port, origin=ORIGIN_HOST,
+            port=cls.origin.port, origin=ORIGIN_HOST, nginx=cls.nginx.port,
+            grpc=cls.grpc.port if cls.grpc else 1,
             other_tok=T.sha256_hex(cls.other_tok))},
             extra={"upstream": {"ca_bundle": cls.pki.cert},
                    "listen": {"admin": os.path.join(d, "admin.sock")},
@@ -517,16 +616,80 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(r.status, 200)
         self.assertEqual(r.info.get("http_version"), "1.1")
 
-    def test_stalled_window_bounded(self):
-        """A client that never opens its window: the origin is not read dry."""
-        h = H2(self, "bound.test", self.origin.port, settings=((4, 0),),
+    def test_nginx_h2_origin_spoken_to_in_http11(self):
+        r = T.curl("https://nginx.test:%d/proto" % self.nginx.port,
+                   proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.info.get("http_version"), "2")
+        self.assertEqual(r.body, b"HTTP/1.1 GET /proto\n")
+        self.row(host="nginx.test", path="/proto", status=200)
+
+    def test_big_download_and_stalled_window(self):
+        """
+        A client whose window stays shut gets the head and no DATA; once it
+        opens the window the whole body arrives intact (the stalled stream
+        paused its origin and resumed it).
+        """
+        h = H2(self, "nginx.test", self.nginx.port, settings=((4, 0),),
                window=False)
-        h.request(1, path="/big/stall")
-        # The response head comes (HEADERS are not flow-controlled).
+        h.request(1, path="/big.bin")
         while not h.stream(1)["headers"] and h.pump():
             pass
         self.assertEqual(H2.status(h.stream(1)), 200)
+        self.assertEqual(h.stream(1)["headers"][0].get("content-length"),
+                         str(BIG))
+        # A PING round trip: anything the gateway had sent is in by now.
+        h.send(frame(PING, 0, 0, b"stall-ok"))
+        while h.pump():
+            if h.last_ping_ack == b"stall-ok":
+                break
         self.assertEqual(h.stream(1)["data"], b"")
+        h.window = True
+        h.send(frame(SETTINGS, 0, 0, struct.pack("!HI", 4, 1 << 20)))
+        h.send(frame(WINDOW_UPDATE, 0, 0, struct.pack("!I", 1 << 24)))
+        st, = h.wait(1)
+        self.assertTrue(st["done"])
+        self.assertIsNone(st["rst"])
+        self.assertEqual(len(st["data"]), BIG)
+        self.assertEqual(hashlib.sha256(st["data"]).hexdigest(),
+                         self.nginx.big_sha)
+        row = self.row(host="nginx.test", path="/big.bin")
+        self.assertEqual(row["bytes_down"], BIG)
+
+    def grpc_channel(self):
+        if grpc is None:
+            self.skipTest("python3-grpcio is not installed")
+        with open(self.gw_ca, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        ch = grpc.secure_channel("grpc.test:%d" % self.grpc.port, creds,
+                                 options=[("grpc.http_proxy", self.gw.url),
+                                          ("grpc.enable_retries", 0)])
+        self.addCleanup(ch.close)
+        return ch
+
+    def test_grpc_refused_clearly(self):
+        """gRPC needs HTTP/2 toward the origin: a clear UNAVAILABLE, audited."""
+        ch = self.grpc_channel()
+        call = ch.unary_unary("/test.Echo/Unary")
+        with self.assertRaises(grpc.RpcError) as cm:
+            call(b"hello", metadata=[("authorization", "Bearer " + self.ph)],
+                 timeout=20 * T.SLOW)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("upstream-protocol", cm.exception.details())
+        self.assertEqual(self.grpc.seen, [])
+        row = self.row(host="grpc.test", path="/test.Echo/Unary")
+        self.assertEqual(row["reason"], "upstream-protocol")
+        self.assertEqual(row["credential"], "h2-key")
+
+    def test_grpc_denied_path(self):
+        ch = self.grpc_channel()
+        call = ch.unary_unary("/other.Service/Call")
+        with self.assertRaises(grpc.RpcError) as cm:
+            call(b"hello", timeout=20 * T.SLOW)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("policy-deny", cm.exception.details())
+        self.assertEqual(self.row(host="grpc.test",
+                                  path="/other.Service/Call")["decision"], "deny")
 
 
 if __name__ == "__main__":
