@@ -25,6 +25,7 @@
 
 #define H2_BUF		(64 * 1024)	/* a stream's bytes held each way */
 #define H2_WINDOW	65535		/* a stream's receive window */
+#define H2_CONN_WINDOW	(1024 * 1024)	/* the connection's */
 
 struct h2_bucket {
 	uint64_t	 at_ms;
@@ -203,10 +204,23 @@ child_close(struct h2_stream *st, const char *why)
 	session_close(k, why);
 }
 
+/* Body bytes nobody will read: their window goes back to the connection. */
+static void
+st_give_back(struct h2_stream *st)
+{
+	if (st->end != NULL)
+		evbuffer_drain(bufferevent_get_output(st->end),
+		    evbuffer_get_length(bufferevent_get_output(st->end)));
+	if (st->unconsumed > 0)
+		nghttp2_session_consume_connection(st->c->ng, st->unconsumed);
+	st->unconsumed = 0;
+}
+
 static void
 st_free(struct h2_stream *st)
 {
 	child_close(st, "client-reset");
+	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
 	if (st->end != NULL)
 		bufferevent_free(st->end);
@@ -427,6 +441,13 @@ st_pump(struct h2_stream *st)
 
 	if (st->end == NULL)
 		return;
+	if (st->child_done && st->unconsumed > 0) {
+		nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
+		st->unconsumed = 0;
+	}
+	if (st->child_done)
+		evbuffer_drain(bufferevent_get_output(st->end),
+		    evbuffer_get_length(bufferevent_get_output(st->end)));
 	in = bufferevent_get_input(st->end);
 	if (st->discard) {
 		evbuffer_drain(in, evbuffer_get_length(in));
@@ -874,8 +895,12 @@ h2_settings(struct h2_conn *c)
 		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
 	};
 
-	return nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
-	    sizeof(iv) / sizeof(iv[0]));
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
+	    sizeof(iv) / sizeof(iv[0])) != 0)
+		return -1;
+	/* Streams share it; each is bounded by its own window and H2_BUF. */
+	return nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE,
+	    0, H2_CONN_WINDOW);
 }
 
 static int
