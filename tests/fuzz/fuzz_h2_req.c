@@ -5,7 +5,8 @@
  * same callbacks into h2_req), and every request that comes out -- the
  * HTTP/1.1 head a stream session would be given -- is checked:
  *
- *   - it parses with http_parse_request, whole (nothing after the head);
+ *   - http_parse_request refuses it (a 400 for the stream), or reads it
+ *     whole (nothing after the head, no request hidden in it);
  *   - its method and target are the stream's :method and :path, its Host
  *     the :authority (or host) -- no field smuggled a second line in;
  *   - its framing is what the gateway chose: chunked exactly when the
@@ -67,6 +68,9 @@ fz_check_head(struct fz_stream *st, const char *head, long n)
 	int rc;
 
 	rc = http_parse_request(head, (size_t)n, &lim, &r);
+	/* Refused (the stream session answers 400) or read as one whole head. */
+	if (rc < 0)
+		return;
 	if (rc != n)
 		abort();
 	if (r.method.len != strlen(st->req.method) ||
