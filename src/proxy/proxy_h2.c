@@ -69,6 +69,9 @@ struct h2_stream {
 	int			 eof;
 	int			 deferred;
 	int			 read_paused;
+	int			 direct;	/* answered by h2_stream_* (an HTTP/2 origin) */
+	nghttp2_nv		*tr_nv;		/* ... its trailers, sent after the body */
+	size_t			 tr_n;
 };
 
 static void	h2_flush(struct h2_conn *);
@@ -228,6 +231,7 @@ st_free(struct h2_stream *st)
 		evbuffer_free(st->body);
 	free(st->req);
 	free(st->trailers);
+	free(st->tr_nv);
 	free(st);
 }
 
@@ -255,10 +259,17 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	if (evbuffer_get_length(st->body) == 0 && st->eof) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->discard = 1;
+		if (st->tr_n > 0) {
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			if (nghttp2_submit_trailer(ng, id, st->tr_nv, st->tr_n) != 0)
+				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		}
 	} else if (n == 0) {
 		st->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
 	}
+	if (n > 0 && st->direct && st->child != NULL)
+		h2o_resume(st->child);
 	if (st->read_paused && st->end != NULL &&
 	    evbuffer_get_length(st->body) < H2_BUF / 2) {
 		st->read_paused = 0;
@@ -449,6 +460,17 @@ st_pump(struct h2_stream *st)
 		evbuffer_drain(bufferevent_get_output(st->end),
 		    evbuffer_get_length(bufferevent_get_output(st->end)));
 	in = bufferevent_get_input(st->end);
+	if (st->direct) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		if (st->child_done && !st->eof)
+			st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
+		else if (st->deferred && (st->eof ||
+		    evbuffer_get_length(st->body) > 0)) {
+			st->deferred = 0;
+			nghttp2_session_resume_data(st->c->ng, st->id);
+		}
+		return;
+	}
 	if (st->discard) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
@@ -523,9 +545,81 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
 	struct h2_stream *st;
 
 	TAILQ_FOREACH(st, &c->streams, entry)
-		if (st->child_done || !st->read_paused)
+		if (st->child_done || !st->read_paused || st->direct)
 			st_pump(st);
 	h2_flush(c);
+}
+
+/* ---- a stream session that answers itself (proxy_h2_origin.c) ------- */
+
+int
+h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
+{
+	struct h2_stream *st = k->h2st;
+	nghttp2_data_provider dp;
+
+	if (st == NULL || st->head_sent)
+		return -1;
+	dp.source.ptr = st;
+	dp.read_callback = st_data_cb;
+	if (nghttp2_submit_response(st->c->ng, st->id, nv, n,
+	    end ? NULL : &dp) != 0)
+		return -1;
+	st->direct = 1;
+	st->head_sent = 1;
+	st->eof = end;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+int
+h2_stream_data(struct session *k, struct evbuffer *b)
+{
+	struct h2_stream *st = k->h2st;
+
+	if (st == NULL || !st->direct || st->eof)
+		return -1;
+	evbuffer_add_buffer(st->body, b);
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+/* The trailers are copied whole: names and values in one block after the array. */
+int
+h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
+{
+	struct h2_stream *st = k->h2st;
+	size_t i, total = 0;
+	uint8_t *p;
+
+	if (st == NULL || !st->direct || st->eof)
+		return -1;
+	for (i = 0; i < n; i++)
+		total += nv[i].namelen + nv[i].valuelen;
+	if (n > 0) {
+		if ((st->tr_nv = malloc(n * sizeof(*nv) + total + 1)) == NULL)
+			return -1;
+		p = (uint8_t *)(st->tr_nv + n);
+		for (i = 0; i < n; i++) {
+			st->tr_nv[i] = nv[i];
+			st->tr_nv[i].name = p;
+			memcpy(p, nv[i].name, nv[i].namelen);
+			p += nv[i].namelen;
+			st->tr_nv[i].value = p;
+			memcpy(p, nv[i].value, nv[i].valuelen);
+			p += nv[i].valuelen;
+		}
+		st->tr_n = n;
+	}
+	st->eof = 1;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+size_t
+h2_stream_pending(struct session *k)
+{
+	return k->h2st != NULL ? evbuffer_get_length(k->h2st->body) : 0;
 }
 
 /* ---- the request: HTTP/2 from the client -> HTTP/1.1 ---------------- */

@@ -16,6 +16,7 @@
 #include <event2/bufferevent.h>
 #include <event2/buffer.h>
 #include <event2/listener.h>
+#include <nghttp2/nghttp2.h>
 
 #include "core/config.h"
 #include "core/policy.h"
@@ -289,6 +290,8 @@ struct session {
 	int			 h2_child;	/* ... (no tunnel row of its own) */
 	int			 h2_checked;	/* ALPN looked at */
 	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
+	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
+	int			 origin_h2;	/* offer only h2 in the origin's ALPN */
 };
 
 /* proxy_session.c */
@@ -483,6 +486,30 @@ void		 h2_start(struct session *);
 /* From session_close. */
 void		 h2_free(struct session *);
 void		 h2_child_gone(struct session *);
+/*
+ * A stream session that answers its stream itself (an HTTP/2 origin): the
+ * response head, body bytes (already scrubbed), the end with trailers.
+ * nv as nghttp2 takes it (copied). 0, or -1 (the stream is gone).
+ */
+int		 h2_stream_head(struct session *, const nghttp2_nv *,
+		    size_t n, int end_stream);
+int		 h2_stream_data(struct session *, struct evbuffer *);
+int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
+/* Bytes of the stream's response that still wait for the client's window. */
+size_t		 h2_stream_pending(struct session *);
+
+/* proxy_h2_origin.c: a gRPC stream forwarded to an HTTP/2 origin. */
+struct h2o;
+void		 h2o_request(struct session *, const struct http_request *,
+		    int n);
+void		 h2o_client_read(struct session *);
+/* The client took response bytes: the origin may send more. */
+void		 h2o_resume(struct session *);
+void		 h2o_free(struct session *);
+/* proxy_http.c: the request's fields for it, swapped ("name\0value\0" pairs). */
+struct vault_wbuf;
+int		 http_h2_fields(struct session *, const struct http_request *,
+		    struct vault_wbuf *, size_t *n);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

@@ -156,6 +156,7 @@ session_close(struct session *s, const char *reason)
 	if (s->h2st != NULL)
 		h2_child_gone(s);	/* its stream reads what is left */
 	h2_free(s);		/* a connection's streams end with it */
+	h2o_free(s);		/* a stream's HTTP/2 origin session */
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);

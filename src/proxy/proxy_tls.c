@@ -483,6 +483,10 @@ proxy_tls_origin_bev(struct session *s)
 	} else if (SSL_set1_host(ssl, s->target.host) != 1)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	/* A gRPC stream's origin (proxy_h2_origin.c) must speak HTTP/2. */
+	if (s->origin_h2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	    "\x02h2", 3) != 0)
+		goto fail;
 	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL && slot->port == s->target.port &&
 	    strcmp(slot->host, s->target.host) == 0 &&

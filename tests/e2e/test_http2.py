@@ -4,9 +4,9 @@ HTTP/2 through interception (issue 15): intercepted tunnels offer h2 and
 http/1.1 in ALPN; every HTTP/2 stream is an HTTP/1.1 request to the origin,
 decided, swapped, scrubbed and audited on its own.
 
-Real clients: curl --http2 through CONNECT, Python grpcio (gRPC needs HTTP/2
-toward the origin, which the gateway does not speak: refused with a clear
-status), and a raw HTTP/2 client built here from hand-made frames (HPACK by
+Real clients: curl --http2 through CONNECT, Python grpcio (unary and streaming
+calls with metadata credentials to an HTTP/2 origin; to an HTTP/1.1-only
+origin they are refused with a clear status), and a raw HTTP/2 client built here from hand-made frames (HPACK by
 python3-hpack) for what well-behaved clients never send: a placeholder split
 across DATA frames or in trailers, :authority unlike the SNI, floods.
 """
@@ -139,14 +139,19 @@ class GrpcOrigin:
     def __init__(self, cert, key):
         self.seen = []
 
+        def echo(ctx, m):
+            # The credential as received: the gateway must scrub it back.
+            return ("auth=%s;msg=" % dict(ctx.invocation_metadata()).get(
+                "authorization", "")).encode() + m
+
         def unary(req, ctx):
             self.seen.append(dict(ctx.invocation_metadata()))
-            return req
+            return echo(ctx, req)
 
         def stream(it, ctx):
             self.seen.append(dict(ctx.invocation_metadata()))
             for m in it:
-                yield m
+                yield echo(ctx, m)
 
         from concurrent import futures
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -667,19 +672,65 @@ class Http2Test(unittest.TestCase):
         self.addCleanup(ch.close)
         return ch
 
-    def test_grpc_refused_clearly(self):
-        """gRPC needs HTTP/2 toward the origin: a clear UNAVAILABLE, audited."""
+    def test_grpc_unary_swapped_and_scrubbed(self):
         ch = self.grpc_channel()
         call = ch.unary_unary("/test.Echo/Unary")
+        out = call(b"hello", metadata=[("authorization", "Bearer " + self.ph)],
+                   timeout=20 * T.SLOW)
+        # The server got the secret; what it echoed comes back as the placeholder.
+        self.assertEqual(self.grpc.seen[-1].get("authorization"),
+                         "Bearer " + SECRET)
+        self.assertEqual(out, ("auth=Bearer %s;msg=hello" % self.ph).encode())
+        row = self.row(host="grpc.test", path="/test.Echo/Unary",
+                       decision="allow")
+        self.assertEqual(row["status"], 200)
+        self.assertGreater(row["bytes_down"], 0)
+        self.assertEqual(row["credential"], "h2-key")
+
+    def test_grpc_streaming(self):
+        ch = self.grpc_channel()
+        call = ch.stream_stream("/test.Echo/Stream")
+        msgs = [b"m%d" % i for i in range(20)] + [b"x" * 100000]
+        got = list(call(iter(msgs), metadata=[("authorization",
+                                               "Bearer " + self.ph)],
+                        timeout=20 * T.SLOW))
+        self.assertEqual(len(got), len(msgs))
+        for m, g in zip(msgs, got):
+            self.assertEqual(g, ("auth=Bearer %s;msg=" % self.ph).encode() + m)
+        self.assertEqual(self.grpc.seen[-1].get("authorization"),
+                         "Bearer " + SECRET)
+        self.row(host="grpc.test", path="/test.Echo/Stream", status=200)
+
+    def test_grpc_placeholder_in_message(self):
+        ch = self.grpc_channel()
+        call = ch.unary_unary("/test.Echo/Unary")
+        n = len(self.grpc.seen)
         with self.assertRaises(grpc.RpcError) as cm:
-            call(b"hello", metadata=[("authorization", "Bearer " + self.ph)],
-                 timeout=20 * T.SLOW)
+            call(b"leak " + self.ph.encode(), timeout=20 * T.SLOW)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("credential-misuse", cm.exception.details())
+        self.assertEqual(len(self.grpc.seen), n)
+        self.assertEqual(self.row(host="grpc.test", path="/test.Echo/Unary",
+                                  reason="credential-misuse")["decision"], "deny")
+
+    def test_grpc_to_http11_origin_refused_clearly(self):
+        """An origin without HTTP/2: a clear UNAVAILABLE, audited."""
+        if grpc is None:
+            self.skipTest("python3-grpcio is not installed")
+        with open(self.gw_ca, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        ch = grpc.secure_channel("bound.test:%d" % self.origin.port, creds,
+                                 options=[("grpc.http_proxy", self.gw.url)])
+        self.addCleanup(ch.close)
+        with self.assertRaises(grpc.RpcError) as cm:
+            ch.unary_unary("/test.Echo/Unary")(
+                b"hello", metadata=[("authorization", "Bearer " + self.ph)],
+                timeout=20 * T.SLOW)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
         self.assertIn("upstream-protocol", cm.exception.details())
-        self.assertEqual(self.grpc.seen, [])
-        row = self.row(host="grpc.test", path="/test.Echo/Unary")
+        self.assertEqual(self.origin.find("/test.Echo"), [])
+        row = self.row(host="bound.test", path="/test.Echo/Unary")
         self.assertEqual(row["reason"], "upstream-protocol")
-        self.assertEqual(row["credential"], "h2-key")
 
     def test_grpc_denied_path(self):
         ch = self.grpc_channel()
