@@ -1,12 +1,13 @@
 /*
- * gRPC streams to HTTP/2 origins: a stream session whose request was
- * decided and whose credential plan is made (proxy_http.c) speaks HTTP/2 to
- * its origin over its own TLS connection (ALPN h2 only) and answers its
- * client stream itself (h2_stream_*): the swapped fields go out from wiped
- * memory, request DATA is searched for placeholders like any body, and on
- * credential hosts every response field, trailer and gRPC message is
- * scrubbed -- messages whole, re-framed with their new length. Owns the
- * nghttp2 client session of that one stream.
+ * HTTP/2 streams to HTTP/2 origins: a stream session whose request was
+ * decided and whose credential plan is made (proxy_http.c) offers h2 (and
+ * http/1.1, except for gRPC) on its own TLS connection to the origin; when
+ * the origin picks h2 it speaks HTTP/2 and answers its client stream itself
+ * (h2_stream_*), else the HTTP/1.1 forwarding takes the stream. The
+ * swapped fields go out from wiped memory, request DATA is searched for
+ * placeholders like any body, and on credential hosts every response
+ * field, trailer and body is scrubbed -- gRPC messages whole, re-framed
+ * with their new length. Owns the nghttp2 client session of that stream.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ struct h2o {
 	struct evbuffer		*rh;		/* "name\0value\0" of a block */
 	size_t			 rn;
 	struct evbuffer		*msg;		/* gRPC bytes not yet a whole message */
+	struct vault_scrubber	*scrub;		/* other bodies of credential hosts */
+	int			 only_h2;
 	size_t			 unconsumed;
 	int			 done;
 	struct event		*end_ev;
@@ -131,6 +134,8 @@ h2o_free(struct session *s)
 		evbuffer_free(o->rh);
 	if (o->msg != NULL)
 		evbuffer_free(o->msg);
+	if (o->scrub != NULL)
+		vault_scrubber_free(o->scrub);
 	free(o);
 }
 
@@ -183,6 +188,10 @@ block_nv(struct h2o *o, nghttp2_nv *nv, size_t *n, struct evbuffer **mem)
 		val = name + nl + 1;
 		vl = strlen((const char *)val);
 		off += nl + vl + 2;
+		/* A scrubbed body's length is not the origin's. */
+		if (scrubbing(s) && nl == 14 && memcmp(name, "content-length",
+		    14) == 0)
+			continue;
 		if (scrubbing(s) && ((nl == 13 && memcmp(name, "grpc-encoding",
 		    13) == 0) || (nl == 16 && memcmp(name, "content-encoding",
 		    16) == 0)) && !(vl == 8 && memcmp(val, "identity", 8) == 0)) {
@@ -221,8 +230,6 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 		o->s->fwd.status = atoi((const char *)value);
 	} else if (nl > 0 && name[0] == ':') {
 		return 0;
-	} else if (nl == 14 && memcmp(name, "content-length", 14) == 0) {
-		return 0;	/* the scrubbed body's length is not the origin's */
 	}
 	if (o->rn >= H2O_FIELDS - 1)
 		return 0;
@@ -252,6 +259,17 @@ response_head(struct h2o *o, int end)
 		    "answered compressed, which cannot be scrubbed");
 		return;
 	}
+	if (scrubbing(s) && !s->h2_grpc && !end) {
+		const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+		size_t k = cred_scrub_lists(s, secrets, phs);
+
+		if ((o->scrub = vault_scrubber_new(s->fwd.plan.snap, secrets,
+		    phs, k)) == NULL) {
+			evbuffer_free(mem);
+			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+			return;
+		}
+	}
 	o->head_done = 1;
 	s->fwd.resp_head_done = 1;
 	if (h2_stream_head(s, nv, n, end) == -1) {
@@ -272,6 +290,18 @@ response_end(struct h2o *o)
 	if (evbuffer_get_length(o->msg) > 0) {
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "a gRPC message cut short");
 		return;
+	}
+	if (o->scrub != NULL) {
+		struct evbuffer *clean = evbuffer_new();
+
+		if (clean == NULL || vault_scrub_finish(o->scrub, clean) == -1 ||
+		    h2_stream_data(o->s, clean) == -1) {
+			if (clean != NULL)
+				evbuffer_free(clean);
+			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+			return;
+		}
+		evbuffer_free(clean);
 	}
 	if (block_nv(o, nv, &n, &mem) == -1) {
 		h2o_fail(o, 502, REASON_UPSTREAM_ENCODING, "compressed trailers");
@@ -299,10 +329,26 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 	uint8_t hdr[5];
 	uint32_t mlen;
 
-	if (!scrubbing(s)) {
+	if (!scrubbing(s) || o->scrub != NULL) {
+		struct evbuffer *raw;
+
 		if ((out = evbuffer_new()) == NULL)
 			return -1;
-		evbuffer_add(out, data, len);
+		if (o->scrub != NULL) {
+			/* A body streams through the scrubber (forwarding's own). */
+			if ((raw = evbuffer_new()) == NULL) {
+				evbuffer_free(out);
+				return -1;
+			}
+			evbuffer_add(raw, data, len);
+			if (vault_scrub(o->scrub, raw, out) == -1) {
+				evbuffer_free(raw);
+				evbuffer_free(out);
+				return -1;
+			}
+			evbuffer_free(raw);
+		} else
+			evbuffer_add(out, data, len);
 		s->fwd.bytes_down += len;
 		if (h2_stream_data(s, out) == -1) {
 			evbuffer_free(out);
@@ -682,8 +728,15 @@ h2o_connected(struct session *s)
 	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
 		SSL_get0_alpn_selected(ssl, &alpn, &alen);
 	if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
-		h2o_fail(o, 502, REASON_UPSTREAM_PROTOCOL, "gRPC needs HTTP/2 "
-		    "and the origin does not speak it");
+		if (o->only_h2) {
+			h2o_fail(o, 502, REASON_UPSTREAM_PROTOCOL, "gRPC needs "
+			    "HTTP/2 and the origin does not speak it");
+			return;
+		}
+		/* An HTTP/1.1 origin: the head proxy_http.c built for it. */
+		h2o_free(s);
+		s->origin_h2 = 0;
+		forward_start(s);
 		return;
 	}
 	if (h2o_session_new(o) == -1 ||
@@ -717,7 +770,8 @@ h2o_connected(struct session *s)
  * fields are made now, in wiped memory, and wait for the connection.
  */
 void
-h2o_request(struct session *s, const struct http_request *req, int n)
+h2o_request(struct session *s, const struct http_request *req, int n,
+    int only_h2)
 {
 	struct vault_wbuf *wb;
 	struct h2o *o;
@@ -736,6 +790,7 @@ h2o_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	o->s = s;
+	o->only_h2 = only_h2;
 	s->h2o = o;
 	if ((wb = vault_wbuf_new()) == NULL ||
 	    http_h2_fields(s, req, wb, &o->n_fields) == -1 ||
@@ -748,6 +803,6 @@ h2o_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	s->origin_h2 = 1;
+	s->origin_h2 = only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }

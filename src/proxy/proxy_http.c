@@ -385,7 +385,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	if (s->h2_grpc) {
 		/* gRPC needs HTTP/2 to the origin (trailers). */
 		forward_prepare(s, req);
-		h2o_request(s, req, n);
+		h2o_request(s, req, n, 1);
 		return;
 	}
 	if (build_origin_head(s, req, 0) == -1) {
@@ -394,6 +394,11 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	forward_prepare(s, req);
+	if (s->h2_child) {
+		/* An HTTP/2 stream: HTTP/2 to the origin when it speaks it. */
+		h2o_request(s, req, n, 0);
+		return;
+	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	if (upstream_reusable(s))
 		forward_start(s);

@@ -291,7 +291,7 @@ struct session {
 	int			 h2_checked;	/* ALPN looked at */
 	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
-	int			 origin_h2;	/* offer only h2 in the origin's ALPN */
+	int			 origin_h2;	/* origin ALPN: 1 h2 only, 2 h2 and http/1.1 */
 };
 
 /* proxy_session.c */
@@ -498,10 +498,14 @@ int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
 /* Bytes of the stream's response that still wait for the client's window. */
 size_t		 h2_stream_pending(struct session *);
 
-/* proxy_h2_origin.c: a gRPC stream forwarded to an HTTP/2 origin. */
+/*
+ * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After
+ * the decision and the plan; only_h2 (gRPC): an origin without h2 is a
+ * 502, else it gets the HTTP/1.1 head already in s->pending_head.
+ */
 struct h2o;
 void		 h2o_request(struct session *, const struct http_request *,
-		    int n);
+		    int n, int only_h2);
 void		 h2o_client_read(struct session *);
 /* The client took response bytes: the origin may send more. */
 void		 h2o_resume(struct session *);

@@ -483,9 +483,12 @@ proxy_tls_origin_bev(struct session *s)
 	} else if (SSL_set1_host(ssl, s->target.host) != 1)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	/* A gRPC stream's origin (proxy_h2_origin.c) must speak HTTP/2. */
-	if (s->origin_h2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	/* An HTTP/2 stream's origin (proxy_h2_origin.c): h2 (gRPC: only h2). */
+	if (s->origin_h2 == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2", 3) != 0)
+		goto fail;
+	if (s->origin_h2 == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	    "\x02h2\x08http/1.1", 12) != 0)
 		goto fail;
 	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL && slot->port == s->target.port &&

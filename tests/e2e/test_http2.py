@@ -71,6 +71,9 @@ policies:
       - host: nginx.test
         ports: [{nginx}]
         tls: intercept
+      - host: nginx-cred.test
+        ports: [{nginx}]
+        tls: intercept
       - host: grpc.test
         ports: [{grpc}]
         tls: intercept
@@ -87,7 +90,7 @@ policies:
 credentials:
   - name: h2-key
     secret: h2-secret
-    hosts: [bound.test, grpc.test]
+    hosts: [bound.test, grpc.test, nginx-cred.test]
     headers: [Authorization]
 """
 
@@ -111,7 +114,8 @@ class NginxH2:
                 "%sworker_processes 1;\npid %s/nginx.pid;\n"
                 "error_log %s/logs/error.log info;\n"
                 "events { worker_connections 256; }\n"
-                "http {\n  access_log off;\n"
+                "http {\n  log_format a '$server_protocol $uri $http_authorization';\n"
+                "  access_log %s/logs/access.log a;\n"
                 "  client_body_temp_path %s/body;\n  proxy_temp_path %s/p;\n"
                 "  fastcgi_temp_path %s/f;\n  uwsgi_temp_path %s/u;\n"
                 "  scgi_temp_path %s/s;\n  default_type text/plain;\n"
@@ -120,7 +124,9 @@ class NginxH2:
                 "    root %s/www;\n"
                 "    location /proto { return 200 \"$server_protocol "
                 "$request_method $uri\\n\"; }\n"
-                "  }\n}\n" % (user, self.dir, self.dir, self.dir, self.dir,
+                "    location /leak { add_header X-Leak $http_authorization; "
+                "return 200 \"$server_protocol auth=$http_authorization\\n\"; }\n"
+                "  }\n}\n" % (user, self.dir, self.dir, self.dir, self.dir, self.dir,
                                self.dir, self.dir, self.dir, ORIGIN_HOST,
                                self.port, cert, key, self.dir))
         self.proc = T.Proc([NGINX, "-p", self.dir, "-c", conf, "-g",
@@ -128,6 +134,13 @@ class NginxH2:
         if not T.wait_tcp(ORIGIN_HOST, self.port, 10 * T.SLOW, self.proc):
             self.proc.stop()
             raise RuntimeError("nginx did not listen")
+
+    def access(self):
+        try:
+            with open(os.path.join(self.dir, "logs", "access.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def stop(self):
         self.proc.stop()
@@ -307,7 +320,8 @@ class Http2Test(unittest.TestCase):
         d = cls.td.path
         cls.pki = TestCA(d)
         cert, key = cls.pki.leaf("bound.test", ["bound.test", "plain.test",
-                                                "nginx.test", "grpc.test"])
+                                                "nginx.test", "grpc.test",
+                                                "nginx-cred.test"])
         cls.cert, cls.key = cert, key
         cls.origin = EchoOrigin("h1", cert, key)
         cls.addClassCleanup(cls.origin.stop)
@@ -319,6 +333,7 @@ class Http2Test(unittest.TestCase):
         cls.dns = T.Dnsmasq(d, [("bound.test", ORIGIN_HOST),
                                 ("plain.test", ORIGIN_HOST),
                                 ("nginx.test", ORIGIN_HOST),
+                                ("nginx-cred.test", ORIGIN_HOST),
                                 ("grpc.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.other_tok = "other-token-h2"
@@ -621,13 +636,43 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(r.status, 200)
         self.assertEqual(r.info.get("http_version"), "1.1")
 
-    def test_nginx_h2_origin_spoken_to_in_http11(self):
+    def test_nginx_h2_origin_spoken_to_in_http2(self):
         r = T.curl("https://nginx.test:%d/proto" % self.nginx.port,
                    proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca])
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.info.get("http_version"), "2")
-        self.assertEqual(r.body, b"HTTP/1.1 GET /proto\n")
+        self.assertEqual(r.body, b"HTTP/2.0 GET /proto\n")
         self.row(host="nginx.test", path="/proto", status=200)
+        # An HTTP/1.1 client is spoken for in HTTP/1.1 to the same origin.
+        r = T.curl("https://nginx.test:%d/proto" % self.nginx.port,
+                   proxy=self.gw.url, args=["--http1.1", "--cacert", self.gw_ca])
+        self.assertEqual(r.body, b"HTTP/1.1 GET /proto\n")
+
+    def test_h2_origin_swap_and_scrub(self):
+        r = T.curl("https://nginx-cred.test:%d/leak" % self.nginx.port,
+                   proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+                                            "-H", "Authorization: Bearer " +
+                                            self.ph])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.status, 200)
+        # nginx got the secret over HTTP/2; the echo of it is scrubbed.
+        self.assertEqual(r.body, ("HTTP/2.0 auth=Bearer %s\n" % self.ph).encode())
+        self.assertEqual(r.header("x-leak"), "Bearer " + self.ph)
+        self.assert_no_secret(r.body)
+        want = "HTTP/2.0 /leak Bearer " + SECRET
+        deadline = time.time() + 5 * T.SLOW  # nginx logs after it answered
+        while want not in self.nginx.access() and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertIn(want, self.nginx.access())
+        row = self.row(host="nginx-cred.test", path="/leak")
+        self.assertEqual(row["credential"], "h2-key")
+        self.assertEqual(row["decision"], "allow")
+        # A placeholder in a header the credential does not list: refused.
+        r = T.curl("https://nginx-cred.test:%d/leak" % self.nginx.port,
+                   proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+                                            "-H", "X-Other: " + self.ph])
+        self.assertEqual(r.status, 403)
+        self.assertEqual(r.header("x-sandgate-reason"), "credential-misuse")
 
     def test_big_download_and_stalled_window(self):
         """
