@@ -337,12 +337,14 @@ class Http2Test(unittest.TestCase):
                                 ("grpc.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.other_tok = "other-token-h2"
+        cls.socks_port = T.free_port()
         cls.gw = T.Gateway(d, cls.dns, {"h2.yaml": POLICY.format(
             port=cls.origin.port, origin=ORIGIN_HOST, nginx=cls.nginx.port,
             grpc=cls.grpc.port if cls.grpc else 1,
             other_tok=T.sha256_hex(cls.other_tok))},
             extra={"upstream": {"ca_bundle": cls.pki.cert},
-                   "listen": {"admin": os.path.join(d, "admin.sock")},
+                   "listen": {"admin": os.path.join(d, "admin.sock"),
+                              "socks5": "127.0.0.1:%d" % cls.socks_port},
                    "limits": {"http2": {"max_concurrent_streams": 8,
                                         "max_resets_per_second": 20,
                                         "max_control_per_second": 20,
@@ -405,6 +407,20 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(row["method"], "GET")
         self.assertEqual(row["status"], 200)
         self.assertEqual(row["credential"], "h2-key")
+
+    def test_socks5_h2(self):
+        r = T.curl("https://bound.test:%d/echo/socks" % self.origin.port,
+                   args=["--socks5-hostname", "127.0.0.1:%d" % self.socks_port,
+                         "--http2", "--cacert", self.gw_ca,
+                         "-H", "Authorization: Bearer " + self.ph])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.info.get("http_version"), "2")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(self.origin.find("/echo/socks")[0]["seen"], SECRET)
+        self.assert_no_secret(r.body)
+        row = self.row(path="/echo/socks")
+        self.assertEqual(row["kind"], "socks5")
+        self.assertEqual(row["decision"], "allow")
 
     def test_curl_h2_post_body(self):
         body = b"x" * 200000
