@@ -90,6 +90,8 @@ def h2load(args, url, shim, h1, streams):
     proto = re.search(r"Application protocol: (\S+)", out)
     if not m or not ok:
         raise RuntimeError(out)
+    if os.environ.get("H2LOAD_VERBOSE"):
+        print(out, file=sys.stderr)
     return float(m.group(1)), int(ok.group(1)), int(ok.group(2)), \
         proto.group(1) if proto else "?"
 
@@ -134,6 +136,8 @@ def main():
             print("| %s | %s | %.0f | %d | %d |" % r)
         print("\nHTTP/2 / HTTP/1.1 at %d connections: %.2f" % (
             args.clients, rows[1][2] / rows[0][2]))
+        if os.environ.get("H2LOAD_VERBOSE"):
+            print(gw.log_tail(30), file=sys.stderr)
         gw.stop()
         nginx.stop()
         dns.stop()

@@ -25,7 +25,6 @@
 
 #define H2_BUF		(64 * 1024)	/* a stream's bytes held each way */
 #define H2_WINDOW	65535		/* a stream's receive window */
-#define H2_CONN_WINDOW	(1024 * 1024)	/* the connection's */
 
 struct h2_bucket {
 	uint64_t	 at_ms;
@@ -616,6 +615,12 @@ h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
 	return 0;
 }
 
+struct session *
+h2_parent(struct session *k)
+{
+	return k->h2st != NULL ? k->h2st->c->s : NULL;
+}
+
 size_t
 h2_stream_pending(struct session *k)
 {
@@ -994,7 +999,7 @@ h2_settings(struct h2_conn *c)
 		return -1;
 	/* Streams share it; each is bounded by its own window and H2_BUF. */
 	return nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE,
-	    0, H2_CONN_WINDOW);
+	    0, (int32_t)cfg->h2_max_streams * H2_WINDOW);
 }
 
 static int

@@ -25,22 +25,42 @@
 #define H2O_BUF		(64 * 1024)	/* request bytes held for the origin */
 #define H2O_MSG_MAX	(4 * 1024 * 1024)	/* a gRPC message scrubbed whole */
 #define H2O_FIELDS	(HTTP_MAX_HEADERS + 8)
+#define H2UP_STREAMS	100		/* streams one origin connection carries at once */
+
+/*
+ * One HTTP/2 connection to an origin. The first stream of a client
+ * connection that finds its origin speaking h2 hands its connection over
+ * to the client connection (owner), and the later streams of that client
+ * connection -- same sandbox, host, port, checked address, credentials:
+ * origin_bind_match -- ride on it. Freed once it has no owner and no stream.
+ */
+struct h2up {
+	struct worker		*w;
+	struct session		*owner;		/* the client connection; NULL: none */
+	struct bufferevent	*bev;
+	struct origin_bind	 ob;		/* what it was opened for */
+	nghttp2_session		*ng;
+	struct event		*flush_ev;
+	struct event		*free_ev;
+	int			 refs;		/* streams on it */
+	int			 dead;
+	TAILQ_HEAD(, h2o)	 streams;
+};
 
 struct h2o {
 	struct session		*s;
-	nghttp2_session		*ng;
-	int32_t			 sid;
-	struct event		*flush_ev;
+	struct h2up		*up;
+	TAILQ_ENTRY(h2o)	 entry;		/* on up->streams */
+	int32_t			 sid;		/* -1: not (or no longer) on up */
 	struct evbuffer		*fields;	/* swapped request fields (wiped memory) */
 	size_t			 n_fields;
 	/* request body */
-	struct evbuffer		*up;		/* decoded, not yet searched whole */
+	struct evbuffer		*up_body;	/* decoded, not yet searched whole */
 	struct evbuffer		*ready;		/* searched: for the origin */
 	int			 up_done;
 	int			 deferred;
 	/* response */
 	int			 head_done;
-	int			 in_trailers;
 	struct evbuffer		*rh;		/* "name\0value\0" of a block */
 	size_t			 rn;
 	struct evbuffer		*msg;		/* gRPC bytes not yet a whole message */
@@ -48,13 +68,15 @@ struct h2o {
 	int			 only_h2;
 	size_t			 unconsumed;
 	int			 done;
+	int			 retry, retried;	/* refused unprocessed: once more */
 	struct event		*end_ev;
 	int			 end_status;
 	enum sg_reason		 end_reason;
 	char			 end_detail[128];
 };
 
-static void	h2o_flush(struct h2o *);
+static void	h2up_flush(struct h2up *);
+static void	h2up_unref(struct h2up *);
 
 /* ---- ending ---------------------------------------------------------- */
 
@@ -62,6 +84,8 @@ static void	h2o_flush(struct h2o *);
  * How the stream ends is decided inside nghttp2's callbacks, and acted on
  * from the loop: the session (and the nghttp2 session with it) may go.
  */
+static void	h2o_retry(struct h2o *);
+
 static void
 end_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -71,6 +95,10 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (s->closing)
 		return;
+	if (o->retry && !o->done) {
+		h2o_retry(o);
+		return;
+	}
 	if (r == REASON_NONE) {
 		session_log(s, "allow", s->fwd.status, REASON_NONE,
 		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
@@ -93,6 +121,8 @@ h2o_fail(struct h2o *o, int status, enum sg_reason r, const char *detail)
 {
 	if (o->done)
 		return;
+	log_debug("session %llu: HTTP/2 origin stream %d: %s",
+	    (unsigned long long)o->s->id, (int)o->sid, detail);
 	o->done = 1;
 	o->end_status = status;
 	o->end_reason = r;
@@ -110,6 +140,7 @@ h2o_done(struct h2o *o)
 	event_active(o->end_ev, EV_TIMEOUT, 0);
 }
 
+
 void
 h2o_free(struct session *s)
 {
@@ -118,16 +149,24 @@ h2o_free(struct session *s)
 	if (o == NULL)
 		return;
 	s->h2o = NULL;
-	if (o->ng != NULL)
-		nghttp2_session_del(o->ng);
-	if (o->flush_ev != NULL)
-		event_free(o->flush_ev);
+	if (o->up != NULL) {
+		if (o->sid > 0) {
+			/* Still open at the origin: only this stream goes. */
+			nghttp2_session_set_stream_user_data(o->up->ng, o->sid, NULL);
+			if (!o->up->dead)
+				nghttp2_submit_rst_stream(o->up->ng,
+				    NGHTTP2_FLAG_NONE, o->sid, NGHTTP2_CANCEL);
+			event_active(o->up->flush_ev, EV_TIMEOUT, 0);
+		}
+		TAILQ_REMOVE(&o->up->streams, o, entry);
+		h2up_unref(o->up);
+	}
 	if (o->end_ev != NULL)
 		event_free(o->end_ev);
 	if (o->fields != NULL)
 		evbuffer_free(o->fields);	/* the wbuf is wiped as it goes */
-	if (o->up != NULL)
-		evbuffer_free(o->up);
+	if (o->up_body != NULL)
+		evbuffer_free(o->up_body);
 	if (o->ready != NULL)
 		evbuffer_free(o->ready);
 	if (o->rh != NULL)
@@ -218,13 +257,22 @@ block_nv(struct h2o *o, nghttp2_nv *nv, size_t *n, struct evbuffer **mem)
 	return 0;
 }
 
+
+static struct h2o *
+stream_of(nghttp2_session *ng, int32_t id)
+{
+	struct h2o *o = nghttp2_session_get_stream_user_data(ng, id);
+
+	return o != NULL && !o->done ? o : NULL;
+}
+
 static int
 on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *arg)
 {
-	struct h2o *o = arg;
+	struct h2o *o = stream_of(ng, f->hd.stream_id);
 
-	if (f->hd.stream_id != o->sid)
+	if (o == NULL)
 		return 0;
 	if (nl == 7 && memcmp(name, ":status", 7) == 0) {
 		o->s->fwd.status = atoi((const char *)value);
@@ -272,6 +320,11 @@ response_head(struct h2o *o, int end)
 	}
 	o->head_done = 1;
 	s->fwd.resp_head_done = 1;
+	/* Answered: the swapped values (kept for a retry) need not stay. */
+	if (o->fields != NULL) {
+		evbuffer_free(o->fields);
+		o->fields = NULL;
+	}
 	if (h2_stream_head(s, nv, n, end) == -1) {
 		evbuffer_free(mem);
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "stream gone");
@@ -404,10 +457,12 @@ static int
 on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
     const uint8_t *data, size_t len, void *arg)
 {
-	struct h2o *o = arg;
+	struct h2o *o = stream_of(ng, id);
 
-	if (id != o->sid || o->done)
+	if (o == NULL) {
+		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
 		return 0;
+	}
 	if (response_data(o, data, len) == -1) {
 		h2o_fail(o, 502, REASON_UPSTREAM_ENCODING, "a gRPC message that "
 		    "cannot be scrubbed (compressed, or over 4 MiB)");
@@ -424,10 +479,10 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 static int
 on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
-	struct h2o *o = arg;
+	struct h2o *o = stream_of(ng, f->hd.stream_id);
 	int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
-	if (f->hd.stream_id != o->sid || o->done)
+	if (o == NULL || f->hd.stream_id == 0)
 		return 0;
 	if (f->hd.type == NGHTTP2_HEADERS) {
 		if (!o->head_done) {
@@ -448,11 +503,30 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 static int
 on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 {
-	struct h2o *o = arg;
+	struct h2o *o = nghttp2_session_get_stream_user_data(ng, id);
 
-	if (id == o->sid && !o->done)
+	if (o == NULL)
+		return 0;
+	o->sid = -1;		/* nothing to reset any more */
+	nghttp2_session_set_stream_user_data(ng, id, NULL);
+	/*
+	 * Refused before the origin processed it (a GOAWAY's last stream id, a
+	 * connection at its request limit): nothing of it was answered, and no
+	 * body byte went, so it goes again on another connection, once.
+	 */
+	if (!o->done && code == NGHTTP2_REFUSED_STREAM && !o->head_done &&
+	    o->s->fwd.bytes_up == 0 && !o->retried && o->fields != NULL) {
+		o->retry = 1;
+		event_active(o->end_ev, EV_TIMEOUT, 0);
+		return 0;
+	}
+	if (!o->done) {
+		log_debug("session %llu: origin closed stream %d: %s",
+		    (unsigned long long)o->s->id, (int)id,
+		    nghttp2_http2_strerror(code));
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR,
 		    "the origin reset the stream");
+	}
 	return 0;
 }
 
@@ -460,31 +534,19 @@ static ssize_t
 on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
-	struct h2o *o = arg;
+	struct h2up *up = arg;
 	struct evbuffer *out;
 
-	if (o->s->obev == NULL)
+	if (up->bev == NULL)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	out = bufferevent_get_output(o->s->obev);
+	out = bufferevent_get_output(up->bev);
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	evbuffer_add(out, data, len);
 	return (ssize_t)len;
 }
 
-/* The HEADERS are out: the swapped values need not stay. */
-static int
-on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
-{
-	struct h2o *o = arg;
 
-	if (f->hd.type == NGHTTP2_HEADERS && f->hd.stream_id == o->sid &&
-	    o->fields != NULL) {
-		evbuffer_free(o->fields);
-		o->fields = NULL;
-	}
-	return 0;
-}
 
 /* ---- request body: client stream -> origin -------------------------- */
 
@@ -492,7 +554,7 @@ static ssize_t
 body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
     uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
-	struct h2o *o = arg;
+	struct h2o *o = src->ptr;
 	int n = evbuffer_remove(o->ready, buf, length);
 
 	if (n < 0)
@@ -528,7 +590,7 @@ body_decode(struct h2o *o)
 	switch (f->req_framing) {
 	case HTTP_BODY_LENGTH:
 		take = avail < f->req_left ? avail : (size_t)f->req_left;
-		evbuffer_remove_buffer(in, o->up, take);
+		evbuffer_remove_buffer(in, o->up_body, take);
 		f->req_left -= take;
 		o->up_done = f->req_left == 0;
 		return 0;
@@ -539,7 +601,7 @@ body_decode(struct h2o *o)
 		for (i = 0; i < nvec && !done; i++) {
 			ssize_t r = http_chunked_decode(&f->req_chunk,
 			    iov[i].iov_base, iov[i].iov_len, &done, payload_cb,
-			    o->up);
+			    o->up_body);
 			if (r < 0)
 				return -1;
 			take += (size_t)r;
@@ -560,47 +622,30 @@ h2o_client_read(struct session *s)
 	size_t len, hold;
 	int found;
 
-	if (o == NULL || o->done || o->ng == NULL)
+	if (o == NULL || o->done || o->up == NULL || o->sid <= 0)
 		return;
 	if (body_decode(o) == -1) {
 		h2o_fail(o, 400, REASON_BAD_REQUEST, "malformed request body");
 		return;
 	}
-	len = evbuffer_get_length(o->up);
-	hold = o->up_done ? 0 : cred_holdback(s->p, o->up, len);
+	len = evbuffer_get_length(o->up_body);
+	hold = o->up_done ? 0 : cred_holdback(s->p, o->up_body, len);
 	/* A placeholder in a body is never swapped: refused (docs/credentials.md). */
-	found = s->p->n_phs > 0 && cred_in_body(s, o->up, len, len - hold,
+	found = s->p->n_phs > 0 && cred_in_body(s, o->up_body, len, len - hold,
 	    s->fwd.plan.cred, sizeof(s->fwd.plan.cred));
 	if (found) {
 		h2o_fail(o, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in a request body");
 		return;
 	}
-	evbuffer_remove_buffer(o->up, o->ready, len - hold);
+	evbuffer_remove_buffer(o->up_body, o->ready, len - hold);
 	if (evbuffer_get_length(o->ready) > H2O_BUF)
 		bufferevent_disable(s->cbev, EV_READ);	/* body_cb resumes */
 	if (o->deferred && (o->up_done || evbuffer_get_length(o->ready) > 0)) {
 		o->deferred = 0;
-		nghttp2_session_resume_data(o->ng, o->sid);
+		nghttp2_session_resume_data(o->up->ng, o->sid);
 	}
-	h2o_flush(o);
-}
-
-/* ---- the origin connection ----------------------------------------- */
-
-static void
-h2o_flush(struct h2o *o)
-{
-	if (o->ng == NULL || o->s->closing)
-		return;
-	if (nghttp2_session_send(o->ng) != 0)
-		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "HTTP/2 to the origin failed");
-}
-
-static void
-flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	h2o_flush(arg);
+	h2up_flush(o->up);
 }
 
 void
@@ -608,89 +653,218 @@ h2o_resume(struct session *s)
 {
 	struct h2o *o = s->h2o;
 
-	if (o == NULL || o->ng == NULL || o->unconsumed == 0 ||
+	if (o == NULL || o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
 	    h2_stream_pending(s) > H2O_BUF / 2)
 		return;
-	nghttp2_session_consume(o->ng, o->sid, o->unconsumed);
+	nghttp2_session_consume(o->up->ng, o->sid, o->unconsumed);
 	o->unconsumed = 0;
-	event_active(o->flush_ev, EV_TIMEOUT, 0);	/* not inside the client's send */
+	/* Not inside the client's send: from the loop. */
+	event_active(o->up->flush_ev, EV_TIMEOUT, 0);
+}
+
+/* ---- the origin connection ----------------------------------------- */
+
+static void
+h2up_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2up *up = arg;
+
+	if (up->ng != NULL)
+		nghttp2_session_del(up->ng);
+	if (up->bev != NULL) {
+		proxy_tls_origin_release(up->bev);
+		proxy_tls_bev_free(up->bev);
+	}
+	event_free(up->flush_ev);
+	event_free(up->free_ev);
+	free(up);
+}
+
+/* No owner and no stream: gone, from the loop (its callbacks may be up the stack). */
+static void
+h2up_unref(struct h2up *up)
+{
+	if (up->refs > 0)
+		up->refs--;
+	if (up->refs == 0 && up->owner == NULL) {
+		if (up->bev != NULL)
+			bufferevent_disable(up->bev, EV_READ | EV_WRITE);
+		event_active(up->free_ev, EV_TIMEOUT, 0);
+	}
+}
+
+/* Who it belongs to; its TLS session tickets are filed under that name. */
+static void
+h2up_owner(struct h2up *up, struct session *owner)
+{
+	SSL *ssl;
+
+	up->owner = owner;
+	if (owner != NULL)
+		owner->h2up = up;
+	if (up->bev != NULL && (ssl = bufferevent_openssl_get_ssl(up->bev)) != NULL)
+		SSL_set_app_data(ssl, owner);
+}
+
+/* The client connection that owned it ends (session_close). */
+void
+h2up_release(struct session *owner)
+{
+	struct h2up *up = owner->h2up;
+
+	if (up == NULL)
+		return;
+	owner->h2up = NULL;
+	h2up_owner(up, NULL);
+	up->refs++;
+	h2up_unref(up);
+}
+
+/* The connection failed: every stream on it fails, and nothing new joins. */
+static void
+h2up_dead(struct h2up *up, int status, enum sg_reason r, const char *why)
+{
+	struct h2o *o;
+
+	if (up->dead)
+		return;
+	up->dead = 1;
+	if (up->owner != NULL && up->owner->h2up == up) {
+		up->owner->h2up = NULL;
+		h2up_owner(up, NULL);
+		up->refs++;
+		h2up_unref(up);
+	}
+	if (up->bev != NULL)
+		bufferevent_disable(up->bev, EV_READ | EV_WRITE);
+	TAILQ_FOREACH(o, &up->streams, entry)
+		if (!o->retry)		/* already on its way elsewhere */
+			h2o_fail(o, status, r, why);
 }
 
 static void
-origin_read_cb(struct bufferevent *bev, void *arg)
+h2up_flush(struct h2up *up)
 {
-	struct session *s = arg;
-	struct h2o *o = s->h2o;
+	if (up->dead || up->ng == NULL)
+		return;
+	if (nghttp2_session_send(up->ng) != 0)
+		h2up_dead(up, 502, REASON_UPSTREAM_ERROR,
+		    "HTTP/2 to the origin failed");
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	h2up_flush(arg);
+}
+
+static void
+up_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct h2up *up = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	ssize_t r;
 
-	session_touch(s);
-	if (o == NULL)
+	if (up->dead)
 		return;
-	r = nghttp2_session_mem_recv(o->ng, evbuffer_pullup(in, -1),
+	if (up->owner != NULL)
+		session_touch(up->owner);
+	r = nghttp2_session_mem_recv(up->ng, evbuffer_pullup(in, -1),
 	    evbuffer_get_length(in));
-	if (s->closing || s->h2o == NULL)
-		return;
 	evbuffer_drain(in, evbuffer_get_length(in));
 	if (r < 0) {
-		h2o_fail(o, 502, REASON_UPSTREAM_ERROR,
+		h2up_dead(up, 502, REASON_UPSTREAM_ERROR,
 		    "the origin broke HTTP/2");
 		return;
 	}
-	h2o_flush(o);
+	h2up_flush(up);
 }
 
 static void
-origin_write_cb(struct bufferevent *bev, void *arg)
+up_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct h2up *up = arg;
 
-	if (s->h2o != NULL && nghttp2_session_want_write(s->h2o->ng))
-		h2o_flush(s->h2o);
+	if (!up->dead && nghttp2_session_want_write(up->ng))
+		h2up_flush(up);
 }
 
 static void
-origin_event_cb(struct bufferevent *bev, short what, void *arg)
+up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
-
-	if (s->h2o != NULL)
-		h2o_fail(s->h2o, (what & BEV_EVENT_TIMEOUT) ? 504 : 502,
-		    (what & BEV_EVENT_TIMEOUT) ? REASON_UPSTREAM_TIMEOUT :
-		    REASON_UPSTREAM_ERROR, "the origin closed the connection");
+	h2up_dead(arg, (what & BEV_EVENT_TIMEOUT) ? 504 : 502,
+	    (what & BEV_EVENT_TIMEOUT) ? REASON_UPSTREAM_TIMEOUT :
+	    REASON_UPSTREAM_ERROR, "the origin closed the connection");
 }
 
-static int
-h2o_session_new(struct h2o *o)
+/* A connection that just picked h2: the stream session hands it over. */
+static struct h2up *
+h2up_new(struct session *s)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
+	struct h2up *up;
+	SSL *ssl;
 	int rv;
 
-	if (nghttp2_session_callbacks_new(&cb) != 0)
-		return -1;
+	if ((up = calloc(1, sizeof(*up))) == NULL)
+		return NULL;
+	up->w = s->w;
+	TAILQ_INIT(&up->streams);
+	up->flush_ev = event_new(s->w->base, -1, 0, flush_cb, up);
+	up->free_ev = event_new(s->w->base, -1, 0, h2up_free_cb, up);
+	if (up->flush_ev == NULL || up->free_ev == NULL ||
+	    nghttp2_session_callbacks_new(&cb) != 0)
+		goto fail;
 	if (nghttp2_option_new(&opt) != 0) {
 		nghttp2_session_callbacks_del(cb);
-		return -1;
+		goto fail;
 	}
 	nghttp2_session_callbacks_set_send_callback(cb, on_send);
 	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
 	    on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
 	    on_stream_close);
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	nghttp2_option_set_max_continuations(opt, 8);
-	rv = nghttp2_session_client_new2(&o->ng, cb, o, opt);
+	nghttp2_option_set_no_closed_streams(opt, 1);
+	rv = nghttp2_session_client_new2(&up->ng, cb, up, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
-	return rv == 0 ? 0 : -1;
+	/* Streams share it; each is bounded by its own window and H2O_BUF. */
+	if (rv != 0 || nghttp2_submit_settings(up->ng, NGHTTP2_FLAG_NONE,
+	    NULL, 0) != 0 || nghttp2_session_set_local_window_size(up->ng,
+	    NGHTTP2_FLAG_NONE, 0, H2UP_STREAMS * 65535) != 0)
+		goto fail;
+	/*
+	 * The connection and what it was opened for move to the h2up. Its
+	 * resumable sessions (origin_new_session_cb) are filed for the owner
+	 * while there is one (h2up_owner): the stream session goes first.
+	 */
+	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
+		SSL_set_app_data(ssl, NULL);
+	up->bev = s->obev;
+	up->ob = s->ob;
+	s->obev = NULL;
+	memset(&s->ob, 0, sizeof(s->ob));
+	bufferevent_setcb(up->bev, up_read_cb, up_write_cb, up_event_cb, up);
+	bufferevent_enable(up->bev, EV_READ | EV_WRITE);
+	return up;
+fail:
+	if (up->ng != NULL)
+		nghttp2_session_del(up->ng);
+	if (up->flush_ev != NULL)
+		event_free(up->flush_ev);
+	if (up->free_ev != NULL)
+		event_free(up->free_ev);
+	free(up);
+	return NULL;
 }
 
 /* The request's fields as nv into o->fields; swapped ones never indexed. */
-static int
+static void
 request_nv(struct h2o *o, nghttp2_nv *nv, size_t *n)
 {
 	const uint8_t *p = evbuffer_pullup(o->fields, -1);
@@ -707,24 +881,52 @@ request_nv(struct h2o *o, nghttp2_nv *nv, size_t *n)
 		off += nl + vl + 2;
 	}
 	*n = i;
-	return 0;
+}
+
+/* The stream goes out on up. */
+static void
+h2o_start(struct h2o *o, struct h2up *up)
+{
+	struct session *s = o->s;
+	nghttp2_nv nv[H2O_FIELDS];
+	nghttp2_data_provider dp;
+	size_t n;
+
+	o->up = up;
+	up->refs++;
+	TAILQ_INSERT_TAIL(&up->streams, o, entry);
+	s->state = S_FORWARD;
+	s->origin_addr = up->ob.addr;
+	s->fwd.ip = up->ob.addr;
+	request_nv(o, nv, &n);
+	dp.source.ptr = o;
+	dp.read_callback = body_cb;
+	o->sid = nghttp2_submit_request(up->ng, NULL, nv, n,
+	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o);
+	if (o->sid < 0) {
+		o->sid = -1;
+		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot open a stream");
+		return;
+	}
+	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+	    session_client_event_cb, s);
+	bufferevent_enable(s->cbev, EV_READ);
+	h2o_client_read(s);
+	h2up_flush(up);
 }
 
 static void
 h2o_connected(struct session *s)
 {
 	struct h2o *o = s->h2o;
-	nghttp2_nv nv[H2O_FIELDS];
-	nghttp2_data_provider dp;
+	struct session *owner;
 	const unsigned char *alpn = NULL;
 	unsigned int alen = 0;
+	struct h2up *up;
 	SSL *ssl;
-	size_t n;
 
 	if (upstream_guard(s) == -1 || o == NULL)
 		return;
-	s->state = S_FORWARD;
-	s->fwd.ip = s->origin_addr;
 	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
 		SSL_get0_alpn_selected(ssl, &alpn, &alen);
 	if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
@@ -739,50 +941,78 @@ h2o_connected(struct session *s)
 		forward_start(s);
 		return;
 	}
-	if (h2o_session_new(o) == -1 ||
-	    nghttp2_submit_settings(o->ng, NGHTTP2_FLAG_NONE, NULL, 0) != 0) {
+	if ((up = h2up_new(s)) == NULL) {
 		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	request_nv(o, nv, &n);
-	dp.source.ptr = o;
-	dp.read_callback = body_cb;
-	o->sid = nghttp2_submit_request(o->ng, NULL, nv, n,
-	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o);
-	if (o->sid < 0) {
-		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "cannot submit");
+	/* The client connection keeps it for its next streams. */
+	if ((owner = h2_parent(s)) != NULL && owner->h2up == NULL)
+		h2up_owner(up, owner);
+	h2o_start(o, up);
+}
+
+/* The client connection's origin connection, when this stream may use it. */
+static struct h2up *
+h2up_for(struct session *s)
+{
+	struct session *owner = h2_parent(s);
+	struct origin_bind want;
+	struct h2up *up;
+
+	if (owner == NULL || (up = owner->h2up) == NULL || up->dead ||
+	    up->refs >= H2UP_STREAMS ||
+	    !nghttp2_session_check_request_allowed(up->ng))
+		return NULL;
+	origin_bind_want(s, &want);
+	if (!origin_bind_match(&up->ob, &want, s->addrs, s->n_addrs))
+		return NULL;
+	return up;
+}
+
+/* The stream leaves the connection that refused it, for another. */
+static void
+h2o_retry(struct h2o *o)
+{
+	struct session *s = o->s;
+	struct h2up *up = o->up;
+
+	log_debug("session %llu: a stream the origin refused goes again",
+	    (unsigned long long)s->id);
+	o->retry = 0;
+	o->retried = 1;
+	o->deferred = 0;
+	if (up != NULL) {
+		TAILQ_REMOVE(&up->streams, o, entry);
+		o->up = NULL;
+		h2up_unref(up);
+	}
+	if ((up = h2up_for(s)) != NULL) {
+		h2o_start(o, up);
 		return;
 	}
-	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
-	    origin_event_cb, s);
-	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
-	    session_client_event_cb, s);
-	bufferevent_enable(s->cbev, EV_READ);
-	h2o_client_read(s);
-	if (!s->closing && s->h2o != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
-		origin_read_cb(s->obev, s);
+	s->origin_h2 = o->only_h2 ? 1 : 2;
+	upstream_connect(s, h2o_connected);
 }
 
 /*
  * After the decision and the credential plan (proxy_http.c): the swapped
- * fields are made now, in wiped memory, and wait for the connection.
+ * fields are made now, in wiped memory; the stream goes out on the client
+ * connection's origin connection, or waits for one of its own.
  */
 void
 h2o_request(struct session *s, const struct http_request *req, int n,
     int only_h2)
 {
 	struct vault_wbuf *wb;
+	struct h2up *up;
 	struct h2o *o;
 
 	if ((o = calloc(1, sizeof(*o))) == NULL ||
 	    (o->fields = evbuffer_new()) == NULL ||
-	    (o->up = evbuffer_new()) == NULL ||
+	    (o->up_body = evbuffer_new()) == NULL ||
 	    (o->ready = evbuffer_new()) == NULL ||
 	    (o->rh = evbuffer_new()) == NULL ||
 	    (o->msg = evbuffer_new()) == NULL ||
-	    (o->flush_ev = event_new(s->w->base, -1, 0, flush_cb, o)) == NULL ||
 	    (o->end_ev = event_new(s->w->base, -1, 0, end_cb, o)) == NULL) {
 		s->h2o = o;
 		h2o_free(s);
@@ -790,6 +1020,7 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 		return;
 	}
 	o->s = s;
+	o->sid = -1;
 	o->only_h2 = only_h2;
 	s->h2o = o;
 	if ((wb = vault_wbuf_new()) == NULL ||
@@ -803,6 +1034,10 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 		return;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	if ((up = h2up_for(s)) != NULL) {
+		h2o_start(o, up);
+		return;
+	}
 	s->origin_h2 = only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }

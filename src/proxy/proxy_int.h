@@ -292,6 +292,7 @@ struct session {
 	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
 	int			 origin_h2;	/* origin ALPN: 1 h2 only, 2 h2 and http/1.1 */
+	struct h2up		*h2up;		/* an h2 connection's origin connection */
 };
 
 /* proxy_session.c */
@@ -510,6 +511,11 @@ void		 h2o_client_read(struct session *);
 /* The client took response bytes: the origin may send more. */
 void		 h2o_resume(struct session *);
 void		 h2o_free(struct session *);
+/* An h2 client connection ends: its origin connection goes when idle. */
+struct h2up;
+void		 h2up_release(struct session *);
+/* The client connection of a stream session (proxy_h2.c), or NULL. */
+struct session	*h2_parent(struct session *);
 /* proxy_http.c: the request's fields for it, swapped ("name\0value\0" pairs). */
 struct vault_wbuf;
 int		 http_h2_fields(struct session *, const struct http_request *,

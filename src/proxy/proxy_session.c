@@ -157,6 +157,7 @@ session_close(struct session *s, const char *reason)
 		h2_child_gone(s);	/* its stream reads what is left */
 	h2_free(s);		/* a connection's streams end with it */
 	h2o_free(s);		/* a stream's HTTP/2 origin session */
+	h2up_release(s);	/* an h2 connection's origin connection */
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);

@@ -119,6 +119,7 @@ class NginxH2:
                 "  client_body_temp_path %s/body;\n  proxy_temp_path %s/p;\n"
                 "  fastcgi_temp_path %s/f;\n  uwsgi_temp_path %s/u;\n"
                 "  scgi_temp_path %s/s;\n  default_type text/plain;\n"
+                "  keepalive_requests 5;\n"
                 "  server {\n    listen %s:%d ssl http2;\n"
                 "    ssl_certificate %s;\n    ssl_certificate_key %s;\n"
                 "    root %s/www;\n"
@@ -663,6 +664,26 @@ class Http2Test(unittest.TestCase):
         r = T.curl("https://nginx.test:%d/proto" % self.nginx.port,
                    proxy=self.gw.url, args=["--http1.1", "--cacert", self.gw_ca])
         self.assertEqual(r.body, b"HTTP/1.1 GET /proto\n")
+
+    def test_h2_origin_connection_shared_and_renewed(self):
+        """
+        The streams of one client connection share one HTTP/2 origin
+        connection; nginx ends each after 5 requests (GOAWAY), and the
+        streams it refused unprocessed go again on a new one.
+        """
+        h = H2(self, "nginx.test", self.nginx.port)
+        sids = []
+        for wave in range(4):
+            ids = [1 + 2 * (wave * 6 + i) for i in range(6)]
+            for sid in ids:
+                h.request(sid, path="/proto")
+            for st in h.wait(*ids):
+                self.assertEqual(H2.status(st), 200, st)
+                self.assertEqual(st["data"], b"HTTP/2.0 GET /proto\n")
+            sids += ids
+        self.assertIsNone(h.goaway)
+        rows = self.gw.audit_rows(host="nginx.test", path="/proto")
+        self.assertFalse([r for r in rows if r["decision"] != "allow"], rows)
 
     def test_h2_origin_swap_and_scrub(self):
         r = T.curl("https://nginx-cred.test:%d/leak" % self.nginx.port,
