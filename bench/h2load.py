@@ -109,7 +109,8 @@ def main():
     try:
         pki = TestCA(td.path)
         cert, key = pki.leaf("nginx.test", ["nginx.test"])
-        nginx = NginxH2(td.path, cert, key)
+        nginx = NginxH2(td.path, cert, key, keepalive_requests=int(
+            os.environ.get("H2LOAD_NGINX_KEEPALIVE", "1000000")))
         with open(os.path.join(nginx.dir, "www", "small"), "wb") as f:
             f.write(b"x" * 200)
         dns = T.Dnsmasq(td.path, [("nginx.test", ORIGIN_HOST)])
@@ -137,7 +138,9 @@ def main():
         print("\nHTTP/2 / HTTP/1.1 at %d connections: %.2f" % (
             args.clients, rows[1][2] / rows[0][2]))
         if os.environ.get("H2LOAD_VERBOSE"):
-            print(gw.log_tail(30), file=sys.stderr)
+            for line in gw.log_text().splitlines():
+                if " error " in line or "warn" in line or "origin" in line:
+                    print(line, file=sys.stderr)
         gw.stop()
         nginx.stop()
         dns.stop()

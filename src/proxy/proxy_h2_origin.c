@@ -25,6 +25,7 @@
 #define H2O_BUF		(64 * 1024)	/* request bytes held for the origin */
 #define H2O_MSG_MAX	(4 * 1024 * 1024)	/* a gRPC message scrubbed whole */
 #define H2O_FIELDS	(HTTP_MAX_HEADERS + 8)
+#define H2O_RETRIES	3		/* a stream sent again at most this often */
 #define H2UP_STREAMS	100		/* streams one origin connection carries at once */
 
 /*
@@ -68,7 +69,7 @@ struct h2o {
 	int			 only_h2;
 	size_t			 unconsumed;
 	int			 done;
-	int			 retry, retried;	/* refused unprocessed: once more */
+	int			 retry, retried;	/* going again (h2o_may_retry), how often */
 	struct event		*end_ev;
 	int			 end_status;
 	enum sg_reason		 end_reason;
@@ -500,6 +501,25 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 	return 0;
 }
 
+/*
+ * A stream may go again on another connection when nothing of it was
+ * answered and no body byte left, at most H2O_RETRIES times: when the
+ * origin said it did not process it (REFUSED_STREAM, a GOAWAY's last
+ * stream id), or -- idempotent methods only (RFC 9110 §9.2.2) -- when the
+ * connection ended under it.
+ */
+static int
+h2o_may_retry(const struct h2o *o, int idempotent_only)
+{
+	const char *m = o->s->fwd.method;
+
+	if (o->done || o->head_done || o->s->fwd.bytes_up > 0 ||
+	    o->retried >= H2O_RETRIES || o->fields == NULL)
+		return 0;
+	return !idempotent_only || strcmp(m, "GET") == 0 ||
+	    strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0;
+}
+
 static int
 on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 {
@@ -514,8 +534,7 @@ on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 	 * connection at its request limit): nothing of it was answered, and no
 	 * body byte went, so it goes again on another connection, once.
 	 */
-	if (!o->done && code == NGHTTP2_REFUSED_STREAM && !o->head_done &&
-	    o->s->fwd.bytes_up == 0 && !o->retried && o->fields != NULL) {
+	if (!o->done && code == NGHTTP2_REFUSED_STREAM && h2o_may_retry(o, 0)) {
 		o->retry = 1;
 		event_active(o->end_ev, EV_TIMEOUT, 0);
 		return 0;
@@ -528,6 +547,17 @@ on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 		    "the origin reset the stream");
 	}
 	return 0;
+}
+
+/* A request that never left (the origin's GOAWAY came first): as refused. */
+static int
+on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *f, int err,
+    void *arg)
+{
+	if (f->hd.type != NGHTTP2_HEADERS ||
+	    nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) == NULL)
+		return 0;
+	return on_stream_close(ng, f->hd.stream_id, NGHTTP2_REFUSED_STREAM, arg);
 }
 
 static ssize_t
@@ -737,9 +767,19 @@ h2up_dead(struct h2up *up, int status, enum sg_reason r, const char *why)
 	}
 	if (up->bev != NULL)
 		bufferevent_disable(up->bev, EV_READ | EV_WRITE);
-	TAILQ_FOREACH(o, &up->streams, entry)
-		if (!o->retry)		/* already on its way elsewhere */
+	TAILQ_FOREACH(o, &up->streams, entry) {
+		if (o->retry)		/* already on its way elsewhere */
+			continue;
+		if (h2o_may_retry(o, 1)) {
+			if (o->sid > 0)
+				nghttp2_session_set_stream_user_data(up->ng,
+				    o->sid, NULL);
+			o->sid = -1;
+			o->retry = 1;
+			event_active(o->end_ev, EV_TIMEOUT, 0);
+		} else
 			h2o_fail(o, status, r, why);
+	}
 }
 
 static void
@@ -827,6 +867,8 @@ h2up_new(struct session *s)
 	    on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
 	    on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_not_send_callback(cb,
+	    on_frame_not_send);
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	nghttp2_option_set_max_continuations(opt, 8);
 	nghttp2_option_set_no_closed_streams(opt, 1);
@@ -959,9 +1001,17 @@ h2up_for(struct session *s)
 	struct origin_bind want;
 	struct h2up *up;
 
-	if (owner == NULL || (up = owner->h2up) == NULL || up->dead ||
-	    up->refs >= H2UP_STREAMS ||
-	    !nghttp2_session_check_request_allowed(up->ng))
+	if (owner == NULL || (up = owner->h2up) == NULL)
+		return NULL;
+	if (up->dead || !nghttp2_session_check_request_allowed(up->ng)) {
+		/* Going away: the next connection becomes the shared one. */
+		owner->h2up = NULL;
+		h2up_owner(up, NULL);
+		up->refs++;
+		h2up_unref(up);
+		return NULL;
+	}
+	if (up->refs >= H2UP_STREAMS)
 		return NULL;
 	origin_bind_want(s, &want);
 	if (!origin_bind_match(&up->ob, &want, s->addrs, s->n_addrs))
@@ -979,7 +1029,7 @@ h2o_retry(struct h2o *o)
 	log_debug("session %llu: a stream the origin refused goes again",
 	    (unsigned long long)s->id);
 	o->retry = 0;
-	o->retried = 1;
+	o->retried++;
 	o->deferred = 0;
 	if (up != NULL) {
 		TAILQ_REMOVE(&up->streams, o, entry);

@@ -98,7 +98,7 @@ credentials:
 class NginxH2:
     """nginx speaking HTTP/2 and HTTP/1.1 over TLS (ALPN): /big.bin, /proto."""
 
-    def __init__(self, tmp, cert, key):
+    def __init__(self, tmp, cert, key, keepalive_requests=5):
         self.dir = os.path.join(tmp, "nginx")
         os.makedirs(os.path.join(self.dir, "logs"))
         os.makedirs(os.path.join(self.dir, "www"))
@@ -119,7 +119,7 @@ class NginxH2:
                 "  client_body_temp_path %s/body;\n  proxy_temp_path %s/p;\n"
                 "  fastcgi_temp_path %s/f;\n  uwsgi_temp_path %s/u;\n"
                 "  scgi_temp_path %s/s;\n  default_type text/plain;\n"
-                "  keepalive_requests 5;\n"
+                "  keepalive_requests %d;\n"
                 "  server {\n    listen %s:%d ssl http2;\n"
                 "    ssl_certificate %s;\n    ssl_certificate_key %s;\n"
                 "    root %s/www;\n"
@@ -128,7 +128,8 @@ class NginxH2:
                 "    location /leak { add_header X-Leak $http_authorization; "
                 "return 200 \"$server_protocol auth=$http_authorization\\n\"; }\n"
                 "  }\n}\n" % (user, self.dir, self.dir, self.dir, self.dir, self.dir,
-                               self.dir, self.dir, self.dir, ORIGIN_HOST,
+                               self.dir, self.dir, self.dir, keepalive_requests,
+                               ORIGIN_HOST,
                                self.port, cert, key, self.dir))
         self.proc = T.Proc([NGINX, "-p", self.dir, "-c", conf, "-g",
                             "daemon off;"], os.path.join(self.dir, "stderr.log"))
