@@ -280,8 +280,13 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	} else if (nl > 0 && name[0] == ':') {
 		return 0;
 	}
-	if (o->rn >= H2O_FIELDS - 1)
+	/* A response head as large as a request head may be, no larger. */
+	if (o->rn >= H2O_FIELDS - 1 || evbuffer_get_length(o->rh) + nl + vl >
+	    o->s->p->cfg->max_header_bytes) {
+		h2o_fail(o, 502, REASON_UPSTREAM_ERROR,
+		    "the origin's response head is too large");
 		return 0;
+	}
 	evbuffer_add(o->rh, name, nl);
 	evbuffer_add(o->rh, "", 1);
 	evbuffer_add(o->rh, value, vl);
@@ -843,6 +848,11 @@ h2up_new(struct session *s)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+		    s->p->cfg->max_header_bytes },
+	};
 	struct h2up *up;
 	SSL *ssl;
 	int rv;
@@ -877,7 +887,8 @@ h2up_new(struct session *s)
 	nghttp2_session_callbacks_del(cb);
 	/* Streams share it; each is bounded by its own window and H2O_BUF. */
 	if (rv != 0 || nghttp2_submit_settings(up->ng, NGHTTP2_FLAG_NONE,
-	    NULL, 0) != 0 || nghttp2_session_set_local_window_size(up->ng,
+	    iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
+	    nghttp2_session_set_local_window_size(up->ng,
 	    NGHTTP2_FLAG_NONE, 0, H2UP_STREAMS * 65535) != 0)
 		goto fail;
 	/*
