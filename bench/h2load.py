@@ -113,36 +113,50 @@ def main():
             os.environ.get("H2LOAD_NGINX_KEEPALIVE", "1000000")))
         with open(os.path.join(nginx.dir, "www", "small"), "wb") as f:
             f.write(b"x" * 200)
+        h11 = NginxH2(td.path, cert, key, keepalive_requests=1000000,
+                      http2=False, name="nginx-h11")
+        with open(os.path.join(h11.dir, "www", "small"), "wb") as f:
+            f.write(b"x" * 200)
         dns = T.Dnsmasq(td.path, [("nginx.test", ORIGIN_HOST)])
         policy = ("sandboxes:\n  - id: bench\n    policy: p\n"
                   "    source: [127.0.0.1/32]\npolicies:\n  - name: p\n"
-                  "    allow:\n      - host: nginx.test\n        ports: [%d]\n"
+                  "    allow:\n      - host: nginx.test\n"
+                  "        ports: [%d, %d]\n"
                   "        tls: intercept\n    allow_private: [%s/32]\n"
-                  % (nginx.port, ORIGIN_HOST))
+                  % (nginx.port, h11.port, ORIGIN_HOST))
         gw = T.Gateway(td.path, dns, {"b.yaml": policy}, workers=1,
                        extra={"upstream": {"ca_bundle": pki.cert}})
         gw.start()
-        target = "nginx.test:%d" % nginx.port
-        shim = ConnectShim(gw.port, target)
-        url = "https://%s/small" % target
         rows = []
-        for name, h1, m in (("intercepted HTTP/1.1 keep-alive", True, 1),
-                            ("intercepted HTTP/2, %d streams" % args.streams,
-                             False, args.streams)):
-            rps, ok, bad, proto = h2load(args, url, shim.port, h1, m)
+        for name, port, h1, m in (
+                ("intercepted HTTP/1.1 keep-alive, h2 origin", nginx.port,
+                 True, 1),
+                ("intercepted HTTP/2, %d streams, h2 origin" % args.streams,
+                 nginx.port, False, args.streams),
+                ("intercepted HTTP/1.1 keep-alive, HTTP/1.1-only origin",
+                 h11.port, True, 1),
+                ("intercepted HTTP/2, %d streams, HTTP/1.1-only origin" %
+                 args.streams, h11.port, False, args.streams)):
+            target = "nginx.test:%d" % port
+            shim = ConnectShim(gw.port, target)
+            rps, ok, bad, proto = h2load(args, "https://%s/small" % target,
+                                         shim.port, h1, m)
             rows.append((name, proto, rps, ok, bad))
         print("| run | client ALPN | req/s | succeeded | failed |")
         print("| --- | --- | --- | --- | --- |")
         for r in rows:
             print("| %s | %s | %.0f | %d | %d |" % r)
-        print("\nHTTP/2 / HTTP/1.1 at %d connections: %.2f" % (
-            args.clients, rows[1][2] / rows[0][2]))
+        print("\nHTTP/2 / HTTP/1.1 at %d connections: %.2f (h2 origin), "
+              "%.2f (HTTP/1.1-only origin)" % (args.clients,
+                                               rows[1][2] / rows[0][2],
+                                               rows[3][2] / rows[2][2]))
         if os.environ.get("H2LOAD_VERBOSE"):
             for line in gw.log_text().splitlines():
                 if " error " in line or "warn" in line or "origin" in line:
                     print(line, file=sys.stderr)
         gw.stop()
         nginx.stop()
+        h11.stop()
         dns.stop()
     finally:
         td.cleanup()

@@ -233,7 +233,7 @@ h2_req_head(struct h2_req *r, int end_stream, char *out, size_t cap)
 	if (r->chunked && append(out, cap, &len,
 	    "Transfer-Encoding: chunked\r\n", 28))
 		goto big;
-	if (append(out, cap, &len, "Connection: close\r\n\r\n", 21))
+	if (append(out, cap, &len, "\r\n", 2))
 		goto big;
 	return (long)len;
 big:

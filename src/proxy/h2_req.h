@@ -52,7 +52,8 @@ void	h2_req_add(struct h2_req *, const uint8_t *name, size_t namelen,
 /*
  * The HTTP/1.1 head into out[0..cap): request line, Host from :authority,
  * the fields, framing (none when end_stream, else Content-Length as sent,
- * else chunked) and "Connection: close". Its length, or -1 (req->err set).
+ * else chunked); kept alive (the stream session may serve a later stream).
+ * Its length, or -1 (req->err set).
  */
 long	h2_req_head(struct h2_req *, int end_stream, char *out, size_t cap);
 /*

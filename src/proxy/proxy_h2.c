@@ -38,6 +38,7 @@ struct h2_conn {
 	nghttp2_session		*ng;
 	struct event		*pump_ev;	/* stream sessions ended: look again */
 	TAILQ_HEAD(, h2_stream)	 streams;
+	TAILQ_HEAD(, session)	 lanes;		/* idle stream sessions, origin kept alive */
 	struct h2_bucket	 resets;	/* RST_STREAM frames received */
 	struct h2_bucket	 control;	/* SETTINGS and PING frames */
 	int			 terminated;
@@ -69,6 +70,7 @@ struct h2_stream {
 	int			 deferred;
 	int			 read_paused;
 	int			 direct;	/* answered by h2_stream_* (an HTTP/2 origin) */
+	int			 req_ended;	/* END_STREAM came and was written */
 	nghttp2_nv		*tr_nv;		/* ... its trailers, sent after the body */
 	size_t			 tr_n;
 };
@@ -122,12 +124,80 @@ h2_calm(struct h2_conn *c, const char *what)
 static void	st_read_cb(struct bufferevent *, void *);
 static void	st_write_cb(struct bufferevent *, void *);
 
+static void
+lane_read_cb(struct bufferevent *bev, void *arg)
+{
+	/* An idle stream session says nothing; what it would say is dropped. */
+	evbuffer_drain(bufferevent_get_input(bev),
+	    evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+/*
+ * A stream whose request and response are both complete leaves its stream
+ * session idle, with its origin connection kept alive, for a later stream
+ * of the connection: it decides that one afresh (request_reset) and uses
+ * the origin connection only when it was opened for that decision.
+ */
+static void
+st_maybe_release(struct h2_stream *st)
+{
+	struct session *k = st->child;
+
+	if (k == NULL || k->closing || st->direct || !st->eof ||
+	    !st->req_ended || k->state != S_HEAD || st->end == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(k->cbev)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_output(st->end)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_input(st->end)) > 0)
+		return;
+	st->child = NULL;
+	k->h2st = NULL;
+	k->h2_lane = st->c;
+	k->h2_lane_end = st->end;
+	st->end = NULL;
+	bufferevent_setcb(k->h2_lane_end, lane_read_cb, NULL, NULL, k);
+	TAILQ_INSERT_TAIL(&st->c->lanes, k, h2_lane_entry);
+}
+
+/* An idle stream session for st, or NULL. */
+static struct session *
+lane_take(struct h2_stream *st)
+{
+	struct session *k = TAILQ_FIRST(&st->c->lanes);
+
+	if (k == NULL)
+		return NULL;
+	TAILQ_REMOVE(&st->c->lanes, k, h2_lane_entry);
+	k->h2_lane = NULL;
+	k->h2st = st;
+	st->end = k->h2_lane_end;
+	k->h2_lane_end = NULL;
+	bufferevent_setcb(st->end, st_read_cb, st_write_cb, NULL, st);
+	bufferevent_enable(st->end, EV_READ | EV_WRITE);
+	return k;
+}
+
+/* An idle stream session goes (its idle timer, the connection's end). */
+static void
+lane_drop(struct session *k)
+{
+	struct h2_conn *c = k->h2_lane;
+
+	TAILQ_REMOVE(&c->lanes, k, h2_lane_entry);
+	k->h2_lane = NULL;
+	if (k->h2_lane_end != NULL)
+		bufferevent_free(k->h2_lane_end);
+	k->h2_lane_end = NULL;
+}
+
 /* The stream's request session: the tunnel's identity, name and addresses. */
 static struct session *
 child_new(struct h2_stream *st)
 {
 	struct session *p = st->c->s, *k;
 	struct bufferevent *pair[2];
+
+	if ((k = lane_take(st)) != NULL)
+		return k;
 
 	if ((k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
@@ -184,6 +254,8 @@ h2_child_gone(struct session *k)
 {
 	struct h2_stream *st = k->h2st;
 
+	if (k->h2_lane != NULL)
+		lane_drop(k);
 	k->h2st = NULL;
 	if (st == NULL)
 		return;
@@ -510,6 +582,8 @@ st_pump(struct h2_stream *st)
 		st->read_paused = 1;
 		bufferevent_disable(st->end, EV_READ);
 	}
+	if (st->eof)
+		st_maybe_release(st);
 }
 
 static void
@@ -670,6 +744,7 @@ st_request(struct h2_stream *st, int end_stream)
 		return;
 	}
 	n = h2_req_head(q, end_stream, head, cap);
+	st->child->h2_grpc = 0;
 	snprintf(st->method, sizeof(st->method), "%s", q->method);
 	st->chunked = q->chunked;
 	st->grpc = q->grpc;
@@ -696,6 +771,7 @@ st_request(struct h2_stream *st, int end_stream)
 		/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
 		st->child->h2_grpc = q->grpc;
 		bufferevent_write(st->end, head, (size_t)n);
+		st->req_ended = end_stream;
 	}
 	free(head);
 	free(q);
@@ -704,12 +780,16 @@ st_request(struct h2_stream *st, int end_stream)
 static void
 st_data_end(struct h2_stream *st)
 {
-	if (st->child == NULL || st->end == NULL || !st->chunked)
+	if (st->child == NULL || st->end == NULL)
 		return;
-	bufferevent_write(st->end, "0\r\n", 3);
-	if (st->trailers_len > 0)
-		bufferevent_write(st->end, st->trailers, st->trailers_len);
-	bufferevent_write(st->end, "\r\n", 2);
+	if (st->chunked) {
+		bufferevent_write(st->end, "0\r\n", 3);
+		if (st->trailers_len > 0)
+			bufferevent_write(st->end, st->trailers,
+			    st->trailers_len);
+		bufferevent_write(st->end, "\r\n", 2);
+	}
+	st->req_ended = 1;
 }
 
 /*
@@ -1048,6 +1128,7 @@ h2_start(struct session *s)
 	}
 	c->s = s;
 	TAILQ_INIT(&c->streams);
+	TAILQ_INIT(&c->lanes);
 	s->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
@@ -1087,6 +1168,7 @@ h2_free(struct session *s)
 {
 	struct h2_conn *c = s->h2;
 	struct h2_stream *st;
+	struct session *k;
 
 	if (c == NULL)
 		return;
@@ -1094,6 +1176,10 @@ h2_free(struct session *s)
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
 		child_close(st, "client-closed");
 		st_free(st);
+	}
+	while ((k = TAILQ_FIRST(&c->lanes)) != NULL) {
+		lane_drop(k);
+		session_close(k, "client-closed");
 	}
 	if (c->ng != NULL)
 		nghttp2_session_del(c->ng);

@@ -394,8 +394,12 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	forward_prepare(s, req);
-	if (s->h2_child) {
-		/* An HTTP/2 stream: HTTP/2 to the origin when it speaks it. */
+	if (s->h2_child && !upstream_reusable(s)) {
+		/*
+		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
+		 * HTTP/1.1 origin connection kept from this stream session's
+		 * last stream, opened for the same decision, is used as it is).
+		 */
 		h2o_request(s, req, n, 0);
 		return;
 	}

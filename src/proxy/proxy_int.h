@@ -288,6 +288,9 @@ struct session {
 	struct h2_conn		*h2;		/* the client chose h2: its streams */
 	struct h2_stream	*h2st;		/* a stream's request session: its stream */
 	int			 h2_child;	/* ... (no tunnel row of its own) */
+	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
+	struct bufferevent	*h2_lane_end;	/* ... with the pair end it had */
+	TAILQ_ENTRY(session)	 h2_lane_entry;
 	int			 h2_checked;	/* ALPN looked at */
 	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */

@@ -98,8 +98,9 @@ credentials:
 class NginxH2:
     """nginx speaking HTTP/2 and HTTP/1.1 over TLS (ALPN): /big.bin, /proto."""
 
-    def __init__(self, tmp, cert, key, keepalive_requests=5):
-        self.dir = os.path.join(tmp, "nginx")
+    def __init__(self, tmp, cert, key, keepalive_requests=5, http2=True,
+                 name="nginx"):
+        self.dir = os.path.join(tmp, name)
         os.makedirs(os.path.join(self.dir, "logs"))
         os.makedirs(os.path.join(self.dir, "www"))
         data = bytes(range(256)) * (BIG // 256)
@@ -120,7 +121,7 @@ class NginxH2:
                 "  fastcgi_temp_path %s/f;\n  uwsgi_temp_path %s/u;\n"
                 "  scgi_temp_path %s/s;\n  default_type text/plain;\n"
                 "  keepalive_requests %d;\n"
-                "  server {\n    listen %s:%d ssl http2;\n"
+                "  server {\n    listen %s:%d ssl%s;\n"
                 "    ssl_certificate %s;\n    ssl_certificate_key %s;\n"
                 "    root %s/www;\n"
                 "    location /proto { return 200 \"$server_protocol "
@@ -129,8 +130,8 @@ class NginxH2:
                 "return 200 \"$server_protocol auth=$http_authorization\\n\"; }\n"
                 "  }\n}\n" % (user, self.dir, self.dir, self.dir, self.dir, self.dir,
                                self.dir, self.dir, self.dir, keepalive_requests,
-                               ORIGIN_HOST,
-                               self.port, cert, key, self.dir))
+                               ORIGIN_HOST, self.port,
+                               " http2" if http2 else "", cert, key, self.dir))
         self.proc = T.Proc([NGINX, "-p", self.dir, "-c", conf, "-g",
                             "daemon off;"], os.path.join(self.dir, "stderr.log"))
         if not T.wait_tcp(ORIGIN_HOST, self.port, 10 * T.SLOW, self.proc):
@@ -493,6 +494,42 @@ class Http2Test(unittest.TestCase):
         h.request(7, path="/echo/s7")
         s7, = h.wait(7)
         self.assertEqual(H2.status(s7), 200)
+
+    def test_streams_one_after_another_decided_afresh(self):
+        """
+        Streams one after another reuse an idle stream session and its
+        HTTP/1.1 origin connection; nothing of one stream's decision or
+        credential carries into the next.
+        """
+        h = H2(self, "bound.test", self.origin.port)
+        h.request(1, path="/echo/seq1",
+                  extra=[("authorization", "Bearer " + self.ph)])
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 200)
+        h.request(3, path="/forbidden/seq2")
+        st, = h.wait(3)
+        self.assertEqual(H2.status(st), 403)
+        h.request(5, path="/echo/seq3")
+        st, = h.wait(5)
+        self.assertEqual(H2.status(st), 200)
+        h.request(7, path="/echo/seq4", extra=[("x-other", self.ph)])
+        st, = h.wait(7)
+        self.assertEqual(H2.status(st), 403)
+        h.request(9, "POST", "/echo/seq5", body=b"plain body")
+        st, = h.wait(9)
+        self.assertEqual(H2.status(st), 200)
+        self.assertEqual(self.origin.find("/echo/seq1")[0]["seen"], SECRET)
+        self.assertIsNone(self.origin.find("/echo/seq3")[0]["seen"])
+        self.assertEqual(self.origin.find("/echo/seq4"), [])
+        self.assertEqual(self.origin.find("/echo/seq5")[0]["body"], b"plain body")
+        self.assertEqual(self.origin.find("/forbidden"), [])
+        self.row(path="/echo/seq5")  # the writer is asynchronous
+        rows = {r["path"]: r for r in self.gw.audit_rows(host="bound.test")
+                if (r["path"] or "").startswith(("/echo/seq", "/forbidden/seq"))}
+        self.assertEqual(rows["/echo/seq1"]["credential"], "h2-key")
+        self.assertIsNone(rows["/echo/seq3"]["credential"])
+        self.assertEqual(rows["/forbidden/seq2"]["decision"], "deny")
+        self.assertEqual(rows["/echo/seq4"]["reason"], "credential-misuse")
 
     def test_authority_not_sni(self):
         h = H2(self, "bound.test", self.origin.port)

@@ -85,7 +85,7 @@ fz_check_head(struct fz_stream *st, const char *head, long n)
 		abort();
 	if ((r.framing == HTTP_BODY_CHUNKED) != st->req.chunked)
 		abort();
-	if (r.keep_alive || r.upgrade)
+	if (!r.keep_alive || r.upgrade)
 		abort();
 }
 

@@ -50,23 +50,23 @@ test_heads(void)
 	} t[] = {
 		{ { BASE, { NULL, NULL } }, 1,
 		  "GET /p?q=1 HTTP/1.1\r\nHost: a.test:8443\r\n"
-		  "Connection: close\r\n\r\n" },
+		  "\r\n" },
 		{ { BASE, { "cookie", "a=1" }, { "x-y", "z" }, { "cookie", "b=2" },
 		    { NULL, NULL } }, 1,
 		  "GET /p?q=1 HTTP/1.1\r\nHost: a.test:8443\r\nx-y: z\r\n"
-		  "Cookie: a=1; b=2\r\nConnection: close\r\n\r\n" },
+		  "Cookie: a=1; b=2\r\n\r\n" },
 		{ { BASE, { "content-length", "3" }, { NULL, NULL } }, 0,
 		  "GET /p?q=1 HTTP/1.1\r\nHost: a.test:8443\r\ncontent-length: 3\r\n"
-		  "Connection: close\r\n\r\n" },
+		  "\r\n" },
 		{ { BASE, { "te", "trailers" }, { NULL, NULL } }, 0,
 		  "GET /p?q=1 HTTP/1.1\r\nHost: a.test:8443\r\n"
-		  "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" },
+		  "Transfer-Encoding: chunked\r\n\r\n" },
 		{ { BASE, { "host", "A.test:8443" }, { NULL, NULL } }, 1,
 		  "GET /p?q=1 HTTP/1.1\r\nHost: a.test:8443\r\n"
-		  "Connection: close\r\n\r\n" },
+		  "\r\n" },
 		{ { { ":method", "OPTIONS" }, { ":scheme", "https" },
 		    { ":path", "*" }, { "host", "h.test" }, { NULL, NULL } }, 1,
-		  "OPTIONS * HTTP/1.1\r\nHost: h.test\r\nConnection: close\r\n\r\n" },
+		  "OPTIONS * HTTP/1.1\r\nHost: h.test\r\n\r\n" },
 	};
 	enum h2_req_err err;
 	const char *h;
