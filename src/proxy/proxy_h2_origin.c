@@ -46,11 +46,27 @@ struct h2up {
 	int			 refs;		/* streams on it */
 	int			 dead;
 	TAILQ_HEAD(, h2o)	 streams;
+	TAILQ_HEAD(, h2o_hd)	 hds;
+};
+
+/*
+ * What nghttp2 holds for a stream (its user data, its body's source): it
+ * outlives the stream session when that goes first, keeps the swapped
+ * fields a HEADERS still queued points at, and is freed when nghttp2 is
+ * done with the stream (closed, or never sent) or with the connection.
+ */
+struct h2o_hd {
+	struct h2o		*o;		/* NULL: the stream session went */
+	struct h2up		*up;
+	int32_t			 sid;
+	struct evbuffer		*fields;	/* o's, once o went */
+	TAILQ_ENTRY(h2o_hd)	 entry;
 };
 
 struct h2o {
 	struct session		*s;
 	struct h2up		*up;
+	struct h2o_hd		*hd;		/* while nghttp2 has the stream */
 	TAILQ_ENTRY(h2o)	 entry;		/* on up->streams */
 	int32_t			 sid;		/* -1: not (or no longer) on up */
 	struct evbuffer		*fields;	/* swapped request fields (wiped memory) */
@@ -150,15 +166,18 @@ h2o_free(struct session *s)
 	if (o == NULL)
 		return;
 	s->h2o = NULL;
+	if (o->hd != NULL) {
+		/* Still nghttp2's: only this stream goes, its fields stay with it. */
+		o->hd->o = NULL;
+		o->hd->fields = o->fields;
+		o->fields = NULL;
+		if (!o->up->dead)
+			nghttp2_submit_rst_stream(o->up->ng, NGHTTP2_FLAG_NONE,
+			    o->hd->sid, NGHTTP2_CANCEL);
+		event_active(o->up->flush_ev, EV_TIMEOUT, 0);
+		o->hd = NULL;
+	}
 	if (o->up != NULL) {
-		if (o->sid > 0) {
-			/* Still open at the origin: only this stream goes. */
-			nghttp2_session_set_stream_user_data(o->up->ng, o->sid, NULL);
-			if (!o->up->dead)
-				nghttp2_submit_rst_stream(o->up->ng,
-				    NGHTTP2_FLAG_NONE, o->sid, NGHTTP2_CANCEL);
-			event_active(o->up->flush_ev, EV_TIMEOUT, 0);
-		}
 		TAILQ_REMOVE(&o->up->streams, o, entry);
 		h2up_unref(o->up);
 	}
@@ -262,9 +281,9 @@ block_nv(struct h2o *o, nghttp2_nv *nv, size_t *n, struct evbuffer **mem)
 static struct h2o *
 stream_of(nghttp2_session *ng, int32_t id)
 {
-	struct h2o *o = nghttp2_session_get_stream_user_data(ng, id);
+	struct h2o_hd *hd = nghttp2_session_get_stream_user_data(ng, id);
 
-	return o != NULL && !o->done ? o : NULL;
+	return hd != NULL && hd->o != NULL && !hd->o->done ? hd->o : NULL;
 }
 
 static int
@@ -525,15 +544,27 @@ h2o_may_retry(const struct h2o *o, int idempotent_only)
 	    strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0;
 }
 
-static int
-on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
+static void
+hd_free(struct h2o_hd *hd)
 {
-	struct h2o *o = nghttp2_session_get_stream_user_data(ng, id);
+	TAILQ_REMOVE(&hd->up->hds, hd, entry);
+	if (hd->fields != NULL)
+		evbuffer_free(hd->fields);	/* wiped as it goes */
+	free(hd);
+}
 
+/* nghttp2 is done with the stream: hd goes; o, if still there, learns how. */
+static int
+stream_gone(struct h2o_hd *hd, uint32_t code)
+{
+	struct h2o *o = hd->o;
+	int32_t id = hd->sid;
+
+	hd_free(hd);
 	if (o == NULL)
 		return 0;
+	o->hd = NULL;
 	o->sid = -1;		/* nothing to reset any more */
-	nghttp2_session_set_stream_user_data(ng, id, NULL);
 	/*
 	 * Refused before the origin processed it (a GOAWAY's last stream id, a
 	 * connection at its request limit): nothing of it was answered, and no
@@ -554,15 +585,32 @@ on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 	return 0;
 }
 
-/* A request that never left (the origin's GOAWAY came first): as refused. */
+static int
+on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
+{
+	struct h2o_hd *hd = nghttp2_session_get_stream_user_data(ng, id);
+
+	return hd != NULL ? stream_gone(hd, code) : 0;
+}
+
+/*
+ * A request that never left (a GOAWAY came first, or it was reset while
+ * queued): there is no stream to ask for its user data, so hd is looked up.
+ */
 static int
 on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *f, int err,
     void *arg)
 {
+	struct h2up *up = arg;
+	struct h2o_hd *hd;
+
 	if (f->hd.type != NGHTTP2_HEADERS ||
-	    nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) == NULL)
+	    nghttp2_session_get_stream_user_data(ng, f->hd.stream_id) != NULL)
 		return 0;
-	return on_stream_close(ng, f->hd.stream_id, NGHTTP2_REFUSED_STREAM, arg);
+	TAILQ_FOREACH(hd, &up->hds, entry)
+		if (hd->sid == f->hd.stream_id)
+			return stream_gone(hd, NGHTTP2_REFUSED_STREAM);
+	return 0;
 }
 
 static ssize_t
@@ -589,10 +637,13 @@ static ssize_t
 body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
     uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
-	struct h2o *o = src->ptr;
-	int n = evbuffer_remove(o->ready, buf, length);
+	struct h2o_hd *hd = src->ptr;
+	struct h2o *o = hd->o;
+	int n;
 
-	if (n < 0)
+	if (o == NULL)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* RST_STREAM */
+	if ((n = evbuffer_remove(o->ready, buf, length)) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	o->s->fwd.bytes_up += (uint64_t)n;
 	if (evbuffer_get_length(o->ready) == 0 && o->up_done)
@@ -706,6 +757,8 @@ h2up_free_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (up->ng != NULL)
 		nghttp2_session_del(up->ng);
+	while (!TAILQ_EMPTY(&up->hds))
+		hd_free(TAILQ_FIRST(&up->hds));
 	if (up->bev != NULL) {
 		proxy_tls_origin_release(up->bev);
 		proxy_tls_bev_free(up->bev);
@@ -776,9 +829,9 @@ h2up_dead(struct h2up *up, int status, enum sg_reason r, const char *why)
 		if (o->retry)		/* already on its way elsewhere */
 			continue;
 		if (h2o_may_retry(o, 1)) {
-			if (o->sid > 0)
-				nghttp2_session_set_stream_user_data(up->ng,
-				    o->sid, NULL);
+			if (o->hd != NULL)	/* its fields still go with it */
+				o->hd->o = NULL;
+			o->hd = NULL;
 			o->sid = -1;
 			o->retry = 1;
 			event_active(o->end_ev, EV_TIMEOUT, 0);
@@ -861,6 +914,7 @@ h2up_new(struct session *s)
 		return NULL;
 	up->w = s->w;
 	TAILQ_INIT(&up->streams);
+	TAILQ_INIT(&up->hds);
 	up->flush_ev = event_new(s->w->base, -1, 0, flush_cb, up);
 	up->free_ev = event_new(s->w->base, -1, 0, h2up_free_cb, up);
 	if (up->flush_ev == NULL || up->free_ev == NULL ||
@@ -951,16 +1005,26 @@ h2o_start(struct h2o *o, struct h2up *up)
 	s->state = S_FORWARD;
 	s->origin_addr = up->ob.addr;
 	s->fwd.ip = up->ob.addr;
+	if ((o->hd = calloc(1, sizeof(*o->hd))) == NULL) {
+		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	o->hd->o = o;
+	o->hd->up = up;
+	TAILQ_INSERT_TAIL(&up->hds, o->hd, entry);
 	request_nv(o, nv, &n);
-	dp.source.ptr = o;
+	dp.source.ptr = o->hd;
 	dp.read_callback = body_cb;
 	o->sid = nghttp2_submit_request(up->ng, NULL, nv, n,
-	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o);
+	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o->hd);
 	if (o->sid < 0) {
+		hd_free(o->hd);
+		o->hd = NULL;
 		o->sid = -1;
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot open a stream");
 		return;
 	}
+	o->hd->sid = o->sid;
 	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
 	    session_client_event_cb, s);
 	bufferevent_enable(s->cbev, EV_READ);
