@@ -569,7 +569,10 @@ class Http2Test(unittest.TestCase):
         h.send(frame(HEADERS, END_HEADERS | END_STREAM, 1,
                      h.enc.encode([("x-token", self.ph)])))
         st, = h.wait(1)
-        self.assertTrue(H2.status(st) == 403 or st["rst"] is not None, st)
+        # Refused before any answer: 403 on the stream (after one, RST_STREAM).
+        self.assertEqual(H2.status(st), 403, st)
+        self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
+                         "credential-misuse")
         self.assertFalse(self.origin.received(self.ph))
         row = self.row(path="/echo/trailer", reason="credential-misuse")
         self.assertEqual(row["decision"], "deny")
@@ -606,8 +609,9 @@ class Http2Test(unittest.TestCase):
                             (":authority", h.authority)])
         h.send(frame(HEADERS, END_HEADERS, 1, blk))
         st, = h.wait(1)
-        self.assertTrue(st["rst"] is not None or H2.status(st) in (400, 405),
-                        st)
+        # SETTINGS_ENABLE_CONNECT_PROTOCOL was never sent: a malformed stream.
+        self.assertEqual(st["rst"], PROTOCOL_ERROR, st)
+        self.assertIsNone(h.goaway)
         self.assertEqual(self.origin.find("/echo/ws"), [])
         # The connection is still usable.
         h.request(3, path="/echo/after-ws")
@@ -618,8 +622,12 @@ class Http2Test(unittest.TestCase):
         h = H2(self, "bound.test", self.origin.port)
         h.request(1, path="/echo/big-head", extra=[("x-pad", "p" * 9000)])
         st, = h.wait(1)
-        self.assertTrue(H2.status(st) == 431 or st["rst"] is not None or
-                        h.goaway is not None, st)
+        self.assertEqual(H2.status(st), 431, st)
+        self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
+                         "header-too-large")
+        self.assertIsNone(h.goaway)
+        self.assertEqual(self.row(path="/echo/big-head")["reason"],
+                         "header-too-large")
         self.assertEqual(self.origin.find("/echo/big-head"), [])
 
     def test_concurrent_streams_limit(self):
