@@ -617,6 +617,13 @@ class Http2Test(unittest.TestCase):
         h.request(3, path="/echo/after-ws")
         st, = h.wait(3)
         self.assertEqual(H2.status(st), 200)
+        # Plain CONNECT inside HTTP/2: refused, audited.
+        h.send(frame(HEADERS, END_HEADERS, 5, h.enc.encode(
+            [(":method", "CONNECT"), (":authority", "plain.test:443")])))
+        st, = h.wait(5)
+        self.assertEqual(H2.status(st), 405, st)
+        self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
+                         "method-not-supported")
 
     def test_header_list_too_large(self):
         h = H2(self, "bound.test", self.origin.port)
