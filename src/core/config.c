@@ -736,6 +736,53 @@ cf_per_sandbox(struct cload *l, const struct ynode *n)
 	}
 }
 
+/* limits.http2: HTTP/2 toward intercepted clients (docs/protocols.md). */
+static void
+cf_http2(struct cload *l, const struct ynode *n)
+{
+	static const struct {
+		const char	*key;
+		size_t		 off;
+		uint64_t	 min, max;
+	} keys[] = {
+		{ "max_concurrent_streams",
+		    offsetof(struct config, h2_max_streams), 1, 1000 },
+		{ "max_header_list_bytes",
+		    offsetof(struct config, h2_max_header_list), 1024, 1048576 },
+		{ "max_continuations",
+		    offsetof(struct config, h2_max_continuations), 0, 1024 },
+		{ "max_resets_per_second",
+		    offsetof(struct config, h2_max_resets), 1, 100000 },
+		{ "max_control_per_second",
+		    offsetof(struct config, h2_max_control), 1, 100000 },
+	};
+	const struct ynode *c;
+	uint64_t v;
+	size_t i;
+	int b;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "http2") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "enabled") == 0) {
+			if (ycheck_bool(&l->c, c, "enabled", &b) == 0)
+				l->cfg->h2_enabled = b;
+			continue;
+		}
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcmp(c->key->str, keys[i].key) == 0)
+				break;
+		if (i == sizeof(keys) / sizeof(keys[0])) {
+			ycheck_unknown(&l->c, c, "limits.http2");
+			continue;
+		}
+		if (ycheck_uint(&l->c, c, keys[i].key, keys[i].min, keys[i].max,
+		    &v) == 0)
+			*(uint32_t *)((char *)l->cfg + keys[i].off) =
+			    (uint32_t)v;
+	}
+}
+
 /* 0s turns it off; otherwise 100ms to 1h. */
 static void
 cf_head_timeout(struct cload *l, const struct ynode *n)
@@ -773,6 +820,8 @@ cf_limits(struct cload *l, const struct ynode *n)
 			cf_head_timeout(l, c);
 		else if (strcmp(c->key->str, "per_sandbox") == 0)
 			cf_per_sandbox(l, c);
+		else if (strcmp(c->key->str, "http2") == 0)
+			cf_http2(l, c);
 		else
 			ycheck_unknown(&l->c, c, "limits");
 	}
@@ -930,6 +979,12 @@ cf_defaults(struct cload *l)
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
 	cfg->head_timeout_ms = 10 * 1000;
+	cfg->h2_enabled = 1;
+	cfg->h2_max_streams = 100;
+	cfg->h2_max_header_list = 65536;
+	cfg->h2_max_continuations = 8;
+	cfg->h2_max_resets = 100;
+	cfg->h2_max_control = 100;
 	cfg->sandbox_max_connections = 1024;
 	cfg->sandbox_conn_rate = 200;
 	cfg->sandbox_dns_rate = 500;

@@ -68,6 +68,13 @@ struct config {
 	uint32_t	 max_connections;
 	uint32_t	 max_header_bytes;
 	uint32_t	 head_timeout_ms;	/* 0: no limit */
+	/* limits.http2 */
+	int		 h2_enabled;		/* offer h2 in ALPN to intercepted clients */
+	uint32_t	 h2_max_streams;	/* SETTINGS_MAX_CONCURRENT_STREAMS */
+	uint32_t	 h2_max_header_list;	/* a request's header list, RFC 9113 count */
+	uint32_t	 h2_max_continuations;	/* CONTINUATION frames per header block */
+	uint32_t	 h2_max_resets;		/* RST_STREAM per second (rapid reset) */
+	uint32_t	 h2_max_control;	/* SETTINGS + PING per second */
 	/* limits.per_sandbox; 0: no limit */
 	uint32_t	 sandbox_max_connections;
 	uint32_t	 sandbox_conn_rate;	/* new connections per second */

@@ -41,6 +41,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_UPSTREAM_TIMEOUT] =	{ "upstream-timeout", E, 504, HOST_UNREACH },
 	[REASON_UPSTREAM_ERROR] =	{ "upstream-error", E, 502, FAIL },
 	[REASON_UPSTREAM_ENCODING] =	{ "upstream-encoding", E, 502, FAIL },
+	[REASON_UPSTREAM_PROTOCOL] =	{ "upstream-protocol", E, 502, FAIL },
 	[REASON_UPSTREAM_TLS] =		{ "upstream-tls-error", E, 502, FAIL },
 	[REASON_CLIENT_TLS] =		{ "client-tls-error", E, 502, FAIL },
 	[REASON_CRED_MISUSE] =		{ "credential-misuse", D, 403, NOT_ALLOWED },

@@ -37,6 +37,7 @@ enum sg_reason {
 	REASON_UPSTREAM_TIMEOUT,
 	REASON_UPSTREAM_ERROR,
 	REASON_UPSTREAM_ENCODING,	/* a coding the gateway cannot relay or scrub */
+	REASON_UPSTREAM_PROTOCOL,	/* needs a protocol toward the origin the gateway lacks (gRPC) */
 	REASON_UPSTREAM_TLS,
 	REASON_CLIENT_TLS,
 	REASON_CRED_MISUSE,

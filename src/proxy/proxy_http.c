@@ -4,6 +4,7 @@
  * inside a CONNECT tunnel. Decides each request; the forwarding itself is
  * proxy_forward.c's.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,56 @@ write_origin_head(struct session *s, const struct http_request *req,
 }
 
 /*
+ * The request's fields for an HTTP/2 origin (proxy_h2_origin.c), swapped by
+ * the same plan: "name\0value\0" pairs into h, pseudo-fields first, names
+ * lower-case; *n pairs. The origin answers uncompressed on bound hosts.
+ */
+int
+http_h2_fields(struct session *s, const struct http_request *req,
+    struct vault_wbuf *h, size_t *n)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	size_t i, j;
+
+	*n = 0;
+	vault_wbuf_printf(h, ":method%c%.*s%c:scheme%chttps%c:authority%c%.*s%c"
+	    ":path%c", 0, (int)req->method.len, req->method.p, 0, 0, 0, 0,
+	    (int)req->host_header.len, req->host_header.p, 0, 0);
+	if (write_target(s, req, h) == -1)
+		return -1;
+	vault_wbuf_printf(h, "%cte%ctrailers%c", 0, 0, 0);
+	*n = 5;
+	for (i = 0; i < req->n_headers; i++) {
+		const struct http_header *hd = &req->headers[i];
+		if (!http_header_forwardable(hd, req->headers, req->n_headers) ||
+		    http_header_is(hd, "Host") || http_header_is(hd, "TE"))
+			continue;
+		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
+		    http_header_is(hd, "grpc-accept-encoding")))
+			continue;
+		for (j = 0; j < hd->name.len; j++) {
+			char c = (char)tolower((unsigned char)hd->name.p[j]);
+			vault_wbuf_add(h, &c, 1);
+		}
+		vault_wbuf_add(h, "", 1);
+		if (cred_plan_swap(plan, i) != NULL) {
+			if (swap_into(s, cred_plan_swap(plan, i), hd->value.p,
+			    hd->value.len, 0, h) == -1)
+				return -1;
+		} else
+			vault_wbuf_add(h, hd->value.p, hd->value.len);
+		vault_wbuf_add(h, "", 1);
+		(*n)++;
+	}
+	if (plan->n_bound > 0) {
+		vault_wbuf_printf(h, "grpc-accept-encoding%cidentity%c"
+		    "accept-encoding%cidentity%c", 0, 0, 0, 0);
+		*n += 2;
+	}
+	return 0;
+}
+
+/*
  * The head is built whole in a vault_wbuf and goes to the origin by
  * reference: the swapped secret is never in memory that is not wiped
  * (docs/credentials.md, "Where a secret value is in memory").
@@ -331,12 +382,27 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	if (cred_check(s, req) == -1)
 		return;
+	if (s->h2_grpc) {
+		/* gRPC needs HTTP/2 to the origin (trailers). */
+		forward_prepare(s, req);
+		h2o_request(s, req, n, 1);
+		return;
+	}
 	if (build_origin_head(s, req, 0) == -1) {
 		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
 	}
 	forward_prepare(s, req);
+	if (s->h2_child && !upstream_reusable(s)) {
+		/*
+		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
+		 * HTTP/1.1 origin connection kept from this stream session's
+		 * last stream, opened for the same decision, is used as it is).
+		 */
+		h2o_request(s, req, n, 0);
+		return;
+	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	if (upstream_reusable(s))
 		forward_start(s);
@@ -552,10 +618,17 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
+		if (h2_chosen(s)) {
+			h2_start(s);
+			break;
+		}
 		handle_head(s);
 		break;
 	case S_FORWARD:
-		forward_client_read(s);
+		if (s->h2o != NULL)
+			h2o_client_read(s);
+		else
+			forward_client_read(s);
 		break;
 	case S_SNIFF:
 		tunnel_sniff(s);

@@ -16,6 +16,7 @@
 #include <event2/bufferevent.h>
 #include <event2/buffer.h>
 #include <event2/listener.h>
+#include <nghttp2/nghttp2.h>
 
 #include "core/config.h"
 #include "core/policy.h"
@@ -318,12 +319,30 @@ struct session {
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
 	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
 	int			 origin_resumed;	/* the origin TLS session was resumed */
+	/* HTTP/2 (proxy_h2.c) */
+	struct h2_conn		*h2;		/* the client chose h2: its streams */
+	struct h2_stream	*h2st;		/* a stream's request session: its stream */
+	int			 h2_child;	/* ... (no tunnel row of its own) */
+	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
+	struct bufferevent	*h2_lane_end;	/* ... with the pair end it had */
+	TAILQ_ENTRY(session)	 h2_lane_entry;
+	int			 h2_checked;	/* ALPN looked at */
+	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
+	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
+	int			 origin_h2;	/* origin ALPN: 1 h2 only, 2 h2 and http/1.1 */
+	struct h2up		*h2up;		/* an h2 connection's origin connection */
 };
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
 void		 session_close(struct session *, const char *reason);
+/*
+ * A session made by the gateway itself (an HTTP/2 stream's request) joins
+ * its worker: events, idle timer, the session list. 0, or -1 (s and its
+ * cbev freed).
+ */
+int		 session_adopt(struct session *);
 /* Send a complete HTTP error answer, then close once it is written. */
 void		 session_http_error(struct session *, int status,
 		    enum sg_reason, const char *detail);
@@ -462,7 +481,7 @@ int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
 size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);
 
 /* proxy_tls.c */
-/* ALPN for the server role: http/1.1 or nothing (the gateway reads HTTP/1.x). */
+/* ALPN for the server role: h2 (arg: the config, limits.http2.enabled), http/1.1, or nothing. */
 struct ssl_st;
 int		 proxy_tls_alpn_cb(struct ssl_st *, const unsigned char **out,
 		    unsigned char *outlen, const unsigned char *in,
@@ -502,6 +521,49 @@ int		 ws_request_check(struct session *, const struct http_request *);
 int		 ws_upgrade_check(struct session *, const struct http_response *);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
+
+/* proxy_h2.c: HTTP/2 toward intercepted clients, a session per stream. */
+struct h2_conn;
+struct h2_stream;
+/* 1 when the client chose h2 in ALPN (looked at once per connection). */
+int		 h2_chosen(struct session *);
+void		 h2_start(struct session *);
+/* From session_close. */
+void		 h2_free(struct session *);
+void		 h2_child_gone(struct session *);
+/*
+ * A stream session that answers its stream itself (an HTTP/2 origin): the
+ * response head, body bytes (already scrubbed), the end with trailers.
+ * nv as nghttp2 takes it (copied). 0, or -1 (the stream is gone).
+ */
+int		 h2_stream_head(struct session *, const nghttp2_nv *,
+		    size_t n, int end_stream);
+int		 h2_stream_data(struct session *, struct evbuffer *);
+int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
+/* Bytes of the stream's response that still wait for the client's window. */
+size_t		 h2_stream_pending(struct session *);
+
+/*
+ * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After
+ * the decision and the plan; only_h2 (gRPC): an origin without h2 is a
+ * 502, else it gets the HTTP/1.1 head already in s->pending_head.
+ */
+struct h2o;
+void		 h2o_request(struct session *, const struct http_request *,
+		    int n, int only_h2);
+void		 h2o_client_read(struct session *);
+/* The client took response bytes: the origin may send more. */
+void		 h2o_resume(struct session *);
+void		 h2o_free(struct session *);
+/* An h2 client connection ends: its origin connection goes when idle. */
+struct h2up;
+void		 h2up_release(struct session *);
+/* The client connection of a stream session (proxy_h2.c), or NULL. */
+struct session	*h2_parent(struct session *);
+/* proxy_http.c: the request's fields for it, swapped ("name\0value\0" pairs). */
+struct vault_wbuf;
+int		 http_h2_fields(struct session *, const struct http_request *,
+		    struct vault_wbuf *, size_t *n);
 
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);

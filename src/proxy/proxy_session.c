@@ -80,6 +80,33 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	return s;
 }
 
+int
+session_adopt(struct session *s)
+{
+	s->free_ev = event_new(s->w->base, -1, 0, session_free_cb, s);
+	s->idle_ev = evtimer_new(s->w->base, session_idle_cb, s);
+	if (s->free_ev == NULL || s->idle_ev == NULL) {
+		if (s->free_ev != NULL)
+			event_free(s->free_ev);
+		if (s->idle_ev != NULL)
+			event_free(s->idle_ev);
+		bufferevent_free(s->cbev);
+		policy_unref(s->pol);
+		free(s);
+		return -1;
+	}
+	atomic_fetch_add(&s->p->n_conns, 1);
+	TAILQ_INSERT_TAIL(&s->w->sessions, s, entry);
+	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+	    session_client_event_cb, s);
+	bufferevent_setwatermark(s->cbev, EV_READ, 0,
+	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
+	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
+	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	session_set_idle(s);
+	return 0;
+}
+
 static void
 session_free_cb(evutil_socket_t fd, short ev, void *arg)
 {
@@ -152,7 +179,7 @@ session_close(struct session *s, const char *reason)
 	/* A tunnel is one decision: its line is written when it ends. */
 	/* An allowed tunnel's row: how it ended is not a decision reason. */
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
-	    s->verdict.allow)
+	    s->verdict.allow && !s->h2_child)
 		session_log(s, "allow", 200, REASON_NONE, s->bytes_up, s->bytes_down,
 		    &s->started);
 	if (s->timer != NULL)
@@ -169,6 +196,11 @@ session_close(struct session *s, const char *reason)
 	if (s->finish_ev != NULL)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
+	if (s->h2st != NULL)
+		h2_child_gone(s);	/* its stream reads what is left */
+	h2_free(s);		/* a connection's streams end with it */
+	h2o_free(s);		/* a stream's HTTP/2 origin session */
+	h2up_release(s);	/* an h2 connection's origin connection */
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);
@@ -298,8 +330,11 @@ session_finish(struct session *s, const char *reason)
 	}
 	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
 	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 ||
-	    s->intercepted)
+	    s->intercepted) {
 		finish_check_cb(-1, 0, s);
+		if (s->closing)
+			return;		/* all of it was out already */
+	}
 	bufferevent_setwatermark(s->cbev, EV_WRITE, 0, 0);
 	/* A client that never reads its answer does not hold the session. */
 	evtimer_add(s->idle_ev, &tv);

@@ -25,15 +25,19 @@
 #include "vault/ca.h"
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
+static const unsigned char alpn_h2_http11[] = "\x02h2\x08http/1.1";
 
 int
 proxy_tls_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
+	const struct config *cfg = arg;
 	unsigned char *sel;
+	int h2 = cfg != NULL && cfg->h2_enabled;
 
-	/* http/1.1 or nothing: the gateway reads HTTP/1.x only. */
-	if (SSL_select_next_proto(&sel, outlen, alpn_http11,
+	/* h2 (proxy_h2.c) when limits.http2.enabled, then http/1.1, or nothing. */
+	if (SSL_select_next_proto(&sel, outlen, h2 ? alpn_h2_http11 :
+	    alpn_http11, h2 ? sizeof(alpn_h2_http11) - 1 :
 	    sizeof(alpn_http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_NOACK;
 	*out = sel;
@@ -86,7 +90,8 @@ proxy_tls_worker_init(struct worker *w, const struct config *cfg)
 	SSL_CTX_set_min_proto_version(w->tls_client_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(w->tls_client_ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE);
-	SSL_CTX_set_alpn_select_cb(w->tls_client_ctx, proxy_tls_alpn_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(w->tls_client_ctx, proxy_tls_alpn_cb,
+	    (void *)cfg);
 
 	SSL_CTX_set_min_proto_version(w->tls_origin_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(w->tls_origin_ctx, SSL_OP_NO_RENEGOTIATION);
@@ -497,6 +502,13 @@ proxy_tls_origin_bev(struct session *s)
 	} else if (SSL_set1_host(ssl, s->target.host) != 1)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	/* An HTTP/2 stream's origin (proxy_h2_origin.c): h2 (gRPC: only h2). */
+	if (s->origin_h2 == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	    "\x02h2", 3) != 0)
+		goto fail;
+	if (s->origin_h2 == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	    "\x02h2\x08http/1.1", 12) != 0)
+		goto fail;
 	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL && slot->port == s->target.port &&
 	    strcmp(slot->host, s->target.host) == 0 &&

@@ -121,6 +121,12 @@ test_defaults(void)
 	CHECK_INT(cfg->sandbox_max_connections, 1024);
 	CHECK_INT(cfg->sandbox_conn_rate, 200);
 	CHECK_INT(cfg->sandbox_dns_rate, 500);
+	CHECK_INT(cfg->h2_enabled, 1);
+	CHECK_INT(cfg->h2_max_streams, 100);
+	CHECK_INT(cfg->h2_max_header_list, 65536);
+	CHECK_INT(cfg->h2_max_continuations, 8);
+	CHECK_INT(cfg->h2_max_resets, 100);
+	CHECK_INT(cfg->h2_max_control, 100);
 	CHECK_INT(cfg->workers, cores());
 	CHECK_STR(cfg->user, "sandgate");
 	config_free(cfg);
@@ -419,6 +425,14 @@ static const struct err_case err_cases[] = {
 	{ "per_sandbox unknown", "limits:\n  per_sandbox:\n"
 	    "    max_conns: 1\n", 3, 5,
 	    "unknown key \"max_conns\" in limits.per_sandbox" },
+	{ "http2 streams 0", "limits:\n  http2:\n    max_concurrent_streams: 0\n",
+	    3, 29, "out of range" },
+	{ "http2 list 512", "limits:\n  http2:\n    max_header_list_bytes: 512\n",
+	    3, 28, "out of range" },
+	{ "http2 enabled word", "limits:\n  http2:\n    enabled: maybe\n", 3, 14,
+	    "" },
+	{ "http2 unknown", "limits:\n  http2:\n    max_streams: 1\n", 3, 5,
+	    "unknown key \"max_streams\" in limits.http2" },
 	{ "workers 0", "workers: 0\n", 1, 10, "out of range" },
 	{ "workers 65", "workers: 65\n", 1, 10, "out of range" },
 	{ "workers quoted", "workers: \"4\"\n", 1, 10,

@@ -572,9 +572,11 @@ class TransparentTest(unittest.TestCase):
 
     def test_https_intercepted(self):
         r = self.sb_curl("https://intercept.test/ok/inside",
-            ["--cacert", self.gwca])
+            ["--cacert", self.gwca, "--http2"])
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.status, 200, r)
+        # ALPN offers h2 on the transparent listener too (issue 15)
+        self.assertEqual(r.info.get("http_version"), "2", r)
         doc = r.json()
         self.assertEqual(doc["origin"], "https-main", r)
         self.assertEqual(doc["path"], "/ok/inside")

@@ -1,0 +1,1189 @@
+/*
+ * HTTP/2 on intercepted sessions (SPEC §6): nghttp2 speaks the protocol
+ * toward the client; every stream becomes one HTTP/1.1 request handed to a
+ * stream session of its own -- a struct session like an in-tunnel request's,
+ * whose client side is one end of a bufferevent pair -- so that it is
+ * decided, swapped, scrubbed, forwarded and audited by the very code an
+ * HTTP/1.1 request is. Owns the nghttp2 session, the streams, their pair
+ * ends and the per-connection limits against hostile peers.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <event2/bufferevent_ssl.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "proxy/h2_req.h"
+#include "proxy/proxy_int.h"
+
+#define H2_BUF		(64 * 1024)	/* a stream's bytes held each way */
+#define H2_WINDOW	65535		/* a stream's receive window */
+
+struct h2_bucket {
+	uint64_t	 at_ms;
+	double		 tokens;
+};
+
+struct h2_stream;
+
+struct h2_conn {
+	struct session		*s;		/* the intercepted connection */
+	nghttp2_session		*ng;
+	struct event		*pump_ev;	/* stream sessions ended: look again */
+	TAILQ_HEAD(, h2_stream)	 streams;
+	TAILQ_HEAD(, session)	 lanes;		/* idle stream sessions, origin kept alive */
+	struct h2_bucket	 resets;	/* RST_STREAM frames received */
+	struct h2_bucket	 control;	/* SETTINGS and PING frames */
+	int			 terminated;
+};
+
+struct h2_stream {
+	TAILQ_ENTRY(h2_stream)	 entry;
+	struct h2_conn		*c;
+	int32_t			 id;
+	struct session		*child;		/* NULL once it ended */
+	struct bufferevent	*end;		/* our end of the child's pair */
+	struct h2_req		*req;		/* while the header block comes in */
+	char			 method[H2_REQ_METHOD_MAX + 1];
+	int			 chunked;	/* request body chunk-encoded */
+	int			 grpc;
+	size_t			 unconsumed;	/* DATA not yet given back as window */
+	char			*trailers;
+	size_t			 trailers_len, trailers_cap;
+	int			 trailers_bad;
+	int			 child_done, child_clean;
+	/* the response */
+	int			 head_sent;
+	int			 discard;	/* the rest of what the child says */
+	enum http_framing	 framing;
+	uint64_t		 left;
+	struct http_chunked	 chunk;
+	struct evbuffer		*body;		/* decoded, waiting for the window */
+	int			 eof;
+	int			 deferred;
+	int			 read_paused;
+	int			 direct;	/* answered by h2_stream_* (an HTTP/2 origin) */
+	int			 req_ended;	/* END_STREAM came and was written */
+	nghttp2_nv		*tr_nv;		/* ... its trailers, sent after the body */
+	size_t			 tr_n;
+};
+
+static void	h2_flush(struct h2_conn *);
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A token bucket of rate per second, rate deep: 0 over it. */
+static int
+bucket_take(struct h2_bucket *b, uint32_t rate)
+{
+	uint64_t t = now_ms();
+
+	if (rate == 0)
+		return 1;
+	if (b->at_ms == 0)
+		b->tokens = rate;
+	else
+		b->tokens += (double)(t - b->at_ms) * rate / 1000.0;
+	if (b->tokens > rate)
+		b->tokens = rate;
+	b->at_ms = t;
+	if (b->tokens < 1.0)
+		return 0;
+	b->tokens -= 1.0;
+	return 1;
+}
+
+static void
+h2_calm(struct h2_conn *c, const char *what)
+{
+	if (c->terminated)
+		return;
+	c->terminated = 1;
+	log_warnx("session %llu: HTTP/2 client %s over %s: GOAWAY "
+	    "ENHANCE_YOUR_CALM", (unsigned long long)c->s->id, c->s->client_str,
+	    what);
+	nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* ---- stream sessions ------------------------------------------------ */
+
+static void	st_read_cb(struct bufferevent *, void *);
+static void	st_write_cb(struct bufferevent *, void *);
+
+static void
+lane_read_cb(struct bufferevent *bev, void *arg)
+{
+	/* An idle stream session says nothing; what it would say is dropped. */
+	evbuffer_drain(bufferevent_get_input(bev),
+	    evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+/*
+ * A stream whose request and response are both complete leaves its stream
+ * session idle, with its origin connection kept alive, for a later stream
+ * of the connection: it decides that one afresh (request_reset) and uses
+ * the origin connection only when it was opened for that decision.
+ */
+static void
+st_maybe_release(struct h2_stream *st)
+{
+	struct session *k = st->child;
+
+	if (k == NULL || k->closing || st->direct || !st->eof ||
+	    !st->req_ended || k->state != S_HEAD || st->end == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(k->cbev)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_output(st->end)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_input(st->end)) > 0)
+		return;
+	st->child = NULL;
+	k->h2st = NULL;
+	k->h2_lane = st->c;
+	k->h2_lane_end = st->end;
+	st->end = NULL;
+	bufferevent_setcb(k->h2_lane_end, lane_read_cb, NULL, NULL, k);
+	TAILQ_INSERT_TAIL(&st->c->lanes, k, h2_lane_entry);
+}
+
+/* An idle stream session for st, or NULL. */
+static struct session *
+lane_take(struct h2_stream *st)
+{
+	struct session *k = TAILQ_FIRST(&st->c->lanes);
+
+	if (k == NULL)
+		return NULL;
+	TAILQ_REMOVE(&st->c->lanes, k, h2_lane_entry);
+	k->h2_lane = NULL;
+	k->h2st = st;
+	st->end = k->h2_lane_end;
+	k->h2_lane_end = NULL;
+	bufferevent_setcb(st->end, st_read_cb, st_write_cb, NULL, st);
+	bufferevent_enable(st->end, EV_READ | EV_WRITE);
+	return k;
+}
+
+/* An idle stream session goes (its idle timer, the connection's end). */
+static void
+lane_drop(struct session *k)
+{
+	struct h2_conn *c = k->h2_lane;
+
+	TAILQ_REMOVE(&c->lanes, k, h2_lane_entry);
+	k->h2_lane = NULL;
+	if (k->h2_lane_end != NULL)
+		bufferevent_free(k->h2_lane_end);
+	k->h2_lane_end = NULL;
+}
+
+/* The stream's request session: the tunnel's identity, name and addresses. */
+static struct session *
+child_new(struct h2_stream *st)
+{
+	struct session *p = st->c->s, *k;
+	struct bufferevent *pair[2];
+
+	if ((k = lane_take(st)) != NULL)
+		return k;
+
+	if ((k = calloc(1, sizeof(*k))) == NULL)
+		return NULL;
+	if (bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
+		free(k);
+		return NULL;
+	}
+	k->w = p->w;
+	k->p = p->p;
+	k->id = ++p->w->next_session * (uint64_t)p->p->n_workers +
+	    (uint64_t)p->w->index;
+	k->pol = p->pol;
+	policy_ref(k->pol);
+	k->kind = p->kind;
+	k->state = S_HEAD;
+	k->client_addr = p->client_addr;
+	memcpy(k->client_str, p->client_str, sizeof(k->client_str));
+	k->has_ident = p->has_ident;
+	k->ident = p->ident;
+	k->target = p->target;
+	memcpy(k->tunnel_rule, p->tunnel_rule, sizeof(k->tunnel_rule));
+	memcpy(k->verdict.rule, p->tunnel_rule, sizeof(k->verdict.rule));
+	k->sniffed = p->sniffed;
+	k->orig_dst = p->orig_dst;
+	k->orig_port = p->orig_port;
+	memcpy(k->addrs, p->addrs, sizeof(k->addrs));
+	k->n_addrs = p->n_addrs;
+	k->idle_ms = p->idle_ms;
+	k->tunnel_open = 1;
+	k->tunnel_http = 1;
+	k->intercepted = 1;
+	k->tls_client_ok = 1;
+	k->h2_child = 1;
+	k->h2st = st;
+	clock_gettime(CLOCK_MONOTONIC, &k->started);
+	k->fwd.started = k->started;
+	k->cbev = pair[0];
+	st->end = pair[1];
+	if (session_adopt(k) == -1) {
+		bufferevent_free(pair[1]);
+		st->end = NULL;
+		return NULL;
+	}
+	bufferevent_setcb(st->end, st_read_cb, st_write_cb, NULL, st);
+	/* Our output drained to half: the window the client used comes back. */
+	bufferevent_setwatermark(st->end, EV_WRITE, H2_BUF / 2, 0);
+	bufferevent_enable(st->end, EV_READ | EV_WRITE);
+	return k;
+}
+
+/* From session_close: the stream's request session is ending. */
+void
+h2_child_gone(struct session *k)
+{
+	struct h2_stream *st = k->h2st;
+
+	if (k->h2_lane != NULL)
+		lane_drop(k);
+	k->h2st = NULL;
+	if (st == NULL)
+		return;
+	st->child = NULL;
+	st->child_done = 1;
+	st->child_clean = k->close_reason != NULL &&
+	    strcmp(k->close_reason, "done") == 0;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+}
+
+static void
+child_close(struct h2_stream *st, const char *why)
+{
+	struct session *k = st->child;
+
+	if (k == NULL)
+		return;
+	st->child = NULL;
+	k->h2st = NULL;
+	session_close(k, why);
+}
+
+/* Body bytes nobody will read: their window goes back to the connection. */
+static void
+st_give_back(struct h2_stream *st)
+{
+	if (st->end != NULL)
+		evbuffer_drain(bufferevent_get_output(st->end),
+		    evbuffer_get_length(bufferevent_get_output(st->end)));
+	if (st->unconsumed > 0)
+		nghttp2_session_consume_connection(st->c->ng, st->unconsumed);
+	st->unconsumed = 0;
+}
+
+static void
+st_free(struct h2_stream *st)
+{
+	child_close(st, "client-reset");
+	st_give_back(st);
+	TAILQ_REMOVE(&st->c->streams, st, entry);
+	if (st->end != NULL)
+		bufferevent_free(st->end);
+	if (st->body != NULL)
+		evbuffer_free(st->body);
+	free(st->req);
+	free(st->trailers);
+	free(st->tr_nv);
+	free(st);
+}
+
+static void
+st_reset(struct h2_stream *st, uint32_t code)
+{
+	st->discard = 1;
+	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
+	child_close(st, "client-reset");
+}
+
+/* ---- the response: HTTP/1.1 from the stream session -> HTTP/2 ------- */
+
+static ssize_t
+st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct h2_stream *st = src->ptr;
+	int n;
+
+	n = evbuffer_remove(st->body, buf, length);
+	if (n < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	st->c->s->bytes_down += (uint64_t)n;
+	if (evbuffer_get_length(st->body) == 0 && st->eof) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		st->discard = 1;
+		if (st->tr_n > 0) {
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			if (nghttp2_submit_trailer(ng, id, st->tr_nv, st->tr_n) != 0)
+				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		}
+	} else if (n == 0) {
+		st->deferred = 1;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	if (n > 0 && st->direct && st->child != NULL)
+		h2o_resume(st->child);
+	if (st->read_paused && st->end != NULL &&
+	    evbuffer_get_length(st->body) < H2_BUF / 2) {
+		st->read_paused = 0;
+		bufferevent_enable(st->end, EV_READ);
+		event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	}
+	return n;
+}
+
+static const char *
+grpc_status(int status)
+{
+	switch (status) {
+	case 401: return "16";		/* UNAUTHENTICATED */
+	case 403: return "7";		/* PERMISSION_DENIED */
+	case 404: return "12";		/* UNIMPLEMENTED */
+	case 429: return "8";		/* RESOURCE_EXHAUSTED */
+	default: return "14";		/* UNAVAILABLE */
+	}
+}
+
+/*
+ * The response head as HTTP/2 fields: names lower-cased, hop-by-hop and
+ * framing dropped (content-length from the gateway's own parse). A gRPC
+ * call refused by the gateway gets a trailers-only answer (grpc-status).
+ */
+static int
+st_submit_head(struct h2_stream *st, const struct http_response *r)
+{
+	nghttp2_nv nv[HTTP_MAX_HEADERS + 4];
+	nghttp2_data_provider dp;
+	char status[8], clen[24], *names;
+	const struct http_header *reason = NULL;
+	size_t i, n = 0, off = 0, total = 0;
+	int rv, trailers_only = 0;
+
+	for (i = 0; i < r->n_headers; i++)
+		total += r->headers[i].name.len;
+	if ((names = malloc(total + 1)) == NULL)
+		return -1;
+	snprintf(status, sizeof(status), "%d", r->status);
+	nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7,
+	    strlen(status), NGHTTP2_NV_FLAG_NONE };
+	for (i = 0; i < r->n_headers; i++) {
+		const struct http_header *h = &r->headers[i];
+		size_t j;
+
+		if (!http_header_forwardable(h, r->headers, r->n_headers))
+			continue;
+		if (http_header_is(h, "X-Sandgate-Reason"))
+			reason = h;
+		for (j = 0; j < h->name.len; j++)
+			names[off + j] = (char)tolower((unsigned char)h->name.p[j]);
+		nv[n++] = (nghttp2_nv){ (uint8_t *)names + off,
+		    (uint8_t *)h->value.p, h->name.len, h->value.len,
+		    NGHTTP2_NV_FLAG_NONE };
+		off += h->name.len;
+	}
+	if (r->framing == HTTP_BODY_LENGTH || (r->framing == HTTP_BODY_NONE &&
+	    r->has_length && r->status != 204 && r->status != 304)) {
+		snprintf(clen, sizeof(clen), "%llu", (unsigned long long)
+		    (r->framing == HTTP_BODY_LENGTH ? r->content_length :
+		    r->declared_length));
+		nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length",
+		    (uint8_t *)clen, 14, strlen(clen), NGHTTP2_NV_FLAG_NONE };
+	}
+	if (st->grpc && reason != NULL && r->status != 200) {
+		trailers_only = 1;
+		nv[n++] = (nghttp2_nv){ (uint8_t *)"grpc-status",
+		    (uint8_t *)grpc_status(r->status), 11,
+		    strlen(grpc_status(r->status)), NGHTTP2_NV_FLAG_NONE };
+		nv[n++] = (nghttp2_nv){ (uint8_t *)"grpc-message",
+		    (uint8_t *)reason->value.p, 12, reason->value.len,
+		    NGHTTP2_NV_FLAG_NONE };
+	}
+	dp.source.ptr = st;
+	dp.read_callback = st_data_cb;
+	rv = nghttp2_submit_response(st->c->ng, st->id, nv, n,
+	    r->framing == HTTP_BODY_NONE || trailers_only ? NULL : &dp);
+	free(names);
+	if (rv != 0)
+		return -1;
+	st->head_sent = 1;
+	if (r->framing == HTTP_BODY_NONE || trailers_only)
+		st->discard = 1;
+	return 0;
+}
+
+/* 1 head submitted, 0 more bytes needed, -1 bad. */
+static int
+st_head(struct h2_stream *st, struct evbuffer *in)
+{
+	struct session *p = st->c->s;
+	struct http_response r;
+	struct http_limits lim;
+	size_t len, want;
+	const char *buf;
+	int n;
+
+	lim.max_line = PROXY_MAX_LINE;
+	lim.max_head = p->p->cfg->max_header_bytes + 1024;
+	for (;;) {
+		if ((len = evbuffer_get_length(in)) == 0)
+			return 0;
+		want = len < lim.max_head + 1 ? len : lim.max_head + 1;
+		buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
+		n = http_parse_response(buf, want, &lim, st->method,
+		    strlen(st->method), &r);
+		if (n == HTTP_NEED_MORE)
+			return 0;
+		if (n < 0 || r.status == 101 || r.te_other)
+			return -1;
+		if (r.status < 200) {
+			evbuffer_drain(in, (size_t)n);	/* 100 Continue, 103 */
+			continue;
+		}
+		st->framing = r.framing;
+		st->left = r.content_length;
+		http_chunked_init(&st->chunk);
+		if (st_submit_head(st, &r) == -1)
+			return -1;
+		evbuffer_drain(in, (size_t)n);
+		if (r.framing == HTTP_BODY_NONE)
+			st->eof = 1;
+		return 1;
+	}
+}
+
+static void
+payload_cb(const char *p, size_t n, void *arg)
+{
+	evbuffer_add(arg, p, n);
+}
+
+/* The body's payload into st->body; -1 bad framing. */
+static int
+st_body(struct h2_stream *st, struct evbuffer *in)
+{
+	struct evbuffer_iovec iov[16];
+	size_t avail = evbuffer_get_length(in), take = 0;
+	int i, nvec, done = 0;
+
+	switch (st->framing) {
+	case HTTP_BODY_LENGTH:
+		take = avail < st->left ? avail : (size_t)st->left;
+		evbuffer_remove_buffer(in, st->body, take);
+		st->left -= take;
+		st->eof = st->left == 0;
+		break;
+	case HTTP_BODY_UNTIL_CLOSE:
+		evbuffer_add_buffer(st->body, in);
+		break;
+	case HTTP_BODY_CHUNKED:
+		nvec = evbuffer_peek(in, -1, NULL, iov, 16);
+		if (nvec > 16)
+			nvec = 16;
+		for (i = 0; i < nvec && !done; i++) {
+			ssize_t r = http_chunked_decode(&st->chunk,
+			    iov[i].iov_base, iov[i].iov_len, &done, payload_cb,
+			    st->body);
+			if (r < 0)
+				return -1;
+			take += (size_t)r;
+		}
+		evbuffer_drain(in, take);
+		st->eof = done;
+		break;
+	default:
+		st->eof = 1;
+		break;
+	}
+	return 0;
+}
+
+static void
+st_pump(struct h2_stream *st)
+{
+	struct evbuffer *in;
+	int r;
+
+	if (st->end == NULL)
+		return;
+	if (st->child_done && st->unconsumed > 0) {
+		nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
+		st->unconsumed = 0;
+	}
+	if (st->child_done)
+		evbuffer_drain(bufferevent_get_output(st->end),
+		    evbuffer_get_length(bufferevent_get_output(st->end)));
+	in = bufferevent_get_input(st->end);
+	if (st->direct) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		if (st->child_done && !st->eof)
+			st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
+		else if (st->deferred && (st->eof ||
+		    evbuffer_get_length(st->body) > 0)) {
+			st->deferred = 0;
+			nghttp2_session_resume_data(st->c->ng, st->id);
+		}
+		return;
+	}
+	if (st->discard) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	if (!st->head_sent) {
+		if ((r = st_head(st, in)) == -1 ||
+		    (r == 0 && st->child_done)) {
+			st_reset(st, NGHTTP2_INTERNAL_ERROR);
+			return;
+		}
+		if (r == 0 || st->discard) {
+			if (st->discard)
+				evbuffer_drain(in, evbuffer_get_length(in));
+			return;
+		}
+	}
+	if (!st->eof && st_body(st, in) == -1) {
+		st_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	if (st->eof)
+		evbuffer_drain(in, evbuffer_get_length(in));
+	else if (st->child_done) {
+		if (st->framing == HTTP_BODY_UNTIL_CLOSE && st->child_clean)
+			st->eof = 1;
+		else {
+			/* Cut short: the client must not take it as whole. */
+			st_reset(st, NGHTTP2_INTERNAL_ERROR);
+			return;
+		}
+	}
+	if (st->deferred && (st->eof || evbuffer_get_length(st->body) > 0)) {
+		st->deferred = 0;
+		nghttp2_session_resume_data(st->c->ng, st->id);
+	}
+	/* A client that does not open its window holds at most H2_BUF here. */
+	if (!st->eof && evbuffer_get_length(st->body) >= H2_BUF) {
+		st->read_paused = 1;
+		bufferevent_disable(st->end, EV_READ);
+	}
+	if (st->eof)
+		st_maybe_release(st);
+}
+
+static void
+st_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct h2_conn *c = st->c;
+
+	session_touch(c->s);
+	st_pump(st);
+	h2_flush(c);
+}
+
+/* The stream session took the body we held: the client may send more. */
+static void
+st_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct h2_stream *st = arg;
+	struct h2_conn *c = st->c;
+
+	if (st->unconsumed > 0) {
+		nghttp2_session_consume(c->ng, st->id, st->unconsumed);
+		st->unconsumed = 0;
+		h2_flush(c);
+	}
+}
+
+static void
+pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2_conn *c = arg;
+	struct h2_stream *st;
+
+	TAILQ_FOREACH(st, &c->streams, entry)
+		if (st->child_done || !st->read_paused || st->direct)
+			st_pump(st);
+	h2_flush(c);
+}
+
+/* ---- a stream session that answers itself (proxy_h2_origin.c) ------- */
+
+int
+h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
+{
+	struct h2_stream *st = k->h2st;
+	nghttp2_data_provider dp;
+
+	if (st == NULL || st->head_sent)
+		return -1;
+	dp.source.ptr = st;
+	dp.read_callback = st_data_cb;
+	if (nghttp2_submit_response(st->c->ng, st->id, nv, n,
+	    end ? NULL : &dp) != 0)
+		return -1;
+	st->direct = 1;
+	st->head_sent = 1;
+	st->eof = end;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+int
+h2_stream_data(struct session *k, struct evbuffer *b)
+{
+	struct h2_stream *st = k->h2st;
+
+	if (st == NULL || !st->direct || st->eof)
+		return -1;
+	evbuffer_add_buffer(st->body, b);
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+/* The trailers are copied whole: names and values in one block after the array. */
+int
+h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
+{
+	struct h2_stream *st = k->h2st;
+	size_t i, total = 0;
+	uint8_t *p;
+
+	if (st == NULL || !st->direct || st->eof)
+		return -1;
+	for (i = 0; i < n; i++)
+		total += nv[i].namelen + nv[i].valuelen;
+	if (n > 0) {
+		if ((st->tr_nv = malloc(n * sizeof(*nv) + total + 1)) == NULL)
+			return -1;
+		p = (uint8_t *)(st->tr_nv + n);
+		for (i = 0; i < n; i++) {
+			st->tr_nv[i] = nv[i];
+			st->tr_nv[i].name = p;
+			memcpy(p, nv[i].name, nv[i].namelen);
+			p += nv[i].namelen;
+			st->tr_nv[i].value = p;
+			memcpy(p, nv[i].value, nv[i].valuelen);
+			p += nv[i].valuelen;
+		}
+		st->tr_n = n;
+	}
+	st->eof = 1;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+struct session *
+h2_parent(struct session *k)
+{
+	return k->h2st != NULL ? k->h2st->c->s : NULL;
+}
+
+size_t
+h2_stream_pending(struct session *k)
+{
+	return k->h2st != NULL ? evbuffer_get_length(k->h2st->body) : 0;
+}
+
+/* ---- the request: HTTP/2 from the client -> HTTP/1.1 ---------------- */
+
+static struct h2_stream *
+stream_of(struct h2_conn *c, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(c->ng, id);
+}
+
+/* A stream refused before its request could be written: audited, answered. */
+static void
+st_refuse(struct h2_stream *st, struct h2_req *q, int status,
+    enum sg_reason reason, const char *detail)
+{
+	struct session *k = st->child;
+
+	snprintf(k->fwd.method, sizeof(k->fwd.method), "%s",
+	    q->has_method ? q->method : "-");
+	k->fwd.path = strdup(q->has_path ? q->path : "");
+	session_deny(k, status, reason, detail);
+}
+
+static void
+st_request(struct h2_stream *st, int end_stream)
+{
+	struct session *p = st->c->s;
+	struct h2_req *q = st->req;
+	size_t cap = p->p->cfg->max_header_bytes + 2 * H2_REQ_PATH_MAX;
+	char *head;
+	long n;
+
+	st->req = NULL;
+	if ((st->child = child_new(st)) == NULL) {
+		free(q);
+		st_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	p->logged = 1;	/* the connection's rows are its streams' */
+	if ((head = malloc(cap)) == NULL) {
+		free(q);
+		st_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	n = h2_req_head(q, end_stream, head, cap);
+	st->child->h2_grpc = 0;
+	snprintf(st->method, sizeof(st->method), "%s", q->method);
+	st->chunked = q->chunked;
+	st->grpc = q->grpc;
+	if (n < 0) {
+		switch (q->err) {
+		case H2_REQ_ERR_TOO_LARGE:
+			st_refuse(st, q, 431, REASON_HEAD_TOO_LARGE,
+			    "request header list too large");
+			break;
+		case H2_REQ_ERR_CONNECT:
+			st_refuse(st, q, 405, REASON_METHOD_NOT_SUPPORTED,
+			    "CONNECT inside an HTTP/2 connection");
+			break;
+		case H2_REQ_ERR_HOST:
+			st_refuse(st, q, 403, REASON_HOST_MISMATCH,
+			    "host and :authority differ");
+			break;
+		default:
+			st_refuse(st, q, 400, REASON_BAD_REQUEST,
+			    "malformed HTTP/2 request");
+			break;
+		}
+	} else {
+		/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
+		st->child->h2_grpc = q->grpc;
+		bufferevent_write(st->end, head, (size_t)n);
+		st->req_ended = end_stream;
+	}
+	free(head);
+	free(q);
+}
+
+static void
+st_data_end(struct h2_stream *st)
+{
+	if (st->child == NULL || st->end == NULL)
+		return;
+	if (st->chunked) {
+		bufferevent_write(st->end, "0\r\n", 3);
+		if (st->trailers_len > 0)
+			bufferevent_write(st->end, st->trailers,
+			    st->trailers_len);
+		bufferevent_write(st->end, "\r\n", 2);
+	}
+	st->req_ended = 1;
+}
+
+/*
+ * Trailers are never swapped into: a placeholder in them is refused like
+ * one in a body (the stream session's rules, docs/credentials.md).
+ */
+static int
+st_trailers_check(struct h2_stream *st)
+{
+	struct session *k = st->child;
+	struct evbuffer *b;
+	int found;
+
+	if (k == NULL)
+		return 0;
+	if (st->trailers_bad) {
+		st_reset(st, NGHTTP2_PROTOCOL_ERROR);
+		return -1;
+	}
+	if (st->trailers_len == 0 || (b = evbuffer_new()) == NULL)
+		return st->trailers_len == 0 ? 0 : -1;
+	evbuffer_add(b, st->trailers, st->trailers_len);
+	found = cred_in_body(k, b, st->trailers_len, st->trailers_len,
+	    k->fwd.plan.cred, sizeof(k->fwd.plan.cred));
+	evbuffer_free(b);
+	if (!found)
+		return 0;
+	/* Decided first, so that the row names what was refused. */
+	if (k->state == S_HEAD)
+		http_client_read_cb(k->cbev, k);
+	if ((k = st->child) == NULL || k->closing)
+		return -1;
+	if (!k->fwd.resp_head_done && k->state != S_HEAD) {
+		session_deny(k, 403, REASON_CRED_MISUSE,
+		    "a credential placeholder in request trailers");
+		return -1;
+	}
+	session_log(k, "deny", k->fwd.status, REASON_CRED_MISUSE,
+	    k->fwd.bytes_up, k->fwd.bytes_down, &k->fwd.started);
+	st_reset(st, NGHTTP2_REFUSED_STREAM);
+	return -1;
+}
+
+static int
+on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	struct h2_conn *c = arg;
+	const struct config *cfg = c->s->p->cfg;
+	struct h2_stream *st;
+	size_t cap = cfg->h2_max_header_list;
+
+	if (f->hd.type != NGHTTP2_HEADERS ||
+	    f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	if ((st = calloc(1, sizeof(*st))) == NULL ||
+	    (st->body = evbuffer_new()) == NULL ||
+	    (st->req = malloc(sizeof(*st->req) + 2 * cap)) == NULL) {
+		if (st != NULL && st->body != NULL)
+			evbuffer_free(st->body);
+		free(st);
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	}
+	h2_req_init(st->req, (char *)(st->req + 1), (char *)(st->req + 1) + cap,
+	    cap, cap);
+	st->c = c;
+	st->id = f->hd.stream_id;
+	TAILQ_INSERT_TAIL(&c->streams, st, entry);
+	nghttp2_session_set_stream_user_data(ng, st->id, st);
+	return 0;
+}
+
+static int
+on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+    size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+    void *arg)
+{
+	struct h2_conn *c = arg;
+	struct h2_stream *st = stream_of(c, f->hd.stream_id);
+	size_t cap;
+
+	if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (st->req != NULL) {
+		h2_req_add(st->req, name, namelen, value, valuelen);
+		return 0;
+	}
+	/* Trailers: bounded like the head. */
+	cap = c->s->p->cfg->h2_max_header_list;
+	if (st->trailers == NULL && (st->trailers = malloc(cap)) == NULL)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	st->trailers_cap = cap;
+	if (h2_req_trailer(name, namelen, value, valuelen, st->trailers,
+	    st->trailers_cap, &st->trailers_len) == -1)
+		st->trailers_bad = 1;
+	return 0;
+}
+
+static int
+on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	struct h2_conn *c = arg;
+	const struct config *cfg = c->s->p->cfg;
+	struct h2_stream *st;
+	int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+
+	switch (f->hd.type) {
+	case NGHTTP2_RST_STREAM:
+		if (!bucket_take(&c->resets, cfg->h2_max_resets))
+			h2_calm(c, "limits.http2.max_resets_per_second");
+		return 0;
+	case NGHTTP2_PING:
+	case NGHTTP2_SETTINGS:
+		if (!(f->hd.flags & NGHTTP2_FLAG_ACK) &&
+		    !bucket_take(&c->control, cfg->h2_max_control))
+			h2_calm(c, "limits.http2.max_control_per_second");
+		return 0;
+	case NGHTTP2_HEADERS:
+	case NGHTTP2_DATA:
+		break;
+	default:
+		return 0;
+	}
+	if ((st = stream_of(c, f->hd.stream_id)) == NULL || c->terminated)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS && st->req != NULL) {
+		st_request(st, end);
+		return 0;
+	}
+	if (f->hd.type == NGHTTP2_HEADERS && st_trailers_check(st) == -1)
+		return 0;
+	if (end)
+		st_data_end(st);
+	return 0;
+}
+
+static int
+on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
+    const uint8_t *data, size_t len, void *arg)
+{
+	struct h2_conn *c = arg;
+	struct h2_stream *st = stream_of(c, id);
+	struct evbuffer *out;
+	char sz[24];
+
+	c->s->bytes_up += len;
+	if (st == NULL || st->child == NULL || st->end == NULL) {
+		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
+		return 0;
+	}
+	out = bufferevent_get_output(st->end);
+	if (st->chunked && len > 0) {
+		snprintf(sz, sizeof(sz), "%zx\r\n", len);
+		evbuffer_add(out, sz, strlen(sz));
+	}
+	evbuffer_add(out, data, len);
+	if (st->chunked && len > 0)
+		evbuffer_add(out, "\r\n", 2);
+	/* The window comes back once the stream session took the bytes. */
+	if (evbuffer_get_length(out) <= H2_BUF)
+		nghttp2_session_consume(ng, id, len);
+	else
+		st->unconsumed += len;
+	return 0;
+}
+
+static int
+on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
+{
+	struct h2_conn *c = arg;
+	struct h2_stream *st = stream_of(c, id);
+
+	if (st == NULL)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, id, NULL);
+	st_free(st);
+	return 0;
+}
+
+static ssize_t
+on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
+    void *arg)
+{
+	struct h2_conn *c = arg;
+	struct evbuffer *out = bufferevent_get_output(c->s->cbev);
+
+	if (evbuffer_get_length(out) > PROXY_HWM)
+		return NGHTTP2_ERR_WOULDBLOCK;	/* h2_write_cb goes on */
+	if (evbuffer_add(out, data, len) == -1)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	return (ssize_t)len;
+}
+
+/* ---- the connection ------------------------------------------------- */
+
+static void
+h2_flush(struct h2_conn *c)
+{
+	struct session *s = c->s;
+
+	if (s->closing || s->state == S_FINISHING)
+		return;
+	if (nghttp2_session_send(c->ng) != 0) {
+		session_close(s, "client-error");
+		return;
+	}
+	if (!nghttp2_session_want_read(c->ng) &&
+	    !nghttp2_session_want_write(c->ng))
+		session_finish(s, "done");
+}
+
+/* The GOAWAY code for what ended reading: a flood is not a mistake. */
+static uint32_t
+h2_fatal_code(int err)
+{
+	switch (err) {
+	case NGHTTP2_ERR_FLOODED:
+	case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS:
+	case NGHTTP2_ERR_TOO_MANY_SETTINGS:
+		return NGHTTP2_ENHANCE_YOUR_CALM;
+	default:
+		return NGHTTP2_PROTOCOL_ERROR;
+	}
+}
+
+static void
+h2_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+	struct h2_conn *c = s->h2;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v[8];
+	ssize_t r;
+	int i, n;
+
+	session_touch(s);
+	while (evbuffer_get_length(in) > 0 && !s->closing) {
+		n = evbuffer_peek(in, -1, NULL, v, 8);
+		if (n > 8)
+			n = 8;
+		for (i = 0; i < n; i++) {
+			r = nghttp2_session_mem_recv(c->ng, v[i].iov_base,
+			    v[i].iov_len);
+			if (r < 0) {
+				log_info("session %llu: HTTP/2 from %s: %s",
+				    (unsigned long long)s->id, s->client_str,
+				    nghttp2_strerror((int)r));
+				evbuffer_drain(in, evbuffer_get_length(in));
+				if (!c->terminated)
+					nghttp2_session_terminate_session(c->ng,
+					    h2_fatal_code((int)r));
+				c->terminated = 1;
+				(void)nghttp2_session_send(c->ng);
+				session_finish(s, "client-error");
+				return;
+			}
+			if (s->closing)
+				return;
+		}
+		for (i = 0; i < n; i++)
+			evbuffer_drain(in, v[i].iov_len);
+	}
+	h2_flush(c);
+}
+
+static void
+h2_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->h2 != NULL && nghttp2_session_want_write(s->h2->ng))
+		h2_flush(s->h2);
+}
+
+static int
+h2_settings(struct h2_conn *c)
+{
+	const struct config *cfg = c->s->p->cfg;
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg->h2_max_header_list },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW },
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+	};
+
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv,
+	    sizeof(iv) / sizeof(iv[0])) != 0)
+		return -1;
+	/* Streams share it; each is bounded by its own window and H2_BUF. */
+	return nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE,
+	    0, (int32_t)cfg->h2_max_streams * H2_WINDOW);
+}
+
+static int
+h2_session_new(struct h2_conn *c)
+{
+	const struct config *cfg = c->s->p->cfg;
+	nghttp2_session_callbacks *cb;
+	nghttp2_option *opt;
+	int rv;
+
+	if (nghttp2_session_callbacks_new(&cb) != 0)
+		return -1;
+	if (nghttp2_option_new(&opt) != 0) {
+		nghttp2_session_callbacks_del(cb);
+		return -1;
+	}
+	nghttp2_session_callbacks_set_send_callback(cb, on_send);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
+	    on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
+	    on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
+	    on_stream_close);
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	nghttp2_option_set_max_continuations(opt, cfg->h2_max_continuations);
+	nghttp2_option_set_max_outbound_ack(opt, 1000);
+	nghttp2_option_set_max_settings(opt, 32);
+	nghttp2_option_set_no_closed_streams(opt, 1);
+	rv = nghttp2_session_server_new2(&c->ng, cb, c, opt);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	return rv == 0 ? 0 : -1;
+}
+
+/* The client chose h2 in ALPN: from here the connection is HTTP/2. */
+void
+h2_start(struct session *s)
+{
+	struct h2_conn *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	c->s = s;
+	TAILQ_INIT(&c->streams);
+	TAILQ_INIT(&c->lanes);
+	s->h2 = c;
+	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
+	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
+		session_close(s, "out-of-memory");
+		return;
+	}
+	s->state = S_RELAY;
+	bufferevent_setcb(s->cbev, h2_read_cb, h2_write_cb,
+	    session_client_event_cb, s);
+	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(s->cbev, EV_WRITE, PROXY_HWM / 2, 0);
+	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	h2_read_cb(s->cbev, s);
+}
+
+/* 1 when the client chose h2 (checked once, before the first request). */
+int
+h2_chosen(struct session *s)
+{
+	const unsigned char *alpn;
+	unsigned int len;
+	SSL *ssl;
+
+	if (!s->intercepted || s->h2_child || s->kind == KIND_INGRESS ||
+	    s->h2_checked)
+		return 0;
+	s->h2_checked = 1;
+	if ((ssl = bufferevent_openssl_get_ssl(s->cbev)) == NULL)
+		return 0;
+	SSL_get0_alpn_selected(ssl, &alpn, &len);
+	return len == 2 && memcmp(alpn, "h2", 2) == 0;
+}
+
+/* From session_close: the streams' sessions end with the connection. */
+void
+h2_free(struct session *s)
+{
+	struct h2_conn *c = s->h2;
+	struct h2_stream *st;
+	struct session *k;
+
+	if (c == NULL)
+		return;
+	s->h2 = NULL;
+	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
+		child_close(st, "client-closed");
+		st_free(st);
+	}
+	while ((k = TAILQ_FIRST(&c->lanes)) != NULL) {
+		lane_drop(k);
+		session_close(k, "client-closed");
+	}
+	if (c->ng != NULL)
+		nghttp2_session_del(c->ng);
+	if (c->pump_ev != NULL)
+		event_free(c->pump_ev);
+	free(c);
+}
