@@ -24,7 +24,7 @@
 
 static const char audit_usage[] =
     "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n"
-    "                      [--until T] [--decision allow|deny|error]\n"
+    "                      [--until T] [--decision allow|deny|report|error]\n"
     "                      [--kind KIND] [--host GLOB] [--credential NAME]\n"
     "                      [--limit N] [--asc] [--format table|json|csv]\n"
     "       sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n"
@@ -110,7 +110,7 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		} else if (strcmp(opt, "decision") == 0) {
 			if (!audit_valid_decision(val)) {
 				cmd_usage_error(audit_usage, "audit: --decision "
-				    "must be allow, deny or error, not %s", val);
+				    "must be allow, deny, report or error, not %s", val);
 				return -1;
 			}
 			o->f.decision = val;

@@ -118,7 +118,7 @@ policy_explain(int argc, char *argv[])
 	struct policy_verdict v;
 	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
-	const char *reason;
+	const char *reason, *decision;
 	size_t hostlen;
 	uint16_t port;
 	int rc = 0;
@@ -175,9 +175,13 @@ policy_explain(int argc, char *argv[])
 		/* An IP needs no resolver: step 4 applies here too. */
 		policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
 	}
-	reason = v.allow ? "allowed" : reason_word(v.reason);
+	/* mode: report: it passes, and the audit row says report and why. */
+	decision = !v.allow ? "deny" : v.report != REASON_NONE ? "report" :
+	    "allow";
+	reason = !v.allow ? reason_word(v.reason) : v.report != REASON_NONE ?
+	    reason_word(v.report) : "allowed";
 	if (strcmp(format, "json") == 0) {
-		printf("{\"decision\":\"%s\",\"rule\":", v.allow ? "allow" : "deny");
+		printf("{\"decision\":\"%s\",\"rule\":", decision);
 		json_string(v.rule);
 		printf(",\"reason\":");
 		json_string(reason);
@@ -191,8 +195,8 @@ policy_explain(int argc, char *argv[])
 		    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",
 		    v.opaque ? "true" : "false");
 	} else {
-		printf("decision: %s\nrule: %s\nreason: %s\n",
-		    v.allow ? "allow" : "deny", v.rule, reason);
+		printf("decision: %s\nrule: %s\nreason: %s\n", decision,
+		    v.rule, reason);
 		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n", id.sandbox,
 		    id.policy, t.host, t.port);
 		if (v.allow)

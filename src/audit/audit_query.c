@@ -37,7 +37,7 @@ audit_valid_kind(const char *s)
 int
 audit_valid_decision(const char *s)
 {
-	static const char *const decisions[] = { "allow", "deny", "error",
+	static const char *const decisions[] = { "allow", "deny", "report", "error",
 	    NULL };
 
 	return s != NULL && in_words(decisions, s);

@@ -785,7 +785,14 @@ pl_policy(struct pload *l, const struct ynode *n)
 			pl_private(l, c, def);
 		else if (strcmp(s, "dns_types") == 0)
 			pl_dns_types(l, c, def);
-		else if (strcmp(s, "countries") == 0)
+		else if (strcmp(s, "mode") == 0) {
+			if (c->type == YNODE_SCALAR && strcmp(c->str, "report") == 0)
+				def->report = 1;
+			else if (c->type != YNODE_SCALAR ||
+			    strcmp(c->str, "enforce") != 0)
+				ycheck_err(&l->c, c, "mode: expected enforce "
+				    "or report");
+		} else if (strcmp(s, "countries") == 0)
 			pl_countries(l, c, def);
 		else if (strcmp(s, "asns") == 0)
 			pl_asns(l, c, def);
