@@ -15,6 +15,8 @@ static const char policy_usage[] =
     "usage: sandgate policy check [-c FILE]\n"
     "       sandgate policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
     "                               [--format text|json] HOST[:PORT]|IP[:PORT]\n"
+    "       sandgate policy suggest [-c FILE] --sandbox ID [--since T]\n"
+    "                               [--until T] [--name POLICY] [--psl FILE]\n"
     "  HOST may be a name, an IPv4 address or a bracketed IPv6 address;\n"
     "  PORT defaults to 443.\n";
 
@@ -217,11 +219,13 @@ int
 cmd_policy(int argc, char *argv[])
 {
 	if (argc < 2)
-		return cmd_usage_error(policy_usage, "policy: give check or explain");
+		return cmd_usage_error(policy_usage, "policy: give check, explain or suggest");
 	if (strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "explain") == 0)
 		return policy_explain(argc - 1, argv + 1);
+	if (strcmp(argv[1], "suggest") == 0)
+		return cmd_policy_suggest(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(policy_usage, stdout);
 		return 0;

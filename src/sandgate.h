@@ -10,6 +10,7 @@
 /* Each returns the process exit status: 0, 1 (failure) or 2 (usage). */
 int	cmd_serve(int argc, char *argv[]);
 int	cmd_policy(int argc, char *argv[]);
+int	cmd_policy_suggest(int argc, char *argv[]);	/* policy suggest ... */
 int	cmd_audit(int argc, char *argv[]);
 int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
