@@ -35,7 +35,7 @@ struct sg_note {
 	int	 port;
 	int	 cat;
 	char	 rule[POLICY_NAME_MAX + 24];
-	int64_t	 n;
+	int64_t	 n, n_report;
 	char	 first[SG_TS_MAX], last[SG_TS_MAX];
 };
 
@@ -139,6 +139,8 @@ add_note(struct suggest *s, const char *what, int port, int cat,
 	x->cat = cat;
 found:
 	x->n += r->n;
+	if (strcmp(r->decision, "report") == 0)
+		x->n_report += r->n;
 	seen(x->first, x->last, r);
 	return 0;
 }
@@ -315,7 +317,7 @@ write_host(FILE *f, struct sg_host *h)
 
 static const char *const note_text[] = {
 	[NOTE_INTERNAL] = "internal address: not suggested; only allow_private "
-	    "opens it, and report mode never relaxes that",
+	    "opens it",
 	[NOTE_IP] = "IP literal: not suggested (a name is what a rule should "
 	    "allow); if meant, a cidr rule",
 	[NOTE_DENY_RULE] = "denied by a deny rule, which wins over any allow "
@@ -344,7 +346,8 @@ write_notes(FILE *f, const struct suggest *s)
 		if (x->rule[0] != '\0')
 			fprintf(f, " (%s)", x->rule);
 		fprintf(f, "; ");
-		write_counts(f, x->n, x->n, 0, x->first, x->last);
+		write_counts(f, x->n, x->n - x->n_report, x->n_report,
+		    x->first, x->last);
 		fputc('\n', f);
 	}
 }
