@@ -29,7 +29,10 @@ static const char audit_usage[] =
     "                      [--limit N] [--asc] [--format table|json|csv]\n"
     "       sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n"
     "       sandgate audit export [-c FILE] [--db PATH] [--follow]\n"
-    "                      [--since T] [--cursor FILE] [filters]\n"
+    "                      [--since T] [--cursor FILE] [--format json|ocsf]\n"
+    "                      [filters]\n"
+    "       sandgate audit stats [-c FILE] [--db PATH] [--sandbox ID]\n"
+    "                      [--since T] [--until T] [--format text|json]\n"
     "  T is a duration before now (15m, 2h, 7d) or an RFC 3339 time.\n"
     "  Rows are newest first; --limit defaults to 100 (0 = all).\n"
     "  export prints JSON lines in id order; --follow keeps printing rows\n"
@@ -37,7 +40,11 @@ static const char audit_usage[] =
     "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n"
     "  verify checks the hash chain and every checkpoint's signature with\n"
     "  --pubkey FILE (default: the config's audit.public_key) and reports\n"
-    "  the rows after the last checkpoint as the unsigned tail.\n";
+    "  the rows after the last checkpoint as the unsigned tail.\n"
+    "  export --format ocsf prints OCSF 1.1 HTTP, Network and DNS Activity\n"
+    "  events (docs/audit.md). stats prints the top destinations, denials\n"
+    "  by reason and by sandbox, credential uses and misuses and the chain\n"
+    "  status.\n";
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -135,7 +142,8 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		} else if (strcmp(opt, "format") == 0) {
 			if (audit_format_parse(val, &o->fmt) == -1) {
 				cmd_usage_error(audit_usage, "audit: --format "
-				    "must be table, json or csv, not %s", val);
+				    "must be table, json, csv or ocsf (stats: "
+				    "text or json), not %s", val);
 				return -1;
 			}
 			o->have_format = 1;
@@ -409,8 +417,8 @@ export_step(sqlite3 *db, struct audit_opts *o, int64_t *after, int *more)
 	if (max > *after) {
 		o->f.after_id = *after;
 		o->f.upto_id = max;
-		n = audit_query(db, &o->f, AUDIT_FMT_JSON, mem, &last, err,
-		    sizeof(err));
+		n = audit_query(db, &o->f, o->have_format ? o->fmt :
+		    AUDIT_FMT_JSON, mem, &last, err, sizeof(err));
 	}
 	(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	if (max == -1 || n == -1)
@@ -461,9 +469,10 @@ audit_cmd_export(struct audit_opts *o)
 	char err[512];
 	int rc, more;
 
-	if (o->have_format && o->fmt != AUDIT_FMT_JSON)
+	if (o->have_format && o->fmt != AUDIT_FMT_JSON &&
+	    o->fmt != AUDIT_FMT_OCSF)
 		return cmd_usage_error(audit_usage, "audit export: prints JSON "
-		    "lines only");
+		    "lines (--format json or ocsf)");
 	if (o->have_limit || o->f.asc)
 		return cmd_usage_error(audit_usage, "audit export: --limit and "
 		    "--asc belong to audit queries");
@@ -505,6 +514,31 @@ audit_cmd_export(struct audit_opts *o)
 	return rc;
 }
 
+/* ------------------------------------------------------------- stats */
+
+static int
+audit_cmd_stats(struct audit_opts *o)
+{
+	char *path = NULL, *pubpath = NULL;
+	int rc;
+
+	if (o->f.decision || o->f.kind || o->f.host_glob || o->f.credential ||
+	    o->have_limit || o->f.asc || o->cursor || o->follow)
+		return cmd_usage_error(audit_usage, "audit stats: takes "
+		    "--sandbox, --since and --until only");
+	if (o->have_format && o->fmt != AUDIT_FMT_TABLE &&
+	    o->fmt != AUDIT_FMT_JSON)
+		return cmd_usage_error(audit_usage, "audit stats: --format is "
+		    "text or json");
+	if ((rc = audit_paths(o, &path, &pubpath)) != 0)
+		return rc;
+	rc = cmd_audit_stats(path, pubpath, o->pubkey != NULL, &o->f, o->since,
+	    o->have_format && o->fmt == AUDIT_FMT_JSON);
+	free(path);
+	free(pubpath);
+	return rc;
+}
+
 int
 cmd_audit(int argc, char *argv[])
 {
@@ -532,6 +566,8 @@ cmd_audit(int argc, char *argv[])
 		return audit_cmd_verify(&o);
 	if (strcmp(a.ops[0], "export") == 0)
 		return audit_cmd_export(&o);
+	if (strcmp(a.ops[0], "stats") == 0)
+		return audit_cmd_stats(&o);
 	return cmd_usage_error(audit_usage, "audit: unknown subcommand: %s",
 	    a.ops[0]);
 }

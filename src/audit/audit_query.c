@@ -308,6 +308,8 @@ audit_query(sqlite3 *db, const struct audit_filter *flt,
 			audit_val_from_stmt(st, c, &row[c]);
 		if (fmt == AUDIT_FMT_JSON)
 			audit_write_json(out, row);
+		else if (fmt == AUDIT_FMT_OCSF)
+			audit_write_ocsf(out, row);
 		else if (fmt == AUDIT_FMT_CSV)
 			audit_write_csv(out, row);
 		else
