@@ -65,15 +65,19 @@ class ReportSuggestTest(unittest.TestCase):
         cls.dns = T.Dnsmasq(d, recs)
         cls.addClassCleanup(cls.dns.stop)
         cls.dport = T.free_port(udp_too=True)
+        cls.sport = T.free_port()
         cls.policy_tail = ("    allow_private: [127.0.0.2/32, 127.0.0.3/32]\n"
                            "    credentials: [apikey]\n")
         report = ("policies:\n  - name: build\n    mode: report\n"
                   "    allow: []\n" + cls.policy_tail)
         cls.gw = T.Gateway(d, cls.dns, {"10-sandboxes.yaml": sandboxes_doc(),
             "20-build.yaml": report},
-            extra={"listen": {"dns": "127.0.0.1:%d" % cls.dport}})
+            extra={"listen": {"dns": "127.0.0.1:%d" % cls.dport,
+                              "socks5": "127.0.0.1:%d" % cls.sport}})
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
+        if not T.wait_tcp("127.0.0.1", cls.sport, 5 * T.SLOW, cls.gw.proc):
+            raise RuntimeError("SOCKS5 listener not up:\n" + cls.gw.log_tail())
 
     # ------------------------------------------------------------ helpers
 
@@ -125,6 +129,13 @@ class ReportSuggestTest(unittest.TestCase):
         self.assertEqual(q.status, "NOERROR", q)
         self.assertIn("127.0.0.2", q.addrs(), q)
         row = self.rows("files.pkgs.test", kind="dns")[-1]
+        self.assertEqual((row["decision"], row["reason"]),
+            ("report", "policy-deny"))
+        # SOCKS5 too
+        r = T.curl("http://api.other.test:%d/socks" % pa,
+            args=["--socks5-hostname", "127.0.0.1:%d" % self.sport])
+        self.assertEqual(r.status, 200, r)
+        row = self.rows("api.other.test", kind="socks5")[-1]
         self.assertEqual((row["decision"], row["reason"]),
             ("report", "policy-deny"))
         # 2. what report mode never relaxes
