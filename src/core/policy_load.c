@@ -1556,15 +1556,23 @@ policy_unref(struct policy *p)
 void
 policy_summary(const struct policy *p, char *buf, size_t len)
 {
-	size_t i, rules = 0;
+	size_t i, rules = 0, report = 0;
+	int n;
 
-	for (i = 0; i < p->n_defs; i++)
+	for (i = 0; i < p->n_defs; i++) {
 		rules += p->defs[i].n_allow + p->defs[i].n_deny;
-	snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s, "
+		report += p->defs[i].report != 0;
+	}
+	n = snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s, "
 	    "%zu rule%s, %zu credential%s",
 	    p->n_files, p->n_files == 1 ? "" : "s",
 	    p->n_sandboxes, p->n_sandboxes == 1 ? "" : "es",
 	    p->n_defs, p->n_defs == 1 ? "y" : "ies",
 	    rules, rules == 1 ? "" : "s",
 	    p->n_creds, p->n_creds == 1 ? "" : "s");
+	/* Said wherever the summary is: its denials are not enforced. */
+	if (report > 0 && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; %zu polic%s in mode: report "
+		    "(denials logged, not enforced)", report,
+		    report == 1 ? "y" : "ies");
 }

@@ -242,6 +242,11 @@ class ReportSuggestTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn('"decision":"report","rule":"default-deny",'
             '"reason":"policy-deny"', out.stdout)
+        # (runs before test_rollout, which enforces the policy)
+        out = T.run_sandgate("policy", "check", "-c", self.gw.cfg_path)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("1 policy in mode: report (denials logged, not "
+            "enforced)", out.stdout)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
