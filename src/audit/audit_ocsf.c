@@ -144,76 +144,92 @@ severity_of(const char *decision, const char *reason, const char **name)
 	return 1;
 }
 
-void
-audit_write_ocsf(FILE *f, const struct audit_val row[AUDIT_NCOLS])
-{
-	char kind[16] = "", decision[16] = "", method[32] = "", reason[64] = "";
-	char ts[AUDIT_TS_LEN + 8], tname[96], uid[24];
-	const char *act_name = "Other", *sev_name, *cls_name;
-	json_t *ev = json_object(), *o, *dst, *meta, *prod, *un;
-	int64_t ms;
-	int cls, act, sev, is_http, is_dns, is_own, allowed;
+/* What a row is, in OCSF's words. */
+struct ocsf_kind {
+	char		 kind[16], decision[16], method[32], reason[64];
+	int		 is_http, is_dns, is_own, allowed;
+	int		 cls, act;
+	const char	*cls_name, *act_name;
+};
 
-	ctext(&row[AUDIT_COL_KIND], kind, sizeof(kind));
-	ctext(&row[AUDIT_COL_DECISION], decision, sizeof(decision));
-	ctext(&row[AUDIT_COL_METHOD], method, sizeof(method));
-	ctext(&row[AUDIT_COL_REASON], reason, sizeof(reason));
-	is_dns = strcmp(kind, "dns") == 0;
-	is_own = strcmp(kind, "admin") == 0 || strcmp(kind, "vault") == 0;
+static void
+ocsf_classify(const struct audit_val *row, struct ocsf_kind *k)
+{
+	memset(k, 0, sizeof(*k));
+	ctext(&row[AUDIT_COL_KIND], k->kind, sizeof(k->kind));
+	ctext(&row[AUDIT_COL_DECISION], k->decision, sizeof(k->decision));
+	ctext(&row[AUDIT_COL_METHOD], k->method, sizeof(k->method));
+	ctext(&row[AUDIT_COL_REASON], k->reason, sizeof(k->reason));
+	k->is_dns = strcmp(k->kind, "dns") == 0;
+	k->is_own = strcmp(k->kind, "admin") == 0 ||
+	    strcmp(k->kind, "vault") == 0;
 	/* A tunnel's row says CONNECT (or nothing); a request says its method. */
-	is_http = !is_dns && !is_own && method[0] != '\0' &&
-	    strcmp(method, "CONNECT") != 0;
-	allowed = strcmp(decision, "deny") != 0;
-	if (is_own) {
-		cls = 0, cls_name = "Base Event", act = 99, act_name = "Other";
-	} else if (is_dns) {
-		cls = 4003, cls_name = "DNS Activity", act = 2;
-		act_name = "Response";
-	} else if (is_http) {
-		cls = 4002, cls_name = "HTTP Activity";
-		act = http_activity(method, &act_name);
+	k->is_http = !k->is_dns && !k->is_own && k->method[0] != '\0' &&
+	    strcmp(k->method, "CONNECT") != 0;
+	k->allowed = strcmp(k->decision, "deny") != 0;
+	if (k->is_own) {
+		k->cls = 0, k->cls_name = "Base Event";
+		k->act = 99, k->act_name = "Other";
+	} else if (k->is_dns) {
+		k->cls = 4003, k->cls_name = "DNS Activity";
+		k->act = 2, k->act_name = "Response";
+	} else if (k->is_http) {
+		k->cls = 4002, k->cls_name = "HTTP Activity";
+		k->act = http_activity(k->method, &k->act_name);
 	} else {
-		cls = 4001, cls_name = "Network Activity";
-		act = strcmp(decision, "deny") == 0 ? 5 :
-		    strcmp(decision, "error") == 0 ? 4 : 6;
-		act_name = act == 5 ? "Refuse" : act == 4 ? "Fail" : "Traffic";
+		k->cls = 4001, k->cls_name = "Network Activity";
+		k->act = strcmp(k->decision, "deny") == 0 ? 5 :
+		    strcmp(k->decision, "error") == 0 ? 4 : 6;
+		k->act_name = k->act == 5 ? "Refuse" : k->act == 4 ? "Fail" :
+		    "Traffic";
 	}
-	json_object_set_new(ev, "category_uid", json_integer(cls ? 4 : 0));
-	json_object_set_new(ev, "category_name", json_string(cls ?
+}
+
+/* Classification, time, severity, status, action, metadata. */
+static void
+ocsf_base(json_t *ev, const struct audit_val *row, const struct ocsf_kind *k)
+{
+	char ts[AUDIT_TS_LEN + 8], tname[96], uid[24];
+	const char *sev_name;
+	json_t *meta, *prod;
+	int64_t ms;
+	int sev, ok = strcmp(k->decision, "allow") == 0 ||
+	    strcmp(k->decision, "report") == 0;
+
+	json_object_set_new(ev, "category_uid", json_integer(k->cls ? 4 : 0));
+	json_object_set_new(ev, "category_name", json_string(k->cls ?
 	    "Network Activity" : "Uncategorized"));
-	json_object_set_new(ev, "class_uid", json_integer(cls));
-	json_object_set_new(ev, "class_name", json_string(cls_name));
-	json_object_set_new(ev, "activity_id", json_integer(act));
-	json_object_set_new(ev, "activity_name", json_string(act_name));
-	json_object_set_new(ev, "type_uid", json_integer((json_int_t)cls * 100 +
-	    act));
-	snprintf(tname, sizeof(tname), "%s: %s", cls_name, act_name);
+	json_object_set_new(ev, "class_uid", json_integer(k->cls));
+	json_object_set_new(ev, "class_name", json_string(k->cls_name));
+	json_object_set_new(ev, "activity_id", json_integer(k->act));
+	json_object_set_new(ev, "activity_name", json_string(k->act_name));
+	json_object_set_new(ev, "type_uid", json_integer((json_int_t)k->cls *
+	    100 + k->act));
+	snprintf(tname, sizeof(tname), "%s: %s", k->cls_name, k->act_name);
 	json_object_set_new(ev, "type_name", json_string(tname));
 	if (ctext(&row[AUDIT_COL_TS], ts, sizeof(ts)) != NULL &&
 	    audit_parse_rfc3339(ts, &ms) == 0)
 		json_object_set_new(ev, "time", json_integer(ms));
-	sev = severity_of(decision, reason[0] ? reason : NULL, &sev_name);
+	sev = severity_of(k->decision, k->reason[0] ? k->reason : NULL,
+	    &sev_name);
 	json_object_set_new(ev, "severity_id", json_integer(sev));
 	json_object_set_new(ev, "severity", json_string(sev_name));
-	json_object_set_new(ev, "status_id", json_integer(
-	    strcmp(decision, "allow") == 0 || strcmp(decision, "report") == 0 ?
-	    1 : 2));
-	json_object_set_new(ev, "status", json_string(
-	    strcmp(decision, "allow") == 0 || strcmp(decision, "report") == 0 ?
-	    "Success" : "Failure"));
+	json_object_set_new(ev, "status_id", json_integer(ok ? 1 : 2));
+	json_object_set_new(ev, "status", json_string(ok ? "Success" :
+	    "Failure"));
 	if (row[AUDIT_COL_STATUS].type == AUDIT_V_INT) {
 		snprintf(uid, sizeof(uid), "%lld",
 		    (long long)row[AUDIT_COL_STATUS].i);
 		json_object_set_new(ev, "status_code", json_string(uid));
 	}
 	set(ev, "status_detail", jtext(&row[AUDIT_COL_REASON]));
-	if (!is_own) {
-		json_object_set_new(ev, "action_id", json_integer(allowed ? 1 : 2));
-		json_object_set_new(ev, "action", json_string(allowed ?
+	if (!k->is_own) {
+		json_object_set_new(ev, "action_id", json_integer(k->allowed ?
+		    1 : 2));
+		json_object_set_new(ev, "action", json_string(k->allowed ?
 		    "Allowed" : "Denied"));
 	}
 	set_int(ev, "duration", &row[AUDIT_COL_DURATION_MS]);
-
 	meta = json_object();
 	json_object_set_new(meta, "version", json_string(OCSF_VERSION));
 	prod = json_object();
@@ -226,11 +242,24 @@ audit_write_ocsf(FILE *f, const struct audit_val row[AUDIT_NCOLS])
 	json_object_set_new(meta, "log_name", json_string("audit.events"));
 	set(meta, "original_time", jtext(&row[AUDIT_COL_TS]));
 	json_object_set_new(ev, "metadata", meta);
+}
+
+/* src_endpoint, dst_endpoint, connection_info, traffic. */
+static void
+ocsf_network(json_t *ev, const struct audit_val *row,
+    const struct ocsf_kind *k)
+{
+	const struct audit_val *up = &row[AUDIT_COL_BYTES_UP];
+	const struct audit_val *down = &row[AUDIT_COL_BYTES_DOWN];
+	int inbound = strcmp(k->kind, "ingress") == 0;
+	json_t *o, *dst;
 
 	if ((o = endpoint_of_client(&row[AUDIT_COL_CLIENT])) != NULL) {
 		set(o, "name", jtext(&row[AUDIT_COL_SANDBOX]));
 		json_object_set_new(ev, "src_endpoint", o);
 	}
+	if (k->is_own)
+		return;
 	dst = json_object();
 	set(dst, "hostname", jtext(&row[AUDIT_COL_HOST]));
 	set(dst, "ip", jtext(&row[AUDIT_COL_IP]));
@@ -245,74 +274,88 @@ audit_write_ocsf(FILE *f, const struct audit_val row[AUDIT_NCOLS])
 		set_int(o, "number", &row[AUDIT_COL_ASN]);
 		json_object_set_new(dst, "autonomous_system", o);
 	}
-	if (json_object_size(dst) > 0 && !is_own)
+	if (json_object_size(dst) > 0)
 		json_object_set_new(ev, "dst_endpoint", dst);
 	else
 		json_decref(dst);
+	o = json_object();
+	if (!k->is_dns) {
+		json_object_set_new(o, "protocol_name", json_string("tcp"));
+		json_object_set_new(o, "protocol_num", json_integer(6));
+	}
+	json_object_set_new(o, "direction_id", json_integer(inbound ? 1 : 2));
+	json_object_set_new(o, "direction", json_string(inbound ? "Inbound" :
+	    "Outbound"));
+	json_object_set_new(ev, "connection_info", o);
+	if (up->type != AUDIT_V_INT && down->type != AUDIT_V_INT)
+		return;
+	o = json_object();
+	set_int(o, "bytes_out", up);
+	set_int(o, "bytes_in", down);
+	json_object_set_new(o, "bytes", json_integer(
+	    (up->type == AUDIT_V_INT ? up->i : 0) +
+	    (down->type == AUDIT_V_INT ? down->i : 0)));
+	json_object_set_new(ev, "traffic", o);
+}
 
-	if (!is_own) {
-		o = json_object();
-		if (!is_dns) {
-			json_object_set_new(o, "protocol_name", json_string("tcp"));
-			json_object_set_new(o, "protocol_num", json_integer(6));
-		}
-		json_object_set_new(o, "direction_id", json_integer(
-		    strcmp(kind, "ingress") == 0 ? 1 : 2));
-		json_object_set_new(o, "direction", json_string(
-		    strcmp(kind, "ingress") == 0 ? "Inbound" : "Outbound"));
-		json_object_set_new(ev, "connection_info", o);
-	}
-	if (!is_own && (row[AUDIT_COL_BYTES_UP].type == AUDIT_V_INT ||
-	    row[AUDIT_COL_BYTES_DOWN].type == AUDIT_V_INT)) {
-		o = json_object();
-		set_int(o, "bytes_out", &row[AUDIT_COL_BYTES_UP]);
-		set_int(o, "bytes_in", &row[AUDIT_COL_BYTES_DOWN]);
-		json_object_set_new(o, "bytes", json_integer(
-		    (row[AUDIT_COL_BYTES_UP].type == AUDIT_V_INT ?
-		    row[AUDIT_COL_BYTES_UP].i : 0) +
-		    (row[AUDIT_COL_BYTES_DOWN].type == AUDIT_V_INT ?
-		    row[AUDIT_COL_BYTES_DOWN].i : 0)));
-		json_object_set_new(ev, "traffic", o);
-	}
-	if (is_http) {
-		json_t *req = json_object(), *url = json_object();
+static void
+ocsf_http(json_t *ev, const struct audit_val *row)
+{
+	json_t *req = json_object(), *url = json_object(), *o;
 
-		set(req, "http_method", jtext(&row[AUDIT_COL_METHOD]));
-		set(url, "hostname", jtext(&row[AUDIT_COL_HOST]));
-		set(url, "path", jtext(&row[AUDIT_COL_PATH]));
-		set_int(url, "port", &row[AUDIT_COL_PORT]);
-		json_object_set_new(req, "url", url);
-		json_object_set_new(ev, "http_request", req);
-		if (row[AUDIT_COL_STATUS].type == AUDIT_V_INT) {
-			o = json_object();
-			set_int(o, "code", &row[AUDIT_COL_STATUS]);
-			json_object_set_new(ev, "http_response", o);
-		}
-	}
-	if (is_dns) {
+	set(req, "http_method", jtext(&row[AUDIT_COL_METHOD]));
+	set(url, "hostname", jtext(&row[AUDIT_COL_HOST]));
+	set(url, "path", jtext(&row[AUDIT_COL_PATH]));
+	set_int(url, "port", &row[AUDIT_COL_PORT]);
+	json_object_set_new(req, "url", url);
+	json_object_set_new(ev, "http_request", req);
+	if (row[AUDIT_COL_STATUS].type == AUDIT_V_INT) {
 		o = json_object();
-		set(o, "hostname", jtext(&row[AUDIT_COL_HOST]));
+		set_int(o, "code", &row[AUDIT_COL_STATUS]);
+		json_object_set_new(ev, "http_response", o);
+	}
+}
+
+static void
+ocsf_dns(json_t *ev, const struct audit_val *row)
+{
+	json_t *o = json_object(), *ans;
+	int64_t rc;
+
+	set(o, "hostname", jtext(&row[AUDIT_COL_HOST]));
+	set(o, "type", jtext(&row[AUDIT_COL_METHOD]));
+	json_object_set_new(o, "class", json_string("IN"));
+	json_object_set_new(ev, "query", o);
+	if (row[AUDIT_COL_STATUS].type == AUDIT_V_INT) {
+		rc = row[AUDIT_COL_STATUS].i;
+		json_object_set_new(ev, "rcode_id", json_integer(
+		    rc >= 0 && rc <= 11 ? rc : 99));
+		json_object_set_new(ev, "rcode", json_string(
+		    rc >= 0 && rc <= 11 ? rcode_names[rc] : "Other"));
+	}
+	if (row[AUDIT_COL_IP].type == AUDIT_V_TEXT) {
+		ans = json_array();
+		o = json_object();
+		set(o, "rdata", jtext(&row[AUDIT_COL_IP]));
 		set(o, "type", jtext(&row[AUDIT_COL_METHOD]));
-		json_object_set_new(o, "class", json_string("IN"));
-		json_object_set_new(ev, "query", o);
-		if (row[AUDIT_COL_STATUS].type == AUDIT_V_INT) {
-			int64_t rc = row[AUDIT_COL_STATUS].i;
-
-			json_object_set_new(ev, "rcode_id", json_integer(
-			    rc >= 0 && rc <= 11 ? rc : 99));
-			json_object_set_new(ev, "rcode", json_string(
-			    rc >= 0 && rc <= 11 ? rcode_names[rc] : "Other"));
-		}
-		if (row[AUDIT_COL_IP].type == AUDIT_V_TEXT) {
-			json_t *ans = json_array();
-
-			o = json_object();
-			set(o, "rdata", jtext(&row[AUDIT_COL_IP]));
-			set(o, "type", jtext(&row[AUDIT_COL_METHOD]));
-			json_array_append_new(ans, o);
-			json_object_set_new(ev, "answers", ans);
-		}
+		json_array_append_new(ans, o);
+		json_object_set_new(ev, "answers", ans);
 	}
+}
+
+void
+audit_write_ocsf(FILE *f, const struct audit_val row[AUDIT_NCOLS])
+{
+	struct ocsf_kind k;
+	json_t *ev = json_object(), *un;
+
+	ocsf_classify(row, &k);
+	ocsf_base(ev, row, &k);
+	ocsf_network(ev, row, &k);
+	if (k.is_http)
+		ocsf_http(ev, row);
+	if (k.is_dns)
+		ocsf_dns(ev, row);
 	/* What OCSF has no field for: the policy's own words, the chain. */
 	un = json_object();
 	set(un, "sandbox", jtext(&row[AUDIT_COL_SANDBOX]));
@@ -321,7 +364,7 @@ audit_write_ocsf(FILE *f, const struct audit_val row[AUDIT_NCOLS])
 	set(un, "rule", jtext(&row[AUDIT_COL_RULE]));
 	set(un, "reason", jtext(&row[AUDIT_COL_REASON]));
 	set(un, "credential", jtext(&row[AUDIT_COL_CREDENTIAL]));
-	if (is_own)
+	if (k.is_own)
 		set(un, "path", jtext(&row[AUDIT_COL_PATH]));
 	set(un, "hash", jtext(&row[AUDIT_COL_HASH]));
 	json_object_set_new(ev, "unmapped", un);
