@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "audit/audit_query.h"
+#include "core/reason.h"
 
 #define OCSF_VERSION	"1.1.0"
 
@@ -126,9 +127,9 @@ static int
 severity_of(const char *decision, const char *reason, const char **name)
 {
 	if (strcmp(decision, "deny") == 0 && reason != NULL &&
-	    (strcmp(reason, "credential-misuse") == 0 ||
-	    strcmp(reason, "foreign-credential") == 0 ||
-	    strcmp(reason, "destination-ip-prohibited") == 0)) {
+	    (strcmp(reason, reason_word(REASON_CRED_MISUSE)) == 0 ||
+	    strcmp(reason, reason_word(REASON_FOREIGN_CRED)) == 0 ||
+	    strcmp(reason, reason_word(REASON_IP_PROHIBITED)) == 0)) {
 		*name = "High";
 		return 4;
 	}

@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "core/policy_suggest.h"
 #include "core/psl.h"
+#include "core/reason.h"
 
 #define SG_MAX_PORTS	16
 #define SG_TS_MAX	32
@@ -200,13 +201,21 @@ note_private(struct suggest *s, const char *ip)
 		snprintf(s->priv[s->n_priv++], NETADDR_STRLEN, "%s", buf);
 }
 
+/* The row's reason is r's word (rows hold words; the enum decides). */
+static int
+is_reason(const char *word, enum sg_reason r)
+{
+	return strcmp(word, reason_word(r)) == 0;
+}
+
+/* A denial report mode relaxes, and an allow rule could lift. */
 static int
 relaxable(const char *reason)
 {
-	return strcmp(reason, "policy-deny") == 0 ||
-	    strcmp(reason, "needs-intercept") == 0 ||
-	    strcmp(reason, "protocol-deny") == 0 ||
-	    strcmp(reason, "sni-missing") == 0;
+	return is_reason(reason, REASON_POLICY_DENY) ||
+	    is_reason(reason, REASON_NEEDS_INTERCEPT) ||
+	    is_reason(reason, REASON_PROTOCOL_DENY) ||
+	    is_reason(reason, REASON_SNI_MISSING);
 }
 
 int
@@ -221,12 +230,12 @@ suggest_add(struct suggest *s, const struct suggest_row *r)
 	    policy_target_init(&t, r->host, strlen(r->host), 0) == -1 ||
 	    strcmp(t.host, r->host) != 0)
 		return 0;
-	if (strcmp(r->reason, "destination-ip-prohibited") == 0)
+	if (is_reason(r->reason, REASON_IP_PROHIBITED))
 		return add_note(s, t.host, r->port, NOTE_INTERNAL, rule, r);
 	if (report)
 		note_private(s, r->ip);
-	if (strcmp(r->reason, "country-deny") == 0 ||
-	    strcmp(r->reason, "asn-deny") == 0)
+	if (is_reason(r->reason, REASON_COUNTRY_DENY) ||
+	    is_reason(r->reason, REASON_ASN_DENY))
 		return add_note(s, t.host, r->port, NOTE_GEO, r->reason, r);
 	if (!relaxable(r->reason))
 		return 0;
@@ -246,9 +255,9 @@ suggest_add(struct suggest *s, const struct suggest_row *r)
 		h->n_conn += r->n;
 		add_port(h, r->port);
 	}
-	if (strcmp(r->reason, "protocol-deny") == 0)
+	if (is_reason(r->reason, REASON_PROTOCOL_DENY))
 		h->n_opaque += r->n;
-	if (strcmp(r->reason, "needs-intercept") == 0)
+	if (is_reason(r->reason, REASON_NEEDS_INTERCEPT))
 		h->n_intercept += r->n;
 	seen(h->first, h->last, r);
 	return 0;
@@ -307,7 +316,7 @@ write_host(FILE *f, struct sg_host *h)
 	}
 	if (h->n_opaque > 0)
 		fprintf(f, "        opaque: true    # %lld row%s neither TLS "
-		    "nor HTTP (protocol-deny)\n", (long long)h->n_opaque,
+		    "nor HTTP (protocol-not-allowed)\n", (long long)h->n_opaque,
 		    h->n_opaque == 1 ? " was" : "s were");
 	if (h->n_intercept > 0)
 		fprintf(f, "        # %lld row%s needs-intercept: a rule with "
