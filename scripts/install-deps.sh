@@ -11,7 +11,8 @@ libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev libsys
 curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
 python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
 libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
-debhelper lintian mandoc bash-completion fakeroot strace"
+debhelper lintian mandoc bash-completion fakeroot strace
+publicsuffix rsyslog"
 
 missing=""
 for p in $PKGS; do

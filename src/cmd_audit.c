@@ -24,7 +24,7 @@
 
 #define AUDIT_QUERY_USAGE \
     "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n" \
-    "                      [--until T] [--decision allow|deny|error]\n" \
+    "                      [--until T] [--decision allow|deny|report|error]\n" \
     "                      [--kind KIND] [--host GLOB] [--credential NAME]\n" \
     "                      [--limit N] [--asc] [--format table|json|csv]\n" \
     "  Rows are newest first (--asc: oldest first); --limit defaults to 100\n" \
@@ -38,19 +38,28 @@
     "  row.\n"
 #define AUDIT_EXPORT_USAGE \
     "usage: sandgate audit export [-c FILE] [--db PATH] [--follow]\n" \
-    "                      [--since T] [--cursor FILE] [filters]\n" \
+    "                      [--since T] [--cursor FILE] [--format json|ocsf]\n" \
+    "                      [filters]\n" \
     "  Print rows as JSON lines in id order; --follow keeps printing rows as\n" \
     "  they are committed, starting after the newest unless --since or\n" \
-    "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n"
+    "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n" \
+    "  --format ocsf prints OCSF 1.1 HTTP, Network and DNS Activity events\n" \
+    "  (docs/audit.md).\n"
+#define AUDIT_STATS_USAGE \
+    "usage: sandgate audit stats [-c FILE] [--db PATH] [--sandbox ID]\n" \
+    "                      [--since T] [--until T] [--format text|json]\n" \
+    "  Top destinations, denials by reason and by sandbox, what report mode\n" \
+    "  let pass, credential uses and misuses, and the chain status.\n"
 #define AUDIT_COMMON_USAGE \
     "  -c FILE   config file whose audit.db is read (default: ./sandgate.yaml,\n" \
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n" \
     "  --db PATH the audit database itself, instead of the config's\n"
 
 static const char audit_usage[] = AUDIT_QUERY_USAGE AUDIT_VERIFY_USAGE
-    AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
+    AUDIT_EXPORT_USAGE AUDIT_STATS_USAGE AUDIT_COMMON_USAGE;
 static const char audit_verify_usage[] = AUDIT_VERIFY_USAGE AUDIT_COMMON_USAGE;
 static const char audit_export_usage[] = AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
+static const char audit_stats_usage[] = AUDIT_STATS_USAGE AUDIT_COMMON_USAGE;
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -123,7 +132,7 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		} else if (strcmp(opt, "decision") == 0) {
 			if (!audit_valid_decision(val)) {
 				cmd_usage_error(audit_usage, "audit: --decision "
-				    "must be allow, deny or error, not %s", val);
+				    "must be allow, deny, report or error, not %s", val);
 				return -1;
 			}
 			o->f.decision = val;
@@ -148,7 +157,8 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		} else if (strcmp(opt, "format") == 0) {
 			if (audit_format_parse(val, &o->fmt) == -1) {
 				cmd_usage_error(audit_usage, "audit: --format "
-				    "must be table, json or csv, not %s", val);
+				    "must be table, json, csv or ocsf (stats: "
+				    "text or json), not %s", val);
 				return -1;
 			}
 			o->have_format = 1;
@@ -422,8 +432,8 @@ export_step(sqlite3 *db, struct audit_opts *o, int64_t *after, int *more)
 	if (max > *after) {
 		o->f.after_id = *after;
 		o->f.upto_id = max;
-		n = audit_query(db, &o->f, AUDIT_FMT_JSON, mem, &last, err,
-		    sizeof(err));
+		n = audit_query(db, &o->f, o->have_format ? o->fmt :
+		    AUDIT_FMT_JSON, mem, &last, err, sizeof(err));
 	}
 	(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	if (max == -1 || n == -1)
@@ -474,9 +484,10 @@ audit_cmd_export(struct audit_opts *o)
 	char err[512];
 	int rc, more;
 
-	if (o->have_format && o->fmt != AUDIT_FMT_JSON)
+	if (o->have_format && o->fmt != AUDIT_FMT_JSON &&
+	    o->fmt != AUDIT_FMT_OCSF)
 		return cmd_usage_error(audit_usage, "audit export: prints JSON "
-		    "lines only");
+		    "lines (--format json or ocsf)");
 	if (o->have_limit || o->f.asc)
 		return cmd_usage_error(audit_usage, "audit export: --limit and "
 		    "--asc belong to audit queries");
@@ -528,11 +539,38 @@ audit_help(const struct cmd_args *a)
 		page = audit_verify_usage;
 	else if (a->n_ops > 0 && strcmp(a->ops[0], "export") == 0)
 		page = audit_export_usage;
+	else if (a->n_ops > 0 && strcmp(a->ops[0], "stats") == 0)
+		page = audit_stats_usage;
 	else if (a->n_ops > 0)
 		return cmd_usage_error(NULL, "audit: unknown subcommand: %s "
 		    "(sandgate help audit)", a->ops[0]);
 	fputs(page, stdout);
 	return 0;
+}
+
+/* ------------------------------------------------------------- stats */
+
+static int
+audit_cmd_stats(struct audit_opts *o)
+{
+	char *path = NULL, *pubpath = NULL;
+	int rc;
+
+	if (o->f.decision || o->f.kind || o->f.host_glob || o->f.credential ||
+	    o->have_limit || o->f.asc || o->cursor || o->follow)
+		return cmd_usage_error(audit_usage, "audit stats: takes "
+		    "--sandbox, --since and --until only");
+	if (o->have_format && o->fmt != AUDIT_FMT_TABLE &&
+	    o->fmt != AUDIT_FMT_JSON)
+		return cmd_usage_error(audit_usage, "audit stats: --format is "
+		    "text or json");
+	if ((rc = audit_paths(o, &path, &pubpath)) != 0)
+		return rc;
+	rc = cmd_audit_stats(path, pubpath, o->pubkey != NULL, &o->f, o->since,
+	    o->have_format && o->fmt == AUDIT_FMT_JSON);
+	free(path);
+	free(pubpath);
+	return rc;
 }
 
 int
@@ -560,6 +598,8 @@ cmd_audit(int argc, char *argv[])
 		return audit_cmd_verify(&o);
 	if (strcmp(a.ops[0], "export") == 0)
 		return audit_cmd_export(&o);
+	if (strcmp(a.ops[0], "stats") == 0)
+		return audit_cmd_stats(&o);
 	return cmd_usage_error(audit_usage, "audit: unknown subcommand: %s",
 	    a.ops[0]);
 }

@@ -26,12 +26,19 @@
     "  decision, 1 for an unknown sandbox or policy. --policy NAME decides\n" \
     "  as for a launcher sandbox registered under NAME (\"default\" always\n" \
     "  exists: it allows nothing unless a policy file defines it).\n"
+/* policy suggest's own page is in cmd_policy_suggest.c. */
+#define POLICY_SUGGEST_USAGE \
+    "usage: sandgate policy suggest [-c FILE] [--db PATH] --sandbox ID\n" \
+    "           [--since T] [--until T] [--name POLICY] [--psl FILE]\n" \
+    "  Print a policy document allowing what the sandbox was denied or what\n" \
+    "  report mode let pass (sandgate help policy suggest).\n"
 #define POLICY_COMMON_USAGE \
     "  -c FILE   config file (default: ./sandgate.yaml,\n" \
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
 
 static const char policy_usage[] =
-    POLICY_CHECK_USAGE POLICY_EXPLAIN_USAGE POLICY_COMMON_USAGE;
+    POLICY_CHECK_USAGE POLICY_EXPLAIN_USAGE POLICY_SUGGEST_USAGE
+    POLICY_COMMON_USAGE;
 static const char policy_check_usage[] = POLICY_CHECK_USAGE POLICY_COMMON_USAGE;
 static const char policy_explain_usage[] =
     POLICY_EXPLAIN_USAGE POLICY_COMMON_USAGE;
@@ -136,7 +143,7 @@ policy_explain(int argc, char *argv[])
 	struct policy_verdict v;
 	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL, *pname = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
-	const char *reason;
+	const char *reason, *decision;
 	size_t hostlen;
 	uint16_t port;
 	int rc = 0;
@@ -202,9 +209,13 @@ policy_explain(int argc, char *argv[])
 		/* An IP needs no resolver: step 4 applies here too. */
 		policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
 	}
-	reason = v.allow ? "allowed" : reason_word(v.reason);
+	/* mode: report: it passes, and the audit row says report and why. */
+	decision = !v.allow ? "deny" : v.report != REASON_NONE ? "report" :
+	    "allow";
+	reason = !v.allow ? reason_word(v.reason) : v.report != REASON_NONE ?
+	    reason_word(v.report) : "allowed";
 	if (strcmp(format, "json") == 0) {
-		printf("{\"decision\":\"%s\",\"rule\":", v.allow ? "allow" : "deny");
+		printf("{\"decision\":\"%s\",\"rule\":", decision);
 		json_string(v.rule);
 		printf(",\"reason\":");
 		json_string(reason);
@@ -218,8 +229,8 @@ policy_explain(int argc, char *argv[])
 		    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",
 		    v.opaque ? "true" : "false");
 	} else {
-		printf("decision: %s\nrule: %s\nreason: %s\n",
-		    v.allow ? "allow" : "deny", v.rule, reason);
+		printf("decision: %s\nrule: %s\nreason: %s\n", decision,
+		    v.rule, reason);
 		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n",
 		    id.sandbox[0] != '\0' ? id.sandbox : "any", id.policy,
 		    t.host, t.port);
@@ -241,11 +252,13 @@ int
 cmd_policy(int argc, char *argv[])
 {
 	if (argc < 2)
-		return cmd_usage_error(policy_usage, "policy: give check or explain");
+		return cmd_usage_error(policy_usage, "policy: give check, explain or suggest");
 	if (strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "explain") == 0)
 		return policy_explain(argc - 1, argv + 1);
+	if (strcmp(argv[1], "suggest") == 0)
+		return cmd_policy_suggest(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(policy_usage, stdout);
 		return 0;

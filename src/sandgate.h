@@ -10,7 +10,13 @@
 /* Each returns the process exit status: 0, 1 (failure) or 2 (usage). */
 int	cmd_serve(int argc, char *argv[]);
 int	cmd_policy(int argc, char *argv[]);
+int	cmd_policy_suggest(int argc, char *argv[]);	/* policy suggest ... */
 int	cmd_audit(int argc, char *argv[]);
+struct audit_filter;
+/* audit stats: db and public key paths, the filter's sandbox/since/until. */
+int	cmd_audit_stats(const char *db_path, const char *pub_path,
+	    int pub_given, const struct audit_filter *, const char *since,
+	    int json);
 int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);

@@ -22,6 +22,7 @@
 
 #include "audit/audit.h"
 #include "audit/audit_query.h"
+#include "audit/audit_syslog.h"
 #include "core/log.h"
 
 #define AUDIT_QUEUE_ROWS	65536		/* ring entries */
@@ -78,6 +79,8 @@ struct audit {
 	double			 unavail_since;	/* writer's: when it began */
 	int			 close_gave_up;	/* writer's: rows are given up at shutdown */
 	char			 err[192];	/* writer's: the last failure, SQLite's words */
+
+	struct audit_syslog	*syslog;	/* audit.syslog, or NULL */
 
 	pthread_t		 thread;
 	int			 thread_started;
@@ -1272,6 +1275,21 @@ audit_open(const char *db_path, const struct audit_params *params,
 		goto fail;
 	}
 	a->thread_started = 1;
+	/* Rows after the head as it stands now are this run's: all forwarded. */
+	if (pp->syslog_addrlen > 0) {
+		struct audit_syslog_params sp;
+
+		memset(&sp, 0, sizeof(sp));
+		memcpy(&sp.addr, &pp->syslog_addr, sizeof(sp.addr));
+		sp.addrlen = pp->syslog_addrlen;
+		sp.json = pp->syslog_json;
+		sp.udp = pp->syslog_udp;
+		if ((a->syslog = audit_syslog_start(db_path, id, &sp,
+		    errstr)) == NULL) {
+			audit_close(a);
+			return NULL;
+		}
+	}
 	return a;
 fail:
 	audit_free(a);
@@ -1364,6 +1382,9 @@ audit_close(struct audit *a)
 	pthread_mutex_unlock(&a->mtx);
 	if (a->thread_started)
 		pthread_join(a->thread, NULL);
+	/* After the writer: the last rows and the shutdown checkpoint go too. */
+	audit_syslog_stop(a->syslog);
+	a->syslog = NULL;
 	if (a->rows_written > 0)
 		stats_log(a);
 	if (a->lost > 0)
@@ -1393,4 +1414,6 @@ audit_get_stats(struct audit *a, struct audit_stats *s)
 	s->rows_dropped = a->dropped;
 	s->rows_waiting = a->count + a->held;
 	pthread_mutex_unlock(&a->mtx);
+	if (a->syslog != NULL)
+		s->syslog_sent = audit_syslog_sent(a->syslog, &s->syslog_last_id);
 }

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct audit;
 
@@ -73,6 +74,14 @@ struct audit_params {
 	 * be written), 1 allow (it never does; the writer only warns).
 	 */
 	int			 on_failure_allow;
+	/*
+	 * audit.syslog: forward every row written from now on (audit_syslog.h)
+	 * to this collector; syslog_addrlen 0: off.
+	 */
+	struct sockaddr_storage	 syslog_addr;
+	socklen_t		 syslog_addrlen;
+	int			 syslog_json;	/* 0: RFC 5424 structured data */
+	int			 syslog_udp;	/* 0: TCP with octet counting */
 };
 
 /*
@@ -115,6 +124,8 @@ struct audit_stats {
 	uint64_t	write_failures;	/* transactions of rows that failed */
 	uint64_t	rows_dropped;	/* queue full while unavailable */
 	size_t		rows_waiting;	/* queued, or in the transaction being tried */
+	uint64_t	syslog_sent;	/* rows audit.syslog forwarded */
+	int64_t		syslog_last_id;	/* ... the last of them */
 };
 void		 audit_get_stats(struct audit *, struct audit_stats *);
 

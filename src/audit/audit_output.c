@@ -17,8 +17,10 @@
 int
 audit_format_parse(const char *s, enum audit_format *f)
 {
-	if (strcmp(s, "table") == 0)
+	if (strcmp(s, "table") == 0 || strcmp(s, "text") == 0)
 		*f = AUDIT_FMT_TABLE;
+	else if (strcmp(s, "ocsf") == 0)
+		*f = AUDIT_FMT_OCSF;
 	else if (strcmp(s, "json") == 0)
 		*f = AUDIT_FMT_JSON;
 	else if (strcmp(s, "csv") == 0)

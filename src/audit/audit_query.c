@@ -37,7 +37,7 @@ audit_valid_kind(const char *s)
 int
 audit_valid_decision(const char *s)
 {
-	static const char *const decisions[] = { "allow", "deny", "error",
+	static const char *const decisions[] = { "allow", "deny", "report", "error",
 	    NULL };
 
 	return s != NULL && in_words(decisions, s);
@@ -308,6 +308,8 @@ audit_query(sqlite3 *db, const struct audit_filter *flt,
 			audit_val_from_stmt(st, c, &row[c]);
 		if (fmt == AUDIT_FMT_JSON)
 			audit_write_json(out, row);
+		else if (fmt == AUDIT_FMT_OCSF)
+			audit_write_ocsf(out, row);
 		else if (fmt == AUDIT_FMT_CSV)
 			audit_write_csv(out, row);
 		else

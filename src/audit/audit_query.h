@@ -122,9 +122,19 @@ int	audit_bind_sql(struct sqlite3_stmt *, const struct audit_sql *);
 int	audit_glob_lower(const char *in, char *out, size_t outlen);
 
 /* Output. */
-enum audit_format { AUDIT_FMT_TABLE, AUDIT_FMT_JSON, AUDIT_FMT_CSV };
+enum audit_format { AUDIT_FMT_TABLE, AUDIT_FMT_JSON, AUDIT_FMT_CSV,
+	AUDIT_FMT_OCSF };
+/* "table" (or "text"), "json", "csv", "ocsf": 0, or -1 for another word. */
 int	audit_format_parse(const char *, enum audit_format *);
 void	audit_write_json(FILE *, const struct audit_val row[AUDIT_NCOLS]);
+/*
+ * One row as an OCSF 1.1 event on one line (audit_ocsf.c, jansson):
+ * HTTP Activity (4002) for http rows and requests, Network Activity
+ * (4001) for tunnels, DNS Activity (4003) for dns rows, and the
+ * gateway's own admin/vault rows as Network Activity "Other". The
+ * mapping is in docs/audit.md.
+ */
+void	audit_write_ocsf(FILE *, const struct audit_val row[AUDIT_NCOLS]);
 void	audit_write_csv_header(FILE *);
 void	audit_write_csv(FILE *, const struct audit_val row[AUDIT_NCOLS]);
 

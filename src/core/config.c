@@ -579,6 +579,59 @@ cf_on_failure(struct cload *l, const struct ynode *n)
 		ycheck_err(&l->c, n, "on_failure: expected deny or allow");
 }
 
+/* audit.syslog: null, or { address: IP:PORT, format, transport }. */
+static void
+cf_syslog(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *c, *addr = NULL;
+	const char *s, *errstr;
+
+	cfg->audit_syslog = 0;
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "syslog") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "address") == 0) {
+			addr = c;
+			if (ycheck_str(&l->c, c, "address", 64, &s) == -1)
+				continue;
+			if (cf_hostport(s, &cfg->audit_syslog_ss,
+			    &cfg->audit_syslog_sslen, 514, &errstr) == -1) {
+				ycheck_err(&l->c, c, "address: %s", errstr);
+				continue;
+			}
+			free(cfg->audit_syslog_address);
+			if ((cfg->audit_syslog_address = strdup(s)) == NULL)
+				ycheck_err(&l->c, c, "out of memory");
+		} else if (strcmp(c->key->str, "format") == 0) {
+			if (ycheck_str(&l->c, c, "format", 16, &s) == -1)
+				continue;
+			if (strcmp(s, "rfc5424") == 0)
+				cfg->audit_syslog_json = 0;
+			else if (strcmp(s, "json") == 0)
+				cfg->audit_syslog_json = 1;
+			else
+				ycheck_err(&l->c, c, "format: expected rfc5424 "
+				    "or json");
+		} else if (strcmp(c->key->str, "transport") == 0) {
+			if (ycheck_str(&l->c, c, "transport", 16, &s) == -1)
+				continue;
+			if (strcmp(s, "tcp") == 0)
+				cfg->audit_syslog_udp = 0;
+			else if (strcmp(s, "udp") == 0)
+				cfg->audit_syslog_udp = 1;
+			else
+				ycheck_err(&l->c, c, "transport: expected tcp "
+				    "or udp");
+		} else
+			ycheck_unknown(&l->c, c, "syslog");
+	}
+	if (addr == NULL)
+		ycheck_err(&l->c, n, "syslog: address is required");
+	else
+		cfg->audit_syslog = cfg->audit_syslog_address != NULL;
+}
+
 static void
 cf_audit(struct cload *l, const struct ynode *n)
 {
@@ -597,6 +650,8 @@ cf_audit(struct cload *l, const struct ynode *n)
 				l->cfg->audit_retention_s = ms / 1000;
 		} else if (strcmp(c->key->str, "checkpoint_interval") == 0)
 			cf_checkpoint_interval(l, c);
+		else if (strcmp(c->key->str, "syslog") == 0)
+			cf_syslog(l, c);
 		else if (strcmp(c->key->str, "on_failure") == 0)
 			cf_on_failure(l, c);
 		else if (strcmp(c->key->str, "signing_key") == 0) {
@@ -1120,6 +1175,7 @@ config_free(struct config *cfg)
 	free(cfg->audit_db);
 	free(cfg->audit_signing_key);
 	free(cfg->audit_public_key);
+	free(cfg->audit_syslog_address);
 	free(cfg->geoip_country_db);
 	free(cfg->geoip_asn_db);
 	free(cfg->sandbox_runtime);

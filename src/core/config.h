@@ -57,6 +57,13 @@ struct config {
 	char		*audit_signing_key;	/* Ed25519, beside ca.key by default */
 	char		*audit_public_key;
 	int		 audit_on_failure_allow;	/* on_failure: 0 deny, 1 allow */
+	/* audit.syslog: every row forwarded (audit/audit_syslog.c) */
+	int		 audit_syslog;		/* 0: null (off) */
+	char		*audit_syslog_address;	/* as written, for log lines */
+	struct sockaddr_storage audit_syslog_ss;
+	socklen_t	 audit_syslog_sslen;
+	int		 audit_syslog_json;	/* format: 0 rfc5424, 1 json */
+	int		 audit_syslog_udp;	/* transport: 0 tcp (RFC 6587 octet counting), 1 udp */
 	/* geoip: NULL when unset */
 	char		*geoip_country_db;
 	char		*geoip_asn_db;

@@ -87,7 +87,30 @@ struct policy_verdict {
 	enum policy_tls	 tls;
 	int		 opaque;
 	int		 inspect;	/* the rule limits methods or paths: each request must be seen */
+	/*
+	 * mode: report. report_mode: the sandbox's policy is in report mode.
+	 * report: REASON_NONE, or the denial the policy would have made
+	 * (rule then names the rule that would have made it) while allow
+	 * stays 1: the traffic passes and is audited with decision report.
+	 */
+	int		 report_mode;
+	enum sg_reason	 report;
 };
+
+/*
+ * 1 when mode: report may let a denial for r pass: what the policy
+ * document decides (deny and allow rules, opaque, tls for methods/paths,
+ * SNI-less TLS, countries, asns). Never the gateway's own guarantees:
+ * identity, internal addresses, credentials, SNI/Host agreement, ambiguous
+ * paths, malformed traffic, limits, dns_types (docs/policy.md, "mode").
+ */
+int	policy_report_relaxes(enum sg_reason r);
+/*
+ * A denial for r about to be made on v: in report mode, and for a reason
+ * report mode relaxes, record it as v's report (the first one stays) and
+ * return 1 (let it pass); 0 otherwise (deny).
+ */
+int	policy_verdict_report(struct policy_verdict *v, enum sg_reason r);
 
 /*
  * Steps 1-3 of the decision order. id NULL: no identity. method and path

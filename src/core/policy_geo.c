@@ -73,12 +73,14 @@ policy_check_geo(const struct policy *p, const struct policy_identity *id,
 		v->reason = REASON_UNKNOWN_POLICY;
 		return 0;
 	}
-	if (geo_country_denied(def, country)) {
+	if (geo_country_denied(def, country) &&
+	    !policy_verdict_report(v, REASON_COUNTRY_DENY)) {
 		v->allow = 0;
 		v->reason = REASON_COUNTRY_DENY;
 		return 0;
 	}
-	if (geo_asn_denied(def, asn)) {
+	if (geo_asn_denied(def, asn) &&
+	    !policy_verdict_report(v, REASON_ASN_DENY)) {
 		v->allow = 0;
 		v->reason = REASON_ASN_DENY;
 		return 0;

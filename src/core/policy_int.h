@@ -43,6 +43,7 @@ struct policy_private {
 
 struct policy_def {
 	char		*name;
+	int		 report;	/* mode: report (policy_report_relaxes()) */
 	struct policy_rule *allow;
 	size_t		 n_allow;
 	struct policy_rule *deny;

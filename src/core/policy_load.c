@@ -785,7 +785,14 @@ pl_policy(struct pload *l, const struct ynode *n)
 			pl_private(l, c, def);
 		else if (strcmp(s, "dns_types") == 0)
 			pl_dns_types(l, c, def);
-		else if (strcmp(s, "countries") == 0)
+		else if (strcmp(s, "mode") == 0) {
+			if (c->type == YNODE_SCALAR && strcmp(c->str, "report") == 0)
+				def->report = 1;
+			else if (c->type != YNODE_SCALAR ||
+			    strcmp(c->str, "enforce") != 0)
+				ycheck_err(&l->c, c, "mode: expected enforce "
+				    "or report");
+		} else if (strcmp(s, "countries") == 0)
 			pl_countries(l, c, def);
 		else if (strcmp(s, "asns") == 0)
 			pl_asns(l, c, def);
@@ -1586,15 +1593,16 @@ policy_unref(struct policy *p)
 void
 policy_summary(const struct policy *p, char *buf, size_t len)
 {
-	size_t i, rules = 0, defs = 0;
-	int implicit = 0;
+	size_t i, rules = 0, defs = 0, report = 0;
+	int implicit = 0, n;
 
 	for (i = 0; i < p->n_defs; i++) {
 		rules += p->defs[i].n_allow + p->defs[i].n_deny;
 		defs += !p->defs[i].implicit;
 		implicit |= p->defs[i].implicit;
+		report += p->defs[i].report != 0;
 	}
-	snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s%s, "
+	n = snprintf(buf, len, "%zu file%s, %zu sandbox%s, %zu polic%s%s, "
 	    "%zu rule%s, %zu credential%s",
 	    p->n_files, p->n_files == 1 ? "" : "s",
 	    p->n_sandboxes, p->n_sandboxes == 1 ? "" : "es",
@@ -1602,4 +1610,9 @@ policy_summary(const struct policy *p, char *buf, size_t len)
 	    implicit ? " (+ the implicit deny-all \"default\")" : "",
 	    rules, rules == 1 ? "" : "s",
 	    p->n_creds, p->n_creds == 1 ? "" : "s");
+	/* Said wherever the summary is: its denials are not enforced. */
+	if (report > 0 && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; %zu polic%s in mode: report "
+		    "(denials logged, not enforced)", report,
+		    report == 1 ? "y" : "ies");
 }

@@ -758,32 +758,74 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 			break;
 		}
 	}
+	v->report_mode = def->report;
 	n = first_match(def->deny_idx, def->deny, def->n_deny, t, deny_ok, &c);
 	if (n != -1) {
 		snprintf(v->rule, sizeof(v->rule), "%s:deny[%d]", def->name, n);
 		v->reason = c.path_ambiguous && def->deny[n].n_paths > 0 ?
 		    REASON_AMBIGUOUS_PATH : REASON_POLICY_DENY;
-		return 0;
+		if (!policy_verdict_report(v, v->reason))
+			return 0;
+		v->reason = REASON_NONE;
 	}
 	n = first_match(def->allow_idx, def->allow, def->n_allow, t, allow_ok,
 	    &c);
 	if (n == -1) {
-		verdict_deny(v, "default-deny", REASON_POLICY_DENY);
-		return 0;
+		if (v->report == REASON_NONE &&
+		    !policy_verdict_report(v, REASON_POLICY_DENY)) {
+			verdict_deny(v, "default-deny", REASON_POLICY_DENY);
+			return 0;
+		}
+		/* Reported: passed through as no rule says otherwise. */
+		if (v->rule[0] == '\0')
+			snprintf(v->rule, sizeof(v->rule), "default-deny");
+		v->allow = 1;
+		v->inspect = c.deferred;
+		return 1;
 	}
 	r = &def->allow[n];
 	/* The rule that matched host, port and method looks at the path. */
 	if (c.path_ambiguous && r->n_paths > 0) {
 		snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name, n);
 		v->reason = REASON_AMBIGUOUS_PATH;
+		v->report = REASON_NONE;
 		return 0;
 	}
 	v->allow = 1;
-	snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name, n);
+	/* A reported verdict names the rule that would have denied. */
+	if (v->report == REASON_NONE)
+		snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name,
+		    n);
 	v->tls = r->tls;
 	v->opaque = r->opaque;
 	/* Also when a request-level deny rule could still apply. */
 	v->inspect = r->n_methods > 0 || r->n_paths > 0 || c.deferred;
+	return 1;
+}
+
+int
+policy_report_relaxes(enum sg_reason r)
+{
+	switch (r) {
+	case REASON_POLICY_DENY:
+	case REASON_NEEDS_INTERCEPT:
+	case REASON_PROTOCOL_DENY:
+	case REASON_SNI_MISSING:
+	case REASON_COUNTRY_DENY:
+	case REASON_ASN_DENY:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int
+policy_verdict_report(struct policy_verdict *v, enum sg_reason r)
+{
+	if (!v->report_mode || !policy_report_relaxes(r))
+		return 0;
+	if (v->report == REASON_NONE)
+		v->report = r;
 	return 1;
 }
 

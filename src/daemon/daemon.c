@@ -60,6 +60,13 @@ daemon_parts_open(const struct config *cfg, struct keeper_client *kc,
 	ap.retention_s = cfg->audit_retention_s;
 	ap.checkpoint_ms = cfg->audit_checkpoint_ms;
 	ap.on_failure_allow = cfg->audit_on_failure_allow;
+	if (cfg->audit_syslog) {
+		memcpy(&ap.syslog_addr, &cfg->audit_syslog_ss,
+		    sizeof(ap.syslog_addr));
+		ap.syslog_addrlen = cfg->audit_syslog_sslen;
+		ap.syslog_json = cfg->audit_syslog_json;
+		ap.syslog_udp = cfg->audit_syslog_udp;
+	}
 	ap.signer.sign = keeper_client_sign_audit;
 	ap.signer.ctx = kc;
 	memcpy(ap.signer.public_key, keeper_client_audit_pub(kc),
@@ -71,6 +78,10 @@ daemon_parts_open(const struct config *cfg, struct keeper_client *kc,
 	}
 	log_info("audit: %s (checkpoints signed with %s)", cfg->audit_db,
 	    cfg->audit_signing_key);
+	if (cfg->audit_syslog)
+		log_info("audit: every row forwarded to syslog %s over %s (%s)",
+		    cfg->audit_syslog_address, cfg->audit_syslog_udp ? "UDP" :
+		    "TCP", cfg->audit_syslog_json ? "json" : "rfc5424");
 	/* The CA certificate without its key; leaves are signed by the keeper. */
 	if ((parts->ca = ca_remote(keeper_client_ca_cert(kc),
 	    keeper_client_leaf_key(kc), keeper_client_sign_leaf, kc,

@@ -141,6 +141,12 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.decision = o->decision;
 	ev.rule = o->rule;
 	ev.reason = reason_word(o->reason);
+	/* mode: report: answered, but the policy would have said NXDOMAIN. */
+	if (strcmp(o->decision, "allow") == 0 &&
+	    p->v.report != REASON_NONE) {
+		ev.decision = "report";
+		ev.reason = reason_word(p->v.report);
+	}
 	ev.credential = p->cred[0] != '\0' ? p->cred : NULL;
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;

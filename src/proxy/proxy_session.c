@@ -496,6 +496,13 @@ session_log(struct session *s, const char *decision, int status,
 	char path[256] = "-";
 
 	s->logged = 1;
+	/* mode: report -- what passed but the policy would have denied. */
+	if (strcmp(decision, "allow") == 0 &&
+	    s->verdict.report != REASON_NONE) {
+		decision = "report";
+		if (reason == REASON_NONE)
+			reason = s->verdict.report;
+	}
 	/* The path is escaped only when a line will be written. */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +

@@ -198,7 +198,8 @@ decide_no_sni(struct session *s)
 		intercept(s);
 		return;
 	}
-	if (decide_addr(s) != REASON_NONE || !s->verdict.opaque) {
+	if (decide_addr(s) != REASON_NONE || (!s->verdict.opaque &&
+	    !policy_verdict_report(&s->verdict, REASON_SNI_MISSING))) {
 		s->verdict.allow = 0;
 		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
 		    "passes only where a cidr rule with opaque: true allows it");
@@ -229,7 +230,8 @@ decide_name(struct session *s, const char *host, size_t len)
 		return;
 	}
 	if (s->sniffed == SNIFF_TLS && s->verdict.inspect &&
-	    s->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s)) {
+	    s->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s) &&
+	    !policy_verdict_report(&s->verdict, REASON_NEEDS_INTERCEPT)) {
 		deny(s, 403, REASON_NEEDS_INTERCEPT,
 		    "the rule limits methods or paths: it needs tls: intercept");
 		return;
@@ -259,7 +261,9 @@ decide_opaque(struct session *s)
 		deny(s, 0, r, "address not allowed");
 		return;
 	}
-	if (s->sniffed == SNIFF_TLS ? s->verdict.inspect : !s->verdict.opaque) {
+	if ((s->sniffed == SNIFF_TLS ? s->verdict.inspect : !s->verdict.opaque) &&
+	    !policy_verdict_report(&s->verdict, s->sniffed == SNIFF_TLS ?
+	    REASON_NEEDS_INTERCEPT : REASON_PROTOCOL_DENY)) {
 		deny(s, 403, s->sniffed == SNIFF_TLS ? REASON_NEEDS_INTERCEPT :
 		    REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;

@@ -45,6 +45,11 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		relay_start(s);
 		return;
 	}
+	if (s->obev == NULL &&
+	    policy_verdict_report(&s->verdict, REASON_PROTOCOL_DENY)) {
+		upstream_connect(s, relay_start);
+		return;
+	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
 	    "no client bytes within 5s and the rule is not opaque");
 }
@@ -161,7 +166,8 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 			    "cannot set up interception");
 		return;
 	}
-	if (s->verdict.inspect) {
+	if (s->verdict.inspect &&
+	    !policy_verdict_report(&s->verdict, REASON_NEEDS_INTERCEPT)) {
 		/* Methods and paths cannot be seen in a passed-through TLS stream. */
 		tunnel_refuse(s, 1, REASON_NEEDS_INTERCEPT,
 		    "the rule limits methods or paths: it needs tls: intercept");
@@ -213,6 +219,11 @@ tunnel_sniff(struct session *s)
 	}
 	if (s->verdict.opaque && s->obev != NULL) {
 		relay_start(s);
+		return;
+	}
+	if (s->obev == NULL &&
+	    policy_verdict_report(&s->verdict, REASON_PROTOCOL_DENY)) {
+		upstream_connect(s, relay_start);
 		return;
 	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,

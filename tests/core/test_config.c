@@ -109,6 +109,7 @@ test_defaults(void)
 	CHECK_STR(cfg->audit_signing_key, "./certs/audit.key");
 	CHECK_STR(cfg->audit_public_key, "./certs/audit.pub");
 	CHECK_INT(cfg->audit_on_failure_allow, 0);
+	CHECK_INT(cfg->audit_syslog, 0);
 	CHECK(cfg->geoip_country_db == NULL);
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "runsc");
@@ -193,6 +194,11 @@ test_full(void)
 	CHECK_STR(cfg->audit_signing_key, "/abs/audit.key");	/* beside ca.key */
 	CHECK_STR(cfg->audit_public_key, join(data_dir, "keys/audit.pub"));
 	CHECK_INT(cfg->audit_on_failure_allow, 1);
+	CHECK_INT(cfg->audit_syslog, 1);
+	CHECK_STR(cfg->audit_syslog_address, "[::1]:6514");
+	CHECK_INT(cfg->audit_syslog_ss.ss_family, AF_INET6);
+	CHECK_INT(cfg->audit_syslog_json, 1);
+	CHECK_INT(cfg->audit_syslog_udp, 0);
 	CHECK_STR(cfg->geoip_country_db, join(data_dir, "geo/country.mmdb"));
 	CHECK(cfg->geoip_asn_db == NULL);
 	CHECK_STR(cfg->sandbox_runtime, "crun");
