@@ -57,6 +57,8 @@ struct config {
 	char		*audit_signing_key;	/* Ed25519, beside ca.key by default */
 	char		*audit_public_key;
 	int		 audit_on_failure_allow;	/* on_failure: 0 deny, 1 allow */
+	char		*audit_ship_url;	/* audit.ship; NULL: no fleet store */
+	char		*audit_ship_gateway;
 	/* geoip: NULL when unset */
 	char		*geoip_country_db;
 	char		*geoip_asn_db;
@@ -74,6 +76,7 @@ struct config {
 	uint32_t	 sandbox_dns_rate;	/* DNS queries per second */
 	int		 workers;		/* resolved: "auto" -> cores */
 	char		*user;		/* serve drops to this user; NULL: stays as started */
+	int		 policies_watch;	/* reload on policy file changes (inotify) */
 };
 
 /*

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "audit/audit.h"
+#include "audit/audit_store.h"
 #include "core/config.h"
 #include "core/geoip.h"
 #include "core/log.h"
@@ -71,6 +72,16 @@ daemon_parts_open(const struct config *cfg, struct keeper_client *kc,
 	}
 	log_info("audit: %s (checkpoints signed with %s)", cfg->audit_db,
 	    cfg->audit_signing_key);
+	/*
+	 * The shipper is a thread of this (the network) process: its seccomp
+	 * profile allows the sockets libpq needs (docs/fleet.md).
+	 */
+	if (cfg->audit_ship_url != NULL && (parts->ship = audit_ship_start(
+	    cfg->audit_db, cfg->audit_ship_url, cfg->audit_ship_gateway,
+	    &err)) == NULL) {
+		log_warnx("audit.ship: %s", err);
+		goto fail;
+	}
 	/* The CA certificate without its key; leaves are signed by the keeper. */
 	if ((parts->ca = ca_remote(keeper_client_ca_cert(kc),
 	    keeper_client_leaf_key(kc), keeper_client_sign_leaf, kc,

@@ -20,10 +20,12 @@ struct keeper_client;
  * (NULL without). proxy_new takes them, also when it fails.
  */
 struct audit;
+struct audit_ship;
 struct ca;
 struct geoip;
 struct proxy_parts {
 	struct audit		*audit;
+	struct audit_ship	*ship;		/* NULL without audit.ship */
 	struct ca		*ca;
 	struct keeper_client	*kc;
 	struct geoip		*geoip;

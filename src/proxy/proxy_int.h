@@ -74,6 +74,7 @@ struct worker {
 };
 
 struct audit;
+struct audit_ship;
 struct ca;
 struct ca_audit_key;
 struct evhttp;
@@ -87,6 +88,7 @@ struct keeper_client;
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
+	struct audit_ship	*ship;
 	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
 	atomic_ullong		 n_keeper_restarts;	/* keepers adopted after a loss */
