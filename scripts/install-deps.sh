@@ -9,7 +9,8 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev sqlite3
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev
 curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
-python3 python3-requests python3-cryptography nginx-light libmaxmind-db-writer-perl crun runsc"
+python3 python3-requests python3-cryptography nginx-light libmaxmind-db-writer-perl crun runsc
+libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client"
 
 missing=""
 for p in $PKGS; do

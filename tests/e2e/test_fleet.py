@@ -1,0 +1,449 @@
+#!/usr/bin/python3
+"""
+A fleet on one machine (issue 17, docs/fleet.md): three gateways, each in a
+network namespace of its own with an explicit-proxy client under load and an
+origin, ship their audit rows (audit.ship) to one PostgreSQL 15 that this test
+starts itself (initdb in a temp dir, as the unprivileged user nobody, on a
+free loopback port and a Unix socket). Under load one gateway is killed with
+SIGKILL and restarted, and PostgreSQL is stopped for a while and started
+again. At the end the shared table holds exactly the union of the three local
+logs -- the same (gateway, id, hash) set, nothing lost, nothing twice --,
+`audit verify --store` checks every gateway's chain and signatures (and fails
+on a row edited in the store), and `audit --store --sandbox X` answers what
+sandbox X reached on any of the three.
+
+The gateways reach PostgreSQL through its Unix socket: a namespace with only
+lo up cannot reach the host's loopback, and the socket is a file that every
+namespace sees. The command-line queries use the TCP port. The gateways run
+as user sandgate, under the network process's seccomp filter.
+"""
+
+import json
+import os
+import pwd
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest as T  # noqa: E402
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+PSQL = "/usr/bin/psql"
+SETPRIV = "/usr/bin/setpriv"
+IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "/bin/ip"
+PG_USER = "nobody"
+RUN_AS = "sandgate"
+TOKEN = {"agent-x": "tok-x-5c1e9a77d2", "agent-y": "tok-y-08b4f6e13a"}
+ORIGIN_PORT = 8080
+N_GW = 3
+
+# The explicit-proxy client run inside a namespace: threads sending requests
+# with each sandbox's token, half to the origin (allowed), half denied.
+LOAD = r"""
+import base64, socket, sys, threading, time
+port, oport, tag = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+toks = dict(a.split("=", 1) for a in sys.argv[4:])
+def run(i):
+    n = 0
+    while True:
+        n += 1
+        sid = "agent-x" if (i + n) % 2 else "agent-y"
+        auth = base64.b64encode(("%s:%s" % (sid, toks[sid])).encode()).decode()
+        if n % 2:
+            target = "http://127.0.0.2:%d/%s/%s/%d/%d" % (oport, sid, tag, i, n)
+            host = "127.0.0.2:%d" % oport
+        else:
+            target = "http://denied-%s.test/%s/%d/%d" % (tag, sid, i, n)
+            host = "denied-%s.test" % tag
+        req = ("GET %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n"
+               "Connection: close\r\n\r\n" % (target, host, auth)).encode()
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(req)
+            while s.recv(65536):
+                pass
+            s.close()
+        except OSError:
+            time.sleep(0.05)
+        time.sleep(0.01)
+for i in range(3):
+    threading.Thread(target=run, args=(i,), daemon=True).start()
+while True:
+    time.sleep(1)
+"""
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=T.clean_env(), timeout=60, **kw)
+
+
+class Postgres:
+    """PostgreSQL 15 in a temp dir, run as an unprivileged user, by PID."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.data = os.path.join(tmp, "pgdata")
+        self.sock = os.path.join(tmp, "pgsock")
+        self.port = T.free_port()
+        self.proc = None
+        for d in (self.data, self.sock):
+            os.makedirs(d)
+            subprocess.run(["chown", PG_USER + ":", d], check=True)
+        os.chmod(self.sock, 0o755)
+        r = run(self._as_user([PG_BIN + "/initdb", "-D", self.data, "-U",
+                               "sandgate", "--auth=trust", "-E", "UTF8",
+                               "--locale=C.UTF-8", "--no-sync"]))
+        if r.returncode != 0:
+            raise RuntimeError("initdb failed:\n" + r.stdout + r.stderr)
+
+    @staticmethod
+    def _as_user(argv):
+        pw = pwd.getpwnam(PG_USER)
+        return [SETPRIV, "--reuid=%d" % pw.pw_uid, "--regid=%d" % pw.pw_gid,
+                "--clear-groups", "--"] + argv
+
+    def start(self):
+        self.proc = T.Proc(self._as_user([
+            PG_BIN + "/postgres", "-D", self.data, "-k", self.sock,
+            "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+            "-c", "fsync=off", "-c", "max_connections=40"]),
+            os.path.join(self.tmp, "postgres.log"))
+        deadline = time.time() + 30 * T.SLOW
+        while time.time() < deadline:
+            if not self.proc.alive():
+                break
+            if self.psql("postgres", "SELECT 1").returncode == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("postgres did not start:\n" + self.proc.log_tail())
+
+    def stop(self):
+        """Fast shutdown (SIGINT) by PID: sessions end, the data stays."""
+        if self.proc is None:
+            return
+        if self.proc.alive():
+            os.kill(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.p.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc.stop()
+        self.proc = None
+
+    def psql(self, db, sql):
+        return run([PSQL, "-X", "-q", "-At", "-F", "\t", "-h", "127.0.0.1",
+                    "-p", str(self.port), "-U", "sandgate", "-d", db,
+                    "-v", "ON_ERROR_STOP=1", "-c", sql])
+
+    def rows(self, sql):
+        r = self.psql("fleet", sql)
+        if r.returncode != 0:
+            raise AssertionError("psql: " + r.stderr)
+        return [line.split("\t") for line in r.stdout.splitlines() if line]
+
+    def url_tcp(self):
+        return "postgresql://sandgate@127.0.0.1:%d/fleet" % self.port
+
+    def url_socket(self):
+        return "postgresql://sandgate@/fleet?host=%s&port=%d" % (
+            self.sock, self.port)
+
+
+class NoDns:
+    """The gateways resolve nothing here: every request names an IP or is denied by name."""
+    addr = "127.0.0.1:53"
+
+
+class NsGateway(T.Gateway):
+    """A Gateway whose processes run inside network namespace ns."""
+
+    def __init__(self, ns, *a, **kw):
+        self.ns = ns
+        super().__init__(*a, **kw)
+
+    def start(self, timeout=20.0):
+        start = 0
+        if os.path.exists(self.log_path):
+            start = os.path.getsize(self.log_path)
+        self.proc = T.Proc([IP, "netns", "exec", self.ns, T.BIN, "serve", "-c",
+                            self.cfg_path], self.log_path, cwd=self.tmp,
+                           env=T.clean_env())
+        if self.wait_log(r"sandgate info: ready$", timeout, start) is None:
+            tail = self.proc.log_tail()
+            self.proc.stop()
+            raise AssertionError("gateway in %s did not start:\n%s" %
+                                 (self.ns, tail))
+
+    def kill9(self):
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.p.wait(10)
+        self.proc.stop()
+        self.proc = None
+
+    def in_ns(self, argv):
+        return run([IP, "netns", "exec", self.ns] + argv)
+
+    def metrics(self):
+        r = self.in_ns([T.CURL, "-s", "--max-time", "5",
+                        "http://127.0.0.1:%d/metrics" % self.metrics_port])
+        out = {}
+        for line in r.stdout.splitlines():
+            m = re.match(r"^(sandgate_\w+) ([0-9.e+-]+)$", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+        return out
+
+    def local(self):
+        """{id: (hash, row)} of the local audit.db."""
+        con = sqlite3.connect("file:%s?mode=ro" % self.db, uri=True,
+                              timeout=5)
+        con.text_factory = bytes
+        try:
+            return {r[0]: (r[1].decode(), r[2:]) for r in con.execute(
+                "SELECT id, hash, path, host FROM events")}
+        finally:
+            con.close()
+
+
+class FleetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        for exe in (PG_BIN + "/initdb", PG_BIN + "/postgres", PSQL, SETPRIV):
+            if not os.access(exe, os.X_OK):
+                T.skip_file(exe + " is missing (postgresql-15, util-linux)")
+        if os.geteuid() != 0:
+            T.skip_file("needs root for network namespaces and to run "
+                        "PostgreSQL as " + PG_USER)
+        cls.td = T.TempDir("sgfleet-")
+        cls.addClassCleanup(cls.td.cleanup)
+        os.chmod(cls.td.path, 0o755)
+        cls.pg = Postgres(cls.td.path)
+        cls.addClassCleanup(cls.pg.stop)
+        cls.pg.start()
+        r = cls.pg.psql("postgres", "CREATE DATABASE fleet")
+        assert r.returncode == 0, r.stderr
+        cls.nss = []
+        cls.gws = []
+        cls.loads = []
+        cls.origins = []
+        cls.addClassCleanup(cls._teardown_fleet)
+        for i in range(1, N_GW + 1):
+            cls._start_member(i)
+
+    @classmethod
+    def _start_member(cls, i):
+        ns = "sgfleet-%d-%d" % (os.getpid(), i)
+        r = run([IP, "netns", "add", ns])
+        assert r.returncode == 0, r.stderr
+        cls.nss.append(ns)
+        run([IP, "-n", ns, "link", "set", "lo", "up"])
+        d = cls.td.join("gw%d" % i)
+        os.makedirs(d)
+        policy = {
+            "sandboxes": [T.token_sandbox(sid, tok, "agents")
+                          for sid, tok in TOKEN.items()],
+            "policies": [{"name": "agents",
+                          "allow": [{"cidr": "127.0.0.2/32",
+                                     "ports": [ORIGIN_PORT]}],
+                          "deny": [{"host": "*.test"}],
+                          "allow_private": ["127.0.0.2/32"]}],
+        }
+        metrics_port = T.free_port()
+        gw = NsGateway(ns, d, NoDns(), {"p.yaml": policy}, user=RUN_AS,
+                       extra={"audit": {"ship": {"url": cls.pg.url_socket(),
+                                                 "gateway": "gw-%d" % i},
+                                        "checkpoint_interval": "1s"},
+                              "listen": {"metrics":
+                                         "127.0.0.1:%d" % metrics_port},
+                              "limits": {"per_sandbox":
+                                         {"connections_per_second": 0}}})
+        gw.metrics_port = metrics_port
+        gw.db = os.path.join(d, "var", "audit.db")
+        gw.pub = os.path.join(d, "certs", "audit.pub")
+        gw.name = "gw-%d" % i
+        cls.gws.append(gw)
+        www = os.path.join(d, "www")
+        os.makedirs(www)
+        cls.origins.append(T.Proc(
+            [IP, "netns", "exec", ns, "/usr/bin/python3", "-m", "http.server",
+             "--bind", "127.0.0.2", "--directory", www, str(ORIGIN_PORT)],
+            os.path.join(d, "origin.log")))
+        gw.start()
+
+    @classmethod
+    def _teardown_fleet(cls):
+        for p in cls.loads + cls.origins:
+            p.stop(grace=2)
+        for gw in cls.gws:
+            if gw.proc is not None:
+                gw.proc.stop()
+        for ns in cls.nss:
+            run([IP, "netns", "del", ns])
+
+    def start_loads(self):
+        for gw in self.gws:
+            self.loads.append(T.Proc(
+                [IP, "netns", "exec", gw.ns, "/usr/bin/python3", "-c", LOAD,
+                 str(gw.port), str(ORIGIN_PORT), gw.name] +
+                ["%s=%s" % kv for kv in TOKEN.items()],
+                os.path.join(gw.tmp, "load.log")))
+
+    def wait_rows(self, gw, more_than, timeout=20):
+        deadline = time.time() + timeout * T.SLOW
+        while time.time() < deadline:
+            n = len(gw.local())
+            if n > more_than:
+                return n
+            time.sleep(0.2)
+        self.fail("%s wrote no new rows:\n%s" % (gw.name, gw.log_tail()))
+
+    def wait_shipped(self, timeout=60):
+        """Until the store holds every local row of every gateway."""
+        deadline = time.time() + timeout * T.SLOW
+        while True:
+            want = {(gw.name, i) for gw in self.gws for i in gw.local()}
+            have = {(g, int(i)) for g, i in self.pg.rows(
+                "SELECT gateway, id FROM sandgate.events")}
+            if want <= have or time.time() > deadline:
+                return want - have
+            time.sleep(0.5)
+
+    def test_fleet(self):
+        r = T.run_sandgate("audit", "ship", "--init", "--store",
+                           self.pg.url_tcp())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("created", r.stdout)
+        self.start_loads()
+        counts = [self.wait_rows(gw, 20) for gw in self.gws]
+
+        # 1. One gateway dies under load (SIGKILL) and comes back.
+        victim = self.gws[1]
+        victim.kill9()
+        before = len(victim.local())
+        victim.start()
+        self.wait_rows(victim, before + 10)
+        self.assertNotIn("shipping stops", victim.log_text())
+
+        # 2. PostgreSQL goes away for a while: requests go on, rows wait.
+        self.pg.stop()
+        during = [len(gw.local()) for gw in self.gws]
+        for gw, n in zip(self.gws, during):
+            self.wait_rows(gw, n + 300)
+        for gw in self.gws:
+            m = gw.metrics()
+            self.assertEqual(m.get("sandgate_audit_ship_up"), 0.0, m)
+            self.assertGreater(m.get("sandgate_audit_ship_backlog_rows", 0),
+                               0, m)
+            self.assertGreater(m.get("sandgate_audit_ship_backlog_seconds",
+                                     0), 0, m)
+            self.assertTrue(gw.alive())
+        self.pg.start()
+        after = [len(gw.local()) for gw in self.gws]
+        for gw, n in zip(self.gws, after):
+            self.wait_rows(gw, n + 20)
+
+        # 3. The load ends; every row reaches the store; a clean stop ships
+        # the shutdown checkpoint as well.
+        for p in self.loads:
+            p.stop(grace=2)
+        self.loads.clear()
+        missing = self.wait_shipped()
+        self.assertEqual(missing, set(), "rows not shipped")
+        for gw in self.gws:
+            self.assertIn("takes rows again", gw.log_text())
+            m = gw.metrics()
+            self.assertEqual(m.get("sandgate_audit_ship_up"), 1.0, m)
+            gw.stop()
+        # After the stop: the store has the shutdown checkpoints too.
+        local = {}
+        for gw in self.gws:
+            for i, (h, _) in gw.local().items():
+                local[(gw.name, i)] = h
+        store_rows = self.pg.rows("SELECT gateway, id, hash FROM "
+                                  "sandgate.events")
+        store = {}
+        for g, i, h in store_rows:
+            self.assertNotIn((g, int(i)), store, "a row twice")
+            store[(g, int(i))] = h
+        self.assertEqual(len(store_rows), len(store))
+        self.assertEqual(set(store) - set(local), set(), "rows not in any "
+                         "local log")
+        self.assertEqual(set(local) - set(store), set(), "rows lost")
+        self.assertEqual(store, local)
+        for gw in self.gws:
+            last = max(i for (g, i) in local if g == gw.name)
+            path = self.pg.rows("SELECT path FROM sandgate.events WHERE "
+                                "gateway = '%s' AND id = %d" %
+                                (gw.name, last))[0][0]
+            self.assertIn("at=shutdown", path)
+        print("fleet: %d rows from %s" % (len(store), ", ".join(
+            "%s %d" % (gw.name, len(gw.local())) for gw in self.gws)))
+
+        # 4. verify --store: every gateway's chain and checkpoints.
+        keys = []
+        for gw in self.gws:
+            keys += ["--pubkey", gw.pub]
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
+                           *keys)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for gw in self.gws:
+            self.assertRegex(r.stdout, r"gateway %s: ok: \d+ rows verified" %
+                             gw.name)
+            self.assertRegex(r.stdout, r"gateway %s: unsigned tail: 0 rows" %
+                             gw.name)
+        # Without the other gateways' keys, their checkpoints cannot pass.
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
+                           "--pubkey", self.gws[0].pub)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("gateway gw-1: ok:", r.stdout)
+        self.assertIn("gateway gw-2: row", r.stderr)
+
+        # 5. The question: what did agent-x reach, on any gateway?
+        r = T.run_sandgate("audit", "--store", self.pg.url_tcp(), "--sandbox",
+                           "agent-x", "--decision", "allow", "--limit", "0",
+                           "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual({x["gateway"] for x in rows},
+                         {gw.name for gw in self.gws})
+        self.assertEqual({(x["host"], x["port"]) for x in rows},
+                         {("127.0.0.2", ORIGIN_PORT)})
+        self.assertTrue(all(x["sandbox"] == "agent-x" for x in rows))
+        want = sum(1 for gw in self.gws for _, (h, row) in gw.local().items()
+                   if row[0] is not None and b"/agent-x/" in row[0] and
+                   row[1] == b"127.0.0.2")
+        self.assertEqual(len(rows), want)
+        # Filters work on the store as on audit.db: a glob, a gateway, a table.
+        r = T.run_sandgate("audit", "--store", self.pg.url_tcp(), "--host",
+                           "DENIED-GW-[23].*", "--gateway", "gw-3",
+                           "--limit", "5", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual(len(got), 5)
+        self.assertTrue(all(x["host"] == "denied-gw-3.test" and
+                            x["gateway"] == "gw-3" for x in got), got)
+        r = T.run_sandgate("audit", "--store", self.pg.url_tcp(), "--limit",
+                           "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("GATEWAY "), r.stdout)
+
+        # 6. A row edited in the store: verify names the gateway and the row.
+        self.pg.rows("UPDATE sandgate.events SET path = '/edited' WHERE "
+                     "gateway = 'gw-2' AND id = 5 RETURNING id")
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
+                           *keys)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("sandgate: audit verify: gateway gw-2: row 5: hash does "
+                      "not match", r.stderr)
+        self.assertIn("gateway gw-3: ok:", r.stdout)
+
+
+if __name__ == "__main__":
+    T.require_binary()
+    unittest.main(verbosity=2)
