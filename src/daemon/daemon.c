@@ -156,7 +156,8 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 	pol = NULL;
 	proxy_keeper_pid(p, kpid);
 	/* 4. The main thread's services. */
-	if (proxy_admin_start(p) == -1 || proxy_metrics_start(p) == -1) {
+	if (proxy_admin_start(p) == -1 || proxy_metrics_start(p) == -1 ||
+	    proxy_watch_start(p) == -1) {
 		log_take_held(held, sizeof(held));
 		rc = fail_line(err, errlen, 1,
 		    held[0] ? held : "the admin API or metrics did not start");

@@ -122,6 +122,7 @@ struct proxy {
 	atomic_ullong		 n_reload_ok;	/* policy reloads, for metrics */
 	atomic_ullong		 n_reload_err;
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
+	struct proxy_watch	*watch;		/* policies_watch, main thread */
 	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
 	void			*on_free_arg;
 };
@@ -414,6 +415,10 @@ int		 proxy_nflog_group(const struct proxy *);
 
 /* proxy_admin.c */
 void		 proxy_admin_stop(struct proxy *);
+
+/* proxy_watch.c: policies_watch */
+struct proxy_watch;
+void		 proxy_watch_stop(struct proxy *);
 
 /* proxy_metrics.c: Prometheus text at GET /metrics on listen.metrics */
 int		 proxy_metrics_bind(struct proxy *);

@@ -529,6 +529,7 @@ proxy_free(struct proxy *p)
 				close(p->listen_fds[k][i]);
 	proxy_admin_stop(p);
 	proxy_metrics_stop(p);
+	proxy_watch_stop(p);
 	proxy_nflog_stop(p);
 	if (p->on_free != NULL)
 		p->on_free(p->on_free_arg);
