@@ -444,6 +444,40 @@ class FleetTest(unittest.TestCase):
         self.assertIn("gateway gw-3: ok:", r.stdout)
 
 
+class FleetCliTest(unittest.TestCase):
+    """The command line's own errors, before any store is contacted."""
+
+    def usage(self, *args):
+        r = T.run_sandgate(*args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertTrue(r.stderr.startswith("sandgate: "), r.stderr)
+        return r.stderr
+
+    def test_usage_errors(self):
+        self.assertIn("ship --init", self.usage("audit", "ship"))
+        self.assertIn("--gateway needs --store",
+                      self.usage("audit", "--gateway", "gw-1"))
+        self.assertIn("postgresql://",
+                      self.usage("audit", "--store", "mysql://db/x"))
+        self.assertIn("not a gateway name",
+                      self.usage("audit", "--store", "postgresql:///x",
+                                 "--gateway", "gw/1"))
+        self.assertIn("export", self.usage("audit", "export", "--store",
+                                           "postgresql:///x"))
+        self.assertIn("--init", self.usage("audit", "verify", "--init"))
+
+    def test_unreachable_store(self):
+        port = T.free_port()
+        url = "postgresql://sandgate@127.0.0.1:%d/fleet" % port
+        for args in (("audit", "--store", url), ("audit", "verify", "--store",
+                                                 url),
+                     ("audit", "ship", "--init", "--store", url)):
+            r = T.run_sandgate(*args)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertRegex(r.stderr, r"^sandgate: audit.*refused")
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
 if __name__ == "__main__":
     T.require_binary()
     unittest.main(verbosity=2)
