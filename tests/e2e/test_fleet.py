@@ -18,12 +18,14 @@ namespace sees. The command-line queries use the TCP port. The gateways run
 as user sandgate, under the network process's seccomp filter.
 """
 
+import hashlib
 import json
 import os
 import pwd
 import re
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -433,7 +435,11 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(r.stdout.startswith("GATEWAY "), r.stdout)
 
-        # 6. A row edited in the store: verify names the gateway and the row.
+        # 6. Rows whose bytes a text column cannot hold (not UTF-8) keep
+        # their encoding in raw: verify hashes that and checks the columns.
+        self.raw_rows()
+
+        # 7. A row edited in the store: verify names the gateway and the row.
         self.pg.rows("UPDATE sandgate.events SET path = '/edited' WHERE "
                      "gateway = 'gw-2' AND id = 5 RETURNING id")
         r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
@@ -442,6 +448,61 @@ class FleetTest(unittest.TestCase):
         self.assertIn("sandgate: audit verify: gateway gw-2: row 5: hash does "
                       "not match", r.stderr)
         self.assertIn("gateway gw-3: ok:", r.stdout)
+
+
+    def raw_rows(self):
+        """Two rows of a gateway gw-raw written straight into the store."""
+        prev = "0" * 64
+        for i, path in ((1, b"/plain"), (2, b"/caf\xff\x00e")):
+            vals = [i, "2026-12-03T06:00:0%d.000Z" % i, "agent-z", "http",
+                    None, "raw.test", None, 80, None, None, "GET", path, 403,
+                    "deny", "default-deny", "policy-deny", None, 0, 0, 1]
+            h = hashlib.sha256(prev.encode() + encode(vals)).hexdigest()
+            raw = "decode('%s', 'hex')" % encode(vals).hex() if i == 2 \
+                else "NULL"
+            shown = path.decode("utf-8", "replace").replace("\x00", "\ufffd")
+            self.pg.rows(
+                "INSERT INTO sandgate.events (gateway, id, ts, sandbox, kind, "
+                "host, port, method, path, status, decision, rule, reason, "
+                "bytes_up, bytes_down, duration_ms, prev_hash, hash, raw) "
+                "VALUES ('gw-raw', %d, '%s', 'agent-z', 'http', 'raw.test', "
+                "80, 'GET', '%s', 403, 'deny', 'default-deny', 'policy-deny', "
+                "0, 0, 1, '%s', '%s', %s) RETURNING id" %
+                (i, vals[1], shown, prev, h, raw))
+            prev = h
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
+                           "--gateway", "gw-raw")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gateway gw-raw: ok: 2 rows verified", r.stdout)
+        r = T.run_sandgate("audit", "--store", self.pg.url_tcp(), "--gateway",
+                           "gw-raw", "--asc", "--format", "json")
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([x["path"] for x in rows],
+                         ["/plain", "/caf\ufffd\u0000e"])
+        # Its column changed, its raw not: the row no longer shows what it holds.
+        self.pg.rows("UPDATE sandgate.events SET path = '/cafe' WHERE "
+                     "gateway = 'gw-raw' AND id = 2 RETURNING id")
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
+                           "--gateway", "gw-raw")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("gateway gw-raw: row 2: column path differs from the "
+                      "row's raw encoding", r.stderr)
+        self.pg.rows("DELETE FROM sandgate.events WHERE gateway = 'gw-raw' "
+                     "RETURNING id")
+
+
+def encode(values):
+    """The canonical row encoding of docs/audit.md; bytes are TEXT as stored."""
+    out = b""
+    for v in values:
+        if v is None:
+            out += b"\x00"
+        elif isinstance(v, int):
+            out += b"\x01" + struct.pack(">q", v)
+        else:
+            b = v if isinstance(v, bytes) else v.encode()
+            out += b"\x02" + struct.pack(">I", len(b)) + b
+    return out
 
 
 class FleetCliTest(unittest.TestCase):
