@@ -116,8 +116,8 @@ ship_disconnect(struct audit_ship *s, const char *why)
 {
 	if (s->down_since == 0) {
 		s->down_since = ship_now_ms();
-		log_warnx("audit ship: the fleet store is unreachable (%s); rows "
-		    "wait in audit.db and are shipped when it returns", why);
+		log_warnx("audit ship: cannot ship to the fleet store (%s); rows "
+		    "wait in audit.db and are shipped once it takes them", why);
 	}
 	PQfinish(s->conn);
 	s->conn = NULL;
