@@ -491,6 +491,73 @@ class FleetTest(unittest.TestCase):
                      "RETURNING id")
 
 
+class FleetRetentionTest(unittest.TestCase):
+    """
+    A gateway that starts shipping after retention deleted its first rows:
+    the store's chain for it starts after id 1, at the anchor its shipped
+    retention row records, and verify --store accepts that (and only that).
+    """
+
+    def test_shipping_starts_after_retention(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run PostgreSQL as " + PG_USER)
+        td = T.TempDir("sgfleet-ret-")
+        self.addCleanup(td.cleanup)
+        os.chmod(td.path, 0o755)
+        pg = Postgres(td.path)
+        self.addCleanup(pg.stop)
+        pg.start()
+        self.assertEqual(pg.psql("postgres", "CREATE DATABASE fleet")
+                         .returncode, 0)
+        r = T.run_sandgate("audit", "ship", "--init", "--store", pg.url_tcp())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        policy = {"sandboxes": [T.local_sandbox("p", sid="agent-r")],
+                  "policies": [{"name": "p", "deny": [{"host": "*.test"}]}]}
+        audit = {"retention": "1s", "checkpoint_interval": "1s"}
+        gw = T.Gateway(td.path, NoDns(), {"p.yaml": policy},
+                       extra={"audit": dict(audit)})
+        gw.start()
+        self.addCleanup(gw.stop)
+        for i in range(10):
+            T.curl("http://denied.test/r%d" % i, proxy=gw.url, tmp=td.path)
+        self.assertTrue(gw.wait_audit(10, kind="admin", rule="retention"),
+                        gw.log_tail())
+        gw.stop()
+        audit["ship"] = {"url": pg.url_tcp(), "gateway": "gw-ret"}
+        gw = T.Gateway(td.path, NoDns(), {"p.yaml": policy},
+                       extra={"audit": audit})
+        gw.start()
+        self.addCleanup(gw.stop)
+        for i in range(10):
+            T.curl("http://denied.test/s%d" % i, proxy=gw.url, tmp=td.path)
+        db = td.join("var", "audit.db")
+        deadline = time.time() + 30 * T.SLOW
+        while time.time() < deadline:
+            con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+            local = dict(con.execute("SELECT id, hash FROM events"))
+            con.close()
+            store = {int(i): h for i, h in pg.rows(
+                "SELECT id, hash FROM sandgate.events WHERE gateway = 'gw-ret'")}
+            if set(local) <= set(store):
+                break
+            time.sleep(0.3)
+        self.assertEqual({i: store.get(i) for i in local}, local)
+        self.assertGreater(min(store), 1)
+        r = T.run_sandgate("audit", "verify", "--store", pg.url_tcp(),
+                           "--pubkey", td.join("certs", "audit.pub"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gateway gw-ret: ok:", r.stdout)
+        # Without the retention row that explains it, the start is a gap.
+        first = min(store)
+        pg.rows("DELETE FROM sandgate.events WHERE gateway = 'gw-ret' AND "
+                "rule = 'retention' AND path LIKE '%%through=%d&%%' "
+                "RETURNING id" % (first - 1))
+        r = T.run_sandgate("audit", "verify", "--store", pg.url_tcp(),
+                           "--pubkey", td.join("certs", "audit.pub"))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"gateway gw-ret: row \d+: missing")
+
+
 def encode(values):
     """The canonical row encoding of docs/audit.md; bytes are TEXT as stored."""
     out = b""
