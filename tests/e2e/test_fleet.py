@@ -216,12 +216,6 @@ class NsGateway(T.Gateway):
 class FleetTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for exe in (PG_BIN + "/initdb", PG_BIN + "/postgres", PSQL, SETPRIV):
-            if not os.access(exe, os.X_OK):
-                T.skip_file(exe + " is missing (postgresql-15, util-linux)")
-        if os.geteuid() != 0:
-            T.skip_file("needs root for network namespaces and to run "
-                        "PostgreSQL as " + PG_USER)
         cls.td = T.TempDir("sgfleet-")
         cls.addClassCleanup(cls.td.cleanup)
         os.chmod(cls.td.path, 0o755)
@@ -499,8 +493,6 @@ class FleetRetentionTest(unittest.TestCase):
     """
 
     def test_shipping_starts_after_retention(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to run PostgreSQL as " + PG_USER)
         td = T.TempDir("sgfleet-ret-")
         self.addCleanup(td.cleanup)
         os.chmod(td.path, 0o755)
@@ -606,6 +598,24 @@ class FleetCliTest(unittest.TestCase):
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
 
+def require_tools():
+    """Skip the file, saying why, when this machine cannot run a fleet."""
+    for exe in (PG_BIN + "/initdb", PG_BIN + "/postgres", PSQL, SETPRIV, IP):
+        if not os.access(exe, os.X_OK):
+            T.skip_file(exe + " is missing (postgresql-15, util-linux, "
+                        "iproute2)")
+    if os.geteuid() != 0:
+        T.skip_file("needs root for network namespaces and to run "
+                    "PostgreSQL as " + PG_USER)
+    for user in (PG_USER, RUN_AS):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            T.skip_file("no user %s (scripts/install-deps.sh creates "
+                        "sandgate)" % user)
+
+
 if __name__ == "__main__":
     T.require_binary()
+    require_tools()
     unittest.main(verbosity=2)
