@@ -515,13 +515,20 @@ class FleetRetentionTest(unittest.TestCase):
         self.assertTrue(gw.wait_audit(10, kind="admin", rule="retention"),
                         gw.log_tail())
         gw.stop()
-        audit["ship"] = {"url": pg.url_tcp(), "gateway": "gw-ret"}
-        gw = T.Gateway(td.path, NoDns(), {"p.yaml": policy},
+        # This one ships over TCP to a name (/etc/hosts), as user sandgate,
+        # and first reaches the store after the privilege drop: PostgreSQL
+        # is away when it starts.
+        pg.stop()
+        audit["ship"] = {"url": "postgresql://sandgate@localhost:%d/fleet" %
+                         pg.port, "gateway": "gw-ret"}
+        gw = T.Gateway(td.path, NoDns(), {"p.yaml": policy}, user=RUN_AS,
                        extra={"audit": audit})
         gw.start()
         self.addCleanup(gw.stop)
+        self.assertTrue(gw.wait_log(r"privileges: running as " + RUN_AS))
         for i in range(10):
             T.curl("http://denied.test/s%d" % i, proxy=gw.url, tmp=td.path)
+        pg.start()
         db = td.join("var", "audit.db")
         deadline = time.time() + 30 * T.SLOW
         while time.time() < deadline:
@@ -535,6 +542,8 @@ class FleetRetentionTest(unittest.TestCase):
             time.sleep(0.3)
         self.assertEqual({i: store.get(i) for i in local}, local)
         self.assertGreater(min(store), 1)
+        self.assertIn("seccomp filter", gw.log_text())
+        self.assertIn("takes rows again", gw.log_text())
         r = T.run_sandgate("audit", "verify", "--store", pg.url_tcp(),
                            "--pubkey", td.join("certs", "audit.pub"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
