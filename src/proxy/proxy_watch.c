@@ -184,7 +184,7 @@ proxy_watch_start(struct proxy *p)
 	    p->main_base, watch_quiet_cb, w)) == NULL ||
 	    event_add(w->read_ev, NULL) == -1)
 		goto fail;
-	log_info("policies_watch: reloading when the %d policy path%s change",
+	log_info("policies_watch: watching %d policy path%s for changes",
 	    cfg->n_policy_paths, cfg->n_policy_paths == 1 ? "" : "s");
 	return 0;
 fail:

@@ -225,6 +225,49 @@ class KubernetesTest(unittest.TestCase):
             for peer in rule["to"]:
                 self.assertNotIn("ipBlock", peer)
 
+    def test_gateway_starts_with_the_granted_capabilities(self):
+        """serve drops to user sandgate holding only what the Deployment adds."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to start sandgate with a bounding set")
+        d = self.obj("Deployment", "sandgate", "sandgate")
+        sc = d["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        self.assertEqual(sc["runAsUser"], 0)
+        caps = sc["capabilities"]["add"]
+        bset = "-all," + ",".join("+" + c.lower() for c in caps)
+
+        class NoDns:
+            addr = "127.0.0.1:53"
+        tmp = self.td.join("caps")
+        os.makedirs(tmp)
+        gw = T.Gateway(tmp, NoDns(), {}, user="sandgate",
+                       extra={"policies_watch": True})
+        gw.proc = T.Proc(["/usr/bin/setpriv", "--bounding-set", bset, "--",
+                          T.BIN, "serve", "-c", gw.cfg_path], gw.log_path,
+                         cwd=tmp)
+        self.addCleanup(gw.stop)
+        self.assertTrue(T.wait_tcp("127.0.0.1", gw.port, 10 * T.SLOW,
+                                   gw.proc), gw.log_tail())
+        self.assertTrue(gw.wait_log(r"privileges: running as sandgate .*no "
+                                    r"capabilities"), gw.log_tail())
+        gw.stop()
+        # One fewer, on a fresh state directory as an emptyDir is, and the
+        # drop refuses to run.
+        for missing in caps:
+            fewer = "-all," + ",".join("+" + c.lower() for c in caps
+                                       if c != missing)
+            sub = self.td.join("caps-" + missing)
+            os.makedirs(sub)
+            g = T.Gateway(sub, NoDns(), {}, user="sandgate")
+            p = T.Proc(["/usr/bin/setpriv", "--bounding-set", fewer, "--",
+                        T.BIN, "serve", "-c", g.cfg_path], g.log_path, cwd=sub)
+            try:
+                rc = p.p.wait(30 * T.SLOW)
+            except subprocess.TimeoutExpired:
+                rc = None
+            p.stop()
+            self.assertEqual(rc, 1, "without %s: %s" % (missing, p.log_tail()))
+            self.assertIn("Operation not permitted", p.log_text())
+
     def test_ingress_through_gateway_api(self):
         r = self.obj("HTTPRoute", "sandgate-ingress", "sandgate")
         self.assertEqual(r["apiVersion"], "gateway.networking.k8s.io/v1")

@@ -60,7 +60,7 @@ class PoliciesWatchTest(unittest.TestCase):
         T.open_to_others(self.cm)
         self.gw.start()
         self.addCleanup(self.gw.stop)
-        self.assertTrue(self.gw.wait_log(r"policies_watch: reloading when"))
+        self.assertTrue(self.gw.wait_log(r"policies_watch: watching 2 policy paths"))
 
     def main(self, hosts):
         return {"sandboxes": [T.local_sandbox("main")],
