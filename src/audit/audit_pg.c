@@ -63,6 +63,18 @@ audit_pg_error(PGconn *c, const PGresult *r, char *buf, size_t len)
 	return buf;
 }
 
+/* NOTICEs ("already exists, skipping") are not for the user's terminal. */
+static void
+pg_notice_cb(void *arg, const char *msg)
+{
+}
+
+void
+audit_pg_quiet(PGconn *c)
+{
+	PQsetNoticeProcessor(c, pg_notice_cb, NULL);
+}
+
 PGconn *
 audit_pg_connect(const char *url, char *err, size_t errlen)
 {
@@ -79,6 +91,7 @@ audit_pg_connect(const char *url, char *err, size_t errlen)
 		PQfinish(c);
 		return NULL;
 	}
+	audit_pg_quiet(c);
 	return c;
 }
 

@@ -18,6 +18,8 @@ void	 audit_pg_params(const char *url, const char *kw[AUDIT_PG_NKW + 1],
 	    const char *val[AUDIT_PG_NKW + 1]);
 /* A blocking connection for the command line; NULL with err. */
 PGconn	*audit_pg_connect(const char *url, char *err, size_t errlen);
+/* Drop the server's NOTICE messages (libpq prints them on stderr). */
+void	 audit_pg_quiet(PGconn *);
 /* The one line of libpq's message (no trailing newline) in buf. */
 const char *audit_pg_error(PGconn *, const PGresult *, char *buf, size_t len);
 /*

@@ -154,6 +154,7 @@ ship_connect(struct audit_ship *s)
 	}
 	if (PQsetnonblocking(s->conn, 1) == -1)
 		goto fail;
+	audit_pg_quiet(s->conn);
 	return 0;
 fail:
 	ship_disconnect(s, audit_pg_error(s->conn, NULL, err, sizeof(err)));
