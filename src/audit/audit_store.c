@@ -95,13 +95,15 @@ store_row(const PGresult *r, int i, struct audit_val *row,
 	return 0;
 }
 
-/* Run q (binary results) on c; the result, or NULL with err. */
-static PGresult *
-store_exec(PGconn *c, const struct audit_sql *q, char *err, size_t errlen)
+/*
+ * Send q (binary results, one row per result: a large answer is never
+ * held whole). 0, or -1 with err.
+ */
+static int
+store_send(PGconn *c, const struct audit_sql *q, char *err, size_t errlen)
 {
 	const char *vals[AUDIT_MAX_BINDS];
 	char ints[AUDIT_MAX_BINDS][24];
-	PGresult *r;
 	int i;
 
 	for (i = 0; i < q->n_binds; i++) {
@@ -112,13 +114,12 @@ store_exec(PGconn *c, const struct audit_sql *q, char *err, size_t errlen)
 		} else
 			vals[i] = q->binds[i].s;
 	}
-	r = PQexecParams(c, q->text, q->n_binds, NULL, vals, NULL, NULL, 1);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		audit_pg_error(c, r, err, errlen);
-		PQclear(r);
-		return NULL;
+	if (!PQsendQueryParams(c, q->text, q->n_binds, NULL, vals, NULL, NULL,
+	    1) || !PQsetSingleRowMode(c)) {
+		audit_pg_error(c, NULL, err, errlen);
+		return -1;
 	}
-	return r;
+	return 0;
 }
 
 /* ------------------------------------------------------------- query */
@@ -135,20 +136,34 @@ store_print(FILE *out, enum audit_format fmt, struct audit_table *t,
 		audit_table_row_gw(out, t, row, gw);
 }
 
+/* Print one row of a single-row result. */
+static void
+store_print_row(FILE *out, enum audit_format fmt, struct audit_table *t,
+    const PGresult *r)
+{
+	struct audit_val row[AUDIT_NCOLS], gw;
+	char msg[128];
+	int k;
+
+	/* A row whose raw does not fit its columns shows its columns. */
+	if (store_row(r, 0, row, &gw, msg, sizeof(msg)) != 0)
+		for (k = 0; k < AUDIT_NCOLS; k++)
+			store_val(r, 0, k, audit_col_is_int[k], &row[k]);
+	store_print(out, fmt, t, row, &gw);
+}
+
 int64_t
 audit_store_query(const char *url, const char *gateway,
     const struct audit_filter *flt, enum audit_format fmt, FILE *out,
     char *err, size_t errlen)
 {
 	struct audit_filter f = *flt;
-	struct audit_val row[AUDIT_NCOLS], gw;
 	struct audit_table *t = NULL;
 	struct audit_sql q;
 	const char *errstr;
-	char msg[128];
 	PGconn *c;
 	PGresult *r;
-	int i, n;
+	int64_t n = 0;
 
 	f.store = 1;
 	f.gateway = gateway;
@@ -156,35 +171,31 @@ audit_store_query(const char *url, const char *gateway,
 		snprintf(err, errlen, "%s", errstr);
 		return -1;
 	}
-	if ((c = audit_pg_connect(url, err, errlen)) == NULL)
+	if (fmt == AUDIT_FMT_TABLE && (t = audit_table_new_gw()) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
-	if ((r = store_exec(c, &q, err, errlen)) == NULL) {
+	}
+	if ((c = audit_pg_connect(url, err, errlen)) == NULL ||
+	    store_send(c, &q, err, errlen) == -1) {
+		audit_table_free(t);
 		PQfinish(c);
 		return -1;
 	}
-	if (fmt == AUDIT_FMT_TABLE && (t = audit_table_new_gw()) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		n = -1;
-		goto done;
-	}
 	if (fmt == AUDIT_FMT_CSV)
 		audit_write_csv_header_gw(out);
-	n = PQntuples(r);
-	for (i = 0; i < n; i++) {
-		/* A row whose raw does not fit its columns shows its columns. */
-		if (store_row(r, i, row, &gw, msg, sizeof(msg)) != 0) {
-			int k;
-
-			for (k = 0; k < AUDIT_NCOLS; k++)
-				store_val(r, i, k, audit_col_is_int[k], &row[k]);
+	while ((r = PQgetResult(c)) != NULL) {
+		if (PQresultStatus(r) == PGRES_SINGLE_TUPLE) {
+			store_print_row(out, fmt, t, r);
+			n++;
+		} else if (PQresultStatus(r) != PGRES_TUPLES_OK && n != -1) {
+			audit_pg_error(c, r, err, errlen);
+			n = -1;
 		}
-		store_print(out, fmt, t, row, &gw);
+		PQclear(r);
 	}
-	if (fmt == AUDIT_FMT_TABLE)
+	if (fmt == AUDIT_FMT_TABLE && n != -1)
 		audit_table_end(out, t);
-done:
 	audit_table_free(t);
-	PQclear(r);
 	PQfinish(c);
 	return n;
 }
