@@ -311,9 +311,9 @@ ship_resume(struct audit_ship *s)
 	return 0;
 }
 
-/* Up to SHIP_BATCH rows after the cursor, copied; the count or -1. */
+/* Up to SHIP_BATCH rows after the cursor, copied, and the last one's id. */
 static int
-ship_read(struct audit_ship *s, struct audit_pg_row *out)
+ship_read(struct audit_ship *s, struct audit_pg_row *out, int64_t *last)
 {
 	struct audit_val row[AUDIT_NCOLS];
 	int n = 0, rc, c;
@@ -326,6 +326,8 @@ ship_read(struct audit_ship *s, struct audit_pg_row *out)
 			audit_val_from_stmt(s->rows, c, &row[c]);
 		if (audit_pg_row_build(row, &out[n]) == -1)
 			break;
+		/* id is the rowid: always an integer. */
+		*last = sqlite3_column_int64(s->rows, AUDIT_COL_ID);
 		n++;
 	}
 	sqlite3_reset(s->rows);
@@ -432,6 +434,7 @@ ship_round(struct audit_ship *s)
 {
 	struct audit_pg_row *rows;
 	int n, i, rc;
+	int64_t last = 0;
 
 	if (s->conn == NULL) {
 		if ((rc = ship_connect(s)) == 0)
@@ -460,10 +463,10 @@ ship_round(struct audit_ship *s)
 	if ((rows = calloc(SHIP_BATCH, sizeof(*rows))) == NULL)
 		return ship_wait(s, -1, 0, ship_now_ms() + SHIP_IDLE_MS) ==
 		    -1 ? -1 : 0;
-	n = ship_read(s, rows);
+	n = ship_read(s, rows, &last);
 	rc = n > 0 ? ship_send(s, rows, n) : 0;
 	if (n > 0 && rc == 0) {
-		s->cursor = strtoll(rows[n - 1].col[AUDIT_COL_ID], NULL, 10);
+		s->cursor = last;
 		pthread_mutex_lock(&s->mtx);
 		s->st.shipped_id = s->cursor;
 		s->st.rows_shipped += (uint64_t)n;
