@@ -428,6 +428,40 @@ ship_backlog(struct audit_ship *s)
 	pthread_mutex_unlock(&s->mtx);
 }
 
+/*
+ * Connect when there is no connection: 0 connected, 1 not (waited before
+ * the next try), -1 stop (asked, or halted: another chain has the name).
+ */
+static int
+ship_link(struct audit_ship *s)
+{
+	int rc;
+
+	if (s->conn != NULL)
+		return 0;
+	if ((rc = ship_connect(s)) == 0)
+		rc = ship_resume(s);
+	if (rc == 0)
+		return 0;
+	if (rc == -2)
+		return -1;
+	if (rc == -3) {
+		PQfinish(s->conn);
+		s->conn = NULL;
+		pthread_mutex_lock(&s->mtx);
+		s->st.halted = 1;
+		s->st.connected = 0;
+		pthread_mutex_unlock(&s->mtx);
+		return -1;
+	}
+	ship_backlog(s);
+	if (ship_wait(s, -1, 0, ship_now_ms() + s->retry_ms) == -1)
+		return -1;
+	s->retry_ms = s->retry_ms * 2 > SHIP_RETRY_MAX_MS ? SHIP_RETRY_MAX_MS :
+	    s->retry_ms * 2;
+	return 1;
+}
+
 /* One round: ship a batch, or wait a little. 0 go on, -1 stop. */
 static int
 ship_round(struct audit_ship *s)
@@ -436,30 +470,8 @@ ship_round(struct audit_ship *s)
 	int n, i, rc;
 	int64_t last = 0;
 
-	if (s->conn == NULL) {
-		if ((rc = ship_connect(s)) == 0)
-			rc = ship_resume(s);
-		if (rc == -2)
-			return -1;
-		if (rc == -3) {
-			PQfinish(s->conn);
-			s->conn = NULL;
-			pthread_mutex_lock(&s->mtx);
-			s->st.halted = 1;
-			s->st.connected = 0;
-			pthread_mutex_unlock(&s->mtx);
-			return -1;
-		}
-		if (rc == -1) {
-			ship_backlog(s);
-			if (ship_wait(s, -1, 0, ship_now_ms() +
-			    s->retry_ms) == -1)
-				return -1;
-			s->retry_ms = s->retry_ms * 2 > SHIP_RETRY_MAX_MS ?
-			    SHIP_RETRY_MAX_MS : s->retry_ms * 2;
-			return 0;
-		}
-	}
+	if ((rc = ship_link(s)) != 0)
+		return rc == 1 ? 0 : -1;
 	if ((rows = calloc(SHIP_BATCH, sizeof(*rows))) == NULL)
 		return ship_wait(s, -1, 0, ship_now_ms() + SHIP_IDLE_MS) ==
 		    -1 ? -1 : 0;
