@@ -316,7 +316,18 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("created", r.stdout)
         self.start_loads()
-        counts = [self.wait_rows(gw, 20) for gw in self.gws]
+        for gw in self.gws:
+            self.wait_rows(gw, 20)
+        # The gateways started before the schema existed: each ships once
+        # it is there (they retry, at most 5 s apart).
+        deadline = time.time() + 30 * T.SLOW
+        while time.time() < deadline:
+            have = {g for (g,) in self.pg.rows(
+                "SELECT DISTINCT gateway FROM sandgate.events")}
+            if have == {gw.name for gw in self.gws}:
+                break
+            time.sleep(0.2)
+        self.assertEqual(have, {gw.name for gw in self.gws})
 
         # 1. One gateway dies under load (SIGKILL) and comes back.
         victim = self.gws[1]
