@@ -116,16 +116,16 @@ static int
 watch_add(struct proxy_watch *w, const char *path)
 {
 	struct watch_ent *e = &w->w[w->n];
-	char dir[PATH_MAX], base[PATH_MAX];
+	char buf[PATH_MAX], base[PATH_MAX];
+	const char *dir = path;
 	struct stat st;
 
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		snprintf(dir, sizeof(dir), "%s", path);
-		e->only = NULL;
-	} else {
-		snprintf(dir, sizeof(dir), "%s", path);
+	e->only = NULL;
+	if (stat(path, &st) == -1 || !S_ISDIR(st.st_mode)) {
+		/* dirname and basename may write into their argument. */
+		snprintf(buf, sizeof(buf), "%s", path);
 		snprintf(base, sizeof(base), "%s", path);
-		snprintf(dir, sizeof(dir), "%s", dirname(dir));
+		dir = dirname(buf);
 		if ((e->only = strdup(basename(base))) == NULL)
 			return -1;
 	}

@@ -52,15 +52,19 @@ class PoliciesWatchTest(unittest.TestCase):
                             {"main.yaml": self.main(["one.test"])},
                             user="sandgate",
                             extra={"policies_watch": True})
+        # And a single file, watched through its directory.
+        self.solo = self.td.join("single", "solo.yaml")
+        os.makedirs(os.path.dirname(self.solo))
+        self.solo_write(["one.test"])
         with open(self.gw.cfg_path) as f:
-            cfg = f.read().replace("policies: [",
-                                   "policies: [\"%s\", " % self.cm)
+            cfg = f.read().replace("policies: [", "policies: [\"%s\", \"%s\", "
+                                   % (self.cm, self.solo))
         with open(self.gw.cfg_path, "w") as f:
             f.write(cfg)
         T.open_to_others(self.cm)
         self.gw.start()
         self.addCleanup(self.gw.stop)
-        self.assertTrue(self.gw.wait_log(r"policies_watch: watching 2 policy paths"))
+        self.assertTrue(self.gw.wait_log(r"policies_watch: watching 3 policy paths"))
 
     def main(self, hosts):
         return {"sandboxes": [T.local_sandbox("main")],
@@ -80,6 +84,20 @@ class PoliciesWatchTest(unittest.TestCase):
             f.write(T.to_yaml(doc) + "\n")
         T.open_to_others(os.path.dirname(path))
         os.chmod(path, 0o644)
+
+    def solo_write(self, hosts):
+        """The single-file policy, replaced the way editors save (rename)."""
+        doc = {"policies": [{"name": "solo",
+                             "allow": [{"host": h, "ports": [self.origin.port]}
+                                       for h in hosts],
+                             "allow_private": ["127.0.0.2/32"]}],
+               "sandboxes": [T.token_sandbox("solo-box", TOKEN_B + "s",
+                                             "solo")]}
+        with open(self.solo + ".tmp", "w") as f:
+            f.write(T.to_yaml(doc) + "\n")
+        os.chmod(self.solo + ".tmp", 0o644)
+        os.rename(self.solo + ".tmp", self.solo)
+        T.open_to_others(os.path.dirname(self.solo))
 
     def status(self, host, auth=None):
         args = ["--proxy-user", auth] if auth else []
@@ -159,6 +177,15 @@ class PoliciesWatchTest(unittest.TestCase):
         self.assertTrue(eventually(lambda: self.status("three.test", auth) ==
                                    200))
         self.assertEqual(self.status("four.test", auth), 403)
+
+        # The single file, replaced.
+        solo = "solo-box:" + TOKEN_B + "s"
+        self.assertEqual(self.status("one.test", solo), 200)
+        ok, err = self.counts()
+        self.solo_write(["two.test"])
+        self.assertEqual(self.wait_reload(ok, err), "ok")
+        self.assertEqual(self.status("two.test", solo), 200)
+        self.assertEqual(self.status("one.test", solo), 403)
 
         # A bad file: the reload fails, the old policy stays in force.
         ok, err = self.counts()
