@@ -319,6 +319,21 @@ audit_store_gateway_ok(const char *s)
 	return 1;
 }
 
+/* postgresql://user:password@host...: a ':' in the userinfo. */
+static int
+url_has_password(const char *url)
+{
+	const char *p = strstr(url, "://"), *at, *end;
+
+	if (p == NULL)
+		return 0;
+	p += 3;
+	end = p + strcspn(p, "/?#");
+	if ((at = memchr(p, '@', (size_t)(end - p))) == NULL)
+		return 0;
+	return memchr(p, ':', (size_t)(at - p)) != NULL;
+}
+
 int
 audit_store_url_ok(const char *url, char *err, size_t errlen)
 {
@@ -331,7 +346,13 @@ audit_store_url_ok(const char *url, char *err, size_t errlen)
 		return -1;
 	}
 	if ((o = PQconninfoParse(url, &msg)) == NULL) {
-		snprintf(err, errlen, "%s", msg != NULL ? msg : "out of memory");
+		/* libpq quotes the part it choked on, which may be the password. */
+		if (url_has_password(url))
+			snprintf(err, errlen, "libpq cannot parse the URL (its "
+			    "message is not shown: the URL holds a password)");
+		else
+			snprintf(err, errlen, "%s", msg != NULL ? msg :
+			    "out of memory");
 		if (msg != NULL) {
 			size_t n = strlen(err);
 

@@ -159,6 +159,12 @@ test_names(void)
 	    -1);
 	CHECK_INT(audit_store_url_ok("postgresql://db/fleet?nosuch=1", err,
 	    sizeof(err)), -1);
+	/* A password is never quoted back in the error. */
+	CHECK_INT(audit_store_url_ok("postgresql://sg:s3cr%zzet@db/fleet", err,
+	    sizeof(err)), -1);
+	CHECK(strstr(err, "s3cr") == NULL && strstr(err, "password") != NULL);
+	CHECK_INT(audit_store_url_ok("postgresql://sg:pw@db/fleet", err,
+	    sizeof(err)), 0);
 }
 
 static void
