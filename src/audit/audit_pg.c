@@ -47,19 +47,23 @@ const char *
 audit_pg_error(PGconn *c, const PGresult *r, char *buf, size_t len)
 {
 	const char *m = r != NULL ? PQresultErrorMessage(r) : NULL;
-	size_t n;
+	size_t i, o = 0;
+	int space = 0;
 
 	if (m == NULL || *m == '\0')
 		m = c != NULL ? PQerrorMessage(c) : "out of memory";
-	snprintf(buf, len, "%s", m);
-	/* libpq ends messages with a newline, sometimes with two lines. */
-	for (n = 0; buf[n] != '\0'; n++)
-		if (buf[n] == '\n') {
-			if (buf[n + 1] == '\0')
-				buf[n] = '\0';
-			else
-				buf[n] = ' ';
+	/* libpq's messages have several lines, tab-indented: make them one. */
+	for (i = 0; m[i] != '\0' && o + 1 < len; i++) {
+		if (m[i] == '\n' || m[i] == '\t' || m[i] == '\r' || m[i] == ' ') {
+			space = o > 0;
+			continue;
 		}
+		if (space && o + 2 < len)
+			buf[o++] = ' ';
+		space = 0;
+		buf[o++] = m[i];
+	}
+	buf[o] = '\0';
 	return buf;
 }
 
@@ -81,6 +85,8 @@ audit_pg_connect(const char *url, char *err, size_t errlen)
 	const char *kw[AUDIT_PG_NKW + 1], *val[AUDIT_PG_NKW + 1];
 	PGconn *c;
 
+	if (audit_store_url_ok(url, err, errlen) == -1)
+		return NULL;
 	audit_pg_params(url, kw, val);
 	if ((c = PQconnectdbParams(kw, val, 1)) == NULL) {
 		snprintf(err, errlen, "out of memory");
