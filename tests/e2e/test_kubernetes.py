@@ -268,6 +268,16 @@ class KubernetesTest(unittest.TestCase):
             self.assertEqual(rc, 1, "without %s: %s" % (missing, p.log_tail()))
             self.assertIn("Operation not permitted", p.log_text())
 
+    def test_standalone_egress_policy_matches_template(self):
+        t = self.obj("SandboxTemplate", "agent", "agents")
+        np = self.obj("NetworkPolicy", "sandboxes-egress", "agents")
+        self.assertEqual(np["spec"]["policyTypes"], ["Egress"])
+        self.assertEqual(np["spec"]["egress"], t["spec"]["networkPolicy"]
+                         ["egress"])
+        labels = t["spec"]["podTemplate"]["metadata"]["labels"]
+        for k, v in np["spec"]["podSelector"]["matchLabels"].items():
+            self.assertEqual(labels.get(k), v)
+
     def test_ingress_through_gateway_api(self):
         r = self.obj("HTTPRoute", "sandgate-ingress", "sandgate")
         self.assertEqual(r["apiVersion"], "gateway.networking.k8s.io/v1")
