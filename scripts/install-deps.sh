@@ -12,7 +12,15 @@ curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
 python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
 libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
 debhelper lintian mandoc bash-completion fakeroot strace
-publicsuffix rsyslog"
+publicsuffix rsyslog
+libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client"
+
+# kubectl renders deploy/kubernetes in a test; Debian's kubernetes-client
+# would clash with a kubectl another package already installed, which serves.
+if command -v kubectl >/dev/null 2>&1 &&
+    ! dpkg-query -W -f='${Status}' kubernetes-client 2>/dev/null | grep -q 'install ok installed'; then
+	PKGS=$(echo "$PKGS" | tr ' ' '\n' | grep -v '^kubernetes-client$' | tr '\n' ' ')
+fi
 
 missing=""
 for p in $PKGS; do

@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "audit/audit_query.h"
+#include "audit/audit_store.h"
 #include "core/config.h"
 #include "sandgate.h"
 
@@ -31,7 +32,8 @@
     "  (0 = all). T is a duration before now (15m, 2h, 7d) or an RFC 3339\n" \
     "  time.\n"
 #define AUDIT_VERIFY_USAGE \
-    "usage: sandgate audit verify [-c FILE] [--db PATH] [--pubkey FILE]\n" \
+    "usage: sandgate audit verify [-c FILE] [--db PATH | --store URL]\n" \
+    "                      [--pubkey FILE]\n" \
     "  Check the hash chain and every checkpoint's signature with --pubkey\n" \
     "  FILE (default: the config's audit.public_key); report the rows after\n" \
     "  the last checkpoint as the unsigned tail. Exit 1 naming the first bad\n" \
@@ -55,11 +57,26 @@
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n" \
     "  --db PATH the audit database itself, instead of the config's\n"
 
+#define AUDIT_STORE_USAGE \
+    "usage: sandgate audit --store URL [--gateway NAME] [filters]\n" \
+    "       sandgate audit verify --store URL [--gateway NAME]\n" \
+    "                      [--pubkey FILE]...\n" \
+    "  --store postgresql://... reads the fleet store (audit.ship) instead\n" \
+    "  of audit.db: every gateway's rows, with a gateway column; verify\n" \
+    "  checks each gateway's chain, each checkpoint with the --pubkey whose\n" \
+    "  key id it names (give one per gateway key).\n"
+#define AUDIT_SHIP_USAGE \
+    "usage: sandgate audit ship --init [-c FILE] [--store URL]\n" \
+    "  Create or migrate the fleet store's schema (URL: --store, else\n" \
+    "  audit.ship.url). The gateway ships rows by itself (audit.ship).\n"
+
 static const char audit_usage[] = AUDIT_QUERY_USAGE AUDIT_VERIFY_USAGE
-    AUDIT_EXPORT_USAGE AUDIT_STATS_USAGE AUDIT_COMMON_USAGE;
+    AUDIT_EXPORT_USAGE AUDIT_STATS_USAGE AUDIT_STORE_USAGE AUDIT_SHIP_USAGE
+    AUDIT_COMMON_USAGE;
 static const char audit_verify_usage[] = AUDIT_VERIFY_USAGE AUDIT_COMMON_USAGE;
 static const char audit_export_usage[] = AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
 static const char audit_stats_usage[] = AUDIT_STATS_USAGE AUDIT_COMMON_USAGE;
+static const char audit_ship_usage[] = AUDIT_SHIP_USAGE AUDIT_COMMON_USAGE;
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -69,6 +86,11 @@ struct audit_opts {
 	const char		*db_path;
 	const char		*cursor;
 	const char		*pubkey;
+	const char		*pubkeys[AUDIT_MAX_PUBKEYS];
+	int			 n_pubkeys;
+	const char		*store;
+	const char		*gateway;
+	int			 init;
 	const char		*since, *until;
 	struct audit_filter	 f;
 	enum audit_format	 fmt;
@@ -111,7 +133,8 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 	o->f.limit = 100;
 	cmd_args_init(a, argc, argv);
 	while ((opt = cmd_args_next(a, "c|config|db|sandbox|since|until|"
-	    "decision|kind|host|credential|limit|format|cursor|pubkey", &val)) !=
+	    "decision|kind|host|credential|limit|format|cursor|pubkey|store|gateway",
+	    &val)) !=
 	    NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			o->cfg_path = val;
@@ -164,8 +187,31 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			o->have_format = 1;
 		} else if (strcmp(opt, "cursor") == 0)
 			o->cursor = val;
-		else if (strcmp(opt, "pubkey") == 0)
+		else if (strcmp(opt, "pubkey") == 0) {
+			if (o->n_pubkeys == AUDIT_MAX_PUBKEYS) {
+				cmd_usage_error(audit_usage, "audit: more than %d "
+				    "--pubkey", AUDIT_MAX_PUBKEYS);
+				return -1;
+			}
 			o->pubkey = val;
+			o->pubkeys[o->n_pubkeys++] = val;
+		} else if (strcmp(opt, "store") == 0) {
+			if (strncmp(val, "postgresql://", 13) != 0 &&
+			    strncmp(val, "postgres://", 11) != 0) {
+				cmd_usage_error(audit_usage, "audit: --store takes "
+				    "a postgresql:// URL");
+				return -1;
+			}
+			o->store = val;
+		} else if (strcmp(opt, "gateway") == 0) {
+			if (!audit_store_gateway_ok(val)) {
+				cmd_usage_error(audit_usage, "audit: --gateway: "
+				    "not a gateway name: %s", val);
+				return -1;
+			}
+			o->gateway = val;
+		} else if (strcmp(opt, "init") == 0)
+			o->init = 1;
 		else if (strcmp(opt, "asc") == 0)
 			o->f.asc = 1;
 		else if (strcmp(opt, "follow") == 0 || strcmp(opt, "f") == 0)
@@ -244,10 +290,16 @@ audit_cmd_query(struct audit_opts *o)
 	if (o->pubkey != NULL)
 		return cmd_usage_error(audit_usage, "audit: --pubkey belongs to "
 		    "audit verify");
-	if ((rc = audit_open_db(o, "audit", &db)) != 0)
-		return rc;
-	n = audit_query(db, &o->f, o->fmt, stdout, NULL, err, sizeof(err));
-	sqlite3_close(db);
+	if (o->store != NULL)
+		n = audit_store_query(o->store, o->gateway, &o->f, o->fmt,
+		    stdout, err, sizeof(err));
+	else {
+		if ((rc = audit_open_db(o, "audit", &db)) != 0)
+			return rc;
+		n = audit_query(db, &o->f, o->fmt, stdout, NULL, err,
+		    sizeof(err));
+		sqlite3_close(db);
+	}
 	if (n == -1)
 		return cmd_error("audit: %s", err);
 	if (fflush(stdout) == EOF || ferror(stdout))
@@ -255,38 +307,43 @@ audit_cmd_query(struct audit_opts *o)
 	return 0;
 }
 
-/* What verify found, for a person: the rows, the checkpoints, the tail. */
-static void
-verify_report(const struct audit_verify *res, EVP_PKEY *pub)
+/*
+ * verify --store: each gateway's chain in the fleet store, each checkpoint
+ * with the --pubkey it names (default: this host's audit.public_key).
+ */
+static int
+audit_cmd_verify_store(struct audit_opts *o)
 {
-	char id[AUDIT_KEYID_HEX + 1] = "unknown";
+	EVP_PKEY *pubs[AUDIT_MAX_PUBKEYS];
+	char err[512], *dbp = NULL, *def = NULL;
+	int i, n = 0, rc;
 
-	if (pub != NULL)
-		(void)audit_pubkey_id(pub, id);
-	printf("ok: %" PRIu64 " rows verified\n", res->rows);
-	if (res->rows == 0)
-		return;
-	if (res->last_ckpt_id == 0) {
-		printf("checkpoints: none, no row is signed\n");
-		printf("unsigned tail: %" PRIu64 " rows, no checkpoint (id %"
-		    PRId64 "..%" PRId64 ")\n", res->tail_rows,
-		    res->tail_first, res->tail_last);
-		return;
+	/* No --pubkey: this host's key, when there is one. */
+	if (o->n_pubkeys == 0) {
+		if ((rc = audit_paths(o, &dbp, &def)) != 0)
+			return rc;
+		free(dbp);
+		if (access(def, F_OK) == 0)
+			o->pubkeys[o->n_pubkeys++] = def;
 	}
-	printf("checkpoints: %" PRIu64 " signed by key %s; the last, row %"
-	    PRId64 " (%s, %s), signs rows through %" PRId64 "\n",
-	    res->checkpoints, id, res->last_ckpt_id, res->last_ckpt_shutdown ?
-	    "shutdown" : "interval", res->last_ckpt_ts, res->last_ckpt_id - 1);
-	if (res->tail_rows > 0)
-		printf("unsigned tail: %" PRIu64 " rows after the last checkpoint "
-		    "(id %" PRId64 "..%" PRId64 ")\n", res->tail_rows,
-		    res->tail_first, res->tail_last);
-	else
-		printf("unsigned tail: 0 rows after the last checkpoint\n");
-	if (!res->last_ckpt_shutdown)
-		printf("note: the last checkpoint was not written at shutdown: "
-		    "the gateway is running, stopped without a clean shutdown, "
-		    "or rows after the checkpoint were deleted\n");
+	for (i = 0; i < o->n_pubkeys; i++)
+		if ((pubs[n++] = audit_pubkey_read(o->pubkeys[i], err,
+		    sizeof(err))) == NULL) {
+			n--;
+			rc = cmd_error("audit verify: %s", err);
+			goto done;
+		}
+	rc = audit_store_verify(o->store, o->gateway, pubs, n, stdout, stderr,
+	    err, sizeof(err));
+	if (rc == -1)
+		rc = cmd_error("audit verify: %s", err);
+	else if (fflush(stdout) == EOF)
+		rc = 1;
+done:
+	for (i = 0; i < n; i++)
+		EVP_PKEY_free(pubs[i]);
+	free(def);
+	return rc;
 }
 
 static int
@@ -303,6 +360,8 @@ audit_cmd_verify(struct audit_opts *o)
 	    o->f.asc || o->have_format || o->cursor || o->follow)
 		return cmd_usage_error(audit_usage, "audit verify: takes no "
 		    "filters; it checks every row");
+	if (o->store != NULL)
+		return audit_cmd_verify_store(o);
 	if ((rc = audit_paths(o, &path, &pubpath)) != 0)
 		return rc;
 	/*
@@ -326,7 +385,7 @@ audit_cmd_verify(struct audit_opts *o)
 	rc = audit_verify(db, pub, &res);
 	sqlite3_close(db);
 	if (rc == 0)
-		verify_report(&res, pub);
+		audit_verify_report(stdout, "", &res);
 	EVP_PKEY_free(pub);
 	if (rc == -1)
 		return cmd_error("audit verify: %s", res.msg);
@@ -541,6 +600,8 @@ audit_help(const struct cmd_args *a)
 		page = audit_export_usage;
 	else if (a->n_ops > 0 && strcmp(a->ops[0], "stats") == 0)
 		page = audit_stats_usage;
+	else if (a->n_ops > 0 && strcmp(a->ops[0], "ship") == 0)
+		page = audit_ship_usage;
 	else if (a->n_ops > 0)
 		return cmd_usage_error(NULL, "audit: unknown subcommand: %s "
 		    "(sandgate help audit)", a->ops[0]);
@@ -573,6 +634,35 @@ audit_cmd_stats(struct audit_opts *o)
 	return rc;
 }
 
+/* `audit ship --init`: create or migrate the fleet store's schema. */
+static int
+audit_cmd_ship(struct audit_opts *o)
+{
+	struct config *cfg = NULL;
+	char msg[512];
+	int rc;
+
+	if (!o->init)
+		return cmd_usage_error(audit_usage, "audit ship: the gateway "
+		    "ships by itself (audit.ship); the command is ship --init");
+	if (o->store == NULL) {
+		if (cmd_load(o->cfg_path, &cfg, NULL) == -1)
+			return 1;
+		if (cfg->audit_ship_url == NULL) {
+			config_free(cfg);
+			return cmd_error("audit ship --init: no --store URL and "
+			    "no audit.ship.url in the config");
+		}
+	}
+	rc = audit_store_init(o->store ? o->store : cfg->audit_ship_url, msg,
+	    sizeof(msg));
+	config_free(cfg);
+	if (rc == -1)
+		return cmd_error("audit ship --init: %s", msg);
+	printf("%s\n", msg);
+	return fflush(stdout) == EOF ? 1 : 0;
+}
+
 int
 cmd_audit(int argc, char *argv[])
 {
@@ -584,7 +674,16 @@ cmd_audit(int argc, char *argv[])
 		return EXIT_USAGE;
 	if (help)
 		return audit_help(&a);
+	if (o.gateway != NULL && o.store == NULL)
+		return cmd_usage_error(audit_usage, "audit: --gateway needs "
+		    "--store");
+	if (o.store != NULL && o.db_path != NULL)
+		return cmd_usage_error(audit_usage, "audit: --store and --db "
+		    "are two places; give one");
 	if (a.n_ops == 0) {
+		if (o.init)
+			return cmd_usage_error(audit_usage, "audit: --init "
+			    "belongs to audit ship");
 		if (o.since != NULL && o.until != NULL &&
 		    o.f.until_ms <= o.f.since_ms)
 			return cmd_usage_error(audit_usage, "audit: --until is "
@@ -594,8 +693,16 @@ cmd_audit(int argc, char *argv[])
 	if (a.n_ops > 1)
 		return cmd_usage_error(audit_usage, "audit: unexpected "
 		    "argument: %s", a.ops[1]);
+	if (o.init && strcmp(a.ops[0], "ship") != 0)
+		return cmd_usage_error(audit_usage, "audit: --init belongs to "
+		    "audit ship");
 	if (strcmp(a.ops[0], "verify") == 0)
 		return audit_cmd_verify(&o);
+	if (strcmp(a.ops[0], "ship") == 0)
+		return audit_cmd_ship(&o);
+	if (strcmp(a.ops[0], "export") == 0 && o.store != NULL)
+		return cmd_usage_error(audit_usage, "audit export: reads "
+		    "audit.db only (--store is for queries and verify)");
 	if (strcmp(a.ops[0], "export") == 0)
 		return audit_cmd_export(&o);
 	if (strcmp(a.ops[0], "stats") == 0)

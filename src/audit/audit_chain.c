@@ -204,18 +204,71 @@ audit_is_hash_hex(const unsigned char *p, size_t len)
 	return 1;
 }
 
+/*
+ * The inverse of audit_encode_row, for rows the fleet store keeps as their
+ * encoding (audit_ship.c): exactly AUDIT_NHASHED values and nothing after
+ * them. TEXT and BLOB values point into buf. 0, or -1 when buf is not one.
+ */
+int
+audit_decode_row(const unsigned char *buf, size_t len, struct audit_val *v)
+{
+	size_t off = 0, n;
+	uint64_t u;
+	int i, k;
+
+	for (i = 0; i < AUDIT_NHASHED; i++) {
+		memset(&v[i], 0, sizeof(v[i]));
+		if (off >= len)
+			return -1;
+		switch (buf[off++]) {
+		case ENC_NULL:
+			v[i].type = AUDIT_V_NULL;
+			break;
+		case ENC_INT:
+		case ENC_REAL:
+			if (len - off < 8)
+				return -1;
+			for (u = 0, k = 0; k < 8; k++)
+				u = u << 8 | buf[off + (size_t)k];
+			if (buf[off - 1] == ENC_INT) {
+				v[i].type = AUDIT_V_INT;
+				v[i].i = (int64_t)u;
+			} else {
+				v[i].type = AUDIT_V_REAL;
+				memcpy(&v[i].r, &u, sizeof(u));
+			}
+			off += 8;
+			break;
+		case ENC_TEXT:
+		case ENC_BLOB:
+			v[i].type = buf[off - 1] == ENC_TEXT ? AUDIT_V_TEXT :
+			    AUDIT_V_BLOB;
+			if (len - off < 4)
+				return -1;
+			n = (size_t)buf[off] << 24 | (size_t)buf[off + 1] << 16 |
+			    (size_t)buf[off + 2] << 8 | buf[off + 3];
+			off += 4;
+			if (len - off < n)
+				return -1;
+			v[i].p = buf + off;
+			v[i].len = n;
+			off += n;
+			break;
+		default:
+			return -1;
+		}
+	}
+	return off == len ? 0 : -1;
+}
+
 /* -------------------------------------------------------------- verify */
 
-/* Check one stepped row's own hash; 0 ok, 1 bad (msg), -1 error. */
+/* Check one row's own hash; 0 ok, 1 bad (msg), -1 error. */
 static int
-verify_row_hash(sqlite3_stmt *st, struct audit_val *row,
-    struct audit_verify *res)
+verify_row_hash(const struct audit_val *row, struct audit_verify *res)
 {
 	char h[AUDIT_HASH_HEX + 1];
-	int c;
 
-	for (c = 0; c < AUDIT_NCOLS; c++)
-		audit_val_from_stmt(st, c, &row[c]);
 	if (row[AUDIT_COL_PREV_HASH].type != AUDIT_V_TEXT ||
 	    !audit_is_hash_hex(row[AUDIT_COL_PREV_HASH].p,
 	    row[AUDIT_COL_PREV_HASH].len)) {
@@ -230,8 +283,9 @@ verify_row_hash(sqlite3_stmt *st, struct audit_val *row,
 		    "hash is not 64 lower-case hex digits");
 		return 1;
 	}
-	if (audit_chain_hash((const char *)row[AUDIT_COL_PREV_HASH].p, row,
-	    h) == -1) {
+	memcpy(h, row[AUDIT_COL_PREV_HASH].p, AUDIT_HASH_HEX);
+	h[AUDIT_HASH_HEX] = '\0';
+	if (audit_chain_hash(h, row, h) == -1) {
 		snprintf(res->msg, sizeof(res->msg), "cannot compute SHA-256");
 		return -1;
 	}
@@ -243,59 +297,36 @@ verify_row_hash(sqlite3_stmt *st, struct audit_val *row,
 	return 0;
 }
 
-/*
- * The chain's start when the first row is not id 1: the retention row that
- * deleted everything before it. Returns 0 with the anchor, 1 with bad_id
- * and msg, -1 on error.
- */
-static int
-verify_anchor(sqlite3 *db, int64_t first, char anchor[AUDIT_HASH_HEX + 1],
-    struct audit_verify *res)
+int
+audit_anchor_candidate(const struct audit_val *row, int64_t first,
+    int64_t *best, char anchor[AUDIT_HASH_HEX + 1], struct audit_verify *res)
 {
-	static const char sql[] = "SELECT id, ts, sandbox, kind, client, host, "
-	    "ip, port, country, asn, method, path, status, decision, rule, "
-	    "reason, credential, bytes_up, bytes_down, duration_ms, prev_hash, "
-	    "hash FROM events WHERE kind = 'admin' AND rule = 'retention' "
-	    "ORDER BY id";
-	struct audit_val row[AUDIT_NCOLS];
-	sqlite3_stmt *st;
-	int64_t through, best = 0;
+	const struct audit_val *path = &row[AUDIT_COL_PATH];
 	char a[AUDIT_HASH_HEX + 1];
-	int rc, found = 0, r;
+	int64_t through;
+	int r;
 
-	if ((st = audit_prepare(db, sql, res->msg, sizeof(res->msg))) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const unsigned char *path = sqlite3_column_text(st,
-		    AUDIT_COL_PATH);
-		int plen = sqlite3_column_bytes(st, AUDIT_COL_PATH);
+	if (path->type != AUDIT_V_TEXT || audit_retention_parse(
+	    (const char *)path->p, path->len, &through, a) == -1 ||
+	    through >= first)
+		return 2;
+	if (through < first - 1) {
+		if (through > *best)
+			*best = through;
+		return 2;
+	}
+	/* It vouches for the start of the chain: it must be intact. */
+	if ((r = verify_row_hash(row, res)) != 0) {
+		res->bad_id = row[AUDIT_COL_ID].i;
+		return r;
+	}
+	memcpy(anchor, a, sizeof(a));
+	return 0;
+}
 
-		if (path == NULL || audit_retention_parse((const char *)path,
-		    (size_t)plen, &through, a) == -1 || through >= first)
-			continue;
-		if (through < first - 1) {
-			if (through > best)
-				best = through;
-			continue;
-		}
-		/* It vouches for the start of the chain: it must be intact. */
-		if ((r = verify_row_hash(st, row, res)) != 0) {
-			res->bad_id = sqlite3_column_int64(st, AUDIT_COL_ID);
-			sqlite3_finalize(st);
-			return r;
-		}
-		memcpy(anchor, a, sizeof(a));
-		found = 1;
-		break;
-	}
-	if (!found && rc != SQLITE_DONE) {
-		snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
-		sqlite3_finalize(st);
-		return -1;
-	}
-	sqlite3_finalize(st);
-	if (found)
-		return 0;
+void
+audit_anchor_missing(int64_t best, int64_t first, struct audit_verify *res)
+{
 	res->bad_id = best + 1;
 	if (best + 1 == first - 1)
 		snprintf(res->msg, sizeof(res->msg), "missing (the table "
@@ -306,7 +337,42 @@ verify_anchor(sqlite3 *db, int64_t first, char anchor[AUDIT_HASH_HEX + 1],
 		    "-%" PRId64 " are gone, the table continues at row %" PRId64
 		    ", and no retention row records the deletion)", best + 1,
 		    first - 1, first);
-	return 1;
+}
+
+/*
+ * The chain's start when the first row of audit.db is not id 1: the
+ * retention row that deleted everything before it.
+ */
+static int
+verify_anchor(void *ctx, int64_t first, char anchor[AUDIT_HASH_HEX + 1],
+    struct audit_verify *res)
+{
+	char sql[512];
+	struct audit_val row[AUDIT_NCOLS];
+	sqlite3 *db = ctx;
+	sqlite3_stmt *st;
+	int64_t best = 0;
+	int rc, r = 2, c;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM events WHERE kind = 'admin' "
+	    "AND rule = 'retention' ORDER BY id", audit_col_list);
+	if ((st = audit_prepare(db, sql, res->msg, sizeof(res->msg))) == NULL)
+		return -1;
+	while (r == 2 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (c = 0; c < AUDIT_NCOLS; c++)
+			audit_val_from_stmt(st, c, &row[c]);
+		r = audit_anchor_candidate(row, first, &best, anchor, res);
+	}
+	if (r == 2 && rc != SQLITE_DONE) {
+		snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
+		r = -1;
+	}
+	sqlite3_finalize(st);
+	if (r == 2) {
+		audit_anchor_missing(best, first, res);
+		r = 1;
+	}
+	return r;
 }
 
 static int
@@ -345,20 +411,37 @@ checkpoint_why(EVP_PKEY *pub, const char *pub_id,
 		    "not verify: the checkpoint row was forged or altered");
 }
 
+/* The key of a checkpoint: the one whose id it names, else the only one. */
+static EVP_PKEY *
+walk_key(const struct audit_walk *w, const char *key_id, const char **pub_id)
+{
+	int i;
+
+	for (i = 0; i < w->npubs; i++)
+		if (strcmp(w->pub_ids[i], key_id) == 0) {
+			*pub_id = w->pub_ids[i];
+			return w->pubs[i];
+		}
+	*pub_id = w->npubs > 0 ? w->pub_ids[0] : "unknown";
+	return w->npubs == 1 ? w->pubs[0] : NULL;
+}
+
 /*
  * A checkpoint row (its own hash and link already checked): it must follow
  * the row it signs, and its signature must verify over the chain as stored.
  * 0 ok, 1 bad (msg).
  */
 static int
-verify_checkpoint(const struct audit_val *row, EVP_PKEY *pub,
-    const char *pub_id, struct audit_verify *res)
+verify_checkpoint(const struct audit_val *row, const struct audit_walk *w,
+    struct audit_verify *res)
 {
 	const struct audit_val *path = &row[AUDIT_COL_PATH];
 	const struct audit_val *ts = &row[AUDIT_COL_TS];
 	struct audit_checkpoint c;
 	char msg[AUDIT_CKPT_MSG_MAX], tsbuf[AUDIT_TS_LEN + 1];
 	char head[AUDIT_HASH_HEX + 1];
+	const char *pub_id;
+	EVP_PKEY *pub;
 	int len;
 
 	if (path->type != AUDIT_V_TEXT || audit_checkpoint_parse(
@@ -376,9 +459,14 @@ verify_checkpoint(const struct audit_val *row, EVP_PKEY *pub,
 		    row[AUDIT_COL_ID].i - 1);
 		return 1;
 	}
-	if (pub == NULL) {
+	if (w->npubs == 0) {
 		snprintf(res->msg, sizeof(res->msg), "checkpoint signature "
 		    "cannot be checked: no public key (--pubkey FILE)");
+		return 1;
+	}
+	if ((pub = walk_key(w, c.key_id, &pub_id)) == NULL) {
+		snprintf(res->msg, sizeof(res->msg), "checkpoint signed by key "
+		    "%s, not by any of the public keys given", c.key_id);
 		return 1;
 	}
 	/* The chain as stored is what must have been signed. */
@@ -392,16 +480,102 @@ verify_checkpoint(const struct audit_val *row, EVP_PKEY *pub,
 		res->last_ckpt_id = row[AUDIT_COL_ID].i;
 		res->last_ckpt_shutdown = c.shutdown;
 		memcpy(res->last_ckpt_ts, tsbuf, sizeof(tsbuf));
+		snprintf(res->key_id, sizeof(res->key_id), "%s", c.key_id);
 		return 0;
 	}
 	checkpoint_why(pub, pub_id, &c, tsbuf, res);
 	return 1;
 }
 
-/* The summary once every row passed: the range and the unsigned tail. */
-static void
-verify_summary(struct audit_verify *res, int64_t first, int64_t last)
+void
+audit_walk_init(struct audit_walk *w, EVP_PKEY *const *pubs, int npubs,
+    int (*anchor)(void *, int64_t, char *, struct audit_verify *),
+    void *anchor_ctx, struct audit_verify *res)
 {
+	int i;
+
+	memset(w, 0, sizeof(*w));
+	memset(res, 0, sizeof(*res));
+	w->npubs = npubs > AUDIT_MAX_PUBKEYS ? AUDIT_MAX_PUBKEYS : npubs;
+	for (i = 0; i < w->npubs; i++) {
+		w->pubs[i] = pubs[i];
+		snprintf(w->pub_ids[i], sizeof(w->pub_ids[i]), "unknown");
+		(void)audit_pubkey_id(pubs[i], w->pub_ids[i]);
+	}
+	w->anchor = anchor;
+	w->anchor_ctx = anchor_ctx;
+	w->res = res;
+}
+
+/* A broken link says more than a broken hash. */
+static int
+walk_link(struct audit_walk *w, const struct audit_val *row, int64_t id)
+{
+	const struct audit_val *ph = &row[AUDIT_COL_PREV_HASH];
+	struct audit_verify *res = w->res;
+
+	if (ph->type != AUDIT_V_TEXT || !audit_is_hash_hex(ph->p, ph->len) ||
+	    memcmp(ph->p, w->expect, AUDIT_HASH_HEX) == 0)
+		return 0;
+	if (w->have_prev)
+		snprintf(res->msg, sizeof(res->msg), "prev_hash does not "
+		    "match the hash of row %" PRId64, w->prev_id);
+	else if (id == 1)
+		snprintf(res->msg, sizeof(res->msg),
+		    "prev_hash of the first row is not 64 zeros");
+	else
+		snprintf(res->msg, sizeof(res->msg), "prev_hash does not "
+		    "match the anchor of the retention row");
+	return 1;
+}
+
+int
+audit_walk_row(struct audit_walk *w, const struct audit_val *row)
+{
+	struct audit_verify *res = w->res;
+	int64_t id = row[AUDIT_COL_ID].type == AUDIT_V_INT ?
+	    row[AUDIT_COL_ID].i : 0;
+	int r;
+
+	res->bad_id = id;
+	if (!w->have_prev && id == 1)
+		memcpy(w->expect, audit_zero_hash, sizeof(w->expect));
+	else if (!w->have_prev) {
+		if ((r = w->anchor(w->anchor_ctx, id, w->expect, res)) != 0)
+			return r;
+		res->bad_id = id;
+	} else if (id != w->prev_id + 1) {
+		res->bad_id = w->prev_id + 1;
+		snprintf(res->msg, sizeof(res->msg), "missing (row %" PRId64
+		    " is followed by row %" PRId64 ")", w->prev_id, id);
+		return 1;
+	}
+	if ((r = verify_row_hash(row, res)) == -1)
+		return -1;
+	if (walk_link(w, row, id) != 0)
+		r = 1;
+	if (r == 0 && val_is(&row[AUDIT_COL_KIND], "admin") &&
+	    val_is(&row[AUDIT_COL_RULE], "checkpoint"))
+		r = verify_checkpoint(row, w, res);
+	if (r != 0)
+		return r;
+	memcpy(w->expect, row[AUDIT_COL_HASH].p, AUDIT_HASH_HEX);
+	if (!w->have_prev)
+		w->first_id = id;
+	w->prev_id = id;
+	w->have_prev = 1;
+	res->rows++;
+	return 0;
+}
+
+/* The summary once every row passed: the range and the unsigned tail. */
+void
+audit_walk_end(struct audit_walk *w)
+{
+	struct audit_verify *res = w->res;
+	int64_t first = w->first_id, last = w->prev_id;
+
+	res->bad_id = 0;
 	res->first_id = first;
 	res->last_id = last;
 	if (res->rows == 0)
@@ -418,89 +592,72 @@ int
 audit_verify(sqlite3 *db, EVP_PKEY *pub, struct audit_verify *res)
 {
 	struct audit_val row[AUDIT_NCOLS];
-	char select[512], expect[AUDIT_HASH_HEX + 1];
-	char pub_id[AUDIT_KEYID_HEX + 1] = "unknown";
+	struct audit_walk w;
+	char select[512];
 	sqlite3_stmt *st = NULL;
-	int64_t id, prev_id = 0, first_id = 0;
-	int rc, r, have_prev = 0, in_txn = 0;
+	int rc, r = 0, c;
 
-	memset(res, 0, sizeof(res[0]));
-	if (pub != NULL)
-		(void)audit_pubkey_id(pub, pub_id);
+	audit_walk_init(&w, &pub, pub != NULL, verify_anchor, db, res);
 	/* One read transaction: a consistent snapshot while the writer runs. */
-	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-		goto dberr;
-	in_txn = 1;
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
+		return -1;
+	}
 	snprintf(select, sizeof(select), "SELECT %s FROM events ORDER BY id",
 	    audit_col_list);
 	if ((st = audit_prepare(db, select, res->msg,
-	    sizeof(res->msg))) == NULL)
-		goto fail;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, AUDIT_COL_ID);
-		res->bad_id = id;
-		if (!have_prev && id == 1)
-			memcpy(expect, audit_zero_hash, sizeof(expect));
-		else if (!have_prev) {
-			if ((r = verify_anchor(db, id, expect, res)) != 0)
-				goto done_r;
-			res->bad_id = id;
-		} else if (id != prev_id + 1) {
-			res->bad_id = prev_id + 1;
-			snprintf(res->msg, sizeof(res->msg), "missing (row %"
-			    PRId64 " is followed by row %" PRId64 ")", prev_id,
-			    id);
-			r = 1;
-			goto done_r;
-		}
-		if ((r = verify_row_hash(st, row, res)) == -1)
-			goto done_r;
-		/* A broken link says more than a broken hash. */
-		if (row[AUDIT_COL_PREV_HASH].type == AUDIT_V_TEXT &&
-		    audit_is_hash_hex(row[AUDIT_COL_PREV_HASH].p,
-		    row[AUDIT_COL_PREV_HASH].len) &&
-		    memcmp(row[AUDIT_COL_PREV_HASH].p, expect,
-		    AUDIT_HASH_HEX) != 0) {
-			if (have_prev)
-				snprintf(res->msg, sizeof(res->msg),
-				    "prev_hash does not match the hash of row %"
-				    PRId64, prev_id);
-			else if (id == 1)
-				snprintf(res->msg, sizeof(res->msg),
-				    "prev_hash of the first row is not 64 zeros");
-			else
-				snprintf(res->msg, sizeof(res->msg),
-				    "prev_hash does not match the anchor of "
-				    "the retention row");
-			r = 1;
-		}
-		if (r == 0 && val_is(&row[AUDIT_COL_KIND], "admin") &&
-		    val_is(&row[AUDIT_COL_RULE], "checkpoint"))
-			r = verify_checkpoint(row, pub, pub_id, res);
-		if (r != 0)
-			goto done_r;
-		memcpy(expect, row[AUDIT_COL_HASH].p, AUDIT_HASH_HEX);
-		if (!have_prev)
-			first_id = id;
-		prev_id = id;
-		have_prev = 1;
-		res->rows++;
+	    sizeof(res->msg))) == NULL) {
+		r = -1;
+		goto done;
 	}
-	if (rc != SQLITE_DONE)
-		goto dberr;
-	res->bad_id = 0;
-	verify_summary(res, first_id, prev_id);
-	r = 0;
-done_r:
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (c = 0; c < AUDIT_NCOLS; c++)
+			audit_val_from_stmt(st, c, &row[c]);
+		if ((r = audit_walk_row(&w, row)) != 0)
+			goto done;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
+		r = -1;
+		goto done;
+	}
+	audit_walk_end(&w);
+done:
+	if (r == -1)
+		res->bad_id = 0;
 	sqlite3_finalize(st);
 	(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	return r;
-dberr:
-	snprintf(res->msg, sizeof(res->msg), "%s", sqlite3_errmsg(db));
-fail:
-	sqlite3_finalize(st);
-	if (in_txn)
-		(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	res->bad_id = 0;
-	return -1;
+}
+
+void
+audit_verify_report(FILE *f, const char *prefix, const struct audit_verify *res)
+{
+	fprintf(f, "%sok: %" PRIu64 " rows verified\n", prefix, res->rows);
+	if (res->rows == 0)
+		return;
+	if (res->last_ckpt_id == 0) {
+		fprintf(f, "%scheckpoints: none, no row is signed\n", prefix);
+		fprintf(f, "%sunsigned tail: %" PRIu64 " rows, no checkpoint "
+		    "(id %" PRId64 "..%" PRId64 ")\n", prefix, res->tail_rows,
+		    res->tail_first, res->tail_last);
+		return;
+	}
+	fprintf(f, "%scheckpoints: %" PRIu64 " signed by key %s; the last, row "
+	    "%" PRId64 " (%s, %s), signs rows through %" PRId64 "\n", prefix,
+	    res->checkpoints, res->key_id, res->last_ckpt_id,
+	    res->last_ckpt_shutdown ? "shutdown" : "interval",
+	    res->last_ckpt_ts, res->last_ckpt_id - 1);
+	if (res->tail_rows > 0)
+		fprintf(f, "%sunsigned tail: %" PRIu64 " rows after the last "
+		    "checkpoint (id %" PRId64 "..%" PRId64 ")\n", prefix,
+		    res->tail_rows, res->tail_first, res->tail_last);
+	else
+		fprintf(f, "%sunsigned tail: 0 rows after the last checkpoint\n",
+		    prefix);
+	if (!res->last_ckpt_shutdown)
+		fprintf(f, "%snote: the last checkpoint was not written at "
+		    "shutdown: the gateway is running, stopped without a clean "
+		    "shutdown, or rows after the checkpoint were deleted\n",
+		    prefix);
 }

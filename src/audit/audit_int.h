@@ -18,6 +18,9 @@
 /* audit_chain.c: 64 lower-case hex digits? */
 int	 audit_is_hash_hex(const unsigned char *p, size_t len);
 
+/* audit_output.c: length of the valid UTF-8 sequence at p (n > 0 bytes left), 0 if invalid. */
+size_t	 audit_utf8_seq(const unsigned char *p, size_t n);
+
 /* audit_query.c: a prepared statement, or NULL with SQLite's message in err. */
 struct sqlite3_stmt *audit_prepare(struct sqlite3 *, const char *sql,
 	    char *err, size_t errlen);
@@ -30,6 +33,15 @@ struct audit_table;
 struct audit_table *audit_table_new(void);
 void	 audit_table_row(FILE *, struct audit_table *,
 	    const struct audit_val row[AUDIT_NCOLS]);
+/* The fleet store's forms: a gateway column (first in the table, last elsewhere). */
+struct audit_table *audit_table_new_gw(void);
+void	 audit_table_row_gw(FILE *, struct audit_table *,
+	    const struct audit_val row[AUDIT_NCOLS], const struct audit_val *gw);
+void	 audit_write_json_gw(FILE *, const struct audit_val row[AUDIT_NCOLS],
+	    const struct audit_val *gw);
+void	 audit_write_csv_gw(FILE *, const struct audit_val row[AUDIT_NCOLS],
+	    const struct audit_val *gw);
+void	 audit_write_csv_header_gw(FILE *);
 /* Write what is buffered, and the header if no row came at all. */
 void	 audit_table_end(FILE *, struct audit_table *);
 void	 audit_table_free(struct audit_table *);

@@ -30,9 +30,8 @@ audit_format_parse(const char *s, enum audit_format *f)
 	return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */
-static size_t
-utf8_seq(const unsigned char *p, size_t n)
+size_t
+audit_utf8_seq(const unsigned char *p, size_t n)
 {
 	size_t len, i;
 	uint32_t cp;
@@ -85,7 +84,7 @@ json_string(FILE *f, const unsigned char *p, size_t n)
 		} else if (c < 0x20 || c == 0x7f) {
 			fprintf(f, "\\u%04x", c);
 			i++;
-		} else if ((k = utf8_seq(p + i, n - i)) == 0) {
+		} else if ((k = audit_utf8_seq(p + i, n - i)) == 0) {
 			fputs("\\ufffd", f);	/* not UTF-8: never emit invalid JSON */
 			i++;
 		} else {
@@ -130,7 +129,8 @@ json_value(FILE *f, const struct audit_val *v)
 }
 
 void
-audit_write_json(FILE *f, const struct audit_val row[AUDIT_NCOLS])
+audit_write_json_gw(FILE *f, const struct audit_val row[AUDIT_NCOLS],
+    const struct audit_val *gw)
 {
 	int i;
 
@@ -139,7 +139,17 @@ audit_write_json(FILE *f, const struct audit_val row[AUDIT_NCOLS])
 		fprintf(f, "%s\"%s\":", i ? "," : "", audit_col_names[i]);
 		json_value(f, &row[i]);
 	}
+	if (gw != NULL) {
+		fputs(",\"gateway\":", f);
+		json_value(f, gw);
+	}
 	fputs("}\n", f);
+}
+
+void
+audit_write_json(FILE *f, const struct audit_val row[AUDIT_NCOLS])
+{
+	audit_write_json_gw(f, row, NULL);
 }
 
 void
@@ -150,6 +160,16 @@ audit_write_csv_header(FILE *f)
 	for (i = 0; i < AUDIT_NCOLS; i++)
 		fprintf(f, "%s%s", i ? "," : "", audit_col_names[i]);
 	fputs("\r\n", f);
+}
+
+void
+audit_write_csv_header_gw(FILE *f)
+{
+	int i;
+
+	for (i = 0; i < AUDIT_NCOLS; i++)
+		fprintf(f, "%s,", audit_col_names[i]);
+	fputs("gateway\r\n", f);
 }
 
 static void
@@ -188,7 +208,8 @@ csv_field(FILE *f, const struct audit_val *v)
 }
 
 void
-audit_write_csv(FILE *f, const struct audit_val row[AUDIT_NCOLS])
+audit_write_csv_gw(FILE *f, const struct audit_val row[AUDIT_NCOLS],
+    const struct audit_val *gw)
 {
 	int i;
 
@@ -197,7 +218,17 @@ audit_write_csv(FILE *f, const struct audit_val row[AUDIT_NCOLS])
 			fputc(',', f);
 		csv_field(f, &row[i]);
 	}
+	if (gw != NULL) {
+		fputc(',', f);
+		csv_field(f, gw);
+	}
 	fputs("\r\n", f);
+}
+
+void
+audit_write_csv(FILE *f, const struct audit_val row[AUDIT_NCOLS])
+{
+	audit_write_csv_gw(f, row, NULL);
 }
 
 /*
@@ -209,13 +240,14 @@ static const int table_cols[] = {
 	AUDIT_COL_HOST, AUDIT_COL_PORT, AUDIT_COL_METHOD, AUDIT_COL_PATH,
 	AUDIT_COL_STATUS, AUDIT_COL_RULE, AUDIT_COL_REASON,
 };
-#define TABLE_NCOLS	(int)(sizeof(table_cols) / sizeof(table_cols[0]))
+#define TABLE_NCOLS	(int)(sizeof(table_cols) / sizeof(table_cols[0]) + 1)
 #define TABLE_CELL	68	/* display bytes of a cell, escaped, + NUL */
 #define TABLE_BLOCK	256
 
 struct audit_table {
 	char	 cells[TABLE_BLOCK][TABLE_NCOLS][TABLE_CELL];
 	int	 n;
+	int	 first;		/* 1: no gateway column */
 	size_t	 width[TABLE_NCOLS];
 	int	 header_done;
 };
@@ -259,21 +291,23 @@ table_flush(FILE *f, struct audit_table *t)
 	size_t w;
 
 	if (!t->header_done) {
-		for (c = 0; c < TABLE_NCOLS; c++) {
-			w = strlen(audit_col_names[table_cols[c]]);
+		for (c = t->first; c < TABLE_NCOLS; c++) {
+			w = c == 0 ? strlen("gateway") :
+			    strlen(audit_col_names[table_cols[c - 1]]);
 			if (w > t->width[c])
 				t->width[c] = w;
 		}
 	}
 	for (r = 0; r < t->n; r++)
-		for (c = 0; c < TABLE_NCOLS; c++)
+		for (c = t->first; c < TABLE_NCOLS; c++)
 			if ((w = strlen(t->cells[r][c])) > t->width[c])
 				t->width[c] = w;
 	if (!t->header_done) {
-		for (c = 0; c < TABLE_NCOLS; c++) {
+		for (c = t->first; c < TABLE_NCOLS; c++) {
 			char up[32];
 			size_t i;
-			const char *name = audit_col_names[table_cols[c]];
+			const char *name = c == 0 ? "gateway" :
+			    audit_col_names[table_cols[c - 1]];
 
 			for (i = 0; name[i] != '\0' && i < sizeof(up) - 1; i++)
 				up[i] = name[i] >= 'a' && name[i] <= 'z' ?
@@ -287,10 +321,10 @@ table_flush(FILE *f, struct audit_table *t)
 		t->header_done = 1;
 	}
 	for (r = 0; r < t->n; r++)
-		for (c = 0; c < TABLE_NCOLS; c++) {
+		for (c = t->first; c < TABLE_NCOLS; c++) {
 			if (c == TABLE_NCOLS - 1)
 				fprintf(f, "%s\n", t->cells[r][c]);
-			else if (audit_col_is_int[table_cols[c]])
+			else if (c > 0 && audit_col_is_int[table_cols[c - 1]])
 				fprintf(f, "%*s  ", (int)t->width[c],
 				    t->cells[r][c]);
 			else
@@ -303,19 +337,38 @@ table_flush(FILE *f, struct audit_table *t)
 struct audit_table *
 audit_table_new(void)
 {
+	struct audit_table *t = calloc(1, sizeof(struct audit_table));
+
+	if (t != NULL)
+		t->first = 1;
+	return t;
+}
+
+struct audit_table *
+audit_table_new_gw(void)
+{
 	return calloc(1, sizeof(struct audit_table));
+}
+
+void
+audit_table_row_gw(FILE *f, struct audit_table *t,
+    const struct audit_val row[AUDIT_NCOLS], const struct audit_val *gw)
+{
+	int c;
+
+	if (gw != NULL)
+		table_cell(gw, t->cells[t->n][0]);
+	for (c = 1; c < TABLE_NCOLS; c++)
+		table_cell(&row[table_cols[c - 1]], t->cells[t->n][c]);
+	if (++t->n == TABLE_BLOCK)
+		table_flush(f, t);
 }
 
 void
 audit_table_row(FILE *f, struct audit_table *t,
     const struct audit_val row[AUDIT_NCOLS])
 {
-	int c;
-
-	for (c = 0; c < TABLE_NCOLS; c++)
-		table_cell(&row[table_cols[c]], t->cells[t->n][c]);
-	if (++t->n == TABLE_BLOCK)
-		table_flush(f, t);
+	audit_table_row_gw(f, t, row, NULL);
 }
 
 void

@@ -58,11 +58,76 @@ audit_glob_lower(const char *in, char *out, size_t outlen)
 	return 0;
 }
 
+/* The index of the "]" that ends the class at g[0] == '[', or 0. */
+static size_t
+glob_class_end(const char *g)
+{
+	size_t j = 1;
+
+	if (g[j] == '^')
+		j++;
+	if (g[j] == ']')
+		j++;
+	while (g[j] != '\0' && g[j] != ']')
+		j++;
+	return g[j] == ']' ? j : 0;
+}
+
+int
+audit_glob_to_regex(const char *glob, char *out, size_t outlen)
+{
+	size_t o = 0, i, j;
+	const char *g = glob;
+
+#define PUT(c) do { if (o + 1 >= outlen) return -1; out[o++] = (c); } while (0)
+	PUT('^');
+	while (*g != '\0') {
+		if (*g == '*') {
+			PUT('.');
+			PUT('*');
+		} else if (*g == '?')
+			PUT('.');
+		else if (*g == '[' && (j = glob_class_end(g)) > 0) {
+			/* A class, as SQLite reads it: "^" negates, a "]" first is literal. */
+			i = 1;
+			PUT('[');
+			if (g[i] == '^') {
+				PUT('^');
+				i++;
+			}
+			if (g[i] == ']') {
+				PUT('\\');
+				PUT(']');
+				i++;
+			}
+			for (; i < j; i++) {
+				if (g[i] == '\\' || g[i] == '[')
+					PUT('\\');
+				PUT(g[i]);
+			}
+			PUT(']');
+			g += i;
+		} else if ((*g >= 'a' && *g <= 'z') || (*g >= 'A' && *g <= 'Z') ||
+		    (*g >= '0' && *g <= '9') || (unsigned char)*g >= 0x80)
+			PUT(*g);
+		else {
+			PUT('\\');
+			PUT(*g);
+		}
+		g++;
+	}
+	PUT('$');
+#undef PUT
+	out[o] = '\0';
+	return 0;
+}
+
 struct sqlb {
 	struct audit_sql	*q;
 	size_t			 len;
 	int			 overflow;
 	int			 n_where;
+	int			 pg;
 };
 
 static void
@@ -78,6 +143,17 @@ sqlb_add(struct sqlb *b, const char *s)
 	b->len += n;
 }
 
+/* The next parameter's placeholder: ? for SQLite, $N for PostgreSQL. */
+static void
+sqlb_param(struct sqlb *b)
+{
+	char ph[16];
+
+	snprintf(ph, sizeof(ph), "$%d", b->q->n_binds);
+	sqlb_add(b, b->pg ? ph : "?");
+}
+
+/* "AND <cond> <placeholder>", binding the value. */
 static int
 sqlb_where(struct sqlb *b, const char *cond, const char *sval, int is_int,
     int64_t ival)
@@ -96,6 +172,7 @@ sqlb_where(struct sqlb *b, const char *cond, const char *sval, int is_int,
 	}
 	sqlb_add(b, b->n_where++ == 0 ? " WHERE " : " AND ");
 	sqlb_add(b, cond);
+	sqlb_param(b);
 	return 0;
 }
 
@@ -114,45 +191,60 @@ sqlb_where_ts(struct sqlb *b, const char *cond, int64_t ms)
 	return sqlb_where(b, cond, ts, 0, 0);
 }
 
+static int
+sqlb_host(struct sqlb *b, const char *host_glob)
+{
+	char glob[AUDIT_GLOB_MAX], re[AUDIT_GLOB_MAX];
+
+	if (audit_glob_lower(host_glob, glob, sizeof(glob)) == -1)
+		return -1;
+	if (!b->pg)
+		return sqlb_where(b, "host GLOB ", glob, 0, 0);
+	if (audit_glob_to_regex(glob, re, sizeof(re)) == -1)
+		return -1;
+	return sqlb_where(b, "host ~ ", re, 0, 0);
+}
+
 int
 audit_build_select(const struct audit_filter *f, struct audit_sql *q,
     const char **errstr)
 {
 	struct sqlb b;
-	char glob[AUDIT_GLOB_MAX];
 	int rc = 0;
 
 	memset(q, 0, sizeof(*q));
 	memset(&b, 0, sizeof(b));
 	b.q = q;
+	b.pg = f->store;
 	sqlb_add(&b, "SELECT ");
-	sqlb_add(&b, audit_col_list);
-	sqlb_add(&b, " FROM events");
+	sqlb_add(&b, b.pg ? audit_store_cols : audit_col_list);
+	sqlb_add(&b, b.pg ? " FROM sandgate.events" : " FROM events");
+	if (b.pg && f->gateway != NULL)
+		rc |= sqlb_where(&b, "gateway = ", f->gateway, 0, 0);
 	if (f->sandbox != NULL)
-		rc |= sqlb_where(&b, "sandbox = ?", f->sandbox, 0, 0);
+		rc |= sqlb_where(&b, "sandbox = ", f->sandbox, 0, 0);
 	if (f->has_since)
-		rc |= sqlb_where_ts(&b, "ts >= ?", f->since_ms);
+		rc |= sqlb_where_ts(&b, "ts >= ", f->since_ms);
 	if (f->has_until)
-		rc |= sqlb_where_ts(&b, "ts < ?", f->until_ms);
+		rc |= sqlb_where_ts(&b, "ts < ", f->until_ms);
 	if (f->decision != NULL)
-		rc |= sqlb_where(&b, "decision = ?", f->decision, 0, 0);
+		rc |= sqlb_where(&b, "decision = ", f->decision, 0, 0);
 	if (f->kind != NULL)
-		rc |= sqlb_where(&b, "kind = ?", f->kind, 0, 0);
-	if (f->host_glob != NULL) {
-		if (audit_glob_lower(f->host_glob, glob, sizeof(glob)) == -1)
-			rc = -1;
-		else
-			rc |= sqlb_where(&b, "host GLOB ?", glob, 0, 0);
-	}
+		rc |= sqlb_where(&b, "kind = ", f->kind, 0, 0);
+	if (f->host_glob != NULL)
+		rc |= sqlb_host(&b, f->host_glob);
 	if (f->credential != NULL)
-		rc |= sqlb_where(&b, "credential = ?", f->credential, 0, 0);
+		rc |= sqlb_where(&b, "credential = ", f->credential, 0, 0);
 	if (f->after_id > 0)
-		rc |= sqlb_where(&b, "id > ?", NULL, 1, f->after_id);
+		rc |= sqlb_where(&b, "id > ", NULL, 1, f->after_id);
 	if (f->upto_id > 0)
-		rc |= sqlb_where(&b, "id <= ?", NULL, 1, f->upto_id);
+		rc |= sqlb_where(&b, "id <= ", NULL, 1, f->upto_id);
 	if (f->by_id)
 		sqlb_add(&b, f->asc ? " ORDER BY id ASC" :
 		    " ORDER BY id DESC");
+	else if (b.pg)
+		sqlb_add(&b, f->asc ? " ORDER BY ts ASC, gateway ASC, id ASC" :
+		    " ORDER BY ts DESC, gateway DESC, id DESC");
 	else
 		sqlb_add(&b, f->asc ? " ORDER BY ts ASC, id ASC" :
 		    " ORDER BY ts DESC, id DESC");
@@ -166,7 +258,8 @@ audit_build_select(const struct audit_filter *f, struct audit_sql *q,
 			bd->is_int = 1;
 			bd->i = f->limit > INT64_MAX ? INT64_MAX :
 			    (int64_t)f->limit;
-			sqlb_add(&b, " LIMIT ?");
+			sqlb_add(&b, " LIMIT ");
+			sqlb_param(&b);
 		}
 	}
 	if (rc != 0 || b.overflow) {

@@ -19,6 +19,7 @@ struct sqlite3_stmt;
 #define AUDIT_SCHEMA_VERSION	2	/* PRAGMA user_version of a current file */
 #define AUDIT_HASH_HEX		64	/* hex digits of a SHA-256 */
 #define AUDIT_TS_LEN		24	/* "2026-12-02T14:22:01.123Z" */
+#define AUDIT_KEYID_HEX		16	/* hex digits of a key id */
 
 /* The columns of table events, in table order. */
 enum audit_col {
@@ -94,7 +95,14 @@ struct audit_filter {
 	uint64_t	 limit;		/* 0: all */
 	int		 asc;		/* oldest first */
 	int		 by_id;		/* order by id instead of (ts, id) */
+	/*
+	 * The fleet store's dialect (PostgreSQL, $N parameters, table
+	 * sandgate.events, a gateway column after hash); gateway filters.
+	 */
+	int		 store;
+	const char	*gateway;
 };
+extern const char audit_store_cols[];
 
 #define AUDIT_MAX_BINDS		12
 #define AUDIT_SQL_MAX		1024
@@ -118,6 +126,12 @@ int	audit_build_select(const struct audit_filter *, struct audit_sql *,
 	    const char **errstr);
 /* Bind the parameters of q to stmt; SQLite's return code. */
 int	audit_bind_sql(struct sqlite3_stmt *, const struct audit_sql *);
+/*
+ * Pure: a glob as SQLite's GLOB reads it (*, ?, [a-z], [^a-z]) as an
+ * anchored POSIX regular expression for PostgreSQL's ~. -1 when it does
+ * not fit outlen.
+ */
+int	audit_glob_to_regex(const char *glob, char *out, size_t outlen);
 /* Lower-case a host glob (ASCII); -1 when it does not fit. */
 int	audit_glob_lower(const char *in, char *out, size_t outlen);
 
@@ -164,6 +178,7 @@ struct audit_verify {
 	int64_t		 last_ckpt_id;		/* 0: no checkpoint */
 	int		 last_ckpt_shutdown;
 	char		 last_ckpt_ts[AUDIT_TS_LEN + 1];
+	char		 key_id[AUDIT_KEYID_HEX + 1];	/* of the last checkpoint */
 	/* Rows after the last checkpoint (all rows when there is none). */
 	uint64_t	 tail_rows;
 	int64_t		 tail_first, tail_last;
@@ -171,6 +186,12 @@ struct audit_verify {
 	char		 msg[320];
 };
 int	 audit_verify(struct sqlite3 *, EVP_PKEY *pub, struct audit_verify *);
+/*
+ * What verify found, for a person: the rows, the checkpoints, the unsigned
+ * tail; each line starts with prefix.
+ */
+void	 audit_verify_report(FILE *, const char *prefix,
+	    const struct audit_verify *);
 
 /*
  * The retention row (kind admin, rule retention) records in its path
@@ -189,7 +210,6 @@ int	 audit_retention_parse(const char *path, size_t len, int64_t *through,
  * row's ts by the key KEYID (audit_key_id) with the Ed25519 signature SIG
  * (128 hex digits) over audit_checkpoint_message. The row follows row ID.
  */
-#define AUDIT_KEYID_HEX		16
 #define AUDIT_CKPT_MSG_MAX	256
 struct audit_checkpoint {
 	int64_t		 through;
@@ -217,5 +237,51 @@ int	 audit_pubkey_id(EVP_PKEY *, char out[AUDIT_KEYID_HEX + 1]);
 /* 1: sig is pub's signature of msg; 0: it is not (or cannot be checked). */
 int	 audit_sig_verify(EVP_PKEY *pub, const uint8_t *msg, size_t len,
 	    const uint8_t sig[64]);
+
+/*
+ * The walk behind audit_verify, row by row in id order, for any store of
+ * rows (audit.db, or one gateway's rows in the fleet store). A checkpoint
+ * is checked with the key among pubs whose id it names (with one key: that
+ * key, and a mismatch is reported as such). anchor finds
+ * the chain's start when the first row is not id 1 (0 with the hash, 1
+ * with bad_id and msg, -1 on error). audit_walk_row: 0 intact so far, 1 bad
+ * (bad_id, msg), -1 error; audit_walk_end fills the summary.
+ */
+#define AUDIT_MAX_PUBKEYS	16
+struct audit_walk {
+	EVP_PKEY		*pubs[AUDIT_MAX_PUBKEYS];
+	char			 pub_ids[AUDIT_MAX_PUBKEYS][AUDIT_KEYID_HEX + 1];
+	int			 npubs;
+	char			 expect[AUDIT_HASH_HEX + 1];
+	int64_t			 prev_id, first_id;
+	int			 have_prev;
+	int			(*anchor)(void *, int64_t first, char *anchor,
+				    struct audit_verify *);
+	void			*anchor_ctx;
+	struct audit_verify	*res;
+};
+void	 audit_walk_init(struct audit_walk *, EVP_PKEY *const *pubs, int npubs,
+	    int (*anchor)(void *, int64_t, char *, struct audit_verify *),
+	    void *anchor_ctx, struct audit_verify *res);
+int	 audit_walk_row(struct audit_walk *, const struct audit_val *row);
+void	 audit_walk_end(struct audit_walk *);
+/*
+ * For anchor callbacks, fed the retention rows in id order: 0 when row is
+ * the intact retention row that explains a chain starting at first (anchor
+ * set), 1 when it is that row but damaged (res), 2 when it is not (*best
+ * tracks the nearest earlier one for audit_anchor_missing's message).
+ */
+int	 audit_anchor_candidate(const struct audit_val *row, int64_t first,
+	    int64_t *best, char anchor[AUDIT_HASH_HEX + 1],
+	    struct audit_verify *res);
+void	 audit_anchor_missing(int64_t best, int64_t first,
+	    struct audit_verify *res);
+/*
+ * The inverse of audit_encode_row: AUDIT_NHASHED values from their
+ * canonical encoding (TEXT and BLOB point into buf). 0, or -1 when buf is
+ * not exactly one encoded row.
+ */
+int	 audit_decode_row(const unsigned char *buf, size_t len,
+	    struct audit_val *v);
 
 #endif

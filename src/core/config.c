@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit/audit_store.h"
 #include "core/config.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
@@ -632,6 +633,54 @@ cf_syslog(struct cload *l, const struct ynode *n)
 		cfg->audit_syslog = cfg->audit_syslog_address != NULL;
 }
 
+/*
+ * audit.ship: { url: "postgresql://...", gateway: NAME } copies the rows to
+ * a fleet store (docs/fleet.md); the gateway defaults to the host name.
+ */
+static void
+cf_ship(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c, *url = NULL;
+	char err[256], esc[160], host[256];
+	const char *s;
+	struct config *cfg = l->cfg;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP, "ship") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "url") == 0) {
+			url = c;
+			if (ycheck_str(&l->c, c, "url", 4096, &s) == -1)
+				continue;
+			if (audit_store_url_ok(s, err, sizeof(err)) == -1)
+				ycheck_err(&l->c, c, "ship.url: %s", err);
+			else if ((cfg->audit_ship_url = strdup(s)) == NULL)
+				ycheck_err(&l->c, c, "out of memory");
+		} else if (strcmp(c->key->str, "gateway") == 0) {
+			if (ycheck_str(&l->c, c, "gateway", 256, &s) == -1)
+				continue;
+			if (!audit_store_gateway_ok(s))
+				ycheck_err(&l->c, c, "ship.gateway: \"%s\" is not "
+				    "a gateway name (1-63 of A-Z a-z 0-9 . - _, "
+				    "starting with a letter or digit)",
+				    ycheck_esc(s, esc, sizeof(esc)));
+			else if ((cfg->audit_ship_gateway = strdup(s)) == NULL)
+				ycheck_err(&l->c, c, "out of memory");
+		} else
+			ycheck_unknown(&l->c, c, "ship");
+	}
+	if (url == NULL)
+		ycheck_err(&l->c, n, "ship: url is required (postgresql://...)");
+	if (cfg->audit_ship_gateway != NULL || url == NULL)
+		return;
+	if (gethostname(host, sizeof(host)) == -1 ||
+	    (host[sizeof(host) - 1] = '\0', !audit_store_gateway_ok(host)))
+		ycheck_err(&l->c, n, "ship: the host name is not a gateway "
+		    "name: set ship.gateway");
+	else if ((cfg->audit_ship_gateway = strdup(host)) == NULL)
+		ycheck_err(&l->c, n, "out of memory");
+}
+
 static void
 cf_audit(struct cload *l, const struct ynode *n)
 {
@@ -662,7 +711,9 @@ cf_audit(struct cload *l, const struct ynode *n)
 			if (cf_path(l, c, "public_key",
 			    &l->cfg->audit_public_key) == 0)
 				l->set_audit_public_key = 1;
-		} else
+		} else if (strcmp(c->key->str, "ship") == 0)
+			cf_ship(l, c);
+		else
 			ycheck_unknown(&l->c, c, "audit");
 	}
 }
@@ -921,6 +972,13 @@ cf_workers(struct cload *l, const struct ynode *n)
 		l->cfg->workers = (int)v;
 }
 
+/* policies_watch: reload when a policy file or directory changes. */
+static void
+cf_policies_watch(struct cload *l, const struct ynode *n)
+{
+	(void)ycheck_bool(&l->c, n, "policies_watch", &l->cfg->policies_watch);
+}
+
 /*
  * user: the account `serve` switches to once its sockets are bound; null or
  * "" keeps the process as it was started. A name as useradd takes it.
@@ -972,6 +1030,7 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "audit", cf_audit }, { "geoip", cf_geoip },
 		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
 		{ "workers", cf_workers }, { "user", cf_user },
+		{ "policies_watch", cf_policies_watch },
 	};
 	const struct ynode *c;
 	size_t i;
@@ -1176,6 +1235,8 @@ config_free(struct config *cfg)
 	free(cfg->audit_signing_key);
 	free(cfg->audit_public_key);
 	free(cfg->audit_syslog_address);
+	free(cfg->audit_ship_url);
+	free(cfg->audit_ship_gateway);
 	free(cfg->geoip_country_db);
 	free(cfg->geoip_asn_db);
 	free(cfg->sandbox_runtime);

@@ -64,6 +64,8 @@ struct config {
 	socklen_t	 audit_syslog_sslen;
 	int		 audit_syslog_json;	/* format: 0 rfc5424, 1 json */
 	int		 audit_syslog_udp;	/* transport: 0 tcp (RFC 6587 octet counting), 1 udp */
+	char		*audit_ship_url;	/* audit.ship; NULL: no fleet store */
+	char		*audit_ship_gateway;
 	/* geoip: NULL when unset */
 	char		*geoip_country_db;
 	char		*geoip_asn_db;
@@ -88,6 +90,7 @@ struct config {
 	uint32_t	 sandbox_dns_rate;	/* DNS queries per second */
 	int		 workers;		/* resolved: see config_auto_workers */
 	char		*user;		/* serve drops to this user; NULL: stays as started */
+	int		 policies_watch;	/* reload on policy file changes (inotify) */
 };
 
 /*

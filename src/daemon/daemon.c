@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "audit/audit.h"
+#include "audit/audit_store.h"
 #include "core/config.h"
 #include "core/geoip.h"
 #include "core/log.h"
@@ -82,6 +83,16 @@ daemon_parts_open(const struct config *cfg, struct keeper_client *kc,
 		log_info("audit: every row forwarded to syslog %s over %s (%s)",
 		    cfg->audit_syslog_address, cfg->audit_syslog_udp ? "UDP" :
 		    "TCP", cfg->audit_syslog_json ? "json" : "rfc5424");
+	/*
+	 * The shipper is a thread of this (the network) process: its seccomp
+	 * profile allows the sockets libpq needs (docs/fleet.md).
+	 */
+	if (cfg->audit_ship_url != NULL && (parts->ship = audit_ship_start(
+	    cfg->audit_db, cfg->audit_ship_url, cfg->audit_ship_gateway,
+	    &err)) == NULL) {
+		log_warnx("audit.ship: %s", err);
+		goto fail;
+	}
 	/* The CA certificate without its key; leaves are signed by the keeper. */
 	if ((parts->ca = ca_remote(keeper_client_ca_cert(kc),
 	    keeper_client_leaf_key(kc), keeper_client_sign_leaf, kc,
@@ -156,7 +167,8 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 	pol = NULL;
 	proxy_keeper_pid(p, kpid);
 	/* 4. The main thread's services. */
-	if (proxy_admin_start(p) == -1 || proxy_metrics_start(p) == -1) {
+	if (proxy_admin_start(p) == -1 || proxy_metrics_start(p) == -1 ||
+	    proxy_watch_start(p) == -1) {
 		log_take_held(held, sizeof(held));
 		rc = fail_line(err, errlen, 1,
 		    held[0] ? held : "the admin API or metrics did not start");

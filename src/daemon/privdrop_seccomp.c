@@ -39,6 +39,8 @@ static const char *const pd_allow[] = {
 	"fdatasync", "ftruncate", "open", "openat", "access", "faccessat",
 	"faccessat2", "readlink", "readlinkat", "getdents64", "getcwd",
 	"unlink", "unlinkat", "fstatfs", "statfs",
+	/* policies_watch: its inotify descriptor is made before the drop */
+	"inotify_add_watch", "inotify_rm_watch",
 	/* memory (mmap and mprotect below) */
 	"munmap", "mremap", "madvise", "brk", "mlock", "mlock2", "munlock",
 	/* the sockets it has */

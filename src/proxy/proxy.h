@@ -21,10 +21,12 @@ struct keeper_client;
  * (NULL without). proxy_new takes them, also when it fails.
  */
 struct audit;
+struct audit_ship;
 struct ca;
 struct geoip;
 struct proxy_parts {
 	struct audit		*audit;
+	struct audit_ship	*ship;		/* NULL without audit.ship */
 	struct ca		*ca;
 	struct keeper_client	*kc;
 	struct geoip		*geoip;
@@ -46,6 +48,11 @@ void		 proxy_parts_free(struct proxy_parts *);
 /* The services on the main thread, started by the daemon after proxy_new. */
 int		 proxy_admin_start(struct proxy *);
 int		 proxy_metrics_start(struct proxy *);
+/*
+ * policies_watch: inotify on the policy paths, a reload when they change.
+ * 0 (also when the key is off), -1 logged.
+ */
+int		 proxy_watch_start(struct proxy *);
 /* Optional (needs CAP_NET_ADMIN): -1 is logged and not fatal. */
 int		 proxy_nflog_start(struct proxy *);
 /* Runs the workers until SIGTERM or SIGINT; SIGHUP reloads. 0 on a clean stop. */

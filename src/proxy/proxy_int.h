@@ -75,6 +75,7 @@ struct worker {
 };
 
 struct audit;
+struct audit_ship;
 struct ca;
 struct ca_audit_key;
 struct evhttp;
@@ -88,6 +89,7 @@ struct keeper_client;
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
+	struct audit_ship	*ship;
 	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
 	atomic_ullong		 n_keeper_restarts;	/* keepers adopted after a loss */
@@ -121,6 +123,7 @@ struct proxy {
 	atomic_ullong		 n_reload_ok;	/* policy reloads, for metrics */
 	atomic_ullong		 n_reload_err;
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
+	struct proxy_watch	*watch;		/* policies_watch, main thread */
 	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
 	void			*on_free_arg;
 };
@@ -470,6 +473,10 @@ int		 proxy_nflog_group(const struct proxy *);
 
 /* proxy_admin.c */
 void		 proxy_admin_stop(struct proxy *);
+
+/* proxy_watch.c: policies_watch */
+struct proxy_watch;
+void		 proxy_watch_stop(struct proxy *);
 
 /* proxy_metrics.c: Prometheus text at GET /metrics on listen.metrics */
 int		 proxy_metrics_bind(struct proxy *);

@@ -18,6 +18,7 @@
 #include <event2/thread.h>
 
 #include "audit/audit.h"
+#include "audit/audit_store.h"
 #include "core/fairshare.h"
 #include "core/geoip.h"
 #include "dns/dns.h"
@@ -281,6 +282,7 @@ proxy_parts_free(struct proxy_parts *parts)
 {
 	if (parts->audit != NULL)
 		audit_close(parts->audit);
+	audit_ship_stop(parts->ship);
 	if (parts->ca != NULL)
 		ca_free(parts->ca);
 	if (parts->geoip != NULL)
@@ -306,6 +308,7 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	p->cfg = cfg;
 	p->pol = pol;
 	p->audit = parts->audit;
+	p->ship = parts->ship;
 	p->ca = parts->ca;
 	p->kc = parts->kc;
 	p->geoip = parts->geoip;
@@ -548,6 +551,7 @@ proxy_free(struct proxy *p)
 				close(p->listen_fds[k][i]);
 	proxy_admin_stop(p);
 	proxy_metrics_stop(p);
+	proxy_watch_stop(p);
 	proxy_nflog_stop(p);
 	if (p->on_free != NULL)
 		p->on_free(p->on_free_arg);
@@ -556,6 +560,8 @@ proxy_free(struct proxy *p)
 	/* After the workers: every session's row is queued before the flush. */
 	if (p->audit != NULL)
 		audit_close(p->audit);
+	/* Then the shipper, briefly; what it leaves waits for the next start. */
+	audit_ship_stop(p->ship);
 	if (p->ca != NULL)
 		ca_free(p->ca);
 	if (p->cred_ready)

@@ -14,6 +14,7 @@
 #include <event2/http.h>
 
 #include "audit/audit.h"
+#include "audit/audit_store.h"
 #include "core/fairshare.h"
 #include "core/log.h"
 #include "vault/ca.h"
@@ -74,6 +75,40 @@ count_registered_cb(const struct policy_identity *id,
     const struct netaddr *src, int64_t created, void *arg)
 {
 	(*(unsigned long long *)arg)++;
+}
+
+/* audit.ship's families, only when it is set. */
+static void
+metrics_ship(struct proxy *p, struct evbuffer *out)
+{
+	struct audit_ship_stats ss;
+
+	if (p->ship == NULL)
+		return;
+	audit_ship_get_stats(p->ship, &ss);
+	family(out, "audit_ship_up", "gauge", "1 while the fleet store "
+	    "(audit.ship) is connected; 0 while rows wait in audit.db.");
+	sample(out, "audit_ship_up", NULL, NULL, (unsigned long long)
+	    ss.connected);
+	family(out, "audit_ship_halted", "gauge", "1 when shipping stopped "
+	    "because the store holds another chain under this gateway name.");
+	sample(out, "audit_ship_halted", NULL, NULL, (unsigned long long)
+	    ss.halted);
+	family(out, "audit_ship_rows_total", "counter", "Rows copied to the "
+	    "fleet store.");
+	sample(out, "audit_ship_rows_total", NULL, NULL, ss.rows_shipped);
+	family(out, "audit_ship_failures_total", "counter", "Connections to "
+	    "the fleet store or batches that failed (each is retried).");
+	sample(out, "audit_ship_failures_total", NULL, NULL, ss.failures);
+	if (!ss.cursor_known)
+		return;		/* not connected since start: no cursor yet */
+	family(out, "audit_ship_backlog_rows", "gauge", "Rows of audit.db not "
+	    "in the fleet store yet.");
+	sample(out, "audit_ship_backlog_rows", NULL, NULL, ss.backlog_rows);
+	family(out, "audit_ship_backlog_seconds", "gauge", "Age of the oldest "
+	    "row not in the fleet store yet (0 when none waits).");
+	evbuffer_add_printf(out, "sandgate_audit_ship_backlog_seconds %.3f\n",
+	    ss.backlog_seconds);
 }
 
 /* Every family in a fixed order, so two scrapes differ only in values. */
@@ -146,6 +181,7 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "dropped because the queue was full while audit.db could not "
 	    "be written.");
 	sample(out, "audit_rows_dropped_total", NULL, NULL, as.rows_dropped);
+	metrics_ship(p, out);
 	family(out, "sandboxes", "gauge", "Sandboxes known: static (policy "
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);

@@ -394,6 +394,20 @@ static const struct err_case err_cases[] = {
 	    "on_failure: expected deny or allow" },
 	{ "on_failure list", "audit:\n  on_failure: [deny]\n", 2, 15,
 	    "expected a string, got a list" },
+	{ "ship scheme", "audit:\n  ship:\n    url: mysql://db/x\n"
+	    "    gateway: g\n", 3, 10, "ship.url: expected a postgresql:// URL" },
+	{ "ship param", "audit:\n  ship:\n    url: postgresql://db/x?nosuch=1\n"
+	    "    gateway: g\n", 3, 10, "ship.url: invalid URI query parameter" },
+	{ "ship no url", "audit:\n  ship:\n    gateway: g\n", 3, 5,
+	    "ship: url is required" },
+	{ "ship gateway", "audit:\n  ship:\n    url: postgresql://db/x\n"
+	    "    gateway: \"gw 1\"\n", 4, 14, "is not a gateway name" },
+	{ "ship unknown", "audit:\n  ship:\n    url: postgresql://db/x\n"
+	    "    table: t\n", 4, 5, "unknown key \"table\" in ship" },
+	{ "ship list", "audit:\n  ship: [postgresql://db/x]\n", 2, 9,
+	    "expected a mapping" },
+	{ "policies_watch word", "policies_watch: yes\n", 1, 17,
+	    "policies_watch" },
 	{ "audit unknown", "audit:\n  signing: x\n", 2, 3,
 	    "unknown key \"signing\" in audit" },
 	{ "geoip list", "geoip:\n  country_db: [a]\n", 2, 15,
@@ -688,6 +702,40 @@ test_user(void)
 	}
 }
 
+/* audit.ship and policies_watch. */
+static void
+test_fleet_keys(void)
+{
+	struct config *cfg;
+	struct diag d;
+
+	diag_init(&d);
+	cfg = config_load(coretest_tmpfile("fleet.yaml", "audit:\n  ship:\n"
+	    "    url: \"postgresql://sg@db.example.com/fleet?sslmode=require\"\n"
+	    "    gateway: gw-eu.1\npolicies_watch: true\n"), &d);
+	diag_print(&d, stderr);
+	CHECK(cfg != NULL);
+	if (cfg != NULL) {
+		CHECK_STR(cfg->audit_ship_url,
+		    "postgresql://sg@db.example.com/fleet?sslmode=require");
+		CHECK_STR(cfg->audit_ship_gateway, "gw-eu.1");
+		CHECK_INT(cfg->policies_watch, 1);
+	}
+	config_free(cfg);
+	diag_free(&d);
+	/* Off by default; ship: null is off too. */
+	diag_init(&d);
+	cfg = config_load(coretest_tmpfile("fleet.yaml", "audit:\n  ship: null\n"),
+	    &d);
+	CHECK(cfg != NULL);
+	if (cfg != NULL) {
+		CHECK(cfg->audit_ship_url == NULL);
+		CHECK_INT(cfg->policies_watch, 0);
+	}
+	config_free(cfg);
+	diag_free(&d);
+}
+
 static void
 test_find(void)
 {
@@ -748,6 +796,7 @@ main(void)
 	test_state_dir();
 	test_relative();
 	test_errors();
+	test_fleet_keys();
 	test_many_errors();
 	test_durations();
 	test_hostport();
