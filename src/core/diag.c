@@ -54,8 +54,9 @@ diag_add(struct diag *d, const char *file, int line, int col,
 		free(e->msg);
 		return;
 	}
-	e->line = line;
-	e->col = col;
+	/* Lines and columns are 1-based: an error about a whole file is at 1:1. */
+	e->line = line > 0 ? line : 1;
+	e->col = col > 0 ? col : 1;
 	d->n++;
 }
 
