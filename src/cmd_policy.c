@@ -229,6 +229,7 @@ cmd_policy(int argc, char *argv[])
 {
 	if (argc < 2)
 		return cmd_usage_error(policy_usage, "policy: give check or explain");
+	cmd_hoist_config(argc, argv);
 	if (strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "explain") == 0)
