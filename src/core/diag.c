@@ -54,9 +54,8 @@ diag_add(struct diag *d, const char *file, int line, int col,
 		free(e->msg);
 		return;
 	}
-	/* Lines and columns are 1-based: an error about a whole file is at 1:1. */
-	e->line = line > 0 ? line : 1;
-	e->col = col > 0 ? col : 1;
+	e->line = line;
+	e->col = col;
 	d->n++;
 }
 
@@ -65,7 +64,9 @@ diag_print(const struct diag *d, FILE *fp)
 {
 	size_t i;
 
+	/* Printed 1-based: an error about a whole file (0:0) is at 1:1. */
 	for (i = 0; i < d->n; i++)
-		fprintf(fp, "%s:%d:%d: %s\n", d->v[i].file, d->v[i].line,
-		    d->v[i].col, d->v[i].msg);
+		fprintf(fp, "%s:%d:%d: %s\n", d->v[i].file,
+		    d->v[i].line > 0 ? d->v[i].line : 1,
+		    d->v[i].col > 0 ? d->v[i].col : 1, d->v[i].msg);
 }

@@ -376,7 +376,8 @@ proxy_reload(struct proxy *p)
 	if (npol == NULL) {
 		for (i = 0; i < d.n; i++)
 			log_warnx("reload: %s:%d:%d: %s", d.v[i].file,
-			    d.v[i].line, d.v[i].col, d.v[i].msg);
+			    d.v[i].line > 0 ? d.v[i].line : 1,
+			    d.v[i].col > 0 ? d.v[i].col : 1, d.v[i].msg);
 		log_warnx("reload failed with %zu error%s; the previous policy "
 		    "stays in force", d.n, d.n == 1 ? "" : "s");
 		diag_free(&d);

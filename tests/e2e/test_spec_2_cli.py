@@ -125,6 +125,11 @@ class SpecCliTest(unittest.TestCase):
              "api.example.com:65536"),
             ("policy", "explain", "-c", self.cfg, "--sandbox", "dev",
              "--format", "xml", "api.example.com"),
+            # Brackets hold IPv6 only, as on the wire.
+            ("policy", "explain", "-c", self.cfg, "--sandbox", "dev",
+             "[api.example.com]"),
+            ("policy", "explain", "-c", self.cfg, "--sandbox", "dev",
+             "[8.8.8.8]:80"),
             ("audit", "--limit", "-1"), ("audit", "--limit", "x"),
             ("audit", "--since", "yesterday"), ("audit", "--until", "5x"),
             ("audit", "--format", "xml"), ("audit", "--decision", "maybe"),
@@ -147,6 +152,28 @@ class SpecCliTest(unittest.TestCase):
                 r = self.sg(*args)
                 self.assertEqual(r.returncode, 0, r)
                 self.assertTrue(r.stdout.strip(), r)
+
+    def test_serve_bad_config_exits_1_with_positions(self):
+        text = ("policies: [./policies]\n"
+                "listen: { http: \"127.0.0.1:%d\", socks5: null, dns: null,"
+                " transparent: null, ingress: null, metrics: null }\n"
+                "workers: 1\nuser: null\n"
+                "upstream: { connect_timeout: soon }\n" % T.free_port())
+        with open(self.cfg, "w") as f:
+            f.write(text)
+        r = self.sg("serve", "-c", self.cfg, timeout=20)
+        self.assertEqual(r.returncode, 1, r)
+        ds = diags(r.stderr + r.stdout)
+        self.assertIn(where(text, "soon")[0], [l for _, l, _, _ in ds], r)
+        # A bad policy file stops serve the same way.
+        with open(self.cfg, "w") as f:
+            f.write(text.replace("connect_timeout: soon", "connect_timeout: 3s"))
+        bad = POLICY.replace("ports: [443]", "ports: [443, 70000]")
+        self.write_policy(bad)
+        r = self.sg("serve", "-c", self.cfg, timeout=20)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn(where(bad, "70000"),
+                      [(l, c) for _, l, c, _ in diags(r.stderr + r.stdout)], r)
 
     # ------------------------------------------------------------ option order
 
