@@ -1,7 +1,7 @@
 /*
  * The response side of the vault: a streaming scrubber that replaces every
  * listed secret — raw, base64 and base64url at each alignment, percent- and
- * JSON-escaped — with its placeholder in the same encoding, leftmost-longest,
+ * JSON-escaped (HTML-safe too) — with its placeholder in the same encoding, leftmost-longest,
  * across any split of the stream. One Aho-Corasick automaton over all the
  * encodings, in wiped memory because it spells the secrets, built once per
  * list of secrets and kept with the snapshot.
@@ -34,6 +34,7 @@ enum scrub_kind {
 	K_PCT_ALL_UP, K_PCT_ALL_LO,		/* every byte */
 	K_JSON_S_SHORT, K_JSON_S_LO, K_JSON_S_UP, /* "/" as "\/" */
 	K_JSON_SHORT, K_JSON_LO, K_JSON_UP,	/* "/" as is */
+	K_JSON_HTML,		/* and <, >, & as \u003c ... (Go, Rails) */
 	K_NKINDS
 };
 
@@ -140,10 +141,13 @@ b64_core(const unsigned char *in, size_t len, size_t a, int url, char *out)
 	return o;
 }
 
-/* ctl: 0 short escapes (\n ...) else \u00xx, 1 \u00xx, 2 \u00XX. */
+/*
+ * ctl: 0 short escapes (\n ...) else \u00xx, 1 \u00xx, 2 \u00XX; html: <, >
+ * and & as \u00xx too, as HTML-safe encoders write them.
+ */
 static size_t
 json_escape(const unsigned char *in, size_t len, int slash, int ctl,
-    char *out)
+    int html, char *out)
 {
 	const char *hex = ctl == 2 ? "0123456789ABCDEF" : "0123456789abcdef";
 	const char *sh;
@@ -166,7 +170,8 @@ json_escape(const unsigned char *in, size_t len, int slash, int ctl,
 		if (sh != NULL) {
 			out[o++] = sh[0];
 			out[o++] = sh[1];
-		} else if (c < 0x20) {
+		} else if (c < 0x20 || (html && (c == '<' || c == '>' ||
+		    c == '&'))) {
 			memcpy(out + o, "\\u00", 4);
 			out[o + 4] = hex[c >> 4];
 			out[o + 5] = hex[c & 15];
@@ -202,11 +207,14 @@ scrub_encode(enum scrub_kind k, const unsigned char *in, size_t len,
 	case K_JSON_S_SHORT:
 	case K_JSON_S_LO:
 	case K_JSON_S_UP:
-		return json_escape(in, len, 1, (int)(k - K_JSON_S_SHORT), out);
+		return json_escape(in, len, 1, (int)(k - K_JSON_S_SHORT), 0,
+		    out);
 	case K_JSON_SHORT:
 	case K_JSON_LO:
 	case K_JSON_UP:
-		return json_escape(in, len, 0, (int)(k - K_JSON_SHORT), out);
+		return json_escape(in, len, 0, (int)(k - K_JSON_SHORT), 0, out);
+	case K_JSON_HTML:
+		return json_escape(in, len, 0, 0, 1, out);
 	default:
 		return 0;
 	}

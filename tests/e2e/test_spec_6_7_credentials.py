@@ -12,6 +12,7 @@ gateway set-up) and runs only the tests written here.
 """
 
 import base64
+import json
 import os
 import socket
 import ssl
@@ -25,6 +26,16 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 import test_credentials as C  # noqa: E402
+
+
+def go_json(v):
+    """JSON-escaped as Go's encoding/json (and Rails) write it: HTML-safe."""
+    return (json.dumps(v)[1:-1].replace("&", "\\u0026")
+            .replace("<", "\\u003c").replace(">", "\\u003e"))
+
+
+# The echo origin serves /leak/gojson/MODE with this encoder too.
+C.ENCODERS["gojson"] = go_json
 
 
 class SpecCredentialsTest(C.CredentialsTest):
@@ -191,6 +202,22 @@ class SpecCredentialsTest(C.CredentialsTest):
         self.assertEqual(r.status, 200, r)
         rec = self.origin_seen(self.bound, "/echo/s08-te")
         self.assertEqual(self.header_of(rec, "TE"), [])
+
+
+    def test_s09_scrub_html_safe_json(self):
+        # SECRET holds '&': an API written in Go echoes it as \u0026.
+        self.assertIn("&", self.secret)
+        for mode in ("chunked", "length", "close"):
+            with self.subTest(mode=mode):
+                path = "/leak/gojson/%s/%d" % (mode, time.monotonic_ns())
+                r = self.fetch(path, [self.bearer(self.ph_a)])
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(self.origin_seen(self.bound, path)["seen"],
+                                 self.secret)
+                blob = r.raw_head + r.body
+                self.assertNotIn(go_json(self.secret).encode(), blob)
+                self.assertEqual(r.header("X-Leak"), self.ph_a, r)
+                self.assertEqual(r.body.count(self.ph_a.encode()), 3, r.body)
 
 
 def load_tests(loader, tests, pattern):
