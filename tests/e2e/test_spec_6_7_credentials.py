@@ -34,8 +34,15 @@ def go_json(v):
             .replace("<", "\\u003c").replace(">", "\\u003e"))
 
 
-# The echo origin serves /leak/gojson/MODE with this encoder too.
-C.ENCODERS["gojson"] = go_json
+# The echo origin serves /leak/ENC/MODE with these encoders too: what other
+# origins' frameworks write for "JSON-escaped" and "percent-encoded".
+OTHER_ENCODERS = {
+    "gojson": go_json,
+    "pctslash": lambda v: urllib.parse.quote(v),          # "/" kept
+    "pctplus": lambda v: urllib.parse.quote_plus(v),      # " " as "+"
+    "pctjs": lambda v: urllib.parse.quote(v, safe="!'()*"),  # encodeURIComponent
+}
+C.ENCODERS.update(OTHER_ENCODERS)
 
 
 class SpecCredentialsTest(C.CredentialsTest):
@@ -204,20 +211,23 @@ class SpecCredentialsTest(C.CredentialsTest):
         self.assertEqual(self.header_of(rec, "TE"), [])
 
 
-    def test_s09_scrub_html_safe_json(self):
-        # SECRET holds '&': an API written in Go echoes it as \u0026.
-        self.assertIn("&", self.secret)
-        for mode in ("chunked", "length", "close"):
-            with self.subTest(mode=mode):
-                path = "/leak/gojson/%s/%d" % (mode, time.monotonic_ns())
-                r = self.fetch(path, [self.bearer(self.ph_a)])
-                self.assertEqual(r.status, 200, r)
-                self.assertEqual(self.origin_seen(self.bound, path)["seen"],
-                                 self.secret)
-                blob = r.raw_head + r.body
-                self.assertNotIn(go_json(self.secret).encode(), blob)
-                self.assertEqual(r.header("X-Leak"), self.ph_a, r)
-                self.assertEqual(r.body.count(self.ph_a.encode()), 3, r.body)
+    def test_s09_scrub_other_encoders(self):
+        # SECRET holds '&', '/', '+', ' ' and '"': a Go API echoes '&' as
+        # \u0026, Python's quote keeps '/', forms write ' ' as '+'.
+        for enc, fn in OTHER_ENCODERS.items():
+            self.assertNotEqual(fn(self.secret), self.secret, enc)
+            for mode in ("chunked", "length", "close"):
+                with self.subTest(enc=enc, mode=mode):
+                    path = "/leak/%s/%s/%d" % (enc, mode, time.monotonic_ns())
+                    r = self.fetch(path, [self.bearer(self.ph_a)])
+                    self.assertEqual(r.status, 200, r)
+                    self.assertEqual(self.origin_seen(self.bound, path)["seen"],
+                                     self.secret)
+                    blob = r.raw_head + r.body
+                    self.assertNotIn(fn(self.secret).encode(), blob)
+                    self.assertEqual(r.header("X-Leak"), self.ph_a, r)
+                    self.assertEqual(r.body.count(self.ph_a.encode()), 3,
+                                     r.body)
 
 
 def load_tests(loader, tests, pattern):
