@@ -272,8 +272,9 @@ class SpecListenersTest(unittest.TestCase):
         m, a, rep, _ = self.socks(3, b"allowed.test", self.origin.port,
                                   methods=b"\x00\x02", userpass=(b"tok", b"x"),
                                   source="127.0.0.9")
-        if m[1] == 2:
-            self.assertNotEqual(a[1], 0, a)
+        self.assertEqual(m, b"\x05\x02")  # offered, user/pass is chosen
+        self.assertNotEqual(a[1], 0, a)
+        self.assertIsNone(rep)
         m, a, rep, _ = self.socks(3, b"allowed.test", self.origin.port,
                                   methods=b"\x02", userpass=(b"tok", TOKEN.encode()),
                                   source="127.0.0.7")
