@@ -80,7 +80,7 @@ split_hostport(const char *s, const char **host, size_t *hostlen,
 			return -1;
 		*host = s + 1;
 		*hostlen = (size_t)(rb - s - 1);
-		/* Brackets hold an IPv6 address, never a name or IPv4 (as on the wire). */
+		/* Brackets hold IPv6 only, never a name or IPv4 (as on the wire). */
 		if (memchr(*host, ':', *hostlen) == NULL)
 			return -1;
 		if (rb[1] == '\0')

@@ -166,7 +166,7 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
 		return 0;
 	}
 	if ((t = malloc(tl)) == NULL)
-		return 1;	/* cannot look: refuse rather than pass unseen */
+		return 1;	/* cannot look: refuse, never pass unseen */
 	if (evbuffer_ptr_set(bufferevent_get_input(s->cbev), &at, raw - tl,
 	    EVBUFFER_PTR_SET) == -1 || evbuffer_copyout_from(
 	    bufferevent_get_input(s->cbev), &at, t, tl) != (ev_ssize_t)tl) {

@@ -68,7 +68,8 @@ identify_basic(struct session *s, const struct http_request *req)
 	if (h == NULL)
 		return 0;
 	/* Two credentials are no answer: never let the first one win. */
-	if (http_header_find(h + 1, req->n_headers - (size_t)(h - req->headers) - 1,
+	if (http_header_find(h + 1,
+	    req->n_headers - (size_t)(h - req->headers) - 1,
 	    "Proxy-Authorization") != NULL)
 		return -1;
 	v = h->value.p;

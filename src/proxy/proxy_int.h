@@ -386,7 +386,7 @@ struct decide_in {
 	int		 tunnel_request;	/* HTTP inside a tunnel: ... */
 	const char	*tunnel_host;	/* ... its Host header (NULL: none) */
 	size_t		 tunnel_host_len;
-	const char	*tunnel_abs;	/* ... an absolute-form target's authority */
+	const char	*tunnel_abs;	/* ... an absolute target's authority */
 	size_t		 tunnel_abs_len;
 };
 /*

@@ -36,8 +36,8 @@ enum scrub_kind {
 	K_JSON_S_SHORT, K_JSON_S_LO, K_JSON_S_UP, /* "/" as "\/" */
 	K_JSON_SHORT, K_JSON_LO, K_JSON_UP,	/* "/" as is */
 	K_JSON_HTML,		/* and <, >, & as \u003c ... (Go, Rails) */
-	K_PCT_SLASH_UP, K_PCT_SLASH_LO,		/* "/" kept (Python's quote) */
-	K_PCT_FORM_UP, K_PCT_FORM_LO,		/* " " as "+" (forms, quote_plus) */
+	K_PCT_SLASH_UP, K_PCT_SLASH_LO,	/* "/" kept (Python's quote) */
+	K_PCT_FORM_UP, K_PCT_FORM_LO,	/* " " as "+" (forms, quote_plus) */
 	K_PCT_JS,		/* !'()* kept (encodeURIComponent) */
 	K_NKINDS
 };
@@ -201,8 +201,8 @@ pct_other(const unsigned char *in, size_t len, const char *keep, int plus,
 	for (i = 0; i < len; i++) {
 		c = in[i];
 		if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' &&
-		    (c | 0x20) <= 'z') || (c != 0 && (strchr("-._~", c) != NULL ||
-		    strchr(keep, c) != NULL)))
+		    (c | 0x20) <= 'z') || (c != 0 &&
+		    (strchr("-._~", c) != NULL || strchr(keep, c) != NULL)))
 			out[o++] = (char)c;
 		else if (c == ' ' && plus)
 			out[o++] = '+';
