@@ -90,6 +90,9 @@ split_hostport(const char *s, const char **host, size_t *hostlen,
 			return -1;
 		*host = s + 1;
 		*hostlen = (size_t)(rb - s - 1);
+		/* Brackets hold IPv6 only, never a name or IPv4 (as on the wire). */
+		if (memchr(*host, ':', *hostlen) == NULL)
+			return -1;
 		if (rb[1] == '\0')
 			return 0;
 		if (rb[1] != ':')
@@ -253,6 +256,7 @@ cmd_policy(int argc, char *argv[])
 {
 	if (argc < 2)
 		return cmd_usage_error(policy_usage, "policy: give check, explain or suggest");
+	cmd_hoist_config(argc, argv);
 	if (strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "explain") == 0)

@@ -275,6 +275,21 @@ cmd_help(int argc, char *argv[])
 	return commands[i].fn(argc > 2 ? 3 : 2, sub);
 }
 
+void
+cmd_hoist_config(int argc, char *argv[])
+{
+	char *opt, *file;
+
+	if (argc < 4 || (strcmp(argv[1], "-c") != 0 &&
+	    strcmp(argv[1], "--config") != 0) || argv[3][0] == '-')
+		return;
+	opt = argv[1];
+	file = argv[2];
+	argv[1] = argv[3];
+	argv[2] = opt;
+	argv[3] = file;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -283,6 +298,7 @@ main(int argc, char *argv[])
 	log_init(LOG_LVL_INFO, "sandgate");
 	if (argc < 2)
 		return cmd_usage_error(usage_text, "no command given");
+	cmd_hoist_config(argc, argv);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return cmd_help(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0)

@@ -26,6 +26,11 @@ int	cmd_sandbox(int argc, char *argv[]);
  * prints the usage of the (sub)command it names and exits 0.
  */
 int	cmd_wants_help(int argc, char *argv[]);
+/*
+ * Options may stand before the (sub)command too: "-c FILE CMD ..." in
+ * argv[1..3] becomes "CMD -c FILE ...", for the command's own scanner.
+ */
+void	cmd_hoist_config(int argc, char *argv[]);
 /* "sandgate: " + message on stderr; returns 1 (or 2 for usage_error). */
 int	cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int	cmd_usage_error(const char *usage, const char *fmt, ...)

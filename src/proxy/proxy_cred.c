@@ -235,6 +235,20 @@ cred_in_name(struct proxy *p, const char *host, char *cred, size_t credlen)
 	return rc != 0;
 }
 
+int
+cred_in_bytes(struct proxy *p, const char *buf, size_t n, char *cred,
+    size_t credlen)
+{
+	struct found f = { cred, credlen };
+	const struct cred_phs *ps;
+	int rc;
+
+	ps = cred_phs_enter(p->phs);
+	rc = cred_phs_search(ps, buf, n, 0, found_cb, &f);
+	cred_phs_leave(p->phs, ps);
+	return rc != 0;
+}
+
 static const struct policy_credential *
 own_cred(const struct session *s, const char *name)
 {

@@ -65,11 +65,14 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		memcpy(s->verdict.rule, s->tunnel_rule, sizeof(s->verdict.rule));
 		if (in->tunnel_host == NULL ||
-		    !host_is_tunnel(s, in->tunnel_host, in->tunnel_host_len))
+		    !host_is_tunnel(s, in->tunnel_host, in->tunnel_host_len) ||
+		    (in->tunnel_abs != NULL &&
+		    !host_is_tunnel(s, in->tunnel_abs, in->tunnel_abs_len)))
 			return decided(s, REASON_HOST_MISMATCH, NULL);
-	} else if (in->host != NULL &&
+	} else if (in->host != NULL && (in->port == 0 ||
 	    policy_target_init(&s->target, in->host, in->hostlen,
-	    in->port) == -1) {
+	    in->port) == -1)) {
+		/* Port 0 is the policy's "any port" (DNS): no connection's. */
 		session_note_target(s, in->host, in->hostlen, in->port);
 		return decided(s, REASON_INVALID_HOST, NULL);
 	}

@@ -146,6 +146,40 @@ raw_for_payload(const struct payload_map *m, size_t payload, size_t raw_all)
 }
 
 /*
+ * Trailer fields go on as sent, and are no payload: they are held back
+ * whole (at most 8 KiB) until the body ends, then searched too.
+ */
+static int
+trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
+    size_t raw, int done, size_t *limit)
+{
+	size_t tl = dry->trailer_len - s->fwd.req_chunk.trailer_len;
+	struct evbuffer_ptr at;
+	char *t;
+	int found;
+
+	if (tl == 0 || tl > raw)
+		return 0;
+	if (!done) {
+		if (*limit > raw - tl)
+			*limit = raw - tl;
+		return 0;
+	}
+	if ((t = malloc(tl)) == NULL)
+		return 1;	/* cannot look: refuse, never pass unseen */
+	if (evbuffer_ptr_set(bufferevent_get_input(s->cbev), &at, raw - tl,
+	    EVBUFFER_PTR_SET) == -1 || evbuffer_copyout_from(
+	    bufferevent_get_input(s->cbev), &at, t, tl) != (ev_ssize_t)tl) {
+		free(t);
+		return 1;
+	}
+	found = cred_in_bytes(s->p, t, tl, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred));
+	free(t);
+	return found;
+}
+
+/*
  * Look for placeholders in the request body bytes buffered now: in the
  * payload, so chunk framing cannot split one unseen (a dry run of the
  * chunk decoder on a copy of its state). *limit gets the raw bytes that
@@ -198,6 +232,8 @@ body_has_placeholder(struct session *s, size_t *limit)
 	found = cred_in_body(s, m.pl, avail, avail - hold, f->plan.cred,
 	    sizeof(f->plan.cred));
 	evbuffer_free(m.pl);
+	if (!found)
+		found = trailer_has_placeholder(s, &dry, raw, done, limit);
 	return found;
 }
 

@@ -68,6 +68,11 @@ identify_basic(struct session *s, const struct http_request *req)
 	h = http_header_find(req->headers, req->n_headers, "Proxy-Authorization");
 	if (h == NULL)
 		return 0;
+	/* Two credentials are no answer: never let the first one win. */
+	if (http_header_find(h + 1,
+	    req->n_headers - (size_t)(h - req->headers) - 1,
+	    "Proxy-Authorization") != NULL)
+		return -1;
 	v = h->value.p;
 	vlen = h->value.len;
 	if (vlen < 6 || strncasecmp(v, "Basic ", 6) != 0)
@@ -350,6 +355,24 @@ forward_prepare(struct session *s, const struct http_request *req)
 	f->client_minor = req->version_minor;
 }
 
+/*
+ * "host[:port]" of an absolute-form target (scheme "://" authority path):
+ * inside a tunnel it must name the tunnel as the Host header must, or an
+ * origin that reads the target instead of Host is asked for another host.
+ */
+static void
+absolute_authority(const struct http_request *req, const char **a, size_t *len)
+{
+	const char *p = req->target.p + req->scheme.len + 3;
+	const char *end = req->target.p + req->target.len;
+	const char *q = p;
+
+	while (q < end && *q != '/' && *q != '?')
+		q++;
+	*a = p;
+	*len = (size_t)(q - p);
+}
+
 /* A request inside a CONNECT tunnel: same name, decided afresh. */
 static void
 tunnel_request(struct session *s, const struct http_request *req, int n)
@@ -369,6 +392,8 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		in.tunnel_host = req->host_header.p;
 		in.tunnel_host_len = req->host_header.len;
 	}
+	if (req->form == HTTP_TARGET_ABSOLUTE)
+		absolute_authority(req, &in.tunnel_abs, &in.tunnel_abs_len);
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		if (r == REASON_HOST_MISMATCH)
 			snprintf(detail, sizeof(detail), "Host does not match "

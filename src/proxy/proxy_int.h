@@ -408,6 +408,8 @@ struct decide_in {
 	int		 tunnel_request;	/* HTTP inside a tunnel: ... */
 	const char	*tunnel_host;	/* ... its Host header (NULL: none) */
 	size_t		 tunnel_host_len;
+	const char	*tunnel_abs;	/* ... an absolute target's authority */
+	size_t		 tunnel_abs_len;
 };
 /*
  * Fills s->target (as written when invalid) and s->verdict (rule named
@@ -451,6 +453,9 @@ int		 cred_placeholder(struct proxy *, const char *sandbox,
 		    const char *cred, char *out, size_t len);
 int		 cred_in_name(struct proxy *, const char *host, char *cred,
 		    size_t credlen);
+/* Any issued placeholder in buf[0..n) as sent (a request's trailer fields). */
+int		 cred_in_bytes(struct proxy *, const char *buf, size_t n,
+		    char *cred, size_t credlen);
 /* 0: go on (plan filled); -1: refuse with *reason, plan->cred naming the credential. */
 int		 cred_request(struct session *, const struct http_request *,
 		    struct cred_plan *, enum sg_reason *reason);

@@ -1,7 +1,8 @@
 /*
  * The response side of the vault: a streaming scrubber that replaces every
- * listed secret — raw, base64 and base64url at each alignment, percent- and
- * JSON-escaped — with its placeholder in the same encoding, leftmost-longest,
+ * listed secret — raw, base64 and base64url at each alignment, percent-encoded
+ * (with the safe sets common encoders use) and JSON-escaped (HTML-safe too) —
+ * with its placeholder in the same encoding, leftmost-longest,
  * across any split of the stream. One Aho-Corasick automaton over all the
  * encodings, in wiped memory because it spells the secrets, built once per
  * list of secrets and kept with the snapshot.
@@ -34,6 +35,10 @@ enum scrub_kind {
 	K_PCT_ALL_UP, K_PCT_ALL_LO,		/* every byte */
 	K_JSON_S_SHORT, K_JSON_S_LO, K_JSON_S_UP, /* "/" as "\/" */
 	K_JSON_SHORT, K_JSON_LO, K_JSON_UP,	/* "/" as is */
+	K_JSON_HTML,		/* and <, >, & as \u003c ... (Go, Rails) */
+	K_PCT_SLASH_UP, K_PCT_SLASH_LO,	/* "/" kept (Python's quote) */
+	K_PCT_FORM_UP, K_PCT_FORM_LO,	/* " " as "+" (forms, quote_plus) */
+	K_PCT_JS,		/* !'()* kept (encodeURIComponent) */
 	K_NKINDS
 };
 
@@ -140,10 +145,13 @@ b64_core(const unsigned char *in, size_t len, size_t a, int url, char *out)
 	return o;
 }
 
-/* ctl: 0 short escapes (\n ...) else \u00xx, 1 \u00xx, 2 \u00XX. */
+/*
+ * ctl: 0 short escapes (\n ...) else \u00xx, 1 \u00xx, 2 \u00XX; html: <, >
+ * and & as \u00xx too, as HTML-safe encoders write them.
+ */
 static size_t
 json_escape(const unsigned char *in, size_t len, int slash, int ctl,
-    char *out)
+    int html, char *out)
 {
 	const char *hex = ctl == 2 ? "0123456789ABCDEF" : "0123456789abcdef";
 	const char *sh;
@@ -166,13 +174,43 @@ json_escape(const unsigned char *in, size_t len, int slash, int ctl,
 		if (sh != NULL) {
 			out[o++] = sh[0];
 			out[o++] = sh[1];
-		} else if (c < 0x20) {
+		} else if (c < 0x20 || (html && (c == '<' || c == '>' ||
+		    c == '&'))) {
 			memcpy(out + o, "\\u00", 4);
 			out[o + 4] = hex[c >> 4];
 			out[o + 5] = hex[c & 15];
 			o += 6;
 		} else
 			out[o++] = (char)c;
+	}
+	return o;
+}
+
+/*
+ * Percent-encoding as other encoders write it: the unreserved bytes and
+ * those in keep as they are, a space as "+" when plus, the rest %XX.
+ */
+static size_t
+pct_other(const unsigned char *in, size_t len, const char *keep, int plus,
+    int upper, char *out)
+{
+	const char *hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	size_t i, o = 0;
+	unsigned char c;
+
+	for (i = 0; i < len; i++) {
+		c = in[i];
+		if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' &&
+		    (c | 0x20) <= 'z') || (c != 0 &&
+		    (strchr("-._~", c) != NULL || strchr(keep, c) != NULL)))
+			out[o++] = (char)c;
+		else if (c == ' ' && plus)
+			out[o++] = '+';
+		else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
 	}
 	return o;
 }
@@ -202,11 +240,22 @@ scrub_encode(enum scrub_kind k, const unsigned char *in, size_t len,
 	case K_JSON_S_SHORT:
 	case K_JSON_S_LO:
 	case K_JSON_S_UP:
-		return json_escape(in, len, 1, (int)(k - K_JSON_S_SHORT), out);
+		return json_escape(in, len, 1, (int)(k - K_JSON_S_SHORT), 0,
+		    out);
 	case K_JSON_SHORT:
 	case K_JSON_LO:
 	case K_JSON_UP:
-		return json_escape(in, len, 0, (int)(k - K_JSON_SHORT), out);
+		return json_escape(in, len, 0, (int)(k - K_JSON_SHORT), 0, out);
+	case K_JSON_HTML:
+		return json_escape(in, len, 0, 0, 1, out);
+	case K_PCT_SLASH_UP:
+	case K_PCT_SLASH_LO:
+		return pct_other(in, len, "/", 0, k == K_PCT_SLASH_UP, out);
+	case K_PCT_FORM_UP:
+	case K_PCT_FORM_LO:
+		return pct_other(in, len, "", 1, k == K_PCT_FORM_UP, out);
+	case K_PCT_JS:
+		return pct_other(in, len, "!'()*", 0, 1, out);
 	default:
 		return 0;
 	}

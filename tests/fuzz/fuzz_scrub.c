@@ -5,7 +5,7 @@
  * and no secret encoding may come through untouched.
  *
  * Input: two bytes of split point, one byte of mode, then the body, where
- *   F5 k      inserts encoding k%17 of secret (k/17)%2 whole,
+ *   F5 k      inserts encoding k%23 of secret (k/23)%2 whole,
  *   F6 k m    its first m%len bytes, F7 k m its last m%len bytes,
  * so that the fuzzer can build secrets, fragments and overlaps.
  * Mode bit 0 picks the secrets: short raw-only ones whose placeholders
@@ -41,7 +41,7 @@ static struct fz_config configs[2] = {
 	  { "sg-ph-aaaabbbbccccddddeeeeffffgggghhhh",
 	    "sg-ph-zzzzyyyyxxxxwwwwvvvvuuuuttttssss" }, NULL, { { 0 } }, 0 },
 	/* Every byte class each encoding treats differently. */
-	{ { "sk-proj-Abc123/+xyz\"q\\u\x01\t\x1btail=0123456789 !",
+	{ { "sk-proj-Abc123/+xyz\"q\\u\x01\t\x1btail=01<2&3>456789 !",
 	    "ghp_16C7e42F292c6912E7710c838347Ae178B4a" },
 	  { "sg-ph-aaaabbbbccccddddeeeeffffgggghhhh",
 	    "sg-ph-2222333344445555666677772222zzzz" }, NULL, { { 0 } }, 0 },
@@ -84,11 +84,11 @@ fz_body(const struct fz_config *c, const uint8_t *d, size_t n,
 			ref_putc(b, d[i++]);
 			continue;
 		}
-		k = d[i + 1] % 34;
+		k = d[i + 1] % 46;
 		memset(&enc, 0, sizeof(enc));
 		ref_put(&enc, "", 0);
-		ref_encode((int)(k % 17), (const unsigned char *)c->vals[k / 17],
-		    strlen(c->vals[k / 17]), &enc);
+		ref_encode((int)(k % 23), (const unsigned char *)c->vals[k / 23],
+		    strlen(c->vals[k / 23]), &enc);
 		if (d[i] == 0xf5 || i + 2 >= n || enc.len == 0) {
 			ref_put(b, enc.b, enc.len);
 			i += 2;

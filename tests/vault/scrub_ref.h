@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REF_MAX_PATS	17	/* per secret */
+#define REF_MAX_PATS	23	/* per secret */
 
 struct ref_pat {
 	unsigned char	*p;
@@ -112,9 +112,9 @@ ref_pct(const unsigned char *s, size_t len, int all, int upper,
 	}
 }
 
-/* ctl 0: \n-style where JSON has one, 1: \u00xx, 2: \u00XX. */
+/* ctl 0: \n-style where JSON has one, 1: \u00xx, 2: \u00XX; html: <>& too. */
 static __attribute__((unused)) void
-ref_json(const unsigned char *s, size_t len, int slash, int ctl,
+ref_json(const unsigned char *s, size_t len, int slash, int ctl, int html,
     struct ref_buf *o)
 {
 	char tmp[8];
@@ -139,7 +139,7 @@ ref_json(const unsigned char *s, size_t len, int slash, int ctl,
 			ref_put(o, "\\b", 2);
 		else if (c == '\f' && ctl == 0)
 			ref_put(o, "\\f", 2);
-		else if (c < 0x20) {
+		else if (c < 0x20 || (html && strchr("<>&", c) != NULL && c)) {
 			snprintf(tmp, sizeof(tmp), ctl == 2 ? "\\u%04X" :
 			    "\\u%04x", c);
 			ref_put(o, tmp, 6);
@@ -148,7 +148,28 @@ ref_json(const unsigned char *s, size_t len, int slash, int ctl,
 	}
 }
 
-/* Encoding k (0..16, the scrubber's priority order) of s. */
+/* Other encoders' percent-encoding: keep left as is, space as "+" if plus. */
+static __attribute__((unused)) void
+ref_pct_other(const unsigned char *s, size_t len, const char *keep, int plus,
+    int upper, struct ref_buf *o)
+{
+	char tmp[4];
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] != 0 && s[i] < 0x80 && (isalnum(s[i]) ||
+		    strchr("-._~", s[i]) != NULL || strchr(keep, s[i]) != NULL))
+			ref_putc(o, s[i]);
+		else if (s[i] == ' ' && plus)
+			ref_putc(o, '+');
+		else {
+			snprintf(tmp, sizeof(tmp), upper ? "%%%02X" : "%%%02x", s[i]);
+			ref_put(o, tmp, 3);
+		}
+	}
+}
+
+/* Encoding k (0..22, the scrubber's priority order) of s. */
 static __attribute__((unused)) void
 ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 {
@@ -158,8 +179,16 @@ ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 		ref_b64_core(s, len, (size_t)(k - 1) % 3, k >= 4, o);
 	else if (k <= 10)
 		ref_pct(s, len, k >= 9, k == 7 || k == 9, o);
+	else if (k <= 16)
+		ref_json(s, len, k <= 13, (k - 11) % 3, 0, o);
+	else if (k == 17)
+		ref_json(s, len, 0, 0, 1, o);
+	else if (k <= 19)
+		ref_pct_other(s, len, "/", 0, k == 18, o);
+	else if (k <= 21)
+		ref_pct_other(s, len, "", 1, k == 20, o);
 	else
-		ref_json(s, len, k <= 13, (k - 11) % 3, o);
+		ref_pct_other(s, len, "!'()*", 0, 1, o);
 }
 
 /*
