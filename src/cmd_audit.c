@@ -27,17 +27,19 @@
     "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n" \
     "                      [--until T] [--decision allow|deny|report|error]\n" \
     "                      [--kind KIND] [--host GLOB] [--credential NAME]\n" \
-    "                      [--limit N] [--asc] [--format table|json|csv]\n" \
+    "                      [--limit N] [--asc]\n" \
+    "                      [--format table|json|csv|ocsf]\n" \
     "  Rows are newest first (--asc: oldest first); --limit defaults to 100\n" \
     "  (0 = all). T is a duration before now (15m, 2h, 7d) or an RFC 3339\n" \
-    "  time.\n"
+    "  time. ocsf: as audit export --format ocsf prints them.\n"
 #define AUDIT_VERIFY_USAGE \
-    "usage: sandgate audit verify [-c FILE] [--db PATH | --store URL]\n" \
-    "                      [--pubkey FILE]\n" \
+    "usage: sandgate audit verify [-c FILE] [--db PATH | --store URL\n" \
+    "                      [--gateway NAME]] [--pubkey FILE]...\n" \
     "  Check the hash chain and every checkpoint's signature with --pubkey\n" \
     "  FILE (default: the config's audit.public_key); report the rows after\n" \
     "  the last checkpoint as the unsigned tail. Exit 1 naming the first bad\n" \
-    "  row.\n"
+    "  row. With --store: each gateway's chain in the fleet store, each\n" \
+    "  checkpoint with the --pubkey whose key id it names (one per key).\n"
 #define AUDIT_EXPORT_USAGE \
     "usage: sandgate audit export [-c FILE] [--db PATH] [--follow]\n" \
     "                      [--since T] [--cursor FILE] [--format json|ocsf]\n" \
@@ -49,9 +51,11 @@
     "  (docs/audit.md).\n"
 #define AUDIT_STATS_USAGE \
     "usage: sandgate audit stats [-c FILE] [--db PATH] [--sandbox ID]\n" \
-    "                      [--since T] [--until T] [--format text|json]\n" \
+    "                      [--since T] [--until T] [--pubkey FILE]\n" \
+    "                      [--format text|json]\n" \
     "  Top destinations, denials by reason and by sandbox, what report mode\n" \
-    "  let pass, credential uses and misuses, and the chain status.\n"
+    "  let pass, credential uses and misuses, and the chain status (the\n" \
+    "  chain is verified whole, with --pubkey or audit.public_key).\n"
 #define AUDIT_COMMON_USAGE \
     "  -c FILE   config file whose audit.db is read (default: ./sandgate.yaml,\n" \
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n" \
@@ -59,16 +63,17 @@
 
 #define AUDIT_STORE_USAGE \
     "usage: sandgate audit --store URL [--gateway NAME] [filters]\n" \
-    "       sandgate audit verify --store URL [--gateway NAME]\n" \
-    "                      [--pubkey FILE]...\n" \
+    "                      [--format table|json|csv]\n" \
     "  --store postgresql://... reads the fleet store (audit.ship) instead\n" \
-    "  of audit.db: every gateway's rows, with a gateway column; verify\n" \
-    "  checks each gateway's chain, each checkpoint with the --pubkey whose\n" \
-    "  key id it names (give one per gateway key).\n"
+    "  of audit.db: every gateway's rows, with a gateway column; --gateway\n" \
+    "  keeps one gateway's. audit verify --store checks each one's chain.\n"
 #define AUDIT_SHIP_USAGE \
     "usage: sandgate audit ship --init [-c FILE] [--store URL]\n" \
     "  Create or migrate the fleet store's schema (URL: --store, else\n" \
     "  audit.ship.url). The gateway ships rows by itself (audit.ship).\n"
+#define AUDIT_SHIP_OPTS_USAGE \
+    "  -c FILE   config file whose audit.ship.url is used (default:\n" \
+    "            ./sandgate.yaml, /etc/sandgate/sandgate.yaml)\n"
 
 static const char audit_usage[] = AUDIT_QUERY_USAGE AUDIT_VERIFY_USAGE
     AUDIT_EXPORT_USAGE AUDIT_STATS_USAGE AUDIT_STORE_USAGE AUDIT_SHIP_USAGE
@@ -76,7 +81,7 @@ static const char audit_usage[] = AUDIT_QUERY_USAGE AUDIT_VERIFY_USAGE
 static const char audit_verify_usage[] = AUDIT_VERIFY_USAGE AUDIT_COMMON_USAGE;
 static const char audit_export_usage[] = AUDIT_EXPORT_USAGE AUDIT_COMMON_USAGE;
 static const char audit_stats_usage[] = AUDIT_STATS_USAGE AUDIT_COMMON_USAGE;
-static const char audit_ship_usage[] = AUDIT_SHIP_USAGE AUDIT_COMMON_USAGE;
+static const char audit_ship_usage[] = AUDIT_SHIP_USAGE AUDIT_SHIP_OPTS_USAGE;
 
 #define EXPORT_BATCH	1000
 #define FOLLOW_POLL_MS	200
@@ -290,6 +295,9 @@ audit_cmd_query(struct audit_opts *o)
 	if (o->pubkey != NULL)
 		return cmd_usage_error(audit_usage, "audit: --pubkey belongs to "
 		    "audit verify");
+	if (o->store != NULL && o->fmt == AUDIT_FMT_OCSF)
+		return cmd_usage_error(audit_usage, "audit: --store prints "
+		    "--format table, json or csv");
 	if (o->store != NULL)
 		n = audit_store_query(o->store, o->gateway, &o->f, o->fmt,
 		    stdout, err, sizeof(err));
@@ -645,6 +653,10 @@ audit_cmd_ship(struct audit_opts *o)
 	if (!o->init)
 		return cmd_usage_error(audit_usage, "audit ship: the gateway "
 		    "ships by itself (audit.ship); the command is ship --init");
+	if (o->db_path != NULL)
+		return cmd_usage_error(audit_ship_usage, "audit ship: --init "
+		    "writes the fleet store (--store or audit.ship.url), not "
+		    "--db");
 	if (o->store == NULL) {
 		if (cmd_load(o->cfg_path, &cfg, NULL) == -1)
 			return 1;

@@ -20,12 +20,13 @@
     "usage: sandgate policy explain [-c FILE] --sandbox ID|--policy NAME\n" \
     "           [--method M] [--path P] [--format text|json]\n" \
     "           HOST[:PORT]|IP[:PORT]\n" \
-    "  Print the decision (allow|deny), the rule that made it and the reason,\n" \
-    "  without a running gateway. HOST may be a name, an IPv4 address or a\n" \
-    "  bracketed IPv6 address; PORT defaults to 443. Exit 0 for either\n" \
-    "  decision, 1 for an unknown sandbox or policy. --policy NAME decides\n" \
-    "  as for a launcher sandbox registered under NAME (\"default\" always\n" \
-    "  exists: it allows nothing unless a policy file defines it).\n"
+    "  Print the decision (allow|deny, or report where a policy in mode:\n" \
+    "  report would deny), the rule that made it and the reason, without a\n" \
+    "  running gateway. HOST may be a name, an IPv4 address or a bracketed\n" \
+    "  IPv6 address; PORT defaults to 443. Exit 0 for any decision, 1 for\n" \
+    "  an unknown sandbox or policy. --policy NAME decides as for a launcher\n" \
+    "  sandbox registered under NAME (\"default\" always exists: it allows\n" \
+    "  nothing unless a policy file defines it).\n"
 /* policy suggest's own page is in cmd_policy_suggest.c. */
 #define POLICY_SUGGEST_USAGE \
     "usage: sandgate policy suggest [-c FILE] [--db PATH] --sandbox ID\n" \

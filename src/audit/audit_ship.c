@@ -581,7 +581,9 @@ audit_ship_stop(struct audit_ship *s)
 	if (s == NULL)
 		return;
 	if (s->started) {
-		(void)write(s->wake[1], "x", 1);
+		/* a full pipe wakes the thread all the same */
+		if (write(s->wake[1], "x", 1) != 1)
+			log_debug("audit ship: wake: %s", strerror(errno));
 		pthread_join(s->thread, NULL);
 	}
 	ship_free(s);
