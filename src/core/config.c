@@ -937,9 +937,9 @@ cf_limits(struct cload *l, const struct ynode *n)
  * workers: auto. One core is left to what is not an event loop: the
  * kernel's network stack (most of a relayed byte's cost, see
  * docs/benchmarks.md), the audit writer, the main loop, the keeper, and on
- * a launcher host the sandboxes. On two cores one loop does as well as two
- * or better in every scenario measured; a dedicated gateway with many
- * cores loses one loop in sixteen.
+ * a launcher host the sandboxes. On two cores a second loop was not faster
+ * and spent more CPU per request (docs/benchmarks.md); a dedicated gateway
+ * with many cores loses one loop in sixteen.
  */
 int
 config_auto_workers(long ncpu)
