@@ -871,7 +871,8 @@ class Http2Test(unittest.TestCase):
                         for i, m in enumerate(msgs[1:]))
         h.send(rest)  # one write: the gateway reads it at once
         st = h.wait(1)[0]
-        self.assertTrue(st["done"], "the stream never ended (stalled, or the connection went)")
+        self.assertTrue(st["done"],
+                        "the stream never ended (stalled, or the connection went)")
         self.assertIsNone(st["rst"])
         self.assertEqual(H2.status(st), 200)
         self.assertEqual(st["headers"][-1].get("grpc-status"), "0",
