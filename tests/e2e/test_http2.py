@@ -884,6 +884,39 @@ class Http2Test(unittest.TestCase):
             data = data[5 + n:]
         self.assertEqual(got, want)
 
+    def test_h1_origin_many_small_frames_in_one_read(self):
+        """
+        The same toward an HTTP/1.1 origin: the body goes out chunked as it
+        comes, and the rest of it, many small DATA frames read at once, must
+        reach the origin whole (the request stalled before).
+        """
+        if hpack is None:
+            self.skipTest("python3-hpack is not installed")
+        h = H2(self, "bound.test", self.origin.port)
+        self.assertEqual(h.alpn, "h2")
+        path = "/echo/small-frames-%d" % os.getpid()
+        pieces = [b"piece-%02d;" % i for i in range(60)]
+        blk = h.block(1, "POST", path, extra=(
+            ("content-type", "text/plain"),))
+        h.send(frame(HEADERS, END_HEADERS, 1, blk) +
+               frame(DATA, 0, 1, pieces[0]))
+        # The first piece at the origin: the request is being forwarded.
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline and not any(
+                r["body"] for r in self.origin.find(path)):
+            time.sleep(0.02)
+        self.assertEqual([r["body"] for r in self.origin.find(path)],
+                         [pieces[0]])
+        h.send(b"".join(frame(DATA, END_STREAM if i == len(pieces) - 2 else 0,
+                              1, p) for i, p in enumerate(pieces[1:])))
+        st = h.wait(1)[0]
+        self.assertTrue(st["done"],
+                        "the stream never ended (stalled, or the connection went)")
+        self.assertIsNone(st["rst"])
+        self.assertEqual(H2.status(st), 200)
+        self.assertTrue(st["data"].endswith(b"".join(pieces)), st["data"][-200:])
+        self.assertEqual(self.origin.find(path)[0]["body"], b"".join(pieces))
+
     def test_grpc_placeholder_in_message(self):
         ch = self.grpc_channel()
         call = ch.unary_unary("/test.Echo/Unary")
