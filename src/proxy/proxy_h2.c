@@ -720,6 +720,11 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 {
 	struct session *k = st->child;
 
+	/* A reused stream session (lane_take) still holds its last request's. */
+	forward_reset(k);
+	clock_gettime(CLOCK_MONOTONIC, &k->fwd.started);
+	memset(&k->verdict, 0, sizeof(k->verdict));
+	memcpy(k->verdict.rule, k->tunnel_rule, sizeof(k->verdict.rule));
 	snprintf(k->fwd.method, sizeof(k->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
 	k->fwd.path = strdup(q->has_path ? q->path : "");
