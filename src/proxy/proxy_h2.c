@@ -720,7 +720,7 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 {
 	struct session *k = st->child;
 
-	/* A reused stream session (lane_take) still holds its last request's. */
+	/* A reused stream session (lane_take) holds its last request. */
 	forward_reset(k);
 	clock_gettime(CLOCK_MONOTONIC, &k->fwd.started);
 	memset(&k->verdict, 0, sizeof(k->verdict));
