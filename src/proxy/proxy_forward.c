@@ -31,6 +31,7 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 {
 	size_t avail = evbuffer_get_length(src), take = 0;
 	struct evbuffer_iovec iov[16];
+	struct evbuffer_ptr at;
 	int i, nvec;
 
 	*done = 0;
@@ -49,18 +50,27 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 		take = avail;
 		break;
 	case HTTP_BODY_CHUNKED:
-		/* Validate the framing across segments; the bytes go on unchanged. */
-		nvec = evbuffer_peek(src, -1, NULL, iov, 16);
-		if (nvec > 16)
-			nvec = 16;
-		for (i = 0; i < nvec && !*done && take < avail; i++) {
-			size_t seg = iov[i].iov_len < avail - take ?
-			    iov[i].iov_len : avail - take;
-			ssize_t r = http_chunked_feed(ck, iov[i].iov_base, seg,
-			    done);
-			if (r < 0)
-				return -1;
-			take += (size_t)r;
+		/*
+		 * Validate the framing across segments; the bytes go on
+		 * unchanged. All of them, 16 segments at a time: what stayed
+		 * would wait for a read event that need not come again.
+		 */
+		while (!*done && take < avail) {
+			if (evbuffer_ptr_set(src, &at, take,
+			    EVBUFFER_PTR_SET) == -1 ||
+			    (nvec = evbuffer_peek(src, -1, &at, iov, 16)) <= 0)
+				break;
+			if (nvec > 16)
+				nvec = 16;
+			for (i = 0; i < nvec && !*done && take < avail; i++) {
+				size_t seg = iov[i].iov_len < avail - take ?
+				    iov[i].iov_len : avail - take;
+				ssize_t r = http_chunked_feed(ck,
+				    iov[i].iov_base, seg, done);
+				if (r < 0)
+					return -1;
+				take += (size_t)r;
+			}
 		}
 		break;
 	}
@@ -192,10 +202,11 @@ body_has_placeholder(struct session *s, size_t *limit)
 	struct forward *f = &s->fwd;
 	struct evbuffer *in = bufferevent_get_input(s->cbev);
 	struct evbuffer_iovec iov[16];
+	struct evbuffer_ptr at;
 	struct http_chunked dry;
 	struct payload_map m;
 	size_t len = evbuffer_get_length(in), avail, hold, raw;
-	int i, nvec, done = 0, found;
+	int i, nvec, done = 0, bad = 0, found;
 
 	*limit = SIZE_MAX;
 	if (s->p->n_phs == 0 || len == 0)
@@ -211,20 +222,27 @@ body_has_placeholder(struct session *s, size_t *limit)
 	if ((m.pl = evbuffer_new()) == NULL)
 		return 1;	/* cannot look: refuse rather than pass unseen */
 	dry = f->req_chunk;
-	nvec = evbuffer_peek(in, -1, NULL, iov, 16);
-	if (nvec > 16)
-		nvec = 16;
 	raw = 0;
-	for (i = 0; i < nvec && !done; i++) {
-		ssize_t r;
-
-		m.raw_base = raw;
-		m.iov_base = iov[i].iov_base;
-		r = http_chunked_decode(&dry, iov[i].iov_base, iov[i].iov_len,
-		    &done, collect_cb, &m);
-		if (r < 0)
+	/* All of the input, 16 segments at a time (move_body moves as far). */
+	while (!done && !bad && raw < len) {
+		if (evbuffer_ptr_set(in, &at, raw, EVBUFFER_PTR_SET) == -1 ||
+		    (nvec = evbuffer_peek(in, -1, &at, iov, 16)) <= 0)
 			break;
-		raw += (size_t)r;
+		if (nvec > 16)
+			nvec = 16;
+		for (i = 0; i < nvec && !done; i++) {
+			ssize_t r;
+
+			m.raw_base = raw;
+			m.iov_base = iov[i].iov_base;
+			r = http_chunked_decode(&dry, iov[i].iov_base,
+			    iov[i].iov_len, &done, collect_cb, &m);
+			if (r < 0) {
+				bad = 1;
+				break;
+			}
+			raw += (size_t)r;
+		}
 	}
 	avail = evbuffer_get_length(m.pl);
 	hold = done ? 0 : cred_holdback(s->p, m.pl, avail);
@@ -409,17 +427,24 @@ scrub_body(struct session *s, struct evbuffer *src, int *done)
 		evbuffer_add_buffer(raw, src);
 		break;
 	case HTTP_BODY_CHUNKED:
-		nvec = evbuffer_peek(src, -1, NULL, iov, 16);
-		if (nvec > 16)
-			nvec = 16;
-		for (i = 0; i < nvec && !*done; i++) {
-			ssize_t r = http_chunked_decode(&f->resp_chunk,
-			    iov[i].iov_base, iov[i].iov_len, done, payload_cb, raw);
-			if (r < 0)
-				goto fail;
-			take += (size_t)r;
+		/* All of it: no read event need come for what stayed. */
+		while (!*done && evbuffer_get_length(src) > 0) {
+			size_t part = 0;
+
+			nvec = evbuffer_peek(src, -1, NULL, iov, 16);
+			if (nvec > 16)
+				nvec = 16;
+			for (i = 0; i < nvec && !*done; i++) {
+				ssize_t r = http_chunked_decode(&f->resp_chunk,
+				    iov[i].iov_base, iov[i].iov_len, done,
+				    payload_cb, raw);
+				if (r < 0)
+					goto fail;
+				part += (size_t)r;
+			}
+			evbuffer_drain(src, part);
+			take += part;
 		}
-		evbuffer_drain(src, take);
 		break;
 	default:
 		*done = 1;

@@ -494,18 +494,22 @@ st_body(struct h2_stream *st, struct evbuffer *in)
 		evbuffer_add_buffer(st->body, in);
 		break;
 	case HTTP_BODY_CHUNKED:
-		nvec = evbuffer_peek(in, -1, NULL, iov, 16);
-		if (nvec > 16)
-			nvec = 16;
-		for (i = 0; i < nvec && !done; i++) {
-			ssize_t r = http_chunked_decode(&st->chunk,
-			    iov[i].iov_base, iov[i].iov_len, &done, payload_cb,
-			    st->body);
-			if (r < 0)
-				return -1;
-			take += (size_t)r;
+		/* All of it: no read event need come for what stayed. */
+		while (!done && evbuffer_get_length(in) > 0) {
+			nvec = evbuffer_peek(in, -1, NULL, iov, 16);
+			if (nvec > 16)
+				nvec = 16;
+			take = 0;
+			for (i = 0; i < nvec && !done; i++) {
+				ssize_t r = http_chunked_decode(&st->chunk,
+				    iov[i].iov_base, iov[i].iov_len, &done,
+				    payload_cb, st->body);
+				if (r < 0)
+					return -1;
+				take += (size_t)r;
+			}
+			evbuffer_drain(in, take);
 		}
-		evbuffer_drain(in, take);
 		st->eof = done;
 		break;
 	default:
@@ -716,6 +720,11 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 {
 	struct session *k = st->child;
 
+	/* A reused stream session (lane_take) holds its last request. */
+	forward_reset(k);
+	clock_gettime(CLOCK_MONOTONIC, &k->fwd.started);
+	memset(&k->verdict, 0, sizeof(k->verdict));
+	memcpy(k->verdict.rule, k->tunnel_rule, sizeof(k->verdict.rule));
 	snprintf(k->fwd.method, sizeof(k->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
 	k->fwd.path = strdup(q->has_path ? q->path : "");

@@ -681,18 +681,26 @@ body_decode(struct h2o *o)
 		o->up_done = f->req_left == 0;
 		return 0;
 	case HTTP_BODY_CHUNKED:
-		nvec = evbuffer_peek(in, -1, NULL, iov, 16);
-		if (nvec > 16)
-			nvec = 16;
-		for (i = 0; i < nvec && !done; i++) {
-			ssize_t r = http_chunked_decode(&f->req_chunk,
-			    iov[i].iov_base, iov[i].iov_len, &done, payload_cb,
-			    o->up_body);
-			if (r < 0)
-				return -1;
-			take += (size_t)r;
+		/*
+		 * All of it, 16 segments at a time: what stayed in the input
+		 * would wait for a read event that need not come again (the
+		 * client's last DATA may be in it).
+		 */
+		while (!done && evbuffer_get_length(in) > 0) {
+			nvec = evbuffer_peek(in, -1, NULL, iov, 16);
+			if (nvec > 16)
+				nvec = 16;
+			take = 0;
+			for (i = 0; i < nvec && !done; i++) {
+				ssize_t r = http_chunked_decode(&f->req_chunk,
+				    iov[i].iov_base, iov[i].iov_len, &done,
+				    payload_cb, o->up_body);
+				if (r < 0)
+					return -1;
+				take += (size_t)r;
+			}
+			evbuffer_drain(in, take);
 		}
-		evbuffer_drain(in, take);
 		o->up_done = done;
 		return 0;
 	default:

@@ -836,6 +836,87 @@ class Http2Test(unittest.TestCase):
                          "Bearer " + SECRET)
         self.row(host="grpc.test", path="/test.Echo/Stream", status=200)
 
+    def test_grpc_many_small_frames_in_one_read(self):
+        """
+        A stream already flowing to its HTTP/2 origin, then the rest of its
+        messages in many small DATA frames that the gateway reads at once:
+        the stream session gets them as many more pieces than one pass of
+        its body decoder took (16), and no further read comes since the
+        client has nothing more to send. Every message must still reach the
+        origin and its echo come back (the call stalled before).
+        """
+        if grpc is None:
+            self.skipTest("python3-grpcio is not installed")
+        if hpack is None:
+            self.skipTest("python3-hpack is not installed")
+        h = H2(self, "grpc.test", self.grpc.port)
+        self.assertEqual(h.alpn, "h2")
+        msgs = [b"s%02d" % i for i in range(60)]
+        want = [("auth=Bearer %s;msg=" % self.ph).encode() + m for m in msgs]
+
+        def grpc_frame(m, end=False):
+            return frame(DATA, END_STREAM if end else 0, 1,
+                         b"\0" + struct.pack("!I", len(m)) + m)
+
+        blk = h.block(1, "POST", "/test.Echo/Stream", extra=(
+            ("content-type", "application/grpc"), ("te", "trailers"),
+            ("authorization", "Bearer " + self.ph)))
+        h.send(frame(HEADERS, END_HEADERS, 1, blk) + grpc_frame(msgs[0]))
+        st = h.stream(1)
+        # The first echo: the stream is open at the origin, reads flowing.
+        while len(st["data"]) < 5 + len(want[0]) and not st["done"]:
+            self.assertTrue(h.pump(), "the connection ended")
+        self.assertEqual(st["data"][5:], want[0])
+        rest = b"".join(grpc_frame(m, i == len(msgs) - 2)
+                        for i, m in enumerate(msgs[1:]))
+        h.send(rest)  # one write: the gateway reads it at once
+        st = h.wait(1)[0]
+        self.assertTrue(st["done"],
+                        "the stream never ended (stalled, or the connection went)")
+        self.assertIsNone(st["rst"])
+        self.assertEqual(H2.status(st), 200)
+        self.assertEqual(st["headers"][-1].get("grpc-status"), "0",
+                         st["headers"])
+        got, data = [], st["data"]
+        while len(data) >= 5:
+            n = struct.unpack("!I", data[1:5])[0]
+            got.append(data[5:5 + n])
+            data = data[5 + n:]
+        self.assertEqual(got, want)
+
+    def test_h1_origin_many_small_frames_in_one_read(self):
+        """
+        The same toward an HTTP/1.1 origin: the body goes out chunked as it
+        comes, and the rest of it, many small DATA frames read at once, must
+        reach the origin whole (the request stalled before).
+        """
+        if hpack is None:
+            self.skipTest("python3-hpack is not installed")
+        h = H2(self, "bound.test", self.origin.port)
+        self.assertEqual(h.alpn, "h2")
+        path = "/echo/small-frames-%d" % os.getpid()
+        pieces = [b"piece-%02d;" % i for i in range(60)]
+        blk = h.block(1, "POST", path, extra=(
+            ("content-type", "text/plain"),))
+        h.send(frame(HEADERS, END_HEADERS, 1, blk) +
+               frame(DATA, 0, 1, pieces[0]))
+        # The first piece at the origin: the request is being forwarded.
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline and not any(
+                r["body"] for r in self.origin.find(path)):
+            time.sleep(0.02)
+        self.assertEqual([r["body"] for r in self.origin.find(path)],
+                         [pieces[0]])
+        h.send(b"".join(frame(DATA, END_STREAM if i == len(pieces) - 2 else 0,
+                              1, p) for i, p in enumerate(pieces[1:])))
+        st = h.wait(1)[0]
+        self.assertTrue(st["done"],
+                        "the stream never ended (stalled, or the connection went)")
+        self.assertIsNone(st["rst"])
+        self.assertEqual(H2.status(st), 200)
+        self.assertTrue(st["data"].endswith(b"".join(pieces)), st["data"][-200:])
+        self.assertEqual(self.origin.find(path)[0]["body"], b"".join(pieces))
+
     def test_grpc_placeholder_in_message(self):
         ch = self.grpc_channel()
         call = ch.unary_unary("/test.Echo/Unary")
