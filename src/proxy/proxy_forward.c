@@ -79,6 +79,39 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 	return (ssize_t)take;
 }
 
+static void
+dechunk_payload_cb(const char *p, size_t n, void *arg)
+{
+	evbuffer_add(arg, p, n);
+}
+
+int
+forward_dechunk(struct http_chunked *ck, struct evbuffer *in,
+    struct evbuffer *out, int *done)
+{
+	struct evbuffer_iovec iov[16];
+	size_t take;
+	int i, nvec;
+
+	*done = 0;
+	/* All of it: no read event need come again for what would stay. */
+	while (!*done && evbuffer_get_length(in) > 0) {
+		nvec = evbuffer_peek(in, -1, NULL, iov, 16);
+		if (nvec > 16)
+			nvec = 16;
+		take = 0;
+		for (i = 0; i < nvec && !*done; i++) {
+			ssize_t r = http_chunked_decode(ck, iov[i].iov_base,
+			    iov[i].iov_len, done, dechunk_payload_cb, out);
+			if (r < 0)
+				return -1;
+			take += (size_t)r;
+		}
+		evbuffer_drain(in, take);
+	}
+	return 0;
+}
+
 void
 forward_reset(struct session *s)
 {

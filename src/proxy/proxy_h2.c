@@ -469,19 +469,12 @@ st_head(struct h2_stream *st, struct evbuffer *in)
 	}
 }
 
-static void
-payload_cb(const char *p, size_t n, void *arg)
-{
-	evbuffer_add(arg, p, n);
-}
-
 /* The body's payload into st->body; -1 bad framing. */
 static int
 st_body(struct h2_stream *st, struct evbuffer *in)
 {
-	struct evbuffer_iovec iov[16];
 	size_t avail = evbuffer_get_length(in), take = 0;
-	int i, nvec, done = 0;
+	int done = 0;
 
 	switch (st->framing) {
 	case HTTP_BODY_LENGTH:
@@ -494,22 +487,8 @@ st_body(struct h2_stream *st, struct evbuffer *in)
 		evbuffer_add_buffer(st->body, in);
 		break;
 	case HTTP_BODY_CHUNKED:
-		/* All of it: no read event need come for what stayed. */
-		while (!done && evbuffer_get_length(in) > 0) {
-			nvec = evbuffer_peek(in, -1, NULL, iov, 16);
-			if (nvec > 16)
-				nvec = 16;
-			take = 0;
-			for (i = 0; i < nvec && !done; i++) {
-				ssize_t r = http_chunked_decode(&st->chunk,
-				    iov[i].iov_base, iov[i].iov_len, &done,
-				    payload_cb, st->body);
-				if (r < 0)
-					return -1;
-				take += (size_t)r;
-			}
-			evbuffer_drain(in, take);
-		}
+		if (forward_dechunk(&st->chunk, in, st->body, &done) == -1)
+			return -1;
 		st->eof = done;
 		break;
 	default:

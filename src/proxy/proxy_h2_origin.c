@@ -657,21 +657,14 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	return n;
 }
 
-static void
-payload_cb(const char *p, size_t n, void *arg)
-{
-	evbuffer_add(arg, p, n);
-}
-
 /* The body as the stream session got it (length or chunked), decoded. */
 static int
 body_decode(struct h2o *o)
 {
 	struct forward *f = &o->s->fwd;
 	struct evbuffer *in = bufferevent_get_input(o->s->cbev);
-	struct evbuffer_iovec iov[16];
 	size_t avail = evbuffer_get_length(in), take = 0;
-	int i, nvec, done = 0;
+	int done = 0;
 
 	switch (f->req_framing) {
 	case HTTP_BODY_LENGTH:
@@ -681,26 +674,8 @@ body_decode(struct h2o *o)
 		o->up_done = f->req_left == 0;
 		return 0;
 	case HTTP_BODY_CHUNKED:
-		/*
-		 * All of it, 16 segments at a time: what stayed in the input
-		 * would wait for a read event that need not come again (the
-		 * client's last DATA may be in it).
-		 */
-		while (!done && evbuffer_get_length(in) > 0) {
-			nvec = evbuffer_peek(in, -1, NULL, iov, 16);
-			if (nvec > 16)
-				nvec = 16;
-			take = 0;
-			for (i = 0; i < nvec && !done; i++) {
-				ssize_t r = http_chunked_decode(&f->req_chunk,
-				    iov[i].iov_base, iov[i].iov_len, &done,
-				    payload_cb, o->up_body);
-				if (r < 0)
-					return -1;
-				take += (size_t)r;
-			}
-			evbuffer_drain(in, take);
-		}
+		if (forward_dechunk(&f->req_chunk, in, o->up_body, &done) == -1)
+			return -1;
 		o->up_done = done;
 		return 0;
 	default:

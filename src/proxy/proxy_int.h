@@ -336,6 +336,14 @@ struct session {
 	struct h2up		*h2up;		/* an h2 connection's origin connection */
 };
 
+/*
+ * proxy_forward.c: decode the chunked body in `in` (all of it, or up to its
+ * end) into its payload in `out`, draining what was decoded; *done at the
+ * last chunk. -1: bad framing.
+ */
+int		 forward_dechunk(struct http_chunked *, struct evbuffer *in,
+		    struct evbuffer *out, int *done);
+
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
