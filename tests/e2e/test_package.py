@@ -236,7 +236,14 @@ class PackageInstallTest(unittest.TestCase):
             raise unittest.SkipTest("no overlay root here: %s" % err.strip())
         # A root where sysusers must create the user itself.
         cls.chroot("userdel", "sandgate")
-        cls.install = cls.chroot("dpkg", "-i", cls.deb)
+        # The package goes into the root first: the overlay holds / alone
+        # (and a tmpfs on /tmp), so a checkout under /tmp or on another
+        # file system is not visible from inside.
+        r = cls.ns("cp", cls.deb, os.path.join(cls.root, "sandgate-test.deb"))
+        if r.returncode != 0:
+            raise AssertionError("cannot copy the package into the root: " +
+                                 r.stdout + r.stderr)
+        cls.install = cls.chroot("dpkg", "-i", "/sandgate-test.deb")
 
     @classmethod
     def stop_holder(cls):
