@@ -54,13 +54,13 @@ ss_addr(const struct sockaddr_storage *ss)
 	    buf, sizeof(buf));
 }
 
-/* workers: auto on this machine: one loop on two cores or fewer, else one core left. */
+/* workers: auto on this machine: one loop per online CPU, at most 64. */
 static int
 cores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
-	return n <= 2 ? 1 : n - 1 > 64 ? 64 : (int)(n - 1);
+	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
 static void
@@ -758,7 +758,7 @@ test_find(void)
 	CHECK(chdir(cwd) == 0);
 }
 
-/* workers: auto leaves one core to the kernel, the audit writer and the rest. */
+/* workers: auto is one loop per online CPU, 1 to 64. */
 static void
 test_auto_workers(void)
 {
@@ -769,9 +769,10 @@ test_auto_workers(void)
 	CHECK(config_auto_workers(-1) == 1);
 	CHECK(config_auto_workers(0) == 1);
 	CHECK(config_auto_workers(1) == 1);
-	CHECK(config_auto_workers(2) == 1);
-	CHECK(config_auto_workers(3) == 2);
-	CHECK(config_auto_workers(16) == 15);
+	CHECK(config_auto_workers(2) == 2);
+	CHECK(config_auto_workers(3) == 3);
+	CHECK(config_auto_workers(16) == 16);
+	CHECK(config_auto_workers(64) == 64);
 	CHECK(config_auto_workers(65) == 64);
 	CHECK(config_auto_workers(1024) == 64);
 	diag_init(&d);
