@@ -245,7 +245,7 @@ class SpecCliTest(unittest.TestCase):
         for dest in ("169.254.169.254:80", "[::ffff:169.254.169.254]:80",
                 "[::ffff:a9fe:a9fe]:80", "2852039166:80", "0xa9fea9fe:80",
                 "0251.0376.0251.0376:80", "169.254.43518:80", "0.0.0.0:80",
-                "0:80", "127.1:80", "10.0.0.1:80", "100.64.0.1:80",
+                "0:80", "127.1:80", "127.0.0.2:80", "198.19.255.254:80",
                 "198.18.0.1:80", "192.0.2.1:80", "240.0.0.1:80",
                 "255.255.255.255:80", "224.0.0.1:80"):
             with self.subTest(dest=dest):
@@ -359,11 +359,11 @@ class SpecCliTest(unittest.TestCase):
             "        ports: [0]\n"
             "      - host: b.example.com\n"
             "        ports: [65536]\n"
-            "      - cidr: 10.0.0.1/8\n"
+            "      - cidr: 198.18.0.1/15\n"
             "      - cidr: 300.0.0.0/8\n"
             "      - host: c.example.com\n"
             "        tls: maybe\n"
-            "    allow_private: [10.0.0.0/99]\n"
+            "    allow_private: [198.18.0.0/99]\n"
             "  - name: agent\n"
             "credentials:\n"
             "  - name: c\n"
@@ -378,8 +378,8 @@ class SpecCliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r)
         got = {(l, c) for _, l, c, _ in ds}
         expect = [("Upper_Case", 0), ("127.0.0.1/33", 0), ("aaaaaaaa", 0),
-                  ("-dash", 0), ("[0]", 0), ("65536", 0), ("10.0.0.1/8", 0),
-                  ("300.0.0.0/8", 0), ("maybe", 0), ("10.0.0.0/99", 0),
+                  ("-dash", 0), ("[0]", 0), ("65536", 0), ("198.18.0.1/15", 0),
+                  ("300.0.0.0/8", 0), ("maybe", 0), ("198.18.0.0/99", 0),
                   ("short", 0)]
         for marker, nth in expect:
             with self.subTest(value=marker):
