@@ -209,7 +209,7 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			}
 			o->store = val;
 		} else if (strcmp(opt, "gateway") == 0) {
-			if (!audit_store_gateway_ok(val)) {
+			if (!config_gateway_name_ok(val)) {
 				cmd_usage_error(audit_usage, "audit: --gateway: "
 				    "not a gateway name: %s", val);
 				return -1;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/audit_store.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/policy.h"
@@ -300,9 +301,11 @@ cmd_hoist_config(int argc, char *argv[])
 int
 main(int argc, char *argv[])
 {
+	static const struct config_checks checks = { audit_store_url_ok };
 	size_t i;
 
 	log_init(LOG_LVL_INFO, "sandgate");
+	config_set_checks(&checks);
 	if (argc < 2)
 		return cmd_usage_error(usage_text, "no command given");
 	cmd_hoist_config(argc, argv);

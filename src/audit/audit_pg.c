@@ -309,22 +309,6 @@ audit_pg_row_free(struct audit_pg_row *pr)
 	memset(pr, 0, sizeof(*pr));
 }
 
-int
-audit_store_gateway_ok(const char *s)
-{
-	size_t i;
-
-	if (s == NULL || s[0] == '\0' || s[0] == '.' || s[0] == '-' ||
-	    s[0] == '_')
-		return 0;
-	for (i = 0; s[i] != '\0'; i++)
-		if (i >= AUDIT_GATEWAY_MAX || !((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' &&
-		    s[i] <= '9') || s[i] == '.' || s[i] == '-' || s[i] == '_'))
-			return 0;
-	return 1;
-}
-
 /* postgresql://user:password@host...: a ':' in the userinfo. */
 static int
 url_has_password(const char *url)

@@ -15,12 +15,11 @@
 #include <openssl/types.h>
 
 #include "audit/audit_query.h"
+#include "core/config.h"
 
 #define AUDIT_STORE_VERSION	1	/* sandgate.meta schema_version */
-#define AUDIT_GATEWAY_MAX	63	/* bytes of a gateway name */
+#define AUDIT_GATEWAY_MAX	CONFIG_GATEWAY_MAX
 
-/* A gateway name: 1-63 of [A-Za-z0-9._-], starting with a letter or digit. */
-int	 audit_store_gateway_ok(const char *name);
 /*
  * A postgresql:// or postgres:// URL that libpq can parse; 0, or -1 with
  * the reason in err.

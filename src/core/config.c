@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit/audit_store.h"
 #include "core/config.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
@@ -633,6 +632,44 @@ cf_syslog(struct cload *l, const struct ynode *n)
 		cfg->audit_syslog = cfg->audit_syslog_address != NULL;
 }
 
+static const struct config_checks *checks;
+
+void
+config_set_checks(const struct config_checks *c)
+{
+	checks = c;
+}
+
+int
+config_gateway_name_ok(const char *s)
+{
+	size_t i;
+
+	if (s == NULL || s[0] == '\0' || s[0] == '.' || s[0] == '-' ||
+	    s[0] == '_')
+		return 0;
+	for (i = 0; s[i] != '\0'; i++)
+		if (i >= CONFIG_GATEWAY_MAX || !((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' &&
+		    s[i] <= '9') || s[i] == '.' || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
+/* The scheme here, the rest by the check handed down (libpq's parse). */
+static int
+store_url_ok(const char *url, char *err, size_t errlen)
+{
+	if (strncmp(url, "postgresql://", 13) != 0 &&
+	    strncmp(url, "postgres://", 11) != 0) {
+		snprintf(err, errlen, "expected a postgresql:// URL");
+		return -1;
+	}
+	if (checks != NULL && checks->store_url != NULL)
+		return checks->store_url(url, err, errlen);
+	return 0;
+}
+
 /*
  * audit.ship: { url: "postgresql://...", gateway: NAME } copies the rows to
  * a fleet store (docs/fleet.md); the gateway defaults to the host name.
@@ -652,14 +689,14 @@ cf_ship(struct cload *l, const struct ynode *n)
 			url = c;
 			if (ycheck_str(&l->c, c, "url", 4096, &s) == -1)
 				continue;
-			if (audit_store_url_ok(s, err, sizeof(err)) == -1)
+			if (store_url_ok(s, err, sizeof(err)) == -1)
 				ycheck_err(&l->c, c, "ship.url: %s", err);
 			else if ((cfg->audit_ship_url = strdup(s)) == NULL)
 				ycheck_err(&l->c, c, "out of memory");
 		} else if (strcmp(c->key->str, "gateway") == 0) {
 			if (ycheck_str(&l->c, c, "gateway", 256, &s) == -1)
 				continue;
-			if (!audit_store_gateway_ok(s))
+			if (!config_gateway_name_ok(s))
 				ycheck_err(&l->c, c, "ship.gateway: \"%s\" is not "
 				    "a gateway name (1-63 of A-Z a-z 0-9 . - _, "
 				    "starting with a letter or digit)",
@@ -674,7 +711,7 @@ cf_ship(struct cload *l, const struct ynode *n)
 	if (cfg->audit_ship_gateway != NULL || url == NULL)
 		return;
 	if (gethostname(host, sizeof(host)) == -1 ||
-	    (host[sizeof(host) - 1] = '\0', !audit_store_gateway_ok(host)))
+	    (host[sizeof(host) - 1] = '\0', !config_gateway_name_ok(host)))
 		ycheck_err(&l->c, n, "ship: the host name is not a gateway "
 		    "name: set ship.gateway");
 	else if ((cfg->audit_ship_gateway = strdup(host)) == NULL)

@@ -110,4 +110,20 @@ int	config_parse_hostport(const char *s, struct sockaddr_storage *,
 /* What workers: auto means on a machine with ncpu online CPUs. */
 int	config_auto_workers(long ncpu);
 
+/*
+ * Checks of values that need a library of a higher layer (libpq for a
+ * PostgreSQL URL): the program hands them down once, before it loads a
+ * config, so that core/ calls nothing above it. Without them config_load
+ * checks what it can itself (the URL's scheme).
+ */
+struct config_checks {
+	/* audit.ship.url: 0, or -1 with the reason in err */
+	int	(*store_url)(const char *url, char *err, size_t errlen);
+};
+void	config_set_checks(const struct config_checks *);
+
+#define CONFIG_GATEWAY_MAX	63	/* bytes of a gateway name */
+/* A gateway name: 1-63 of [A-Za-z0-9._-], starting with a letter or digit. */
+int	config_gateway_name_ok(const char *name);
+
 #endif

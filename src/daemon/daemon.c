@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "daemon/daemon.h"
 #include "daemon/keeper_proc.h"
+#include "daemon/notify.h"
 #include "daemon/privdrop.h"
 #include "proxy/proxy.h"
 #include "vault/ca.h"
@@ -27,6 +28,11 @@
  * Start the monitor and its keeper, and say hello to the keeper. NULL with
  * *errstr: the keeper's own one line when it could not open its files.
  */
+/* systemd's Type=notify, as the gateway runs: ready, reloading, stopping. */
+static const struct proxy_lifecycle notify_hooks = {
+	daemon_notify_ready, daemon_notify_reloading, daemon_notify_stopping
+};
+
 static struct keeper_client *
 keeper_connect(const struct config *cfg, const struct policy *pol, int *kpid,
     int *ctl, pid_t *monitor, const char **errstr)
@@ -166,6 +172,7 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 	cfg = NULL;
 	pol = NULL;
 	proxy_keeper_pid(p, kpid);
+	proxy_set_lifecycle(p, &notify_hooks);
 	/* 4. The main thread's services. */
 	if (proxy_admin_start(p) == -1 || proxy_metrics_start(p) == -1 ||
 	    proxy_watch_start(p) == -1) {

@@ -55,6 +55,17 @@ int		 proxy_metrics_start(struct proxy *);
 int		 proxy_watch_start(struct proxy *);
 /* Optional (needs CAP_NET_ADMIN): -1 is logged and not fatal. */
 int		 proxy_nflog_start(struct proxy *);
+/*
+ * What the gateway tells its service manager (sd_notify), handed down by
+ * the daemon so that proxy/ calls nothing above it. Any member may be NULL.
+ */
+struct proxy_lifecycle {
+	void	(*ready)(const char *status);	/* serving; after a reload too */
+	void	(*reloading)(void);		/* a SIGHUP reload begins */
+	void	(*stopping)(void);		/* SIGTERM or SIGINT */
+};
+/* Before proxy_run; lc must outlive the proxy (a static table). */
+void		 proxy_set_lifecycle(struct proxy *, const struct proxy_lifecycle *lc);
 /* Runs the workers until SIGTERM or SIGINT; SIGHUP reloads. 0 on a clean stop. */
 int		 proxy_run(struct proxy *);
 void		 proxy_free(struct proxy *);

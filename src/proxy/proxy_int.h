@@ -98,6 +98,7 @@ struct proxy {
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
 	struct fairshare	*fair;		/* limits.per_sandbox, shared with the DNS listener */
+	const struct proxy_lifecycle *life;	/* the service manager's hooks, or NULL */
 	char			*cfg_path;	/* NULL: built-in defaults */
 	pthread_mutex_t		 pol_mtx;
 	struct policy		*pol;		/* current; guarded by pol_mtx */

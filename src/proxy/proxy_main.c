@@ -25,7 +25,6 @@
 #include "vault/ca.h"
 #include "vault/keeper.h"
 #include "core/log.h"
-#include "daemon/notify.h"
 #include "proxy/proxy_int.h"
 
 static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
@@ -423,7 +422,14 @@ notify_ready(struct proxy *p)
 	policy_summary(p->pol, sum, sizeof(sum));
 	pthread_mutex_unlock(&p->pol_mtx);
 	snprintf(status, sizeof(status), "serving: %s", sum);
-	daemon_notify_ready(status);
+	if (p->life != NULL && p->life->ready != NULL)
+		p->life->ready(status);
+}
+
+void
+proxy_set_lifecycle(struct proxy *p, const struct proxy_lifecycle *lc)
+{
+	p->life = lc;
 }
 
 static void
@@ -435,13 +441,15 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 	if (sig == SIGHUP) {
 		log_info("SIGHUP: reloading");
 		/* systemd's ExecReload waits for READY=1 after RELOADING=1. */
-		daemon_notify_reloading();
+		if (p->life != NULL && p->life->reloading != NULL)
+			p->life->reloading();
 		proxy_reload(p, NULL);
 		notify_ready(p);
 		return;
 	}
 	log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	daemon_notify_stopping();
+	if (p->life != NULL && p->life->stopping != NULL)
+		p->life->stopping();
 	for (i = 0; i < p->n_workers; i++)
 		event_base_loopexit(p->workers[i].base, NULL);
 	event_base_loopexit(p->main_base, NULL);

@@ -139,16 +139,16 @@ test_names(void)
 {
 	char err[256];
 
-	CHECK(audit_store_gateway_ok("gw-1"));
-	CHECK(audit_store_gateway_ok("eu-west.sg_2"));
-	CHECK(!audit_store_gateway_ok(""));
-	CHECK(!audit_store_gateway_ok("-gw"));
-	CHECK(!audit_store_gateway_ok("gw 1"));
-	CHECK(!audit_store_gateway_ok("gw/1"));
-	CHECK(!audit_store_gateway_ok("g\xc3\xbc"));
-	CHECK(audit_store_gateway_ok(
+	CHECK(config_gateway_name_ok("gw-1"));
+	CHECK(config_gateway_name_ok("eu-west.sg_2"));
+	CHECK(!config_gateway_name_ok(""));
+	CHECK(!config_gateway_name_ok("-gw"));
+	CHECK(!config_gateway_name_ok("gw 1"));
+	CHECK(!config_gateway_name_ok("gw/1"));
+	CHECK(!config_gateway_name_ok("g\xc3\xbc"));
+	CHECK(config_gateway_name_ok(
 	    "a23456789012345678901234567890123456789012345678901234567890123"));
-	CHECK(!audit_store_gateway_ok(
+	CHECK(!config_gateway_name_ok(
 	    "a234567890123456789012345678901234567890123456789012345678901234"));
 	CHECK_INT(audit_store_url_ok("postgresql://sg@db.example.com/fleet",
 	    err, sizeof(err)), 0);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit/audit_store.h"
 #include "check.h"
 #include "core/config.h"
 #include "helper_core.h"
@@ -791,6 +792,10 @@ test_auto_workers(void)
 int
 main(void)
 {
+	static const struct config_checks checks = { audit_store_url_ok };
+
+	/* libpq's parse of audit.ship.url, handed down as main() does */
+	config_set_checks(&checks);
 	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
 	test_defaults();
 	test_full();
