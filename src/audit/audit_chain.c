@@ -15,6 +15,7 @@
 
 #include "audit/audit_query.h"
 #include "audit/audit_int.h"
+#include "core/util.h"
 
 const char *const audit_col_names[AUDIT_NCOLS] = {
 	"id", "ts", "sandbox", "kind", "client", "host", "ip", "port",
@@ -128,10 +129,9 @@ int
 audit_chain_hash(const char *prev_hex, const struct audit_val *v,
     char out[AUDIT_HASH_HEX + 1])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char stack[4096], md[EVP_MAX_MD_SIZE], *buf = stack;
 	unsigned int mdlen = 0;
-	size_t need, i;
+	size_t need;
 	int rc = -1;
 
 	if (strlen(prev_hex) != AUDIT_HASH_HEX)
@@ -150,11 +150,7 @@ audit_chain_hash(const char *prev_hex, const struct audit_val *v,
 	    sha256_md : EVP_sha256(), NULL) != 1 ||
 	    mdlen != AUDIT_HASH_HEX / 2)
 		goto done;
-	for (i = 0; i < mdlen; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 0xf];
-	}
-	out[AUDIT_HASH_HEX] = '\0';
+	util_hex_encode(md, mdlen, out);
 	rc = 0;
 done:
 	if (buf != stack)

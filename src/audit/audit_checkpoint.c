@@ -20,36 +20,6 @@
 
 #define CKPT_SIG_HEX	128
 
-static void
-hex_encode(const uint8_t *p, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = hex[p[i] >> 4];
-		out[2 * i + 1] = hex[p[i] & 0xf];
-	}
-	out[2 * n] = '\0';
-}
-
-/* Lower-case hex only: the stored text has one spelling. */
-static int
-hex_decode(const char *p, size_t n, uint8_t *out)
-{
-	size_t i;
-
-	if (n % 2 != 0)
-		return -1;
-	for (i = 0; i < n; i++)
-		if (util_hexval(p[i]) == -1 || (p[i] >= 'A' && p[i] <= 'F'))
-			return -1;
-	for (i = 0; i < n; i += 2)
-		out[i / 2] = (uint8_t)(util_hexval(p[i]) << 4 |
-		    util_hexval(p[i + 1]));
-	return 0;
-}
-
 int
 audit_checkpoint_format(char *buf, size_t len,
     const struct audit_checkpoint *c)
@@ -57,7 +27,7 @@ audit_checkpoint_format(char *buf, size_t len,
 	char sig[CKPT_SIG_HEX + 1];
 	int n;
 
-	hex_encode(c->sig, sizeof(c->sig), sig);
+	util_hex_encode(c->sig, sizeof(c->sig), sig);
 	n = snprintf(buf, len, "/events?through=%" PRId64 "&head=%s&at=%s"
 	    "&key=%s&sig=%s", c->through, c->head, c->shutdown ? "shutdown" :
 	    "interval", c->key_id, sig);
@@ -126,7 +96,7 @@ parse_field(const char *p, size_t flen, struct audit_checkpoint *c,
 	}
 	if (field(p, flen, "key", &v, &n)) {
 		*seen |= 8;
-		if (n != AUDIT_KEYID_HEX || hex_decode(v, n, raw) == -1)
+		if (n != AUDIT_KEYID_HEX || util_hex_decode(v, n, raw, 1) == -1)
 			return -1;
 		memcpy(c->key_id, v, n);
 		c->key_id[n] = '\0';
@@ -134,7 +104,7 @@ parse_field(const char *p, size_t flen, struct audit_checkpoint *c,
 	}
 	if (field(p, flen, "sig", &v, &n)) {
 		*seen |= 16;
-		return n == CKPT_SIG_HEX ? hex_decode(v, n, c->sig) : -1;
+		return n == CKPT_SIG_HEX ? util_hex_decode(v, n, c->sig, 1) : -1;
 	}
 	return -1;
 }
@@ -185,7 +155,7 @@ audit_key_id(const uint8_t pub[32], char out[AUDIT_KEYID_HEX + 1])
 		ERR_clear_error();
 		return -1;
 	}
-	hex_encode(md, AUDIT_KEYID_HEX / 2, out);
+	util_hex_encode(md, AUDIT_KEYID_HEX / 2, out);
 	return 0;
 }
 

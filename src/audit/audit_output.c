@@ -13,6 +13,7 @@
 #include "audit/audit_query.h"
 #include "audit/audit_int.h"
 #include "core/log.h"
+#include "core/util.h"
 
 int
 audit_format_parse(const char *s, enum audit_format *f)
@@ -98,7 +99,7 @@ json_string(FILE *f, const unsigned char *p, size_t n)
 static void
 json_value(FILE *f, const struct audit_val *v)
 {
-	static const char hex[] = "0123456789abcdef";
+	char pair[3];
 	size_t i;
 
 	switch (v->type) {
@@ -117,8 +118,8 @@ json_value(FILE *f, const struct audit_val *v)
 	case AUDIT_V_BLOB:
 		fputc('"', f);
 		for (i = 0; i < v->len; i++) {
-			fputc(hex[v->p[i] >> 4], f);
-			fputc(hex[v->p[i] & 0xf], f);
+			util_hex_encode(&v->p[i], 1, pair);
+			fputs(pair, f);
 		}
 		fputc('"', f);
 		break;

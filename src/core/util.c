@@ -20,6 +20,41 @@ util_hexval(int c)
 	return -1;
 }
 
+void
+util_hex_encode(const void *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *p = in;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}
+
+int
+util_hex_decode(const char *in, size_t len, void *out, int lower_only)
+{
+	unsigned char *o = out;
+	int hi, lo;
+	size_t i;
+
+	if (len % 2 != 0)
+		return -1;
+	for (i = 0; i < len; i += 2) {
+		if (lower_only && ((in[i] >= 'A' && in[i] <= 'F') ||
+		    (in[i + 1] >= 'A' && in[i + 1] <= 'F')))
+			return -1;
+		if ((hi = util_hexval(in[i])) == -1 ||
+		    (lo = util_hexval(in[i + 1])) == -1)
+			return -1;
+		o[i / 2] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 /* Create path[0..i) for every '/' at i (and the whole path when whole). */
 static int
 mkdirs(const char *path, int whole)

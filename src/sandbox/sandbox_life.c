@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "core/config.h"
+#include "core/util.h"
 #include "sandbox/sandbox.h"
 
 #define SB_UID_BASE	100000	/* sandbox root is this host uid */
@@ -537,11 +538,9 @@ sha256_hex(const char *s, char out[65])
 {
 	unsigned char md[32];
 	unsigned int n = 0;
-	int i;
 
 	(void)EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
-	for (i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	util_hex_encode(md, sizeof(md), out);
 }
 
 static int
@@ -740,12 +739,10 @@ int
 sandbox_new_token(char out[SANDBOX_TOKEN_HEX + 1])
 {
 	unsigned char rnd[SANDBOX_TOKEN_HEX / 2];
-	size_t i;
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return -1;
-	for (i = 0; i < sizeof(rnd); i++)
-		snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+	util_hex_encode(rnd, sizeof(rnd), out);
 	return 0;
 }
 

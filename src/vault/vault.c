@@ -221,8 +221,8 @@ vault_key_read(const char *path, unsigned char *key, const char **errstr)
 	unsigned char buf[VAULT_KEY_LEN * 2 + 3];
 	struct stat st;
 	ssize_t r;
-	size_t n = 0, i;
-	int fd, hi, lo, rc = -1;
+	size_t n = 0;
+	int fd, rc = -1;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT)
@@ -260,14 +260,8 @@ vault_key_read(const char *path, unsigned char *key, const char **errstr)
 		rc = 0;
 	} else if (n == 2 * VAULT_KEY_LEN ||
 	    (n == 2 * VAULT_KEY_LEN + 1 && buf[n - 1] == '\n')) {
-		for (i = 0; i < VAULT_KEY_LEN; i++) {
-			hi = util_hexval(buf[2 * i]);
-			lo = util_hexval(buf[2 * i + 1]);
-			if (hi < 0 || lo < 0)
-				break;
-			key[i] = (unsigned char)(hi << 4 | lo);
-		}
-		rc = i == VAULT_KEY_LEN ? 0 : -1;
+		rc = util_hex_decode((const char *)buf, 2 * VAULT_KEY_LEN, key,
+		    0);
 	}
 	if (rc == -1) {
 		OPENSSL_cleanse(key, VAULT_KEY_LEN);
