@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import os
+import pwd
 import random
 import re
 import socket
@@ -318,15 +319,25 @@ class Confinement:
     """
     What the gateway's confinement refused while a test ran: kernel log
     records of seccomp (type=1326, the filter carries SECCOMP_FILTER_FLAG_LOG)
-    for the gateway's processes since start(), and EPERM in its own log.
+    for the gateway's processes since mark(), and EPERM in its own log.
     """
 
-    def __init__(self, gw):
+    def __init__(self, gw, since):
+        """since: uptime() taken before the gateway started."""
         self.gw = gw
-        self.t0 = uptime()
         self.pids = family(gw.proc.pid)
         self.dmesg_ok = subprocess.run(["dmesg"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL).returncode == 0
+        self.t0 = since
+        self.log_at = 0
+        # what start-up had refused, up to the first mark()
+        self.at_start = self.refused()
+        self.mark()
+
+    def mark(self):
+        """Look only at what happens from now on (each test's own)."""
+        self.t0 = uptime()
+        self.log_at = len(self.gw.log_text())
 
     def refused(self):
         self.pids |= family(self.gw.proc.pid)
@@ -335,23 +346,27 @@ class Confinement:
             text = subprocess.run(["dmesg"], stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
             for m in _SECCOMP.finditer(text):
-                if float(m.group(1)) >= self.t0 - 1 and \
+                if float(m.group(1)) >= self.t0 - 0.5 and \
                         int(m.group(2)) in self.pids and \
                         int(m.group(3)) not in EXPECTED:
                     out.append(m.group(0))
-        for line in self.gw.log_text().splitlines():
+        for line in self.gw.log_text()[self.log_at:].splitlines():
             if "Operation not permitted" in line:
                 out.append(line)
         return out
 
     def check(self, tc):
-        tc.assertEqual(self.refused(), [], "the confined gateway had system "
+        """No refusal since mark(); marks again."""
+        got = self.refused()
+        self.mark()
+        tc.assertEqual(got, [], "the confined gateway had system "
                        "calls refused")
 
     def assert_confined(self, tc):
-        """serve runs as the sandgate user with the seccomp filter on."""
+        """serve runs as the sandgate user with the seccomp filter on, and
+        starting it had no system call refused."""
+        tc.assertEqual(self.at_start, [], "refused while starting")
         st = T.proc_status(self.gw.proc.pid)
-        import pwd
         uid = pwd.getpwnam("sandgate").pw_uid
         tc.assertEqual(st["Uid"].split()[0], str(uid), st["Uid"])
         tc.assertEqual(st["Seccomp"], "2", st)

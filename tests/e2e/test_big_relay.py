@@ -147,15 +147,20 @@ class BigRelayTest(unittest.TestCase):
                               "ingress": "127.0.0.1:%d" % cls.iport,
                               "metrics": "127.0.0.1:%d" % cls.mport},
                    "upstream": {"ca_bundle": cls.cert}})
+        t0 = B.uptime()
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         cls.gw_ca = os.path.join(d, "certs", "ca.crt")
         if not T.wait_tcp("127.0.0.1", cls.iport, 10 * T.SLOW, cls.gw.proc):
             raise AssertionError("ingress listener not up:\n" + cls.gw.log_tail())
-        cls.conf = B.Confinement(cls.gw)
+        # the listeners accept before the drop; "ready" comes after it
+        if not cls.gw.wait_log(r"sandgate info: ready$", timeout=10):
+            raise AssertionError("no ready line:\n" + cls.gw.log_tail())
+        cls.conf = B.Confinement(cls.gw, t0)
 
     def setUp(self):
         self.audit = AC.Audit(self, self.gw, timeout=15)
+        self.conf.mark()
         self.addCleanup(self.conf.check, self)
 
     # ------------------------------------------------------------ helpers
