@@ -26,8 +26,6 @@ Origins: data/big_origins.py (http.server, TLS without ALPN) and nginx.
 import hashlib
 import os
 import re
-import shutil
-import socket
 import sys
 import unittest
 

@@ -16,6 +16,7 @@ Needs root (namespaces, veth, nftables) because the topology does; the
 gateway itself drops to the sandgate user. Exits 77 otherwise.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -125,7 +126,7 @@ class BigTransparentTest(unittest.TestCase):
     def sb_curl(self, url, args=()):
         r = H.curl(url, prefix=self.nsx, args=list(args), tmp=self.td.path,
                    timeout=180)
-        got = (len(r.body), B.hashlib.sha256(r.body).hexdigest())
+        got = (len(r.body), hashlib.sha256(r.body).hexdigest())
         r.body = r.body[:300]
         return r, got
 
