@@ -3,7 +3,11 @@
 End-to-end tests of streaming (SPEC §5): large bodies pass through CONNECT
 tunnels and absolute-form requests intact, and the gateway's peak memory
 (VmHWM) stays bounded, also when the client stops reading for a while.
-Each request's audit row counts exactly the bytes that went through.
+Each request's audit row counts exactly the bytes that went through. The
+gateway runs as a default install runs it (user sandgate, seccomp, keeper;
+issue 22), and no system call of its processes is refused. The SHA-256 of
+64 MiB each way through every relay path is test_big_relay.py's and
+test_big_transparent.py's.
 """
 
 import hashlib
@@ -16,6 +20,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 import auditcheck as AC  # noqa: E402
+import bigflow as B  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -26,11 +31,34 @@ RSS_LIMIT_KB = (512 if T.ASAN else 128) * 1024
 class BigDownloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.td, cls.a, cls.dns, cls.gw = T.one_origin_gateway(
-            cls.addClassCleanup, "big", origin_name="origin-a")
+        cls.td = T.TempDir()
+        cls.addClassCleanup(cls.td.cleanup)
+        cls.a = T.Origin("origin-a", host="127.0.0.2")
+        cls.addClassCleanup(cls.a.stop)
+        cls.dns = T.Dnsmasq(cls.td.path, [("allowed.test", "127.0.0.2")])
+        cls.addClassCleanup(cls.dns.stop)
+        policy = {"sandboxes": [T.local_sandbox("big")],
+                  "policies": [{"name": "big",
+                                "allow": [{"host": "allowed.test",
+                                           "ports": [cls.a.port]}],
+                                "allow_private": ["127.0.0.2/32"]}]}
+        # A default install: the drop to the sandgate user, seccomp, keeper.
+        cls.gw = T.Gateway(cls.td.path, cls.dns, {"big.yaml": policy},
+                           user="sandgate")
+        t0 = B.uptime()
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        if not cls.gw.wait_log(r"sandgate info: ready$", timeout=10):
+            raise AssertionError("no ready line:\n" + cls.gw.log_tail())
+        cls.conf = B.Confinement(cls.gw, t0)
 
     def setUp(self):
         self.audit = AC.Audit(self, self.gw)
+        self.conf.mark()
+        self.addCleanup(self.conf.check, self)
+
+    def test_0_confined(self):
+        self.conf.assert_confined(self)
 
     def allowed(self, client, kind, method, path, down):
         """
