@@ -1,9 +1,10 @@
 /*
- * The per-sandbox accounting table: a hash of sandbox ids under striped
- * mutexes (one lock per admission, never held across I/O). An entry lives
- * while it has something to remember -- live connections, a bucket not yet
- * full again, a recent audit row -- and is removed as soon as it has not,
- * so sandboxes registered and forgotten leave nothing behind.
+ * The per-sandbox accounting table: a hash of sandbox ids, and of the
+ * source addresses of connections whose sandbox is not known yet, under
+ * striped mutexes (one lock per admission, never held across I/O). An
+ * entry lives while it has something to remember -- live connections, a
+ * bucket not yet full again, a recent audit row -- and is removed as soon
+ * as it has not, so sandboxes registered and forgotten leave nothing behind.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,16 +14,31 @@
 
 #include "core/fairshare.h"
 #include "core/hash.h"
+#include "core/netaddr.h"
 #include "core/policy.h"
 
 #define FAIR_STRIPES		256	/* a power of two */
 #define FAIR_ROW_MS		1000	/* at most one audit row per sandbox per this */
 #define FAIR_MAX_ELAPSED_MS	(3600 * 1000ULL)	/* enough to fill any bucket */
 
+/*
+ * An entry's key: FAIR_KEY_SANDBOX and the id, or FAIR_KEY_SOURCE, the
+ * family and the address bytes; the first byte keeps the two apart.
+ */
+#define FAIR_KEY_SANDBOX	's'
+#define FAIR_KEY_SOURCE		'a'
+#define FAIR_KEY_MAX		(1 + POLICY_ID_MAX > 2 + 16 ? \
+				    1 + POLICY_ID_MAX : 2 + 16)
+
+struct fair_key {
+	size_t			 len;
+	uint8_t			 b[FAIR_KEY_MAX];
+};
+
 struct fair_entry {
 	struct fair_entry	*next;
 	uint64_t		 hash;
-	char			 id[POLICY_ID_MAX + 1];
+	struct fair_key		 key;
 	uint32_t		 live;
 	struct fair_bucket	 conn;
 	struct fair_bucket	 dns;
@@ -97,13 +113,43 @@ fair_bucket_full(const struct fair_bucket *b, uint32_t rate, uint64_t now_ms)
 
 /*
  * Keyed: sandbox ids are chosen outside the gateway (by the operator, by
- * whoever asks the launcher for a sandbox), and no choice of ids may pile
- * up in one stripe of a table every connection and DNS query goes through.
+ * whoever asks the launcher for a sandbox), source addresses by whoever
+ * connects, and no choice of them may pile up in one stripe of a table
+ * every connection and DNS query goes through.
  */
 static uint64_t
-fair_hash(const struct fairshare *f, const char *id)
+fair_hash(const struct fairshare *f, const struct fair_key *k)
 {
-	return hash_siphash(f->key, id, strlen(id));
+	return hash_siphash(f->key, k->b, k->len);
+}
+
+/* -1: an id too long for any sandbox (not counted). */
+static int
+fair_key_sandbox(struct fair_key *k, const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n > POLICY_ID_MAX)
+		return -1;
+	k->b[0] = FAIR_KEY_SANDBOX;
+	memcpy(k->b + 1, id, n);
+	k->len = 1 + n;
+	return 0;
+}
+
+/*
+ * One source is one address, as sandboxes are told apart by theirs (a
+ * netaddr holds IPv4-mapped IPv6 as the IPv4 address already).
+ */
+static void
+fair_key_source(struct fair_key *k, const struct netaddr *a)
+{
+	size_t n = a->family == AF_INET ? 4 : 16;
+
+	k->b[0] = FAIR_KEY_SOURCE;
+	k->b[1] = a->family == AF_INET ? 4 : 6;
+	memcpy(k->b + 2, a->a, n);
+	k->len = 2 + n;
 }
 
 struct fairshare *
@@ -148,21 +194,21 @@ fair_stripe(struct fairshare *f, uint64_t h)
 	return &f->stripes[h & (FAIR_STRIPES - 1)];
 }
 
-/* The entry of id in its (locked) stripe; created when create is set. */
+/* The entry of k in its (locked) stripe; created when create is set. */
 static struct fair_entry *
-fair_find(struct fairshare *f, struct fair_stripe *st, const char *id,
-    uint64_t h, uint64_t now_ms, int create)
+fair_find(struct fairshare *f, struct fair_stripe *st,
+    const struct fair_key *k, uint64_t h, uint64_t now_ms, int create)
 {
 	struct fair_entry *e;
 
 	for (e = st->head; e != NULL; e = e->next)
-		if (e->hash == h && strcmp(e->id, id) == 0)
+		if (e->hash == h && e->key.len == k->len &&
+		    memcmp(e->key.b, k->b, k->len) == 0)
 			return e;
-	if (!create || strlen(id) > POLICY_ID_MAX ||
-	    (e = calloc(1, sizeof(*e))) == NULL)
+	if (!create || (e = calloc(1, sizeof(*e))) == NULL)
 		return NULL;
 	e->hash = h;
-	memcpy(e->id, id, strlen(id) + 1);
+	e->key = *k;
 	fair_bucket_init(&e->conn, f->lim.conn_rate, now_ms);
 	fair_bucket_init(&e->dns, f->lim.dns_rate, now_ms);
 	e->next = st->head;
@@ -214,23 +260,28 @@ fair_refused(struct fairshare *f, struct fair_entry *e, uint64_t now_ms,
 	atomic_fetch_add(&f->suppressed, 1);
 }
 
-enum fair_verdict
-fairshare_conn_open(struct fairshare *f, const char *id, uint64_t now_ms,
-    struct fair_refusal *ref)
+/*
+ * One more live connection of k, or a refusal. A sandbox's connection also
+ * takes a token from its bucket; a source's does not (its connections take
+ * one from their sandbox's once it is known, and two would count twice).
+ */
+static enum fair_verdict
+fair_open(struct fairshare *f, const struct fair_key *k, int take_token,
+    uint64_t now_ms, struct fair_refusal *ref)
 {
-	uint64_t h = fair_hash(f, id);
+	uint64_t h = fair_hash(f, k);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;
 
-	memset(ref, 0, sizeof(*ref));
 	pthread_mutex_lock(&st->mtx);
-	/* Out of memory (or an id no policy allows): not counted, not refused. */
-	if ((e = fair_find(f, st, id, h, now_ms, 1)) == NULL)
+	/* Out of memory: not counted, not refused. */
+	if ((e = fair_find(f, st, k, h, now_ms, 1)) == NULL)
 		goto out;
 	if (f->lim.max_conns != 0 && e->live >= f->lim.max_conns)
 		v = FAIR_OVER_CONNS;
-	else if (!fair_bucket_take(&e->conn, f->lim.conn_rate, now_ms))
+	else if (take_token &&
+	    !fair_bucket_take(&e->conn, f->lim.conn_rate, now_ms))
 		v = FAIR_OVER_RATE;
 	if (v == FAIR_OK)
 		e->live++;
@@ -241,15 +292,15 @@ out:
 	return v;
 }
 
-void
-fairshare_conn_close(struct fairshare *f, const char *id, uint64_t now_ms)
+static void
+fair_close(struct fairshare *f, const struct fair_key *k, uint64_t now_ms)
 {
-	uint64_t h = fair_hash(f, id);
+	uint64_t h = fair_hash(f, k);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 
 	pthread_mutex_lock(&st->mtx);
-	if ((e = fair_find(f, st, id, h, now_ms, 0)) != NULL) {
+	if ((e = fair_find(f, st, k, h, now_ms, 0)) != NULL) {
 		if (e->live > 0)
 			e->live--;
 		if (fair_idle(f, e, now_ms))
@@ -259,19 +310,69 @@ fairshare_conn_close(struct fairshare *f, const char *id, uint64_t now_ms)
 }
 
 enum fair_verdict
+fairshare_conn_open(struct fairshare *f, const char *id, uint64_t now_ms,
+    struct fair_refusal *ref)
+{
+	struct fair_key k;
+
+	memset(ref, 0, sizeof(*ref));
+	/* An id no policy allows: not counted, not refused. */
+	if (fair_key_sandbox(&k, id) == -1)
+		return FAIR_OK;
+	return fair_open(f, &k, 1, now_ms, ref);
+}
+
+void
+fairshare_conn_close(struct fairshare *f, const char *id, uint64_t now_ms)
+{
+	struct fair_key k;
+
+	if (fair_key_sandbox(&k, id) == 0)
+		fair_close(f, &k, now_ms);
+}
+
+enum fair_verdict
+fairshare_src_open(struct fairshare *f, const struct netaddr *addr,
+    uint64_t now_ms, struct fair_refusal *ref)
+{
+	struct fair_key k;
+
+	memset(ref, 0, sizeof(*ref));
+	if (f->lim.max_conns == 0)
+		return FAIR_OK;		/* nothing to count: no lock */
+	fair_key_source(&k, addr);
+	return fair_open(f, &k, 0, now_ms, ref);
+}
+
+void
+fairshare_src_close(struct fairshare *f, const struct netaddr *addr,
+    uint64_t now_ms)
+{
+	struct fair_key k;
+
+	if (f->lim.max_conns == 0)
+		return;
+	fair_key_source(&k, addr);
+	fair_close(f, &k, now_ms);
+}
+
+enum fair_verdict
 fairshare_dns_query(struct fairshare *f, const char *id, uint64_t now_ms,
     struct fair_refusal *ref)
 {
-	uint64_t h = fair_hash(f, id);
-	struct fair_stripe *st = fair_stripe(f, h);
+	struct fair_key k;
+	struct fair_stripe *st;
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;
+	uint64_t h;
 
 	memset(ref, 0, sizeof(*ref));
-	if (f->lim.dns_rate == 0)
+	if (f->lim.dns_rate == 0 || fair_key_sandbox(&k, id) == -1)
 		return FAIR_OK;		/* nothing to count: no lock */
+	h = fair_hash(f, &k);
+	st = fair_stripe(f, h);
 	pthread_mutex_lock(&st->mtx);
-	if ((e = fair_find(f, st, id, h, now_ms, 1)) != NULL &&
+	if ((e = fair_find(f, st, &k, h, now_ms, 1)) != NULL &&
 	    !fair_bucket_take(&e->dns, f->lim.dns_rate, now_ms)) {
 		v = FAIR_OVER_RATE;
 		fair_refused(f, e, now_ms, ref);

@@ -1,13 +1,16 @@
 /*
  * Fair share between sandboxes (limits.per_sandbox): live connections and
- * token buckets for new connections and DNS queries, per sandbox id, in
- * one table every worker thread (and every DNS listener) shares.
+ * token buckets for new connections and DNS queries, per sandbox id, and
+ * live connections per source address while their sandbox is not known
+ * yet, in one table every worker thread (and every DNS listener) shares.
  */
 #ifndef SG_FAIRSHARE_H
 #define SG_FAIRSHARE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct netaddr;
 
 /*
  * A token bucket of capacity rate (one second's worth), in thousandths of
@@ -51,7 +54,7 @@ struct fair_refusal {
 struct fair_stats {
 	uint64_t	 refused;	/* every refusal */
 	uint64_t	 suppressed;	/* refusals without an audit row */
-	size_t		 entries;	/* sandboxes in the table now */
+	size_t		 entries;	/* sandboxes and sources in the table now */
 };
 
 struct fairshare;
@@ -65,6 +68,19 @@ enum fair_verdict fairshare_conn_open(struct fairshare *, const char *sandbox,
 		    uint64_t now_ms, struct fair_refusal *ref);
 void		 fairshare_conn_close(struct fairshare *, const char *sandbox,
 		    uint64_t now_ms);
+/*
+ * A connection whose sandbox is not known yet (its request head or SOCKS5
+ * exchange still arriving) starts: counted against its source address's
+ * share of max_conns -- the same figure as a sandbox's, no token taken --
+ * (FAIR_OK, and then exactly one fairshare_src_close later), or refused
+ * with *ref filled. Sources and sandboxes are counted apart: once its
+ * sandbox is known, a connection is closed here and opened there.
+ */
+enum fair_verdict fairshare_src_open(struct fairshare *,
+		    const struct netaddr *source, uint64_t now_ms,
+		    struct fair_refusal *ref);
+void		 fairshare_src_close(struct fairshare *,
+		    const struct netaddr *source, uint64_t now_ms);
 /* One DNS query of sandbox: FAIR_OK, or FAIR_OVER_RATE with *ref filled. */
 enum fair_verdict fairshare_dns_query(struct fairshare *, const char *sandbox,
 		    uint64_t now_ms, struct fair_refusal *ref);

@@ -399,7 +399,8 @@ pl_glob_canonical(struct pload *l, const struct ynode *it, const char *s,
 		return -1;
 	case POLICY_PATH_AMBIGUOUS:
 		ycheck_err(&l->c, it, "paths: \"%s\": an ambiguous path "
-		    "(encoded '/' or '\\', dot segment, ...) never matches", esc);
+		    "(';', encoded '/' or '\\', dot segment, ...) never matches",
+		    esc);
 		return -1;
 	default:
 		ycheck_err(&l->c, it, "paths: \"%s\": a malformed escape, or "

@@ -215,7 +215,7 @@ dots_and_spaces(const char *s, size_t n)
 	return dots > 0 && !(n == dots && n <= 2);
 }
 
-/* ".." removes the segment before it: a path parameter's is ambiguous. */
+/* ".." removes the segment before it. */
 static void
 segment_pop(struct pcanon *pc)
 {
@@ -225,9 +225,6 @@ segment_pop(struct pcanon *pc)
 		o--;
 	if (o == 0)
 		return;
-	/* "/;x" is an empty segment to servers that strip parameters. */
-	if (o < pc->o && pc->out[o] == ';')
-		pc->ambiguous = 1;
 	pc->o = o - 1;
 }
 
@@ -245,8 +242,8 @@ enum seg_kind {
 static int
 segment(struct pcanon *pc, const char *s, size_t n, enum seg_kind *kind)
 {
-	size_t start, base, len;
-	const char *seg, *semi;
+	size_t start, len;
+	const char *seg;
 
 	start = pc->o;
 	if (emit(pc, '/') == -1)
@@ -256,20 +253,25 @@ segment(struct pcanon *pc, const char *s, size_t n, enum seg_kind *kind)
 		return -1;
 	seg = pc->out + start + 1;
 	len = pc->o - start - 1;
-	semi = memchr(seg, ';', len);
-	base = semi != NULL ? (size_t)(semi - seg) : len;
-	if (double_encoded(seg, len) || dots_and_spaces(seg, base))
+	/*
+	 * A path parameter, raw or "%3B", in any segment: Tomcat, Jetty and
+	 * Spring cut ";..." off each segment before they route, so
+	 * "/admin;x/", "/;x/admin" and "/a/..;/admin" reach "/admin/" there
+	 * and are other resources everywhere else.
+	 */
+	if (memchr(seg, ';', len) != NULL)
+		pc->ambiguous = 1;
+	if (double_encoded(seg, len) || dots_and_spaces(seg, len))
 		pc->ambiguous = 1;
 	*kind = SEG_NAME;
 	if (len == 0)
 		*kind = SEG_EMPTY;
-	else if (base == 1 && seg[0] == '.')
+	else if (len == 1 && seg[0] == '.')
 		*kind = SEG_DOT;
-	else if (base == 2 && seg[0] == '.' && seg[1] == '.')
+	else if (len == 2 && seg[0] == '.' && seg[1] == '.')
 		*kind = SEG_DOTDOT;
-	/* "..;x", ".;", "%2e%2e": servers disagree whether these are dots. */
-	if (*kind != SEG_NAME && *kind != SEG_EMPTY &&
-	    (semi != NULL || pc->enc_dot))
+	/* "%2e%2e", ".%2e": servers disagree whether these are dots. */
+	if (*kind != SEG_NAME && *kind != SEG_EMPTY && pc->enc_dot)
 		pc->ambiguous = 1;
 	if (*kind != SEG_NAME)
 		pc->o = start;

@@ -1,8 +1,9 @@
 /*
- * Fair share for sessions: a session counts against its sandbox's
- * limits.per_sandbox from the moment the sandbox is known until
- * session_close, and each request head must be complete within
- * limits.head_timeout of its start. Owns the session's head timer.
+ * Fair share for sessions: a session counts against its source address's
+ * share from accept until its sandbox is known, then against its
+ * sandbox's limits.per_sandbox until session_close; each request head must
+ * be complete within limits.head_timeout of its start. Owns the session's
+ * two counts and its head timer.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,10 @@ fair_answer(struct session *s, const char *detail)
 	case KIND_TRANSPARENT:
 		transparent_refuse(s, REASON_RATE_LIMITED);
 		break;
+	case KIND_INGRESS:
+		/* Refused at accept, before its TLS: nothing it could read. */
+		session_close(s, reason_word(REASON_RATE_LIMITED));
+		break;
 	default:
 		session_http_error(s, 429, REASON_RATE_LIMITED, detail);
 		break;
@@ -34,9 +39,14 @@ fair_refuse(struct session *s, enum fair_verdict v,
     const struct fair_refusal *ref)
 {
 	const struct config *cfg = s->p->cfg;
-	char detail[160];
+	char detail[160], abuf[NETADDR_STRLEN];
 
-	if (v == FAIR_OVER_CONNS)
+	if (!s->has_ident)
+		snprintf(detail, sizeof(detail), "source %s has %u connections "
+		    "open whose sandbox is not known yet (limits.per_sandbox."
+		    "max_connections)", netaddr_ntop(&s->client_addr, abuf,
+		    sizeof(abuf)), cfg->sandbox_max_connections);
+	else if (v == FAIR_OVER_CONNS)
 		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
 		    "open (limits.per_sandbox.max_connections)",
 		    s->ident.sandbox, cfg->sandbox_max_connections);
@@ -60,6 +70,41 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	fair_answer(s, detail);
 }
 
+/* The source's count, taken by session_fair_source, given back once. */
+static void
+fair_source_release(struct session *s)
+{
+	if (!s->fair_src_counted)
+		return;
+	s->fair_src_counted = 0;
+	fairshare_src_close(s->p->fair, &s->client_addr, fairshare_now_ms());
+}
+
+/*
+ * Until its sandbox is known a connection is its source's: a sandbox
+ * holding partial heads (or SOCKS5 greetings) open spends its own source's
+ * share, not the global limits.max_connections everyone shares. The
+ * transparent listener knows the sandbox at accept (transparent_start), so
+ * its connections count against the sandbox from the start.
+ */
+int
+session_fair_source(struct session *s)
+{
+	struct fair_refusal ref;
+	enum fair_verdict v;
+
+	if (s->p->fair == NULL || s->kind == KIND_TRANSPARENT)
+		return 0;
+	v = fairshare_src_open(s->p->fair, &s->client_addr, fairshare_now_ms(),
+	    &ref);
+	if (v == FAIR_OK) {
+		s->fair_src_counted = 1;
+		return 0;
+	}
+	fair_refuse(s, v, &ref);
+	return -1;
+}
+
 int
 session_fair_admit(struct session *s)
 {
@@ -72,6 +117,8 @@ session_fair_admit(struct session *s)
 		return 0;
 	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
 	    fairshare_now_ms(), &ref);
+	/* Known now: the sandbox's share holds it (or it is refused). */
+	fair_source_release(s);
 	if (v == FAIR_OK) {
 		memcpy(s->fair_sandbox, s->ident.sandbox,
 		    sizeof(s->fair_sandbox));
@@ -85,6 +132,7 @@ session_fair_admit(struct session *s)
 void
 session_fair_release(struct session *s)
 {
+	fair_source_release(s);
 	if (!s->fair_counted)
 		return;
 	s->fair_counted = 0;
@@ -154,6 +202,9 @@ session_head_begin(struct session *s)
 void
 session_head_done(struct session *s)
 {
+	/* An ingress head names its sandbox, whose share it never spends. */
+	if (s->kind == KIND_INGRESS)
+		fair_source_release(s);
 	if (!s->head_armed)
 		return;
 	evtimer_del(s->head_ev);

@@ -294,6 +294,7 @@ struct session {
 	int			 head_armed;
 	int			 fair_counted;	/* counted against fair_sandbox's share */
 	char			 fair_sandbox[POLICY_ID_MAX + 1];
+	int			 fair_src_counted;	/* ... against client_addr's, until then */
 	struct timeval		 last_active;
 	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
 
@@ -376,9 +377,17 @@ void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);
 
 /* proxy_fair.c: limits.per_sandbox and limits.head_timeout */
-/* Count s against its sandbox once identified: 0, or -1 refused (answered). */
+/*
+ * Count a new session against its source address until its sandbox is
+ * known (session_new): 0, or -1 refused (answered and closing).
+ */
+int		 session_fair_source(struct session *);
+/*
+ * Count s against its sandbox once identified, and no longer against its
+ * source: 0, or -1 refused (answered).
+ */
 int		 session_fair_admit(struct session *);
-/* From session_close only: the count taken by session_fair_admit, if any. */
+/* From session_close only: the counts taken above, if any. */
 void		 session_fair_release(struct session *);
 /* A request head starts (no-op while one is timed); complete. */
 void		 session_head_begin(struct session *);

@@ -73,6 +73,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	/* The first head is timed from accept; transparent's first bytes from their start. */
 	if (s->kind != KIND_TRANSPARENT)
 		session_head_begin(s);
+	if (session_fair_source(s) == -1)
+		return s;	/* refused and answered: the caller only counts */
 	if (s->kind == KIND_TRANSPARENT)
 		transparent_start(s);	/* may close s: the caller only counts */
 	else if (s->kind == KIND_INGRESS)

@@ -1,8 +1,9 @@
 /*
  * Unit test of the fair-share table: the token bucket's refill and burst,
  * the live-connection limit, one audit row per sandbox per second, entries
- * forgotten once they hold nothing, and the count staying exact when many
- * threads open and close at once.
+ * forgotten once they hold nothing, the share of source addresses whose
+ * connections have no sandbox yet, and the count staying exact when many
+ * threads open and close (and move from source to sandbox) at once.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "check.h"
 #include "core/fairshare.h"
+#include "core/netaddr.h"
 
 static void
 test_bucket(void)
@@ -209,6 +211,153 @@ test_no_leak(void)
 	fairshare_free(f);
 }
 
+/* One step of a source-share scenario; who is an address or a sandbox id. */
+enum src_op {
+	SRC_OPEN,	/* want: verdict; audit: the row flag, -1 any */
+	SRC_CLOSE,
+	SB_OPEN,
+	SB_CLOSE,
+	ENTRIES,	/* want: entries in the table */
+	SWEEP		/* want: entries removed */
+};
+
+struct src_step {
+	enum src_op	 op;
+	const char	*who;
+	uint64_t	 now;
+	int		 want;
+	int		 audit;
+};
+
+#define OPEN(a, t, v, r)	{ SRC_OPEN, a, t, v, r }
+#define CLOSE(a, t)		{ SRC_CLOSE, a, t, 0, -1 }
+
+/* max_conns 3, connections_per_second 2. */
+static const struct src_step src_steps[] = {
+	/* A source's connections with no sandbox yet: three, then refused. */
+	OPEN("127.0.0.2", 0, FAIR_OK, -1),
+	OPEN("127.0.0.2", 0, FAIR_OK, -1),
+	OPEN("127.0.0.2", 0, FAIR_OK, -1),
+	OPEN("127.0.0.2", 0, FAIR_OVER_CONNS, 1),
+	/* One row per source per second, the rest counted. */
+	OPEN("127.0.0.2", 10, FAIR_OVER_CONNS, 0),
+	/* The same source written as IPv4-mapped IPv6. */
+	OPEN("::ffff:127.0.0.2", 20, FAIR_OVER_CONNS, 0),
+	/* Another source is untouched: a sandbox told apart by its address. */
+	OPEN("127.0.0.3", 20, FAIR_OK, -1),
+	/* Sources took no tokens: a sandbox still has its burst of 2. */
+	{ SB_OPEN, "sb-a", 30, FAIR_OK, -1 },
+	{ SB_OPEN, "sb-a", 30, FAIR_OK, -1 },
+	{ SB_OPEN, "sb-a", 30, FAIR_OVER_RATE, 1 },
+	/* A source at its limit leaves the sandboxes' shares alone. */
+	{ SB_OPEN, "sb-b", 30, FAIR_OK, -1 },
+	/* Identified: closed as a source, room for another partial head. */
+	CLOSE("127.0.0.2", 40),
+	OPEN("127.0.0.2", 40, FAIR_OK, -1),
+	OPEN("127.0.0.2", 40, FAIR_OVER_CONNS, 0),
+	/* A second later the refusal gets its row again. */
+	OPEN("127.0.0.2", 1040, FAIR_OVER_CONNS, 1),
+	/* IPv6: one address, not its /64. */
+	OPEN("2001:db8::1", 50, FAIR_OK, -1),
+	OPEN("2001:db8::1", 50, FAIR_OK, -1),
+	OPEN("2001:db8::1", 50, FAIR_OK, -1),
+	OPEN("2001:db8::1", 50, FAIR_OVER_CONNS, 1),
+	OPEN("2001:db8::2", 50, FAIR_OK, -1),
+	/* 127.0.0.2, .3, 2001:db8::1, ::2, sb-a, sb-b */
+	{ ENTRIES, NULL, 50, 6, -1 },
+	/* A close too many, or of a source never seen, does not underflow. */
+	CLOSE("2001:db8::2", 60),
+	CLOSE("2001:db8::2", 60),
+	CLOSE("198.18.0.9", 60),
+	OPEN("2001:db8::2", 60, FAIR_OK, -1),
+	CLOSE("2001:db8::2", 60),
+	{ ENTRIES, NULL, 60, 5, -1 },
+	/* Everything closed: only what has a row or a bucket to refill stays. */
+	CLOSE("127.0.0.2", 2000),
+	CLOSE("127.0.0.2", 2000),
+	CLOSE("127.0.0.2", 2000),
+	CLOSE("127.0.0.3", 2000),
+	CLOSE("2001:db8::1", 2000),
+	CLOSE("2001:db8::1", 2000),
+	CLOSE("2001:db8::1", 2000),
+	{ SB_CLOSE, "sb-a", 2000, 0, -1 },
+	{ SB_CLOSE, "sb-a", 2000, 0, -1 },
+	{ SB_CLOSE, "sb-b", 2000, 0, -1 },
+	/* 127.0.0.2's row at 1040 is remembered for its second. */
+	{ ENTRIES, NULL, 2000, 1, -1 },
+	{ SWEEP, NULL, 2039, 0, -1 },
+	{ SWEEP, NULL, 2040, 1, -1 },
+	{ ENTRIES, NULL, 2040, 0, -1 },
+};
+
+static void
+addr_of(const char *s, struct netaddr *a)
+{
+	CHECK_MSG(netaddr_parse(s, strlen(s), a) == 0, "%s", s);
+}
+
+static void
+test_source_steps(void)
+{
+	struct fair_limits lim = { 3, 2, 0 };
+	struct fairshare *f = fairshare_new(&lim);
+	struct fair_refusal ref;
+	struct fair_stats st;
+	struct netaddr a;
+	size_t i;
+	int got;
+
+	for (i = 0; i < sizeof(src_steps) / sizeof(src_steps[0]); i++) {
+		const struct src_step *c = &src_steps[i];
+
+		got = -1;
+		memset(&ref, 0xa5, sizeof(ref));
+		switch (c->op) {
+		case SRC_OPEN:
+			addr_of(c->who, &a);
+			got = fairshare_src_open(f, &a, c->now, &ref);
+			break;
+		case SRC_CLOSE:
+			addr_of(c->who, &a);
+			fairshare_src_close(f, &a, c->now);
+			continue;
+		case SB_OPEN:
+			got = fairshare_conn_open(f, c->who, c->now, &ref);
+			break;
+		case SB_CLOSE:
+			fairshare_conn_close(f, c->who, c->now);
+			continue;
+		case ENTRIES:
+			fairshare_stats(f, &st);
+			got = (int)st.entries;
+			break;
+		case SWEEP:
+			got = (int)fairshare_sweep(f, c->now);
+			break;
+		}
+		CHECK_MSG(got == c->want, "step %zu (%s): %d, want %d", i,
+		    c->who ? c->who : "-", got, c->want);
+		if ((c->op == SRC_OPEN || c->op == SB_OPEN) && got == FAIR_OK)
+			CHECK_MSG(ref.audit == 0 && ref.suppressed == 0,
+			    "step %zu: admitted with a refusal filled in", i);
+		if (c->audit != -1)
+			CHECK_MSG(ref.audit == c->audit, "step %zu: audit %d, "
+			    "want %d", i, ref.audit, c->audit);
+	}
+	fairshare_free(f);
+
+	/* max_connections 0: no limit, nothing counted, nothing kept. */
+	lim.max_conns = 0;
+	f = fairshare_new(&lim);
+	addr_of("127.0.0.2", &a);
+	for (i = 0; i < 100; i++)
+		CHECK_INT(fairshare_src_open(f, &a, 0, &ref), FAIR_OK);
+	fairshare_src_close(f, &a, 0);
+	fairshare_stats(f, &st);
+	CHECK_INT(st.entries, 0);
+	fairshare_free(f);
+}
+
 #define THREADS		4
 #define ROUNDS		20000
 
@@ -223,6 +372,36 @@ hammer(void *arg)
 	for (i = 0; i < ROUNDS; i++)
 		if (fairshare_conn_open(f, ids[i % 3], 0, &ref) == FAIR_OK)
 			fairshare_conn_close(f, ids[i % 3], 0);
+	return NULL;
+}
+
+/* A connection's life: its source's until identified, then its sandbox's. */
+static void *
+hammer_move(void *arg)
+{
+	struct fairshare *f = arg;
+	struct fair_refusal ref;
+	const char *ids[] = { "a", "b", "c" };
+	struct netaddr src[3];
+	int i, k;
+
+	addr_of("127.0.0.2", &src[0]);
+	addr_of("127.0.0.3", &src[1]);
+	addr_of("::1", &src[2]);
+	for (i = 0; i < ROUNDS; i++) {
+		k = i % 3;
+		if (fairshare_src_open(f, &src[k], 0, &ref) != FAIR_OK)
+			continue;
+		if (i % 7 == 0) {	/* closed before its head was complete */
+			fairshare_src_close(f, &src[k], 0);
+			continue;
+		}
+		if (fairshare_conn_open(f, ids[k], 0, &ref) == FAIR_OK) {
+			fairshare_src_close(f, &src[k], 0);
+			fairshare_conn_close(f, ids[k], 0);
+		} else
+			fairshare_src_close(f, &src[k], 0);
+	}
 	return NULL;
 }
 
@@ -248,6 +427,16 @@ test_threads(void)
 	CHECK_INT(fairshare_conn_open(f, "a", 0, &ref), FAIR_OK);
 	CHECK_INT(fairshare_conn_open(f, "a", 0, &ref), FAIR_OVER_CONNS);
 	fairshare_free(f);
+
+	f = fairshare_new(&lim);
+	for (i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, hammer_move, f);
+	for (i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	fairshare_sweep(f, 1000);
+	fairshare_stats(f, &st);
+	CHECK_INT(st.entries, 0);
+	fairshare_free(f);
 }
 
 int
@@ -258,6 +447,7 @@ main(void)
 	test_rate_and_rows();
 	test_dns();
 	test_no_leak();
+	test_source_steps();
 	test_threads();
 	return check_summary();
 }

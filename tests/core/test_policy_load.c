@@ -405,6 +405,8 @@ static const struct err_case err_cases[] = {
 	    1, 5, 17, "write \"/caf%C3%A9\"" },
 	{ "path ambiguous", R "host: a.com\n        paths: [\"/a%2Fb\"]\n", 1,
 	    5, 17, "never matches" },
+	{ "path parameter", R "host: a.com\n        paths: [\"/a;jsessionid=*\"]\n",
+	    1, 5, 17, "never matches" },
 	{ "path bad escape", R "host: a.com\n        paths: [\"/a%zz\"]\n", 1,
 	    5, 17, "malformed escape" },
 	{ "path raw utf-8", R "host: a.com\n        paths: [\"/caf\xc3\xa9\"]\n",

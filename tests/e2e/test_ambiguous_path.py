@@ -214,8 +214,9 @@ class AmbiguousPathTest(unittest.TestCase):
         self.audit.check()
 
     def test_path_scoped_deny_still_denies_plain_forms(self):
+        # ("/admin;x/..." is ambiguous, not plain: test_path_params.py.)
         for tmpl in ("/admin/{m}", "/%61dmin/{m}", "/files/../admin/{m}",
-                     "//admin/{m}", "/admin;{m}/x", "/admin%3B{m}/x"):
+                     "//admin/{m}"):
             path, m = mark(tmpl)
             with self.subTest(path=path):
                 resp = self.absolute("guarded.test", path)

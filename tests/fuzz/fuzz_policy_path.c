@@ -1,8 +1,9 @@
 /*
  * libFuzzer target for the canonical path (core/policy_path.c), with
  * invariants that abort: an OK form is its own canonical form, holds no
- * dot segment, empty segment, encoded '/' or '\', raw '\' or control, and
- * is absolute when the input was; a path rule and a path glob agree with it.
+ * dot segment, empty segment, ';', encoded '/' or '\', raw '\' or
+ * control, and is absolute when the input was; a path rule and a path glob
+ * agree with it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,7 +70,8 @@ check_ok(const char *in, size_t len, const char *out, size_t olen)
 		abort();
 	if (has(out, olen, "/./") || has(out, olen, "/../") ||
 	    has(out, olen, "//") || has(out, olen, "%2F") ||
-	    has(out, olen, "%5C") || has(out, olen, "%00"))
+	    has(out, olen, "%5C") || has(out, olen, "%00") ||
+	    memchr(out, ';', olen) != NULL)
 		abort();
 	if ((olen >= 2 && memcmp(out + olen - 2, "/.", 2) == 0) ||
 	    (olen >= 3 && memcmp(out + olen - 3, "/..", 3) == 0) ||
