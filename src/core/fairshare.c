@@ -161,6 +161,8 @@ fairshare_new(const struct fair_limits *lim)
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return NULL;
 	f->lim = *lim;
+	if (f->lim.src_max_conns == 0)
+		f->lim.src_max_conns = f->lim.max_conns;
 	hash_key_new(f->key);
 	for (i = 0; i < FAIR_STRIPES; i++)
 		pthread_mutex_init(&f->stripes[i].mtx, NULL);
@@ -273,12 +275,15 @@ fair_open(struct fairshare *f, const struct fair_key *k, int take_token,
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;
+	uint32_t max;
 
 	pthread_mutex_lock(&st->mtx);
 	/* Out of memory: not counted, not refused. */
 	if ((e = fair_find(f, st, k, h, now_ms, 1)) == NULL)
 		goto out;
-	if (f->lim.max_conns != 0 && e->live >= f->lim.max_conns)
+	/* A sandbox's entry takes tokens; a source's has a share of its own. */
+	max = take_token ? f->lim.max_conns : f->lim.src_max_conns;
+	if (max != 0 && e->live >= max)
 		v = FAIR_OVER_CONNS;
 	else if (take_token &&
 	    !fair_bucket_take(&e->conn, f->lim.conn_rate, now_ms))
@@ -331,6 +336,12 @@ fairshare_conn_close(struct fairshare *f, const char *id, uint64_t now_ms)
 		fair_close(f, &k, now_ms);
 }
 
+uint32_t
+fairshare_src_limit(const struct fairshare *f)
+{
+	return f->lim.src_max_conns;
+}
+
 enum fair_verdict
 fairshare_src_open(struct fairshare *f, const struct netaddr *addr,
     uint64_t now_ms, struct fair_refusal *ref)
@@ -338,7 +349,7 @@ fairshare_src_open(struct fairshare *f, const struct netaddr *addr,
 	struct fair_key k;
 
 	memset(ref, 0, sizeof(*ref));
-	if (f->lim.max_conns == 0)
+	if (f->lim.src_max_conns == 0)
 		return FAIR_OK;		/* nothing to count: no lock */
 	fair_key_source(&k, addr);
 	return fair_open(f, &k, 0, now_ms, ref);
@@ -350,7 +361,7 @@ fairshare_src_close(struct fairshare *f, const struct netaddr *addr,
 {
 	struct fair_key k;
 
-	if (f->lim.max_conns == 0)
+	if (f->lim.src_max_conns == 0)
 		return;
 	fair_key_source(&k, addr);
 	fair_close(f, &k, now_ms);

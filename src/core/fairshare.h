@@ -33,6 +33,11 @@ struct fair_limits {
 	uint32_t	 max_conns;	/* live connections */
 	uint32_t	 conn_rate;	/* new connections per second */
 	uint32_t	 dns_rate;	/* DNS queries per second */
+	/*
+	 * Live connections of one source address whose sandbox is not known
+	 * yet; 0: the same as max_conns.
+	 */
+	uint32_t	 src_max_conns;
 };
 
 enum fair_verdict {
@@ -59,6 +64,8 @@ struct fair_stats {
 
 struct fairshare;
 struct fairshare *fairshare_new(const struct fair_limits *);
+/* The share of one source whose sandbox is not known yet (0: none). */
+uint32_t	 fairshare_src_limit(const struct fairshare *);
 void		 fairshare_free(struct fairshare *);
 /*
  * A connection of sandbox starts: counted (FAIR_OK, and then exactly one

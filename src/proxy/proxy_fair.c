@@ -44,8 +44,9 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	if (!s->has_ident)
 		snprintf(detail, sizeof(detail), "source %s has %u connections "
 		    "open whose sandbox is not known yet (limits.per_sandbox."
-		    "max_connections)", netaddr_ntop(&s->client_addr, abuf,
-		    sizeof(abuf)), cfg->sandbox_max_connections);
+		    "max_connections, at most half of limits.max_connections)",
+		    netaddr_ntop(&s->client_addr, abuf, sizeof(abuf)),
+		    fairshare_src_limit(s->p->fair));
 	else if (v == FAIR_OVER_CONNS)
 		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
 		    "open (limits.per_sandbox.max_connections)",

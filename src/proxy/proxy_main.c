@@ -328,8 +328,18 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	if ((p->addrmem = addrmem_new(100000)) == NULL)
 		goto fail;
 	{
+		/*
+		 * A source whose sandbox is not known yet holds at most half
+		 * of max_connections (docs/config.md): partial heads of one
+		 * cannot fill the gateway for the others.
+		 */
+		uint32_t half = cfg->max_connections / 2 > 0 ?
+		    cfg->max_connections / 2 : 1;
 		struct fair_limits fl = { cfg->sandbox_max_connections,
-		    cfg->sandbox_conn_rate, cfg->sandbox_dns_rate };
+		    cfg->sandbox_conn_rate, cfg->sandbox_dns_rate,
+		    cfg->sandbox_max_connections != 0 &&
+		    cfg->sandbox_max_connections < half ?
+		    cfg->sandbox_max_connections : half };
 
 		if ((p->fair = fairshare_new(&fl)) == NULL)
 			goto fail;

@@ -48,7 +48,7 @@ test_bucket(void)
 static void
 test_max_conns(void)
 {
-	struct fair_limits lim = { 3, 0, 0 };
+	struct fair_limits lim = { 3, 0, 0, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	struct fair_stats st;
@@ -86,7 +86,7 @@ test_max_conns(void)
 static void
 test_rate_and_rows(void)
 {
-	struct fair_limits lim = { 0, 5, 0 };
+	struct fair_limits lim = { 0, 5, 0, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	struct fair_stats st;
@@ -139,7 +139,7 @@ test_rate_and_rows(void)
 static void
 test_dns(void)
 {
-	struct fair_limits lim = { 1, 1, 3 };
+	struct fair_limits lim = { 1, 1, 3, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	int i, ok = 0, rows = 0;
@@ -174,7 +174,7 @@ test_dns(void)
 static void
 test_no_leak(void)
 {
-	struct fair_limits lim = { 10, 100, 100 };
+	struct fair_limits lim = { 10, 100, 100, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	struct fair_stats st;
@@ -299,7 +299,7 @@ addr_of(const char *s, struct netaddr *a)
 static void
 test_source_steps(void)
 {
-	struct fair_limits lim = { 3, 2, 0 };
+	struct fair_limits lim = { 3, 2, 0, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	struct fair_stats st;
@@ -356,6 +356,31 @@ test_source_steps(void)
 	fairshare_stats(f, &st);
 	CHECK_INT(st.entries, 0);
 	fairshare_free(f);
+
+	/*
+	 * A source's own share (half of max_connections when the sandbox
+	 * share is larger): 2 before identity, the sandbox's 3 after.
+	 */
+	lim.max_conns = 3;
+	lim.conn_rate = 0;
+	lim.src_max_conns = 2;
+	f = fairshare_new(&lim);
+	CHECK_INT(fairshare_src_limit(f), 2);
+	addr_of("127.0.0.2", &a);
+	CHECK_INT(fairshare_src_open(f, &a, 0, &ref), FAIR_OK);
+	CHECK_INT(fairshare_src_open(f, &a, 0, &ref), FAIR_OK);
+	CHECK_INT(fairshare_src_open(f, &a, 0, &ref), FAIR_OVER_CONNS);
+	for (i = 0; i < 3; i++)
+		CHECK_INT(fairshare_conn_open(f, "sb-a", 0, &ref), FAIR_OK);
+	CHECK_INT(fairshare_conn_open(f, "sb-a", 0, &ref), FAIR_OVER_CONNS);
+	fairshare_src_close(f, &a, 0);
+	CHECK_INT(fairshare_src_open(f, &a, 0, &ref), FAIR_OK);
+	fairshare_free(f);
+	/* Unset, it is the sandbox's figure. */
+	lim.src_max_conns = 0;
+	f = fairshare_new(&lim);
+	CHECK_INT(fairshare_src_limit(f), 3);
+	fairshare_free(f);
 }
 
 #define THREADS		4
@@ -408,7 +433,7 @@ hammer_move(void *arg)
 static void
 test_threads(void)
 {
-	struct fair_limits lim = { 2, 0, 0 };
+	struct fair_limits lim = { 2, 0, 0, 0 };
 	struct fairshare *f = fairshare_new(&lim);
 	struct fair_refusal ref;
 	struct fair_stats st;
