@@ -659,7 +659,7 @@ origin_head(struct session *s)
 			continue;
 		}
 		if (r.status == 101 && !f->upgrade) {
-			session_deny(s, 502, REASON_UPSTREAM_ERROR,
+			session_deny(s, 502, REASON_UPGRADE_REFUSED,
 			    "the origin switched protocols unasked");
 			return -1;
 		}
