@@ -56,6 +56,8 @@ policies:
     deny:
       - host: ok.test
         paths: ["/denied*"]
+      - host: tls.test
+        paths: ["/denied*"]
     allow_private: [{origin}/32]
     credentials: [rows-key]
 credentials:
@@ -189,6 +191,29 @@ class PipelinedRowsTest(unittest.TestCase):
                                  (403, "rows:deny[0]", "/denied-%d" % len(name),
                                   "policy-deny"), rows[0])
         self.assertFalse(self.plain.saw_path("/denied"))
+
+    def test_after_denied_intercepted_tunnel(self):
+        host = "tls.test:%d" % self.tls.port
+        for name, bad in MALFORMED.items():
+            with self.subTest(malformed=name):
+                c = self.conn("tls.test")
+                path = "/denied-tls-%d" % len(name)
+                c.send("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host) +
+                       bad.format(host=host))
+                r = c.read_response()
+                self.assertEqual((r.status, r.header("X-Sandgate-Reason")),
+                                 (403, "policy-deny"), r)
+                try:
+                    rest = c.read_to_eof()
+                except (OSError, ssl.SSLError):
+                    rest = b""
+                self.assertEqual(rest, b"")
+                rows = self.rows_of(c, 1)
+                self.assertEqual(len(rows), 1, rows)
+                self.assertEqual((rows[0]["status"], rows[0]["rule"],
+                                  rows[0]["path"], rows[0]["method"]),
+                                 (403, "rows:deny[1]", path, "GET"), rows[0])
+        self.assertFalse(self.tls.saw_path("/denied"))
 
     def tunnel_case(self, tunnel, rule, auth):
         host = "%s:%d" % (tunnel, self.tls.port)

@@ -235,6 +235,9 @@ policies:
       - host: raw-tls.test
         ports: [{tls}]
         tls: intercept
+      - host: paths.test
+        ports: [{plain}]
+        paths: ["/h2c*", "/no-upgrade*", "/ws*", "/mixed*"]
     deny:
       - host: insp.test
         paths: ["/admin*"]
@@ -242,6 +245,10 @@ policies:
         paths: ["/admin*"]
     allow_private: [{origin}/32]
 """
+
+RULES = {"insp.test": "up:allow[0]", "raw.test": "up:allow[1]",
+         "insp-tls.test": "up:allow[2]", "raw-tls.test": "up:allow[3]",
+         "paths.test": "up:allow[4]"}
 
 # (name, the request's Upgrade, path, the status the client gets)
 REFUSED = [
@@ -270,7 +277,8 @@ class UpgradeDecisionTest(unittest.TestCase):
         cls.tls = AttackerOrigin(sctx)
         cls.addClassCleanup(cls.tls.stop)
         cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in (
-            "insp.test", "raw.test", "insp-tls.test", "raw-tls.test")])
+            "insp.test", "raw.test", "insp-tls.test", "raw-tls.test",
+            "paths.test")])
         cls.addClassCleanup(cls.dns.stop)
         cls.gw = T.Gateway(d, cls.dns, {"up.yaml": POLICY.format(
             plain=cls.plain.port, tls=cls.tls.port, origin=ORIGIN_HOST)},
@@ -354,10 +362,7 @@ class UpgradeDecisionTest(unittest.TestCase):
         self.assertEqual((row["decision"], row["status"], row["host"],
                           row["method"], row["sandbox"]),
                          ("deny", status, host, "GET", "box-up"), row)
-        rule = "up:allow[2]" if tls else "up:allow[0]"
-        if host.startswith("raw-tls"):
-            rule = "up:allow[3]"
-        self.assertEqual(row["rule"], rule, row)
+        self.assertEqual(row["rule"], RULES[host], row)
         # No row says an upgrade to it was allowed.
         self.assertFalse(self.gw.audit_rows(path=path, status=101), name)
         rec = origin.conn_for(path.encode())
@@ -381,16 +386,25 @@ class UpgradeDecisionTest(unittest.TestCase):
     def test_refused_upgrades_absolute_form(self):
         self.cases("insp.test", False)
 
+    def test_refused_upgrades_paths_rule(self):
+        # A rule with paths alone (/admin is outside them).
+        self.cases("paths.test", False)
+
     def test_refused_upgrades_intercepted_tunnel(self):
         self.cases("insp-tls.test", True)
 
     def test_denied_path_is_denied_without_upgrade(self):
-        # What the tests above try to reach is really denied here.
-        c, origin, prefix = self.open("insp.test", False)
-        r = c.request(self.req(prefix, "insp.test", origin.port, "/admin/x"))
-        self.assertEqual(r.status, 403, r)
-        self.assertEqual(r.header("X-Sandgate-Reason"), "policy-deny")
-        self.assertNotIn(b"/admin/x", origin.received())
+        # What the tests above try to reach is really denied there.
+        for host, tls in (("insp.test", False), ("paths.test", False),
+                          ("insp-tls.test", True)):
+            with self.subTest(host=host):
+                c, origin, prefix = self.open(host, tls)
+                r = c.request(self.req(prefix, host, origin.port,
+                                       "/admin/x-" + host))
+                self.assertEqual(r.status, 403, r)
+                self.assertEqual(r.header("X-Sandgate-Reason"), "policy-deny")
+                self.assertNotIn(("/admin/x-" + host).encode(),
+                                 origin.received())
 
     def test_intercepted_rule_without_paths_frames_or_refuses(self):
         # Interception is for inspection: no raw bytes after a 101 either.
