@@ -4,10 +4,11 @@ Upgrades keep the decision (issue 22, acceptance 4). On a rule with methods
 or paths (here: GET only, and a deny rule naming /admin*), an origin that
 answers an upgrade with a 101 for anything but the WebSocket the request
 asked for -- h2c, no Upgrade at all, h2c to "websocket", H2C to
-"WebSocket" -- must not turn the connection into a raw byte relay: the
-client gets 502 upgrade-refused, the row says so and the origin connection
-is closed. A request offering "websocket, h2c" there is refused before it
-leaves (403 upgrade-refused). After each, the client tries GET /admin/...
+"WebSocket", websocket and h2c in two fields -- must not turn the
+connection into a raw byte relay: the client gets 502 upgrade-refused, the
+row says so and the origin connection is closed. A request offering
+"websocket, h2c" (or two Upgrade fields) there is refused before it leaves
+(403 upgrade-refused). After each, the client tries GET /admin/...
 on the same connection, once after reading the answer and once pipelined
 behind the upgrade; the origin (a raw-socket attacker's origin that
 answers any HTTP it gets, also after its 101) must never see /admin. The
@@ -73,6 +74,7 @@ ANSWERS = {
     "/no-upgrade": "",
     "/ws-h2c": "Upgrade: h2c\r\n",
     "/mixed-h2c": "Upgrade: H2C\r\n",
+    "/dup-101": "Upgrade: websocket\r\nUpgrade: h2c\r\n",
     "/ws": "Upgrade: {echo}\r\nSec-WebSocket-Accept: {accept}\r\n",
     "/proto": "Upgrade: {echo}\r\n",
 }
@@ -237,7 +239,7 @@ policies:
         tls: intercept
       - host: paths.test
         ports: [{plain}]
-        paths: ["/h2c*", "/no-upgrade*", "/ws*", "/mixed*"]
+        paths: ["/h2c*", "/no-upgrade*", "/ws*", "/mixed*", "/dup*"]
     deny:
       - host: insp.test
         paths: ["/admin*"]
@@ -257,6 +259,9 @@ REFUSED = [
     ("websocket, h2c offered", "websocket, h2c", "/ws-h2c-offer", 403),
     ("mixed case answered H2C", "WebSocket", "/mixed-h2c", 502),
     ("websocket answered h2c", "websocket", "/ws-h2c", 502),
+    ("101 with two Upgrade fields", "websocket", "/dup-101", 502),
+    ("two Upgrade fields offered", "websocket\r\nUpgrade: h2c",
+     "/ws-dup-offer", 403),
 ]
 
 
