@@ -202,7 +202,7 @@ struct cred_body_tail {
 
 /* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
 struct forward {
-	int			 request;	/* a request head came: rows are the request's */
+	int			 request;	/* a head came: the row is a request's */
 	int			 req_done;
 	int			 resp_done;
 	int			 resp_head_done;

@@ -125,7 +125,8 @@ ws_scrub_setup(struct session *s)
 /*
  * After a 101 the gateway relays bytes it does not read only where the
  * decision needs no request seen: no methods or paths (nor a deny rule
- * that names a path), no credential bound to the host, no interception.
+ * that could apply to a request), no credential bound to the host, no
+ * interception.
  * Ingress reaches a sandbox's own published port, which no rule reads.
  */
 static int
@@ -149,13 +150,25 @@ ws_upgrade_field(const struct http_header *hv, size_t n)
 	return u;
 }
 
-/* Exactly the token "websocket" (RFC 9110 §7.8: compared case-insensitively). */
+/* Exactly the token "websocket" (RFC 9110 §7.8: any case). */
 static int
 ws_upgrade_exact(const struct http_header *hv, size_t n)
 {
 	const struct http_header *u = ws_upgrade_field(hv, n);
 
 	return u != NULL && ws_upgrade_names(u, 1);
+}
+
+/* Why an offer other than exactly "websocket" cannot pass here. */
+static const char *
+ws_refusal(const struct session *s)
+{
+	if (s->verdict.inspect)
+		return "the rule limits methods or paths: only Upgrade: "
+		    "websocket may pass";
+	if (s->fwd.plan.n_bound > 0)
+		return "only Upgrade: websocket may reach a credential's host";
+	return "an intercepted connection: only Upgrade: websocket may pass";
 }
 
 int
@@ -184,11 +197,7 @@ ws_request_check(struct session *s, const struct http_request *req)
 	 */
 	if (!ws_raw_allowed(s) && !ws_upgrade_exact(req->headers,
 	    req->n_headers)) {
-		session_deny(s, 403, REASON_UPGRADE_REFUSED, s->verdict.inspect ?
-		    "the rule limits methods or paths: only Upgrade: websocket "
-		    "may pass" : s->fwd.plan.n_bound > 0 ? "only Upgrade: "
-		    "websocket may reach a credential's host" : "an intercepted "
-		    "connection: only Upgrade: websocket may pass");
+		session_deny(s, 403, REASON_UPGRADE_REFUSED, ws_refusal(s));
 		return -1;
 	}
 	if (u == NULL || !ws_upgrade_names(u, 0))
@@ -212,7 +221,7 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
 			ws_relay_free(s);
 			return 0;	/* another protocol, relayed as bytes */
 		}
-		/* Refused before the 101 reaches the client; the origin goes. */
+		/* Refused before the 101 reaches the client; origin closed. */
 		session_deny(s, 502, REASON_UPGRADE_REFUSED, "the origin "
 		    "switched to something other than the WebSocket asked for");
 		return -1;
