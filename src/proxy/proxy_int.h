@@ -540,6 +540,8 @@ struct ws_relay;
 int		 ws_request_check(struct session *, const struct http_request *);
 /* The origin's 101: 1 a WebSocket relay, 0 bytes (relay_start), -1 refused. */
 int		 ws_upgrade_check(struct session *, const struct http_response *);
+/* Refuse the origin's 101: 502 upgrade-refused, decision error; closes. */
+void		 ws_upgrade_refuse(struct session *, const char *detail);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
 

@@ -209,6 +209,19 @@ ws_request_check(struct session *s, const struct http_request *req)
 	return 0;
 }
 
+/*
+ * The request went out, its answer is refused: decision error (as for an
+ * origin's broken answer), the 101 never reaches the client, and the
+ * origin connection closes with the session.
+ */
+void
+ws_upgrade_refuse(struct session *s, const char *detail)
+{
+	session_log(s, "error", 502, REASON_UPGRADE_REFUSED, s->fwd.bytes_up,
+	    s->fwd.bytes_down, &s->fwd.started);
+	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
+}
+
 int
 ws_upgrade_check(struct session *s, const struct http_response *r)
 {
@@ -221,9 +234,8 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
 			ws_relay_free(s);
 			return 0;	/* another protocol, relayed as bytes */
 		}
-		/* Refused before the 101 reaches the client; origin closed. */
-		session_deny(s, 502, REASON_UPGRADE_REFUSED, "the origin "
-		    "switched to something other than the WebSocket asked for");
+		ws_upgrade_refuse(s, "the origin switched to something "
+		    "other than the WebSocket asked for");
 		return -1;
 	}
 	/* None was offered: compressed frames would hide from both checks. */

@@ -6,7 +6,8 @@ answers an upgrade with a 101 for anything but the WebSocket the request
 asked for -- h2c, no Upgrade at all, h2c to "websocket", H2C to
 "WebSocket", websocket and h2c in two fields -- must not turn the
 connection into a raw byte relay: the client gets 502 upgrade-refused, the
-row says so and the origin connection is closed. A request offering
+row says so (decision error: the request had gone out) and the origin
+connection is closed. A request offering
 "websocket, h2c" (or two Upgrade fields) there is refused before it leaves
 (403 upgrade-refused). After each, the client tries GET /admin/...
 on the same connection, once after reading the answer and once pipelined
@@ -364,9 +365,12 @@ class UpgradeDecisionTest(unittest.TestCase):
         kind = "connect" if tls else "http"
         row = self.row(lambda x: x["path"] == path, reason="upgrade-refused",
                        kind=kind)
+        # A refused offer never left (deny); a refused 101 answered a
+        # request that had (error, as for an origin's broken answer).
         self.assertEqual((row["decision"], row["status"], row["host"],
                           row["method"], row["sandbox"]),
-                         ("deny", status, host, "GET", "box-up"), row)
+                         ("deny" if status == 403 else "error", status, host,
+                          "GET", "box-up"), row)
         self.assertEqual(row["rule"], RULES[host], row)
         # No row says an upgrade to it was allowed.
         self.assertFalse(self.gw.audit_rows(path=path, status=101), name)
