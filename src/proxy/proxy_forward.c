@@ -659,8 +659,8 @@ origin_head(struct session *s)
 			continue;
 		}
 		if (r.status == 101 && !f->upgrade) {
-			session_deny(s, 502, REASON_UPSTREAM_ERROR,
-			    "the origin switched protocols unasked");
+			ws_upgrade_refuse(s, "the origin switched protocols "
+			    "unasked");
 			return -1;
 		}
 		if (r.status == 101 && (ws = ws_upgrade_check(s, &r)) == -1)

@@ -566,6 +566,7 @@ handle_head(struct session *s)
 	}
 	forward_reset(s);
 	request_reset(s);
+	s->fwd.request = 1;
 	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
 	if (n > 0 && s->intercepted)

@@ -203,6 +203,7 @@ struct cred_body_tail {
 
 /* One request forwarded to the origin (absolute form, or HTTP inside a tunnel). */
 struct forward {
+	int			 request;	/* a head came: the row is a request's */
 	int			 req_done;
 	int			 resp_done;
 	int			 resp_head_done;
@@ -549,6 +550,8 @@ struct ws_relay;
 int		 ws_request_check(struct session *, const struct http_request *);
 /* The origin's 101: 1 a WebSocket relay, 0 bytes (relay_start), -1 refused. */
 int		 ws_upgrade_check(struct session *, const struct http_response *);
+/* Refuse the origin's 101: 502 upgrade-refused, decision error; closes. */
+void		 ws_upgrade_refuse(struct session *, const char *detail);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
 

@@ -449,6 +449,21 @@ kind_name(const struct session *s)
 	    s->kind == KIND_INGRESS ? "ingress" : "http";
 }
 
+/*
+ * The row's method: a request's own (none when its head did not parse);
+ * "CONNECT" only for a tunnel's row, never for a request inside one.
+ */
+static const char *
+session_method(const struct session *s)
+{
+	if (SESSION_IS_HTTP(s) && s->fwd.method[0])
+		return s->fwd.method;
+	if (s->kind == KIND_HTTP || s->kind == KIND_INGRESS ||
+	    (s->tunnel_http && s->fwd.request))
+		return NULL;
+	return "CONNECT";
+}
+
 static void
 session_audit(struct session *s, const char *decision, int status,
     enum sg_reason reason, uint64_t up, uint64_t down, long long ms,
@@ -472,8 +487,7 @@ session_audit(struct session *s, const char *decision, int status,
 		ev.country = geo.country[0] ? geo.country : NULL;
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
-	ev.method = http && s->fwd.method[0] ? s->fwd.method :
-	    s->kind != KIND_HTTP && s->kind != KIND_INGRESS ? "CONNECT" : NULL;
+	ev.method = session_method(s);
 	ev.path = http && s->fwd.path != NULL && s->fwd.path[0] ?
 	    s->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
@@ -529,8 +543,7 @@ session_log(struct session *s, const char *decision, int status,
 	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",
 	    s->client_str, s->target.host[0] ? s->target.host : "-",
 	    s->target.port, ip,
-	    SESSION_IS_HTTP(s) && s->fwd.method[0] ?
-	    s->fwd.method : (s->kind == KIND_CONNECT ? "CONNECT" : "-"),
+	    session_method(s) != NULL ? session_method(s) : "-",
 	    path, status, s->verdict.rule[0] ? s->verdict.rule : "-",
 	    reason ? reason_word(reason) : "-", (unsigned long long)up,
 	    (unsigned long long)down, ms);

@@ -122,6 +122,55 @@ ws_scrub_setup(struct session *s)
 	return 0;
 }
 
+/*
+ * After a 101 the gateway relays bytes it does not read only where the
+ * decision needs no request seen: no methods or paths (nor a deny rule
+ * that could apply to a request), no credential bound to the host, no
+ * interception.
+ * Ingress reaches a sandbox's own published port, which no rule reads.
+ */
+static int
+ws_raw_allowed(const struct session *s)
+{
+	if (s->kind == KIND_INGRESS)
+		return 1;
+	return !s->verdict.inspect && s->fwd.plan.n_bound == 0 &&
+	    !s->intercepted;
+}
+
+/* The head's one Upgrade field line; NULL when it has none or several. */
+static const struct http_header *
+ws_upgrade_field(const struct http_header *hv, size_t n)
+{
+	const struct http_header *u = http_header_find(hv, n, "Upgrade");
+
+	if (u == NULL || http_header_find(u + 1, n - (size_t)(u - hv) - 1,
+	    "Upgrade") != NULL)
+		return NULL;
+	return u;
+}
+
+/* Exactly the token "websocket" (RFC 9110 §7.8: any case). */
+static int
+ws_upgrade_exact(const struct http_header *hv, size_t n)
+{
+	const struct http_header *u = ws_upgrade_field(hv, n);
+
+	return u != NULL && ws_upgrade_names(u, 1);
+}
+
+/* Why an offer other than exactly "websocket" cannot pass here. */
+static const char *
+ws_refusal(const struct session *s)
+{
+	if (s->verdict.inspect)
+		return "the rule limits methods or paths: only Upgrade: "
+		    "websocket may pass";
+	if (s->fwd.plan.n_bound > 0)
+		return "only Upgrade: websocket may reach a credential's host";
+	return "an intercepted connection: only Upgrade: websocket may pass";
+}
+
 int
 ws_request_check(struct session *s, const struct http_request *req)
 {
@@ -141,16 +190,14 @@ ws_request_check(struct session *s, const struct http_request *req)
 		s->fwd.drop_upgrade = 1;
 		return 0;
 	}
-	/* A relay the gateway cannot read would skip methods and paths. */
-	if (s->verdict.inspect && (u == NULL || !ws_upgrade_names(u, 0))) {
-		session_deny(s, 403, REASON_UPGRADE_REFUSED, "the rule limits "
-		    "methods or paths: only a WebSocket upgrade may pass");
-		return -1;
-	}
-	/* Only frames the gateway can read may carry a swapped secret's answers. */
-	if (s->fwd.plan.n_bound > 0 && (u == NULL || !ws_upgrade_names(u, 1))) {
-		session_deny(s, 403, REASON_UPGRADE_REFUSED,
-		    "only a WebSocket upgrade may reach a credential's host");
+	/*
+	 * Where bytes may not pass unread, the one upgrade the gateway can
+	 * follow is a WebSocket, offered alone: "websocket, h2c" would leave
+	 * the origin free to pick the other.
+	 */
+	if (!ws_raw_allowed(s) && !ws_upgrade_exact(req->headers,
+	    req->n_headers)) {
+		session_deny(s, 403, REASON_UPGRADE_REFUSED, ws_refusal(s));
 		return -1;
 	}
 	if (u == NULL || !ws_upgrade_names(u, 0))
@@ -162,19 +209,33 @@ ws_request_check(struct session *s, const struct http_request *req)
 	return 0;
 }
 
+/*
+ * The request went out, its answer is refused: decision error (as for an
+ * origin's broken answer), the 101 never reaches the client, and the
+ * origin connection closes with the session.
+ */
+void
+ws_upgrade_refuse(struct session *s, const char *detail)
+{
+	session_log(s, "error", 502, REASON_UPGRADE_REFUSED, s->fwd.bytes_up,
+	    s->fwd.bytes_down, &s->fwd.started);
+	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
+}
+
 int
 ws_upgrade_check(struct session *s, const struct http_response *r)
 {
-	const struct http_header *u;
 	int ws;
 
-	u = http_header_find(r->headers, r->n_headers, "Upgrade");
-	ws = s->ws != NULL && u != NULL && ws_upgrade_names(u, 1);
+	/* s->ws: the request offered websocket (alone, where it must). */
+	ws = s->ws != NULL && ws_upgrade_exact(r->headers, r->n_headers);
 	if (!ws) {
-		if (s->fwd.plan.n_bound == 0)
+		if (ws_raw_allowed(s)) {
+			ws_relay_free(s);
 			return 0;	/* another protocol, relayed as bytes */
-		session_deny(s, 502, REASON_UPSTREAM_ERROR, "a credential's "
-		    "host switched to a protocol other than WebSocket");
+		}
+		ws_upgrade_refuse(s, "the origin switched to something "
+		    "other than the WebSocket asked for");
 		return -1;
 	}
 	/* None was offered: compressed frames would hide from both checks. */

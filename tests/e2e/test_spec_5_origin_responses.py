@@ -155,7 +155,10 @@ class OriginResponsesTest(unittest.TestCase):
             with self.subTest(path=path):
                 out = self.exchange(path)
                 self.assertTrue(out.startswith(b"HTTP/1.1 502 "), out[:300])
-                self.assertRegex(out, rb"X-Sandgate-Reason: upstream-(error|"
+                # A 101 nobody asked for is an upgrade refused.
+                self.assertRegex(out, rb"X-Sandgate-Reason: upgrade-refused"
+                                 rb"\r\n" if path == "/h101" else
+                                 rb"X-Sandgate-Reason: upstream-(error|"
                                  rb"encoding)\r\n")
                 self.assertNotIn(b"X-Smuggled", out)
                 self.assertNotIn(b"EVIL!", out)
@@ -164,6 +167,9 @@ class OriginResponsesTest(unittest.TestCase):
         time.sleep(0.2)
         self.assertEqual(self.origin.saw("-after-"), [])
         rows = self.gw.wait_audit(reason="upstream-error", status=502)
+        self.assertTrue(rows)
+        rows = self.gw.wait_audit(reason="upgrade-refused", status=502,
+                                  path="/h101")
         self.assertTrue(rows)
 
     def test_bodyless_answers_carry_no_second_response(self):

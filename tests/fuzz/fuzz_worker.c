@@ -5,8 +5,9 @@
  * After every input it checks the promises, not only for crashes:
  *
  *   - every complete request an origin received matches one audit row (each
- *     row used once) with decision allow (or error with an upstream-* reason:
- *     an allowed request whose answer failed), for that origin's host and
+ *     row used once) with decision allow (or error with an upstream-* reason
+ *     or upgrade-refused: an allowed request whose answer failed or was
+ *     refused), for that origin's host and
  *     port, with the same method and target (secret mapped back to its
  *     placeholder) and, for allow rows, as many body bytes as the row's
  *     bytes_up (the framing the gateway decided on is the one it wrote);
@@ -1196,7 +1197,8 @@ row_matches(const struct fz_row *r, const struct fz_req *q,
 	    strcmp(r->path, q->target) != 0)
 		return 0;
 	if (strcmp(r->decision, "error") == 0)
-		return strncmp(r->reason, "upstream-", 9) == 0;
+		return strncmp(r->reason, "upstream-", 9) == 0 ||
+		    strcmp(r->reason, "upgrade-refused") == 0;
 	if (strcmp(r->decision, "allow") != 0 || strcmp(r->ip, o->ip) != 0)
 		return 0;
 	if (r->status != 101 && r->bytes_up != (int64_t)q->body_raw)
