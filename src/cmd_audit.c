@@ -237,7 +237,7 @@ bad_time:
 }
 
 /*
- * The database path: --db, else audit.db of the config (SPEC §2 order);
+ * The database path: --db, else audit.db of the config (order of sandgate(8));
  * with pubkey, the same for --pubkey and audit.public_key.
  */
 static int

@@ -1,6 +1,6 @@
 /*
- * `sandgate sandbox run|create|exec|ls|rm|logs` (SPEC §9): the command line
- * of the launcher. The mechanisms (network, rules, bundle, runtime, state)
+ * `sandgate sandbox run|create|exec|ls|rm|logs` (docs/sandbox.md): the command
+ * line of the launcher. The mechanisms (network, rules, bundle, runtime, state)
  * are in src/sandbox/; this file parses, prints and detaches.
  */
 #include <errno.h>

@@ -53,7 +53,10 @@ struct cmd_args {
 void		 cmd_args_init(struct cmd_args *, int argc, char *argv[]);
 const char	*cmd_args_next(struct cmd_args *, const char *with_value,
 		    const char **val);
-/* Load config (with the SPEC §2 search order) and policy, printing diagnostics. */
+/*
+ * Load config (with the search order of sandgate(8)) and policy, printing
+ * diagnostics.
+ */
 struct config;
 struct policy;
 int		 cmd_load(const char *cfg_path, struct config **, struct policy **);

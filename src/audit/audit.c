@@ -1,8 +1,8 @@
 /*
- * The audit writer (SPEC §8): producers copy rows into a bounded ring; one
- * thread owns the SQLite connection, creates or migrates the schema, batches
- * rows into WAL transactions, extends the hash chain, has the chain head
- * signed into checkpoint rows and applies retention. When a transaction
+ * The audit writer (docs/audit.md): producers copy rows into a bounded ring;
+ * one thread owns the SQLite connection, creates or migrates the schema,
+ * batches rows into WAL transactions, extends the hash chain, has the chain
+ * head signed into checkpoint rows and applies retention. When a transaction
  * fails it keeps the rows, retries, and publishes "unavailable" until one
  * succeeds (audit.on_failure).
  */

@@ -1,5 +1,5 @@
 /*
- * The audit log (SPEC §8): event loops hand rows to one writer thread
+ * The audit log (docs/audit.md): event loops hand rows to one writer thread
  * through a bounded queue; the writer batches them into SQLite (WAL) with a
  * SHA-256 hash chain, and signs the chain's head in checkpoint rows through
  * a signer that holds the key. No event-loop thread ever touches SQLite.

@@ -1,5 +1,5 @@
 /*
- * The read side of the audit log (SPEC §8) and the row encoding it shares
+ * The read side of the audit log (docs/audit.md) and the row encoding it shares
  * with the writer: columns, the hash chain's canonical encoding, timestamps,
  * filters turned into SQL with bound parameters, output formats, the text
  * of the retention and checkpoint rows, verify.

@@ -1,9 +1,9 @@
 /*
- * The fleet store (audit.ship, SPEC §3 and §2): one PostgreSQL table,
- * sandgate.events, into which every gateway of a fleet copies its audit
- * rows keyed by (gateway, id). The shipper thread copies them in id order
- * from audit.db, which stays the durable record; the read side queries
- * every gateway's rows and verifies each gateway's chain there.
+ * The fleet store (audit.ship, docs/fleet.md and sandgate(8)): one PostgreSQL
+ * table, sandgate.events, into which every gateway of a fleet copies its audit
+ * rows keyed by (gateway, id). The shipper thread copies them in id order from
+ * audit.db, which stays the durable record; the read side queries every
+ * gateway's rows and verifies each gateway's chain there.
  */
 #ifndef SG_AUDIT_STORE_H
 #define SG_AUDIT_STORE_H

@@ -1,5 +1,5 @@
 /*
- * Loads sandgate.yaml (SPEC §3) into a struct config: built-in defaults,
+ * Loads sandgate.yaml (docs/config.md) into a struct config: built-in defaults,
  * every key type-checked, relative paths resolved against the file's
  * directory, every error reported as FILE:LINE:COL. Also the value parsers
  * (durations, host:port) that the policy loader and the CLI share.
@@ -971,11 +971,11 @@ cf_limits(struct cload *l, const struct ynode *n)
 }
 
 /*
- * workers: auto is one loop per online CPU (SPEC). Measured on two cores
- * (docs/benchmarks.md, "one event loop or two"): on a quiet machine two
+ * workers: auto is one loop per online CPU (docs/config.md). Measured on two
+ * cores (docs/benchmarks.md, "one event loop or two"): on a quiet machine two
  * loops serve 23-37 % more requests per second than one in the request
- * scenarios and as much in the relay ones; on a machine busy with other
- * work the two were level.
+ * scenarios and as much in the relay ones; on a machine busy with other work
+ * the two were level.
  */
 int
 config_auto_workers(long ncpu)
@@ -1091,7 +1091,7 @@ cf_top(struct cload *l, const struct ynode *root)
 	}
 }
 
-/* SPEC §3's defaults; paths as written, resolved by the caller. */
+/* docs/config.md's defaults; paths as written, resolved by the caller. */
 static int
 cf_defaults(struct cload *l)
 {

@@ -1,7 +1,8 @@
 /*
- * The gateway's configuration (sandgate.yaml, SPEC §3): a plain value built
- * once by config_load() and never changed afterwards; a reload builds a new
- * one. Paths in it are already resolved against the config file's directory.
+ * The gateway's configuration (sandgate.yaml, docs/config.md): a plain value
+ * built once by config_load() and never changed afterwards; a reload builds a
+ * new one. Paths in it are already resolved against the config file's
+ * directory.
  */
 #ifndef SG_CONFIG_H
 #define SG_CONFIG_H
@@ -98,7 +99,10 @@ struct config {
  * problem is added to d; returns NULL when there was any.
  */
 struct config	*config_load(const char *path, struct diag *d);
-/* The -c FILE search order of SPEC §2: ./sandgate.yaml, /etc/sandgate/sandgate.yaml, else NULL. */
+/*
+ * The -c FILE search order of sandgate(8): ./sandgate.yaml,
+ * /etc/sandgate/sandgate.yaml, else NULL.
+ */
 const char	*config_find(const char *explicit_path);
 void		 config_free(struct config *);
 

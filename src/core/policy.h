@@ -1,5 +1,5 @@
 /*
- * The policy engine's public face: load the policy documents (SPEC §4),
+ * The policy engine's public face: load the policy documents (docs/policy.md),
  * identify a client as a sandbox, and decide. A struct policy is immutable
  * once loaded and reference-counted, so a reload swaps one pointer while
  * live sessions finish on the policy they started with.
@@ -132,8 +132,8 @@ int	policy_check_addrs(const struct policy *, const struct policy_identity *id,
 	    struct policy_verdict *v);
 
 /*
- * A credential (SPEC §4, §7): which vault entry is swapped in where. Read
- * only; lives as long as the policy it came from.
+ * A credential (docs/policy.md, docs/credentials.md): which vault entry is
+ * swapped in where. Read only; lives as long as the policy it came from.
  */
 struct policy_credential {
 	char		*name;
@@ -183,8 +183,8 @@ void	policy_registry_foreach(void (*cb)(const struct policy_identity *,
 void	policy_registry_clear(void);
 
 /*
- * Ingress (SPEC §10): what a sandbox publishes. A plain value, copied out
- * of the policy (static sandboxes, `ingress:` key) or the registry (dynamic
+ * Ingress (docs/ingress.md): what a sandbox publishes. A plain value, copied
+ * out of the policy (static sandboxes, `ingress:` key) or the registry (dynamic
  * ones, POST /v1/sandboxes). The token is kept only as its SHA-256.
  */
 #define POLICY_INGRESS_MAX_PORTS	32

@@ -1,6 +1,6 @@
 /*
- * Step 5 of the decision order (SPEC §4): the countries and asns deny rules
- * of a sandbox's policy, applied to the geo data of one resolved address.
+ * Step 5 of the decision order (docs/policy.md): the countries and asns deny
+ * rules of a sandbox's policy, applied to the geo data of one resolved address.
  */
 #include <stdio.h>
 #include <string.h>

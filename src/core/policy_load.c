@@ -1,8 +1,9 @@
 /*
- * Loads the policy documents of SPEC §4 (sandboxes, policies, credentials)
- * into the immutable, reference-counted struct policy of policy_int.h: every
- * key checked, every error reported at its FILE:LINE:COL, names global
- * across files. Owns the policy's memory; the matcher owns its indexes.
+ * Loads the policy documents of docs/policy.md (sandboxes, policies,
+ * credentials) into the immutable, reference-counted struct policy of
+ * policy_int.h: every key checked, every error reported at its FILE:LINE:COL,
+ * names global across files. Owns the policy's memory; the matcher owns its
+ * indexes.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -909,7 +910,7 @@ pl_sources(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
 	}
 }
 
-/* ingress: { address, ports, token_sha256, public } (SPEC §10). */
+/* ingress: { address, ports, token_sha256, public } (docs/ingress.md). */
 static void
 pl_ingress(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
 {
@@ -1567,7 +1568,7 @@ policy_load(const struct config *cfg, struct diag *d)
 	}
 	/*
 	 * Built-in defaults name ./policies; without that directory they
-	 * still mean "deny everything", not an error (SPEC §2).
+	 * still mean "deny everything", not an error (sandgate(8)).
 	 */
 	return pl_load(cfg->policy_paths, cfg->n_policy_paths,
 	    cfg->file == NULL, d);

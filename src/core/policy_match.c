@@ -1,7 +1,8 @@
 /*
  * The decision engine over a loaded struct policy: per-policy indexes of
  * names and prefixes (cost O(labels), not O(rules)), identification of a
- * client by source address or token, and SPEC §4 decision steps 1-4.
+ * client by source address or token, and docs/policy.md "How a decision is
+ * made", steps 1-4.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,9 @@
 /*
- * The one canonical form of a request path that path rules match (SPEC §4),
- * and the sequences that origin servers read in different ways, which make
- * a path ambiguous. A pure function over bytes: no heap, no logging. Every
- * case has its row in the table of docs/policy.md ("Path matching").
+ * The one canonical form of a request path that path rules match
+ * (docs/policy.md), and the sequences that origin servers read in different
+ * ways, which make a path ambiguous. A pure function over bytes: no heap, no
+ * logging. Every case has its row in the table of docs/policy.md ("Path
+ * matching").
  */
 #include <stdint.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
- * The DNS listener (SPEC §5): answers A/AAAA for names a sandbox's policy
- * allows, NXDOMAIN with an Extended DNS Error for the rest, and remembers
- * which addresses it handed which sandbox (the address memory the
+ * The DNS listener (docs/protocols.md): answers A/AAAA for names a sandbox's
+ * policy allows, NXDOMAIN with an Extended DNS Error for the rest, and
+ * remembers which addresses it handed which sandbox (the address memory the
  * transparent listener reads).
  */
 #ifndef SG_DNS_H

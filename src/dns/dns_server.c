@@ -1,8 +1,8 @@
 /*
- * The DNS listener of one worker (SPEC §5): UDP and TCP on the worker's
- * event loop, one policy decision, one response and one audit row per
- * query. Owns its sockets, its TCP connections and the queries waiting on
- * the resolver; dns_server_free() cancels them all.
+ * The DNS listener of one worker (docs/protocols.md): UDP and TCP on the
+ * worker's event loop, one policy decision, one response and one audit row per
+ * query. Owns its sockets, its TCP connections and the queries waiting on the
+ * resolver; dns_server_free() cancels them all.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>

@@ -1,11 +1,11 @@
 /*
- * The placeholders the gateway issued (SPEC §7), as an immutable snapshot:
- * random ones (sg-ph- + 32 base32) in a table keyed by a keyed hash of
- * their 32 characters, fixed ones in a short sorted list, an index by
+ * The placeholders the gateway issued (docs/credentials.md), as an immutable
+ * snapshot: random ones (sg-ph- + 32 base32) in a table keyed by a keyed hash
+ * of their 32 characters, fixed ones in a short sorted list, an index by
  * (sandbox, credential), and the last CRED_PHS_REMOVED_MAX placeholders of
- * sandboxes that went. Every change makes a new snapshot (sharing the parts
- * it does not touch) and publishes it by pointer; readers take no lock (a
- * hazard pointer per thread).
+ * sandboxes that went. Every change makes a new snapshot (sharing the parts it
+ * does not touch) and publishes it by pointer; readers take no lock (a hazard
+ * pointer per thread).
  */
 #ifndef SG_CRED_PHS_H
 #define SG_CRED_PHS_H

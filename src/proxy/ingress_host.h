@@ -1,8 +1,8 @@
 /*
- * Pure parsers of the ingress listener (SPEC §10): the PORT-ID.<domain> host
- * a request names, and the places an ingress token travels in (the query's
- * sg_token parameter, the sg_token cookie), which are cut out before the
- * guest sees the request. Functions over bytes: no I/O, no heap.
+ * Pure parsers of the ingress listener (docs/ingress.md): the PORT-ID.<domain>
+ * host a request names, and the places an ingress token travels in (the query's
+ * sg_token parameter, the sg_token cookie), which are cut out before the guest
+ * sees the request. Functions over bytes: no I/O, no heap.
  */
 #ifndef SG_INGRESS_HOST_H
 #define SG_INGRESS_HOST_H

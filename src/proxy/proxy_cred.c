@@ -1,9 +1,9 @@
 /*
- * Credentials in the gateway (SPEC §7): which placeholders each sandbox is
- * issued (kept in cred_phs.c's snapshot), the decision whether a request may
- * have a placeholder swapped for its secret (or is misusing one), and the
- * response scrubbing set-up. Secret values never pass through this file:
- * src/vault/ does the swap and the scrub.
+ * Credentials in the gateway (docs/credentials.md): which placeholders each
+ * sandbox is issued (kept in cred_phs.c's snapshot), the decision whether a
+ * request may have a placeholder swapped for its secret (or is misusing one),
+ * and the response scrubbing set-up. Secret values never pass through this
+ * file: src/vault/ does the swap and the scrub.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -655,7 +655,7 @@ cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
 }
 
 /*
- * SPEC §6: every destination a credential of this sandbox's policy is bound
+ * docs/tls.md: every destination a credential of this sandbox's policy is bound
  * to is intercepted, whatever its rule says, so that placeholders can be
  * swapped and misuse seen.
  */

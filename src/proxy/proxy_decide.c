@@ -1,10 +1,11 @@
 /*
- * The one decision pipeline (SPEC §4 steps 1-3, and the credential-name
- * check of §7) for every way a destination reaches the gateway: absolute
- * form, CONNECT, SOCKS5, the transparent listener's names and addresses,
- * and HTTP requests inside tunnels. It fills the session's target and
- * verdict -- the fields the audit row is built from -- and returns the
- * reason (REASON_NONE: allowed so far; the addresses are upstream.c's).
+ * The one decision pipeline (docs/policy.md "How a decision is made", steps
+ * 1-3, and the credential-name check of docs/credentials.md) for every way a
+ * destination reaches the gateway: absolute form, CONNECT, SOCKS5, the
+ * transparent listener's names and addresses, and HTTP requests inside
+ * tunnels. It fills the session's target and verdict -- the fields the audit
+ * row is built from -- and returns the reason (REASON_NONE: allowed so far;
+ * the addresses are upstream.c's).
  */
 #include <stdio.h>
 #include <string.h>

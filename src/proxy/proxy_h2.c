@@ -1,5 +1,5 @@
 /*
- * HTTP/2 on intercepted sessions (SPEC §6): nghttp2 speaks the protocol
+ * HTTP/2 on intercepted sessions (docs/tls.md): nghttp2 speaks the protocol
  * toward the client; every stream becomes one HTTP/1.1 request handed to a
  * stream session of its own -- a struct session like an in-tunnel request's,
  * whose client side is one end of a bufferevent pair -- so that it is

@@ -24,7 +24,7 @@ void
 session_deny(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
-	/* A decision no rule made is named default-deny (SPEC §4). */
+	/* A decision no rule made is named default-deny (docs/policy.md). */
 	if (s->verdict.rule[0] == '\0')
 		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
 	if (status == 0)
@@ -112,7 +112,9 @@ target_note(struct session *s, const struct http_request *req)
 	session_note_target(s, req->host.p, req->host.len, req->port);
 }
 
-/* Identity per SPEC §4: a Proxy-Authorization that is present decides. */
+/*
+ * Identity per docs/policy.md: a Proxy-Authorization that is present decides.
+ */
 static int
 identify(struct session *s, const struct http_request *req)
 {

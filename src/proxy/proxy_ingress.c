@@ -1,9 +1,9 @@
 /*
- * The ingress listener (SPEC §10): a request for PORT-ID.<ingress_domain>
- * is checked (sandbox, published port, running, token) and reverse-proxied
- * to that port of the sandbox's guest address through the forward
- * machinery. Owns the ingress TLS context and the token's cookie flow; the
- * egress policy never applies here, only the sandbox's ingress table.
+ * The ingress listener (docs/ingress.md): a request for PORT-
+ * ID.<ingress_domain> is checked (sandbox, published port, running, token) and
+ * reverse-proxied to that port of the sandbox's guest address through the
+ * forward machinery. Owns the ingress TLS context and the token's cookie flow;
+ * the egress policy never applies here, only the sandbox's ingress table.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -417,7 +417,10 @@ void		 upstream_drop(struct session *);
 int		 upstream_check_addrs(struct session *, const struct netaddr *,
 		    size_t n);
 
-/* proxy_decide.c: the one decision pipeline, SPEC §4 steps 1-3. */
+/*
+ * proxy_decide.c: the one decision pipeline, docs/policy.md "How a decision is
+ * made", steps 1-3.
+ */
 struct decide_in {
 	const char	*host;		/* as the client wrote it; NULL: s->target as it is */
 	size_t		 hostlen;

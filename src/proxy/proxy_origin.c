@@ -1,8 +1,8 @@
 /*
  * What an origin connection was opened for, and the one check that a
  * request, tunnel or upgrade may use it: same sandbox, host, port, checked
- * address, TLS or not, credentials or not (SPEC §4). Every path that writes
- * to an origin passes through upstream_guard() first.
+ * address, TLS or not, credentials or not (docs/policy.md). Every path that
+ * writes to an origin passes through upstream_guard() first.
  */
 #include <string.h>
 

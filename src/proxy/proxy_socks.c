@@ -58,7 +58,9 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 		}
 		return n < 0 ? -1 : 0;
 	}
-	/* Credentials offered win: a present identity decides (SPEC §4). */
+	/*
+	 * Credentials offered win: a present identity decides (docs/policy.md).
+	 */
 	if (g.userpass) {
 		reply[1] = SOCKS5_METHOD_USERPASS;
 		s->state = S_SOCKS_AUTH;

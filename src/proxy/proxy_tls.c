@@ -1,5 +1,5 @@
 /*
- * TLS interception (SPEC §6): the sandbox side is terminated with a leaf
+ * TLS interception (docs/tls.md): the sandbox side is terminated with a leaf
  * from sandgate's CA, the origin side is a fresh TLS connection verified
  * against upstream.ca_bundle with hostname checks. Owns the per-worker
  * SSL_CTXs, the origin session cache used for resumption, and the socket

@@ -74,8 +74,8 @@ orig_listed(const struct session *s)
 }
 
 /*
- * SPEC §5: an address the DNS listener handed this sandbox for a name whose
- * rule intercepts (or that a credential is bound to) is always
+ * docs/protocols.md: an address the DNS listener handed this sandbox for a name
+ * whose rule intercepts (or that a credential is bound to) is always
  * intercepted, whatever name the ClientHello gives or leaves out. 1 and *t
  * (that name) when so.
  */

@@ -1,5 +1,5 @@
 /*
- * policies_watch (SPEC §3): inotify on the policy paths, on the main
+ * policies_watch (docs/config.md): inotify on the policy paths, on the main
  * thread's event loop, and a reload (the same as SIGHUP: a policy with an
  * error is never applied) once changes have been quiet for a moment. It
  * owns the inotify descriptor and its two events.

@@ -1,5 +1,5 @@
 /*
- * The sandbox launcher (SPEC §9): network namespace, veth and addresses
+ * The sandbox launcher (docs/sandbox.md): network namespace, veth and addresses
  * (sandbox_net.c), the host-side nftables table (sandbox_nft.c), the OCI
  * bundle (sandbox_oci.c) and the runtime and admin-socket driver (sandbox_run.c).
  */

@@ -1,9 +1,9 @@
 /*
- * The life of a sandbox (SPEC §9): bring one up (state row, network, rules,
- * registration, bundle), run its command in the foreground or under a
- * detached supervisor, and take every piece down again: when the command
- * ends, on `sandbox rm`, on --ttl, and — for a launcher that was killed —
- * in the reconciliation every launcher start makes.
+ * The life of a sandbox (docs/sandbox.md): bring one up (state row, network,
+ * rules, registration, bundle), run its command in the foreground or under a
+ * detached supervisor, and take every piece down again: when the command ends,
+ * on `sandbox rm`, on --ttl, and — for a launcher that was killed — in the
+ * reconciliation every launcher start makes.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * state.db: one row per sandbox a launcher made and has not yet taken down
- * (SPEC §9). The row is written before anything else is made, so that
+ * (docs/sandbox.md). The row is written before anything else is made, so that
  * `sandbox ls`, `sandbox rm` and the reconciliation of a later launcher know
  * what exists, who owns it and how to reach it.
  */

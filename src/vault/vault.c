@@ -1,6 +1,6 @@
 /*
- * The vault store (SPEC §7): the key in vault.key, the sealed rows of
- * vault.db (AES-256-GCM, a fresh nonce per write, the entry name as
+ * The vault store (docs/credentials.md): the key in vault.key, the sealed rows
+ * of vault.db (AES-256-GCM, a fresh nonce per write, the entry name as
  * associated data), wiped memory for secret bytes and the reference-counted
  * snapshots the gateway reads secret values from.
  */

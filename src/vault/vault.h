@@ -1,6 +1,6 @@
 /*
- * The credential vault (SPEC §7): secrets sealed with AES-256-GCM in
- * vault.db under the key in vault.key, placeholders, and the two places a
+ * The credential vault (docs/credentials.md): secrets sealed with AES-256-GCM
+ * in vault.db under the key in vault.key, placeholders, and the two places a
  * secret value is ever handled — swapping it into a request header and
  * scrubbing it out of a response. No other module sees a secret value.
  */
