@@ -215,7 +215,8 @@ static void
 splice_fallback(struct splice_relay *sr, int err)
 {
 	struct session *s = sr->s;
-	int cfd = sr->d[0].from, ofd = sr->d[0].to, refused, lost, nr;
+	int cfd = sr->d[0].from, ofd = sr->d[0].to, refused, lost, nr, derr;
+	size_t held;
 
 	refused = err == EPERM || err == ENOSYS;
 	if ((nr = refusal_take()) != -1)
@@ -225,13 +226,17 @@ splice_fallback(struct splice_relay *sr, int err)
 	if (refused && atomic_exchange(&s->p->splice_refused, 1) == 0)
 		log_warnx("splice(2) failed: %s; tunnels are relayed by copying "
 		    "from now on", strerror(err));
-	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
-	    "by copying", (unsigned long long)s->id, strerror(err),
-	    (unsigned long long)(s->bytes_up + s->bytes_down));
+	held = sr->d[0].queued + sr->d[1].queued;
 	atomic_fetch_add(&s->p->n_splice_fallback, 1);
 	s->splice_off = 1;
 	lost = splice_drain(&sr->d[0], s->obev) == -1 ||
 	    splice_drain(&sr->d[1], s->cbev) == -1;
+	derr = errno;
+	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
+	    "by copying, %zu bytes taken back from its pipes",
+	    (unsigned long long)s->id, strerror(err),
+	    (unsigned long long)(s->bytes_up + s->bytes_down),
+	    held - sr->d[0].queued - sr->d[1].queued);
 	if (sr->d[0].eof)
 		s->eof_client = 1;
 	if (sr->d[1].eof)
@@ -246,7 +251,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	if (lost) {
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
 		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
-		    strerror(errno));
+		    strerror(derr));
 		session_log(s, "error", 0, REASON_RELAY_ERROR, s->bytes_up,
 		    s->bytes_down, &s->started);
 		session_close(s, reason_word(REASON_RELAY_ERROR));
