@@ -63,6 +63,8 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_WS_PROTOCOL] =		{ "websocket-protocol-error", D, 400, FAIL },
 	[REASON_AUDIT_UNAVAILABLE] =	{ "audit-unavailable", E, 503, FAIL },
 	[REASON_KEEPER_UNAVAILABLE] =	{ "keeper-unavailable", E, 503, FAIL },
+	[REASON_RELAY_ERROR] =		{ "relay-error", E, 502, FAIL },
+	[REASON_SYSCALL_REFUSED] =	{ "system-call-refused", E, 502, FAIL },
 };
 
 const struct reason_info *

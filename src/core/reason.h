@@ -59,6 +59,8 @@ enum sg_reason {
 	REASON_WS_PROTOCOL,		/* a malformed WebSocket frame */
 	REASON_AUDIT_UNAVAILABLE,	/* audit.db cannot take rows; on_failure: deny */
 	REASON_KEEPER_UNAVAILABLE,	/* the key keeper is down or not answering */
+	REASON_RELAY_ERROR,		/* the gateway lost bytes it was relaying (its own fault) */
+	REASON_SYSCALL_REFUSED,		/* the seccomp filter refused a call the session needed */
 	REASON_MAX
 };
 

@@ -1,14 +1,18 @@
 /*
- * The seccomp allow-list of the network process: the system calls the
- * gateway makes once it serves (found by running the e2e suite under a
- * logging filter), loaded on every thread. Anything else fails with EPERM
- * and is logged by the kernel; calls that only an exploit makes kill the
- * process.
+ * The seccomp allow-lists of the network process and the keeper: the system
+ * calls they make once they serve (found by running the e2e suite under a
+ * logging filter), loaded on every thread. Anything else traps into
+ * pd_sigsys, which makes it fail with EPERM and reports it by name
+ * (core/refusal.h); calls that only an exploit makes kill the process.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -16,7 +20,22 @@
 
 #include <seccomp.h>
 
+#include "core/refusal.h"
 #include "daemon/privdrop_int.h"
+
+/*
+ * Where the refused call's return value can be set from the signal's
+ * context, a refusal traps and is reported; elsewhere it is a bare EPERM
+ * that only the kernel's log records.
+ */
+#ifndef SYS_SECCOMP
+#define SYS_SECCOMP	1	/* si_code of a filter's SIGSYS (asm-generic/siginfo.h) */
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+#define PD_TRAP		1
+#else
+#define PD_TRAP		0
+#endif
 
 /* ASan and LSan stop the world at exit with ptrace from a cloned task. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -170,6 +189,65 @@ pd_conditional(scmp_filter_ctx ctx, int profile, int *count)
 	return 0;
 }
 
+#if PD_TRAP
+/*
+ * SIGSYS from the filter: the call was not executed. Make it return
+ * -EPERM, as SCMP_ACT_ERRNO would have, and record it. Async-signal-safe.
+ */
+static void
+pd_sigsys(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	int saved = errno;
+
+	(void)sig;
+	if (si->si_code != SYS_SECCOMP)
+		return;		/* sent by someone: not a refusal */
+#if defined(__x86_64__)
+	uc->uc_mcontext.gregs[REG_RAX] = -EPERM;
+#else
+	uc->uc_mcontext.regs[0] = (unsigned long long)-EPERM;
+#endif
+	refusal_note(si->si_syscall);
+	errno = saved;
+}
+#endif
+
+/*
+ * Before the filter: the names the handler will print (resolving one in
+ * the handler would allocate), and the handler itself. A thread that
+ * blocks SIGSYS when a call traps is killed by the kernel, so this thread
+ * unblocks it; the workers' mask leaves it out (proxy_run).
+ */
+static int
+pd_trap_prepare(void)
+{
+#if PD_TRAP
+	struct sigaction sa;
+	sigset_t sys;
+	char *name;
+	int nr;
+
+	for (nr = 0; nr < REFUSAL_MAX_NR; nr++) {
+		name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+		if (name != NULL) {
+			refusal_set_name(nr, name);
+			free(name);
+		}
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = pd_sigsys;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	if (sigaction(SIGSYS, &sa, NULL) == -1 ||
+	    pthread_sigmask(SIG_UNBLOCK, &sys, NULL) != 0)
+		return -1;
+#endif
+	return 0;
+}
+
 int
 privdrop_seccomp_load(const char **errstr)
 {
@@ -182,9 +260,15 @@ privdrop_seccomp_load_profile(int profile, const char **errstr)
 	scmp_filter_ctx ctx;
 	int count = 0, rc;
 
+	if (pd_trap_prepare() == -1) {
+		*errstr = "seccomp: cannot install the SIGSYS handler";
+		return -1;
+	}
 #ifdef PRIVDROP_SECCOMP_LOG_ONLY
 	/* A build to find missing calls: allow everything, log the rest. */
 	ctx = seccomp_init(SCMP_ACT_LOG);
+#elif PD_TRAP
+	ctx = seccomp_init(SCMP_ACT_TRAP);
 #else
 	ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 #endif
@@ -192,7 +276,7 @@ privdrop_seccomp_load_profile(int profile, const char **errstr)
 		*errstr = "seccomp: cannot initialise a filter";
 		return -1;
 	}
-	/* Every thread, the audit writer included; denials reach the kernel log. */
+	/* Every thread, the audit writer included; refusals reach the kernel log too. */
 	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) < 0 ||
 	    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1) < 0 ||
 	    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1) < 0 ||

@@ -94,6 +94,8 @@ struct proxy {
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
 	atomic_ullong		 n_keeper_restarts;	/* keepers adopted after a loss */
 	atomic_ullong		 n_spliced;	/* tunnels moved to splice(2) */
+	atomic_ullong		 n_splice_fallback;	/* ... that went back to copying */
+	atomic_int		 splice_refused;	/* splice(2) refused here: never again */
 	struct ca		*ca;
 	struct addrmem		*addrmem;	/* shared with the DNS listener */
 	struct geoip		*geoip;		/* NULL without databases */
@@ -314,6 +316,7 @@ struct session {
 	struct forward		 fwd;
 
 	struct splice_relay	*splice;	/* the relay moved to splice (proxy_splice.c) */
+	int			 splice_off;	/* splicing failed once: copy to the end */
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
 	uint64_t		 bytes_up;	/* tunnel totals */

@@ -489,8 +489,13 @@ proxy_run(struct proxy *p)
 		goto done;
 	}
 
-	/* Workers never see signals: the main loop handles them all. */
+	/*
+	 * Workers never see signals: the main loop handles them all. SIGSYS
+	 * stays open: a thread that blocks it when the seccomp filter traps
+	 * a call is killed (privdrop_seccomp.c).
+	 */
 	sigfillset(&all);
+	sigdelset(&all, SIGSYS);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < p->n_workers; i++) {
 		if (pthread_create(&p->workers[i].thread, NULL, worker_main,

@@ -17,6 +17,7 @@
 #include "audit/audit_store.h"
 #include "core/fairshare.h"
 #include "core/log.h"
+#include "core/refusal.h"
 #include "vault/ca.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
@@ -75,6 +76,19 @@ count_registered_cb(const struct policy_identity *id,
     const struct netaddr *src, int64_t created, void *arg)
 {
 	(*(unsigned long long *)arg)++;
+}
+
+static void
+refused_cb(int nr, const char *name, unsigned long long n, void *arg)
+{
+	struct evbuffer *out = arg;
+	char num[32];
+
+	if (name == NULL) {
+		snprintf(num, sizeof(num), "%d", nr);
+		name = nr < 0 ? "unknown" : num;
+	}
+	sample(out, "seccomp_refused_total", "syscall", name, n);
 }
 
 /* audit.ship's families, only when it is set. */
@@ -190,6 +204,15 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "does not read that moved to splice(2) after their first MiB.");
 	sample(out, "tunnels_spliced_total", NULL, NULL,
 	    atomic_load(&p->n_spliced));
+	family(out, "splice_fallbacks_total", "counter", "Spliced tunnels "
+	    "that went back to copying through memory because splice(2) "
+	    "failed (no byte lost), and tunnels that could not splice at all.");
+	sample(out, "splice_fallbacks_total", NULL, NULL,
+	    atomic_load(&p->n_splice_fallback));
+	family(out, "seccomp_refused_total", "counter", "System calls the "
+	    "seccomp filter refused (EPERM), by name; any is a missing "
+	    "allow-list entry or an attack.");
+	refusal_foreach(refused_cb, out);
 	family(out, "keeper_up", "gauge", "1 while the key keeper answers; 0: "
 	    "interceptions and credential swaps are refused.");
 	sample(out, "keeper_up", NULL, NULL, (unsigned long long)

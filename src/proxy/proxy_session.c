@@ -16,6 +16,7 @@
 #include "core/geoip.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/refusal.h"
 #include "proxy/proxy_int.h"
 
 static void	session_free_cb(evutil_socket_t, short, void *);
@@ -160,6 +161,14 @@ session_log_marks(const struct session *s)
 	    "none" : s->origin_resumed ? "resumed" : "full");
 }
 
+/* A close that is a failure of the relay rather than an end. */
+static int
+session_close_is_error(const char *reason)
+{
+	return reason != NULL && (strcmp(reason, "client-error") == 0 ||
+	    strcmp(reason, "origin-error") == 0);
+}
+
 void
 session_close(struct session *s, const char *reason)
 {
@@ -179,11 +188,20 @@ session_close(struct session *s, const char *reason)
 		session_log(s, "allow", s->fwd.status, REASON_NONE,
 		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	/* A tunnel is one decision: its line is written when it ends. */
-	/* An allowed tunnel's row: how it ended is not a decision reason. */
+	/*
+	 * An allowed tunnel's row: how it ended is not a decision reason,
+	 * unless it ended because the seccomp filter refused a call the relay
+	 * made on this thread (refusal_take: the call that just failed).
+	 */
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
-	    s->verdict.allow && !s->h2_child)
-		session_log(s, "allow", 200, REASON_NONE, s->bytes_up, s->bytes_down,
-		    &s->started);
+	    s->verdict.allow && !s->h2_child) {
+		if (session_close_is_error(reason) && refusal_pending())
+			session_log(s, "error", 0, REASON_SYSCALL_REFUSED,
+			    s->bytes_up, s->bytes_down, &s->started);
+		else
+			session_log(s, "allow", 200, REASON_NONE, s->bytes_up,
+			    s->bytes_down, &s->started);
+	}
 	if (s->timer != NULL)
 		event_free(s->timer);
 	if (s->dns_timer != NULL)
@@ -510,8 +528,19 @@ session_log(struct session *s, const char *decision, int status,
 	long long ms;
 	char ip[NETADDR_STRLEN] = "-";
 	char path[256] = "-";
+	int nr;
 
 	s->logged = 1;
+	/*
+	 * An error right after the seccomp filter refused a call on this
+	 * thread: that call is why (it was named in the log when refused).
+	 */
+	if (strcmp(decision, "error") == 0 && (nr = refusal_take()) != -1) {
+		log_warnx("session %llu: failed after the seccomp filter refused "
+		    "%s (%d)", (unsigned long long)s->id, refusal_name(nr) ?
+		    refusal_name(nr) : "a system call", nr);
+		reason = REASON_SYSCALL_REFUSED;
+	}
 	/* mode: report -- what passed but the policy would have denied. */
 	if (strcmp(decision, "allow") == 0 &&
 	    s->verdict.report != REASON_NONE) {

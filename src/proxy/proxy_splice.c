@@ -5,7 +5,11 @@
  * and bytes go socket -> pipe -> socket with splice(2), never through user
  * memory. Tunnels that stay small or idle keep the bufferevent relay (and
  * hold no pipe: an idle tunnel costs no descriptor more). If the pipes
- * cannot be had (EMFILE, the user's pipe pages), the tunnel stays as it is.
+ * cannot be had (EMFILE, the user's pipe pages), the tunnel stays as it is;
+ * if splice itself fails (refused by a seccomp filter, not supported), what
+ * the pipes hold goes to the bufferevents and the tunnel is copied to its
+ * end. Only when that drain fails is a byte lost: then the session ends
+ * with an error row, never as an allowed tunnel cut short.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +19,12 @@
 #include <sys/socket.h>
 
 #include "core/log.h"
+#include "core/reason.h"
+#include "core/refusal.h"
 #include "proxy/proxy_int.h"
 
 #define SPLICE_CHUNK	(1 << 20)	/* at most per call; the pipe bounds it */
+#define SPLICE_DRAIN	16384		/* a pipe's bytes taken back per read(2) */
 
 struct splice_relay;
 
@@ -38,6 +45,25 @@ struct splice_relay {
 };
 
 static void	splice_pump(struct splice_relay *, struct splice_dir *);
+static void	splice_fallback(struct splice_relay *, int);
+
+/*
+ * Errors of the connection itself: the tunnel ends as it would in the
+ * bufferevent relay. Anything else is splice failing (EPERM from a seccomp
+ * filter, EINVAL, ENOSYS, ENOMEM): the bytes go on by copying.
+ */
+static int
+splice_peer_error(int e)
+{
+	switch (e) {
+	case ECONNRESET: case EPIPE: case ETIMEDOUT: case ECONNABORTED:
+	case EHOSTUNREACH: case ENETUNREACH: case ENETDOWN: case ENOTCONN:
+	case ECONNREFUSED: case EHOSTDOWN:
+		return 1;
+	default:
+		return 0;
+	}
+}
 
 static void
 splice_done_check(struct splice_relay *sr)
@@ -88,6 +114,10 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 				event_add(d->wev, NULL);
 				return;
 			}
+			if (n == -1 && !splice_peer_error(errno)) {
+				splice_fallback(sr, errno);
+				return;
+			}
 			session_close(s, d->up ? "origin-error" : "client-error");
 			return;
 		}
@@ -129,6 +159,10 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 			event_del(d->rev);
 			continue;	/* the pipe is empty: shut down, maybe done */
 		}
+		if (!splice_peer_error(errno)) {
+			splice_fallback(sr, errno);
+			return;
+		}
 		session_close(s, d->up ? "client-error" : "origin-error");
 		return;
 	}
@@ -145,6 +179,91 @@ splice_dir_free(struct splice_dir *d)
 		close(d->rp);
 	if (d->wp != -1)
 		close(d->wp);
+}
+
+/*
+ * Give a direction's pipe contents to the bufferevent that writes them to
+ * its destination. 0, or -1 when the pipe could not be read to its end.
+ */
+static int
+splice_drain(struct splice_dir *d, struct bufferevent *to)
+{
+	char buf[SPLICE_DRAIN];
+	ssize_t n;
+
+	while (d->queued > 0) {
+		n = read(d->rp, buf, sizeof(buf));
+		if (n > 0) {
+			if (bufferevent_write(to, buf, (size_t)n) == -1)
+				return -1;
+			d->queued -= (size_t)n < d->queued ? (size_t)n : d->queued;
+			continue;
+		}
+		if (n == -1 && errno == EINTR)
+			continue;
+		return -1;	/* EOF or EAGAIN with bytes queued: lost */
+	}
+	return 0;
+}
+
+/*
+ * splice(2) failed with err: drain both pipes into the bufferevents, give
+ * them their sockets back and relay by copying (relay_start) to the end.
+ * A refused or missing splice is not tried again by any tunnel.
+ */
+static void
+splice_fallback(struct splice_relay *sr, int err)
+{
+	struct session *s = sr->s;
+	int cfd = sr->d[0].from, ofd = sr->d[0].to, refused, lost, nr, derr;
+	size_t held;
+
+	refused = err == EPERM || err == ENOSYS;
+	if ((nr = refusal_take()) != -1)
+		log_warnx("session %llu: the seccomp filter refused %s",
+		    (unsigned long long)s->id, refusal_name(nr) != NULL ?
+		    refusal_name(nr) : "a system call");
+	if (refused && atomic_exchange(&s->p->splice_refused, 1) == 0)
+		log_warnx("splice(2) failed: %s; tunnels are relayed by copying "
+		    "from now on", strerror(err));
+	held = sr->d[0].queued + sr->d[1].queued;
+	atomic_fetch_add(&s->p->n_splice_fallback, 1);
+	s->splice_off = 1;
+	lost = splice_drain(&sr->d[0], s->obev) == -1 ||
+	    splice_drain(&sr->d[1], s->cbev) == -1;
+	derr = errno;
+	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
+	    "by copying, %zu bytes taken back from its pipes",
+	    (unsigned long long)s->id, strerror(err),
+	    (unsigned long long)(s->bytes_up + s->bytes_down),
+	    held - sr->d[0].queued - sr->d[1].queued);
+	if (sr->d[0].eof)
+		s->eof_client = 1;
+	if (sr->d[1].eof)
+		s->eof_origin = 1;
+	/* The bufferevents own the sockets again; splice_free closes none. */
+	splice_dir_free(&sr->d[0]);
+	splice_dir_free(&sr->d[1]);
+	free(sr);
+	s->splice = NULL;
+	bufferevent_setfd(s->cbev, cfd);
+	bufferevent_setfd(s->obev, ofd);
+	if (lost) {
+		log_warnx("session %llu: bytes held in a splice pipe could not be "
+		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
+		    strerror(derr));
+		session_log(s, "error", 0, REASON_RELAY_ERROR, s->bytes_up,
+		    s->bytes_down, &s->started);
+		session_close(s, reason_word(REASON_RELAY_ERROR));
+		return;
+	}
+	relay_start(s);
+	if (s->closing)
+		return;
+	if (s->eof_client)
+		bufferevent_disable(s->cbev, EV_READ);
+	if (s->eof_origin)
+		bufferevent_disable(s->obev, EV_READ);
 }
 
 void
@@ -169,7 +288,8 @@ splice_ready(const struct session *s)
 {
 	/* Cheapest first: this runs each time a relayed output drains. */
 	return s->bytes_up + s->bytes_down >= PROXY_SPLICE_AFTER &&
-	    s->splice == NULL && !s->intercepted && !s->closing &&
+	    s->splice == NULL && !s->splice_off && !s->intercepted &&
+	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5 ||
 	    s->kind == KIND_TRANSPARENT) && s->obev != NULL &&
@@ -216,11 +336,18 @@ splice_start(struct session *s)
 	if (cfd < 0 || ofd < 0 || (sr = calloc(1, sizeof(*sr))) == NULL)
 		return -1;
 	sr->s = s;
+	/* A half-built relay is freed whole: no descriptor 0 closed by mistake. */
+	sr->d[0].rp = sr->d[0].wp = sr->d[1].rp = sr->d[1].wp = -1;
 	if (splice_dir_init(sr, &sr->d[0], cfd, ofd, 1) == -1 ||
 	    splice_dir_init(sr, &sr->d[1], ofd, cfd, 0) == -1) {
+		log_info("session %llu: cannot relay with splice (%s): copying "
+		    "to the end", (unsigned long long)s->id, strerror(errno));
 		splice_dir_free(&sr->d[0]);
 		splice_dir_free(&sr->d[1]);
 		free(sr);
+		/* Not again on each drained write: this tunnel copies. */
+		s->splice_off = 1;
+		atomic_fetch_add(&s->p->n_splice_fallback, 1);
 		return -1;
 	}
 	bufferevent_disable(s->cbev, EV_READ | EV_WRITE);

@@ -48,6 +48,9 @@ def _find_bin():
 
 
 BIN = _find_bin()
+# tests/helpers/sg_fault_exec: runs a program with some system calls failing.
+FAULT_EXEC = os.environ.get("SANDGATE_FAULT_EXEC") or (
+    os.path.join(os.path.dirname(BIN), "tests", "sg_fault_exec") if BIN else None)
 
 
 def skip_file(reason):
@@ -691,18 +694,55 @@ def open_to_others(path):
         d = os.path.dirname(d)
 
 
+# What a default install runs: the network process drops to this user, under
+# the seccomp filter, with the keeper. $SANDGATE_TEST_USER names another
+# account; "none" keeps every harness gateway root (to compare, never in CI).
+DEFAULT_USER = os.environ.get("SANDGATE_TEST_USER") or "sandgate"
+if DEFAULT_USER == "none":
+    DEFAULT_USER = None
+
+REFUSED_RX = re.compile(r"seccomp: refused system call (\S+) \((-?\d+)\)")
+
+
+def refused_calls(text):
+    """The system calls a gateway's log says its seccomp filter refused."""
+    return sorted({"%s (%s)" % m.groups() for m in REFUSED_RX.finditer(text)})
+
+
+def log_problems(text):
+    """
+    What makes a stopped gateway's log a failure whatever the test asserted:
+    a sanitizer report, or a system call its seccomp filter refused (a call
+    missing from the allow-list breaks some path of a default install).
+    For every file that starts serve without the Gateway class too.
+    """
+    problems = []
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:"):
+        if marker in text:
+            problems.append("sanitizer report in the log: " + marker)
+    calls = refused_calls(text)
+    if calls:
+        problems.append("the seccomp filter refused system calls: " +
+                        ", ".join(calls) + " (add them to the allow-list "
+                        "in src/daemon/privdrop_seccomp.c, or find out why "
+                        "the gateway makes them)")
+    return problems
+
+
 class Gateway:
     """
     sandgate serve with a config in tmp: only the HTTP listener enabled,
     upstream DNS from the given dnsmasq, policies from tmp/policies.
     policies: {filename: dict or YAML text}; extra: config keys merged in.
-    user: the account serve drops to (config user:); None keeps it root.
-    The default is $SANDGATE_TEST_USER, so that the whole suite can run with
-    the drop; then tmp is opened to the user for reading, as /etc/sandgate is.
+    user: the account serve drops to (config user:), by default "sandgate"
+    as in a default install (DEFAULT_USER); None keeps it root, for a test
+    that says in its docstring why it needs that. With a user, tmp is opened
+    to it for reading, as /etc/sandgate is.
     """
 
     def __init__(self, tmp, dns, policies, extra=None, workers=2,
-                 user=os.environ.get("SANDGATE_TEST_USER") or None):
+                 user=DEFAULT_USER):
         self.tmp = tmp
         self.user = user
         self.port = free_port()
@@ -751,9 +791,10 @@ class Gateway:
         os.rename(tmp, path)
         return path
 
-    def start(self, timeout=10.0):
-        self.proc = Proc([BIN, "serve", "-c", self.cfg_path], self.log_path,
-            cwd=self.tmp, env=clean_env())
+    def start(self, timeout=10.0, wrap=()):
+        """wrap: argv that execs serve (e.g. FAULT_EXEC with its options)."""
+        self.proc = Proc(list(wrap) + [BIN, "serve", "-c", self.cfg_path],
+            self.log_path, cwd=self.tmp, env=clean_env())
         if not wait_tcp("127.0.0.1", self.port, timeout * SLOW, self.proc):
             tail = self.proc.log_tail()
             rc = self.proc.stop()
@@ -834,10 +875,7 @@ class Gateway:
         elif rc not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
             why = " (%s)" % signal.Signals(-rc).name if rc < 0 else ""
             problems.append("sandgate exit status %s%s after SIGTERM" % (rc, why))
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-            "runtime error:"):
-            if marker in text:
-                problems.append("sanitizer report in the log: " + marker)
+        problems += log_problems(text)
         self.proc = None
         if problems:
             tail = "\n".join(text.splitlines()[-60:])

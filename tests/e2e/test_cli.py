@@ -325,6 +325,9 @@ class CliTest(unittest.TestCase):
         self.assertTrue(proc.alive(), proc.log_tail())
         rc = proc.stop()
         self.assertIn(rc, (0, -15, 143), proc.log_tail())
+        # built-in defaults: user sandgate, seccomp; nothing refused
+        self.assertIn("privileges: running as sandgate", proc.log_text())
+        self.assertEqual(T.log_problems(proc.log_text()), [], proc.log_tail())
 
 
 if __name__ == "__main__":

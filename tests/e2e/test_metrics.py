@@ -52,6 +52,9 @@ EXPECTED = {
     "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
                                      (("kind", "registered"),)]),
     "sandgate_tunnels_spliced_total": ("counter", [()]),
+    "sandgate_splice_fallbacks_total": ("counter", [()]),
+    # one sample per refused call: a healthy gateway has none
+    "sandgate_seccomp_refused_total": ("counter", []),
     "sandgate_keeper_up": ("gauge", [()]),
     "sandgate_keeper_restarts_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),

@@ -413,6 +413,8 @@ class ReadmeTest(unittest.TestCase):
             time.sleep(0.1)
         self.assertTrue(rows, gw.log_tail())
         self.assertEqual(rows[0][0], "default-deny")
+        gw.stop()
+        self.assertEqual(T.log_problems(gw.log_text()), [], gw.log_tail())
 
 
 if __name__ == "__main__":
