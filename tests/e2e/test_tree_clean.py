@@ -87,6 +87,9 @@ class TreeCleanTest(unittest.TestCase):
             self.serve_log)
         self.assertIn(self.status, ("403", "407"))
         self.assertRegex(self.serve_log, r"privileges: running as sandgate")
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                       "runtime error:"):
+            self.assertNotIn(marker, self.serve_log)
         for rel in MADE:
             with self.subTest(made=rel):
                 self.assertTrue(os.path.exists(os.path.join(self.clone, rel)),
