@@ -1,10 +1,24 @@
 #!/bin/sh
 # Builds the Debian package sandgate_VERSION_ARCH.deb into OUTDIR (default
 # build-deb/) with dpkg-buildpackage -us -uc -b. dpkg-buildpackage writes
-# its results beside the source tree, so the sources (what git tracks, plus
-# new files it does not ignore) are copied into OUTDIR/sandgate-VERSION/
-# first: nothing is written next to the checkout. Prints the .deb's path.
+# its results beside the source tree, so the sources are copied into
+# OUTDIR/sandgate-VERSION/ first: nothing is written next to the checkout.
+# Prints the .deb's path.
+#
+# Only what git tracks is copied (as it is in the working tree; a file
+# deleted there is left out): never an untracked file, so no key or database
+# that `make run` left in certs/ or var/ can reach the package. A new source
+# file must be `git add`ed to be built. Outside a git checkout (a release
+# tarball) the tree is copied without build*/, var/, certs/ but its README,
+# and *.db*. With --sources-only the tree is copied and its path printed,
+# without building.
 set -eu
+
+sources_only=0
+if [ "${1:-}" = "--sources-only" ]; then
+	sources_only=1
+	shift
+fi
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$src/build-deb}
@@ -24,12 +38,18 @@ tree="$out/sandgate-$version"
 rm -rf "$tree"
 mkdir -p "$tree"
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-	(cd "$src" && git ls-files -z --cached --others --exclude-standard |
+	(cd "$src" && git ls-files -z --cached |
 		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
-		tar --null -T - -cf -) | tar -C "$tree" -xf -
+		tar --null --no-recursion -T - -cf -) | tar -C "$tree" -xf -
 else
-	(cd "$src" && tar --exclude='./build*' --exclude=./.git -cf - .) |
-		tar -C "$tree" -xf -
+	(cd "$src" && tar --exclude='./build*' --exclude=./.git \
+		--exclude=./var --exclude='./certs/*' --exclude='*.db' \
+		--exclude='*.db-wal' --exclude='*.db-shm' -cf - . &&
+		tar -cf - certs/README.md) | tar -C "$tree" -xif -
+fi
+if [ "$sources_only" = 1 ]; then
+	echo "$tree"
+	exit 0
 fi
 
 rm -f "$out"/sandgate_"$version"_* "$out"/sandgate-dbgsym_"$version"_*

@@ -26,7 +26,9 @@
     "  IPv6 address; PORT defaults to 443. Exit 0 for any decision, 1 for\n" \
     "  an unknown sandbox or policy. --policy NAME decides as for a launcher\n" \
     "  sandbox registered under NAME (\"default\" always exists: it allows\n" \
-    "  nothing unless a policy file defines it).\n"
+    "  nothing unless a policy file defines it). It also says whether the\n" \
+    "  gateway intercepts the connection (the rule, or a credential bound\n" \
+    "  to the host) and which credentials it swaps there, never a value.\n"
 /* policy suggest's own page is in cmd_policy_suggest.c. */
 #define POLICY_SUGGEST_USAGE \
     "usage: sandgate policy suggest [-c FILE] [--db PATH] --sandbox ID\n" \
@@ -136,6 +138,216 @@ json_string(const char *s)
 	putchar('"');
 }
 
+/*
+ * What explain says: the verdict, and what the gateway does with an allowed
+ * connection: whether it terminates TLS (the rule says intercept, or a
+ * credential of the sandbox's policy is bound to the host: SPEC §6) and which
+ * credentials it swaps there, for which requests. Never a secret value: the
+ * vault is not opened.
+ */
+#define EXPLAIN_MAX_CREDS	32
+
+struct explain {
+	const struct policy_identity *id;
+	const struct policy_target *t;
+	const struct policy_verdict *v;	/* the request's (or the tunnel's) */
+	const char	*decision;
+	const char	*reason;
+	int		 tunnel_allowed;	/* host and port alone, before any request */
+	int		 opaque;
+	const char	*intercept_by;	/* "rule", "credential", NULL: not intercepted */
+	int		 has_scope;
+	struct policy_rule_scope scope;	/* of the allow rule that decided */
+	const struct policy_credential *bound[EXPLAIN_MAX_CREDS];
+	size_t		 n_bound;
+};
+
+static void
+explain_build(struct explain *e, const struct policy *pol,
+    const struct policy_identity *id, const struct policy_target *t,
+    const struct policy_verdict *v, int valid)
+{
+	const struct policy_credential *const *cv;
+	struct policy_verdict tv;
+	size_t i, n;
+
+	memset(e, 0, sizeof(*e));
+	e->id = id;
+	e->t = t;
+	e->v = v;
+	/* mode: report: it passes, and the audit row says report and why. */
+	e->decision = !v->allow ? "deny" : v->report != REASON_NONE ? "report" :
+	    "allow";
+	e->reason = !v->allow ? reason_word(v->reason) :
+	    v->report != REASON_NONE ? reason_word(v->report) : "allowed";
+	if (!valid)
+		return;
+	cv = policy_credentials(pol, id->policy, &n);
+	for (i = 0; i < n && !t->is_ip && e->n_bound < EXPLAIN_MAX_CREDS; i++)
+		if (policy_credential_bound(cv[i], t->host))
+			e->bound[e->n_bound++] = cv[i];
+	/* The connection is decided on host and port before any request. */
+	if (policy_decide(pol, id, t, NULL, NULL, &tv) && t->is_ip)
+		policy_check_addrs(pol, id, t, &t->ip, 1, &tv);
+	e->tunnel_allowed = tv.allow;
+	e->opaque = tv.opaque;
+	if (tv.allow && tv.tls == POLICY_TLS_INTERCEPT)
+		e->intercept_by = "rule";
+	else if (tv.allow && e->n_bound > 0)
+		e->intercept_by = "credential";
+	e->has_scope = policy_rule_scope(pol, v->allow ? v->rule : tv.rule,
+	    &e->scope) == 0;
+}
+
+static int
+explain_swapped(const struct explain *e)
+{
+	return e->v->allow && e->intercept_by != NULL;
+}
+
+static void
+text_list(const char *const *v, size_t n, const char *none)
+{
+	size_t i;
+
+	if (n == 0)
+		fputs(none, stdout);
+	for (i = 0; i < n; i++)
+		printf("%s%s", i > 0 ? ", " : "", v[i]);
+}
+
+static void
+explain_text_cred(const struct explain *e, const struct policy_credential *c)
+{
+	printf("credential: %s\n  secret: vault entry %s (the value is never "
+	    "shown)\n  hosts: ", c->name, c->secret);
+	text_list((const char *const *)c->hosts, c->n_hosts, "-");
+	if (explain_swapped(e)) {
+		printf("\n  swapped: yes, %sover the intercepted TLS connection, "
+		    "in header%s ", e->has_scope && (e->scope.n_methods > 0 ||
+		    e->scope.n_paths > 0) ? "in the requests above, " : "",
+		    c->n_headers > 1 ? "s" : "");
+		text_list((const char *const *)c->headers, c->n_headers, "-");
+		printf("%s\n  plain HTTP: a placeholder sent without TLS is "
+		    "refused (credential-misuse)\n", c->query ?
+		    " and in the query string" : "");
+	} else
+		printf("\n  swapped: no: the request is denied (%s)\n",
+		    e->reason);
+	printf("  placeholder: %s", c->placeholder != NULL ?
+	    "fixed (written in the policy)" : "random, one per sandbox");
+	if (c->env != NULL)
+		printf(", in $%s", c->env);
+	printf("\n  exclusive: %s\n", c->exclusive ? "yes: a key of the "
+	    "sandbox's own in those headers is refused (foreign-credential)" :
+	    "no");
+}
+
+static void
+explain_text(const struct explain *e)
+{
+	size_t i;
+
+	printf("decision: %s\nrule: %s\nreason: %s\n", e->decision,
+	    e->v->rule, e->reason);
+	printf("sandbox: %s (policy %s)\ndestination: %s:%u\n",
+	    e->id->sandbox[0] != '\0' ? e->id->sandbox : "any", e->id->policy,
+	    e->t->host, e->t->port);
+	if (e->tunnel_allowed) {
+		printf("tls: %s\n", e->intercept_by == NULL ? "passthrough" :
+		    strcmp(e->intercept_by, "rule") == 0 ?
+		    "intercept (the rule says tls: intercept)" :
+		    "intercept (a credential is bound to this host)");
+		printf("opaque: %s\n", e->opaque ? "yes" : "no");
+	}
+	if (e->has_scope && (e->scope.n_methods > 0 || e->scope.n_paths > 0)) {
+		fputs("requests: methods ", stdout);
+		text_list(e->scope.methods, e->scope.n_methods, "any");
+		fputs("; paths ", stdout);
+		text_list(e->scope.paths, e->scope.n_paths, "any");
+		putchar('\n');
+	}
+	for (i = 0; i < e->n_bound; i++)
+		explain_text_cred(e, e->bound[i]);
+	if (e->n_bound == 0 && !e->t->is_ip)
+		puts("credentials: none bound to this host");
+	if (e->v->allow && !e->t->is_ip)
+		printf("note: the gateway also checks every address the name "
+		    "resolves to (internal ranges need allow_private)\n");
+}
+
+static void
+json_list(const char *const *v, size_t n, int null_when_empty)
+{
+	size_t i;
+
+	if (n == 0 && null_when_empty) {
+		fputs("null", stdout);
+		return;
+	}
+	putchar('[');
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			putchar(',');
+		json_string(v[i]);
+	}
+	putchar(']');
+}
+
+static void
+explain_json_cred(const struct explain *e, const struct policy_credential *c)
+{
+	printf("{\"name\":");
+	json_string(c->name);
+	printf(",\"secret\":");
+	json_string(c->secret);
+	printf(",\"hosts\":");
+	json_list((const char *const *)c->hosts, c->n_hosts, 0);
+	printf(",\"headers\":");
+	json_list((const char *const *)c->headers, c->n_headers, 0);
+	printf(",\"query\":%s,\"exclusive\":%s,\"env\":", c->query ? "true" :
+	    "false", c->exclusive ? "true" : "false");
+	json_string(c->env);
+	printf(",\"placeholder\":\"%s\",\"swapped\":%s,\"not_swapped\":",
+	    c->placeholder != NULL ? "fixed" : "per-sandbox",
+	    explain_swapped(e) ? "true" : "false");
+	json_string(explain_swapped(e) ? NULL : e->reason);
+	putchar('}');
+}
+
+static void
+explain_json(const struct explain *e)
+{
+	size_t i;
+
+	printf("{\"decision\":\"%s\",\"rule\":", e->decision);
+	json_string(e->v->rule);
+	printf(",\"reason\":");
+	json_string(e->reason);
+	printf(",\"sandbox\":");
+	json_string(e->id->sandbox[0] != '\0' ? e->id->sandbox : NULL);
+	printf(",\"policy\":");
+	json_string(e->id->policy);
+	printf(",\"host\":");
+	json_string(e->t->host);
+	printf(",\"port\":%u,\"tls\":\"%s\",\"opaque\":%s,\"intercept\":%s,"
+	    "\"intercept_by\":", e->t->port, e->intercept_by != NULL ?
+	    "intercept" : "passthrough", e->opaque ? "true" : "false",
+	    e->intercept_by != NULL ? "true" : "false");
+	json_string(e->intercept_by);
+	printf(",\"methods\":");
+	json_list(e->scope.methods, e->has_scope ? e->scope.n_methods : 0, 1);
+	printf(",\"paths\":");
+	json_list(e->scope.paths, e->has_scope ? e->scope.n_paths : 0, 1);
+	printf(",\"credentials\":[");
+	for (i = 0; i < e->n_bound; i++) {
+		if (i > 0)
+			putchar(',');
+		explain_json_cred(e, e->bound[i]);
+	}
+	printf("]}\n");
+}
+
 static int
 policy_explain(int argc, char *argv[])
 {
@@ -145,12 +357,12 @@ policy_explain(int argc, char *argv[])
 	struct policy_identity id;
 	struct policy_target t;
 	struct policy_verdict v;
+	struct explain e;
 	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL, *pname = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
-	const char *reason, *decision;
 	size_t hostlen;
 	uint16_t port;
-	int rc = 0;
+	int rc = 0, valid = 0;
 
 	cmd_args_init(&a, argc, argv);
 	while ((opt = cmd_args_next(&a, "c|config|sandbox|policy|method|path|format",
@@ -209,43 +421,17 @@ policy_explain(int argc, char *argv[])
 		v.reason = REASON_INVALID_HOST;
 		snprintf(t.host, sizeof(t.host), "%.*s", (int)hostlen, host);
 		t.port = port;
-	} else if (policy_decide(pol, &id, &t, method, path, &v) && t.is_ip) {
-		/* An IP needs no resolver: step 4 applies here too. */
-		policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
-	}
-	/* mode: report: it passes, and the audit row says report and why. */
-	decision = !v.allow ? "deny" : v.report != REASON_NONE ? "report" :
-	    "allow";
-	reason = !v.allow ? reason_word(v.reason) : v.report != REASON_NONE ?
-	    reason_word(v.report) : "allowed";
-	if (strcmp(format, "json") == 0) {
-		printf("{\"decision\":\"%s\",\"rule\":", decision);
-		json_string(v.rule);
-		printf(",\"reason\":");
-		json_string(reason);
-		printf(",\"sandbox\":");
-		json_string(id.sandbox[0] != '\0' ? id.sandbox : NULL);
-		printf(",\"policy\":");
-		json_string(id.policy);
-		printf(",\"host\":");
-		json_string(t.host);
-		printf(",\"port\":%u,\"tls\":\"%s\",\"opaque\":%s}\n", t.port,
-		    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",
-		    v.opaque ? "true" : "false");
 	} else {
-		printf("decision: %s\nrule: %s\nreason: %s\n", decision,
-		    v.rule, reason);
-		printf("sandbox: %s (policy %s)\ndestination: %s:%u\n",
-		    id.sandbox[0] != '\0' ? id.sandbox : "any", id.policy,
-		    t.host, t.port);
-		if (v.allow)
-			printf("tls: %s\nopaque: %s\n",
-			    v.tls == POLICY_TLS_INTERCEPT ? "intercept" : "passthrough",
-			    v.opaque ? "yes" : "no");
-		if (v.allow && !t.is_ip)
-			printf("note: the gateway also checks every address the name "
-			    "resolves to (internal ranges need allow_private)\n");
+		valid = 1;
+		if (policy_decide(pol, &id, &t, method, path, &v) && t.is_ip)
+			/* An IP needs no resolver: step 4 applies here too. */
+			policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
 	}
+	explain_build(&e, pol, &id, &t, &v, valid);
+	if (strcmp(format, "json") == 0)
+		explain_json(&e);
+	else
+		explain_text(&e);
 done:
 	policy_unref(pol);
 	config_free(cfg);

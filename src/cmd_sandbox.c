@@ -532,6 +532,9 @@ sandbox_ls(int argc, char *argv[])
 
 /* ---------------------------------------------------------------- exec */
 
+/* seconds the command's output may trail its exit (a process it left) */
+#define EXEC_EOF_GRACE	5
+
 /* A live sandbox's row, or an error printed. */
 static int
 live_row(struct config *cfg, const char *id, struct sandbox_row *row,
@@ -592,6 +595,7 @@ sandbox_exec(int argc, char *argv[])
 	struct cmd_args a;
 	struct sandbox_state *st;
 	struct sandbox_row row;
+	struct sandbox_relay *relay;
 	struct config *cfg;
 	enum sandbox_runtime rt;
 	const char *opt, *val, *cfg_path = NULL, *err;
@@ -632,12 +636,18 @@ sandbox_exec(int argc, char *argv[])
 	snprintf(pidf, sizeof(pidf), "%s/bundles/%s/exec-%d.pid",
 	    SANDBOX_RUN_DIR, row.id, (int)getpid());
 	sandbox_signals_install();
-	if ((pid = sandbox_runtime_exec(rt, state, row.id, path, pidf,
+	if (sandbox_relay_new(rt, &relay) == -1) {
+		unlink(path);
+		return cmd_error("sandbox: output relay: %s", strerror(errno));
+	}
+	if ((pid = sandbox_runtime_exec(rt, state, row.id, path, pidf, relay,
 	    &err)) == -1) {
+		sandbox_relay_end(relay, 0);
 		unlink(path);
 		return cmd_error("sandbox: %s exec: %s", row.runtime, err);
 	}
 	status = exec_wait(rt, state, row.id, pid, pidf);
+	sandbox_relay_end(relay, EXEC_EOF_GRACE);
 	unlink(path);
 	unlink(pidf);
 	return status;

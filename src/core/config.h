@@ -7,6 +7,7 @@
 #ifndef SG_CONFIG_H
 #define SG_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -110,6 +111,15 @@ void		 config_free(struct config *);
 int	config_parse_duration_ms(const char *s, uint64_t *ms);	/* 10s 5m 2h 7d 250ms */
 int	config_parse_hostport(const char *s, struct sockaddr_storage *,
 	    socklen_t *, uint16_t default_port);
+
+/*
+ * The keys only a restart applies whose value differs between the running
+ * config and next (config_diff.c; docs/config.md): their full dotted names
+ * (static strings), at most max of them into keys, in the order of the
+ * docs' table. Returns how many differ, which may be more than max.
+ */
+size_t	config_restart_keys(const struct config *running,
+	    const struct config *next, const char **keys, size_t max);
 
 /* What workers: auto means on a machine with ncpu online CPUs. */
 int	config_auto_workers(long ncpu);

@@ -161,6 +161,18 @@ int	policy_credential_bound(const struct policy_credential *c, const char *host)
 /* 1 when name is one of c's headers (case-insensitive). */
 int	policy_credential_header(const struct policy_credential *c,
 	    const char *name, size_t len);
+/* What an allow rule limits; arrays point into the policy. n == 0: any. */
+struct policy_rule_scope {
+	const char *const *methods;
+	size_t		 n_methods;
+	const char *const *paths;	/* globs, as policy_path matches them */
+	size_t		 n_paths;
+	enum policy_tls	 tls;
+};
+/* The scope of the allow rule named rule ("POLICY:allow[N]"); -1 for any
+ * other name (a deny rule, default-deny, ...). policy_scope.c */
+int	policy_rule_scope(const struct policy *, const char *rule,
+	    struct policy_rule_scope *out);
 /* Static sandboxes: calls cb(sandbox id, policy name) for each. */
 void	policy_foreach_sandbox(const struct policy *,
 	    void (*cb)(const char *id, const char *policy, void *arg), void *arg);

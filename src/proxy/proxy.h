@@ -70,13 +70,25 @@ void		 proxy_set_lifecycle(struct proxy *, const struct proxy_lifecycle *lc);
 int		 proxy_run(struct proxy *);
 void		 proxy_free(struct proxy *);
 
+#define PROXY_RELOAD_MAX_KEYS	64
+
+/* What a successful reload did not apply: the config keys that changed and
+ * only a restart applies (config_restart_keys), full dotted names. */
+struct proxy_reload_info {
+	const char	*restart[PROXY_RELOAD_MAX_KEYS];
+	size_t		 n_restart;
+};
+
 /*
  * Re-read the config file and every policy file; on success the new policy
- * applies to new requests. On failure the errors are logged as
- * FILE:LINE:COL lines and the old policy stays. 0 or -1. errs, when not
- * NULL (an initialised diag the caller frees), gets every error too.
+ * applies to new requests, and each changed key that only a restart applies
+ * is logged ("needs a restart: listen.metrics") and, when info is not NULL,
+ * put there. On failure the errors are logged as FILE:LINE:COL lines and the
+ * old policy stays. 0 or -1. errs, when not NULL (an initialised diag the
+ * caller frees), gets every error too.
  */
-int		 proxy_reload(struct proxy *, struct diag *errs);
+int		 proxy_reload(struct proxy *, struct diag *errs,
+		    struct proxy_reload_info *info);
 
 /* The main thread's event loop (signals, admin API, the keeper's monitor). */
 struct event_base *proxy_main_base(struct proxy *);

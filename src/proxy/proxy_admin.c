@@ -382,21 +382,50 @@ json_text(const char *s)
 }
 
 /*
- * POST /v1/reload: 200 {"ok": true}, or 400 with every
- * error, each as its parts and as the FILE:LINE:COL line `policy check`
- * would print; the old policy stays in force.
+ * The answer of a reload that applied the policies: what it did not apply,
+ * each restart-only key that changed, by name, and a message saying so.
+ */
+static json_t *
+reload_ok_json(const struct proxy_reload_info *ri)
+{
+	char msg[1024] = "new policy in force";
+	size_t i, off;
+	json_t *keys;
+	int n;
+
+	if ((keys = json_array()) == NULL)
+		return NULL;
+	if (ri->n_restart > 0) {
+		off = (size_t)snprintf(msg, sizeof(msg), "needs a restart: ");
+		for (i = 0; i < ri->n_restart; i++) {
+			json_array_append_new(keys, json_string(ri->restart[i]));
+			n = snprintf(msg + off, sizeof(msg) - off, "%s%s",
+			    i > 0 ? ", " : "", ri->restart[i]);
+			if (n > 0 && (size_t)n < sizeof(msg) - off)
+				off += (size_t)n;
+		}
+	}
+	return json_pack("{s:b,s:s,s:o}", "ok", 1, "message", msg,
+	    "needs_restart", keys);
+}
+
+/*
+ * POST /v1/reload: 200 {"ok": true, "message", "needs_restart": [KEY...]},
+ * or 400 with every error, each as its parts and as the FILE:LINE:COL line
+ * `policy check` would print; the old policy stays in force.
  */
 static void
 reload(struct proxy *p, struct evhttp_request *req)
 {
+	struct proxy_reload_info ri;
 	struct diag d;
 	char line[2048];
 	json_t *errs, *o;
 	size_t i;
 
 	diag_init(&d);
-	if (proxy_reload(p, &d) == 0) {
-		reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+	if (proxy_reload(p, &d, &ri) == 0) {
+		reply_json(req, 200, reload_ok_json(&ri));
 		diag_free(&d);
 		return;
 	}

@@ -373,12 +373,36 @@ fail:
 	return NULL;
 }
 
-int
-proxy_reload(struct proxy *p, struct diag *errs)
+/* One warning line per key, then the summary naming them all. */
+static void
+reload_log_restart(const struct proxy_reload_info *ri, const char *sum)
 {
+	char keys[1024];
+	size_t i, off = 0;
+	int n;
+
+	keys[0] = '\0';
+	for (i = 0; i < ri->n_restart; i++) {
+		log_warnx("reload: %s needs a restart: the running value stays",
+		    ri->restart[i]);
+		n = snprintf(keys + off, sizeof(keys) - off, "%s%s",
+		    i > 0 ? ", " : "", ri->restart[i]);
+		if (n < 0 || (size_t)n >= sizeof(keys) - off)
+			break;
+		off += (size_t)n;
+	}
+	log_info("reload: policies applied (%s); needs a restart: %s", sum,
+	    keys);
+}
+
+int
+proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
+{
+	struct proxy_reload_info own_info;
 	struct config *ncfg;
 	struct policy *npol, *old;
 	struct diag own, *d = errs != NULL ? errs : &own;
+	struct proxy_reload_info *ri = info != NULL ? info : &own_info;
 	char sum[256], line[2048];
 	size_t i;
 
@@ -398,7 +422,15 @@ proxy_reload(struct proxy *p, struct diag *errs)
 		return -1;
 	}
 	diag_free(&own);
-	/* Listeners, timeouts and limits need a restart; only policies swap. */
+	/*
+	 * Listeners, paths, timeouts and limits need a restart; only policies
+	 * swap. p->cfg stays the running config, so a key stays named on every
+	 * reload until a restart applies it.
+	 */
+	ri->n_restart = config_restart_keys(p->cfg, ncfg, ri->restart,
+	    PROXY_RELOAD_MAX_KEYS);
+	if (ri->n_restart > PROXY_RELOAD_MAX_KEYS)
+		ri->n_restart = PROXY_RELOAD_MAX_KEYS;
 	config_free(ncfg);
 	pthread_mutex_lock(&p->pol_mtx);
 	old = p->pol;
@@ -407,7 +439,10 @@ proxy_reload(struct proxy *p, struct diag *errs)
 	policy_unref(old);
 	cred_policy_changed(p, npol);
 	policy_summary(npol, sum, sizeof(sum));
-	log_info("reload: new policy in force: %s", sum);
+	if (ri->n_restart > 0)
+		reload_log_restart(ri, sum);
+	else
+		log_info("reload: new policy in force: %s", sum);
 	atomic_fetch_add(&p->n_reload_ok, 1);
 	return 0;
 }
@@ -453,7 +488,7 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 		/* systemd's ExecReload waits for READY=1 after RELOADING=1. */
 		if (p->life != NULL && p->life->reloading != NULL)
 			p->life->reloading();
-		proxy_reload(p, NULL);
+		proxy_reload(p, NULL, NULL);
 		notify_ready(p);
 		return;
 	}

@@ -1,7 +1,8 @@
 /*
  * The sandbox launcher (docs/sandbox.md): network namespace, veth and addresses
  * (sandbox_net.c), the host-side nftables table (sandbox_nft.c), the OCI
- * bundle (sandbox_oci.c) and the runtime and admin-socket driver (sandbox_run.c).
+ * bundle (sandbox_oci.c), the runtime and admin-socket driver (sandbox_run.c)
+ * and the command's output under runsc (sandbox_stdio.c).
  */
 #ifndef SG_SANDBOX_H
 #define SG_SANDBOX_H
@@ -228,15 +229,29 @@ void	 sandbox_placeholders_free(struct sandbox_placeholder *, size_t);
 /* 1 when /sys/fs/cgroup is tmpfs and /sys/fs/cgroup/unified a cgroup2 mount. */
 int	 sandbox_cgroup_hybrid(void);
 /*
+ * A foreground command's stdout and stderr under runsc (sandbox_stdio.c):
+ * gVisor writes a regular file it is handed at an offset of its own, from 0,
+ * so such a stream goes through a pipe that a thread copies onward. new: *r
+ * is NULL when nothing needs it (crun, a terminal, a pipe); -1 on error.
+ * child: in the forked runtime, its fd 1 and 2; parent: after the fork;
+ * end: once the runtime exited, copy what is left (at most grace_s seconds
+ * more: a process left in the sandbox may hold the pipe) and free.
+ */
+struct sandbox_relay;
+int	 sandbox_relay_new(enum sandbox_runtime, struct sandbox_relay **r);
+void	 sandbox_relay_child(const struct sandbox_relay *);
+void	 sandbox_relay_parent(struct sandbox_relay *);
+void	 sandbox_relay_end(struct sandbox_relay *, int grace_s);
+/*
  * Start `RUNTIME run --bundle B ID` and return its pid: the runtime lives as
  * long as the sandbox's command and exits with its status. out_fd >= 0 gets
- * the command's stdout and stderr (stdin is /dev/null); -1 inherits ours.
- * runsc is started inside the network namespace at netns; crun joins it by
- * the path in config.json.
+ * the command's stdout and stderr (stdin is /dev/null); -1 inherits ours,
+ * through relay when it is not NULL. runsc is started inside the network
+ * namespace at netns; crun joins it by the path in config.json.
  */
 pid_t	 sandbox_runtime_start(enum sandbox_runtime, const char *state_root,
 	    const char *bundle, const char *id, const char *netns, int out_fd,
-	    const char **errstr);
+	    struct sandbox_relay *relay, const char **errstr);
 /* The container's status ("created", "running", "stopped"), or -1. */
 int	 sandbox_runtime_status(enum sandbox_runtime, const char *state_root,
 	    const char *id, char *buf, size_t len);
@@ -250,7 +265,7 @@ void	 sandbox_runtime_kill(enum sandbox_runtime, const char *state_root,
  */
 pid_t	 sandbox_runtime_exec(enum sandbox_runtime, const char *state_root,
 	    const char *id, const char *process_json, const char *pid_file,
-	    const char **errstr);
+	    struct sandbox_relay *relay, const char **errstr);
 /* `kill --pid PID ID SIG` (runsc): signal one process of the sandbox. */
 int	 sandbox_runtime_kill_pid(enum sandbox_runtime, const char *state_root,
 	    const char *id, long pid, const char *sig);

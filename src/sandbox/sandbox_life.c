@@ -757,6 +757,7 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
     const char *id, const char *token)
 {
 	struct life l;
+	struct sandbox_relay *relay = NULL;
 	char logp[PATH_MAX];
 	struct sandbox_dest tp, dns;
 	const char *err;
@@ -805,8 +806,12 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 			goto out;
 		}
 	}
+	if (!o->detach && sandbox_relay_new(l.rt, &relay) == -1) {
+		sandbox_err("sandbox: output relay: %s", strerror(errno));
+		goto out;
+	}
 	if ((pid = sandbox_runtime_start(l.rt, l.state_root, l.dir, id,
-	    l.net.netns_path, pfd[1], &err)) == -1) {
+	    l.net.netns_path, pfd[1], relay, &err)) == -1) {
 		sandbox_err("sandbox: %s: %s", o->runtime, err);
 		goto out;
 	}
@@ -831,11 +836,14 @@ sandbox_life(struct config *cfg, const struct sandbox_opts *o,
 		(void)sandbox_state_update(l.st, id, "running", NULL);
 	status = life_wait(&l, pid, pfd[0], log_fd);
 	pfd[0] = -1;
+	sandbox_relay_end(relay, SB_EOF_GRACE);
+	relay = NULL;
 	if (status == -1)
 		status = 1;
 	(void)sandbox_state_update(l.st, id, "exited", NULL);
 	(void)sandbox_admin_set_running(cfg->admin_socket, id, 0);
 out:
+	sandbox_relay_end(relay, 0);
 	if (pfd[0] != -1)
 		close(pfd[0]);
 	if (pfd[1] != -1)

@@ -477,7 +477,7 @@ id_netns(enum sandbox_runtime rt, const char *id, char *buf, size_t len)
 
 static pid_t
 runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[],
-    const char *netns, int out)
+    const char *netns, int out, const struct sandbox_relay *relay)
 {
 	const char *argv[32];
 	sigset_t none;
@@ -488,6 +488,7 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 		return -1;
 	if ((pid = fork()) != 0)
 		return pid;
+	sandbox_relay_child(relay);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
@@ -569,7 +570,7 @@ runtime_call(enum sandbox_runtime rt, const char *state, const char *const sub[]
 {
 	char ns[128];
 	pid_t pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns,
-	    sizeof(ns)), SPAWN_QUIET);
+	    sizeof(ns)), SPAWN_QUIET, NULL);
 	int st;
 
 	if (pid == -1)
@@ -601,7 +602,7 @@ sandbox_runtime_delete(enum sandbox_runtime rt, const char *state,
 pid_t
 sandbox_runtime_start(enum sandbox_runtime rt, const char *state,
     const char *bundle, const char *id, const char *netns, int out_fd,
-    const char **errstr)
+    struct sandbox_relay *relay, const char **errstr)
 {
 	const char *const run[] = { "run", "--bundle", bundle, id, NULL };
 	pid_t pid;
@@ -611,15 +612,17 @@ sandbox_runtime_start(enum sandbox_runtime rt, const char *state,
 		return -1;
 	}
 	if ((pid = runtime_spawn(rt, state, run, netns,
-	    out_fd >= 0 ? out_fd : SPAWN_INHERIT)) == -1)
+	    out_fd >= 0 ? out_fd : SPAWN_INHERIT, out_fd >= 0 ? NULL :
+	    relay)) == -1)
 		*errstr = "fork";
+	sandbox_relay_parent(relay);
 	return pid;
 }
 
 pid_t
 sandbox_runtime_exec(enum sandbox_runtime rt, const char *state,
     const char *id, const char *process_json, const char *pid_file,
-    const char **errstr)
+    struct sandbox_relay *relay, const char **errstr)
 {
 	const char *const crun[] = { "exec", "--process", process_json, id,
 	    NULL };
@@ -629,8 +632,9 @@ sandbox_runtime_exec(enum sandbox_runtime rt, const char *state,
 	pid_t pid;
 
 	if ((pid = runtime_spawn(rt, state, rt == SANDBOX_RUNSC ? runsc : crun,
-	    id_netns(rt, id, ns, sizeof(ns)), SPAWN_INHERIT)) == -1)
+	    id_netns(rt, id, ns, sizeof(ns)), SPAWN_INHERIT, relay)) == -1)
 		*errstr = "fork";
+	sandbox_relay_parent(relay);
 	return pid;
 }
 
@@ -662,7 +666,7 @@ sandbox_runtime_status(enum sandbox_runtime rt, const char *state,
 	if (pipe2(pfd, O_CLOEXEC) == -1)
 		return -1;
 	pid = runtime_spawn(rt, state, sub, id_netns(rt, id, ns, sizeof(ns)),
-	    pfd[1]);
+	    pfd[1], NULL);
 	close(pfd[1]);
 	if (pid == -1) {
 		close(pfd[0]);

@@ -119,10 +119,12 @@ def leftovers_many(sids):
 
 class SandboxWorld(unittest.TestCase):
     """A gateway with wildcard transparent and DNS listeners, dnsmasq, and
-    a fake internet; subclasses add tests. POLICY and EXTRA may be set."""
+    a fake internet; subclasses add tests. POLICY, EXTRA and USER (the
+    account serve drops to; None: the harness's default) may be set."""
 
     POLICY = None
     EXTRA = {}
+    USER = None
 
     @classmethod
     def setUpClass(cls):
@@ -154,7 +156,9 @@ class SandboxWorld(unittest.TestCase):
         listen.update(cls.EXTRA.get("listen", {}))
         extra = dict(cls.EXTRA)
         extra["listen"] = listen
-        cls.gw = T.Gateway(d, cls.dns, {"main.yaml": policy}, extra=extra)
+        kw = {"user": cls.USER} if cls.USER is not None else {}
+        cls.gw = T.Gateway(d, cls.dns, {"main.yaml": policy}, extra=extra,
+            **kw)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         deadline = time.time() + 10 * T.SLOW

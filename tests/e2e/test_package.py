@@ -45,6 +45,13 @@ FILES = ["usr/sbin/sandgate", "etc/sandgate/sandgate.yaml",
          "usr/share/doc/sandgate/examples/policies/coding-agent.yaml"]
 
 
+# What dpkg-buildpackage (debhelper, cmake) writes into the source tree.
+BUILD_OUTPUT = re.compile(r"^(obj-[^/]+/|debian/\.debhelper/|debian/sandgate/|"
+                          r"debian/tmp/|debian/(files|debhelper-build-stamp)$|"
+                          r"debian/sandgate\.(substvars|debhelper\.log|"
+                          r"[a-z]+\.debhelper)$)")
+
+
 def run(argv, timeout=300, **kw):
     return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=timeout, **kw)
@@ -113,6 +120,28 @@ class PackageTest(unittest.TestCase):
             if line and not line.startswith("#"):
                 self.assertTrue(i > 0 and lines[i - 1].startswith("#"),
                                 "override without a reason: " + line)
+
+    def test_sources_are_tracked_files(self):
+        """The tree the package was built in holds what git tracks and what
+        the build made, nothing else: no key make run left in certs/, no
+        untracked file (docs/packaging.md, "What the package is built
+        from"; test_tree_clean.py plants some)."""
+        r = run(["git", "-C", T.SRC, "ls-files", "-z"])
+        if r.returncode != 0:
+            self.skipTest("%s is not a git checkout" % T.SRC)
+        tracked = {f for f in r.stdout.split("\0")
+                   if f and os.path.lexists(os.path.join(T.SRC, f))}
+        tree = os.path.join(os.path.dirname(self.deb),
+                            "sandgate-" + cmake_version())
+        got = set()
+        for top, dirs, files in os.walk(tree):
+            for f in files:
+                got.add(os.path.relpath(os.path.join(top, f), tree))
+        self.assertEqual(sorted(tracked - got), [])
+        extra = sorted(f for f in got - tracked if not BUILD_OUTPUT.match(f))
+        self.assertEqual(extra, [])
+        self.assertFalse([f for f in got if f.startswith(("certs/", "var/"))
+                          and f != "certs/README.md"])
 
     def test_contents(self):
         listing = run(["dpkg-deb", "-c", self.deb]).stdout

@@ -199,7 +199,8 @@ class PlaceholderScaleTest(unittest.TestCase):
 
     def reload(self, fixed):
         self.gw.write_policy("scale.yaml", self.policy(fixed))
-        self.assertEqual(self.admin("POST", "/v1/reload"), {"ok": True})
+        self.assertEqual(self.admin("POST", "/v1/reload"), {"ok": True,
+            "message": "new policy in force", "needs_restart": []})
 
     def audit_settled(self, sid):
         """Wait until the audit row of the last removal is written."""
