@@ -342,6 +342,42 @@ fairshare_src_limit(const struct fairshare *f)
 	return f->lim.src_max_conns;
 }
 
+int
+fairshare_src_top(struct fairshare *f, const struct netaddr *mine,
+    struct netaddr *top, uint32_t *top_live, uint32_t *my_live)
+{
+	struct fair_key me;
+	struct fair_entry *e, *best_e;
+	size_t i;
+	int found = 0;
+
+	*top_live = *my_live = 0;
+	fair_key_source(&me, mine);
+	for (i = 0; i < FAIR_STRIPES; i++) {
+		pthread_mutex_lock(&f->stripes[i].mtx);
+		best_e = NULL;
+		for (e = f->stripes[i].head; e != NULL; e = e->next) {
+			if (e->key.b[0] != FAIR_KEY_SOURCE || e->live == 0)
+				continue;
+			if (e->key.len == me.len &&
+			    memcmp(e->key.b, me.b, me.len) == 0)
+				*my_live = e->live;
+			else if (e->live > *top_live &&
+			    (best_e == NULL || e->live > best_e->live))
+				best_e = e;
+		}
+		if (best_e != NULL) {
+			memset(top, 0, sizeof(*top));
+			top->family = best_e->key.b[1] == 4 ? AF_INET : AF_INET6;
+			memcpy(top->a, best_e->key.b + 2, best_e->key.len - 2);
+			*top_live = best_e->live;
+			found = 1;
+		}
+		pthread_mutex_unlock(&f->stripes[i].mtx);
+	}
+	return found;
+}
+
 enum fair_verdict
 fairshare_src_open(struct fairshare *f, const struct netaddr *addr,
     uint64_t now_ms, struct fair_refusal *ref)

@@ -66,6 +66,14 @@ struct fairshare;
 struct fairshare *fairshare_new(const struct fair_limits *);
 /* The share of one source whose sandbox is not known yet (0: none). */
 uint32_t	 fairshare_src_limit(const struct fairshare *);
+/*
+ * The source other than mine holding the most live connections whose
+ * sandbox is not known yet: 1 with it in *top, its count in *top_live and
+ * mine's in *my_live; 0 when no other source holds one. Walks the whole
+ * table: for a full gateway, not for every connection.
+ */
+int		 fairshare_src_top(struct fairshare *, const struct netaddr *mine,
+		    struct netaddr *top, uint32_t *top_live, uint32_t *my_live);
 void		 fairshare_free(struct fairshare *);
 /*
  * A connection of sandbox starts: counted (FAIR_OK, and then exactly one

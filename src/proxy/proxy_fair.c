@@ -211,3 +211,109 @@ session_head_done(struct session *s)
 	evtimer_del(s->head_ev);
 	s->head_armed = 0;
 }
+
+/*
+ * At most this many closes owed at once: a newcomer let in over
+ * max_connections waits for one of them, so the gateway holds at most this
+ * many connections more than max_connections, for at most a second.
+ */
+#define FAIR_EVICT_MAX	8
+
+int
+proxy_fair_make_room(struct proxy *p, const struct sockaddr *sa)
+{
+	struct netaddr mine, top;
+	uint32_t top_live, my_live;
+	unsigned pending;
+	size_t i;
+
+	if (p->fair == NULL || (sa->sa_family != AF_INET &&
+	    sa->sa_family != AF_INET6))
+		return -1;
+	netaddr_from_sockaddr(sa, &mine, NULL);
+	pending = atomic_load(&p->evict_pending);
+	/*
+	 * Only for a source that would hold fewer than the one closed: a
+	 * source filling the gateway alone is refused at its limit as ever.
+	 */
+	if (pending >= FAIR_EVICT_MAX || !fairshare_src_top(p->fair, &mine,
+	    &top, &top_live, &my_live) || top_live <= my_live + 1)
+		return -1;
+	pthread_mutex_lock(&p->evict_mtx);
+	p->evict_addr = top;
+	p->evict_live = top_live;
+	pthread_mutex_unlock(&p->evict_mtx);
+	atomic_fetch_add(&p->evict_pending, 1);
+	for (i = 0; i < (size_t)p->n_workers; i++)
+		event_active(p->workers[i].evict_ev, EV_READ, 0);
+	return 0;
+}
+
+/* Take one owed close, if any is still owed. */
+static int
+evict_claim(struct proxy *p)
+{
+	unsigned n = atomic_load(&p->evict_pending);
+
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&p->evict_pending, &n, n - 1))
+			return 1;
+	return 0;
+}
+
+/* Close the session: refused in its listener's protocol, with its row. */
+static void
+fair_evict(struct session *s, const struct netaddr *a, unsigned held)
+{
+	char detail[200], abuf[NETADDR_STRLEN];
+
+	snprintf(detail, sizeof(detail), "max_connections reached: closed to "
+	    "make room, source %s holds %u connections whose sandbox is not "
+	    "known yet, more than any other", netaddr_ntop(a, abuf,
+	    sizeof(abuf)), held);
+	log_info("too-many-connections: %s", detail);
+	atomic_fetch_add(&s->p->n_evicted, 1);
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	session_log(s, "deny", 503, REASON_TOO_MANY_CONN, 0, 0, &s->started);
+	switch (s->kind) {
+	case KIND_SOCKS5:
+		socks_deny(s, REASON_TOO_MANY_CONN);
+		break;
+	case KIND_INGRESS:
+		session_close(s, reason_word(REASON_TOO_MANY_CONN));
+		break;
+	default:
+		session_http_error(s, 503, REASON_TOO_MANY_CONN, detail);
+		break;
+	}
+}
+
+/*
+ * A worker's part of making room: its oldest connection of the source
+ * named, not identified yet, if a close is still owed.
+ */
+void
+proxy_fair_evict_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct proxy *p = w->proxy;
+	struct session *s;
+	struct netaddr a;
+	unsigned held;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&p->evict_mtx);
+	a = p->evict_addr;
+	held = p->evict_live;
+	pthread_mutex_unlock(&p->evict_mtx);
+	TAILQ_FOREACH(s, &w->sessions, entry) {
+		if (s->closing || !s->fair_src_counted || s->has_ident ||
+		    netaddr_cmp(&s->client_addr, &a) != 0)
+			continue;
+		if (evict_claim(p))
+			fair_evict(s, &a, held);
+		return;	/* s may be gone: the list is not walked further */
+	}
+}

@@ -682,8 +682,9 @@ origin_head(struct session *s)
 		f->resp_left = r.content_length;
 		http_chunked_init(&f->resp_chunk);
 		if (r.status == 101) {
-			session_log(s, "allow", 101, REASON_NONE, f->bytes_up,
-			    f->bytes_down, &f->started);
+			f->switched = 1;
+			f->relay_up = s->bytes_up;
+			f->relay_down = s->bytes_down;
 			if (ws)
 				ws_relay_start(s);
 			else

@@ -65,6 +65,7 @@ struct worker {
 	struct evconnlistener	*listeners[LISTENER_MAX];
 	struct listener_ctx	 lctx[LISTENER_MAX];
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
+	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
 	uint64_t		 next_session;
 	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
@@ -119,6 +120,16 @@ struct proxy {
 	uint64_t		 phs_released_ms;	/* the last removal, CLOCK_MONOTONIC */
 	uint64_t		 vault_stamp;	/* the keeper's; a change means rotation */
 	atomic_ullong		 n_refused;
+	/*
+	 * A full gateway makes room for a newcomer by closing an unidentified
+	 * connection of the source holding most (proxy_fair.c): which source,
+	 * and how many closes the workers still owe.
+	 */
+	pthread_mutex_t		 evict_mtx;
+	struct netaddr		 evict_addr;
+	unsigned		 evict_live;	/* what it held when asked */
+	atomic_uint		 evict_pending;
+	atomic_ullong		 n_evicted;
 	struct event_base	*main_base;
 	struct evhttp		*admin;		/* admin API, main thread */
 	struct evhttp		*metrics;	/* listen.metrics, main thread */
@@ -218,6 +229,13 @@ struct forward {
 	int			 client_keep_alive;
 	int			 origin_keep_alive;
 	int			 upgrade;	/* the request asked to switch protocols */
+	/*
+	 * The origin's 101 went out: the upgraded connection is this request's
+	 * exchange, and its one row is written when it ends, with every byte it
+	 * moved (relay_up/down: the raw relay's counters when it began).
+	 */
+	int			 switched;
+	uint64_t		 relay_up, relay_down;
 	int			 drop_upgrade;	/* ... to h2c: forwarded without the offer */
 	int			 status;
 	char			 method[24];
@@ -386,6 +404,13 @@ void		 session_note_target(struct session *, const char *host,
  * known (session_new): 0, or -1 refused (answered and closing).
  */
 int		 session_fair_source(struct session *);
+/*
+ * max_connections is reached: 0 when a worker was asked to close one
+ * connection, not yet identified, of the source other than sa's holding
+ * the most (the newcomer may then be let in), -1 when there is none.
+ */
+int		 proxy_fair_make_room(struct proxy *, const struct sockaddr *sa);
+void		 proxy_fair_evict_cb(evutil_socket_t, short, void *);
 /*
  * Count s against its sandbox once identified, and no longer against its
  * source: 0, or -1 refused (answered).

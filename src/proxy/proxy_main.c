@@ -96,7 +96,8 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	struct proxy *p = w->proxy;
 	int one = 1;
 
-	if (atomic_fetch_add(&p->n_conns, 1) >= p->cfg->max_connections) {
+	if (atomic_fetch_add(&p->n_conns, 1) >= p->cfg->max_connections &&
+	    proxy_fair_make_room(p, sa) == -1) {
 		atomic_fetch_sub(&p->n_conns, 1);
 		if (atomic_fetch_add(&p->n_refused, 1) % 1000 == 0)
 			log_warnx("max_connections (%u) reached: refusing connections",
@@ -166,7 +167,9 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		log_warnx("worker %d: resolver initialisation failed", index);
 		return -1;
 	}
-	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL)
+	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL ||
+	    (w->evict_ev = event_new(w->base, -1, 0, proxy_fair_evict_cb,
+	    w)) == NULL)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
 		return -1;
@@ -314,8 +317,11 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	memset(parts, 0, sizeof(*parts));
 	atomic_init(&p->keeper_pid, 0);
 	pthread_mutex_init(&p->pol_mtx, NULL);
+	pthread_mutex_init(&p->evict_mtx, NULL);
 	atomic_init(&p->n_conns, 0);
 	atomic_init(&p->n_refused, 0);
+	atomic_init(&p->n_evicted, 0);
+	atomic_init(&p->evict_pending, 0);
 	atomic_init(&p->n_reload_ok, 0);
 	atomic_init(&p->n_reload_err, 0);
 	p->metrics_fd = -1;
@@ -329,17 +335,14 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 		goto fail;
 	{
 		/*
-		 * A source whose sandbox is not known yet holds at most half
-		 * of max_connections (docs/config.md): partial heads of one
-		 * cannot fill the gateway for the others.
+		 * Sources are always counted (no per-sandbox limit: no limit
+		 * of theirs), so that a full gateway knows whose connections
+		 * to close first (proxy_fair_make_room).
 		 */
-		uint32_t half = cfg->max_connections / 2 > 0 ?
-		    cfg->max_connections / 2 : 1;
 		struct fair_limits fl = { cfg->sandbox_max_connections,
 		    cfg->sandbox_conn_rate, cfg->sandbox_dns_rate,
-		    cfg->sandbox_max_connections != 0 &&
-		    cfg->sandbox_max_connections < half ?
-		    cfg->sandbox_max_connections : half };
+		    cfg->sandbox_max_connections != 0 ?
+		    cfg->sandbox_max_connections : UINT32_MAX };
 
 		if ((p->fair = fairshare_new(&fl)) == NULL)
 			goto fail;
@@ -455,6 +458,8 @@ vault_watch_cb(evutil_socket_t fd, short ev, void *arg)
 	cred_check_rotation(p);
 	/* Sandboxes gone quiet (or forgotten by the admin API) leave the table. */
 	fairshare_sweep(p->fair, fairshare_now_ms());
+	/* Closes no worker found a connection for within a second: given up. */
+	atomic_store(&p->evict_pending, 0);
 }
 
 /* READY=1 with the policy in force as the service's status line. */
@@ -588,6 +593,8 @@ proxy_free(struct proxy *p)
 			resolver_free(w->resolver);
 		if (w->resume_ev != NULL)
 			event_free(w->resume_ev);
+		if (w->evict_ev != NULL)
+			event_free(w->evict_ev);
 		if (w->base != NULL)
 			event_base_free(w->base);
 		proxy_tls_worker_free(w);
@@ -633,6 +640,7 @@ proxy_free(struct proxy *p)
 		policy_unref(p->pol);
 	config_free(p->cfg);
 	pthread_mutex_destroy(&p->pol_mtx);
+	pthread_mutex_destroy(&p->evict_mtx);
 	free(p);
 }
 

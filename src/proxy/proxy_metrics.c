@@ -158,6 +158,11 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "refused because max_connections was reached.");
 	sample(out, "connections_refused_total", NULL, NULL,
 	    atomic_load(&p->n_refused));
+	family(out, "connections_evicted_total", "counter", "Connections whose "
+	    "sandbox was not known yet, closed to make room for another "
+	    "source's when max_connections was reached.");
+	sample(out, "connections_evicted_total", NULL, NULL,
+	    atomic_load(&p->n_evicted));
 	family(out, "rate_limited_total", "counter", "Connections and DNS "
 	    "queries refused over a limits.per_sandbox limit (reason "
 	    "rate-limited).");

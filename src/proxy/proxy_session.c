@@ -183,6 +183,13 @@ session_close(struct session *s, const char *reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
+	/* An upgraded connection's row: the 101 and every byte it moved. */
+	if (s->fwd.switched) {
+		s->fwd.switched = 0;
+		session_log(s, "allow", 101, REASON_NONE, s->fwd.bytes_up +
+		    (s->bytes_up - s->fwd.relay_up), s->fwd.bytes_down +
+		    (s->bytes_down - s->fwd.relay_down), &s->fwd.started);
+	}
 	/* A request that reached its origin has its row, however it ends. */
 	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->verdict.allow)
 		session_log(s, "allow", s->fwd.status, REASON_NONE,

@@ -266,6 +266,7 @@ ws_end(struct session *s, const char *decision, enum sg_reason reason,
 	    (unsigned long long)s->id, s->target.host, s->target.port, detail);
 	session_log(s, decision, s->fwd.status, reason, s->fwd.bytes_up,
 	    s->fwd.bytes_down, &s->fwd.started);
+	s->fwd.switched = 0;	/* its row is this one */
 	s->state = S_FINISHING;	/* a write callback run by the adds stays out */
 	evbuffer_add_buffer(out, ws->down.stage);
 	if (ws->scrub || !ws->down.in_frame) {
@@ -620,7 +621,6 @@ ws_pump(struct session *s, struct bufferevent *src, int all)
 	struct bufferevent *dst = src == s->cbev ? s->obev : s->cbev;
 	struct evbuffer *in = bufferevent_get_input(src);
 	struct evbuffer *out = bufferevent_get_output(dst);
-	size_t before = evbuffer_get_length(in);
 	int r = 1;
 
 	if (d->busy)
@@ -632,10 +632,6 @@ ws_pump(struct session *s, struct bufferevent *src, int all)
 	d->busy = 0;
 	if (r == -1 || !ws_live(s))
 		return;
-	if (d->from == WS_FROM_CLIENT)
-		s->fwd.bytes_up += before - evbuffer_get_length(in);
-	else
-		s->fwd.bytes_down += before - evbuffer_get_length(in);
 	/* One add per pass: a TLS filter writes a record per add. */
 	evbuffer_add_buffer(out, d->stage);
 	/* A TLS filter may have run our write callback, and it the peer's pump. */
@@ -698,6 +694,32 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 		session_close(s, "done");
 }
 
+/*
+ * The row counts every byte of frames that arrived from each side, as
+ * they arrive: a count of what a pass consumed misses what a TLS filter
+ * adds to the input during the pass, and the last pass of a session that
+ * ends in it.
+ */
+static void
+ws_arrived_up_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct session *s = arg;
+
+	(void)b;
+	s->fwd.bytes_up += info->n_added;
+}
+
+static void
+ws_arrived_down_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct session *s = arg;
+
+	(void)b;
+	s->fwd.bytes_down += info->n_added;
+}
+
 void
 ws_relay_start(struct session *s)
 {
@@ -717,6 +739,15 @@ ws_relay_start(struct session *s)
 		return;
 	}
 	ws->scrub = s->fwd.scrub != NULL;
+	/* Frames that came with the 101, or right after the request, too. */
+	s->fwd.bytes_up += evbuffer_get_length(bufferevent_get_input(s->cbev));
+	s->fwd.bytes_down += evbuffer_get_length(bufferevent_get_input(s->obev));
+	if (evbuffer_add_cb(bufferevent_get_input(s->cbev), ws_arrived_up_cb,
+	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
+	    ws_arrived_down_cb, s) == NULL) {
+		session_close(s, "out-of-memory");
+		return;
+	}
 	memset(&s->body_tail, 0, sizeof(s->body_tail));
 	s->state = S_RELAY;
 	if (s->timer != NULL)

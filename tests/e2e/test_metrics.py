@@ -39,6 +39,7 @@ EXPECTED = {
     "sandgate_workers": ("gauge", [()]),
     "sandgate_connections": ("gauge", [()]),
     "sandgate_connections_refused_total": ("counter", [()]),
+    "sandgate_connections_evicted_total": ("counter", [()]),
     "sandgate_rate_limited_total": ("counter", [()]),
     "sandgate_rate_limited_unaudited_total": ("counter", [()]),
     "sandgate_audit_rows_written_total": ("counter", [()]),

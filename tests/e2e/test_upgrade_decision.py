@@ -473,10 +473,16 @@ class UpgradeDecisionTest(unittest.TestCase):
         self.assertEqual((after.status, after.body), (200, ADMIN_BODY))
         self.assertIn(b"GET /admin/raw HTTP/1.1\r\nHost: raw.test\r\n\r\n",
                       origin.received())
+        # The upgraded connection's one row is written when it ends, and
+        # counts the bytes relayed after the 101 too (docs/audit.md).
+        c.close()
         row = self.row(lambda x: x["path"] == "/proto-raw", status=101)
         self.assertEqual((row["decision"], row["host"], row["rule"],
                           row["reason"]),
                          ("allow", "raw.test", "up:allow[1]", None), row)
+        sent = len(b"GET /admin/raw HTTP/1.1\r\nHost: raw.test\r\n\r\n")
+        self.assertEqual(row["bytes_up"], sent, row)
+        self.assertGreaterEqual(row["bytes_down"], len(ADMIN_BODY), row)
 
 
 if __name__ == "__main__":

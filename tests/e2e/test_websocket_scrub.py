@@ -390,6 +390,8 @@ class WebSocketScrubTest(unittest.TestCase):
         c.send(frame(OP_CLOSE, struct.pack("!H", 1000), mask=os.urandom(4)))
         fin, op, rsv, p = read_frame(c.read_exact)
         self.assertEqual((op, p), (OP_CLOSE, struct.pack("!H", 1000)))
+        # The row is written when the upgraded connection ends.
+        c.close()
         row = self.audit_row(path="/leak", status=101)
         self.assertEqual((row["decision"], row["credential"], row["host"]),
                          ("allow", "ws-key", "bound.test"))

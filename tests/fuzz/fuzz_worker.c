@@ -1198,7 +1198,17 @@ row_matches(const struct fz_row *r, const struct fz_req *q,
 		return 0;
 	if (strcmp(r->decision, "error") == 0)
 		return strncmp(r->reason, "upstream-", 9) == 0 ||
-		    strcmp(r->reason, "upgrade-refused") == 0;
+		    strcmp(r->reason, "upgrade-refused") == 0 ||
+		    (r->status == 101 &&
+		    strcmp(r->reason, "websocket-protocol-error") == 0);
+	/*
+	 * An upgraded connection is one row, written when it ends: one the
+	 * gateway ended on a frame it refused carries that denial, and its
+	 * request went out before.
+	 */
+	if (r->status == 101 && strcmp(r->decision, "deny") == 0)
+		return strcmp(r->reason, "websocket-protocol-error") == 0 ||
+		    strcmp(r->reason, "credential-misuse") == 0;
 	if (strcmp(r->decision, "allow") != 0 || strcmp(r->ip, o->ip) != 0)
 		return 0;
 	if (r->status != 101 && r->bytes_up != (int64_t)q->body_raw)

@@ -1,16 +1,16 @@
 #!/usr/bin/python3
 """
-Fair share before identity on the default per-sandbox share (issue 22):
-with only limits.max_connections set (40) and per_sandbox.max_connections
-left at its default (1024, more than the whole gateway), a source whose
-connections have no sandbox yet still holds at most half of
-max_connections (docs/config.md "limits"). Sandbox A opens 40 connections
-and sends partial heads; exactly 20 are held, the rest get 429
-rate-limited at accept; sandbox B's requests are served all along, over
-the HTTP listener and SOCKS5. Variant: A from a second address of its own
-(a second source) fills the rest; then the global limit refuses B at
-accept, and the log says so. The gateway runs as a default install does (user:
-sandgate).
+Fair share before identity when the gateway is full (issue 22, docs/config.md
+"limits"): with only limits.max_connections set (40) and
+per_sandbox.max_connections left at its default (more than the whole
+gateway), sandbox A opens all 40 connections and sends partial heads.
+Sandbox B's requests are still served: a full gateway makes room by closing
+an unidentified connection of the source holding the most (503
+too-many-connections, with its row), never one of a source that would then
+hold as many. Variants: A alone still fills the gateway as the limit allows
+and its 41st is refused as ever; two addresses of an attacker -- the one
+holding more is the one closed; SOCKS5 for B. The gateway runs as a default
+install does (user: sandgate).
 """
 
 import os
@@ -27,14 +27,13 @@ import sgtest as T  # noqa: E402
 ORIGIN = "127.0.0.9"
 A, A2, B = "127.0.0.2", "127.0.0.4", "127.0.0.3"
 MAX_CONNS = 40
-HALF = MAX_CONNS // 2
 
 
-class FairSourceHalfTest(unittest.TestCase):
+class FairSourceFullTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         T.require_binary()
-        cls.td = T.TempDir("sgtest-fairhalf-")
+        cls.td = T.TempDir("sgtest-fairfull-")
         cls.addClassCleanup(cls.td.cleanup)
         cls.origin = T.Origin("origin", host=ORIGIN)
         cls.addClassCleanup(cls.origin.stop)
@@ -59,6 +58,8 @@ class FairSourceHalfTest(unittest.TestCase):
         if not T.wait_tcp("127.0.0.1", cls.sport, 5 * T.SLOW, cls.gw.proc):
             raise RuntimeError("SOCKS5 listener not up:\n" + cls.gw.log_tail())
         cls.url = "http://allowed.test:%d" % cls.origin.port
+        # The start-up probes' connections closed before any test counts.
+        time.sleep(1.0 * T.SLOW)
 
     def setUp(self):
         self.held = []
@@ -116,39 +117,66 @@ class FairSourceHalfTest(unittest.TestCase):
         self.assertEqual([(x["decision"], x["status"]) for x in rows],
                          [("allow", 200)])
 
-    def test_one_source_holds_half(self):
+    def evicted(self, socks, n):
+        """Exactly n of socks were answered 503 too-many-connections."""
+        held, closed = self.settle(socks)
+        self.assertEqual(len(closed), n, "%d of A's closed" % len(closed))
+        for s, data in closed.items():
+            self.assertTrue(data.startswith(b"HTTP/1.1 503 "), data[:200])
+            self.assertIn(b"X-Sandgate-Reason: too-many-connections", data)
+        return held
+
+    def partial(self, socks, tag):
+        for i, s in enumerate(socks):
+            s.sendall(b"GET http://allowed.test/a-%s-%d HTTP/1.1\r\nHost: "
+                      b"allowed.test\r\nX-Slow: 1" % (tag.encode(), i))
+
+    def test_full_gateway_makes_room_for_another_source(self):
         socks = self.open_from(A, MAX_CONNS)
         held, closed = self.settle(socks)
-        self.assertEqual((len(held), len(closed)), (HALF, MAX_CONNS - HALF))
-        for s, data in closed.items():
-            self.assertTrue(data.startswith(b"HTTP/1.1 429 "), data[:200])
-            self.assertIn(b"X-Sandgate-Reason: rate-limited", data)
-        for i, s in enumerate(held):
-            s.sendall(b"GET http://allowed.test/a-%d HTTP/1.1\r\nHost: "
-                      b"allowed.test\r\nX-Slow: 1" % i)
-        self.b_is_served("half")
+        self.assertEqual((len(held), len(closed)), (MAX_CONNS, 0))
+        self.partial(held, "full")
+        # B's first connection needs room: one of A's is closed for it;
+        # B's second comes when the first has closed, and fits.
+        self.b_is_served("full")
+        held = self.evicted(held, 1)
+        self.assertEqual(len(held), MAX_CONNS - 1)
         r, _, _ = select.select(held, [], [], 0.3)
         self.assertEqual(r, [], "a held partial head was answered")
         self.assertFalse(self.origin.saw_path("/a-"))
+        rows = [r for r in self.gw.wait_audit(reason="too-many-connections")
+                if r["client"].startswith(A + ":")]
+        self.assertEqual(len(rows), 1, rows)
+        for r in rows:
+            self.assertEqual((r["decision"], r["status"], r["rule"],
+                              r["sandbox"], r["host"]),
+                             ("deny", 503, "limits", None, None), r)
         self.assertIsNotNone(self.gw.wait_log(
-            r"rate-limited: source 127\.0\.0\.2 has %d connections open "
-            r"whose sandbox is not known yet" % HALF))
+            r"too-many-connections: max_connections reached: closed to make "
+            r"room, source 127\.0\.0\.2 holds \d+ connections"))
 
-    def test_two_sources_fill_the_gateway_b_refused_loudly(self):
-        # Two addresses of an attacker take half each: the global limit
-        # (docs/config.md: closed at accept) then refuses B, and the log
-        # says so; a third address of the attacker gets no more either.
-        a = self.open_from(A, HALF)
-        a2 = self.open_from(A2, HALF)
-        held, closed = self.settle(a + a2)
+    def test_one_source_alone_is_refused_at_the_limit(self):
+        socks = self.open_from(A, MAX_CONNS)
+        held, closed = self.settle(socks)
         self.assertEqual((len(held), len(closed)), (MAX_CONNS, 0))
-        r = T.curl("%s/b-full" % self.url, proxy=self.gw.url,
-                   args=["--interface", B], tmp=self.td.path)
-        self.assertEqual(r.status, 0, "B: %r" % (r,))
-        self.assertFalse(self.origin.saw_path("/b-full"))
+        extra = self.open_from(A, 1)
+        held2, closed2 = self.settle(extra)
+        self.assertEqual(len(closed2), 1, "A's 41st was let in")
+        self.assertEqual(list(closed2.values()), [b""])
+        self.assertEqual(self.settle(socks)[1], {}, "A closed itself room")
         self.assertIsNotNone(self.gw.wait_log(
             r"max_connections \(%d\) reached: refusing connections"
             % MAX_CONNS))
+
+    def test_two_attacker_sources_the_larger_pays(self):
+        a = self.open_from(A, 25)
+        a2 = self.open_from(A2, 15)
+        self.assertEqual(self.settle(a + a2)[1], {})
+        self.partial(a, "one")
+        self.partial(a2, "two")
+        self.b_is_served("two")
+        self.evicted(a, 1)
+        self.assertEqual(self.settle(a2)[1], {}, "the smaller source paid")
 
 
 if __name__ == "__main__":
