@@ -57,6 +57,21 @@ int	policy_identify_token(const struct policy *, const char *id, size_t idlen,
 int	policy_identity_by_id(const struct policy *, const char *id,
 	    struct policy_identity *out);
 
+/*
+ * The one host-name normaliser, for policies, targets, the resolver's
+ * cache and leaf certificates: lower-case, drop one trailing dot, convert
+ * U-labels to A-labels (punycode), check LDH syntax (underscores allowed,
+ * as real DNS has them; no label starting or ending in '-'). A name ending
+ * in a number is an IPv4 form, not a name. Returns the length written to
+ * out (NUL-terminated), or -1 when the name is invalid.
+ */
+int	policy_name_normalize(const char *in, size_t len, char *out, size_t outlen);
+/* The same with flags: */
+#define POLICY_NAME_ASCII	0x01	/* A-labels only: a U-label is refused */
+#define POLICY_NAME_NUMERIC	0x02	/* a name may end in a number */
+int	policy_name_canon(const char *in, size_t len, char *out, size_t outlen,
+	    int flags);
+
 /* A destination, normalised once. */
 struct policy_target {
 	char		host[POLICY_HOST_MAX + 1];	/* lower-case name without trailing dot, A-labels; or canonical IP text */

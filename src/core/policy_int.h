@@ -100,13 +100,7 @@ struct policy {
 int	policy_index_build(struct policy *, struct diag *);
 void	policy_index_free(struct policy *);
 
-/* policy_names.c: host-name normalisation shared by loader and matcher. */
-/*
- * Lower-case, drop one trailing dot, convert U-labels to A-labels (punycode),
- * check LDH syntax (underscores allowed, as real DNS has them). Returns the
- * length written to out (NUL-terminated), or -1 when the name is invalid.
- */
-int	policy_name_normalize(const char *in, size_t len, char *out, size_t outlen);
+/* policy_names.c: policy_name_normalize and _canon are public (policy.h). */
 /* Path glob: '*' matches any run of characters, '/' included. */
 int	policy_glob_match(const char *glob, const char *s, size_t slen);
 

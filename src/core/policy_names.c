@@ -234,6 +234,13 @@ ends_in_number(const char *name, size_t len)
 int
 policy_name_normalize(const char *in, size_t len, char *out, size_t outlen)
 {
+	return policy_name_canon(in, len, out, outlen, 0);
+}
+
+int
+policy_name_canon(const char *in, size_t len, char *out, size_t outlen,
+    int flags)
+{
 	uint32_t cp[NAME_IN_MAX];
 	char res[POLICY_HOST_MAX + LABEL_MAX + 2];
 	size_t n = 0, i, start, o = 0;
@@ -242,6 +249,8 @@ policy_name_normalize(const char *in, size_t len, char *out, size_t outlen)
 	if (in == NULL || len == 0 || len > NAME_IN_MAX)
 		return -1;
 	for (i = 0; i < len; i += (size_t)r) {
+		if ((flags & POLICY_NAME_ASCII) && (unsigned char)in[i] >= 0x80)
+			return -1;
 		if ((r = utf8_decode((const unsigned char *)in + i, len - i,
 		    &cp[n])) == -1)
 			return -1;
@@ -265,7 +274,8 @@ policy_name_normalize(const char *in, size_t len, char *out, size_t outlen)
 			return -1;
 		start = i + 1;
 	}
-	if (ends_in_number(res, o) || o + 1 > outlen)
+	if ((!(flags & POLICY_NAME_NUMERIC) && ends_in_number(res, o)) ||
+	    o + 1 > outlen)
 		return -1;
 	memcpy(out, res, o);
 	out[o] = '\0';

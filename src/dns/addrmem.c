@@ -282,26 +282,24 @@ addrmem_add_one(struct addrmem *m, struct addrmem_sb *sb, const char *name,
 }
 
 /*
- * Names compare case-insensitively without one trailing dot: copy the
- * lower-case form into out (ADDRMEM_NAME_MAX + 1). Its length, or 0.
+ * Names compare as the one host-name normaliser writes them (core/policy.h,
+ * A-labels only): copy that form into out (ADDRMEM_NAME_MAX + 1). Its
+ * length, or 0 for what is not a name.
  */
 static size_t
 addrmem_name_norm(const char *name, char *out)
 {
-	size_t len, i;
+	size_t len;
+	int r;
 
 	if (name == NULL)
 		return 0;
 	len = strnlen(name, ADDRMEM_NAME_MAX + 2);
-	if (len > 0 && name[len - 1] == '.')
-		len--;
-	if (len == 0 || len > ADDRMEM_NAME_MAX)
+	if (len > ADDRMEM_NAME_MAX + 1 || (r = policy_name_canon(name, len,
+	    out, ADDRMEM_NAME_MAX + 1, POLICY_NAME_ASCII |
+	    POLICY_NAME_NUMERIC)) <= 0)
 		return 0;
-	for (i = 0; i < len; i++)
-		out[i] = (name[i] >= 'A' && name[i] <= 'Z') ?
-		    (char)(name[i] - 'A' + 'a') : name[i];
-	out[len] = '\0';
-	return len;
+	return (size_t)r;
 }
 
 void

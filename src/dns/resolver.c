@@ -23,6 +23,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/policy.h"
 #include "dns/dns_msg.h"
 #include "dns/resolver.h"
 
@@ -35,7 +36,6 @@
 #define RESOLVER_CACHE_MAX	10000
 #define RESOLVER_BUCKETS	8192	/* power of two */
 #define RESOLVER_NAME_MAX	253
-#define RESOLVER_LABEL_MAX	63
 
 enum part_status { PART_OK, PART_NEG, PART_TIMEOUT, PART_FAIL };
 enum entry_state { ENTRY_PENDING, ENTRY_DONE };
@@ -153,45 +153,25 @@ resolver_now_ms(void)
 
 /*
  * Copy a host name into out (RESOLVER_NAME_MAX + 1 bytes) in the form the
- * cache keys on: lower-case, one trailing dot removed, letters, digits, '-'
- * and '_' in labels of 1..63. c-ares would read '\' as an escape, so
- * anything else is refused before it gets there.
+ * cache keys on, policy_name_canon()'s: lower-case A-labels of letters,
+ * digits, '-' and '_', one trailing dot removed. c-ares would read '\' as
+ * an escape; the normaliser refuses it before it gets there.
  */
 static int
 resolver_normalise(const char *name, char *out, size_t *outlen)
 {
-	size_t len, i, label = 0;
-	unsigned char c;
+	size_t len;
+	int r;
 
 	if (name == NULL)
 		return -1;
+	/* The one host-name normaliser; a name of 254 bytes ends in a dot. */
 	len = strnlen(name, RESOLVER_NAME_MAX + 2);
-	if (len > 0 && name[len - 1] == '.')
-		len--;
-	if (len == 0 || len > RESOLVER_NAME_MAX)
+	if (len > RESOLVER_NAME_MAX + 1 || (r = policy_name_canon(name, len,
+	    out, RESOLVER_NAME_MAX + 1, POLICY_NAME_ASCII |
+	    POLICY_NAME_NUMERIC)) <= 0)
 		return -1;
-	for (i = 0; i < len; i++) {
-		c = (unsigned char)name[i];
-		if (c == '.') {
-			if (label == 0)
-				return -1;
-			label = 0;
-			out[i] = '.';
-			continue;
-		}
-		if (c >= 'A' && c <= 'Z')
-			c = c - 'A' + 'a';
-		else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_'))
-			return -1;
-		if (++label > RESOLVER_LABEL_MAX)
-			return -1;
-		out[i] = (char)c;
-	}
-	if (label == 0)		/* "a.test.." */
-		return -1;
-	out[len] = '\0';
-	*outlen = len;
+	*outlen = (size_t)r;
 	return 0;
 }
 

@@ -13,26 +13,26 @@
 #include <openssl/x509v3.h>
 
 #include "core/log.h"
+#include "core/policy.h"
 #include "vault/ca.h"
 #include "vault/ca_int.h"
 
 #define CA_NAME_MAX		253		/* a DNS name in text form */
-#define CA_LABEL_MAX		63
 #define CA_CN_MAX		64		/* ub-common-name (RFC 5280) */
 #define CA_LEAF_LIFETIME	(7 * 86400)
 #define CA_LEAF_RENEW		86400		/* re-mint a leaf this close to notAfter */
 
 /*
- * The name as it goes into the certificate and the cache key: a DNS name
- * lower-cased without a trailing dot (letters, digits, '-', '_', labels of
- * 1..63), or an IP address in canonical text with its binary form in addr.
+ * The name as it goes into the certificate and the cache key: a DNS name as
+ * policy_name_canon() writes it (lower-case A-labels without a trailing
+ * dot), or an IP address in canonical text with its binary form in addr.
  */
 static int
 ca_normalize(const char *name, int is_ip, char *out, size_t *outlen,
     unsigned char *addr, size_t *addrlen)
 {
-	size_t i, len, label = 0;
-	unsigned char c;
+	size_t len;
+	int r;
 
 	if (name == NULL)
 		return -1;
@@ -53,32 +53,14 @@ ca_normalize(const char *name, int is_ip, char *out, size_t *outlen,
 		*outlen = strlen(out);
 		return 0;
 	}
-	if (len > 0 && len <= CA_NAME_MAX + 1 && name[len - 1] == '.')
-		len--;
-	if (len == 0 || len > CA_NAME_MAX)
+	/*
+	 * The one host-name normaliser, A-labels only (the network process
+	 * asks for names it normalised); "192.0.2.1" may be a DNS name here.
+	 */
+	if (len > CA_NAME_MAX + 1 || (r = policy_name_canon(name, len, out,
+	    CA_NAME_MAX + 1, POLICY_NAME_ASCII | POLICY_NAME_NUMERIC)) <= 0)
 		return -1;
-	for (i = 0; i < len; i++) {
-		c = (unsigned char)name[i];
-		if (c == '.') {
-			if (label == 0)
-				return -1;
-			label = 0;
-		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_') {
-			label++;
-		} else if (c >= 'A' && c <= 'Z') {
-			c = (unsigned char)(c - 'A' + 'a');
-			label++;
-		} else
-			return -1;
-		if (label > CA_LABEL_MAX)
-			return -1;
-		out[i] = (char)c;
-	}
-	if (label == 0)
-		return -1;
-	out[len] = '\0';
-	*outlen = len;
+	*outlen = (size_t)r;
 	return 0;
 }
 

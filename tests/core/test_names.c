@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "core/policy.h"
 #include "core/policy_int.h"
 
 struct name_case {
@@ -228,6 +229,41 @@ static const struct glob_case glob_cases[] = {
 	{ "/a*a*a*a*a*a*a*b", "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0 },
 };
 
+/*
+ * The flags of the one normaliser, as the resolver and the leaf minter
+ * use it: A-labels only, and a DNS name may end in a number.
+ */
+static void
+test_canon_flags(void)
+{
+	const int both = POLICY_NAME_ASCII | POLICY_NAME_NUMERIC;
+	char out[POLICY_HOST_MAX + 1];
+
+	CHECK_INT(policy_name_canon("API.Example.TEST.", 17, out, sizeof(out),
+	    both), 16);
+	CHECK_STR(out, "api.example.test");
+	/* a U-label is encoded by default, refused A-label-only */
+	CHECK(policy_name_canon("caf\xc3\xa9.test", 10, out, sizeof(out), 0) > 0);
+	CHECK_STR(out, "xn--caf-dma.test");
+	CHECK_INT(policy_name_canon("caf\xc3\xa9.test", 10, out, sizeof(out),
+	    both), -1);
+	/* an ideographic full stop is a dot only where U-labels are */
+	CHECK_INT(policy_name_canon("a\xe3\x80\x82test", 8, out, sizeof(out),
+	    POLICY_NAME_ASCII), -1);
+	/* a name ending in a number: an IPv4 form by default */
+	CHECK_INT(policy_name_canon("192.0.2.1", 9, out, sizeof(out), 0), -1);
+	CHECK_INT(policy_name_canon("192.0.2.1", 9, out, sizeof(out), both), 9);
+	CHECK_STR(out, "192.0.2.1");
+	CHECK_INT(policy_name_canon("a.0x10", 6, out, sizeof(out),
+	    POLICY_NAME_ASCII), -1);
+	/* what no flag lets through */
+	CHECK_INT(policy_name_canon("a\\.test", 7, out, sizeof(out), both), -1);
+	CHECK_INT(policy_name_canon("-a.test", 7, out, sizeof(out), both), -1);
+	CHECK_INT(policy_name_canon("a..test", 7, out, sizeof(out), both), -1);
+	CHECK_INT(policy_name_canon("a.test..", 8, out, sizeof(out), both), -1);
+	CHECK_INT(policy_name_canon("a test", 6, out, sizeof(out), both), -1);
+}
+
 static void
 test_glob(void)
 {
@@ -249,6 +285,7 @@ main(void)
 {
 	test_names();
 	test_limits();
+	test_canon_flags();
 	test_glob();
 	return check_summary();
 }

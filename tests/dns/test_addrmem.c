@@ -90,11 +90,15 @@ test_hostile(void)
 	struct addrmem *m = addrmem_new(10);
 	struct netaddr v = dnstest_addr("198.51.100.7"), bad;
 	char name[300], longid[64], longname[300];
+	size_t i;
 
 	memset(&bad, 0, sizeof(bad));
 	memset(longid, 'a', sizeof(longid) - 1);
 	longid[sizeof(longid) - 1] = '\0';
+	/* labels of 62 bytes and dots, 254 bytes in all: one byte too long */
 	memset(longname, 'b', 254);
+	for (i = 62; i < 254; i += 63)
+		longname[i] = '.';
 	longname[254] = '\0';
 	CHECK(addrmem_new(0) == NULL);
 	addrmem_add(m, NULL, "x.test", &v, 1, 60);
