@@ -112,6 +112,32 @@ forward_dechunk(struct http_chunked *ck, struct evbuffer *in,
 	return 0;
 }
 
+int
+forward_body_decode(enum http_framing framing, uint64_t *left,
+    struct http_chunked *ck, struct evbuffer *in, struct evbuffer *out,
+    int *done)
+{
+	size_t avail = evbuffer_get_length(in), take;
+
+	*done = 0;
+	switch (framing) {
+	case HTTP_BODY_LENGTH:
+		take = avail < *left ? avail : (size_t)*left;
+		evbuffer_remove_buffer(in, out, take);
+		*left -= take;
+		*done = *left == 0;
+		return 0;
+	case HTTP_BODY_UNTIL_CLOSE:
+		evbuffer_add_buffer(out, in);
+		return 0;
+	case HTTP_BODY_CHUNKED:
+		return forward_dechunk(ck, in, out, done);
+	default:
+		*done = 1;
+		return 0;
+	}
+}
+
 void
 forward_reset(struct session *s)
 {

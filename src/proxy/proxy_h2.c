@@ -473,28 +473,13 @@ st_head(struct h2_stream *st, struct evbuffer *in)
 static int
 st_body(struct h2_stream *st, struct evbuffer *in)
 {
-	size_t avail = evbuffer_get_length(in), take = 0;
-	int done = 0;
+	int done;
 
-	switch (st->framing) {
-	case HTTP_BODY_LENGTH:
-		take = avail < st->left ? avail : (size_t)st->left;
-		evbuffer_remove_buffer(in, st->body, take);
-		st->left -= take;
-		st->eof = st->left == 0;
-		break;
-	case HTTP_BODY_UNTIL_CLOSE:
-		evbuffer_add_buffer(st->body, in);
-		break;
-	case HTTP_BODY_CHUNKED:
-		if (forward_dechunk(&st->chunk, in, st->body, &done) == -1)
-			return -1;
-		st->eof = done;
-		break;
-	default:
+	if (forward_body_decode(st->framing, &st->left, &st->chunk, in,
+	    st->body, &done) == -1)
+		return -1;
+	if (done)	/* until close: the end is the connection's */
 		st->eof = 1;
-		break;
-	}
 	return 0;
 }
 

@@ -662,26 +662,11 @@ static int
 body_decode(struct h2o *o)
 {
 	struct forward *f = &o->s->fwd;
-	struct evbuffer *in = bufferevent_get_input(o->s->cbev);
-	size_t avail = evbuffer_get_length(in), take = 0;
-	int done = 0;
 
-	switch (f->req_framing) {
-	case HTTP_BODY_LENGTH:
-		take = avail < f->req_left ? avail : (size_t)f->req_left;
-		evbuffer_remove_buffer(in, o->up_body, take);
-		f->req_left -= take;
-		o->up_done = f->req_left == 0;
-		return 0;
-	case HTTP_BODY_CHUNKED:
-		if (forward_dechunk(&f->req_chunk, in, o->up_body, &done) == -1)
-			return -1;
-		o->up_done = done;
-		return 0;
-	default:
-		o->up_done = 1;
-		return 0;
-	}
+	/* A request has no until-close body: its framing is a length or none. */
+	return forward_body_decode(f->req_framing == HTTP_BODY_UNTIL_CLOSE ?
+	    HTTP_BODY_NONE : f->req_framing, &f->req_left, &f->req_chunk,
+	    bufferevent_get_input(o->s->cbev), o->up_body, &o->up_done);
 }
 
 void

@@ -367,6 +367,15 @@ struct session {
  */
 int		 forward_dechunk(struct http_chunked *, struct evbuffer *in,
 		    struct evbuffer *out, int *done);
+/*
+ * The one decoder of an HTTP/1.1-framed body toward or from HTTP/2: what in
+ * holds of it moves to out as payload (a length: up to *left, counted down;
+ * chunked: decoded; until close: all of it); *done when it is complete (no
+ * body: at once). -1: bad chunked framing.
+ */
+int		 forward_body_decode(enum http_framing, uint64_t *left,
+		    struct http_chunked *, struct evbuffer *in,
+		    struct evbuffer *out, int *done);
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
