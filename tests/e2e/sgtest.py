@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -159,12 +160,34 @@ class TempDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands out for bind(0) and connect()."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host="127.0.0.1", udp_too=False):
-    """A port free for TCP (and UDP when udp_too) on host right now."""
-    for _ in range(100):
+    """
+    A port free for TCP (and UDP when udp_too) on host right now, for a
+    server the test starts later. Drawn below the ephemeral range: a port
+    from bind(0) is in that range, where every client connection of every
+    test running beside this one takes its source port too, and one could
+    take it before the server binds it ("Address already in use").
+    """
+    low = _ephemeral_low()
+    top = low - 1 if low > 12000 else 65535
+    bottom = 10000 if low > 12000 else low + 1
+    for _ in range(200):
+        port = random.randint(bottom, top)
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        t.bind((host, 0))
-        port = t.getsockname()[1]
+        try:
+            t.bind((host, port))
+        except OSError:
+            t.close()
+            continue
         if udp_too:
             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             try:
@@ -172,7 +195,8 @@ def free_port(host="127.0.0.1", udp_too=False):
             except OSError:
                 t.close()
                 continue
-            u.close()
+            finally:
+                u.close()
         t.close()
         return port
     raise RuntimeError("no free port")
