@@ -5,6 +5,8 @@
  * privileges go, and only then do the worker threads start.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,7 +144,17 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 	char held[512];
 	pid_t monitor = -1;
 	int ctl = -1, kpid = 0, rc;
+	sigset_t hup;
 
+	/*
+	 * A SIGHUP before the main loop handles it (the listeners accept from
+	 * bind on) waits, and is a reload once proxy_run is ready: its default
+	 * action would end the gateway. Threads started until then keep it
+	 * blocked; proxy_run unblocks it on the main thread.
+	 */
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	/* Before any process or thread exists: a missing user stops here. */
 	if (privdrop_prepare(cfg, &pd, &why) == -1) {
 		policy_unref(pol);

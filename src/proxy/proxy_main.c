@@ -546,6 +546,10 @@ proxy_run(struct proxy *p)
 		started++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* A SIGHUP held since start-up (daemon_run) is a reload from here on. */
+	sigemptyset(&all);
+	sigaddset(&all, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &all, NULL);
 	if (started == p->n_workers) {
 		log_info("ready");
 		/* Every listener is bound and the keeper answered (daemon.c). */
