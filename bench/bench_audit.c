@@ -48,7 +48,7 @@ event_fill(struct audit_event *ev, int t, int i, char *path, size_t len)
 	ev->method = "GET";
 	ev->path = path;
 	ev->status = i % 4 ? 200 : 403;
-	ev->decision = i % 4 ? "allow" : "deny";
+	ev->decision = i % 4 ? VERDICT_ALLOW : VERDICT_DENY;
 	ev->rule = i % 4 ? "coding-agent:allow[2]" : "default-deny";
 	ev->reason = i % 4 ? NULL : "policy-deny";
 	ev->bytes_up = 512;

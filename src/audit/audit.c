@@ -155,7 +155,8 @@ row_new(const struct audit_event *ev)
 {
 	const char *in[S_NSTR] = {
 		ev->sandbox, ev->kind, ev->client, ev->host, ev->ip,
-		ev->country, ev->method, ev->path, ev->decision, ev->rule,
+		ev->country, ev->method, ev->path, verdict_word(ev->decision),
+		ev->rule,
 		ev->reason, ev->credential,
 	};
 	size_t len[S_NSTR], total = 0, i, j, cap;
@@ -397,7 +398,7 @@ admin_event(struct audit_event *ev, int64_t ts_ms, const char *method,
 	ev->kind = "admin";
 	ev->method = method;
 	ev->path = path;
-	ev->decision = "allow";
+	ev->decision = VERDICT_ALLOW;
 	ev->rule = rule;
 	ev->reason = rule;
 	ev->port = ev->status = -1;

@@ -9,6 +9,8 @@
 #ifndef SG_AUDIT_H
 #define SG_AUDIT_H
 
+#include "core/reason.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -34,7 +36,7 @@ struct audit_event {
 	const char	*method;
 	const char	*path;
 	int		 status;
-	const char	*decision;	/* allow|deny|error */
+	enum sg_verdict	 decision;	/* its word in the row; NONE: NULL */
 	const char	*rule;
 	const char	*reason;
 	const char	*credential;

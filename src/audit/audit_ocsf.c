@@ -124,20 +124,20 @@ endpoint_of_client(const struct audit_val *v)
 }
 
 static int
-severity_of(const char *decision, const char *reason, const char **name)
+severity_of(enum sg_verdict v, const char *reason, const char **name)
 {
-	if (strcmp(decision, "deny") == 0 && reason != NULL &&
-	    (strcmp(reason, reason_word(REASON_CRED_MISUSE)) == 0 ||
-	    strcmp(reason, reason_word(REASON_FOREIGN_CRED)) == 0 ||
-	    strcmp(reason, reason_word(REASON_IP_PROHIBITED)) == 0)) {
+	if (v == VERDICT_DENY && reason != NULL && (strcmp(reason,
+	    reason_word(REASON_CRED_MISUSE)) == 0 || strcmp(reason,
+	    reason_word(REASON_FOREIGN_CRED)) == 0 || strcmp(reason,
+	    reason_word(REASON_IP_PROHIBITED)) == 0)) {
 		*name = "High";
 		return 4;
 	}
-	if (strcmp(decision, "deny") == 0) {
+	if (v == VERDICT_DENY) {
 		*name = "Medium";
 		return 3;
 	}
-	if (strcmp(decision, "report") == 0 || strcmp(decision, "error") == 0) {
+	if (v == VERDICT_REPORT || v == VERDICT_ERROR) {
 		*name = "Low";
 		return 2;
 	}
@@ -148,6 +148,7 @@ severity_of(const char *decision, const char *reason, const char **name)
 /* What a row is, in OCSF's words. */
 struct ocsf_kind {
 	char		 kind[16], decision[16], method[32], reason[64];
+	enum sg_verdict	 verdict;	/* decision, parsed once */
 	int		 is_http, is_dns, is_own, allowed;
 	int		 cls, act;
 	const char	*cls_name, *act_name;
@@ -161,13 +162,14 @@ ocsf_classify(const struct audit_val *row, struct ocsf_kind *k)
 	ctext(&row[AUDIT_COL_DECISION], k->decision, sizeof(k->decision));
 	ctext(&row[AUDIT_COL_METHOD], k->method, sizeof(k->method));
 	ctext(&row[AUDIT_COL_REASON], k->reason, sizeof(k->reason));
+	k->verdict = verdict_parse(k->decision);
 	k->is_dns = strcmp(k->kind, "dns") == 0;
 	k->is_own = strcmp(k->kind, "admin") == 0 ||
 	    strcmp(k->kind, "vault") == 0;
 	/* A tunnel's row says CONNECT (or nothing); a request says its method. */
 	k->is_http = !k->is_dns && !k->is_own && k->method[0] != '\0' &&
 	    strcmp(k->method, "CONNECT") != 0;
-	k->allowed = strcmp(k->decision, "deny") != 0;
+	k->allowed = k->verdict != VERDICT_DENY;
 	if (k->is_own) {
 		k->cls = 0, k->cls_name = "Base Event";
 		k->act = 99, k->act_name = "Other";
@@ -179,8 +181,8 @@ ocsf_classify(const struct audit_val *row, struct ocsf_kind *k)
 		k->act = http_activity(k->method, &k->act_name);
 	} else {
 		k->cls = 4001, k->cls_name = "Network Activity";
-		k->act = strcmp(k->decision, "deny") == 0 ? 5 :
-		    strcmp(k->decision, "error") == 0 ? 4 : 6;
+		k->act = k->verdict == VERDICT_DENY ? 5 :
+		    k->verdict == VERDICT_ERROR ? 4 : 6;
 		k->act_name = k->act == 5 ? "Refuse" : k->act == 4 ? "Fail" :
 		    "Traffic";
 	}
@@ -194,8 +196,8 @@ ocsf_base(json_t *ev, const struct audit_val *row, const struct ocsf_kind *k)
 	const char *sev_name;
 	json_t *meta, *prod;
 	int64_t ms;
-	int sev, ok = strcmp(k->decision, "allow") == 0 ||
-	    strcmp(k->decision, "report") == 0;
+	int sev,
+	    ok = k->verdict == VERDICT_ALLOW || k->verdict == VERDICT_REPORT;
 
 	json_object_set_new(ev, "category_uid", json_integer(k->cls ? 4 : 0));
 	json_object_set_new(ev, "category_name", json_string(k->cls ?
@@ -211,7 +213,7 @@ ocsf_base(json_t *ev, const struct audit_val *row, const struct ocsf_kind *k)
 	if (ctext(&row[AUDIT_COL_TS], ts, sizeof(ts)) != NULL &&
 	    audit_parse_rfc3339(ts, &ms) == 0)
 		json_object_set_new(ev, "time", json_integer(ms));
-	sev = severity_of(k->decision, k->reason[0] ? k->reason : NULL,
+	sev = severity_of(k->verdict, k->reason[0] ? k->reason : NULL,
 	    &sev_name);
 	json_object_set_new(ev, "severity_id", json_integer(sev));
 	json_object_set_new(ev, "severity", json_string(sev_name));

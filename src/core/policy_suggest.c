@@ -140,7 +140,7 @@ add_note(struct suggest *s, const char *what, int port, int cat,
 	x->cat = cat;
 found:
 	x->n += r->n;
-	if (strcmp(r->decision, "report") == 0)
+	if (verdict_parse(r->decision) == VERDICT_REPORT)
 		x->n_report += r->n;
 	seen(x->first, x->last, r);
 	return 0;
@@ -224,7 +224,7 @@ suggest_add(struct suggest *s, const struct suggest_row *r)
 	struct policy_target t;
 	struct sg_host *h;
 	const char *rule = rule_ok(r->rule) ? r->rule : "";
-	int report = strcmp(r->decision, "report") == 0;
+	int report = verdict_parse(r->decision) == VERDICT_REPORT;
 
 	if (r->n <= 0 || r->host == NULL ||
 	    policy_target_init(&t, r->host, strlen(r->host), 0) == -1 ||

@@ -3,6 +3,7 @@
  * row each, in the order of enum sg_reason.
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "core/reason.h"
 
@@ -93,8 +94,62 @@ reason_status(enum sg_reason r)
 	return reason_info(r)->status;
 }
 
-const char *
-reason_decision(enum sg_reason r)
+enum sg_verdict
+reason_verdict(enum sg_reason r)
 {
-	return reason_is_error(r) ? "error" : "deny";
+	return reason_is_error(r) ? VERDICT_ERROR : VERDICT_DENY;
+}
+
+static const char *const verdicts[VERDICT_MAX] = {
+	[VERDICT_NONE] = NULL,
+	[VERDICT_ALLOW] = "allow",
+	[VERDICT_DENY] = "deny",
+	[VERDICT_ERROR] = "error",
+	[VERDICT_REPORT] = "report",
+};
+
+const char *
+verdict_word(enum sg_verdict v)
+{
+	return (unsigned)v < VERDICT_MAX ? verdicts[v] : NULL;
+}
+
+enum sg_verdict
+verdict_parse(const char *w)
+{
+	int v;
+
+	for (v = VERDICT_NONE + 1; w != NULL && v < VERDICT_MAX; v++)
+		if (strcmp(w, verdicts[v]) == 0)
+			return (enum sg_verdict)v;
+	return VERDICT_NONE;
+}
+
+static const char *const closes[CLOSE_MAX] = {
+	[CLOSE_NONE] = "open",
+	[CLOSE_DONE] = "done",
+	[CLOSE_CLIENT_CLOSED] = "client-closed",
+	[CLOSE_CLIENT_RESET] = "client-reset",
+	[CLOSE_CLIENT_ERROR] = "client-error",
+	[CLOSE_ORIGIN_ERROR] = "origin-error",
+	[CLOSE_REFUSED] = "refused",
+	[CLOSE_FAILED] = "failed",
+	[CLOSE_TIMEOUT] = "timeout",
+	[CLOSE_NO_MEMORY] = "out-of-memory",
+	[CLOSE_SHUTDOWN] = "shutdown",
+};
+
+enum sg_close
+reason_close(enum sg_reason r)
+{
+	if (r == REASON_HEAD_TIMEOUT || r == REASON_IDLE_TIMEOUT ||
+	    r == REASON_UPSTREAM_TIMEOUT)
+		return CLOSE_TIMEOUT;
+	return reason_is_error(r) ? CLOSE_FAILED : CLOSE_REFUSED;
+}
+
+const char *
+close_word(enum sg_close c)
+{
+	return (unsigned)c < CLOSE_MAX ? closes[c] : "unknown";
 }

@@ -83,6 +83,47 @@ const char	*reason_word(enum sg_reason);
 int		 reason_is_error(enum sg_reason);
 int		 reason_status(enum sg_reason);
 /* "deny" or "error", the audit row's decision for a refusal. */
-const char	*reason_decision(enum sg_reason);
+enum sg_verdict	 reason_verdict(enum sg_reason);
+
+/*
+ * The audit row's decision: its word, once, in verdict_word's table; the
+ * code compares the enum. VERDICT_NONE is stored as NULL.
+ */
+enum sg_verdict {
+	VERDICT_NONE = 0,
+	VERDICT_ALLOW,
+	VERDICT_DENY,		/* the policy, or the request, said no */
+	VERDICT_ERROR,		/* something allowed failed on its way */
+	VERDICT_REPORT,		/* a denial that mode: report let pass */
+	VERDICT_MAX
+};
+
+/* The word; NULL for VERDICT_NONE (and anything out of range). */
+const char	*verdict_word(enum sg_verdict);
+/* The verdict a word names (a stored row's), VERDICT_NONE for none. */
+enum sg_verdict	 verdict_parse(const char *);
+
+/*
+ * How a session ended, for its close line (the row has the reason of a
+ * refusal or an error; this only says which way the connection went).
+ */
+enum sg_close {
+	CLOSE_NONE = 0,		/* not closed yet */
+	CLOSE_DONE,		/* both ways ended, everything written */
+	CLOSE_CLIENT_CLOSED,	/* the client went before its answer */
+	CLOSE_CLIENT_RESET,	/* an HTTP/2 client reset the stream */
+	CLOSE_CLIENT_ERROR,	/* the client's side failed */
+	CLOSE_ORIGIN_ERROR,	/* the origin's side failed */
+	CLOSE_REFUSED,		/* answered with a refusal */
+	CLOSE_FAILED,		/* ended on an error its row names */
+	CLOSE_TIMEOUT,		/* head_timeout or idle_timeout */
+	CLOSE_NO_MEMORY,
+	CLOSE_SHUTDOWN,		/* the gateway stopped */
+	CLOSE_MAX
+};
+
+const char	*close_word(enum sg_close);
+/* How a session that ends for reason r closes: refused, failed, timed out. */
+enum sg_close	 reason_close(enum sg_reason r);
 
 #endif

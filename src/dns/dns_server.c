@@ -75,7 +75,7 @@ struct dns_pending {
 /* How a query ends. */
 struct dns_outcome {
 	int			 rcode;
-	const char		*decision;	/* allow|deny|error */
+	enum sg_verdict		 decision;
 	const char		*rule;
 	enum sg_reason		 reason;
 	int			 ede_code;	/* 0: none */
@@ -142,9 +142,8 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.rule = o->rule;
 	ev.reason = reason_word(o->reason);
 	/* mode: report: answered, but the policy would have said NXDOMAIN. */
-	if (strcmp(o->decision, "allow") == 0 &&
-	    p->v.report != REASON_NONE) {
-		ev.decision = "report";
+	if (o->decision == VERDICT_ALLOW && p->v.report != REASON_NONE) {
+		ev.decision = VERDICT_REPORT;
 		ev.reason = reason_word(p->v.report);
 	}
 	ev.credential = p->cred[0] != '\0' ? p->cred : NULL;
@@ -252,7 +251,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 		log_debug("dns: %s %s %s: rcode %d, %s%s%s", p->client,
 		    p->has_target ? p->t.host : p->msg.qname.text,
 		    p->msg.has_question ? dns_type_name(p->msg.qtype, tbuf,
-		    sizeof(tbuf)) : "-", o->rcode, o->decision,
+		    sizeof(tbuf)) : "-", o->rcode, verdict_word(o->decision),
 		    o->reason ? ", " : "", o->reason ? reason_word(o->reason) : "");
 	if (p->tcp != NULL) {
 		p->tcp->inflight--;
@@ -264,7 +263,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 }
 
 static void
-dns_end(struct dns_pending *p, int rcode, const char *decision,
+dns_end(struct dns_pending *p, int rcode, enum sg_verdict decision,
     const char *rule, enum sg_reason reason)
 {
 	struct dns_outcome o;
@@ -297,7 +296,7 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 		    "%s (rule %s)", p->id.policy, reason_word(reason), p->v.rule);
 	memset(&o, 0, sizeof(o));
 	o.rcode = rcode;
-	o.decision = "deny";
+	o.decision = VERDICT_DENY;
 	o.rule = p->v.rule[0] != '\0' ? p->v.rule : "default-deny";
 	o.reason = reason;
 	o.ede_code = ede_code;
@@ -336,7 +335,7 @@ dns_rate_limited(struct dns_pending *p, const struct fair_refusal *ref)
 		    ref->suppressed == 1 ? "" : "s");
 	memset(&o, 0, sizeof(o));
 	o.rcode = DNS_RCODE_REFUSED;
-	o.decision = "deny";
+	o.decision = VERDICT_DENY;
 	o.rule = "limits";
 	o.reason = REASON_RATE_LIMITED;
 	o.ede_code = DNS_EDE_PROHIBITED;
@@ -409,18 +408,18 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 		addrmem_add(srv->env.mem, p->id.sandbox, p->t.host, addrs, n,
 		    o.ttl);
 		o.rcode = DNS_RCODE_NOERROR;
-		o.decision = "allow";
+		o.decision = VERDICT_ALLOW;
 		o.chain = a->chain[p->msg.qtype == DNS_TYPE_AAAA];
 		o.addrs = addrs;
 		o.n = n;
 		break;
 	case RESOLVER_ENOTFOUND:
 		o.rcode = DNS_RCODE_NXDOMAIN;
-		o.decision = "allow";
+		o.decision = VERDICT_ALLOW;
 		break;
 	default:
 		o.rcode = DNS_RCODE_SERVFAIL;
-		o.decision = "error";
+		o.decision = VERDICT_ERROR;
 		o.reason = a->result == RESOLVER_ETIMEOUT ?
 		    REASON_UPSTREAM_TIMEOUT : REASON_DNS_ERROR;
 		break;
@@ -481,7 +480,7 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	if (result != RESOLVER_OK || alen > DNS_MSG_MAX ||
 	    (copy = malloc(alen)) == NULL) {
 		o.rcode = DNS_RCODE_SERVFAIL;
-		o.decision = "error";
+		o.decision = VERDICT_ERROR;
 		o.reason = result == RESOLVER_ETIMEOUT ?
 		    REASON_UPSTREAM_TIMEOUT : REASON_DNS_ERROR;
 		dns_finish(p, &o);
@@ -490,11 +489,11 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	memcpy(copy, abuf, alen);
 	if (dns_relay_fix(copy, alen, p->msg.hdr.id, max_ttl) == -1) {
 		o.rcode = DNS_RCODE_SERVFAIL;
-		o.decision = "error";
+		o.decision = VERDICT_ERROR;
 		o.reason = REASON_DNS_ERROR;
 	} else {
 		o.rcode = copy[3] & 0x0f;
-		o.decision = "allow";
+		o.decision = VERDICT_ALLOW;
 		o.raw = copy;
 		o.raw_len = alen;
 	}
@@ -510,7 +509,7 @@ dns_audit_refused(struct dns_pending *p)
 
 	memset(&o, 0, sizeof(o));
 	o.rcode = DNS_RCODE_SERVFAIL;
-	o.decision = reason_decision(REASON_AUDIT_UNAVAILABLE);
+	o.decision = reason_verdict(REASON_AUDIT_UNAVAILABLE);
 	o.rule = "audit";
 	o.reason = REASON_AUDIT_UNAVAILABLE;
 	o.ede_code = DNS_EDE_NOT_READY;
@@ -564,7 +563,7 @@ dns_decide(struct dns_pending *p)
 	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA) {
 		/* Another type the policy allows: the upstream's answer, relayed. */
 		if (srv->npending >= DNS_SRV_PENDING_MAX) {
-			dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
 			    REASON_DNS_ERROR);
 			return;
 		}
@@ -573,13 +572,13 @@ dns_decide(struct dns_pending *p)
 		if ((p->raw = resolver_query_raw(srv->env.resolver, p->t.host,
 		    m->qtype, dns_raw_cb, p)) == NULL) {
 			dns_pending_unlink(p);
-			dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
 			    REASON_DNS_ERROR);
 		}
 		return;
 	}
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
-		dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
 		    REASON_DNS_ERROR);
 		return;
 	}
@@ -588,7 +587,7 @@ dns_decide(struct dns_pending *p)
 	if ((p->rq = resolver_lookup_answer(srv->env.resolver, p->t.host,
 	    dns_resolved_cb, p)) == NULL) {
 		dns_pending_unlink(p);
-		dns_end(p, DNS_RCODE_SERVFAIL, "error", p->v.rule,
+		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
 		    REASON_DNS_ERROR);
 	}
 }
@@ -636,16 +635,16 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	    srv->env.fair, p->id.sandbox, p->t0, &ref) != FAIR_OK)
 		dns_rate_limited(p, &ref);
 	else if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
-		dns_end(p, DNS_RCODE_FORMERR, "error", NULL,
+		dns_end(p, DNS_RCODE_FORMERR, VERDICT_ERROR, NULL,
 		    REASON_BAD_REQUEST);
 	else if (DNS_F_OPCODE(p->msg.hdr.flags) != DNS_OPCODE_QUERY)
-		dns_end(p, DNS_RCODE_NOTIMP, "error", NULL,
+		dns_end(p, DNS_RCODE_NOTIMP, VERDICT_ERROR, NULL,
 		    REASON_METHOD_NOT_SUPPORTED);
 	else if (p->msg.has_edns && p->msg.edns_version != 0)
-		dns_end(p, DNS_RCODE_BADVERS, "error", NULL,
+		dns_end(p, DNS_RCODE_BADVERS, VERDICT_ERROR, NULL,
 		    REASON_BAD_REQUEST);
 	else if (p->pol == NULL)
-		dns_end(p, DNS_RCODE_SERVFAIL, "error", NULL,
+		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, NULL,
 		    REASON_DNS_ERROR);
 	else
 		dns_decide(p);
@@ -781,7 +780,7 @@ dns_pending_cancel(struct dns_pending *p)
 	p->raw = NULL;
 	memset(&o, 0, sizeof(o));
 	o.rcode = -1;
-	o.decision = "error";
+	o.decision = VERDICT_ERROR;
 	o.rule = p->v.rule;
 	o.reason = REASON_DNS_ERROR;
 	dns_audit(p, &o, NULL);

@@ -53,7 +53,7 @@ reply_error(struct evhttp_request *req, int code, const char *msg)
 
 static void
 admin_audit(struct proxy *p, const char *method, const char *path, int status,
-    const char *decision, const char *sandbox, const char *reason)
+    enum sg_verdict decision, const char *sandbox, const char *reason)
 {
 	struct audit_event ev;
 
@@ -300,7 +300,7 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		return;
 	}
 	cred_issue(p, pol, id, pname);
-	admin_audit(p, "POST", "/v1/sandboxes", 201, "allow", id, NULL);
+	admin_audit(p, "POST", "/v1/sandboxes", 201, VERDICT_ALLOW, id, NULL);
 	log_info("admin: sandbox %s registered (policy %s, source %s)", id,
 	    pname, src);
 	{
@@ -335,7 +335,7 @@ set_state(struct proxy *p, struct evhttp_request *req, const char *id)
 		reply_error(req, 404, "no such dynamic sandbox");
 		return;
 	}
-	admin_audit(p, "POST", "/v1/sandboxes/state", 200, "allow", id,
+	admin_audit(p, "POST", "/v1/sandboxes/state", 200, VERDICT_ALLOW, id,
 	    running ? "running" : "not-running");
 	log_info("admin: sandbox %s %s", id, running ? "running" : "not running");
 	reply_json(req, 200, json_pack("{s:s,s:b}", "id", id, "running", running));
@@ -485,7 +485,8 @@ admin_cb(struct evhttp_request *req, void *arg)
 			return;
 		}
 		cred_forget(p, id);
-		admin_audit(p, "DELETE", "/v1/sandboxes", 200, "allow", id, NULL);
+		admin_audit(p, "DELETE", "/v1/sandboxes", 200, VERDICT_ALLOW,
+		    id, NULL);
 		log_info("admin: sandbox %s removed", id);
 		reply_json(req, 200, json_pack("{s:s}", "removed", id));
 	} else if (strcmp(uri, "/v1/reload") == 0 && cmd == EVHTTP_REQ_POST) {

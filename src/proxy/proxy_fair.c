@@ -26,7 +26,7 @@ fair_answer(struct session *s, const char *detail)
 		break;
 	case KIND_INGRESS:
 		/* Refused at accept, before its TLS: nothing it could read. */
-		session_close(s, reason_word(REASON_RATE_LIMITED));
+		session_close(s, CLOSE_REFUSED);
 		break;
 	default:
 		session_http_error(s, 429, REASON_RATE_LIMITED, detail);
@@ -64,7 +64,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		    "previous row went unaudited", detail,
 		    (unsigned long long)ref->suppressed,
 		    ref->suppressed == 1 ? "" : "s");
-		session_log(s, "deny", 429, REASON_RATE_LIMITED, 0, 0,
+		session_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED, 0, 0,
 		    &s->started);
 	} else
 		s->logged = 1;
@@ -168,7 +168,7 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	/* Not a byte since accept: nothing was asked, nothing to answer. */
 	if ((s->state == S_HEAD || s->state == S_SOCKS_GREETING) &&
 	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0) {
-		session_close(s, reason_word(REASON_HEAD_TIMEOUT));
+		session_close(s, CLOSE_TIMEOUT);
 		return;
 	}
 	s->verdict.allow = 0;
@@ -275,13 +275,14 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	atomic_fetch_add(&s->p->n_evicted, 1);
 	s->verdict.allow = 0;
 	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
-	session_log(s, "deny", 503, REASON_TOO_MANY_CONN, 0, 0, &s->started);
+	session_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN, 0, 0,
+	    &s->started);
 	switch (s->kind) {
 	case KIND_SOCKS5:
 		socks_deny(s, REASON_TOO_MANY_CONN);
 		break;
 	case KIND_INGRESS:
-		session_close(s, reason_word(REASON_TOO_MANY_CONN));
+		session_close(s, CLOSE_REFUSED);
 		break;
 	default:
 		session_http_error(s, 503, REASON_TOO_MANY_CONN, detail);

@@ -333,9 +333,10 @@ forward_client_read(struct session *s)
 				session_deny(s, 403, REASON_CRED_MISUSE,
 				    "a credential placeholder in a request body");
 			else {
-				session_log(s, "deny", f->status, REASON_CRED_MISUSE,
-				    f->bytes_up, f->bytes_down, &f->started);
-				session_close(s, reason_word(REASON_CRED_MISUSE));
+				session_log(s, VERDICT_DENY, f->status,
+				    REASON_CRED_MISUSE, f->bytes_up,
+				    f->bytes_down, &f->started);
+				session_close(s, CLOSE_REFUSED);
 			}
 			return;
 		}
@@ -348,7 +349,7 @@ forward_client_read(struct session *s)
 			session_deny(s, 400, REASON_BAD_REQUEST,
 			    "malformed chunked request body");
 		else
-			session_close(s, reason_word(REASON_BAD_REQUEST));
+			session_close(s, CLOSE_REFUSED);
 		return;
 	}
 	f->bytes_up += (uint64_t)n;
@@ -736,9 +737,9 @@ origin_body(struct session *s)
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
 		    SIZE_MAX);
 	if (n < 0) {
-		session_log(s, "error", f->status, REASON_UPSTREAM_ERROR,
+		session_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR,
 		    f->bytes_up, f->bytes_down, &f->started);
-		session_finish(s, reason_word(REASON_UPSTREAM_ERROR));
+		session_finish(s, CLOSE_FAILED);
 		return;
 	}
 	f->bytes_down += (uint64_t)n;
@@ -850,9 +851,9 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* Cut short mid-body: the client cannot be told otherwise. */
-	session_log(s, "error", f->status, REASON_UPSTREAM_ERROR, f->bytes_up,
-	    f->bytes_down, &f->started);
-	session_finish(s, reason_word(REASON_UPSTREAM_ERROR));
+	session_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR,
+	    f->bytes_up, f->bytes_down, &f->started);
+	session_finish(s, CLOSE_FAILED);
 }
 
 static void
@@ -860,8 +861,8 @@ forward_done(struct session *s)
 {
 	struct forward *f = &s->fwd;
 
-	session_log(s, "allow", f->status, REASON_NONE, f->bytes_up, f->bytes_down,
-	    &f->started);
+	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
+	    f->bytes_down, &f->started);
 	cred_plan_clear(&f->plan);
 	s->bytes_up += f->bytes_up;
 	s->bytes_down += f->bytes_down;
@@ -875,7 +876,7 @@ forward_done(struct session *s)
 	else
 		bufferevent_enable(s->obev, EV_READ);	/* notice an idle close */
 	if (!f->client_keep_alive) {
-		session_finish(s, "done");
+		session_finish(s, CLOSE_DONE);
 		return;
 	}
 	http_next_request(s);

@@ -261,13 +261,12 @@ h2_child_gone(struct session *k)
 		return;
 	st->child = NULL;
 	st->child_done = 1;
-	st->child_clean = k->close_reason != NULL &&
-	    strcmp(k->close_reason, "done") == 0;
+	st->child_clean = k->close_reason == CLOSE_DONE;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 }
 
 static void
-child_close(struct h2_stream *st, const char *why)
+child_close(struct h2_stream *st, enum sg_close why)
 {
 	struct session *k = st->child;
 
@@ -293,7 +292,7 @@ st_give_back(struct h2_stream *st)
 static void
 st_free(struct h2_stream *st)
 {
-	child_close(st, "client-reset");
+	child_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
 	if (st->end != NULL)
@@ -311,7 +310,7 @@ st_reset(struct h2_stream *st, uint32_t code)
 {
 	st->discard = 1;
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
-	child_close(st, "client-reset");
+	child_close(st, CLOSE_CLIENT_RESET);
 }
 
 /* ---- the response: HTTP/1.1 from the stream session -> HTTP/2 ------- */
@@ -800,7 +799,7 @@ st_trailers_check(struct h2_stream *st)
 		    "a credential placeholder in request trailers");
 		return -1;
 	}
-	session_log(k, "deny", k->fwd.status, REASON_CRED_MISUSE,
+	session_log(k, VERDICT_DENY, k->fwd.status, REASON_CRED_MISUSE,
 	    k->fwd.bytes_up, k->fwd.bytes_down, &k->fwd.started);
 	st_reset(st, NGHTTP2_REFUSED_STREAM);
 	return -1;
@@ -965,12 +964,12 @@ h2_flush(struct h2_conn *c)
 	if (s->closing || s->state == S_FINISHING)
 		return;
 	if (nghttp2_session_send(c->ng) != 0) {
-		session_close(s, "client-error");
+		session_close(s, CLOSE_CLIENT_ERROR);
 		return;
 	}
 	if (!nghttp2_session_want_read(c->ng) &&
 	    !nghttp2_session_want_write(c->ng))
-		session_finish(s, "done");
+		session_finish(s, CLOSE_DONE);
 }
 
 /* The GOAWAY code for what ended reading: a flood is not a mistake. */
@@ -1015,7 +1014,7 @@ h2_read_cb(struct bufferevent *bev, void *arg)
 					    h2_fatal_code((int)r));
 				c->terminated = 1;
 				(void)nghttp2_session_send(c->ng);
-				session_finish(s, "client-error");
+				session_finish(s, CLOSE_CLIENT_ERROR);
 				return;
 			}
 			if (s->closing)
@@ -1096,7 +1095,7 @@ h2_start(struct session *s)
 	struct h2_conn *c;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	c->s = s;
@@ -1105,7 +1104,7 @@ h2_start(struct session *s)
 	s->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	s->state = S_RELAY;
@@ -1147,12 +1146,12 @@ h2_free(struct session *s)
 		return;
 	s->h2 = NULL;
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
-		child_close(st, "client-closed");
+		child_close(st, CLOSE_CLIENT_CLOSED);
 		st_free(st);
 	}
 	while ((k = TAILQ_FIRST(&c->lanes)) != NULL) {
 		lane_drop(k);
-		session_close(k, "client-closed");
+		session_close(k, CLOSE_CLIENT_CLOSED);
 	}
 	if (c->ng != NULL)
 		nghttp2_session_del(c->ng);

@@ -117,9 +117,9 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (r == REASON_NONE) {
-		session_log(s, "allow", s->fwd.status, REASON_NONE,
+		session_log(s, VERDICT_ALLOW, s->fwd.status, REASON_NONE,
 		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
-		session_finish(s, "done");
+		session_finish(s, CLOSE_DONE);
 		return;
 	}
 	if (!s->fwd.resp_head_done) {
@@ -128,9 +128,9 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	/* Its head is out: the stream ends with RST_STREAM (proxy_h2.c). */
-	session_log(s, reason_decision(r), s->fwd.status, r, s->fwd.bytes_up,
+	session_log(s, reason_verdict(r), s->fwd.status, r, s->fwd.bytes_up,
 	    s->fwd.bytes_down, &s->fwd.started);
-	session_close(s, reason_word(r));
+	session_close(s, reason_close(r));
 }
 
 static void

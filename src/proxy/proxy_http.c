@@ -29,7 +29,7 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
 	if (status == 0)
 		status = reason_status(reason);
-	session_log(s, reason_decision(reason), status,
+	session_log(s, reason_verdict(reason), status,
 	    reason, s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
 		socks_deny(s, reason);
@@ -563,7 +563,7 @@ handle_head(struct session *s)
 	lim.max_head = s->p->cfg->max_header_bytes;
 	want = len < lim.max_head + 1 ? len : lim.max_head + 1;
 	if ((buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	forward_reset(s);
@@ -603,7 +603,7 @@ handle_head(struct session *s)
 	s->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
 	    req.form == HTTP_TARGET_AUTHORITY ? 0 : req.path.len);
 	if (s->fwd.path == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 

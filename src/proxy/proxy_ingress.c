@@ -80,14 +80,14 @@ ingress_start(struct session *s)
 		return;
 	if ((ssl = SSL_new(s->w->tls_ingress_ctx)) == NULL) {
 		log_openssl("ingress SSL_new");
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	f = bufferevent_openssl_filter_new(s->w->base, s->cbev, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	if (f == NULL) {
 		SSL_free(ssl);
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	/* From here the filter owns ssl and the socket bufferevent. */
@@ -106,7 +106,7 @@ static void
 ingress_refuse(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
-	session_log(s, reason_decision(reason), status, reason, 0, 0,
+	session_log(s, reason_verdict(reason), status, reason, 0, 0,
 	    &s->fwd.started);
 	session_http_error(s, status, reason, detail);
 }
@@ -118,7 +118,8 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 {
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
 
-	session_log(s, "allow", 302, REASON_INGRESS_TOKEN_REDIRECT, 0, 0, &s->fwd.started);
+	session_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT, 0, 0,
+	    &s->fwd.started);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
 	    "Location: %s\r\n"
 	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"
@@ -127,7 +128,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 	    "Connection: close\r\n\r\n",
 	    target[0] != '\0' ? target : "/", (int)toklen, tok,
 	    s->intercepted ? "; Secure" : "");
-	session_finish(s, "done");
+	session_finish(s, CLOSE_DONE);
 }
 
 static int
@@ -343,14 +344,14 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 
 	/* The token leaves the target first: no row or log line shows it. */
 	if ((target = malloc(req->path.len + 1)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	r = ingress_strip_query(req->path.p, req->path.len, target,
 	    req->path.len + 1, &qtok, &qlen);
 	if (r < 0) {	/* cannot happen: the output is never longer */
 		free(target);
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (qtok == NULL) {
@@ -415,7 +416,7 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	if (build_guest_head(s, req, target, fhost, fhostlen) == -1) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	s->verdict.allow = 1;

@@ -341,7 +341,7 @@ struct session {
 	uint64_t		 bytes_down;
 	struct timespec		 started;
 	struct cred_body_tail	 body_tail;
-	const char		*close_reason;
+	enum sg_close		 close_reason;	/* NONE until it ends */
 	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
 	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
@@ -380,7 +380,7 @@ int		 forward_body_decode(enum http_framing, uint64_t *left,
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
-void		 session_close(struct session *, const char *reason);
+void		 session_close(struct session *, enum sg_close);
 /*
  * A session made by the gateway itself (an HTTP/2 stream's request) joins
  * its worker: events, idle timer, the session list. 0, or -1 (s and its
@@ -391,14 +391,14 @@ int		 session_adopt(struct session *);
 void		 session_http_error(struct session *, int status,
 		    enum sg_reason, const char *detail);
 /* Write what is queued to the client, then close. */
-void		 session_finish(struct session *, const char *reason);
+void		 session_finish(struct session *, enum sg_close);
 void		 session_touch(struct session *);
 /* Note the first time the session reaches m (only with `serve -d`). */
 void		 session_mark(struct session *, enum session_mark m);
 /* The client side's EOF/error handler outside the relay. */
 void		 session_client_event_cb(struct bufferevent *, short, void *);
 /* One log line per decision: allow/deny/error with the rule and reason. */
-void		 session_log(struct session *, const char *decision, int status,
+void		 session_log(struct session *, enum sg_verdict, int status,
 		    enum sg_reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);

@@ -588,7 +588,8 @@ proxy_free(struct proxy *p)
 				evconnlistener_free(w->listeners[k]);
 		/* Sessions still open at shutdown are closed, not leaked. */
 		while (w->base != NULL && !TAILQ_EMPTY(&w->sessions))
-			session_close(TAILQ_FIRST(&w->sessions), "shutdown");
+			session_close(TAILQ_FIRST(&w->sessions),
+			    CLOSE_SHUTDOWN);
 		if (w->dns != NULL)
 			dns_server_free(w->dns);
 		if (w->base != NULL)

@@ -135,7 +135,7 @@ nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 	ev.asn = -1;
 	ev.method = fl.proto_name;
 	ev.status = -1;
-	ev.decision = "deny";
+	ev.decision = VERDICT_DENY;
 	ev.rule = "sandbox-network";
 	ev.reason = reason_word(REASON_PROTOCOL_BLOCKED);
 	ev.bytes_up = -1;

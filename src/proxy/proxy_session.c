@@ -163,21 +163,22 @@ session_log_marks(const struct session *s)
 
 /* A close that is a failure of the relay rather than an end. */
 static int
-session_close_is_error(const char *reason)
+session_close_is_error(enum sg_close c)
 {
-	return reason != NULL && (strcmp(reason, "client-error") == 0 ||
-	    strcmp(reason, "origin-error") == 0);
+	return c == CLOSE_CLIENT_ERROR || c == CLOSE_ORIGIN_ERROR;
 }
 
 void
-session_close(struct session *s, const char *reason)
+session_close(struct session *s, enum sg_close reason)
 {
 	if (s->closing)
 		return;
 	s->closing = 1;
 	session_log_marks(s);
-	if (s->close_reason == NULL)
+	if (s->close_reason == CLOSE_NONE)
 		s->close_reason = reason;
+	log_debug("session %llu: closed: %s", (unsigned long long)s->id,
+	    close_word(s->close_reason));
 	TAILQ_REMOVE(&s->w->sessions, s, entry);
 	if (s->rq != NULL) {
 		resolver_cancel(s->rq);
@@ -186,13 +187,14 @@ session_close(struct session *s, const char *reason)
 	/* An upgraded connection's row: the 101 and every byte it moved. */
 	if (s->fwd.switched) {
 		s->fwd.switched = 0;
-		session_log(s, "allow", 101, REASON_NONE, s->fwd.bytes_up +
-		    (s->bytes_up - s->fwd.relay_up), s->fwd.bytes_down +
-		    (s->bytes_down - s->fwd.relay_down), &s->fwd.started);
+		session_log(s, VERDICT_ALLOW, 101, REASON_NONE,
+		    s->fwd.bytes_up + (s->bytes_up - s->fwd.relay_up),
+		    s->fwd.bytes_down + (s->bytes_down - s->fwd.relay_down),
+		    &s->fwd.started);
 	}
 	/* A request that reached its origin has its row, however it ends. */
 	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->verdict.allow)
-		session_log(s, "allow", s->fwd.status, REASON_NONE,
+		session_log(s, VERDICT_ALLOW, s->fwd.status, REASON_NONE,
 		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	/* A tunnel is one decision: its line is written when it ends. */
 	/*
@@ -203,11 +205,11 @@ session_close(struct session *s, const char *reason)
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
 	    s->verdict.allow && !s->h2_child) {
 		if (session_close_is_error(reason) && refusal_pending())
-			session_log(s, "error", 0, REASON_SYSCALL_REFUSED,
+			session_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED,
 			    s->bytes_up, s->bytes_down, &s->started);
 		else
-			session_log(s, "allow", 200, REASON_NONE, s->bytes_up,
-			    s->bytes_down, &s->started);
+			session_log(s, VERDICT_ALLOW, 200, REASON_NONE,
+			    s->bytes_up, s->bytes_down, &s->started);
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
@@ -271,14 +273,15 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 			    "failed (does the client trust the sandgate CA?)",
 			    (unsigned long long)s->id, s->target.host);
 		s->verdict.allow = 0;
-		session_log(s, "error", 0, REASON_CLIENT_TLS, 0, 0, &s->started);
-		session_close(s, reason_word(REASON_CLIENT_TLS));
+		session_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS, 0, 0,
+		    &s->started);
+		session_close(s, CLOSE_FAILED);
 		return;
 	}
 	if (what & BEV_EVENT_EOF)
-		session_close(s, "client-closed");
+		session_close(s, CLOSE_CLIENT_CLOSED);
 	else
-		session_close(s, "client-error");
+		session_close(s, CLOSE_CLIENT_ERROR);
 }
 
 /* Bytes still on their way to the client, through a TLS filter too. */
@@ -334,14 +337,14 @@ finish_write_cb(struct bufferevent *bev, void *arg)
 }
 
 void
-session_finish(struct session *s, const char *reason)
+session_finish(struct session *s, enum sg_close reason)
 {
 	struct timeval tv = { 5, 0 };
 
 	if (s->closing)
 		return;
 	s->state = S_FINISHING;
-	if (s->close_reason == NULL)
+	if (s->close_reason == CLOSE_NONE)
 		s->close_reason = reason;
 	upstream_drop(s);
 	if (s->rq != NULL) {
@@ -420,7 +423,7 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 	    status == 407 ? "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n" : "",
 	    status == 429 ? "Retry-After: 1\r\n" : "",
 	    body);
-	session_finish(s, reason);
+	session_finish(s, reason_close(r));
 }
 
 void
@@ -462,7 +465,7 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 		evtimer_add(s->idle_ev, &left);
 		return;
 	}
-	session_close(s, reason_word(REASON_IDLE_TIMEOUT));
+	session_close(s, CLOSE_TIMEOUT);
 }
 
 static const char *
@@ -490,7 +493,7 @@ session_method(const struct session *s)
 }
 
 static void
-session_audit(struct session *s, const char *decision, int status,
+session_audit(struct session *s, enum sg_verdict decision, int status,
     enum sg_reason reason, uint64_t up, uint64_t down, long long ms,
     const char *ip)
 {
@@ -527,7 +530,7 @@ session_audit(struct session *s, const char *decision, int status,
 }
 
 void
-session_log(struct session *s, const char *decision, int status,
+session_log(struct session *s, enum sg_verdict decision, int status,
     enum sg_reason reason, uint64_t up, uint64_t down,
     const struct timespec *started)
 {
@@ -542,16 +545,15 @@ session_log(struct session *s, const char *decision, int status,
 	 * An error right after the seccomp filter refused a call on this
 	 * thread: that call is why (it was named in the log when refused).
 	 */
-	if (strcmp(decision, "error") == 0 && (nr = refusal_take()) != -1) {
+	if (decision == VERDICT_ERROR && (nr = refusal_take()) != -1) {
 		log_warnx("session %llu: failed after the seccomp filter refused "
 		    "%s (%d)", (unsigned long long)s->id, refusal_name(nr) ?
 		    refusal_name(nr) : "a system call", nr);
 		reason = REASON_SYSCALL_REFUSED;
 	}
 	/* mode: report -- what passed but the policy would have denied. */
-	if (strcmp(decision, "allow") == 0 &&
-	    s->verdict.report != REASON_NONE) {
-		decision = "report";
+	if (decision == VERDICT_ALLOW && s->verdict.report != REASON_NONE) {
+		decision = VERDICT_REPORT;
 		if (reason == REASON_NONE)
 			reason = s->verdict.report;
 	}
@@ -570,13 +572,14 @@ session_log(struct session *s, const char *decision, int status,
 	 * at info, allowed traffic only at debug (a write per request is the
 	 * largest cost on a kept-alive connection).
 	 */
-	if (strcmp(decision, "allow") == 0 && !log_enabled(LOG_LVL_DEBUG))
+	if (decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
 		return;
 	if (SESSION_IS_HTTP(s) && s->fwd.path != NULL)
 		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
-	    decision, kind_name(s), s->has_ident ? s->ident.sandbox : "-",
+	    verdict_word(decision), kind_name(s),
+	    s->has_ident ? s->ident.sandbox : "-",
 	    s->client_str, s->target.host[0] ? s->target.host : "-",
 	    s->target.port, ip,
 	    session_method(s) != NULL ? session_method(s) : "-",

@@ -30,7 +30,7 @@ socks_deny(struct session *s, enum sg_reason reason)
 	if (s->state == S_SOCKS_REQUEST || s->state == S_RESOLVING ||
 	    s->state == S_CONNECTING)
 		socks_send(s, reason_info(reason)->socks_rep);
-	session_finish(s, reason_word(reason));
+	session_finish(s, reason_close(reason));
 }
 
 static void
@@ -52,9 +52,9 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 		if (n < 0) {
 			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
 			bufferevent_write(s->cbev, reply, sizeof(reply));
-			session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0,
-			    &s->started);
-			session_finish(s, reason_word(REASON_BAD_REQUEST));
+			session_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST, 0,
+			    0, &s->started);
+			session_finish(s, CLOSE_REFUSED);
 		}
 		return n < 0 ? -1 : 0;
 	}
@@ -70,8 +70,9 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	}
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
-		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
-		session_finish(s, reason_word(REASON_AUTH_FAILED));
+		session_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED, 0, 0,
+		    &s->started);
+		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	return n;
@@ -86,7 +87,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 
 	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
 		if (n < 0)
-			session_close(s, reason_word(REASON_BAD_REQUEST));
+			session_close(s, CLOSE_REFUSED);
 		return n;
 	}
 	if (policy_identify_token(s->pol, a.user, a.ulen, a.pass, a.plen,
@@ -95,8 +96,9 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 		reply[1] = 1;
 		bufferevent_write(s->cbev, reply, sizeof(reply));
 		s->has_ident = 0;
-		session_log(s, "deny", 0, REASON_AUTH_FAILED, 0, 0, &s->started);
-		session_finish(s, reason_word(REASON_AUTH_FAILED));
+		session_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED, 0, 0,
+		    &s->started);
+		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	OPENSSL_cleanse(&a, sizeof(a));
@@ -121,21 +123,22 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return 0;
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
-		session_log(s, "deny", 0, REASON_BAD_REQUEST, 0, 0, &s->started);
-		session_finish(s, reason_word(REASON_BAD_REQUEST));
+		session_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST, 0, 0,
+		    &s->started);
+		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	if (n < 0) {
-		session_close(s, reason_word(REASON_BAD_REQUEST));
+		session_close(s, CLOSE_REFUSED);
 		return -1;
 	}
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	session_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
-		session_log(s, "deny", 0, REASON_METHOD_NOT_SUPPORTED, 0, 0,
-		    &s->started);
-		session_finish(s, reason_word(REASON_METHOD_NOT_SUPPORTED));
+		session_log(s, VERDICT_DENY, 0, REASON_METHOD_NOT_SUPPORTED, 0,
+		    0, &s->started);
+		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	if (!s->socks_auth_ok) {
@@ -181,7 +184,7 @@ socks_read(struct session *s)
 		if (len > 600)
 			len = 600;
 		if ((p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL) {
-			session_close(s, "out-of-memory");
+			session_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
 		switch (s->state) {

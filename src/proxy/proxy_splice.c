@@ -72,7 +72,7 @@ splice_done_check(struct splice_relay *sr)
 
 	if (sr->d[0].eof && sr->d[1].eof && sr->d[0].queued == 0 &&
 	    sr->d[1].queued == 0)
-		session_close(s, "done");
+		session_close(s, CLOSE_DONE);
 }
 
 static void
@@ -118,7 +118,8 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 				splice_fallback(sr, errno);
 				return;
 			}
-			session_close(s, d->up ? "origin-error" : "client-error");
+			session_close(s,
+			    d->up ? CLOSE_ORIGIN_ERROR : CLOSE_CLIENT_ERROR);
 			return;
 		}
 		event_del(d->wev);
@@ -163,7 +164,8 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 			splice_fallback(sr, errno);
 			return;
 		}
-		session_close(s, d->up ? "client-error" : "origin-error");
+		session_close(s,
+		    d->up ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
 }
@@ -252,9 +254,9 @@ splice_fallback(struct splice_relay *sr, int err)
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
 		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
 		    strerror(derr));
-		session_log(s, "error", 0, REASON_RELAY_ERROR, s->bytes_up,
-		    s->bytes_down, &s->started);
-		session_close(s, reason_word(REASON_RELAY_ERROR));
+		session_log(s, VERDICT_ERROR, 0, REASON_RELAY_ERROR,
+		    s->bytes_up, s->bytes_down, &s->started);
+		session_close(s, CLOSE_FAILED);
 		return;
 	}
 	relay_start(s);

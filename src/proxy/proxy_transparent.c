@@ -36,12 +36,12 @@ transparent_refuse(struct session *s, enum sg_reason reason)
 	if (s->sniffed == SNIFF_TLS) {
 		bufferevent_write(s->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-		session_finish(s, reason_word(reason));
+		session_finish(s, reason_close(reason));
 		return;
 	}
 	(void)setsockopt(bufferevent_getfd(s->cbev), SOL_SOCKET, SO_LINGER,
 	    &lg, sizeof(lg));
-	session_close(s, reason_word(reason));
+	session_close(s, reason_close(reason));
 }
 
 static void
@@ -54,7 +54,7 @@ deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 	}
 	s->logged = 1;
 	s->fwd.ip = s->orig_dst;	/* the row names the address refused */
-	session_log(s, reason_decision(reason), status, reason, 0, 0,
+	session_log(s, reason_verdict(reason), status, reason, 0, 0,
 	    &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
 	    detail ? detail : reason_word(reason));
@@ -319,7 +319,7 @@ transparent_sniff(struct session *s)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
 	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (p[0] == 0x16) {
@@ -405,7 +405,7 @@ transparent_start(struct session *s)
 	s->state = S_SNIFF;
 	s->sniffed = SNIFF_NONE;
 	if ((s->timer = evtimer_new(s->w->base, transparent_timeout_cb, s)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	evtimer_add(s->timer, &tv);

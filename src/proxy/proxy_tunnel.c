@@ -27,12 +27,12 @@ tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
     const char *detail)
 {
 	s->verdict.allow = 0;
-	session_log(s, "deny", 403, reason, 0, 0, &s->started);
+	session_log(s, VERDICT_DENY, 403, reason, 0, 0, &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
 	if (tls)
 		bufferevent_write(s->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-	session_finish(s, reason_word(reason));
+	session_finish(s, reason_close(reason));
 }
 
 static void
@@ -62,7 +62,7 @@ sniff_begin(struct session *s)
 	s->state = S_SNIFF;
 	if (s->timer == NULL &&
 	    (s->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	evtimer_add(s->timer, &tv);
@@ -95,9 +95,9 @@ sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 		sniff_origin_read_cb(bev, s);
 	if (what & BEV_EVENT_EOF)
-		session_finish(s, "done");
+		session_finish(s, CLOSE_DONE);
 	else
-		session_close(s, "origin-error");
+		session_close(s, CLOSE_ORIGIN_ERROR);
 }
 
 /*
@@ -196,7 +196,7 @@ tunnel_sniff(struct session *s)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
 	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (p[0] == 0x16) {
@@ -274,7 +274,7 @@ relay_maybe_done(struct session *s)
 	if (s->eof_client && s->eof_origin &&
 	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0) {
-		session_close(s, "done");
+		session_close(s, CLOSE_DONE);
 		return 1;
 	}
 	return 0;
@@ -325,9 +325,9 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct bufferevent *peer = relay_peer(s, bev);
 
 	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s, (what & BEV_EVENT_TIMEOUT) ?
-		    reason_word(REASON_IDLE_TIMEOUT) :
-		    bev == s->cbev ? "client-error" : "origin-error");
+		session_close(s,
+		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
+		    bev == s->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
@@ -342,10 +342,10 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 		s->eof_client = s->eof_origin = 1;
 		if (bev == s->obev) {
 			/* What the origin sent goes out, then close_notify. */
-			session_finish(s, "done");
+			session_finish(s, CLOSE_DONE);
 			return;
 		}
-		session_close(s, "done");
+		session_close(s, CLOSE_DONE);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_output(peer)) == 0)

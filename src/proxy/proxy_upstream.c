@@ -137,7 +137,7 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 	if (s->dns_timer == NULL &&
 	    (s->dns_timer = evtimer_new(s->w->base, resolve_deadline_cb,
 	    s)) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	tv.tv_sec = ms / 1000;
@@ -170,8 +170,9 @@ connect_failed(struct session *s, int timed_out)
 	if (s->tunnel_open && !s->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
 		s->verdict.allow = 0;
-		session_log(s, "error", status, reason, 0, 0, &s->started);
-		session_close(s, reason_word(reason));
+		session_log(s, VERDICT_ERROR, status, reason, 0, 0,
+		    &s->started);
+		session_close(s, reason_close(reason));
 		return;
 	}
 	session_deny(s, status, reason, detail);

@@ -203,7 +203,7 @@ ws_request_check(struct session *s, const struct http_request *req)
 	if (u == NULL || !ws_upgrade_names(u, 0))
 		return 0;
 	if ((s->ws = calloc(1, sizeof(*s->ws))) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return -1;
 	}
 	return 0;
@@ -217,8 +217,8 @@ ws_request_check(struct session *s, const struct http_request *req)
 void
 ws_upgrade_refuse(struct session *s, const char *detail)
 {
-	session_log(s, "error", 502, REASON_UPGRADE_REFUSED, s->fwd.bytes_up,
-	    s->fwd.bytes_down, &s->fwd.started);
+	session_log(s, VERDICT_ERROR, 502, REASON_UPGRADE_REFUSED,
+	    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
 	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
 }
 
@@ -253,7 +253,7 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
  * what is queued goes out and both sides close.
  */
 static void
-ws_end(struct session *s, const char *decision, enum sg_reason reason,
+ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
     unsigned code, const char *detail)
 {
 	struct ws_relay *ws = s->ws;
@@ -279,23 +279,24 @@ ws_end(struct session *s, const char *decision, enum sg_reason reason,
 		buf[n++] = (uint8_t)code;
 		evbuffer_add(out, buf, n);
 	}
-	session_finish(s, reason_word(reason));
+	session_finish(s, reason_close(reason));
 }
 
 static void
 ws_protocol_error(struct session *s, struct ws_dir *d, const char *detail)
 {
 	if (d->from == WS_FROM_CLIENT)
-		ws_end(s, "deny", REASON_WS_PROTOCOL, WS_CLOSE_PROTOCOL, detail);
-	else
-		ws_end(s, "error", REASON_WS_PROTOCOL, WS_CLOSE_BAD_GATEWAY,
+		ws_end(s, VERDICT_DENY, REASON_WS_PROTOCOL, WS_CLOSE_PROTOCOL,
 		    detail);
+	else
+		ws_end(s, VERDICT_ERROR, REASON_WS_PROTOCOL,
+		    WS_CLOSE_BAD_GATEWAY, detail);
 }
 
 static void
 ws_misuse(struct session *s)
 {
-	ws_end(s, "deny", REASON_CRED_MISUSE, WS_CLOSE_POLICY,
+	ws_end(s, VERDICT_DENY, REASON_CRED_MISUSE, WS_CLOSE_POLICY,
 	    "a credential placeholder in a client frame");
 }
 
@@ -442,7 +443,7 @@ ws_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 		evbuffer_remove_buffer(in, d->stage, f->hlen + len);
 	} else if (s->ws->scrub) {
 		if (ws_scrub_control(s, d, in) == -1) {
-			ws_end(s, "error", REASON_UPSTREAM_ENCODING,
+			ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ENCODING,
 			    WS_CLOSE_BAD_GATEWAY, "a scrubbed control frame "
 			    "would exceed 125 bytes");
 			return -1;
@@ -542,7 +543,8 @@ ws_origin_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	evbuffer_remove_buffer(in, ws->tmp, avail);
 	if (vault_scrub(s->fwd.scrub, ws->tmp, ws->clean) == -1) {
-		ws_end(s, "error", REASON_UPSTREAM_ERROR, WS_CLOSE_BAD_GATEWAY,
+		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
+		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
 		return -1;
 	}
@@ -568,7 +570,8 @@ ws_frame_end(struct session *s, struct ws_dir *d)
 	 */
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	if (vault_scrub_finish(s->fwd.scrub, ws->clean) == -1) {
-		ws_end(s, "error", REASON_UPSTREAM_ERROR, WS_CLOSE_BAD_GATEWAY,
+		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
+		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
 		return -1;
 	}
@@ -659,7 +662,7 @@ ws_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	if (bev == s->obev && s->eof_client) {
 		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			session_close(s, "done");
+			session_close(s, CLOSE_DONE);
 		return;
 	}
 	/* Output drained: the other side reads again, and what waited goes. */
@@ -673,9 +676,9 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s, (what & BEV_EVENT_TIMEOUT) ?
-		    reason_word(REASON_IDLE_TIMEOUT) :
-		    bev == s->cbev ? "client-error" : "origin-error");
+		session_close(s,
+		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
+		    bev == s->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
 	if (ws_live(s))
@@ -684,14 +687,14 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	if (bev == s->obev) {
 		/* What the origin sent goes out (and close_notify), then close. */
-		session_finish(s, "done");
+		session_finish(s, CLOSE_DONE);
 		return;
 	}
 	/* What the client sent goes to the origin, then both close. */
 	s->eof_client = 1;
 	bufferevent_disable(bev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_output(s->obev)) == 0)
-		session_close(s, "done");
+		session_close(s, CLOSE_DONE);
 }
 
 /*
@@ -735,7 +738,7 @@ ws_relay_start(struct session *s)
 	ws->clean = evbuffer_new();
 	if (ws->up.stage == NULL || ws->down.stage == NULL || ws->tmp == NULL ||
 	    ws->clean == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	ws->scrub = s->fwd.scrub != NULL;
@@ -745,7 +748,7 @@ ws_relay_start(struct session *s)
 	if (evbuffer_add_cb(bufferevent_get_input(s->cbev), ws_arrived_up_cb,
 	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
 	    ws_arrived_down_cb, s) == NULL) {
-		session_close(s, "out-of-memory");
+		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	memset(&s->body_tail, 0, sizeof(s->body_tail));

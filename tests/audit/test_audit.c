@@ -164,7 +164,7 @@ write_rows(const char *path, int n, const char *sb, int64_t ts_ms,
 		ev.method = "GET";
 		ev.path = p;
 		ev.status = 403;
-		ev.decision = "deny";
+		ev.decision = VERDICT_DENY;
 		ev.rule = "default-deny";
 		ev.reason = "policy-deny";
 		if (audit_submit(a, &ev) != 0)
@@ -608,7 +608,7 @@ test_write_and_read_back(void)
 	ev.asn = 64500;
 	ev.method = "CONNECT";
 	ev.status = 200;
-	ev.decision = "allow";
+	ev.decision = VERDICT_ALLOW;
 	ev.rule = "p:allow[0]";
 	ev.reason = NULL;
 	ev.credential = "openai";
@@ -624,7 +624,7 @@ test_write_and_read_back(void)
 	memset(big, 'p', 9999);
 	big[9999] = '\0';
 	ev.path = big;
-	ev.decision = "deny";
+	ev.decision = VERDICT_DENY;
 	CHECK(audit_submit(a, &ev) == 0);
 	free(big);	/* the writer owns a copy */
 	audit_close(a);
@@ -955,7 +955,7 @@ test_migration(void)
 
 			event_init(&ev);
 			ev.kind = "http";
-			ev.decision = "allow";
+			ev.decision = VERDICT_ALLOW;
 			CHECK(audit_submit(a, &ev) == 0);
 		}
 		audit_close(a);
@@ -1020,7 +1020,7 @@ producer_main(void *arg)
 		ev.kind = "http";
 		ev.host = "load.test";
 		ev.path = path;
-		ev.decision = "deny";
+		ev.decision = VERDICT_DENY;
 		ev.port = 80;
 		ev.status = 403;
 		if (audit_submit(p->a, &ev) != 0)
@@ -1176,7 +1176,7 @@ test_queries(void)
 		ev.sandbox = qrows[i].sandbox;
 		ev.kind = qrows[i].kind;
 		ev.host = qrows[i].host;
-		ev.decision = qrows[i].decision;
+		ev.decision = verdict_parse(qrows[i].decision);
 		ev.credential = qrows[i].credential;
 		ev.port = 443;
 		ev.method = "GET";

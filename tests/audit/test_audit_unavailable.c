@@ -101,7 +101,7 @@ submit(struct audit *a, const char *sb, int i)
 	ev.host = "example.com";
 	ev.method = "GET";
 	ev.path = p;
-	ev.decision = "deny";
+	ev.decision = VERDICT_DENY;
 	ev.rule = "default-deny";
 	ev.reason = "policy-deny";
 	return audit_submit(a, &ev);

@@ -200,7 +200,7 @@ event_init(struct audit_event *ev, int i)
 	ev->method = "GET";
 	ev->path = path[i % 4];
 	ev->status = 403;
-	ev->decision = "deny";
+	ev->decision = VERDICT_DENY;
 	ev->rule = "default-deny";
 	ev->reason = "policy-deny";
 }

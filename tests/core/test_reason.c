@@ -31,14 +31,45 @@ main(void)
 		    a->word, a->status);
 		CHECK_MSG(a->socks_rep >= 1 && a->socks_rep <= 8, "%s: SOCKS %u",
 		    a->word, a->socks_rep);
-		CHECK_STR(reason_decision((enum sg_reason)r),
+		CHECK_STR(verdict_word(reason_verdict((enum sg_reason)r)),
 		    a->cls == REASON_CLASS_ERROR ? "error" : "deny");
+		CHECK_INT(reason_close((enum sg_reason)r),
+		    r == REASON_HEAD_TIMEOUT || r == REASON_IDLE_TIMEOUT ||
+		    r == REASON_UPSTREAM_TIMEOUT ? CLOSE_TIMEOUT :
+		    a->cls == REASON_CLASS_ERROR ? CLOSE_FAILED : CLOSE_REFUSED);
 		for (q = r + 1; q < REASON_MAX; q++) {
 			b = reason_info((enum sg_reason)q);
 			CHECK_MSG(b->word == NULL || strcmp(a->word, b->word) != 0,
 			    "%s twice", a->word);
 		}
 	}
+	/* The verdicts' table: each word once, and back again. */
+	CHECK(verdict_word(VERDICT_NONE) == NULL);
+	CHECK(verdict_word(VERDICT_MAX) == NULL);
+	CHECK(verdict_word((enum sg_verdict)-1) == NULL);
+	for (r = VERDICT_NONE + 1; r < VERDICT_MAX; r++) {
+		w = verdict_word((enum sg_verdict)r);
+		CHECK_MSG(w != NULL, "verdict %d has no word", r);
+		if (w != NULL)
+			CHECK_INT(verdict_parse(w), r);
+	}
+	CHECK_STR(verdict_word(VERDICT_ALLOW), "allow");
+	CHECK_STR(verdict_word(VERDICT_DENY), "deny");
+	CHECK_STR(verdict_word(VERDICT_ERROR), "error");
+	CHECK_STR(verdict_word(VERDICT_REPORT), "report");
+	CHECK_INT(verdict_parse("Allow"), VERDICT_NONE);
+	CHECK_INT(verdict_parse("allowed"), VERDICT_NONE);
+	CHECK_INT(verdict_parse(""), VERDICT_NONE);
+	CHECK_INT(verdict_parse(NULL), VERDICT_NONE);
+	/* The close reasons' table: a word each, none twice. */
+	for (r = 0; r < CLOSE_MAX; r++) {
+		CHECK_MSG(close_word((enum sg_close)r) != NULL, "close %d", r);
+		for (q = r + 1; q < CLOSE_MAX; q++)
+			CHECK_MSG(strcmp(close_word((enum sg_close)r),
+			    close_word((enum sg_close)q)) != 0,
+			    "close %d twice", r);
+	}
+	CHECK_STR(close_word(CLOSE_MAX), "unknown");
 	/* What decides: classes and statuses of the reasons SPEC names. */
 	CHECK_INT(reason_status(REASON_AMBIGUOUS_PATH), 400);
 	CHECK_INT(reason_status(REASON_POLICY_DENY), 403);

@@ -417,7 +417,7 @@ __wrap_audit_submit(struct audit *a, const struct audit_event *ev)
 	row_str(r->host, sizeof(r->host), ev->host);
 	row_str(r->method, sizeof(r->method), ev->method);
 	row_str(r->path, sizeof(r->path), ev->path);
-	row_str(r->decision, sizeof(r->decision), ev->decision);
+	row_str(r->decision, sizeof(r->decision), verdict_word(ev->decision));
 	row_str(r->reason, sizeof(r->reason), ev->reason);
 	row_str(r->credential, sizeof(r->credential), ev->credential);
 	row_str(r->kind, sizeof(r->kind), ev->kind);
