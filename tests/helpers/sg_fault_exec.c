@@ -56,11 +56,11 @@ main(int argc, char **argv)
 		    i + 1 < argc)
 			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
 			    SCMP_SYS(splice), 1, SCMP_A4(SCMP_CMP_NE,
-			    number(argv[++i])));
+			    number(argv[++i]), 0));
 		else if (strcmp(argv[i], "--read-len") == 0 && i + 1 < argc)
 			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
 			    SCMP_SYS(read), 1, SCMP_A2(SCMP_CMP_EQ,
-			    number(argv[++i])));
+			    number(argv[++i]), 0));
 		else
 			usage();
 	}
