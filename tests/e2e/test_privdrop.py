@@ -324,6 +324,11 @@ class PrivDropStartTest(unittest.TestCase):
             r'%s: make it root\'s' % (USER, re.escape(key)))
 
     def test_user_null_keeps_root(self):
+        """
+        Runs the network process as root on purpose: user: null is the
+        documented opt-out of the drop, and this checks that it keeps uid 0
+        and says so in the log.
+        """
         cfg = self.config(None)
         log = os.path.join(self.td.path, "serve.log")
         p = T.Proc([T.BIN, "serve", "-c", cfg], log, cwd=self.td.path)

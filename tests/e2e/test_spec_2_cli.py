@@ -154,6 +154,11 @@ class SpecCliTest(unittest.TestCase):
                 self.assertTrue(r.stdout.strip(), r)
 
     def test_serve_bad_config_exits_1_with_positions(self):
+        """
+        Runs as root (user: null) on purpose: serve must refuse the config
+        before anything is bound or dropped, so no account is involved and
+        the test needs none to exist.
+        """
         text = ("policies: [./policies]\n"
                 "listen: { http: \"127.0.0.1:%d\", socks5: null, dns: null,"
                 " transparent: null, ingress: null, metrics: null }\n"
