@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/decide.h"
 #include "core/policy.h"
 #include "core/reason.h"
 #include "sandgate.h"
@@ -162,6 +163,34 @@ struct explain {
 	size_t		 n_bound;
 };
 
+/*
+ * The gateway's own decision (core/decide.c), offline: no audit store, no
+ * keeper, no placeholders, no geo databases. An IP needs no resolver: the
+ * address stage applies to it here too.
+ */
+static void
+explain_decide(const struct policy *pol, const struct policy_identity *id,
+    const char *host, size_t hostlen, uint16_t port, const char *method,
+    const char *path, struct decision *d)
+{
+	struct decide_env env;
+	struct decide_q q;
+
+	memset(&env, 0, sizeof(env));
+	env.pol = pol;
+	env.keeper_up = 1;
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_OFFLINE;
+	q.id = id;
+	q.host = host;
+	q.hostlen = hostlen;
+	q.port = port;
+	q.method = method;
+	q.path = path;
+	if (decide(&env, &q, d) == REASON_NONE && d->target.is_ip)
+		(void)decide_addrs(&env, id, &d->target.ip, 1, d);
+}
+
 static void
 explain_build(struct explain *e, const struct policy *pol,
     const struct policy_identity *id, const struct policy_target *t,
@@ -169,6 +198,7 @@ explain_build(struct explain *e, const struct policy *pol,
 {
 	const struct policy_credential *const *cv;
 	struct policy_verdict tv;
+	struct decision td;
 	size_t i, n;
 
 	memset(e, 0, sizeof(*e));
@@ -187,8 +217,9 @@ explain_build(struct explain *e, const struct policy *pol,
 		if (policy_credential_bound(cv[i], t->host))
 			e->bound[e->n_bound++] = cv[i];
 	/* The connection is decided on host and port before any request. */
-	if (policy_decide(pol, id, t, NULL, NULL, &tv) && t->is_ip)
-		policy_check_addrs(pol, id, t, &t->ip, 1, &tv);
+	explain_decide(pol, id, t->host, strlen(t->host), t->port, NULL, NULL,
+	    &td);
+	tv = td.v;
 	e->tunnel_allowed = tv.allow;
 	e->opaque = tv.opaque;
 	if (tv.allow && tv.tls == POLICY_TLS_INTERCEPT)
@@ -355,14 +386,13 @@ policy_explain(int argc, char *argv[])
 	struct config *cfg;
 	struct policy *pol;
 	struct policy_identity id;
-	struct policy_target t;
-	struct policy_verdict v;
+	struct decision d;
 	struct explain e;
 	const char *opt, *val, *cfg_path = NULL, *sandbox = NULL, *pname = NULL;
 	const char *method = NULL, *path = NULL, *format = "text", *host;
 	size_t hostlen;
 	uint16_t port;
-	int rc = 0, valid = 0;
+	int rc = 0;
 
 	cmd_args_init(&a, argc, argv);
 	while ((opt = cmd_args_next(&a, "c|config|sandbox|policy|method|path|format",
@@ -415,19 +445,8 @@ policy_explain(int argc, char *argv[])
 		rc = cmd_error("unknown sandbox: %s", sandbox);
 		goto done;
 	}
-	if (policy_target_init(&t, host, hostlen, port) == -1) {
-		memset(&v, 0, sizeof(v));
-		snprintf(v.rule, sizeof(v.rule), "default-deny");
-		v.reason = REASON_INVALID_HOST;
-		snprintf(t.host, sizeof(t.host), "%.*s", (int)hostlen, host);
-		t.port = port;
-	} else {
-		valid = 1;
-		if (policy_decide(pol, &id, &t, method, path, &v) && t.is_ip)
-			/* An IP needs no resolver: step 4 applies here too. */
-			policy_check_addrs(pol, &id, &t, &t.ip, 1, &v);
-	}
-	explain_build(&e, pol, &id, &t, &v, valid);
+	explain_decide(pol, &id, host, hostlen, port, method, path, &d);
+	explain_build(&e, pol, &id, &d.target, &d.v, d.target_ok);
 	if (strcmp(format, "json") == 0)
 		explain_json(&e);
 	else

@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "core/decide.h"
 #include "core/fairshare.h"
 #include "core/log.h"
 #include "core/policy.h"
-#include "core/geoip.h"
 #include "core/reason.h"
 #include "dns/dns.h"
 #include "dns/dns_msg.h"
@@ -304,19 +304,6 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 	dns_finish(p, &o);
 }
 
-static void
-dns_deny(struct dns_pending *p, const char *rule, enum sg_reason reason,
-    int refuse)
-{
-	p->v.allow = 0;
-	snprintf(p->v.rule, sizeof(p->v.rule), "%s", rule);
-	p->v.reason = reason;
-	if (refuse)
-		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
-	else
-		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
-}
-
 /* Over dns_queries_per_second: REFUSED, one row per sandbox per second. */
 static void
 dns_rate_limited(struct dns_pending *p, const struct fair_refusal *ref)
@@ -351,22 +338,33 @@ dns_pending_unlink(struct dns_pending *p)
 	p->srv->npending--;
 }
 
-/* Step 5 for the DNS listener: one address in a denied country or ASN denies the name. */
-static int
-dns_geo_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
+/* The decision's environment for this query (core/decide.c). */
+static void
+dns_env(const struct dns_pending *p, struct decide_env *env)
 {
-	struct geoip_result g;
-	size_t i;
+	memset(env, 0, sizeof(*env));
+	env->pol = p->pol;
+	env->geoip = p->srv->env.geoip;
+	env->audit_refuses = audit_refuses(p->srv->env.audit);
+	env->keeper_up = 1;	/* no DNS answer needs a leaf */
+	env->cred_in_name = p->srv->env.name_check;
+	env->arg = p->srv->env.name_check_arg;
+}
 
-	if (p->srv->env.geoip == NULL)
-		return 1;
-	for (i = 0; i < n; i++) {
-		if (geoip_lookup(p->srv->env.geoip, &addrs[i], &g) == -1)
-			continue;	/* unknown: the rules only deny listed ones */
-		if (!policy_check_geo(p->pol, &p->id, g.country, g.asn, &p->v))
-			return 0;
-	}
-	return 1;
+/* The decision's address stage for the answer (core/decide.c). */
+static int
+dns_addrs_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
+{
+	struct decide_env env;
+	struct decision d;
+
+	dns_env(p, &env);
+	memset(&d, 0, sizeof(d));
+	d.target = p->t;
+	d.v = p->v;
+	(void)decide_addrs(&env, &p->id, addrs, n, &d);
+	p->v = d.v;
+	return d.reason == REASON_NONE;
 }
 
 /*
@@ -396,8 +394,7 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 	switch (a->result) {
 	case RESOLVER_OK:
 		/* Every address, not only the asked family (rebinding). */
-		if (policy_check_addrs(p->pol, &p->id, &p->t, addrs, n,
-		    &p->v) == 0 || !dns_geo_ok(p, addrs, n)) {
+		if (!dns_addrs_ok(p, addrs, n)) {
 			dns_end_blocked(p, DNS_RCODE_NXDOMAIN,
 			    DNS_EDE_BLOCKED);
 			return;
@@ -524,39 +521,35 @@ dns_decide(struct dns_pending *p)
 {
 	struct dns_server *srv = p->srv;
 	const struct dns_msg *m = &p->msg;
-	int rc;
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
 
-	if (audit_refuses(srv->env.audit)) {
+	dns_env(p, &env);
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_DNS;
+	q.id = p->has_id ? &p->id : NULL;
+	q.host = m->qname.text;
+	q.hostlen = m->qname.text_len;
+	q.qtype = m->qtype;
+	q.qclass = m->qclass;
+	(void)decide(&env, &q, &d);
+	p->v = d.v;
+	if ((p->has_target = d.target_ok))
+		p->t = d.target;
+	memcpy(p->cred, d.cred, sizeof(p->cred));
+	switch (d.reason) {
+	case REASON_NONE:
+		break;
+	case REASON_AUDIT_UNAVAILABLE:
 		dns_audit_refused(p);
 		return;
-	}
-	if (!p->has_id) {
-		dns_deny(p, "no-identity", REASON_NO_IDENTITY, 1);
-		return;
-	}
-	if (m->qclass != DNS_CLASS_IN) {
-		dns_deny(p, "default-deny", REASON_DNS_TYPE, 1);
-		return;
-	}
-	/* A name written as an IP is no host name a rule can allow. */
-	if (policy_target_init(&p->t, m->qname.text, m->qname.text_len,
-	    0) == -1 || p->t.is_ip) {
-		dns_deny(p, "default-deny", REASON_INVALID_HOST, 0);
-		return;
-	}
-	p->has_target = 1;
-	/* A placeholder smuggled out as a label is misuse, whatever the policy. */
-	if (srv->env.name_check != NULL && srv->env.name_check(
-	    srv->env.name_check_arg, p->t.host, p->cred, sizeof(p->cred))) {
-		dns_deny(p, "default-deny", REASON_CRED_MISUSE, 0);
-		return;
-	}
-	rc = policy_decide_dns(p->pol, &p->id, &p->t, m->qtype, &p->v);
-	if (rc == -1) {
+	case REASON_NO_IDENTITY:
+	case REASON_DNS_TYPE:
+		/* Not a question this client may ask at all. */
 		dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
 		return;
-	}
-	if (rc == 0) {
+	default:
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}

@@ -654,26 +654,6 @@ cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
 	return best;
 }
 
-/*
- * docs/tls.md: every destination a credential of this sandbox's policy is bound
- * to is intercepted, whatever its rule says, so that placeholders can be
- * swapped and misuse seen.
- */
-int
-cred_host_bound(const struct session *s)
-{
-	const struct policy_credential *const *cv;
-	size_t i, n;
-
-	if (s->target.is_ip || !s->has_ident)
-		return 0;
-	cv = policy_credentials(s->pol, s->ident.policy, &n);
-	for (i = 0; i < n; i++)
-		if (policy_credential_bound(cv[i], s->target.host))
-			return 1;
-	return 0;
-}
-
 /* The secrets of the credentials bound to this request's host, and their placeholders. */
 size_t
 cred_scrub_lists(const struct session *s, const char **secrets,

@@ -1,49 +1,68 @@
 /*
- * The one decision pipeline (docs/policy.md "How a decision is made", steps
- * 1-3, and the credential-name check of docs/credentials.md) for every way a
- * destination reaches the gateway: absolute form, CONNECT, SOCKS5, the
- * transparent listener's names and addresses, and HTTP requests inside
- * tunnels. It fills the session's target and verdict -- the fields the audit
- * row is built from -- and returns the reason (REASON_NONE: allowed so far;
- * the addresses are upstream.c's).
+ * The session's side of the one decision (core/decide.c): what a session
+ * knows goes in as a decide_q, the decision comes back into the fields the
+ * audit row is built from (s->target, s->verdict, the credential a misuse
+ * names). Every way a destination reaches the gateway comes through here:
+ * absolute form, CONNECT, SOCKS5, the transparent listener's names and
+ * addresses, and HTTP requests inside tunnels.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "audit/audit.h"
+#include "core/decide.h"
+#include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
 
-static enum sg_reason
-decided(struct session *s, enum sg_reason r, const char *rule)
+static int
+name_has_placeholder(void *arg, const char *host, char *cred, size_t len)
 {
-	if (r == REASON_NONE)
-		return r;
-	s->verdict.allow = 0;
-	s->verdict.reason = r;
-	if (rule != NULL || s->verdict.rule[0] == '\0')
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "%s",
-		    rule != NULL ? rule : "default-deny");
-	return r;
+	return cred_in_name(arg, host, cred, len);
 }
 
-/* 1 when a Host header value names the tunnel's own host and port. */
-static int
-host_is_tunnel(const struct session *s, const char *v, size_t len)
+static void
+env_of(const struct session *s, struct decide_env *env)
 {
-	struct policy_target t;
+	memset(env, 0, sizeof(*env));
+	env->pol = s->pol;
+	env->geoip = s->p->geoip;
+	env->audit_refuses = audit_refuses(s->p->audit);
+	env->keeper_up = keeper_client_up(s->p->kc);
+	env->cred_in_name = name_has_placeholder;
+	env->arg = s->p;
+}
+
+static enum decide_listener
+listener_of(const struct session *s)
+{
+	switch (s->kind) {
+	case KIND_CONNECT:
+		return DECIDE_CONNECT;
+	case KIND_SOCKS5:
+		return DECIDE_SOCKS5;
+	case KIND_TRANSPARENT:
+		return DECIDE_TRANSPARENT;
+	default:
+		return DECIDE_HTTP;
+	}
+}
+
+/* An authority as the parser splits it; host NULL when it does not parse. */
+static void
+split(const char *v, size_t len, struct decide_authority *a)
+{
 	struct http_slice host;
-	uint16_t port = s->target.port;
+	uint16_t port = 0;
 	int has_port;
 
-	if (http_split_authority(v, len, &host, &port, &has_port) != 0 ||
-	    policy_target_init(&t, host.p, host.len, port) == -1)
-		return 0;
-	if (!has_port)
-		port = s->target.port;
-	return port == s->target.port && t.is_ip == s->target.is_ip &&
-	    strcmp(t.host, s->target.host) == 0;
+	memset(a, 0, sizeof(*a));
+	if (http_split_authority(v, len, &host, &port, &has_port) != 0)
+		return;
+	a->host = host.p;
+	a->len = host.len;
+	a->port = has_port ? port : 0;
 }
 
 /*
@@ -55,44 +74,81 @@ proxy_decide_audit(struct session *s)
 {
 	if (!audit_refuses(s->p->audit))
 		return REASON_NONE;
-	return decided(s, REASON_AUDIT_UNAVAILABLE, "audit");
+	s->verdict.allow = 0;
+	s->verdict.reason = REASON_AUDIT_UNAVAILABLE;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "audit");
+	return REASON_AUDIT_UNAVAILABLE;
 }
 
 enum sg_reason
 proxy_decide(struct session *s, const struct decide_in *in)
 {
-	memset(&s->verdict, 0, sizeof(s->verdict));
+	struct decide_authority host, abs;
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
+
+	env_of(s, &env);
+	memset(&q, 0, sizeof(q));
+	q.listener = listener_of(s);
+	q.id = s->has_ident ? &s->ident : NULL;
+	q.method = in->method;
+	q.path = in->path;
 	if (in->tunnel_host != NULL || in->tunnel_request) {
 		/* Inside a tunnel: its name, and the Host must say the same. */
-		memcpy(s->verdict.rule, s->tunnel_rule, sizeof(s->verdict.rule));
-		if (in->tunnel_host == NULL ||
-		    !host_is_tunnel(s, in->tunnel_host, in->tunnel_host_len) ||
-		    (in->tunnel_abs != NULL &&
-		    !host_is_tunnel(s, in->tunnel_abs, in->tunnel_abs_len)))
-			return decided(s, REASON_HOST_MISMATCH, NULL);
-	} else if (in->host != NULL && (in->port == 0 ||
-	    policy_target_init(&s->target, in->host, in->hostlen,
-	    in->port) == -1)) {
-		/* Port 0 is the policy's "any port" (DNS): no connection's. */
-		session_note_target(s, in->host, in->hostlen, in->port);
-		return decided(s, REASON_INVALID_HOST, NULL);
-	}
-	if (proxy_decide_audit(s) != REASON_NONE)
-		return REASON_AUDIT_UNAVAILABLE;
-	if (!s->has_ident)
-		return decided(s, REASON_NO_IDENTITY, "no-identity");
-	/* A placeholder inside a destination name is an exfiltration attempt. */
-	if (cred_in_name(s->p, s->target.host, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred)))
-		return decided(s, REASON_CRED_MISUSE, NULL);
-	if (!policy_decide(s->pol, &s->ident, &s->target, in->method,
-	    in->path, &s->verdict))
-		return decided(s, s->verdict.reason, NULL);
-	/* A tunnel that will be intercepted needs the keeper: not while it is away. */
-	if (!keeper_client_up(s->p->kc) &&
-	    (s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5) &&
-	    in->tunnel_host == NULL && !in->tunnel_request &&
-	    (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)))
-		return decided(s, REASON_KEEPER_UNAVAILABLE, NULL);
-	return REASON_NONE;
+		q.listener = DECIDE_TUNNEL;
+		q.target = &s->target;
+		q.tunnel_rule = s->tunnel_rule;
+		if (in->tunnel_host != NULL) {
+			split(in->tunnel_host, in->tunnel_host_len, &host);
+			q.tunnel_host = &host;
+		}
+		if (in->tunnel_abs != NULL) {
+			split(in->tunnel_abs, in->tunnel_abs_len, &abs);
+			q.tunnel_abs = &abs;
+		}
+	} else if (in->host != NULL) {
+		q.host = in->host;
+		q.hostlen = in->hostlen;
+		q.port = in->port;
+	} else
+		q.target = &s->target;
+	(void)decide(&env, &q, &d);
+	s->target = d.target;
+	s->verdict = d.v;
+	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
+	return d.reason;
+}
+
+/*
+ * The decision's address stage for addrs (core/decide.c): every address
+ * must be reachable (allow_private) and outside denied countries and
+ * ASNs. 1 allow; 0 deny, s->fwd.ip naming the first address refused.
+ */
+int
+upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
+{
+	struct decide_env env;
+	struct decision d;
+
+	env_of(s, &env);
+	memset(&d, 0, sizeof(d));
+	d.target = s->target;
+	d.v = s->verdict;
+	(void)decide_addrs(&env, s->has_ident ? &s->ident : NULL, addrs, n,
+	    &d);
+	s->verdict = d.v;
+	if (d.geo_failed)
+		log_warnx("geoip: lookup failed (corrupt database?)");
+	if (d.has_refused)
+		s->fwd.ip = d.refused;
+	return d.reason == REASON_NONE;
+}
+
+/* docs/tls.md: a credential of this sandbox's policy bound to the host. */
+int
+cred_host_bound(const struct session *s)
+{
+	return s->has_ident && decide_cred_bound(s->pol, &s->ident,
+	    &s->target);
 }

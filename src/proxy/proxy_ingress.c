@@ -15,6 +15,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "audit/audit.h"
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/ingress_host.h"
@@ -295,32 +297,36 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 	upstream_connect(s, forward_start);
 }
 
-/* Access for a sandbox that is not public: 0 go on, -1 answered. */
-static int
-ingress_access(struct session *s, const struct policy_ingress *ing,
-    const struct http_request *req, const char *target, const char *qtok,
-    size_t qlen)
+/* What the decision says toward a sandbox, answered. */
+static void
+ingress_refused(struct session *s, enum sg_reason r, const char *id)
 {
-	struct ingress_token t;
-	char cbuf[2 * 8192];
+	char detail[256];
 
-	find_token(req, qtok, qlen, &t, cbuf, sizeof(cbuf));
-	if (t.p == NULL) {
-		ingress_refuse(s, 401, REASON_INGRESS_TOKEN_MISSING, "this sandbox needs its "
-		    "ingress token: header X-Sandgate-Token, or ?sg_token= once");
-		return -1;
+	switch (r) {
+	case REASON_AUDIT_UNAVAILABLE:
+		ingress_refuse(s, 503, r, "the audit log cannot be written");
+		break;
+	case REASON_INGRESS_PORT:
+		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
+		    "published", s->target.port, id);
+		ingress_refuse(s, 404, r, detail);
+		break;
+	case REASON_INGRESS_NOT_RUNNING:
+		ingress_refuse(s, 503, r, "the sandbox is not running");
+		break;
+	case REASON_INGRESS_TOKEN_MISSING:
+		ingress_refuse(s, 401, r, "this sandbox needs its ingress "
+		    "token: header X-Sandgate-Token, or ?sg_token= once");
+		break;
+	case REASON_INGRESS_TOKEN_INVALID:
+		ingress_refuse(s, 401, r, "ingress token not accepted");
+		break;
+	default:
+		ingress_refuse(s, 404, REASON_INGRESS_UNKNOWN_SANDBOX, "no such "
+		    "sandbox, or it publishes no ports");
+		break;
 	}
-	if (!ingress_token_syntax_ok(t.p, t.len) ||
-	    !policy_ingress_token_ok(ing, t.p, t.len)) {
-		ingress_refuse(s, 401, REASON_INGRESS_TOKEN_INVALID, "ingress token not "
-		    "accepted");
-		return -1;
-	}
-	if (t.from_query) {
-		ingress_redirect(s, target, t.p, t.len);
-		return -1;
-	}
-	return 0;
 }
 
 void
@@ -328,8 +334,12 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 {
 	struct policy_ingress ing;
 	struct ingress_host ih;
+	struct ingress_token tok;
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
 	const char *fhost, *qtok;
-	char abuf[300], detail[256], *target;
+	char abuf[300], detail[256], cbuf[2 * 8192], *target;
 	size_t fhostlen, qlen;
 	int r;
 
@@ -391,34 +401,37 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		ingress_refuse(s, 404, REASON_INGRESS_UNKNOWN_HOST, detail);
 		return;
 	}
-	if (policy_ingress_find(s->pol, ih.id, &ing, &s->ident) == -1) {
-		ingress_refuse(s, 404, REASON_INGRESS_UNKNOWN_SANDBOX, "no such sandbox, or "
-		    "it publishes no ports");
+	/* The one decision, toward a sandbox (core/decide.c). */
+	find_token(req, qtok, qlen, &tok, cbuf, sizeof(cbuf));
+	memset(&env, 0, sizeof(env));
+	env.pol = s->pol;
+	env.audit_refuses = audit_refuses(s->p->audit);
+	env.keeper_up = 1;
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_INGRESS;
+	q.target = &s->target;
+	q.ingress_id = ih.id;
+	q.token = tok.p;
+	q.token_len = tok.len;
+	q.token_malformed = tok.p != NULL &&
+	    !ingress_token_syntax_ok(tok.p, tok.len);
+	r = decide(&env, &q, &d);
+	s->verdict = d.v;
+	if ((s->has_ident = d.has_ident))
+		s->ident = d.ident;
+	if (r != REASON_NONE) {
+		ingress_refused(s, r, ih.id);
 		return;
 	}
-	s->has_ident = 1;
-	if (!policy_ingress_has_port(&ing, ih.port)) {
-		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
-		    "published", ih.port, ih.id);
-		ingress_refuse(s, 404, REASON_INGRESS_PORT, detail);
-		return;
-	}
-	if (!ing.running) {
-		ingress_refuse(s, 503, REASON_INGRESS_NOT_RUNNING, "the sandbox is not running");
-		return;
-	}
-	if (!ing.is_public &&
-	    ingress_access(s, &ing, req, target, qtok, qlen) == -1)
-		return;
-	if (proxy_decide_audit(s) != REASON_NONE) {
-		ingress_refuse(s, 503, REASON_AUDIT_UNAVAILABLE,
-		    "the audit log cannot be written");
+	ing = d.ingress;
+	if (tok.from_query && !ing.is_public) {
+		/* Once: the token becomes a cookie, the URL loses it. */
+		ingress_redirect(s, target, tok.p, tok.len);
 		return;
 	}
 	if (build_guest_head(s, req, target, fhost, fhostlen) == -1) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	s->verdict.allow = 1;
 	ingress_forward(s, &ing, req, n);
 }

@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <linux/netfilter_ipv4.h>
 
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "dns/dns.h"
@@ -83,22 +84,26 @@ static int
 handed_out_intercepted(struct session *s, struct policy_target *t)
 {
 	char name[POLICY_HOST_MAX + 1];
-	struct policy_target save;
-	struct policy_verdict v;
-	int bound;
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
 
 	if (s->p->addrmem == NULL || addrmem_lookup(s->p->addrmem,
-	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1 ||
-	    policy_target_init(t, name, strlen(name), s->orig_port) == -1 ||
-	    !policy_decide(s->pol, &s->ident, t, NULL, NULL, &v))
+	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1)
 		return 0;
-	if (v.tls == POLICY_TLS_INTERCEPT)
-		return 1;
-	save = s->target;
-	s->target = *t;
-	bound = cred_host_bound(s);
-	s->target = save;
-	return bound;
+	memset(&env, 0, sizeof(env));
+	env.pol = s->pol;
+	env.keeper_up = 1;	/* asked only: would the name be intercepted */
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_TRANSPARENT;
+	q.id = &s->ident;
+	q.host = name;
+	q.hostlen = strlen(name);
+	q.port = s->orig_port;
+	if (decide(&env, &q, &d) != REASON_NONE || !d.intercept)
+		return 0;
+	*t = d.target;
+	return 1;
 }
 
 static void
@@ -178,7 +183,9 @@ pass_unseen(struct session *s)
 static void
 decide_no_sni(struct session *s)
 {
+	struct decide_in in = { 0 };
 	struct policy_target t;
+	enum sg_reason r;
 
 	s->addrs[0] = s->orig_dst;
 	s->n_addrs = 1;
@@ -188,9 +195,13 @@ decide_no_sni(struct session *s)
 		return;
 	}
 	if (handed_out_intercepted(s, &t)) {
-		s->target = t;
-		(void)policy_decide(s->pol, &s->ident, &s->target, NULL, NULL,
-		    &s->verdict);
+		in.host = t.host;
+		in.hostlen = strlen(t.host);
+		in.port = s->orig_port;
+		if ((r = proxy_decide(s, &in)) != REASON_NONE) {
+			deny(s, 403, r, "address not allowed");
+			return;
+		}
 		if (!upstream_check_addrs(s, s->addrs, 1)) {
 			deny(s, 403, s->verdict.reason, "address not allowed");
 			return;

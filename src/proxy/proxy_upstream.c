@@ -7,54 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/geoip.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
 
 static void	try_next_addr(struct session *);
-
-/*
- * Steps 4 and 5 of the decision order for addrs: every address must be
- * reachable (allow_private) and outside denied countries and ASNs.
- */
-int
-upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
-{
-	struct geoip_result g;
-	size_t i;
-
-	if (!policy_check_addrs(s->pol, &s->ident, &s->target, addrs, n,
-	    &s->verdict)) {
-		struct policy_verdict v1;
-
-		/* The row names the first address that was refused. */
-		for (i = 0; i < n; i++) {
-			v1 = s->verdict;
-			v1.allow = 1;
-			if (!policy_check_addrs(s->pol, &s->ident, &s->target,
-			    &addrs[i], 1, &v1)) {
-				s->fwd.ip = addrs[i];
-				break;
-			}
-		}
-		if (s->target.is_ip)
-			s->fwd.ip = s->target.ip;
-		return 0;
-	}
-	if (s->p->geoip == NULL)
-		return 1;
-	for (i = 0; i < n; i++) {
-		if (geoip_lookup(s->p->geoip, &addrs[i], &g) == -1)
-			log_warnx("geoip: lookup failed (corrupt database?)");
-		if (!policy_check_geo(s->pol, &s->ident, g.country, g.asn,
-		    &s->verdict)) {
-			s->fwd.ip = addrs[i];
-			return 0;
-		}
-	}
-	return 1;
-}
 
 static void
 resolved(struct session *s, void (*next)(struct session *))
