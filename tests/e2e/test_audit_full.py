@@ -6,8 +6,10 @@ takes every free block, and
 
 - with audit.on_failure: deny (the default) new requests are refused before
   any origin is contacted: 503 with X-Sandgate-Reason audit-unavailable
-  (absolute form and CONNECT), SOCKS5 reply 0x01, DNS SERVFAIL with EDE 14;
-  sandgate_audit_unavailable is 1;
+  (absolute form and CONNECT), SOCKS5 reply 0x01, DNS SERVFAIL with EDE 14,
+  and ingress too -- 503 audit-unavailable before the sandbox is looked
+  up, with a good token, a wrong one, or for a sandbox that does not exist,
+  and the guest sees nothing; sandgate_audit_unavailable is 1;
 - with audit.on_failure: allow requests go on succeeding, and the gateway
   warns once;
 
@@ -40,6 +42,8 @@ import transparent_helpers as H  # noqa: E402
 TMPFS_SIZE = "3m"
 SID = "full"
 REASON = "audit-unavailable"
+TOKEN = "ingress-token-full-1"
+IDOMAIN = "sandbox.test"
 
 
 class Tmpfs:
@@ -167,7 +171,12 @@ class AuditFullTest(unittest.TestCase):
         self.sport = T.free_port()
         self.dport = T.free_port(udp_too=True)
         self.mport = T.free_port()
-        policy = {"sandboxes": [T.local_sandbox(SID, sid=SID)],
+        self.iport = T.free_port()
+        web = {"id": "web", "policy": SID,
+               "ingress": {"address": "127.0.0.2",
+                           "ports": [self.origin.port],
+                           "token_sha256": T.sha256_hex(TOKEN)}}
+        policy = {"sandboxes": [T.local_sandbox(SID, sid=SID), web],
                   "policies": [{"name": SID,
                                 "allow": [{"host": "allowed.test",
                                            "ports": [self.origin.port]}],
@@ -178,7 +187,10 @@ class AuditFullTest(unittest.TestCase):
         self.gw = Gateway(self.td.path, self.dns, {SID + ".yaml": policy},
                           self.db, extra={
                               "audit": audit,
+                              "ingress_domain": IDOMAIN,
                               "listen": {"socks5": "127.0.0.1:%d" % self.sport,
+                                         "ingress": "127.0.0.1:%d" %
+                                         self.iport,
                                          "dns": "127.0.0.1:%d" % self.dport,
                                          "metrics": "127.0.0.1:%d" %
                                          self.mport}})
@@ -200,6 +212,16 @@ class AuditFullTest(unittest.TestCase):
                "\r\nConnection: close\r\n\r\n" % (self.origin.port, path,
                                                   self.origin.port))
         r, client = A.raw_request(self.gw.port, req)
+        return path, r, client
+
+    def ingress(self, tag, sandbox="web", token=TOKEN):
+        """A GET to sandbox's published port through ingress: (path, response, client)."""
+        self.n += 1
+        path = "/%s/%d" % (tag, self.n)
+        req = ("GET %s HTTP/1.1\r\nHost: %d-%s.%s\r\nX-Sandgate-Token: %s"
+               "\r\nConnection: close\r\n\r\n" % (path, self.origin.port,
+                                                  sandbox, IDOMAIN, token))
+        r, client = A.raw_request(self.iport, req)
         return path, r, client
 
     def dig(self, name):
@@ -340,6 +362,17 @@ class AuditFullTest(unittest.TestCase):
         self.assertEqual(d.status, "SERVFAIL", d)
         self.assertEqual(d.ede and d.ede[0], 14, d)
         self.assertIn(REASON, d.out)
+        # Ingress: the audit stage comes before the sandbox, its port and
+        # its token, whatever the token says.
+        ingress = []
+        for sandbox, token in (("web", TOKEN), ("web", "wrong"),
+                               ("nosuch", TOKEN)):
+            path, r, client = self.ingress("ingress", sandbox, token)
+            self.assertIsNotNone(r, "no ingress answer")
+            self.paths[path] = r.status
+            self.assertEqual(r.status, 503, r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), REASON, r)
+            ingress.append((path, client, sandbox))
         self.assertEqual(self.origin.conn_count, conns,
                          "a refused request reached the origin")
         for path in [p for p, _ in refused]:
@@ -367,6 +400,14 @@ class AuditFullTest(unittest.TestCase):
                      path=None, bytes_up=0, bytes_down=0, **common)
         audit.expect({"client": sclient}, kind="socks5", method="CONNECT",
                      path=None, bytes_up=0, bytes_down=0, **common)
+        for path, client, sandbox in ingress:
+            audit.expect({"client": client}, kind="ingress", method="GET",
+                         path=path, sandbox=None, ip=None,
+                         host="%d-%s.%s" % (self.origin.port, sandbox,
+                                            IDOMAIN),
+                         port=self.origin.port, status=503,
+                         decision="error", rule="audit", reason=REASON,
+                         credential=None, bytes_up=0, bytes_down=0)
         audit.expect({"kind": "dns", "reason": REASON}, method="A",
                      client=A.ANY, path=None, status=2, decision="error",
                      rule="audit", sandbox=SID, host="allowed.test", ip=None,
