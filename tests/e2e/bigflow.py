@@ -20,6 +20,7 @@ import sys
 import time
 
 import sgtest as T
+import wsframe as W
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "data"))
@@ -163,77 +164,32 @@ def socks5_connect(port, host, dport, timeout=60):
 
 # ---------------------------------------------------------------- WebSocket
 
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def ws_xor(data, mask):
-    n = len(data)
-    m = (mask * (n // 4 + 1))[:n]
-    return (int.from_bytes(data, "little") ^
-            int.from_bytes(m, "little")).to_bytes(n, "little")
-
-
-def ws_frame(op, payload):
-    """A client frame: final, masked with a fresh key."""
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | op, 0x80 | n)
-    elif n < 65536:
-        head = struct.pack("!BBH", 0x80 | op, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | op, 0x80 | 127, n)
-    mask = os.urandom(4)
-    return head + mask + (ws_xor(payload, mask) if n else b"")
-
-
 class WsClient:
     """A WebSocket client over an established (TLS) socket."""
 
     def __init__(self, sock, host, path="/ws"):
         self.sock = sock
-        self.buf = bytearray()
+        self.rd = W.Reader(sock, bufsize=BLOCK)
         key = base64.b64encode(os.urandom(16)).decode()
         sock.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
                       "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
                       "Sec-WebSocket-Version: 13\r\n\r\n" % (path, host, key))
                      .encode())
-        while b"\r\n\r\n" not in self.buf:
-            self._fill()
-        i = self.buf.index(b"\r\n\r\n") + 4
-        self.head = bytes(self.buf[:i]).decode("latin-1")
-        del self.buf[:i]
+        self.head = self.rd.read_until(b"\r\n\r\n").decode("latin-1")
         self.status = int(self.head.split(" ", 2)[1])
-        want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest())
-        self.accept_ok = ("Sec-WebSocket-Accept: %s" % want.decode()).lower() \
+        want = W.accept_key(key)
+        self.accept_ok = ("Sec-WebSocket-Accept: %s" % want).lower() \
             in self.head.lower()
-
-    def _fill(self):
-        b = self.sock.recv(BLOCK)
-        if not b:
-            raise EOFError("connection closed")
-        self.buf += b
-
-    def _exact(self, n):
-        while len(self.buf) < n:
-            self._fill()
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
 
     def read(self):
         """(opcode, payload) of the next server frame (unmasked, final)."""
-        b0, b1 = self._exact(2)
-        n = b1 & 0x7f
-        if n == 126:
-            n = struct.unpack("!H", self._exact(2))[0]
-        elif n == 127:
-            n = struct.unpack("!Q", self._exact(8))[0]
-        if b1 & 0x80 or not b0 & 0x80:
+        f = W.read_frame(self.rd.read_exact)
+        if f.masked or not f.fin:
             raise AssertionError("server frame masked or fragmented")
-        return b0 & 0x0f, self._exact(n)
+        return f.opcode, f.payload
 
     def send(self, op, payload):
-        self.sock.sendall(ws_frame(op, payload))
+        self.sock.sendall(W.client_frame(op, payload))
 
     def upload(self, path):
         """The file in binary frames of 1 MiB, then "end"; the origin's
