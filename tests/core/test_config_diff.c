@@ -201,54 +201,73 @@ test_every_key(void)
 	config_free(b);
 }
 
-/* What a reload applies, or serve does not read, is never named. */
+/*
+ * Two configs, and the keys a reload from the first to the second names;
+ * back, when not NULL, what the way back names.
+ */
+static const struct pair_case {
+	const char	*what;
+	const char	*a_name, *a_yaml;
+	const char	*b_name, *b_yaml;
+	const char	*want, *back;
+} pair_cases[] = {
+	/* What a reload applies, or serve does not read, is never named. */
+	{ "applied keys",
+	  "pa.yaml",
+	  "policies: [./pol]\n"
+	  "sandbox: { runtime: runsc, subnet: 198.18.0.0/16 }\n",
+	  "pb.yaml",
+	  "policies: [./pol, ./more]\n"
+	  "sandbox: { runtime: crun, subnet: 198.19.0.0/24, rootfs: ./r }\n",
+	  "", NULL },
+	/*
+	 * The same address written otherwise, or a default written out, is no
+	 * change.
+	 */
+	{ "same value, other text",
+	  "sa.yaml",
+	  "listen: { metrics: \"[::1]:9090\", http: 127.0.0.1:3128 }\n"
+	  "upstream: { connect_timeout: 10s }\n",
+	  "sb.yaml",
+	  "listen: { metrics: \"[0:0:0:0:0:0:0:1]:9090\" }\n"
+	  "upstream: { connect_timeout: 10000ms }\n",
+	  "", NULL },
+	/*
+	 * Turned on or off: the section itself; its fields only when on both
+	 * times.
+	 */
+	{ "syslog switched",
+	  "on.yaml",
+	  "audit: { syslog: { address: 127.0.0.1:514, format: json } }\n",
+	  "off.yaml",
+	  "audit: { syslog: null }\n",
+	  "audit.syslog", "audit.syslog" },
+};
+
 static void
-test_applied_keys(void)
+test_pairs(void)
 {
-	static const char a_yaml[] =
-	    "policies: [./pol]\n"
-	    "sandbox: { runtime: runsc, subnet: 198.18.0.0/16 }\n";
-	static const char b_yaml[] =
-	    "policies: [./pol, ./more]\n"
-	    "sandbox: { runtime: crun, subnet: 198.19.0.0/24, rootfs: ./r }\n";
-	struct config *a = load("pa.yaml", a_yaml), *b = load("pb.yaml", b_yaml);
+	const struct pair_case *c;
+	struct config *a, *b;
+	const char *got;
+	size_t i;
 
-	CHECK_STR(diff(a, b), "");
-	config_free(a);
-	config_free(b);
-}
-
-/* The same address written otherwise, or a default written out, is no change. */
-static void
-test_same_value_other_text(void)
-{
-	static const char a_yaml[] =
-	    "listen: { metrics: \"[::1]:9090\", http: 127.0.0.1:3128 }\n"
-	    "upstream: { connect_timeout: 10s }\n";
-	static const char b_yaml[] =
-	    "listen: { metrics: \"[0:0:0:0:0:0:0:1]:9090\" }\n"
-	    "upstream: { connect_timeout: 10000ms }\n";
-	struct config *a = load("sa.yaml", a_yaml), *b = load("sb.yaml", b_yaml);
-
-	CHECK_STR(diff(a, b), "");
-	config_free(a);
-	config_free(b);
-}
-
-/* Turned on or off: the section itself; its fields only when on both times. */
-static void
-test_syslog_switched(void)
-{
-	static const char on_yaml[] =
-	    "audit: { syslog: { address: 127.0.0.1:514, format: json } }\n";
-	static const char off_yaml[] = "audit: { syslog: null }\n";
-	struct config *a = load("on.yaml", on_yaml), *b = load("off.yaml",
-	    off_yaml);
-
-	CHECK_STR(diff(a, b), "audit.syslog");
-	CHECK_STR(diff(b, a), "audit.syslog");
-	config_free(a);
-	config_free(b);
+	for (i = 0; i < sizeof(pair_cases) / sizeof(pair_cases[0]); i++) {
+		c = &pair_cases[i];
+		a = load(c->a_name, c->a_yaml);
+		b = load(c->b_name, c->b_yaml);
+		got = diff(a, b);
+		CHECK_MSG(strcmp(got, c->want) == 0, "%s: \"%s\" != \"%s\"",
+		    c->what, got, c->want);
+		if (c->back != NULL) {
+			got = diff(b, a);
+			CHECK_MSG(strcmp(got, c->back) == 0,
+			    "%s, the way back: \"%s\" != \"%s\"", c->what, got,
+			    c->back);
+		}
+		config_free(a);
+		config_free(b);
+	}
 }
 
 int
@@ -256,8 +275,6 @@ main(void)
 {
 	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
 	test_every_key();
-	test_applied_keys();
-	test_same_value_other_text();
-	test_syslog_switched();
+	test_pairs();
 	return check_summary();
 }

@@ -10,11 +10,8 @@ Absolute-form HTTP through the proxy and HTTPS intercepted in a CONNECT
 tunnel; raw sockets (and curl --path-as-is) so that nothing rewrites the path.
 """
 
-import itertools
 import os
-import ssl
 import sys
-import time
 import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree clean
@@ -22,10 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 import auditcheck as AC  # noqa: E402
 from auditcheck import ANY  # noqa: E402
-
-ORIGIN_HOST = "127.0.0.2"
-NOTHING = AC.one_of(0, None)
-_seq = itertools.count(1)
+from pathrules import NOTHING, ORIGIN_HOST, mark  # noqa: E402
+import pathrules as P  # noqa: E402
 
 # Each holds a marker ("m" + a number) so that rows and origin logs of one
 # request are told apart; "{m}" is replaced per request.
@@ -67,11 +62,6 @@ CONTROLS = [
 ]
 
 
-def mark(template):
-    m = "m%d-%d" % (os.getpid(), next(_seq))
-    return template.format(m=m), m
-
-
 POLICY = """\
 sandboxes:
   - id: amb-box
@@ -98,35 +88,11 @@ policies:
 """
 
 
-class AmbiguousPathTest(unittest.TestCase):
+class AmbiguousPathTest(P.PathRules, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        T.require_binary()
-        cls.td = T.TempDir("sgtest-path-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        cls.origin = T.Origin("plain", ORIGIN_HOST)
-        cls.addClassCleanup(cls.origin.stop)
-        cert, key = T.make_cert(d, "tls.test")
-        cls.tls_origin = T.Origin("tls", ORIGIN_HOST, cert=cert, key=key)
-        cls.addClassCleanup(cls.tls_origin.stop)
-        cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in
-                                ("plain.test", "open.test", "guarded.test",
-                                 "tls.test")])
-        cls.addClassCleanup(cls.dns.stop)
-        cls.gw = T.Gateway(d, cls.dns, {"amb.yaml": POLICY.format(
-            http=cls.origin.port, https=cls.tls_origin.port,
-            origin=ORIGIN_HOST)}, extra={"upstream": {"ca_bundle": cert}})
-        cls.gw.start()
-        cls.addClassCleanup(cls.gw.stop)
-        gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(gw_ca):
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=gw_ca)
-
-    def setUp(self):
-        self.audit = AC.Audit(self, self.gw)
+        cls.start("sgtest-path-", ("plain.test", "open.test", "guarded.test",
+                                   "tls.test"), "amb.yaml", POLICY)
 
     # -------------------------------------------------------------- helpers
 
@@ -135,20 +101,6 @@ class AmbiguousPathTest(unittest.TestCase):
         url = "http://%s:%d%s" % (host, self.origin.port, path)
         return T.raw_request(self.gw.port, ("GET %s HTTP/1.1\r\nHost: %s:%d\r\n"
                              "\r\n" % (url, host, self.origin.port)).encode())
-
-    def intercepted(self, path):
-        """One request inside a fresh intercepted tunnel; the Response."""
-        port = self.tls_origin.port
-        c, r = T.open_tunnel(self.gw.port, "tls.test:%d" % port)
-        self.addCleanup(c.close)
-        self.assertEqual(r.status, 200, r)
-        c.sock = self.ctx.wrap_socket(c.sock, server_hostname="tls.test")
-        c.send(("GET %s HTTP/1.1\r\nHost: tls.test:%d\r\n\r\n" %
-                (path, port)).encode())
-        try:
-            return c.read_response("GET")
-        except (EOFError, ConnectionResetError, ssl.SSLError):
-            return None
 
     def assert_refused(self, resp, path, rule):
         self.assertIsNotNone(resp, "%s: closed without a response" % path)
@@ -173,9 +125,6 @@ class AmbiguousPathTest(unittest.TestCase):
                           method="GET", status=200, rule=rule, reason=None,
                           credential=None, bytes_up=0, bytes_down=ANY)
 
-    def origin_saw(self, origin, m):
-        return [r["path"] for r in origin.requests if m in r["path"]]
-
     # ---------------------------------------------------------------- tests
 
     def test_absolute_path_rule_refuses(self):
@@ -185,7 +134,7 @@ class AmbiguousPathTest(unittest.TestCase):
                 resp = self.absolute("plain.test", path)
                 self.assert_refused(resp, path, "amb:allow[0]")
                 self.refused_row("plain.test", path, "amb:allow[0]")
-                self.assertEqual(self.origin_saw(self.origin, m), [])
+                self.assertEqual(self.saw(self.origin, m), [])
         self.audit.check()
 
     def test_absolute_curl_path_as_is(self):
@@ -200,7 +149,7 @@ class AmbiguousPathTest(unittest.TestCase):
                 self.assertEqual(r.header("X-Sandgate-Reason"),
                                  "ambiguous-path", r)
                 self.refused_row("plain.test", path, "amb:allow[0]")
-                self.assertEqual(self.origin_saw(self.origin, m), [])
+                self.assertEqual(self.saw(self.origin, m), [])
         self.audit.check()
 
     def test_path_scoped_deny_refuses(self):
@@ -210,7 +159,7 @@ class AmbiguousPathTest(unittest.TestCase):
                 resp = self.absolute("guarded.test", path)
                 self.assert_refused(resp, path, "amb:deny[0]")
                 self.refused_row("guarded.test", path, "amb:deny[0]")
-                self.assertEqual(self.origin_saw(self.origin, m), [])
+                self.assertEqual(self.saw(self.origin, m), [])
         self.audit.check()
 
     def test_path_scoped_deny_still_denies_plain_forms(self):
@@ -223,7 +172,7 @@ class AmbiguousPathTest(unittest.TestCase):
                 self.assertEqual(resp.status, 403, resp)
                 self.assertEqual(resp.header("X-Sandgate-Reason"),
                                  "policy-deny", resp)
-                self.assertEqual(self.origin_saw(self.origin, m), [])
+                self.assertEqual(self.saw(self.origin, m), [])
 
     def test_no_path_rule_decides_on_host(self):
         # open.test has no path rule: an ambiguous path is the origin's business.
@@ -233,7 +182,7 @@ class AmbiguousPathTest(unittest.TestCase):
             with self.subTest(path=path):
                 resp = self.absolute("open.test", path)
                 self.assertEqual(resp.status, 200, resp)
-                self.assertEqual(self.origin_saw(self.origin, m), [path])
+                self.assertEqual(self.saw(self.origin, m), [path])
                 self.allowed_row("open.test", path, "amb:allow[1]")
         self.audit.check()
 
@@ -245,7 +194,7 @@ class AmbiguousPathTest(unittest.TestCase):
                 with self.subTest(host=host, path=path):
                     resp = self.absolute(host, path)
                     self.assertEqual(resp.status, 200, resp)
-                    self.assertEqual(self.origin_saw(self.origin, m), [path])
+                    self.assertEqual(self.saw(self.origin, m), [path])
                     self.allowed_row(host, path, rule)
         self.audit.check()
 
@@ -253,7 +202,7 @@ class AmbiguousPathTest(unittest.TestCase):
         for tmpl in ATTACKS:
             path, m = mark(tmpl)
             with self.subTest(path=path):
-                resp = self.intercepted(path)
+                resp = self.intercepted("tls.test", path)
                 self.assert_refused(resp, path, "amb:allow[3]")
                 rows = self.gw.wait_audit(path=path)
                 self.assertEqual(len(rows), 1, rows)
@@ -263,16 +212,16 @@ class AmbiguousPathTest(unittest.TestCase):
                                   row["method"]),
                                  ("connect", "deny", 400, "amb:allow[3]",
                                   "ambiguous-path", "tls.test", "GET"))
-                self.assertEqual(self.origin_saw(self.tls_origin, m), [])
+                self.assertEqual(self.saw(self.tls_origin, m), [])
 
     def test_intercepted_controls_pass(self):
         for tmpl in CONTROLS:
             path, m = mark(tmpl)
             with self.subTest(path=path):
-                resp = self.intercepted(path)
+                resp = self.intercepted("tls.test", path)
                 self.assertIsNotNone(resp)
                 self.assertEqual(resp.status, 200, resp)
-                self.assertEqual(self.origin_saw(self.tls_origin, m), [path])
+                self.assertEqual(self.saw(self.tls_origin, m), [path])
                 rows = self.gw.wait_audit(path=path)
                 self.assertEqual([(r["decision"], r["rule"]) for r in rows],
                                  [("allow", "amb:allow[3]")])

@@ -25,8 +25,8 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 import auditcheck as AC  # noqa: E402
+import fairsrc as F  # noqa: E402
 
-ORIGIN = "127.0.0.9"
 A, B = "127.0.0.2", "127.0.0.3"
 MAX_CONNS = 40          # limits.max_connections
 SHARE = 10              # limits.per_sandbox.max_connections
@@ -51,35 +51,12 @@ def recv_all(s, timeout):
 class FairSourceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        T.require_binary()
-        cls.td = T.TempDir("sgtest-fairsrc-")
-        cls.addClassCleanup(cls.td.cleanup)
-        cls.origin = T.Origin("origin", host=ORIGIN)
-        cls.addClassCleanup(cls.origin.stop)
-        cls.dns = T.Dnsmasq(cls.td.path, [("allowed.test", ORIGIN)])
-        cls.addClassCleanup(cls.dns.stop)
-        policy = {
-            "sandboxes": [T.local_sandbox("p", sid="sb-a", source=A + "/32"),
-                          T.local_sandbox("p", sid="sb-b", source=B + "/32")],
-            "policies": [{"name": "p",
-                          "allow": [{"host": "allowed.test",
-                                     "ports": [cls.origin.port]}],
-                          "allow_private": [ORIGIN + "/32"]}],
-        }
-        cls.sport = T.free_port()
-        cls.gw = T.Gateway(cls.td.path, cls.dns, {"p.yaml": policy}, extra={
-            "listen": {"socks5": "127.0.0.1:%d" % cls.sport},
-            "limits": {"max_connections": MAX_CONNS,
-                       # Long enough that no partial head times out here.
-                       "head_timeout": "60s",
-                       "per_sandbox": {"max_connections": SHARE,
-                                       "connections_per_second": 1000}}},
-            user="sandgate")
-        cls.gw.start()
-        cls.addClassCleanup(cls.gw.stop)
-        if not T.wait_tcp("127.0.0.1", cls.sport, 5 * T.SLOW, cls.gw.proc):
-            raise RuntimeError("SOCKS5 listener not up:\n" + cls.gw.log_tail())
-        cls.url = "http://allowed.test:%d" % cls.origin.port
+        F.start(cls, "sgtest-fairsrc-", {"sb-a": A, "sb-b": B}, {
+            "max_connections": MAX_CONNS,
+            # Long enough that no partial head times out here.
+            "head_timeout": "60s",
+            "per_sandbox": {"max_connections": SHARE,
+                            "connections_per_second": 1000}})
 
     def setUp(self):
         self.held = []

@@ -12,8 +12,6 @@ import hashlib
 import json
 import os
 import socket
-import stat
-import struct
 import subprocess
 import threading
 import time
@@ -21,6 +19,7 @@ import unittest
 
 import auditcheck as A
 import sgtest as T
+import wsframe as W
 
 TOKEN = "tok-" + "a1b2c3d4e5f60718293a4b5c6d7e8f90"
 DYN_TOKEN = "dyn-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -30,8 +29,6 @@ A.REASONS.update({"ingress-unknown-host", "ingress-unknown-sandbox",
                   "ingress-port-not-published", "sandbox-not-running",
                   "ingress-token-missing", "ingress-token-invalid",
                   "ingress-token-redirect"})
-
-WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class WsEcho:
@@ -64,15 +61,6 @@ class WsEcho:
                 self.conns.append(c)
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
-    @staticmethod
-    def _read_exact(c, buf, n):
-        while len(buf) < n:
-            b = c.recv(65536)
-            if not b:
-                raise EOFError
-            buf += b
-        return buf[:n], buf[n:]
-
     def _serve(self, c):
         c.settimeout(60)
         try:
@@ -94,27 +82,18 @@ class WsEcho:
             if key is None:
                 c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
                 return
-            acc = base64.b64encode(hashlib.sha1(
-                (key + WS_GUID).encode()).digest()).decode()
             c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                        "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n"
-                       % acc).encode())
+                       % W.accept_key(key)).encode())
+            rd = W.Reader(c, buf)
             while True:
-                h, buf = self._read_exact(c, buf, 2)
-                op, ln = h[0] & 0x0f, h[1] & 0x7f
-                if ln == 126:
-                    e, buf = self._read_exact(c, buf, 2)
-                    ln = struct.unpack("!H", e)[0]
-                elif ln == 127:
-                    e, buf = self._read_exact(c, buf, 8)
-                    ln = struct.unpack("!Q", e)[0]
-                mask, buf = self._read_exact(c, buf, 4)
-                data, buf = self._read_exact(c, buf, ln)
-                data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-                if op == 8:
-                    c.sendall(b"\x88\x00")
+                f = W.read_frame(rd.read_exact)
+                if not f.masked:
+                    return      # what reaches an origin is masked
+                if f.opcode == W.OP_CLOSE:
+                    c.sendall(W.encode_frame(W.OP_CLOSE, b""))
                     return
-                c.sendall(ws_frame(op, data, masked=False))
+                c.sendall(W.encode_frame(f.opcode, f.payload))
         except (OSError, EOFError):
             pass
         finally:
@@ -133,30 +112,12 @@ class WsEcho:
         self.thread.join(2)
 
 
-def ws_frame(op, data, masked=True):
-    n = len(data)
-    head = bytes([0x80 | op])
-    mbit = 0x80 if masked else 0
-    if n < 126:
-        head += bytes([mbit | n])
-    elif n < 65536:
-        head += bytes([mbit | 126]) + struct.pack("!H", n)
-    else:
-        head += bytes([mbit | 127]) + struct.pack("!Q", n)
-    if not masked:
-        return head + data
-    mask = os.urandom(4)
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-
-
 def ws_read(conn):
-    h = conn.read_exact(2)
-    ln = h[1] & 0x7f
-    if ln == 126:
-        ln = struct.unpack("!H", conn.read_exact(2))[0]
-    elif ln == 127:
-        ln = struct.unpack("!Q", conn.read_exact(8))[0]
-    return h[0] & 0x0f, conn.read_exact(ln)
+    """(opcode, payload) of the next frame from the gateway (never masked)."""
+    f = W.read_frame(conn.read_exact)
+    if f.masked:
+        raise AssertionError("a frame to the client was masked")
+    return f.opcode, f.payload
 
 
 def hdr(headers, name):
@@ -553,18 +514,17 @@ class IngressTest(IngressBase):
         try:
             client = A.client_of_conn(c)
             self.assertEqual(r.status, 101, r)
-            acc = base64.b64encode(hashlib.sha1((key + WS_GUID).encode())
-                                   .digest()).decode()
-            self.assertEqual(r.header("Sec-WebSocket-Accept"), acc)
+            self.assertEqual(r.header("Sec-WebSocket-Accept"),
+                             W.accept_key(key))
             self.assertEqual(r.header("Upgrade").lower(), "websocket")
-            sent = [ws_frame(1, b"hello ingress")]
+            sent = [W.client_frame(1, b"hello ingress")]
             c.send(sent[-1])
             self.assertEqual(ws_read(c), (1, b"hello ingress"))
             big = os.urandom(200000)
-            sent.append(ws_frame(2, big))
+            sent.append(W.client_frame(2, big))
             c.send(sent[-1])
             self.assertEqual(ws_read(c), (2, big))
-            sent.append(ws_frame(8, b""))
+            sent.append(W.client_frame(8, b""))
             c.send(sent[-1])
             self.assertEqual(ws_read(c)[0], 8)
         finally:
@@ -759,7 +719,7 @@ class IngressTlsTest(IngressBase):
                    % (self.host(self.ws.port), key, TOKEN))
             r = c.read_response("GET")
             self.assertEqual(r.status, 101, r)
-            c.send(ws_frame(1, b"over tls"))
+            c.send(W.client_frame(1, b"over tls"))
             self.assertEqual(ws_read(c), (1, b"over tls"))
         finally:
             c.close()

@@ -9,7 +9,6 @@ requests, openssl s_client and hand-written ssl + socket code.
 """
 
 import base64
-import hashlib
 import os
 import re
 import socket
@@ -22,10 +21,10 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import wsframe as W  # noqa: E402
 
 NGINX = "/usr/sbin/nginx"
 ORIGIN_HOST = "127.0.0.2"
-WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 ALERT_ACCESS_DENIED = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31])
 
 
@@ -246,44 +245,6 @@ class Nginx:
 
 # ---------------------------------------------------------------- WebSocket origin
 
-def ws_frame(opcode, payload, mask):
-    """One final frame; masked (client to server) when mask is 4 bytes."""
-    head = bytes([0x80 | opcode])
-    n = len(payload)
-    mbit = 0x80 if mask else 0
-    if n < 126:
-        head += bytes([mbit | n])
-    elif n < 65536:
-        head += bytes([mbit | 126]) + struct.pack("!H", n)
-    else:
-        head += bytes([mbit | 127]) + struct.pack("!Q", n)
-    if mask:
-        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        head += mask
-    return head + payload
-
-
-def ws_read_frame(recv_exact):
-    """(fin, opcode, payload) from a reader of exact byte counts."""
-    b0, b1 = recv_exact(2)
-    n = b1 & 0x7f
-    if n == 126:
-        n = struct.unpack("!H", recv_exact(2))[0]
-    elif n == 127:
-        n = struct.unpack("!Q", recv_exact(8))[0]
-    if n > 1 << 20:
-        raise ValueError("frame too large")
-    mask = recv_exact(4) if b1 & 0x80 else None
-    payload = recv_exact(n)
-    if mask:
-        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bool(b0 & 0x80), b0 & 0x0f, payload, mask is not None
-
-
-def ws_accept(key):
-    return base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
-
-
 class WsOrigin(T.RawServer):
     """
     A threaded TLS server that does the RFC 6455 handshake on any path and
@@ -310,17 +271,6 @@ class WsOrigin(T.RawServer):
             raw.close()
             return
         buf = b""
-
-        def recv_exact(n):
-            nonlocal buf
-            while len(buf) < n:
-                b = c.recv(65536)
-                if not b:
-                    raise EOFError("closed")
-                buf += b
-            out, buf = buf[:n], buf[n:]
-            return out
-
         try:
             while b"\r\n\r\n" not in buf:
                 if len(buf) > 16384:
@@ -348,19 +298,21 @@ class WsOrigin(T.RawServer):
                 return
             c.sendall(("HTTP/1.1 101 Switching Protocols\r\n"
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                "Sec-WebSocket-Accept: %s\r\n\r\n" % ws_accept(key)).encode())
+                "Sec-WebSocket-Accept: %s\r\n\r\n" % W.accept_key(key)).encode())
+            rd = W.Reader(c, buf)
             for _ in range(64):
-                fin, op, payload, masked = ws_read_frame(recv_exact)
-                if not masked:
+                f = W.read_frame(rd.read_exact, max_len=1 << 20)
+                op, payload = f.opcode, f.payload
+                if not f.masked:
                     with self.lock:
                         self.unmasked += 1
                 if op == 0x1:
-                    c.sendall(ws_frame(0x1, payload, None))
+                    c.sendall(W.encode_frame(0x1, payload))
                 elif op == 0x8:
-                    c.sendall(ws_frame(0x8, payload[:2], None))
+                    c.sendall(W.encode_frame(0x8, payload[:2]))
                     return
                 elif op == 0x9:
-                    c.sendall(ws_frame(0xA, payload, None))
+                    c.sendall(W.encode_frame(0xA, payload))
         except (OSError, EOFError, ValueError, ssl.SSLError) as e:
             with self.lock:
                 self.errors.append(repr(e))
@@ -880,20 +832,20 @@ class InterceptTest(unittest.TestCase):
             "Connection: Upgrade\r\nUpgrade: websocket\r\n"
             "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n" % key))
         self.assertEqual(r.status, 101, r)
-        self.assertEqual(r.header("Sec-WebSocket-Accept"), ws_accept(key))
+        self.assertEqual(r.header("Sec-WebSocket-Accept"), W.accept_key(key))
         self.assertEqual((r.header("Upgrade") or "").lower(), "websocket")
-        c.send(ws_frame(0x1, text.encode(), os.urandom(4)))
-        fin, op, payload, masked = ws_read_frame(c.read_exact)
-        self.assertEqual((fin, op, masked), (True, 0x1, False))
-        self.assertEqual(payload, text.encode())
+        c.send(W.client_frame(0x1, text.encode()))
+        f = W.read_frame(c.read_exact, max_len=1 << 20)
+        self.assertEqual((f.fin, f.opcode, f.masked), (True, 0x1, False))
+        self.assertEqual(f.payload, text.encode())
         # A second frame, larger than 125 bytes, in the same tunnel.
         big = ("x" * 300) + text
-        c.send(ws_frame(0x1, big.encode(), os.urandom(4)))
-        fin, op, payload, masked = ws_read_frame(c.read_exact)
-        self.assertEqual((op, payload), (0x1, big.encode()))
-        c.send(ws_frame(0x8, struct.pack("!H", 1000), os.urandom(4)))
-        fin, op, payload, masked = ws_read_frame(c.read_exact)
-        self.assertEqual(op, 0x8)
+        c.send(W.client_frame(0x1, big.encode()))
+        f = W.read_frame(c.read_exact, max_len=1 << 20)
+        self.assertEqual((f.opcode, f.payload), (0x1, big.encode()))
+        c.send(W.client_frame(0x8, struct.pack("!H", 1000)))
+        f = W.read_frame(c.read_exact, max_len=1 << 20)
+        self.assertEqual(f.opcode, 0x8)
         return c
 
     def test_websocket_echo(self):

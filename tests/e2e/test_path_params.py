@@ -12,11 +12,8 @@ intercepted CONNECT tunnel, and HTTP/2 streams through interception (curl
 written. The gateway runs as a default install does (user: sandgate).
 """
 
-import itertools
 import os
-import ssl
 import sys
-import time
 import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree clean
@@ -24,10 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 import auditcheck as AC  # noqa: E402
 from auditcheck import ANY  # noqa: E402
-
-ORIGIN_HOST = "127.0.0.2"
-NOTHING = AC.one_of(0, None)
-_seq = itertools.count(1)
+from pathrules import NOTHING, ORIGIN_HOST, mark  # noqa: E402
+import pathrules as P  # noqa: E402
 
 # What an attacker tries: a path parameter where the servlet container
 # drops it, then the spellings that might slip past a check for a raw ';'.
@@ -67,11 +62,6 @@ MATRIX = [
 ]
 
 
-def mark(template):
-    m = "m%d-%d" % (os.getpid(), next(_seq))
-    return template.format(m=m), m
-
-
 POLICY = """\
 sandboxes:
   - id: pp-box
@@ -108,37 +98,13 @@ policies:
 """
 
 
-class PathParamsTest(unittest.TestCase):
+class PathParamsTest(P.PathRules, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        T.require_binary()
-        cls.td = T.TempDir("sgtest-pparam-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        cls.origin = T.Origin("plain", ORIGIN_HOST)
-        cls.addClassCleanup(cls.origin.stop)
-        cert, key = T.make_cert(d, "tls.test", names=["tls.test",
-                                                      "tlsopen.test"])
-        cls.tls_origin = T.Origin("tls", ORIGIN_HOST, cert=cert, key=key)
-        cls.addClassCleanup(cls.tls_origin.stop)
-        cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in
-                                ("plain.test", "guarded.test", "open.test",
-                                 "other.test", "tls.test", "tlsopen.test")])
-        cls.addClassCleanup(cls.dns.stop)
-        cls.gw = T.Gateway(d, cls.dns, {"pp.yaml": POLICY.format(
-            http=cls.origin.port, https=cls.tls_origin.port,
-            origin=ORIGIN_HOST)}, extra={"upstream": {"ca_bundle": cert}},
-            user="sandgate")
-        cls.gw.start()
-        cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
-
-    def setUp(self):
-        self.audit = AC.Audit(self, self.gw)
+        cls.start("sgtest-pparam-", ("plain.test", "guarded.test",
+                                     "open.test", "other.test", "tls.test",
+                                     "tlsopen.test"), "pp.yaml", POLICY,
+                  tls_names=["tls.test", "tlsopen.test"], user="sandgate")
 
     # -------------------------------------------------------------- helpers
 
@@ -149,20 +115,6 @@ class PathParamsTest(unittest.TestCase):
             "%s http://%s:%d%s HTTP/1.1\r\nHost: %s:%d\r\n"
             "Content-Length: 0\r\n\r\n" % (method, host, port, path, host,
                                            port)).encode())
-
-    def intercepted(self, host, path):
-        """One HTTP/1.1 request inside a fresh intercepted tunnel."""
-        port = self.tls_origin.port
-        c, r = T.open_tunnel(self.gw.port, "%s:%d" % (host, port))
-        self.addCleanup(c.close)
-        self.assertEqual(r.status, 200, r)
-        c.sock = self.ctx.wrap_socket(c.sock, server_hostname=host)
-        c.send(("GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
-                (path, host, port)).encode())
-        try:
-            return c.read_response("GET")
-        except (EOFError, ConnectionResetError, ssl.SSLError):
-            return None
 
     def h2(self, host, path):
         """curl --http2 through the proxy, path sent as written."""
@@ -195,10 +147,6 @@ class PathParamsTest(unittest.TestCase):
     def allowed_row(self, kind, host, port, path, rule, method="GET"):
         self.row(kind, host, port, path, "allow", 200, rule, None,
                  ORIGIN_HOST, method)
-
-    @staticmethod
-    def saw(origin, m):
-        return [r["path"] for r in origin.requests if m in r["path"]]
 
     # ------------------------------------------- absolute-form HTTP/1.1
 

@@ -23,6 +23,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import sgtest as T  # noqa: E402
+import wsframe as W  # noqa: E402
 from sbtest import SandboxWorld, skip_unless_root  # noqa: E402
 
 DOMAIN = "sandbox.localhost"
@@ -41,6 +42,8 @@ class SandboxIngressTest(SandboxWorld):
         ws = self.td.join("ws-" + sid)
         os.makedirs(ws, exist_ok=True)
         shutil.copy(os.path.join(HERE, "data", "guest_server.py"), ws)
+        # its framing: the sandbox sees the workspace, not tests/e2e
+        shutil.copy(os.path.join(HERE, "wsframe.py"), ws)
         os.chmod(ws, 0o755)
         r = self.sandgate("sandbox", "create", "--policy", "web", "--runtime",
             rt, "--id", sid, "--publish", "8000", "--publish", "8001",
@@ -142,9 +145,7 @@ class SandboxIngressTest(SandboxWorld):
         head, _, rest = buf.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 101"), head)
         msg = b"hello through the ingress"
-        mask = os.urandom(4)
-        c.sendall(bytes([0x81, 0x80 | len(msg)]) + mask +
-            bytes(b ^ mask[i % 4] for i, b in enumerate(msg)))
+        c.sendall(W.client_frame(W.OP_TEXT, msg))
         while len(rest) < 2 + len(msg):
             d = c.recv(4096)
             self.assertTrue(d)

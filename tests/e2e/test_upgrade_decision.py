@@ -21,7 +21,6 @@ The gateway runs as a default install does (user sandgate).
 """
 
 import base64
-import hashlib
 import os
 import socket
 import ssl
@@ -34,38 +33,11 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import wsframe as W  # noqa: E402
 from test_credentials import TestCA  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 ADMIN_BODY = b"ADMIN-REACHED"
-
-
-def accept_of(key):
-    return base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-
-
-def ws_frame(op, payload, mask=None):
-    """One final frame, masked as a client sends it when mask is 4 bytes."""
-    n = len(payload)
-    head = struct.pack("!BB", 0x80 | op, (0x80 if mask else 0) | n)
-    if mask:
-        payload = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
-        head += mask
-    return head + payload
-
-
-def read_ws_frame(read_exact):
-    """(opcode, payload) of the next frame (short frames only)."""
-    b0, b1 = read_exact(2)
-    n = b1 & 0x7f
-    if n == 126:
-        n = struct.unpack("!H", read_exact(2))[0]
-    mask = read_exact(4) if b1 & 0x80 else None
-    p = read_exact(n)
-    if mask:
-        p = bytes(c ^ mask[i % 4] for i, c in enumerate(p))
-    return b0 & 0x0f, p
 
 
 # The 101 the attacker's origin answers with, by the request's path prefix.
@@ -156,15 +128,12 @@ class AttackerOrigin:
 
     def _echo_frame(self, s, buf):
         """A whole masked client frame at the start of buf: echo it."""
-        if len(buf) < 2:
+        got = W.decode_frame(buf)
+        if got is None or not got[0].masked:
             return False
-        n = buf[1] & 0x7f
-        if n > 125 or len(buf) < 6 + n:
-            return False
-        mask, p = bytes(buf[2:6]), bytes(buf[6:6 + n])
-        del buf[:6 + n]
-        p = bytes(c ^ mask[i % 4] for i, c in enumerate(p))
-        s.sendall(ws_frame(1, b"echo:" + p))
+        f, n = got
+        del buf[:n]
+        s.sendall(W.encode_frame(W.OP_TEXT, b"echo:" + f.payload))
         return True
 
     def _answer(self, s, head, upgraded):
@@ -180,7 +149,7 @@ class AttackerOrigin:
                 s.sendall(("HTTP/1.1 101 Switching Protocols\r\n"
                            "Connection: Upgrade\r\n" + tmpl.format(
                                echo=hdrs.get("upgrade", "none"),
-                               accept=accept_of(hdrs.get(
+                               accept=W.accept_key(hdrs.get(
                                    "sec-websocket-key", ""))) +
                            "\r\n").encode())
                 return prefix
@@ -429,17 +398,18 @@ class UpgradeDecisionTest(unittest.TestCase):
         self.assertEqual(r.status, 101, r)
         self.assertEqual(r.header("Upgrade"), upgrade, r)
         # Framed both ways: a masked frame reaches the origin and back.
-        c.send(ws_frame(1, b"hello", mask=os.urandom(4)))
-        self.assertEqual(read_ws_frame(c.read_exact), (1, b"echo:hello"))
+        c.send(W.client_frame(W.OP_TEXT, b"hello"))
+        f = W.read_frame(c.read_exact)
+        self.assertEqual((f.opcode, f.payload), (W.OP_TEXT, b"echo:hello"))
         # Bytes that are no frame end it: GET /admin never arrives.
         admin = "/admin/ws" + path
         self.try_send(c, self.req(prefix, host, origin.port, admin))
         codes = []
         try:
             while True:
-                op, p = read_ws_frame(c.read_exact)
-                if op == 8 and len(p) >= 2:
-                    codes.append(struct.unpack("!H", p[:2])[0])
+                f = W.read_frame(c.read_exact)
+                if f.opcode == W.OP_CLOSE and len(f.payload) >= 2:
+                    codes.append(struct.unpack("!H", f.payload[:2])[0])
         except (EOFError, OSError, ssl.SSLError, ValueError):
             pass
         self.assertIn(1002, codes)

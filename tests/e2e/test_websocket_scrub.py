@@ -13,9 +13,7 @@ credential's host is a 403 (upgrade-refused).
 """
 
 import base64
-import hashlib
 import os
-import re
 import socket
 import ssl
 import struct
@@ -27,52 +25,14 @@ import unittest
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
+import wsframe as W  # noqa: E402
+from wsframe import (OP_BIN, OP_CLOSE, OP_CONT, OP_PING,  # noqa: E402
+                     OP_PONG, OP_TEXT)
 from test_credentials import TestCA  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
 SECRET = "sk-WS/e2e+Secret_0123456789abcdefghijXYZ_v1"
 PH = "sgtest-ws-placeholder-0000000001"
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-OP_CONT, OP_TEXT, OP_BIN, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
-
-
-def frame(op, payload, fin=True, mask=None):
-    """One RFC 6455 frame; masked (as a client sends) when mask is 4 bytes."""
-    n = len(payload)
-    b0 = (0x80 if fin else 0) | op
-    mbit = 0x80 if mask else 0
-    if n < 126:
-        head = struct.pack("!BB", b0, mbit | n)
-    elif n < 65536:
-        head = struct.pack("!BBH", b0, mbit | 126, n)
-    else:
-        head = struct.pack("!BBQ", b0, mbit | 127, n)
-    if mask:
-        payload = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
-        head += mask
-    return head + payload
-
-
-def read_frame(read_exact):
-    """(fin, opcode, rsv, payload) of the next frame, unmasked."""
-    b0, b1 = read_exact(2)
-    n = b1 & 0x7f
-    if n == 126:
-        n = struct.unpack("!H", read_exact(2))[0]
-    elif n == 127:
-        n = struct.unpack("!Q", read_exact(8))[0]
-    mask = read_exact(4) if b1 & 0x80 else None
-    p = read_exact(n)
-    if mask:
-        p = bytes(c ^ mask[i % 4] for i, c in enumerate(p))
-    return bool(b0 & 0x80), b0 & 0x0f, (b0 >> 4) & 7, p
-
-
-def accept_of(key):
-    return base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-
-
 class WsOrigin:
     """
     A TLS WebSocket origin (stdlib only). By path: /leak sends the bearer
@@ -123,26 +83,11 @@ class WsOrigin:
                 pass
 
     def _session(self, s):
-        buf = bytearray()
-
-        def read_exact(n):
-            while len(buf) < n:
-                b = s.recv(65536)
-                if not b:
-                    raise EOFError
-                buf.extend(b)
-            out = bytes(buf[:n])
-            del buf[:n]
-            return out
-
-        while b"\r\n\r\n" not in buf:
-            b = s.recv(65536)
-            if not b:
-                return
-            buf.extend(b)
-        i = buf.index(b"\r\n\r\n") + 4
-        head = bytes(buf[:i]).decode("latin-1")
-        del buf[:i]
+        rd = W.Reader(s)
+        try:
+            head = rd.read_until(b"\r\n\r\n").decode("latin-1")
+        except EOFError:
+            return
         lines = head.split("\r\n")
         path = lines[0].split(" ")[1]
         hdrs = {}
@@ -160,46 +105,47 @@ class WsOrigin:
             if path == "/ext-101" else ""
         s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                    "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n" %
-                   (accept_of(hdrs.get("sec-websocket-key", "")), ext)).encode())
+                   (W.accept_key(hdrs.get("sec-websocket-key", "")), ext)).encode())
         if path == "/leak":
             self._leak(s, hdrs.get("authorization", ""))
-        self._echo(s, read_exact)
+        self._echo(s, rd.read_exact)
 
     def _leak(self, s, auth):
         v = auth[7:].encode() if auth.startswith("Bearer ") else b"none"
-        s.sendall(frame(OP_TEXT, b"whole:" + v + b":end"))
+        s.sendall(W.encode_frame(OP_TEXT, b"whole:" + v + b":end"))
         cut = len(v) // 2
         # One message in two fragments, the secret cut between them.
-        s.sendall(frame(OP_TEXT, b"frag:" + v[:cut], fin=False))
+        s.sendall(W.encode_frame(OP_TEXT, b"frag:" + v[:cut], fin=False))
         time.sleep(0.05)
-        s.sendall(frame(OP_CONT, v[cut:] + b":end"))
-        s.sendall(frame(OP_PING, b"ping:" + v))
+        s.sendall(W.encode_frame(OP_CONT, v[cut:] + b":end"))
+        s.sendall(W.encode_frame(OP_PING, b"ping:" + v))
         # A binary frame written a few bytes at a time: read boundaries.
-        data = frame(OP_BIN, b"\x00\x01bin:" + v + b":\xff")
+        data = W.encode_frame(OP_BIN, b"\x00\x01bin:" + v + b":\xff")
         for k in range(0, len(data), 7):
             s.sendall(data[k:k + 7])
             time.sleep(0.005)
         # Three fragments, the secret across all of them, a pong between.
         t = len(v) // 3
-        s.sendall(frame(OP_TEXT, b"three:" + v[:t], fin=False) +
-                  frame(OP_PONG, b"pong:" + v) +
-                  frame(OP_CONT, v[t:2 * t], fin=False) +
-                  frame(OP_CONT, v[2 * t:] + b":end"))
-        s.sendall(frame(OP_TEXT, b"done"))
+        s.sendall(W.encode_frame(OP_TEXT, b"three:" + v[:t], fin=False) +
+                  W.encode_frame(OP_PONG, b"pong:" + v) +
+                  W.encode_frame(OP_CONT, v[t:2 * t], fin=False) +
+                  W.encode_frame(OP_CONT, v[2 * t:] + b":end"))
+        s.sendall(W.encode_frame(OP_TEXT, b"done"))
 
     def _echo(self, s, read_exact):
         while True:
             try:
-                fin, op, rsv, p = read_frame(read_exact)
+                f = W.read_frame(read_exact)
             except (EOFError, OSError, ValueError):
                 return
+            fin, op, p = f.fin, f.opcode, f.payload
             with self.lock:
                 self.payloads.append(p)
             if op == OP_CLOSE:
-                s.sendall(frame(OP_CLOSE, p[:2]))
+                s.sendall(W.encode_frame(OP_CLOSE, p[:2]))
                 return
             if op in (OP_TEXT, OP_BIN, OP_CONT):
-                s.sendall(frame(op, p, fin=fin))
+                s.sendall(W.encode_frame(op, p, fin=fin))
 
     def heads_for(self, path):
         with self.lock:
@@ -303,7 +249,7 @@ class WebSocketScrubTest(unittest.TestCase):
         c.send(req)
         r = c.read_response()
         if r.status == 101:
-            self.assertEqual(r.header("Sec-WebSocket-Accept"), accept_of(key))
+            self.assertEqual(r.header("Sec-WebSocket-Accept"), W.accept_key(key))
         return c, r
 
     def assert_no_secret(self, blob):
@@ -324,9 +270,9 @@ class WebSocketScrubTest(unittest.TestCase):
         codes = []
         try:
             while True:
-                fin, op, rsv, p = read_frame(c.read_exact)
-                if op == OP_CLOSE and len(p) >= 2:
-                    codes.append(struct.unpack("!H", p[:2])[0])
+                f = W.read_frame(c.read_exact)
+                if f.opcode == OP_CLOSE and len(f.payload) >= 2:
+                    codes.append(struct.unpack("!H", f.payload[:2])[0])
         except (EOFError, ConnectionResetError, ssl.SSLError, OSError):
             pass
         return codes
@@ -353,7 +299,7 @@ class WebSocketScrubTest(unittest.TestCase):
 
         msgs, pings, pongs, cur = [], [], [], None
         while True:
-            fin, op, rsv, p = read_frame(read_exact)
+            fin, op, rsv, p, _ = W.read_frame(read_exact)
             self.assertEqual(rsv, 0)
             if op == OP_PING:
                 pings.append(p)
@@ -384,12 +330,14 @@ class WebSocketScrubTest(unittest.TestCase):
         self.assertEqual(pings, [b"ping:" + ph])
         self.assertEqual(pongs, [b"pong:" + ph])
         # A clean client frame still goes through (masked, echoed back).
-        c.send(frame(OP_TEXT, b"hello origin", mask=os.urandom(4)))
-        fin, op, rsv, p = read_frame(c.read_exact)
-        self.assertEqual((fin, op, p), (True, OP_TEXT, b"hello origin"))
-        c.send(frame(OP_CLOSE, struct.pack("!H", 1000), mask=os.urandom(4)))
-        fin, op, rsv, p = read_frame(c.read_exact)
-        self.assertEqual((op, p), (OP_CLOSE, struct.pack("!H", 1000)))
+        c.send(W.client_frame(OP_TEXT, b"hello origin"))
+        f = W.read_frame(c.read_exact)
+        self.assertEqual((f.fin, f.opcode, f.payload),
+                         (True, OP_TEXT, b"hello origin"))
+        c.send(W.client_frame(OP_CLOSE, struct.pack("!H", 1000)))
+        f = W.read_frame(c.read_exact)
+        self.assertEqual((f.opcode, f.payload),
+                         (OP_CLOSE, struct.pack("!H", 1000)))
         # The row is written when the upgraded connection ends.
         c.close()
         row = self.audit_row(path="/leak", status=101)
@@ -399,10 +347,9 @@ class WebSocketScrubTest(unittest.TestCase):
     def test_placeholder_in_client_frame_to_other_host(self):
         c, r = self.upgrade("other.test", "/echo")
         self.assertEqual(r.status, 101, r)
-        c.send(frame(OP_TEXT, b"clean", mask=os.urandom(4)))
-        self.assertEqual(read_frame(c.read_exact)[3], b"clean")
-        c.send(frame(OP_TEXT, ("leak " + PH + " now").encode(),
-                     mask=os.urandom(4)))
+        c.send(W.client_frame(OP_TEXT, b"clean"))
+        self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+        c.send(W.client_frame(OP_TEXT, ("leak " + PH + " now").encode()))
         codes = self.closed_after(c)
         self.assertIn(1008, codes)
         self.assertFalse(self.origin.got_payload(PH.encode()))
@@ -414,10 +361,9 @@ class WebSocketScrubTest(unittest.TestCase):
         c, r = self.upgrade("other.test", "/echo-split")
         self.assertEqual(r.status, 101, r)
         cut = 9
-        c.send(frame(OP_TEXT, ("a " + PH[:cut]).encode(), fin=False,
-                     mask=os.urandom(4)))
+        c.send(W.client_frame(OP_TEXT, ("a " + PH[:cut]).encode(), fin=False))
         time.sleep(0.1)
-        c.send(frame(OP_CONT, (PH[cut:] + " b").encode(), mask=os.urandom(4)))
+        c.send(W.client_frame(OP_CONT, (PH[cut:] + " b").encode()))
         self.assertIn(1008, self.closed_after(c))
         self.assertFalse(self.origin.got_payload(PH[cut:].encode()))
         rows = [x for x in self.gw.wait_audit(host="other.test",
@@ -429,7 +375,7 @@ class WebSocketScrubTest(unittest.TestCase):
     def test_unmasked_client_frame_refused(self):
         c, r = self.upgrade("other.test", "/echo-unmasked")
         self.assertEqual(r.status, 101, r)
-        c.send(frame(OP_TEXT, b"not masked"))
+        c.send(W.encode_frame(OP_TEXT, b"not masked"))
         self.assertIn(1002, self.closed_after(c))
         row = self.audit_row(path="/echo-unmasked",
                              reason="websocket-protocol-error")

@@ -24,7 +24,6 @@ raw (neither TLS nor HTTP; for opaque tunnels):
   "DOWN\\n"              -> the data file, then close
 """
 
-import base64
 import hashlib
 import http.server
 import json
@@ -33,57 +32,25 @@ import re
 import socket
 import socketserver
 import ssl
-import struct
 import sys
 import threading
 
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+sys.dont_write_bytecode = True  # keep the source tree clean
+# tests/e2e, for wsframe when this runs as a script of its own
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import wsframe as W  # noqa: E402
+
 BLOCK = 1 << 20
 # chunk sizes of the chunked download, cycled: tiny, odd, and large
 CHUNKS = (1, 65536, 4093, BLOCK, 17, 300000, 8192)
 
 
-def ws_xor(data, mask):
-    """data XOR the 4-byte mask repeated (RFC 6455 5.3), as big integers."""
-    n = len(data)
-    if n == 0:
-        return b""
-    m = (mask * (n // 4 + 1))[:n]
-    return (int.from_bytes(data, "little") ^
-            int.from_bytes(m, "little")).to_bytes(n, "little")
-
-
-def ws_frame(op, payload, mask=None):
-    """One final frame; masked when mask (4 bytes) is given."""
-    n = len(payload)
-    b0 = 0x80 | op
-    mbit = 0x80 if mask else 0
-    if n < 126:
-        head = struct.pack("!BB", b0, mbit | n)
-    elif n < 65536:
-        head = struct.pack("!BBH", b0, mbit | 126, n)
-    else:
-        head = struct.pack("!BBQ", b0, mbit | 127, n)
-    if mask:
-        return head + mask + ws_xor(payload, mask)
-    return head + payload
-
-
 def ws_read(read_exact):
     """(opcode, payload) of the next frame, unmasked; fragments not used here."""
-    b0, b1 = read_exact(2)
-    n = b1 & 0x7f
-    if n == 126:
-        n = struct.unpack("!H", read_exact(2))[0]
-    elif n == 127:
-        n = struct.unpack("!Q", read_exact(8))[0]
-    mask = read_exact(4) if b1 & 0x80 else None
-    p = read_exact(n)
-    if mask:
-        p = ws_xor(p, mask)
-    if not b0 & 0x80:
+    f = W.read_frame(read_exact)
+    if not f.fin:
         raise ValueError("fragmented frame")
-    return b0 & 0x0f, p
+    return f.opcode, f.payload
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -184,11 +151,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _websocket(self):
         key = self.headers.get("Sec-WebSocket-Key", "")
-        acc = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest())
         self.send_response(101)
         self.send_header("Upgrade", "websocket")
         self.send_header("Connection", "Upgrade")
-        self.send_header("Sec-WebSocket-Accept", acc.decode())
+        self.send_header("Sec-WebSocket-Accept", W.accept_key(key))
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
@@ -207,7 +173,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 n += len(p)
             elif op == 1 and p == b"end":
                 doc = {"len": n, "sha256": h.hexdigest()}
-                self.wfile.write(ws_frame(1, json.dumps(doc).encode()))
+                self.wfile.write(W.encode_frame(1, json.dumps(doc).encode()))
                 h, n = hashlib.sha256(), 0
             elif op == 1 and p == b"down":
                 with open(self.server.file, "rb") as f:
@@ -215,13 +181,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         b = f.read(BLOCK)
                         if not b:
                             break
-                        self.wfile.write(ws_frame(2, b))
-                self.wfile.write(ws_frame(1, b"end"))
+                        self.wfile.write(W.encode_frame(2, b))
+                self.wfile.write(W.encode_frame(1, b"end"))
             elif op == 8:
-                self.wfile.write(ws_frame(8, p[:2]))
+                self.wfile.write(W.encode_frame(8, p[:2]))
                 return
             elif op == 9:
-                self.wfile.write(ws_frame(10, p))
+                self.wfile.write(W.encode_frame(10, p))
 
 
 class HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):

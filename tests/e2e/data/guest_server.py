@@ -6,17 +6,17 @@ HTTP_PORT answers every request with a JSON body describing the request it
 received (method, target, headers, body length), so that a test can see what
 reached the guest; WS_PORT is a WebSocket echo (RFC 6455, text and binary,
 ping -> pong, close). Both listen on 0.0.0.0. Prints "ready" when both listen.
+Its framing is tests/e2e/wsframe.py, which the test copies next to it (the
+sandbox sees its workspace, not the source tree).
 """
 
-import base64
-import hashlib
 import json
 import socket
-import struct
 import sys
 import threading
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+sys.dont_write_bytecode = True  # the workspace stays as the test made it
+import wsframe as W  # noqa: E402  (copied next to this file)
 
 
 def read_head(c):
@@ -68,15 +68,6 @@ def http_conn(c):
         c.close()
 
 
-def recv_exact(c, n, buf):
-    while len(buf) < n:
-        d = c.recv(65536)
-        if not d:
-            raise EOFError
-        buf += d
-    return buf[:n], buf[n:]
-
-
 def ws_conn(c):
     try:
         lines, buf = read_head(c)
@@ -84,34 +75,17 @@ def ws_conn(c):
             return
         key = dict((k.lower(), v) for k, v in headers_of(lines)).get(
             "sec-websocket-key", "")
-        acc = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest())
         c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
-            b"\r\n\r\n")
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " +
+            W.accept_key(key).encode() + b"\r\n\r\n")
+        rd = W.Reader(c, buf)
         while True:
-            h, buf = recv_exact(c, 2, buf)
-            op, ln = h[0] & 0x0f, h[1] & 0x7f
-            if ln == 126:
-                x, buf = recv_exact(c, 2, buf)
-                ln = struct.unpack("!H", x)[0]
-            elif ln == 127:
-                x, buf = recv_exact(c, 8, buf)
-                ln = struct.unpack("!Q", x)[0]
-            mask = b""
-            if h[1] & 0x80:
-                mask, buf = recv_exact(c, 4, buf)
-            data, buf = recv_exact(c, ln, buf)
-            if mask:
-                data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-            if op == 8:
-                c.sendall(b"\x88\x00")
+            f = W.read_frame(rd.read_exact)
+            if f.opcode == W.OP_CLOSE:
+                c.sendall(W.encode_frame(W.OP_CLOSE, b""))
                 return
-            reply = 0x0a if op == 9 else op
-            if len(data) < 126:
-                hdr = bytes([0x80 | reply, len(data)])
-            else:
-                hdr = bytes([0x80 | reply, 126]) + struct.pack("!H", len(data))
-            c.sendall(hdr + data)
+            reply = W.OP_PONG if f.opcode == W.OP_PING else f.opcode
+            c.sendall(W.encode_frame(reply, f.payload))
     except (OSError, EOFError):
         pass
     finally:
