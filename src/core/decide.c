@@ -37,19 +37,18 @@ allowed(struct decision *d)
 	return REASON_NONE;
 }
 
-/* The target as written: normalised, or escaped for the row. 1 when valid. */
-static int
-note_target(struct decision *d, const char *host, size_t len, uint16_t port)
+int
+decide_note_target(struct policy_target *t, const char *host, size_t len,
+    uint16_t port)
 {
 	char esc[POLICY_HOST_MAX + 1];
 
-	if (policy_target_init(&d->target, host, len, port) == 0)
+	if (policy_target_init(t, host, len, port) == 0)
 		return 1;
-	log_escape(host, len, esc, sizeof(esc));
-	memset(&d->target, 0, sizeof(d->target));
-	snprintf(d->target.host, sizeof(d->target.host), "%s",
-	    esc[0] != '\0' ? esc : "-");
-	d->target.port = port;
+	log_escape_word(host, len, esc, sizeof(esc));
+	memset(t, 0, sizeof(*t));
+	snprintf(t->host, sizeof(t->host), "%s", esc[0] != '\0' ? esc : "-");
+	t->port = port;
 	return 0;
 }
 
@@ -159,7 +158,8 @@ decide(const struct decide_env *env, const struct decide_q *q,
 	memset(d, 0, sizeof(*d));
 	/* target: recorded before anything can deny, for the row. */
 	if (q->host != NULL)
-		valid = note_target(d, q->host, q->hostlen, q->port);
+		valid = decide_note_target(&d->target, q->host, q->hostlen,
+		    q->port);
 	else if (q->target != NULL) {
 		d->target = *q->target;
 		valid = 1;

@@ -137,6 +137,13 @@ enum sg_reason	 decide(const struct decide_env *, const struct decide_q *,
 enum sg_reason	 decide_addrs(const struct decide_env *,
 		    const struct policy_identity *, const struct netaddr *addrs,
 		    size_t n, struct decision *d);
+/*
+ * t from a destination as written: normalised (1), or -- not a valid
+ * destination -- its bytes escaped as one word of a log line (0), so that
+ * a refused row never says null and no peer writes fields of its own.
+ */
+int		 decide_note_target(struct policy_target *t, const char *host,
+		    size_t len, uint16_t port);
 /* 1 when a credential of id's policy is bound to target (never an IP). */
 int		 decide_cred_bound(const struct policy *,
 		    const struct policy_identity *, const struct policy_target *);

@@ -177,8 +177,8 @@ log_openssl(const char *what)
 		log_warnx("%s: (no OpenSSL error queued)", what);
 }
 
-const char *
-log_escape(const void *data, size_t len, char *out, size_t outlen)
+static const char *
+escape(const void *data, size_t len, char *out, size_t outlen, int word)
 {
 	const unsigned char *p = data;
 	size_t i, o = 0;
@@ -186,7 +186,8 @@ log_escape(const void *data, size_t len, char *out, size_t outlen)
 	if (outlen == 0)
 		return out;
 	for (i = 0; i < len; i++) {
-		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' &&
+		    (!word || (p[i] != ' ' && p[i] != '"'))) {
 			if (o + 1 >= outlen)
 				break;
 			out[o++] = (char)p[i];
@@ -199,6 +200,18 @@ log_escape(const void *data, size_t len, char *out, size_t outlen)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+const char *
+log_escape(const void *data, size_t len, char *out, size_t outlen)
+{
+	return escape(data, len, out, outlen, 0);
+}
+
+const char *
+log_escape_word(const void *data, size_t len, char *out, size_t outlen)
+{
+	return escape(data, len, out, outlen, 1);
 }
 
 void

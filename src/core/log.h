@@ -36,5 +36,12 @@ void	log_hold(int on);
 void	log_release(void);
 void	log_take_held(char *buf, size_t len);
 const char *log_escape(const void *data, size_t len, char *out, size_t outlen);
+/*
+ * The same for a value that stands as one word of a key=value line (a
+ * destination as written): spaces and double quotes are escaped too, so
+ * a peer cannot write fields of its own into the line.
+ */
+const char *log_escape_word(const void *data, size_t len, char *out,
+	    size_t outlen);
 
 #endif

@@ -389,7 +389,8 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	}
 	r = ingress_host_parse(fhost, fhostlen, s->p->cfg->ingress_domain, &ih);
 	if (r == INGRESS_HOST_BAD) {
-		log_escape(fhost, fhostlen, s->target.host, sizeof(s->target.host));
+		log_escape_word(fhost, fhostlen, s->target.host,
+		    sizeof(s->target.host));
 		ingress_refuse(s, 400, REASON_BAD_REQUEST, "malformed Host");
 		return;
 	}

@@ -14,6 +14,7 @@
 
 #include "audit/audit.h"
 #include "core/geoip.h"
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "core/refusal.h"
@@ -596,15 +597,7 @@ void
 session_note_target(struct session *s, const char *host, size_t len,
     uint16_t port)
 {
-	char esc[POLICY_HOST_MAX + 1];
-
-	if (policy_target_init(&s->target, host, len, port) == 0)
-		return;
-	log_escape(host, len, esc, sizeof(esc));
-	memset(&s->target, 0, sizeof(s->target));
-	snprintf(s->target.host, sizeof(s->target.host), "%s",
-	    esc[0] != '\0' ? esc : "-");
-	s->target.port = port;
+	(void)decide_note_target(&s->target, host, len, port);
 }
 
 /* From here the tunnel carries HTTP, decided request by request. */

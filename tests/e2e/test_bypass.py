@@ -19,6 +19,7 @@ audit row.
 
 import gzip
 import os
+import re
 import socket
 import ssl
 import struct
@@ -726,6 +727,30 @@ class BypassTest(unittest.TestCase):
         self.assertTrue(rows)
         self.assertNotIn("\x1b", rows[-1]["host"])
         self.assertNotIn("\x00", rows[-1]["host"])
+
+    def test_socks_invalid_name_cannot_write_log_fields(self):
+        # A SOCKS5 name may hold any byte: spaces and quotes must not let
+        # it add key=value fields of its own to the gateway's log line.
+        for name, seen in ((b'x reason=allowed sandbox=other.test', "x"),
+                           (b'"y" rule=p:allow[0]', r"\\x22y")):
+            with self.subTest(name=name):
+                rep = self.socks_connect_name(name)
+                self.assertEqual(rep[1], 2, rep)
+                rows = self.gw.wait_audit(
+                    kind="socks5", reason="invalid-host",
+                    pred=lambda r, n=name: r["host"] and
+                    n.decode()[-8:].replace(" ", "\\x20") in r["host"])
+                self.assertTrue(rows, self.gw.audit_rows()[-3:])
+                host = rows[-1]["host"]
+                self.assertNotIn(" ", host)
+                self.assertNotIn('"', host)
+                m = self.gw.wait_log(r"^.*host=%s\S*\\x20.*$" % seen)
+                self.assertIsNotNone(m, self.gw.log_tail())
+                line = m.group(0)
+                self.assertEqual(len(re.findall(r" reason=", line)), 1, line)
+                self.assertEqual(len(re.findall(r" sandbox=", line)), 1, line)
+                self.assertEqual(len(re.findall(r" rule=", line)), 1, line)
+                self.assertIn(" reason=invalid-host ", line)
 
 
 if __name__ == "__main__":
