@@ -236,10 +236,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 
 	/* Allowed: none of what must deny was there. */
-	if (env.audit_refuses || q.id == NULL)
+	if (env.audit_refuses)
 		abort();
-	if (q.listener == DECIDE_INGRESS)
+	if (q.listener == DECIDE_INGRESS) {
+		/* The sandbox reached is the identity, and it needs its token. */
+		if (!d.has_ident || token == NULL || klen != 5 ||
+		    memcmp(token, "tok-1", 5) != 0)
+			abort();
 		return 0;
+	}
+	if (q.id == NULL)
+		abort();
 	if (strstr(d.target.host, "sgph") != NULL)
 		abort();
 	if (q.listener == DECIDE_DNS && (d.target.is_ip || q.qclass != 1))
