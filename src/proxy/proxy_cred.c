@@ -270,10 +270,10 @@ swap_allowed(const struct session *s, const struct cred_phs *ps,
 	const struct policy_credential *c;
 
 	if (!cred_phs_mine(ps, e, s->ident.sandbox) || !s->intercepted ||
-	    s->target.is_ip)
+	    s->x->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||
-	    !policy_credential_bound(c, s->target.host))
+	    !policy_credential_bound(c, s->x->target.host))
 		return 0;
 	*cp = c;
 	return 1;
@@ -291,8 +291,8 @@ plan_bound(struct session *s, const struct cred_phs *ps,
 	for (i = 0; i < n && plan->n_bound < CRED_MAX_BOUND; i++) {
 		const struct cred_ph *e;
 
-		if (s->target.is_ip || !policy_credential_bound(cv[i],
-		    s->target.host))
+		if (s->x->target.is_ip || !policy_credential_bound(cv[i],
+		    s->x->target.host))
 			continue;
 		if (plan->x == NULL &&
 		    (plan->x = calloc(1, sizeof(*plan->x))) == NULL)
@@ -519,7 +519,7 @@ int
 cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
     char *cred, size_t credlen)
 {
-	struct cred_body_tail *t = &s->body_tail;
+	struct cred_body_tail *t = &s->x->body_tail;
 	struct found f = { cred, credlen };
 	const struct cred_phs *ps;
 	char edge[2 * CRED_PH_MAX];
@@ -659,7 +659,7 @@ size_t
 cred_scrub_lists(const struct session *s, const char **secrets,
     const char **phs)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
+	const struct cred_plan *plan = &s->x->fwd.plan;
 	size_t j;
 
 	for (j = 0; j < plan->n_bound; j++) {

@@ -1,7 +1,7 @@
 /*
  * The session's side of the one decision (core/decide.c): what a session
  * knows goes in as a decide_q, the decision comes back into the fields the
- * audit row is built from (s->target, s->verdict, the credential a misuse
+ * audit row is built from (s->x->target, s->x->verdict, the credential a misuse
  * names). Every way a destination reaches the gateway comes through here:
  * absolute form, CONNECT, SOCKS5, the transparent listener's names and
  * addresses, and HTTP requests inside tunnels.
@@ -74,9 +74,9 @@ proxy_decide_audit(struct session *s)
 {
 	if (!audit_refuses(s->p->audit))
 		return REASON_NONE;
-	s->verdict.allow = 0;
-	s->verdict.reason = REASON_AUDIT_UNAVAILABLE;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "audit");
+	s->x->verdict.allow = 0;
+	s->x->verdict.reason = REASON_AUDIT_UNAVAILABLE;
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "audit");
 	return REASON_AUDIT_UNAVAILABLE;
 }
 
@@ -97,7 +97,7 @@ proxy_decide(struct session *s, const struct decide_in *in)
 	if (in->tunnel_host != NULL || in->tunnel_request) {
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		q.listener = DECIDE_TUNNEL;
-		q.target = &s->target;
+		q.target = &s->x->target;
 		q.tunnel_rule = s->tunnel_rule;
 		if (in->tunnel_host != NULL) {
 			split(in->tunnel_host, in->tunnel_host_len, &host);
@@ -112,18 +112,18 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		q.hostlen = in->hostlen;
 		q.port = in->port;
 	} else
-		q.target = &s->target;
+		q.target = &s->x->target;
 	(void)decide(&env, &q, &d);
-	s->target = d.target;
-	s->verdict = d.v;
-	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
+	s->x->target = d.target;
+	s->x->verdict = d.v;
+	snprintf(s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred), "%s", d.cred);
 	return d.reason;
 }
 
 /*
  * The decision's address stage for addrs (core/decide.c): every address
  * must be reachable (allow_private) and outside denied countries and
- * ASNs. 1 allow; 0 deny, s->fwd.ip naming the first address refused.
+ * ASNs. 1 allow; 0 deny, s->x->fwd.ip naming the first address refused.
  */
 int
 upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
@@ -133,15 +133,15 @@ upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
 
 	env_of(s, &env);
 	memset(&d, 0, sizeof(d));
-	d.target = s->target;
-	d.v = s->verdict;
+	d.target = s->x->target;
+	d.v = s->x->verdict;
 	(void)decide_addrs(&env, s->has_ident ? &s->ident : NULL, addrs, n,
 	    &d);
-	s->verdict = d.v;
+	s->x->verdict = d.v;
 	if (d.geo_failed)
 		log_warnx("geoip: lookup failed (corrupt database?)");
 	if (d.has_refused)
-		s->fwd.ip = d.refused;
+		s->x->fwd.ip = d.refused;
 	return d.reason == REASON_NONE;
 }
 
@@ -150,5 +150,5 @@ int
 cred_host_bound(const struct session *s)
 {
 	return s->has_ident && decide_cred_bound(s->pol, &s->ident,
-	    &s->target);
+	    &s->x->target);
 }

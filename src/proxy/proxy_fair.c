@@ -56,8 +56,8 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		    "connections per second (limits.per_sandbox."
 		    "connections_per_second)", s->ident.sandbox,
 		    cfg->sandbox_conn_rate);
-	s->verdict.allow = 0;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	s->x->verdict.allow = 0;
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
 	/* One row per sandbox per second while it lasts; the rest are counted. */
 	if (ref->audit) {
 		log_info("rate-limited: %s; %llu more refusal%s since the "
@@ -171,8 +171,8 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		session_close(s, CLOSE_TIMEOUT);
 		return;
 	}
-	s->verdict.allow = 0;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	s->x->verdict.allow = 0;
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
 	session_deny(s, 408, REASON_HEAD_TIMEOUT, "the request head was not "
 	    "complete within limits.head_timeout");
 }
@@ -273,8 +273,8 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	    sizeof(abuf)), held);
 	log_info("too-many-connections: %s", detail);
 	atomic_fetch_add(&s->p->n_evicted, 1);
-	s->verdict.allow = 0;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	s->x->verdict.allow = 0;
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
 	session_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN, 0, 0,
 	    &s->started);
 	switch (s->kind) {

@@ -139,19 +139,9 @@ forward_body_decode(enum http_framing framing, uint64_t *left,
 }
 
 void
-forward_reset(struct session *s)
-{
-	cred_plan_free(&s->fwd.plan);
-	if (s->fwd.scrub != NULL)
-		vault_scrubber_free(s->fwd.scrub);
-	free(s->fwd.path);
-	memset(&s->fwd, 0, sizeof(s->fwd));
-}
-
-void
 forward_start(struct session *s)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 
 	if (upstream_guard(s) == -1)
 		return;
@@ -222,7 +212,7 @@ static int
 trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
     size_t raw, int done, size_t *limit)
 {
-	size_t tl = dry->trailer_len - s->fwd.req_chunk.trailer_len;
+	size_t tl = dry->trailer_len - s->x->fwd.req_chunk.trailer_len;
 	struct evbuffer_ptr at;
 	char *t;
 	int found;
@@ -242,8 +232,8 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
 		free(t);
 		return 1;
 	}
-	found = cred_in_bytes(s->p, t, tl, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred));
+	found = cred_in_bytes(s->p, t, tl, s->x->fwd.plan.cred,
+	    sizeof(s->x->fwd.plan.cred));
 	free(t);
 	return found;
 }
@@ -258,7 +248,7 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
 static int
 body_has_placeholder(struct session *s, size_t *limit)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	struct evbuffer *in = bufferevent_get_input(s->cbev);
 	struct evbuffer_iovec iov[16];
 	struct evbuffer_ptr at;
@@ -317,7 +307,7 @@ body_has_placeholder(struct session *s, size_t *limit)
 void
 forward_client_read(struct session *s)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	struct evbuffer *out;
 	size_t limit;
 	ssize_t n;
@@ -368,7 +358,7 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->state == S_FORWARD && !s->fwd.req_done)
+	if (s->state == S_FORWARD && !s->x->fwd.req_done)
 		bufferevent_enable(s->cbev, EV_READ);
 }
 
@@ -377,7 +367,7 @@ client_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->state == S_FORWARD && !s->fwd.resp_done && s->obev != NULL)
+	if (s->state == S_FORWARD && !s->x->fwd.resp_done && s->obev != NULL)
 		bufferevent_enable(s->obev, EV_READ);
 }
 
@@ -387,7 +377,7 @@ scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n = cred_scrub_lists(s, secrets, phs);
 
-	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, v, len,
+	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n, v, len,
 	    out) == -1)
 		evbuffer_add(out, "-", 1);	/* never the unscrubbed value */
 }
@@ -399,7 +389,7 @@ scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
 static int
 scrub_setup(struct session *s, const struct http_response *r)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n;
 
@@ -431,10 +421,10 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 
 	if (n == 0)
 		return;
-	if (s->fwd.scrub_chunked)
+	if (s->x->fwd.scrub_chunked)
 		evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_add_buffer(out, clean);
-	if (s->fwd.scrub_chunked)
+	if (s->x->fwd.scrub_chunked)
 		evbuffer_add(out, "\r\n", 2);
 }
 
@@ -444,14 +434,14 @@ scrub_end(struct session *s)
 	struct evbuffer *clean = evbuffer_new();
 
 	if (clean != NULL) {
-		if (vault_scrub_finish(s->fwd.scrub, clean) == 0)
+		if (vault_scrub_finish(s->x->fwd.scrub, clean) == 0)
 			scrub_emit(s, clean);
 		evbuffer_free(clean);
 	}
-	if (s->fwd.scrub_chunked)
+	if (s->x->fwd.scrub_chunked)
 		evbuffer_add(bufferevent_get_output(s->cbev), "0\r\n\r\n", 5);
-	vault_scrubber_free(s->fwd.scrub);
-	s->fwd.scrub = NULL;
+	vault_scrubber_free(s->x->fwd.scrub);
+	s->x->fwd.scrub = NULL;
 }
 
 static void
@@ -464,7 +454,7 @@ payload_cb(const char *p, size_t n, void *arg)
 static ssize_t
 scrub_body(struct session *s, struct evbuffer *src, int *done)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	struct evbuffer *raw, *clean;
 	struct evbuffer_iovec iov[16];
 	size_t avail = evbuffer_get_length(src), take = 0;
@@ -566,7 +556,7 @@ hb_str(struct headbuf *hb, const char *str)
 static void
 hb_value(struct session *s, struct headbuf *hb, const char *v, size_t len)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
+	const struct cred_plan *plan = &s->x->fwd.plan;
 
 	if (plan->n_bound > 0 && plan->snap != NULL) {
 		hb_flush(hb);
@@ -586,8 +576,8 @@ hb_framing(struct session *s, struct headbuf *hb, const struct http_response *r)
 	char fr[48];
 	int n;
 
-	if (s->fwd.scrub != NULL) {
-		if (s->fwd.scrub_chunked)
+	if (s->x->fwd.scrub != NULL) {
+		if (s->x->fwd.scrub_chunked)
 			hb_str(hb, "Transfer-Encoding: chunked\r\n");
 		return;
 	}
@@ -639,7 +629,7 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 		}
 	} else if (final) {
 		hb_framing(s, &hb, r);
-		if (!s->fwd.client_keep_alive)
+		if (!s->x->fwd.client_keep_alive)
 			hb_str(&hb, "Connection: close\r\n");
 	}
 	hb_str(&hb, "Via: 1.1 sandgate\r\n\r\n");
@@ -650,7 +640,7 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 static int
 origin_head(struct session *s)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	struct evbuffer *in = bufferevent_get_input(s->obev);
 	struct http_response r;
 	struct http_limits lim;
@@ -725,7 +715,7 @@ origin_head(struct session *s)
 static void
 origin_body(struct session *s)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
 	ssize_t n;
 	int done;
@@ -811,7 +801,7 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	corked = client_cork(s);
-	if (s->fwd.resp_head_done || origin_head(s) == 1)
+	if (s->x->fwd.resp_head_done || origin_head(s) == 1)
 		origin_body(s);
 	client_uncork(s, corked);
 }
@@ -820,7 +810,7 @@ static void
 origin_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct session *s = arg;
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 	int corked;
 
 	if (s->state != S_FORWARD) {
@@ -829,10 +819,13 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if ((what & BEV_EVENT_EOF) && f->resp_head_done &&
 	    f->resp_framing == HTTP_BODY_UNTIL_CLOSE) {
+		struct exchange *x = s->x;
+
 		corked = client_cork(s);
 		origin_body(s);
 		client_uncork(s, corked);
-		if (s->closing || s->state != S_FORWARD)
+		/* Ended, or another request's exchange by now: not ours to end. */
+		if (s->closing || s->x != x || s->state != S_FORWARD)
 			return;
 		if (f->scrub != NULL)
 			scrub_end(s);
@@ -859,7 +852,7 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 static void
 forward_done(struct session *s)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 
 	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
 	    f->bytes_down, &f->started);

@@ -201,7 +201,9 @@ child_new(struct h2_stream *st)
 
 	if ((k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
-	if (bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
+	if ((k->x = exchange_new()) == NULL ||
+	    bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
+		exchange_free(k->x);
 		free(k);
 		return NULL;
 	}
@@ -217,14 +219,18 @@ child_new(struct h2_stream *st)
 	memcpy(k->client_str, p->client_str, sizeof(k->client_str));
 	k->has_ident = p->has_ident;
 	k->ident = p->ident;
-	k->target = p->target;
+	/* The connection's tunnel decision starts each of the stream's exchanges. */
+	k->tun_target = p->tun_target;
+	k->x->target = k->tun_target;
 	memcpy(k->tunnel_rule, p->tunnel_rule, sizeof(k->tunnel_rule));
-	memcpy(k->verdict.rule, p->tunnel_rule, sizeof(k->verdict.rule));
+	memcpy(k->x->verdict.rule, p->tunnel_rule, sizeof(k->x->verdict.rule));
 	k->sniffed = p->sniffed;
 	k->orig_dst = p->orig_dst;
 	k->orig_port = p->orig_port;
-	memcpy(k->addrs, p->addrs, sizeof(k->addrs));
-	k->n_addrs = p->n_addrs;
+	memcpy(k->tun_addrs, p->tun_addrs, sizeof(k->tun_addrs));
+	k->tun_n_addrs = p->tun_n_addrs;
+	memcpy(k->x->addrs, k->tun_addrs, sizeof(k->x->addrs));
+	k->x->n_addrs = k->tun_n_addrs;
 	k->idle_ms = p->idle_ms;
 	k->tunnel_open = 1;
 	k->tunnel_http = 1;
@@ -233,7 +239,7 @@ child_new(struct h2_stream *st)
 	k->h2_child = 1;
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
-	k->fwd.started = k->started;
+	k->x->fwd.started = k->started;
 	k->cbev = pair[0];
 	st->end = pair[1];
 	if (session_adopt(k) == -1) {
@@ -683,14 +689,15 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 {
 	struct session *k = st->child;
 
-	/* A reused stream session (lane_take) holds its last request. */
-	forward_reset(k);
-	clock_gettime(CLOCK_MONOTONIC, &k->fwd.started);
-	memset(&k->verdict, 0, sizeof(k->verdict));
-	memcpy(k->verdict.rule, k->tunnel_rule, sizeof(k->verdict.rule));
-	snprintf(k->fwd.method, sizeof(k->fwd.method), "%s",
+	/* A reused stream session (lane_take): a new exchange, nothing of the last. */
+	if (exchange_next(k) == -1) {
+		session_close(k, CLOSE_NO_MEMORY);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &k->x->fwd.started);
+	snprintf(k->x->fwd.method, sizeof(k->x->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
-	k->fwd.path = strdup(q->has_path ? q->path : "");
+	k->x->fwd.path = strdup(q->has_path ? q->path : "");
 	session_deny(k, status, reason, detail);
 }
 
@@ -785,7 +792,7 @@ st_trailers_check(struct h2_stream *st)
 		return st->trailers_len == 0 ? 0 : -1;
 	evbuffer_add(b, st->trailers, st->trailers_len);
 	found = cred_in_body(k, b, st->trailers_len, st->trailers_len,
-	    k->fwd.plan.cred, sizeof(k->fwd.plan.cred));
+	    k->x->fwd.plan.cred, sizeof(k->x->fwd.plan.cred));
 	evbuffer_free(b);
 	if (!found)
 		return 0;
@@ -794,13 +801,13 @@ st_trailers_check(struct h2_stream *st)
 		http_client_read_cb(k->cbev, k);
 	if ((k = st->child) == NULL || k->closing)
 		return -1;
-	if (!k->fwd.resp_head_done && k->state != S_HEAD) {
+	if (!k->x->fwd.resp_head_done && k->state != S_HEAD) {
 		session_deny(k, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in request trailers");
 		return -1;
 	}
-	session_log(k, VERDICT_DENY, k->fwd.status, REASON_CRED_MISUSE,
-	    k->fwd.bytes_up, k->fwd.bytes_down, &k->fwd.started);
+	session_log(k, VERDICT_DENY, k->x->fwd.status, REASON_CRED_MISUSE,
+	    k->x->fwd.bytes_up, k->x->fwd.bytes_down, &k->x->fwd.started);
 	st_reset(st, NGHTTP2_REFUSED_STREAM);
 	return -1;
 }

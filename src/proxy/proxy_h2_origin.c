@@ -117,19 +117,19 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (r == REASON_NONE) {
-		session_log(s, VERDICT_ALLOW, s->fwd.status, REASON_NONE,
-		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+		session_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE,
+		    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
 		session_finish(s, CLOSE_DONE);
 		return;
 	}
-	if (!s->fwd.resp_head_done) {
+	if (!s->x->fwd.resp_head_done) {
 		/* Through the stream's HTTP/1.1 answer (proxy_h2.c translates). */
 		session_deny(s, o->end_status, r, o->end_detail);
 		return;
 	}
 	/* Its head is out: the stream ends with RST_STREAM (proxy_h2.c). */
-	session_log(s, reason_verdict(r), s->fwd.status, r, s->fwd.bytes_up,
-	    s->fwd.bytes_down, &s->fwd.started);
+	session_log(s, reason_verdict(r), s->x->fwd.status, r, s->x->fwd.bytes_up,
+	    s->x->fwd.bytes_down, &s->x->fwd.started);
 	session_close(s, reason_close(r));
 }
 
@@ -203,7 +203,7 @@ h2o_free(struct session *s)
 static int
 scrubbing(const struct session *s)
 {
-	return s->fwd.plan.n_bound > 0 && s->fwd.plan.snap != NULL;
+	return s->x->fwd.plan.n_bound > 0 && s->x->fwd.plan.snap != NULL;
 }
 
 /* A value toward the client: scrubbed on credential hosts. */
@@ -218,7 +218,7 @@ clean_value(struct session *s, const uint8_t *v, size_t len, struct evbuffer *ou
 		return;
 	}
 	n = cred_scrub_lists(s, secrets, phs);
-	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n,
+	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n,
 	    (const char *)v, len, out) == -1)
 		evbuffer_add(out, "-", 1);	/* never the unscrubbed value */
 }
@@ -295,7 +295,7 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	if (o == NULL)
 		return 0;
 	if (nl == 7 && memcmp(name, ":status", 7) == 0) {
-		o->s->fwd.status = atoi((const char *)value);
+		o->s->x->fwd.status = atoi((const char *)value);
 	} else if (nl > 0 && name[0] == ':') {
 		return 0;
 	}
@@ -322,7 +322,7 @@ response_head(struct h2o *o, int end)
 	struct evbuffer *mem = NULL;
 	size_t n = 0;
 
-	if (s->fwd.status < 200) {		/* 1xx: not relayed */
+	if (s->x->fwd.status < 200) {		/* 1xx: not relayed */
 		evbuffer_drain(o->rh, evbuffer_get_length(o->rh));
 		o->rn = 0;
 		return;
@@ -336,7 +336,7 @@ response_head(struct h2o *o, int end)
 		const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 		size_t k = cred_scrub_lists(s, secrets, phs);
 
-		if ((o->scrub = vault_scrubber_new(s->fwd.plan.snap, secrets,
+		if ((o->scrub = vault_scrubber_new(s->x->fwd.plan.snap, secrets,
 		    phs, k)) == NULL) {
 			evbuffer_free(mem);
 			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
@@ -344,7 +344,7 @@ response_head(struct h2o *o, int end)
 		}
 	}
 	o->head_done = 1;
-	s->fwd.resp_head_done = 1;
+	s->x->fwd.resp_head_done = 1;
 	/* Answered: the swapped values (kept for a retry) need not stay. */
 	if (o->fields != NULL) {
 		evbuffer_free(o->fields);
@@ -427,7 +427,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_free(raw);
 		} else
 			evbuffer_add(out, data, len);
-		s->fwd.bytes_down += len;
+		s->x->fwd.bytes_down += len;
 		if (h2_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -468,7 +468,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_add_buffer(out, clean);
 			evbuffer_free(clean);
 		}
-		s->fwd.bytes_down += 5 + mlen;
+		s->x->fwd.bytes_down += 5 + mlen;
 		if (h2_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -535,9 +535,9 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 static int
 h2o_may_retry(const struct h2o *o, int idempotent_only)
 {
-	const char *m = o->s->fwd.method;
+	const char *m = o->s->x->fwd.method;
 
-	if (o->done || o->head_done || o->s->fwd.bytes_up > 0 ||
+	if (o->done || o->head_done || o->s->x->fwd.bytes_up > 0 ||
 	    o->retried >= H2O_RETRIES || o->fields == NULL)
 		return 0;
 	return !idempotent_only || strcmp(m, "GET") == 0 ||
@@ -645,7 +645,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* RST_STREAM */
 	if ((n = evbuffer_remove(o->ready, buf, length)) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	o->s->fwd.bytes_up += (uint64_t)n;
+	o->s->x->fwd.bytes_up += (uint64_t)n;
 	if (evbuffer_get_length(o->ready) == 0 && o->up_done)
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	else if (n == 0) {
@@ -661,7 +661,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 static int
 body_decode(struct h2o *o)
 {
-	struct forward *f = &o->s->fwd;
+	struct forward *f = &o->s->x->fwd;
 
 	/* A request has no until-close body: its framing is a length or none. */
 	return forward_body_decode(f->req_framing == HTTP_BODY_UNTIL_CLOSE ?
@@ -686,7 +686,7 @@ h2o_client_read(struct session *s)
 	hold = o->up_done ? 0 : cred_holdback(s->p, o->up_body, len);
 	/* A placeholder in a body is never swapped: refused (docs/credentials.md). */
 	found = s->p->n_phs > 0 && cred_in_body(s, o->up_body, len, len - hold,
-	    s->fwd.plan.cred, sizeof(s->fwd.plan.cred));
+	    s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred));
 	if (found) {
 		h2o_fail(o, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in a request body");
@@ -972,7 +972,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 	TAILQ_INSERT_TAIL(&up->streams, o, entry);
 	s->state = S_FORWARD;
 	s->origin_addr = up->ob.addr;
-	s->fwd.ip = up->ob.addr;
+	s->x->fwd.ip = up->ob.addr;
 	if ((o->hd = calloc(1, sizeof(*o->hd))) == NULL) {
 		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
@@ -984,7 +984,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 	dp.source.ptr = o->hd;
 	dp.read_callback = body_cb;
 	o->sid = nghttp2_submit_request(up->ng, NULL, nv, n,
-	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o->hd);
+	    s->x->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o->hd);
 	if (o->sid < 0) {
 		hd_free(o->hd);
 		o->hd = NULL;
@@ -1057,7 +1057,7 @@ h2up_for(struct session *s)
 	if (up->refs >= H2UP_STREAMS)
 		return NULL;
 	origin_bind_want(s, &want);
-	if (!origin_bind_match(&up->ob, &want, s->addrs, s->n_addrs))
+	if (!origin_bind_match(&up->ob, &want, s->x->addrs, s->x->n_addrs))
 		return NULL;
 	return up;
 }

@@ -25,12 +25,12 @@ session_deny(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	/* A decision no rule made is named default-deny (docs/policy.md). */
-	if (s->verdict.rule[0] == '\0')
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
+	if (s->x->verdict.rule[0] == '\0')
+		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "default-deny");
 	if (status == 0)
 		status = reason_status(reason);
 	session_log(s, reason_verdict(reason), status,
-	    reason, s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	    reason, s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
 		socks_deny(s, reason);
 		return;
@@ -122,7 +122,7 @@ identify(struct session *s, const struct http_request *req)
 
 	if (r == -1) {
 		s->has_ident = 0;
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
+		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
 		session_deny(s, 407, REASON_AUTH_FAILED,
 		    "proxy credentials not accepted");
 		return -1;
@@ -130,7 +130,7 @@ identify(struct session *s, const struct http_request *req)
 	if (r == 0 && policy_identify_source(s->pol, &s->client_addr,
 	    &s->ident) == -1) {
 		s->has_ident = 0;
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
+		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
 		session_deny(s, 407, REASON_NO_IDENTITY,
 		    "no sandbox identity: send Proxy-Authorization");
 		return -1;
@@ -144,7 +144,7 @@ static int
 swap_into(struct session *s, const struct policy_credential *c,
     const char *v, size_t len, int query, struct vault_wbuf *out)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
+	const struct cred_plan *plan = &s->x->fwd.plan;
 	size_t j;
 	int r;
 
@@ -169,13 +169,13 @@ write_target(struct session *s, const struct http_request *req,
 	const char *q = memchr(req->path.p, '?', req->path.len);
 	size_t qoff;
 
-	if (s->fwd.plan.query_cred == NULL || q == NULL) {
+	if (s->x->fwd.plan.query_cred == NULL || q == NULL) {
 		vault_wbuf_add(h, req->path.p, req->path.len);
 		return 0;
 	}
 	qoff = (size_t)(q - req->path.p);
 	vault_wbuf_add(h, req->path.p, qoff);
-	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
+	return swap_into(s, s->x->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
 }
 
 /* The request head the origin gets: hop-by-hop removed, Via added. */
@@ -183,7 +183,7 @@ static int
 write_origin_head(struct session *s, const struct http_request *req,
     int replace_host, struct vault_wbuf *h)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
+	const struct cred_plan *plan = &s->x->fwd.plan;
 	char fr[48];
 	size_t i;
 	int v6, fl;
@@ -212,7 +212,7 @@ write_origin_head(struct session *s, const struct http_request *req,
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
 		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
 			continue;
-		if (s->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
+		if (s->x->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
 			continue;
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
@@ -234,7 +234,7 @@ write_origin_head(struct session *s, const struct http_request *req,
 	    sizeof(fr))) < 0)
 		return -1;
 	vault_wbuf_add(h, fr, (size_t)fl);
-	if (req->upgrade && !s->fwd.drop_upgrade) {
+	if (req->upgrade && !s->x->fwd.drop_upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
 		vault_wbuf_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
@@ -256,7 +256,7 @@ int
 http_h2_fields(struct session *s, const struct http_request *req,
     struct vault_wbuf *h, size_t *n)
 {
-	const struct cred_plan *plan = &s->fwd.plan;
+	const struct cred_plan *plan = &s->x->fwd.plan;
 	size_t i, j;
 
 	*n = 0;
@@ -328,17 +328,17 @@ cred_check(struct session *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
-	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
+	if (cred_request(s, req, &s->x->fwd.plan, &reason) == 0)
 		return ws_request_check(s, req);
 	if (reason == REASON_KEEPER_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: the key keeper is not available", s->fwd.plan.cred);
+		    "in: the key keeper is not available", s->x->fwd.plan.cred);
 	else if (reason == REASON_CRED_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: its secret is not loaded", s->fwd.plan.cred);
+		    "in: its secret is not loaded", s->x->fwd.plan.cred);
 	else
 		snprintf(detail, sizeof(detail), "credential %s may not be used "
-		    "here", s->fwd.plan.cred);
+		    "here", s->x->fwd.plan.cred);
 	/* The table's status: 403 for misuse, 502 / 503 for what failed. */
 	session_deny(s, 0, reason, detail);
 	return -1;
@@ -347,7 +347,7 @@ cred_check(struct session *s, const struct http_request *req)
 void
 forward_prepare(struct session *s, const struct http_request *req)
 {
-	struct forward *f = &s->fwd;
+	struct forward *f = &s->x->fwd;
 
 	f->req_framing = req->framing;
 	f->req_left = req->content_length;
@@ -387,8 +387,8 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
 		return;
 	}
-	in.method = s->fwd.method;
-	in.path = s->fwd.path;
+	in.method = s->x->fwd.method;
+	in.path = s->x->fwd.path;
 	in.tunnel_request = 1;
 	if (req->has_host) {
 		in.tunnel_host = req->host_header.p;
@@ -399,11 +399,11 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		if (r == REASON_HOST_MISMATCH)
 			snprintf(detail, sizeof(detail), "Host does not match "
-			    "the tunnel to %s:%u", s->target.host, s->target.port);
+			    "the tunnel to %s:%u", s->x->target.host, s->x->target.port);
 		else
 			snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
-			    s->fwd.method, s->target.host, s->target.port,
-			    s->verdict.rule);
+			    s->x->fwd.method, s->x->target.host, s->x->target.port,
+			    s->x->verdict.rule);
 		session_deny(s, 0, r, detail);
 		return;
 	}
@@ -452,7 +452,7 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	in.port = req->port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
-		    s->target.host, s->target.port, s->verdict.rule);
+		    s->x->target.host, s->x->target.port, s->x->verdict.rule);
 		session_deny(s, 0, r, detail);
 		return;
 	}
@@ -484,11 +484,11 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	in.host = req->host.p;
 	in.hostlen = req->host.len;
 	in.port = req->port;
-	in.method = s->fwd.method;
-	in.path = s->fwd.path;
+	in.method = s->x->fwd.method;
+	in.path = s->x->fwd.path;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
-		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
+		    s->x->fwd.method, s->x->target.host, s->x->target.port, s->x->verdict.rule);
 		session_deny(s, 0, r, detail);
 		return;
 	}
@@ -501,10 +501,10 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	/* Keep-alive to the same origin: its addresses are checked again. */
-	if (upstream_reusable(s)) {
-		if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
-			session_deny(s, 403, s->verdict.reason,
+	/* Keep-alive to the same origin: its address is checked again. */
+	if (upstream_keep(s)) {
+		if (!upstream_check_addrs(s, s->x->addrs, s->x->n_addrs)) {
+			session_deny(s, 403, s->x->verdict.reason,
 			    "destination address not allowed");
 			return;
 		}
@@ -522,26 +522,18 @@ forward_resolved(struct session *s)
 }
 
 /*
- * Nothing of one request's decision carries into the next: a new request
- * on a kept-alive connection starts from its identity up, on the current
- * policy; one inside a tunnel keeps only the tunnel's name and identity.
+ * Nothing of one request's decision carries into the next: its exchange is
+ * new (exchange_next), and a new request on a kept-alive connection starts
+ * from its identity up, on the current policy; one inside a tunnel keeps
+ * only the tunnel's name, addresses and identity.
  */
 static void
 request_reset(struct session *s)
 {
-	memset(&s->verdict, 0, sizeof(s->verdict));
-	if (s->kind == KIND_INGRESS) {
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
+	if (s->kind == KIND_INGRESS || s->tunnel_http)
 		return;
-	}
-	if (s->tunnel_http) {
-		/* Refused before its own decision: the tunnel's rule. */
-		memcpy(s->verdict.rule, s->tunnel_rule, sizeof(s->verdict.rule));
-		return;
-	}
 	policy_unref(s->pol);
 	s->pol = proxy_policy_get(s->p);
-	memset(&s->target, 0, sizeof(s->target));
 	memset(&s->ident, 0, sizeof(s->ident));
 	s->has_ident = 0;
 }
@@ -566,10 +558,13 @@ handle_head(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	forward_reset(s);
+	if (exchange_next(s) == -1) {
+		session_close(s, CLOSE_NO_MEMORY);
+		return;
+	}
 	request_reset(s);
-	s->fwd.request = 1;
-	clock_gettime(CLOCK_MONOTONIC, &s->fwd.started);
+	s->x->fwd.request = 1;
+	clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
 	if (n > 0 && s->intercepted)
 		session_mark(s, MARK_REQUEST);
@@ -591,18 +586,18 @@ handle_head(struct session *s)
 			return;
 		}
 	}
-	if (req.method.len >= sizeof(s->fwd.method)) {
+	if (req.method.len >= sizeof(s->x->fwd.method)) {
 		/* Decided and logged as written, or not at all. */
 		session_deny(s, 501, REASON_METHOD_NOT_SUPPORTED,
 		    "method name too long");
 		return;
 	}
 	session_head_done(s);
-	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req.method);
+	slice_copy(s->x->fwd.method, sizeof(s->x->fwd.method), &req.method);
 	/* The whole path: rules match on it, and the row keeps it. */
-	s->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
+	s->x->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
 	    req.form == HTTP_TARGET_AUTHORITY ? 0 : req.path.len);
-	if (s->fwd.path == NULL) {
+	if (s->x->fwd.path == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}

@@ -77,7 +77,7 @@ ingress_start(struct session *s)
 	SSL *ssl;
 
 	/* Every row of this session, a malformed request's too, says ingress. */
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "ingress");
 	if (s->w->tls_ingress_ctx == NULL)
 		return;
 	if ((ssl = SSL_new(s->w->tls_ingress_ctx)) == NULL) {
@@ -109,7 +109,7 @@ ingress_refuse(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	session_log(s, reason_verdict(reason), status, reason, 0, 0,
-	    &s->fwd.started);
+	    &s->x->fwd.started);
 	session_http_error(s, status, reason, detail);
 }
 
@@ -121,7 +121,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
 
 	session_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT, 0, 0,
-	    &s->fwd.started);
+	    &s->x->fwd.started);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
 	    "Location: %s\r\n"
 	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"
@@ -282,14 +282,14 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 {
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
-	s->fwd.ip = ing->address;	/* the row names the guest even on 502 */
+	s->x->fwd.ip = ing->address;	/* the row names the guest even on 502 */
 	if (req->upgrade) {
 		/* A relayed WebSocket idles on its own clock. */
 		s->idle_ms = s->p->cfg->ingress_upgrade_idle_ms;
 		session_set_idle(s);
 	}
-	s->addrs[0] = ing->address;
-	s->n_addrs = 1;
+	s->x->addrs[0] = ing->address;
+	s->x->n_addrs = 1;
 	if (upstream_reusable(s)) {
 		forward_start(s);
 		return;
@@ -309,7 +309,7 @@ ingress_refused(struct session *s, enum sg_reason r, const char *id)
 		break;
 	case REASON_INGRESS_PORT:
 		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
-		    "published", s->target.port, id);
+		    "published", s->x->target.port, id);
 		ingress_refuse(s, 404, r, detail);
 		break;
 	case REASON_INGRESS_NOT_RUNNING:
@@ -346,11 +346,11 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	/* Each request follows the current policy and registry. */
 	policy_unref(s->pol);
 	s->pol = proxy_policy_get(s->p);
-	memset(&s->target, 0, sizeof(s->target));
-	memset(&s->verdict, 0, sizeof(s->verdict));
+	memset(&s->x->target, 0, sizeof(s->x->target));
+	memset(&s->x->verdict, 0, sizeof(s->x->verdict));
 	memset(&s->ident, 0, sizeof(s->ident));
 	s->has_ident = 0;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
+	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "ingress");
 
 	/* The token leaves the target first: no row or log line shows it. */
 	if ((target = malloc(req->path.len + 1)) == NULL) {
@@ -369,8 +369,8 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		memcpy(target, req->path.p, req->path.len);
 		target[req->path.len] = '\0';
 	}
-	free(s->fwd.path);
-	s->fwd.path = target;
+	free(s->x->fwd.path);
+	s->x->fwd.path = target;
 
 	if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE) {
 		ingress_refuse(s, 400, REASON_BAD_REQUEST,
@@ -389,13 +389,13 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	}
 	r = ingress_host_parse(fhost, fhostlen, s->p->cfg->ingress_domain, &ih);
 	if (r == INGRESS_HOST_BAD) {
-		log_escape_word(fhost, fhostlen, s->target.host,
-		    sizeof(s->target.host));
+		log_escape_word(fhost, fhostlen, s->x->target.host,
+		    sizeof(s->x->target.host));
 		ingress_refuse(s, 400, REASON_BAD_REQUEST, "malformed Host");
 		return;
 	}
-	snprintf(s->target.host, sizeof(s->target.host), "%s", ih.name);
-	s->target.port = ih.port;
+	snprintf(s->x->target.host, sizeof(s->x->target.host), "%s", ih.name);
+	s->x->target.port = ih.port;
 	if (r != INGRESS_HOST_OK) {
 		snprintf(detail, sizeof(detail), "the host is not PORT-ID.%s",
 		    s->p->cfg->ingress_domain);
@@ -410,14 +410,14 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	env.keeper_up = 1;
 	memset(&q, 0, sizeof(q));
 	q.listener = DECIDE_INGRESS;
-	q.target = &s->target;
+	q.target = &s->x->target;
 	q.ingress_id = ih.id;
 	q.token = tok.p;
 	q.token_len = tok.len;
 	q.token_malformed = tok.p != NULL &&
 	    !ingress_token_syntax_ok(tok.p, tok.len);
 	r = decide(&env, &q, &d);
-	s->verdict = d.v;
+	s->x->verdict = d.v;
 	if ((s->has_ident = d.has_ident))
 		s->ident = d.ident;
 	if (r != REASON_NONE) {

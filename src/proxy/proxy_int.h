@@ -279,6 +279,26 @@ struct origin_bind {
 	int			 ingress;	/* a sandbox's published port */
 };
 
+/*
+ * One exchange: one decision and what it carries -- its target and
+ * verdict, the request and response it forwards (credential plan,
+ * scrubber, path, counters), the checked addresses it may connect to, the
+ * tail of the body it scanned. A session has exactly one (s->x) from
+ * session_new to its free; a new request replaces it whole
+ * (exchange_next), in memory of its own freed as one unit, so that nothing
+ * of one request is there for the next. What a tunnel decided for the
+ * requests inside it is the connection's (struct session, tun_*).
+ */
+struct exchange {
+	struct policy_target	 target;
+	struct policy_verdict	 verdict;
+	struct forward		 fwd;
+	struct netaddr		 addrs[PROXY_MAX_ADDRS];
+	size_t			 n_addrs;
+	size_t			 addr_next;	/* next address to try */
+	struct cred_body_tail	 body_tail;
+};
+
 struct session {
 	uint64_t		 id;
 	TAILQ_ENTRY(session)	 entry;
@@ -297,13 +317,9 @@ struct session {
 
 	int			 has_ident;
 	struct policy_identity	 ident;
-	struct policy_target	 target;
-	struct policy_verdict	 verdict;
+	struct exchange		*x;		/* the current decision: never NULL */
 
 	struct resolver_query	*rq;
-	struct netaddr		 addrs[PROXY_MAX_ADDRS];
-	size_t			 n_addrs;
-	size_t			 addr_next;	/* next address to try */
 	struct netaddr		 origin_addr;	/* connected to */
 	struct origin_bind	 ob;		/* what obev was opened for */
 	void			(*on_connected)(struct session *);
@@ -322,6 +338,10 @@ struct session {
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
 	char			 tunnel_rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
+	/* ... and its target and checked addresses, each request's start */
+	struct policy_target	 tun_target;
+	struct netaddr		 tun_addrs[PROXY_MAX_ADDRS];
+	size_t			 tun_n_addrs;
 	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
 	enum sniffed		 sniffed;	/* what the first bytes were */
 	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
@@ -331,7 +351,6 @@ struct session {
 	int			 tls_shutdown_sent;	/* close_notify queued */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
 	struct evbuffer		*pending_head;	/* request head built for the origin */
-	struct forward		 fwd;
 
 	struct splice_relay	*splice;	/* the relay moved to splice (proxy_splice.c) */
 	int			 splice_off;	/* splicing failed once: copy to the end */
@@ -340,7 +359,6 @@ struct session {
 	uint64_t		 bytes_up;	/* tunnel totals */
 	uint64_t		 bytes_down;
 	struct timespec		 started;
-	struct cred_body_tail	 body_tail;
 	enum sg_close		 close_reason;	/* NONE until it ends */
 	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
@@ -403,7 +421,7 @@ void		 session_log(struct session *, enum sg_verdict, int status,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);
 void		 session_tunnel_http(struct session *);
-/* s->target from the destination as written (escaped when invalid). */
+/* s->x->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);
 
@@ -440,11 +458,19 @@ void		 session_deny(struct session *, int status, enum sg_reason,
 
 /* proxy_forward.c: one request to the origin and its response back. */
 void		 forward_start(struct session *);
-/* The request's framing and keep-alive into s->fwd (proxy_http.c). */
+/* The request's framing and keep-alive into s->x->fwd (proxy_http.c). */
 void		 forward_prepare(struct session *, const struct http_request *);
 void		 forward_client_read(struct session *);
-/* Release what a finished request held (snapshot, scrubber) and clear it. */
-void		 forward_reset(struct session *);
+/* proxy_exchange.c */
+struct exchange	*exchange_new(void);
+/* What it holds (credential plan and snapshot, scrubber, path), and it. */
+void		 exchange_free(struct exchange *);
+/*
+ * s's next exchange: the current one freed whole, a new one that starts
+ * from what the connection decided (inside a tunnel: its target, rule and
+ * addresses). 0, or -1 out of memory (s keeps the old one).
+ */
+int		 exchange_next(struct session *);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
@@ -459,7 +485,7 @@ int		 upstream_check_addrs(struct session *, const struct netaddr *,
  * made", steps 1-3.
  */
 struct decide_in {
-	const char	*host;		/* as the client wrote it; NULL: s->target as it is */
+	const char	*host;		/* as the client wrote it; NULL: s->x->target as it is */
 	size_t		 hostlen;
 	uint16_t	 port;
 	const char	*method;	/* NULL: a tunnel, before its requests */
@@ -471,7 +497,7 @@ struct decide_in {
 	size_t		 tunnel_abs_len;
 };
 /*
- * Fills s->target (as written when invalid) and s->verdict (rule named
+ * Fills s->x->target (as written when invalid) and s->x->verdict (rule named
  * default-deny when no rule decided), and returns the reason: REASON_NONE
  * when allowed so far.
  */
@@ -479,7 +505,7 @@ enum sg_reason	 proxy_decide(struct session *, const struct decide_in *);
 /*
  * The part of it that comes before any destination is known: audit.db
  * cannot take rows and audit.on_failure is deny. REASON_AUDIT_UNAVAILABLE
- * (s->verdict set), or REASON_NONE.
+ * (s->x->verdict set), or REASON_NONE.
  */
 enum sg_reason	 proxy_decide_audit(struct session *);
 
@@ -489,8 +515,15 @@ int		 origin_bind_match(const struct origin_bind *have,
 		    size_t n);
 void		 origin_bind_want(const struct session *, struct origin_bind *);
 void		 origin_bind_set(struct session *, const struct netaddr *);
-/* 1 when obev was opened for the current decision (address in s->addrs). */
+/* 1 when obev was opened for the current decision (address in s->x->addrs). */
 int		 upstream_reusable(struct session *);
+/*
+ * A kept-alive origin connection for a new exchange of the same decision
+ * (sandbox, host, port, TLS, credentials): 1, and the address it is
+ * connected to becomes the exchange's only one, for its address stage to
+ * check; 0 when it was opened for another decision (or there is none).
+ */
+int		 upstream_keep(struct session *);
 /* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
 int		 upstream_guard(struct session *);
 

@@ -36,9 +36,9 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 	memset(b, 0, sizeof(*b));
 	if (s->has_ident)
 		memcpy(b->sandbox, s->ident.sandbox, sizeof(b->sandbox));
-	memcpy(b->host, s->target.host, sizeof(b->host));
-	b->port = s->target.port;
-	b->is_ip = s->target.is_ip;
+	memcpy(b->host, s->x->target.host, sizeof(b->host));
+	b->port = s->x->target.port;
+	b->is_ip = s->x->target.is_ip;
 	b->ingress = s->kind == KIND_INGRESS;
 	/* Ingress TLS ends at the gateway; the guest is spoken to in plain. */
 	b->tls = s->intercepted && !b->ingress;
@@ -62,7 +62,23 @@ upstream_reusable(struct session *s)
 	if (s->obev == NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	return origin_bind_match(&s->ob, &want, s->addrs, s->n_addrs);
+	return origin_bind_match(&s->ob, &want, s->x->addrs, s->x->n_addrs);
+}
+
+int
+upstream_keep(struct session *s)
+{
+	struct origin_bind want;
+
+	if (s->obev == NULL)
+		return 0;
+	origin_bind_want(s, &want);
+	if (!origin_bind_match(&s->ob, &want, &s->ob.addr, 1))
+		return 0;
+	s->x->addrs[0] = s->ob.addr;
+	s->x->n_addrs = 1;
+	s->x->addr_next = 1;
+	return 1;
 }
 
 int
@@ -73,9 +89,9 @@ upstream_guard(struct session *s)
 	/* A broken invariant, not a peer's doing: fail closed, never write. */
 	log_warnx("session %llu: origin connection not opened for %s:%u; "
 	    "closed before any byte was written", (unsigned long long)s->id,
-	    s->target.host, s->target.port);
-	s->verdict.allow = 0;
-	if (SESSION_IS_HTTP(s) && !s->fwd.resp_head_done) {
+	    s->x->target.host, s->x->target.port);
+	s->x->verdict.allow = 0;
+	if (SESSION_IS_HTTP(s) && !s->x->fwd.resp_head_done) {
 		session_deny(s, 502, REASON_INTERNAL_ERROR,
 		    "internal error: origin connection mismatch");
 		return -1;

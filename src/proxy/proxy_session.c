@@ -33,6 +33,10 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
+	if ((s->x = exchange_new()) == NULL) {
+		free(s);
+		return NULL;
+	}
 	s->w = w;
 	s->p = w->proxy;
 	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
@@ -41,7 +45,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
 	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
-	s->fwd.started = s->started;
+	s->x->fwd.started = s->started;
 	netaddr_from_sockaddr(sa, &s->client_addr, &port);
 	netaddr_ntop(&s->client_addr, abuf, sizeof(abuf));
 	snprintf(s->client_str, sizeof(s->client_str),
@@ -60,6 +64,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 			event_free(s->free_ev);
 		if (s->idle_ev)
 			event_free(s->idle_ev);
+		exchange_free(s->x);
 		free(s);
 		return NULL;
 	}
@@ -96,6 +101,7 @@ session_adopt(struct session *s)
 			event_free(s->idle_ev);
 		bufferevent_free(s->cbev);
 		policy_unref(s->pol);
+		exchange_free(s->x);
 		free(s);
 		return -1;
 	}
@@ -117,6 +123,7 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 	struct session *s = arg;
 
 	event_free(s->free_ev);
+	exchange_free(s->x);	/* its row is written: it goes whole */
 	free(s);
 }
 
@@ -186,17 +193,17 @@ session_close(struct session *s, enum sg_close reason)
 		s->rq = NULL;
 	}
 	/* An upgraded connection's row: the 101 and every byte it moved. */
-	if (s->fwd.switched) {
-		s->fwd.switched = 0;
+	if (s->x->fwd.switched) {
+		s->x->fwd.switched = 0;
 		session_log(s, VERDICT_ALLOW, 101, REASON_NONE,
-		    s->fwd.bytes_up + (s->bytes_up - s->fwd.relay_up),
-		    s->fwd.bytes_down + (s->bytes_down - s->fwd.relay_down),
-		    &s->fwd.started);
+		    s->x->fwd.bytes_up + (s->bytes_up - s->x->fwd.relay_up),
+		    s->x->fwd.bytes_down + (s->bytes_down - s->x->fwd.relay_down),
+		    &s->x->fwd.started);
 	}
 	/* A request that reached its origin has its row, however it ends. */
-	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->verdict.allow)
-		session_log(s, VERDICT_ALLOW, s->fwd.status, REASON_NONE,
-		    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->x->verdict.allow)
+		session_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE,
+		    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
 	/* A tunnel is one decision: its line is written when it ends. */
 	/*
 	 * An allowed tunnel's row: how it ended is not a decision reason,
@@ -204,7 +211,7 @@ session_close(struct session *s, enum sg_close reason)
 	 * made on this thread (refusal_take: the call that just failed).
 	 */
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
-	    s->verdict.allow && !s->h2_child) {
+	    s->x->verdict.allow && !s->h2_child) {
 		if (session_close_is_error(reason) && refusal_pending())
 			session_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED,
 			    s->bytes_up, s->bytes_down, &s->started);
@@ -241,7 +248,6 @@ session_close(struct session *s, enum sg_close reason)
 	}
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
-	forward_reset(s);
 	ws_relay_free(s);
 	s->timer = s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
@@ -272,8 +278,8 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 		else
 			log_warnx("session %llu: client TLS handshake for %s "
 			    "failed (does the client trust the sandgate CA?)",
-			    (unsigned long long)s->id, s->target.host);
-		s->verdict.allow = 0;
+			    (unsigned long long)s->id, s->x->target.host);
+		s->x->verdict.allow = 0;
 		session_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS, 0, 0,
 		    &s->started);
 		session_close(s, CLOSE_FAILED);
@@ -485,10 +491,10 @@ kind_name(const struct session *s)
 static const char *
 session_method(const struct session *s)
 {
-	if (SESSION_IS_HTTP(s) && s->fwd.method[0])
-		return s->fwd.method;
+	if (SESSION_IS_HTTP(s) && s->x->fwd.method[0])
+		return s->x->fwd.method;
 	if (s->kind == KIND_HTTP || s->kind == KIND_INGRESS ||
-	    (s->tunnel_http && s->fwd.request))
+	    (s->tunnel_http && s->x->fwd.request))
 		return NULL;
 	return "CONNECT";
 }
@@ -506,24 +512,24 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
 	ev.kind = kind_name(s);
 	ev.client = s->client_str;
-	ev.host = s->target.host[0] ? s->target.host : NULL;
+	ev.host = s->x->target.host[0] ? s->x->target.host : NULL;
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
-	ev.port = s->target.port ? s->target.port : -1;
+	ev.port = s->x->target.port ? s->x->target.port : -1;
 	ev.asn = -1;
 	if (s->p->geoip != NULL && ev.ip != NULL &&
-	    geoip_lookup(s->p->geoip, s->fwd.ip.family ? &s->fwd.ip :
+	    geoip_lookup(s->p->geoip, s->x->fwd.ip.family ? &s->x->fwd.ip :
 	    &s->origin_addr, &geo) == 0) {
 		ev.country = geo.country[0] ? geo.country : NULL;
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
 	ev.method = session_method(s);
-	ev.path = http && s->fwd.path != NULL && s->fwd.path[0] ?
-	    s->fwd.path : NULL;
+	ev.path = http && s->x->fwd.path != NULL && s->x->fwd.path[0] ?
+	    s->x->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
 	ev.decision = decision;
-	ev.rule = s->verdict.rule[0] ? s->verdict.rule : NULL;
+	ev.rule = s->x->verdict.rule[0] ? s->x->verdict.rule : NULL;
 	ev.reason = reason_word(reason);
-	ev.credential = s->fwd.plan.cred[0] ? s->fwd.plan.cred : NULL;
+	ev.credential = s->x->fwd.plan.cred[0] ? s->x->fwd.plan.cred : NULL;
 	ev.bytes_up = (int64_t)up;
 	ev.bytes_down = (int64_t)down;
 	ev.duration_ms = ms;
@@ -553,18 +559,18 @@ session_log(struct session *s, enum sg_verdict decision, int status,
 		reason = REASON_SYSCALL_REFUSED;
 	}
 	/* mode: report -- what passed but the policy would have denied. */
-	if (decision == VERDICT_ALLOW && s->verdict.report != REASON_NONE) {
+	if (decision == VERDICT_ALLOW && s->x->verdict.report != REASON_NONE) {
 		decision = VERDICT_REPORT;
 		if (reason == REASON_NONE)
-			reason = s->verdict.report;
+			reason = s->x->verdict.report;
 	}
 	/* The path is escaped only when a line will be written. */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +
 	    (now.tv_nsec - started->tv_nsec) / 1000000;
 	/* A request's own address; a tunnel's is the one it connected to. */
-	if (s->fwd.ip.family != 0)
-		netaddr_ntop(&s->fwd.ip, ip, sizeof(ip));
+	if (s->x->fwd.ip.family != 0)
+		netaddr_ntop(&s->x->fwd.ip, ip, sizeof(ip));
 	else if (!SESSION_IS_HTTP(s) && s->origin_addr.family != 0)
 		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
 	session_audit(s, decision, status, reason, up, down, ms, ip);
@@ -575,16 +581,16 @@ session_log(struct session *s, enum sg_verdict decision, int status,
 	 */
 	if (decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
 		return;
-	if (SESSION_IS_HTTP(s) && s->fwd.path != NULL)
-		log_escape(s->fwd.path, strlen(s->fwd.path), path, sizeof(path));
+	if (SESSION_IS_HTTP(s) && s->x->fwd.path != NULL)
+		log_escape(s->x->fwd.path, strlen(s->x->fwd.path), path, sizeof(path));
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
 	    verdict_word(decision), kind_name(s),
 	    s->has_ident ? s->ident.sandbox : "-",
-	    s->client_str, s->target.host[0] ? s->target.host : "-",
-	    s->target.port, ip,
+	    s->client_str, s->x->target.host[0] ? s->x->target.host : "-",
+	    s->x->target.port, ip,
 	    session_method(s) != NULL ? session_method(s) : "-",
-	    path, status, s->verdict.rule[0] ? s->verdict.rule : "-",
+	    path, status, s->x->verdict.rule[0] ? s->x->verdict.rule : "-",
 	    reason ? reason_word(reason) : "-", (unsigned long long)up,
 	    (unsigned long long)down, ms);
 }
@@ -597,7 +603,7 @@ void
 session_note_target(struct session *s, const char *host, size_t len,
     uint16_t port)
 {
-	(void)decide_note_target(&s->target, host, len, port);
+	(void)decide_note_target(&s->x->target, host, len, port);
 }
 
 /* From here the tunnel carries HTTP, decided request by request. */
@@ -605,5 +611,8 @@ void
 session_tunnel_http(struct session *s)
 {
 	s->tunnel_http = 1;
-	memcpy(s->tunnel_rule, s->verdict.rule, sizeof(s->tunnel_rule));
+	s->tun_target = s->x->target;
+	memcpy(s->tun_addrs, s->x->addrs, sizeof(s->tun_addrs));
+	s->tun_n_addrs = s->x->n_addrs;
+	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
 }

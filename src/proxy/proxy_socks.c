@@ -160,8 +160,8 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	}
 	in.port = r.port;
 	if ((why = proxy_decide(s, &in)) != REASON_NONE) {
-		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
-		    s->target.port);
+		snprintf(detail, sizeof(detail), "%s:%u", s->x->target.host,
+		    s->x->target.port);
 		session_deny(s, 0, why, detail);
 		return -1;
 	}

@@ -65,13 +65,13 @@ origin_new_session_cb(SSL *ssl, SSL_SESSION *sess)
 	if (s == NULL || s->closing)
 		return 0;
 	log_debug("session %llu: origin %s:%u: new resumable session",
-	    (unsigned long long)s->id, s->target.host, s->target.port);
-	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
+	    (unsigned long long)s->id, s->x->target.host, s->x->target.port);
+	slot = &s->w->tls_sessions[sess_slot(s->x->target.host, s->x->target.port)];
 	if (slot->sess != NULL)
 		SSL_SESSION_free(slot->sess);
 	slot->sess = sess;
-	snprintf(slot->host, sizeof(slot->host), "%s", s->target.host);
-	slot->port = s->target.port;
+	snprintf(slot->host, sizeof(slot->host), "%s", s->x->target.host);
+	slot->port = s->x->target.port;
 	return 1;	/* we keep the reference */
 }
 
@@ -404,9 +404,9 @@ proxy_tls_intercept_client(struct session *s)
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))
 		return -1;
-	if (ca_leaf(s->p->ca, s->target.host, s->target.is_ip, &leaf, &key) == -1) {
+	if (ca_leaf(s->p->ca, s->x->target.host, s->x->target.is_ip, &leaf, &key) == -1) {
 		log_warnx("session %llu: cannot mint a certificate for %s",
-		    (unsigned long long)s->id, s->target.host);
+		    (unsigned long long)s->id, s->x->target.host);
 		return -1;
 	}
 	session_mark(s, MARK_LEAF);
@@ -493,13 +493,13 @@ proxy_tls_origin_bev(struct session *s)
 	 */
 	if (cred_host_bound(s))
 		SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT);
-	if (!s->target.is_ip && SSL_set_tlsext_host_name(ssl, s->target.host) != 1)
+	if (!s->x->target.is_ip && SSL_set_tlsext_host_name(ssl, s->x->target.host) != 1)
 		goto fail;
-	if (s->target.is_ip) {
+	if (s->x->target.is_ip) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
-		    s->target.host) != 1)
+		    s->x->target.host) != 1)
 			goto fail;
-	} else if (SSL_set1_host(ssl, s->target.host) != 1)
+	} else if (SSL_set1_host(ssl, s->x->target.host) != 1)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	/* An HTTP/2 stream's origin (proxy_h2_origin.c): h2 (gRPC: only h2). */
@@ -509,9 +509,9 @@ proxy_tls_origin_bev(struct session *s)
 	if (s->origin_h2 == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2\x08http/1.1", 12) != 0)
 		goto fail;
-	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
-	if (slot->sess != NULL && slot->port == s->target.port &&
-	    strcmp(slot->host, s->target.host) == 0 &&
+	slot = &s->w->tls_sessions[sess_slot(s->x->target.host, s->x->target.port)];
+	if (slot->sess != NULL && slot->port == s->x->target.port &&
+	    strcmp(slot->host, s->x->target.host) == 0 &&
 	    SSL_SESSION_is_resumable(slot->sess))
 		SSL_set_session(ssl, slot->sess);
 	if ((cs = csock_new(s->w->base, -1)) == NULL)
@@ -619,7 +619,7 @@ proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
 	session_mark(s, MARK_ORIGIN_TLS);
 	if (ssl != NULL && log_enabled(LOG_LVL_DEBUG))
 		log_debug("session %llu: origin %s:%u: %s, %s",
-		    (unsigned long long)s->id, s->target.host, s->target.port,
+		    (unsigned long long)s->id, s->x->target.host, s->x->target.port,
 		    SSL_get_version(ssl), SSL_session_reused(ssl) ?
 		    "session resumed" : "full handshake");
 }

@@ -48,13 +48,13 @@ transparent_refuse(struct session *s, enum sg_reason reason)
 static void
 deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 {
-	s->verdict.allow = 0;
+	s->x->verdict.allow = 0;
 	if (s->sniffed == SNIFF_HTTP) {
 		session_deny(s, status, reason, detail);
 		return;
 	}
 	s->logged = 1;
-	s->fwd.ip = s->orig_dst;	/* the row names the address refused */
+	s->x->fwd.ip = s->orig_dst;	/* the row names the address refused */
 	session_log(s, reason_verdict(reason), status, reason, 0, 0,
 	    &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
@@ -67,11 +67,11 @@ orig_listed(const struct session *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->n_addrs; i++)
-		if (netaddr_cmp(&s->addrs[i], &s->orig_dst) == 0)
+	for (i = 0; i < s->x->n_addrs; i++)
+		if (netaddr_cmp(&s->x->addrs[i], &s->orig_dst) == 0)
 			return 1;
 	return s->p->addrmem != NULL && addrmem_has(s->p->addrmem,
-	    s->ident.sandbox, s->target.host, &s->orig_dst);
+	    s->ident.sandbox, s->x->target.host, &s->orig_dst);
 }
 
 /*
@@ -139,14 +139,14 @@ named_resolved(struct session *s)
 	if (!orig_listed(s)) {
 		netaddr_ntop(&orig, ip, sizeof(ip));
 		snprintf(detail, sizeof(detail), "%s is not an address of %s",
-		    ip, s->target.host);
+		    ip, s->x->target.host);
 		deny(s, 403, REASON_IP_PROHIBITED, detail);
 		return;
 	}
-	s->addrs[0] = orig;
-	s->n_addrs = 1;
-	if (!upstream_check_addrs(s, s->addrs, 1)) {
-		deny(s, 403, s->verdict.reason, "original destination not allowed");
+	s->x->addrs[0] = orig;
+	s->x->n_addrs = 1;
+	if (!upstream_check_addrs(s, s->x->addrs, 1)) {
+		deny(s, 403, s->x->verdict.reason, "original destination not allowed");
 		return;
 	}
 	s->tunnel_open = 1;
@@ -155,7 +155,7 @@ named_resolved(struct session *s)
 		http_next_request(s);
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||
+	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||
 	    handed_out_intercepted(s, &t)) {
 		intercept(s);
 		return;
@@ -167,8 +167,8 @@ named_resolved(struct session *s)
 static void
 pass_unseen(struct session *s)
 {
-	if (!upstream_check_addrs(s, s->addrs, 1)) {
-		deny(s, 403, s->verdict.reason, "address not allowed");
+	if (!upstream_check_addrs(s, s->x->addrs, 1)) {
+		deny(s, 403, s->x->verdict.reason, "address not allowed");
 		return;
 	}
 	s->tunnel_open = 1;
@@ -187,8 +187,8 @@ decide_no_sni(struct session *s)
 	struct policy_target t;
 	enum sg_reason r;
 
-	s->addrs[0] = s->orig_dst;
-	s->n_addrs = 1;
+	s->x->addrs[0] = s->orig_dst;
+	s->x->n_addrs = 1;
 	/* The one path here that does not pass proxy_decide first. */
 	if (proxy_decide_audit(s) != REASON_NONE) {
 		deny(s, 503, REASON_AUDIT_UNAVAILABLE, NULL);
@@ -202,16 +202,16 @@ decide_no_sni(struct session *s)
 			deny(s, 403, r, "address not allowed");
 			return;
 		}
-		if (!upstream_check_addrs(s, s->addrs, 1)) {
-			deny(s, 403, s->verdict.reason, "address not allowed");
+		if (!upstream_check_addrs(s, s->x->addrs, 1)) {
+			deny(s, 403, s->x->verdict.reason, "address not allowed");
 			return;
 		}
 		intercept(s);
 		return;
 	}
-	if (decide_addr(s) != REASON_NONE || (!s->verdict.opaque &&
-	    !policy_verdict_report(&s->verdict, REASON_SNI_MISSING))) {
-		s->verdict.allow = 0;
+	if (decide_addr(s) != REASON_NONE || (!s->x->verdict.opaque &&
+	    !policy_verdict_report(&s->x->verdict, REASON_SNI_MISSING))) {
+		s->x->verdict.allow = 0;
 		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
 		    "passes only where a cidr rule with opaque: true allows it");
 		return;
@@ -232,17 +232,17 @@ decide_name(struct session *s, const char *host, size_t len)
 	in.port = s->orig_port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
-		    s->target.host, s->target.port, s->verdict.rule);
+		    s->x->target.host, s->x->target.port, s->x->verdict.rule);
 		deny(s, 0, r, detail);
 		return;
 	}
-	if (s->sniffed == SNIFF_TLS && s->target.is_ip) {
+	if (s->sniffed == SNIFF_TLS && s->x->target.is_ip) {
 		deny(s, 0, REASON_INVALID_HOST, "an address as SNI");
 		return;
 	}
-	if (s->sniffed == SNIFF_TLS && s->verdict.inspect &&
-	    s->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s) &&
-	    !policy_verdict_report(&s->verdict, REASON_NEEDS_INTERCEPT)) {
+	if (s->sniffed == SNIFF_TLS && s->x->verdict.inspect &&
+	    s->x->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s) &&
+	    !policy_verdict_report(&s->x->verdict, REASON_NEEDS_INTERCEPT)) {
 		deny(s, 403, REASON_NEEDS_INTERCEPT,
 		    "the rule limits methods or paths: it needs tls: intercept");
 		return;
@@ -272,15 +272,15 @@ decide_opaque(struct session *s)
 		deny(s, 0, r, "address not allowed");
 		return;
 	}
-	if ((s->sniffed == SNIFF_TLS ? s->verdict.inspect : !s->verdict.opaque) &&
-	    !policy_verdict_report(&s->verdict, s->sniffed == SNIFF_TLS ?
+	if ((s->sniffed == SNIFF_TLS ? s->x->verdict.inspect : !s->x->verdict.opaque) &&
+	    !policy_verdict_report(&s->x->verdict, s->sniffed == SNIFF_TLS ?
 	    REASON_NEEDS_INTERCEPT : REASON_PROTOCOL_DENY)) {
 		deny(s, 403, s->sniffed == SNIFF_TLS ? REASON_NEEDS_INTERCEPT :
 		    REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;
 	}
-	s->addrs[0] = s->orig_dst;
-	s->n_addrs = 1;
+	s->x->addrs[0] = s->orig_dst;
+	s->x->n_addrs = 1;
 	pass_unseen(s);
 }
 

@@ -26,7 +26,7 @@ static void
 tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
     const char *detail)
 {
-	s->verdict.allow = 0;
+	s->x->verdict.allow = 0;
 	session_log(s, VERDICT_DENY, 403, reason, 0, 0, &s->started);
 	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
 	if (tls)
@@ -41,12 +41,12 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	struct session *s = arg;
 
 	/* Nothing from the client: a server-speaks-first protocol, i.e. opaque. */
-	if (s->verdict.opaque && s->obev != NULL) {
+	if (s->x->verdict.opaque && s->obev != NULL) {
 		relay_start(s);
 		return;
 	}
 	if (s->obev == NULL &&
-	    policy_verdict_report(&s->verdict, REASON_PROTOCOL_DENY)) {
+	    policy_verdict_report(&s->x->verdict, REASON_PROTOCOL_DENY)) {
 		upstream_connect(s, relay_start);
 		return;
 	}
@@ -119,7 +119,7 @@ opaque_connected(struct session *s)
 void
 tunnel_start(struct session *s)
 {
-	if (s->verdict.opaque) {
+	if (s->x->verdict.opaque) {
 		upstream_connect(s, opaque_connected);
 		return;
 	}
@@ -144,20 +144,20 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		tunnel_refuse(s, 1, REASON_PROTOCOL_DENY, "malformed ClientHello");
 		return;
 	}
-	if (s->target.is_ip) {
+	if (s->x->target.is_ip) {
 		if (ch.has_sni) {
 			tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
 			    "SNI present in a tunnel to an IP address");
 			return;
 		}
 	} else if (!ch.has_sni ||
-	    policy_target_init(&t, ch.sni, ch.sni_len, s->target.port) == -1 ||
-	    t.is_ip || strcmp(t.host, s->target.host) != 0) {
+	    policy_target_init(&t, ch.sni, ch.sni_len, s->x->target.port) == -1 ||
+	    t.is_ip || strcmp(t.host, s->x->target.host) != 0) {
 		tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
 		    "SNI differs from the CONNECT name");
 		return;
 	}
-	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
+	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
 		evtimer_del(s->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
 		if (proxy_tls_intercept_client(s) == -1)
@@ -166,8 +166,8 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 			    "cannot set up interception");
 		return;
 	}
-	if (s->verdict.inspect &&
-	    !policy_verdict_report(&s->verdict, REASON_NEEDS_INTERCEPT)) {
+	if (s->x->verdict.inspect &&
+	    !policy_verdict_report(&s->x->verdict, REASON_NEEDS_INTERCEPT)) {
 		/* Methods and paths cannot be seen in a passed-through TLS stream. */
 		tunnel_refuse(s, 1, REASON_NEEDS_INTERCEPT,
 		    "the rule limits methods or paths: it needs tls: intercept");
@@ -217,12 +217,12 @@ tunnel_sniff(struct session *s)
 		http_next_request(s);
 		return;
 	}
-	if (s->verdict.opaque && s->obev != NULL) {
+	if (s->x->verdict.opaque && s->obev != NULL) {
 		relay_start(s);
 		return;
 	}
 	if (s->obev == NULL &&
-	    policy_verdict_report(&s->verdict, REASON_PROTOCOL_DENY)) {
+	    policy_verdict_report(&s->x->verdict, REASON_PROTOCOL_DENY)) {
 		upstream_connect(s, relay_start);
 		return;
 	}

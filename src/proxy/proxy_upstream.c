@@ -18,10 +18,10 @@ resolved(struct session *s, void (*next)(struct session *))
 {
 	char detail[512];
 
-	if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
+	if (!upstream_check_addrs(s, s->x->addrs, s->x->n_addrs)) {
 		snprintf(detail, sizeof(detail), "%s resolves to an address "
-		    "this policy may not reach", s->target.host);
-		session_deny(s, 403, s->verdict.reason, detail);
+		    "this policy may not reach", s->x->target.host);
+		session_deny(s, 403, s->x->verdict.reason, detail);
 		return;
 	}
 	next(s);
@@ -39,7 +39,7 @@ resolve_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	resolver_cancel(s->rq);
 	s->rq = NULL;
 	snprintf(detail, sizeof(detail), "cannot resolve %s: timeout",
-	    s->target.host);
+	    s->x->target.host);
 	session_deny(s, 504, REASON_DNS_ERROR, detail);
 }
 
@@ -56,7 +56,7 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 		evtimer_del(s->dns_timer);
 	if (result != RESOLVER_OK || n == 0) {
 		snprintf(detail, sizeof(detail), "cannot resolve %s: %s",
-		    s->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
+		    s->x->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
 		    result == RESOLVER_ETIMEOUT ? "timeout" : "lookup failed");
 		session_deny(s, result == RESOLVER_ETIMEOUT ? 504 : 502,
 		    REASON_DNS_ERROR, detail);
@@ -64,9 +64,9 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 	}
 	if (n > PROXY_MAX_ADDRS)
 		n = PROXY_MAX_ADDRS;
-	memcpy(s->addrs, addrs, n * sizeof(*addrs));
-	s->n_addrs = n;
-	s->addr_next = 0;
+	memcpy(s->x->addrs, addrs, n * sizeof(*addrs));
+	s->x->n_addrs = n;
+	s->x->addr_next = 0;
 	resolved(s, next);
 }
 
@@ -78,15 +78,15 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 
 	s->state = S_RESOLVING;
 	bufferevent_disable(s->cbev, EV_READ);
-	s->addr_next = 0;
-	if (s->target.is_ip) {
-		s->addrs[0] = s->target.ip;
-		s->n_addrs = 1;
+	s->x->addr_next = 0;
+	if (s->x->target.is_ip) {
+		s->x->addrs[0] = s->x->target.ip;
+		s->x->n_addrs = 1;
 		resolved(s, next);
 		return;
 	}
 	s->on_connected = next;
-	s->rq = resolver_lookup(s->w->resolver, s->target.host, resolve_cb, s);
+	s->rq = resolver_lookup(s->w->resolver, s->x->target.host, resolve_cb, s);
 	if (s->rq == NULL) {
 		session_deny(s, 502, REASON_DNS_ERROR, "resolver unavailable");
 		return;
@@ -123,10 +123,10 @@ connect_failed(struct session *s, int timed_out)
 	    REASON_UPSTREAM_CONNECT;
 
 	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
-	    s->target.host, s->target.port);
+	    s->x->target.host, s->x->target.port);
 	if (s->tunnel_open && !s->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
-		s->verdict.allow = 0;
+		s->x->verdict.allow = 0;
 		session_log(s, VERDICT_ERROR, status, reason, 0, 0,
 		    &s->started);
 		session_close(s, reason_close(reason));
@@ -143,7 +143,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		if (s->intercepted && s->kind != KIND_INGRESS)
 			proxy_tls_origin_connected(s, bev);
-		origin_bind_set(s, &s->addrs[s->addr_next - 1]);
+		origin_bind_set(s, &s->x->addrs[s->x->addr_next - 1]);
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_HWM);
 		s->on_connected(s);
@@ -156,19 +156,19 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (strstr(why, "rejected") != NULL ||
 		    strcmp(why, "origin TLS handshake failed") != 0) {
 			/* A bad origin certificate is never retried elsewhere. */
-			s->origin_addr = s->addrs[s->addr_next - 1];
+			s->origin_addr = s->x->addrs[s->x->addr_next - 1];
 			proxy_tls_bev_free(s->obev);
 			s->obev = NULL;
 			log_warnx("session %llu: %s:%u: %s",
-			    (unsigned long long)s->id, s->target.host,
-			    s->target.port, why);
+			    (unsigned long long)s->id, s->x->target.host,
+			    s->x->target.port, why);
 			session_deny(s, 502, REASON_UPSTREAM_TLS, why);
 			return;
 		}
 	}
 	proxy_tls_bev_free(s->obev);
 	s->obev = NULL;
-	if (s->addr_next >= s->n_addrs) {
+	if (s->x->addr_next >= s->x->n_addrs) {
 		connect_failed(s, (what & BEV_EVENT_TIMEOUT) != 0);
 		return;
 	}
@@ -183,10 +183,10 @@ try_next_addr(struct session *s)
 	socklen_t sslen;
 	uint32_t ms = s->p->cfg->connect_timeout_ms;
 
-	while (s->addr_next < s->n_addrs) {
-		const struct netaddr *a = &s->addrs[s->addr_next++];
+	while (s->x->addr_next < s->x->n_addrs) {
+		const struct netaddr *a = &s->x->addrs[s->x->addr_next++];
 
-		sslen = netaddr_to_sockaddr(a, s->target.port, &ss);
+		sslen = netaddr_to_sockaddr(a, s->x->target.port, &ss);
 		/* Ingress TLS ends at the gateway: the guest speaks plain HTTP. */
 		s->obev = s->intercepted && s->kind != KIND_INGRESS ?
 		    proxy_tls_origin_bev(s) :
@@ -216,6 +216,6 @@ upstream_connect(struct session *s, void (*next)(struct session *))
 	s->on_connected = next;
 	bufferevent_disable(s->cbev, EV_READ);
 	upstream_drop(s);
-	s->addr_next = 0;
+	s->x->addr_next = 0;
 	try_next_addr(s);
 }

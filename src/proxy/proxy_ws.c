@@ -111,11 +111,11 @@ ws_scrub_setup(struct session *s)
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n;
 
-	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
+	if (s->x->fwd.plan.n_bound == 0 || s->x->fwd.plan.snap == NULL)
 		return 0;
 	n = cred_scrub_lists(s, secrets, phs);
-	if (s->fwd.scrub == NULL && (s->fwd.scrub = vault_scrubber_new(
-	    s->fwd.plan.snap, secrets, phs, n)) == NULL) {
+	if (s->x->fwd.scrub == NULL && (s->x->fwd.scrub = vault_scrubber_new(
+	    s->x->fwd.plan.snap, secrets, phs, n)) == NULL) {
 		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
@@ -134,7 +134,7 @@ ws_raw_allowed(const struct session *s)
 {
 	if (s->kind == KIND_INGRESS)
 		return 1;
-	return !s->verdict.inspect && s->fwd.plan.n_bound == 0 &&
+	return !s->x->verdict.inspect && s->x->fwd.plan.n_bound == 0 &&
 	    !s->intercepted;
 }
 
@@ -163,10 +163,10 @@ ws_upgrade_exact(const struct http_header *hv, size_t n)
 static const char *
 ws_refusal(const struct session *s)
 {
-	if (s->verdict.inspect)
+	if (s->x->verdict.inspect)
 		return "the rule limits methods or paths: only Upgrade: "
 		    "websocket may pass";
-	if (s->fwd.plan.n_bound > 0)
+	if (s->x->fwd.plan.n_bound > 0)
 		return "only Upgrade: websocket may reach a credential's host";
 	return "an intercepted connection: only Upgrade: websocket may pass";
 }
@@ -187,7 +187,7 @@ ws_request_check(struct session *s, const struct http_request *req)
 	 */
 	if (u != NULL && u->value.len == 3 && strncasecmp(u->value.p, "h2c",
 	    3) == 0) {
-		s->fwd.drop_upgrade = 1;
+		s->x->fwd.drop_upgrade = 1;
 		return 0;
 	}
 	/*
@@ -218,7 +218,7 @@ void
 ws_upgrade_refuse(struct session *s, const char *detail)
 {
 	session_log(s, VERDICT_ERROR, 502, REASON_UPGRADE_REFUSED,
-	    s->fwd.bytes_up, s->fwd.bytes_down, &s->fwd.started);
+	    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
 	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
 }
 
@@ -263,10 +263,10 @@ ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
 	size_t n;
 
 	log_info("session %llu: websocket to %s:%u closed: %s",
-	    (unsigned long long)s->id, s->target.host, s->target.port, detail);
-	session_log(s, decision, s->fwd.status, reason, s->fwd.bytes_up,
-	    s->fwd.bytes_down, &s->fwd.started);
-	s->fwd.switched = 0;	/* its row is this one */
+	    (unsigned long long)s->id, s->x->target.host, s->x->target.port, detail);
+	session_log(s, decision, s->x->fwd.status, reason, s->x->fwd.bytes_up,
+	    s->x->fwd.bytes_down, &s->x->fwd.started);
+	s->x->fwd.switched = 0;	/* its row is this one */
 	s->state = S_FINISHING;	/* a write callback run by the adds stays out */
 	evbuffer_add_buffer(out, ws->down.stage);
 	if (ws->scrub || !ws->down.in_frame) {
@@ -369,11 +369,11 @@ ws_control_has_ph(struct session *s, struct ws_dir *d, struct evbuffer *in)
 		return 0;
 	if (ws_unmask_copy(s, d, in, d->fr.hlen, len, 0) == -1)
 		return 1;	/* cannot look: refuse rather than pass unseen */
-	saved = s->body_tail;
-	s->body_tail.len = 0;
-	found = cred_in_body(s, s->ws->tmp, len, len, s->fwd.plan.cred,
-	    sizeof(s->fwd.plan.cred));
-	s->body_tail = saved;
+	saved = s->x->body_tail;
+	s->x->body_tail.len = 0;
+	found = cred_in_body(s, s->ws->tmp, len, len, s->x->fwd.plan.cred,
+	    sizeof(s->x->fwd.plan.cred));
+	s->x->body_tail = saved;
 	return found;
 }
 
@@ -417,7 +417,7 @@ ws_scrub_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	evbuffer_add(ws->clean, pl, keep);
 	n = cred_scrub_lists(s, secrets, phs);
-	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n,
+	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n,
 	    (const char *)pl + keep, len - keep, ws->clean) == -1)
 		return -1;
 	if (evbuffer_get_length(ws->clean) > WS_CONTROL_MAX)
@@ -521,7 +521,7 @@ ws_client_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 			if (left > avail)
 				hold = cred_holdback(s->p, s->ws->tmp, avail);
 			found = cred_in_body(s, s->ws->tmp, avail, avail - hold,
-			    s->fwd.plan.cred, sizeof(s->fwd.plan.cred));
+			    s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred));
 		}
 		if (found) {
 			ws_misuse(s);
@@ -542,7 +542,7 @@ ws_origin_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 	evbuffer_drain(ws->tmp, evbuffer_get_length(ws->tmp));
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	evbuffer_remove_buffer(in, ws->tmp, avail);
-	if (vault_scrub(s->fwd.scrub, ws->tmp, ws->clean) == -1) {
+	if (vault_scrub(s->x->fwd.scrub, ws->tmp, ws->clean) == -1) {
 		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
 		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
@@ -569,7 +569,7 @@ ws_frame_end(struct session *s, struct ws_dir *d)
 	 * finishing also starts it afresh for the next message.
 	 */
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
-	if (vault_scrub_finish(s->fwd.scrub, ws->clean) == -1) {
+	if (vault_scrub_finish(s->x->fwd.scrub, ws->clean) == -1) {
 		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
 		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
@@ -710,7 +710,7 @@ ws_arrived_up_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
 	struct session *s = arg;
 
 	(void)b;
-	s->fwd.bytes_up += info->n_added;
+	s->x->fwd.bytes_up += info->n_added;
 }
 
 static void
@@ -720,7 +720,7 @@ ws_arrived_down_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
 	struct session *s = arg;
 
 	(void)b;
-	s->fwd.bytes_down += info->n_added;
+	s->x->fwd.bytes_down += info->n_added;
 }
 
 void
@@ -741,17 +741,17 @@ ws_relay_start(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	ws->scrub = s->fwd.scrub != NULL;
+	ws->scrub = s->x->fwd.scrub != NULL;
 	/* Frames that came with the 101, or right after the request, too. */
-	s->fwd.bytes_up += evbuffer_get_length(bufferevent_get_input(s->cbev));
-	s->fwd.bytes_down += evbuffer_get_length(bufferevent_get_input(s->obev));
+	s->x->fwd.bytes_up += evbuffer_get_length(bufferevent_get_input(s->cbev));
+	s->x->fwd.bytes_down += evbuffer_get_length(bufferevent_get_input(s->obev));
 	if (evbuffer_add_cb(bufferevent_get_input(s->cbev), ws_arrived_up_cb,
 	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
 	    ws_arrived_down_cb, s) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	memset(&s->body_tail, 0, sizeof(s->body_tail));
+	memset(&s->x->body_tail, 0, sizeof(s->x->body_tail));
 	s->state = S_RELAY;
 	if (s->timer != NULL)
 		evtimer_del(s->timer);

@@ -1,0 +1,135 @@
+/*
+ * Unit test of the exchange (proxy_exchange.c, issue 23 point 1): a new
+ * request's exchange holds nothing of the last one's -- verdict, status,
+ * path, counters, credential, addresses, the scanned body tail -- and
+ * starts from what the connection decided: inside a tunnel the tunnel's
+ * target, rule and checked addresses, on ingress the rule "ingress", on the
+ * explicit proxy nothing. The old one goes whole (ASan's leak check runs
+ * this under the sanitizer build).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "proxy/proxy_int.h"
+
+/* An exchange that has seen a whole request: every field written. */
+static void
+dirty(struct exchange *x)
+{
+	CHECK_INT(policy_target_init(&x->target, "used.example.com", 16, 443), 0);
+	x->verdict.allow = 1;
+	strcpy(x->verdict.rule, "p:allow[3]");
+	x->verdict.tls = POLICY_TLS_INTERCEPT;
+	x->fwd.request = 1;
+	x->fwd.status = 200;
+	x->fwd.bytes_up = 10;
+	x->fwd.bytes_down = 20;
+	x->fwd.switched = 1;
+	strcpy(x->fwd.method, "POST");
+	x->fwd.path = strdup("/secret/path");
+	CHECK(x->fwd.path != NULL);
+	strcpy(x->fwd.plan.cred, "gh");
+	CHECK_INT(netaddr_parse("198.18.0.9", 10, &x->fwd.ip), 0);
+	CHECK_INT(netaddr_parse("198.18.0.10", 11, &x->addrs[0]), 0);
+	x->n_addrs = 1;
+	x->addr_next = 1;
+	memcpy(x->body_tail.buf, "sg-ph", 5);
+	x->body_tail.len = 5;
+}
+
+/* Nothing of a request in x: what a new exchange may hold besides its seed. */
+static void
+check_fresh(const struct exchange *x, const char *name)
+{
+	CHECK_MSG(x->verdict.allow == 0 && x->verdict.tls == 0, "%s: verdict",
+	    name);
+	CHECK_MSG(x->fwd.request == 0 && x->fwd.status == 0 &&
+	    x->fwd.bytes_up == 0 && x->fwd.bytes_down == 0 &&
+	    x->fwd.switched == 0, "%s: request state", name);
+	CHECK_MSG(x->fwd.method[0] == '\0' && x->fwd.path == NULL, "%s: path",
+	    name);
+	CHECK_MSG(x->fwd.plan.cred[0] == '\0' && x->fwd.plan.x == NULL &&
+	    x->fwd.plan.snap == NULL, "%s: credential", name);
+	CHECK_MSG(x->fwd.ip.family == 0, "%s: ip", name);
+	CHECK_MSG(x->addr_next == 0 && x->body_tail.len == 0, "%s: progress",
+	    name);
+}
+
+static struct session *
+session_of(enum session_kind kind)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	CHECK(s != NULL);
+	s->kind = kind;
+	s->x = exchange_new();
+	CHECK(s->x != NULL);
+	return s;
+}
+
+static void
+done(struct session *s)
+{
+	exchange_free(s->x);
+	free(s);
+}
+
+int
+main(void)
+{
+	struct exchange *old;
+	struct session *s;
+
+	/* The explicit proxy: nothing carried at all. */
+	s = session_of(KIND_HTTP);
+	dirty(s->x);
+	old = s->x;
+	CHECK_INT(exchange_next(s), 0);
+	CHECK(s->x != old);
+	check_fresh(s->x, "http");
+	CHECK_STR(s->x->target.host, "");
+	CHECK_STR(s->x->verdict.rule, "");
+	CHECK_INT((int)s->x->n_addrs, 0);
+	done(s);
+
+	/* Ingress: its rule, nothing else. */
+	s = session_of(KIND_INGRESS);
+	dirty(s->x);
+	CHECK_INT(exchange_next(s), 0);
+	check_fresh(s->x, "ingress");
+	CHECK_STR(s->x->verdict.rule, "ingress");
+	CHECK_STR(s->x->target.host, "");
+	done(s);
+
+	/*
+	 * Inside a tunnel: the tunnel's decision, not the last request's
+	 * (whose target and addresses differ from it here).
+	 */
+	s = session_of(KIND_CONNECT);
+	s->tunnel_http = 1;
+	strcpy(s->tunnel_rule, "p:allow[0]");
+	CHECK_INT(policy_target_init(&s->tun_target, "tunnel.example.com", 18,
+	    8443), 0);
+	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun_addrs[0]), 0);
+	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->tun_addrs[1]), 0);
+	s->tun_n_addrs = 2;
+	dirty(s->x);
+	CHECK_INT(exchange_next(s), 0);
+	check_fresh(s->x, "tunnel");
+	CHECK_STR(s->x->verdict.rule, "p:allow[0]");
+	CHECK_STR(s->x->target.host, "tunnel.example.com");
+	CHECK_INT(s->x->target.port, 8443);
+	CHECK_INT((int)s->x->n_addrs, 2);
+	CHECK(netaddr_cmp(&s->x->addrs[1], &s->tun_addrs[1]) == 0);
+	/* ... and again: each request starts from the tunnel, not the last one. */
+	dirty(s->x);
+	CHECK_INT(exchange_next(s), 0);
+	check_fresh(s->x, "tunnel, second");
+	CHECK_STR(s->x->target.host, "tunnel.example.com");
+	CHECK_INT((int)s->x->n_addrs, 2);
+	done(s);
+
+	exchange_free(NULL);
+	return check_summary();
+}
