@@ -142,7 +142,7 @@ json_string(const char *s)
 /*
  * What explain says: the verdict, and what the gateway does with an allowed
  * connection: whether it terminates TLS (the rule says intercept, or a
- * credential of the sandbox's policy is bound to the host: SPEC §6) and which
+ * credential of the sandbox's policy is bound to the host: docs/tls.md) and which
  * credentials it swaps there, for which requests. Never a secret value: the
  * vault is not opened.
  */
