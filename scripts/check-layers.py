@@ -22,6 +22,7 @@ FOLDER_RANK = {
     "src/core": 0,
     "src/audit": 1,
     "src/vault": 1,
+    "src/parse": 1,
     "src/dns": 2,
     "src/sandbox": 2,
     "src/proxy": 3,

@@ -25,7 +25,7 @@
 #include "core/policy.h"
 #include "core/reason.h"
 #include "dns/dns.h"
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 #include "dns/resolver.h"
 
 #define DNS_SRV_UDP_BURST	64		/* datagrams per wakeup */

@@ -24,7 +24,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/policy.h"
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 #include "dns/resolver.h"
 
 #define RESOLVER_TIMEOUT_MS	2000	/* per try */

@@ -20,7 +20,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/h2_req.h"
+#include "parse/h2_req.h"
 #include "proxy/proxy_int.h"
 
 #define H2_BUF		(64 * 1024)	/* a stream's bytes held each way */

@@ -19,7 +19,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/ingress_host.h"
+#include "parse/ingress_host.h"
 #include "proxy/proxy_int.h"
 
 #define TOKEN_HEADER		"X-Sandgate-Token"

@@ -22,7 +22,7 @@
 #include "core/policy.h"
 #include "core/reason.h"
 #include "dns/resolver.h"
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 #include "proxy/proxy.h"
 
 #define PROXY_MAX_ADDRS		RESOLVER_MAX_ADDRS

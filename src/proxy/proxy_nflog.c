@@ -24,7 +24,7 @@
 #include "audit/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/pkt_flow.h"
+#include "parse/pkt_flow.h"
 #include "proxy/proxy_int.h"
 
 #define NFLOG_GROUP_FIRST	4200	/* groups tried, one per gateway */

@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
-#include "proxy/socks5.h"
+#include "parse/socks5.h"
 
 static void
 socks_send(struct session *s, uint8_t rep)

@@ -18,7 +18,7 @@
 #include "dns/dns.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
-#include "proxy/tls_sni.h"
+#include "parse/tls_sni.h"
 
 #ifndef IP6T_SO_ORIGINAL_DST
 #define IP6T_SO_ORIGINAL_DST	80

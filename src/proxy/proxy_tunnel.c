@@ -11,7 +11,7 @@
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
-#include "proxy/tls_sni.h"
+#include "parse/tls_sni.h"
 
 static void	relay_read_cb(struct bufferevent *, void *);
 static void	relay_write_cb(struct bufferevent *, void *);

@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
-#include "proxy/ws_frame.h"
+#include "parse/ws_frame.h"
 #include "vault/vault.h"
 
 /* One direction's framing state. */

@@ -21,7 +21,7 @@
 
 #include "check.h"
 #include "core/config.h"
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 #include "dns/resolver.h"
 #include "helper_dns.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

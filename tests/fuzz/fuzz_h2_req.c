@@ -19,8 +19,8 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "proxy/h2_req.h"
-#include "proxy/http_parse.h"
+#include "parse/h2_req.h"
+#include "parse/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

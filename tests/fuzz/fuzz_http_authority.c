@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

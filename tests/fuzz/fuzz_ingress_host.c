@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/ingress_host.h"
+#include "parse/ingress_host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

@@ -1,12 +1,12 @@
 /*
- * libFuzzer target for the dropped-packet parser (src/proxy/pkt_flow.c):
+ * libFuzzer target for the dropped-packet parser (src/parse/pkt_flow.c):
  * memory safety and the invariants of what it returns.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/pkt_flow.h"
+#include "parse/pkt_flow.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

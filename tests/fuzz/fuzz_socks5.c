@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "proxy/socks5.h"
+#include "parse/socks5.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

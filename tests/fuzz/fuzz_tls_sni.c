@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/tls_sni.h"
+#include "parse/tls_sni.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

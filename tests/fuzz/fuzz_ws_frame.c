@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/ws_frame.h"
+#include "parse/ws_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

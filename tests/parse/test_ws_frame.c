@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/ws_frame.h"
+#include "parse/ws_frame.h"
 
 struct frame_case {
 	const char	*name;

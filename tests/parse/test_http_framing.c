@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 
 #define RAW(s)	(s), (sizeof(s) - 1)
 

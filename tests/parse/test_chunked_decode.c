@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 
 struct sink {
 	char	buf[256];

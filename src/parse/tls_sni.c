@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "proxy/tls_sni.h"
+#include "parse/tls_sni.h"
 
 #define TLS_REC_HDR		5
 #define TLS_REC_MAX		(16384 + 2048)

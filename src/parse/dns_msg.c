@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 
 #define DNS_RR_FIXED	10	/* type, class, ttl, rdlength */
 #define DNS_OPT_FIXED	11	/* root owner and the fixed part */

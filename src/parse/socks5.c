@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "proxy/socks5.h"
+#include "parse/socks5.h"
 
 int
 socks5_parse_greeting(const uint8_t *buf, size_t len,

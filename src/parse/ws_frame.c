@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "proxy/ws_frame.h"
+#include "parse/ws_frame.h"
 
 static int
 ws_opcode_known(unsigned op)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "dns/dns_msg.h"
+#include "parse/dns_msg.h"
 
 /* ---- building messages from a compact notation ---- */
 

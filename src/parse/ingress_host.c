@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "proxy/ingress_host.h"
+#include "parse/ingress_host.h"
 
 #define TOKEN_NAME	"sg_token"
 

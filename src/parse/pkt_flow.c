@@ -6,7 +6,7 @@
 #include <string.h>
 #include <netinet/in.h>
 
-#include "proxy/pkt_flow.h"
+#include "parse/pkt_flow.h"
 
 int
 pkt_flow_parse(const unsigned char *b, size_t len, struct pkt_flow *out)

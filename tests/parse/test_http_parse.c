@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 
 #define RAW(s)	(s), (sizeof(s) - 1)
 #define OK	1000	/* the whole input is the head */

@@ -1,11 +1,11 @@
 /*
- * Unit tests of the dropped-packet parser (src/proxy/pkt_flow.c): UDP, TCP,
+ * Unit tests of the dropped-packet parser (src/parse/pkt_flow.c): UDP, TCP,
  * ICMP and other protocols, IP options, fragments, truncation, non-IPv4.
  */
 #include <string.h>
 
 #include "check.h"
-#include "proxy/pkt_flow.h"
+#include "parse/pkt_flow.h"
 
 /* An IPv4 header 198.18.0.2 -> 198.19.7.2 with ihl words, then l4. */
 static size_t

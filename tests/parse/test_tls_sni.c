@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/tls_sni.h"
+#include "parse/tls_sni.h"
 
 #define OK	TLS_CH_OK
 #define NEED	TLS_CH_NEED_MORE

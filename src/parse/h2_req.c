@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proxy/h2_req.h"
+#include "parse/h2_req.h"
 
 void
 h2_req_init(struct h2_req *r, char *fields, char *cookie, size_t cap,

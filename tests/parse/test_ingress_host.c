@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/ingress_host.h"
+#include "parse/ingress_host.h"
 
 #define OK	INGRESS_HOST_OK
 #define BAD	INGRESS_HOST_BAD

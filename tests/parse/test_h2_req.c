@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/h2_req.h"
+#include "parse/h2_req.h"
 
 #define CAP	1024
 

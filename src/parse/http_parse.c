@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/http_parse.h"
+#include "parse/http_parse.h"
 
 #define HTTP_DEFAULT_MAX_LINE	8192
 #define HTTP_DEFAULT_MAX_HEAD	65536

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/socks5.h"
+#include "parse/socks5.h"
 
 struct req_case {
 	const char	*name;
