@@ -69,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 #define FZ_PH		"sg-ph-fuzzplaceholder00000001"
 #define FZ_CRED		"api"
 #define FZ_BOUND	2		/* index of api.test in fz_hosts */
-#define FZ_MAX_CLIENTS	4
+#define FZ_MAX_CLIENTS	8
+#define FZ_OLD_CLIENTS	4		/* what op 6 chooses among */
 #define FZ_MAX_ORIGINS	24
 #define FZ_MAX_REQS	64
 #define FZ_MAX_ROWS	128
@@ -78,6 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 #define FZ_MAX_ROUNDS	3000
 #define FZ_MAX_SCRIPT	16
 #define FZ_MAX_FORMS	12
+#define FZ_EXT_CLIENT	0xfa5a		/* in the harness clients' ClientHellos */
+#define FZ_TOKEN	"fz-token"	/* sandbox fz's proxy token */
+#define FZ_TOKEN_SHA	"bc5c87140ef5db52ff2c401b1dbd326f84dfa511de9adebec3fa507d2741970e"
+#define FZ_TOKEN2	"fz2-token"	/* sandbox fz2: policy default */
+#define FZ_TOKEN2_SHA	"0d1b5259563f18cbdae65c88ca900d18df448600f805a676e51b21f3ea219afe"
 
 /* The table resolver; index = origin identity. */
 static const struct {
@@ -92,8 +98,35 @@ static const struct {
 	{ "x.test",	{ "198.18.0.6", NULL } },	/* no rule */
 	{ "p.test",	{ "10.0.0.1", NULL } },		/* internal: step 4 */
 	{ "m.test",	{ "198.18.0.7", "10.0.0.2" } },	/* mixed: step 4 */
+	/* Reached only by the ops from 240 on (the others keep % FZ_N_OLD). */
+	{ "t.test",	{ "198.18.0.8", NULL } },	/* passthrough */
+	{ "six.test",	{ "2001:db8::6", NULL } },	/* passthrough, IPv6 */
 };
 #define FZ_N_HOSTS	(sizeof(fz_hosts) / sizeof(fz_hosts[0]))
+#define FZ_N_OLD	8
+#define FZ_T		8		/* index of t.test */
+#define FZ_SIX		9
+
+/*
+ * Destinations written as addresses (SOCKS5 ATYP 1 and 4, the transparent
+ * listener's original destination): whose address it is (-1: nobody's), and
+ * whether a cidr rule of fz_policy allows it.
+ */
+static const struct {
+	const char	*addr;
+	int		 host;
+	int		 cidr_allowed;
+} fz_ips[] = {
+	{ "198.18.0.8",		FZ_T,	1 },
+	{ "198.18.0.2",		1,	0 },	/* b.test's: names only */
+	{ "10.0.0.1",		6,	0 },
+	{ "203.0.113.7",	-1,	0 },	/* nobody's: never connected to */
+	{ "198.18.0.5",		4,	0 },	/* d.test's */
+	{ "2001:db8::6",	FZ_SIX,	1 },
+	{ "2001:db8::7",	-1,	0 },
+	{ "::1",		-1,	0 },
+};
+#define FZ_N_IPS	(sizeof(fz_ips) / sizeof(fz_ips[0]))
 
 struct fz_buf {
 	unsigned char	*p;
@@ -110,19 +143,25 @@ struct fz_peer {
 	int		 is_origin;
 	int		 sniffed;	/* origin: first byte seen */
 	int		 tls;		/* origin: spoke TLS */
+	int		 passthrough;	/* origin: the ClientHello was a client's */
 	struct fz_buf	 out;		/* plaintext to send */
 	struct fz_buf	 in;		/* plaintext received */
 	struct fz_buf	 sent;		/* everything sent (plaintext) */
 	/* origin */
 	int		 host;
 	uint16_t	 port;
-	char		 ip[INET_ADDRSTRLEN];	/* what the gateway connected to */
+	char		 ip[INET6_ADDRSTRLEN];	/* what the gateway connected to */
 	size_t		 parse_off;
 	int		 raw;		/* after a 101: bytes only */
 	int		 closing;	/* close once out is written */
 	/* client */
 	int		 tunnel_host;	/* last CONNECT's host, -1 none */
 	int		 raw_used;	/* wrote bytes no template made */
+	int		 listener;	/* LISTENER_HTTP, _SOCKS5, ... */
+	/* SOCKS5: what the model of fz_policy says of the request */
+	int		 socks_sent;	/* a CONNECT request was written */
+	int		 socks_may;	/* success allowed: identity and destination */
+	char		 socks_dest[80];
 };
 
 struct fz_req {
@@ -263,9 +302,9 @@ fz_dump_rows(void)
 	fprintf(stderr, "audit rows of this input:\n");
 	for (i = 0; i < fz.n_rows; i++) {
 		const struct fz_row *r = &fz.rows[i];
-		fprintf(stderr, "  [%d] %s %s host=%s port=%d method=%s path=%s "
+		fprintf(stderr, "  [%d] %s %s host=%s port=%d ip=%s method=%s path=%s "
 		    "status=%d rule=%s reason=%s credential=%s bytes_up=%lld "
-		    "client=%d\n", i, r->kind, r->decision, r->host, r->port,
+		    "client=%d\n", i, r->kind, r->decision, r->host, r->port, r->ip,
 		    r->method, r->path, r->status, r->rule, r->reason,
 		    r->credential, (long long)r->bytes_up, r->client);
 	}
@@ -445,30 +484,39 @@ int
 connect(int fd, const struct sockaddr *sa, socklen_t salen)
 {
 	const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-	char abuf[INET_ADDRSTRLEN];
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+	char abuf[INET6_ADDRSTRLEN];
 	struct fz_peer *o;
+	uint16_t port;
 	size_t i, k;
 	int sp[2];
 
 	if (!fz.active || (sa->sa_family != AF_INET &&
 	    sa->sa_family != AF_INET6))
 		return (int)syscall(SYS_connect, fd, sa, salen);
-	if (sa->sa_family == AF_INET6)
-		fz_fail("the gateway connected to an IPv6 address; no allowed "
-		    "name resolves to one");
-	inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+	if (sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &sin6->sin6_addr, abuf, sizeof(abuf));
+		port = ntohs(sin6->sin6_port);
+	} else {
+		inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+		port = ntohs(sin->sin_port);
+	}
 	for (i = 0; i < FZ_N_HOSTS; i++)
 		for (k = 0; k < 2 && fz_hosts[i].addr[k] != NULL; k++)
 			if (strcmp(fz_hosts[i].addr[k], abuf) == 0)
 				goto found;
 	/* Never the network: only names of the table may be reached. */
 	fz_fail("the gateway connected to %s:%u, which no allowed name "
-	    "resolves to", abuf, ntohs(sin->sin_port));
+	    "resolves to", abuf, port);
 found:
 	if (strncmp(abuf, "10.", 3) == 0)
 		fz_fail("the gateway connected to %s:%u, an internal address "
-		    "no allow_private covers (%s)", abuf, ntohs(sin->sin_port),
+		    "no allow_private covers (%s)", abuf, port,
 		    fz_hosts[i].name);
+	/* d.test is denied, x.test has no rule, and no cidr rule covers either. */
+	if (i == 4 || i == 5)
+		fz_fail("the gateway connected to %s:%u, the address of %s, "
+		    "which no rule allows", abuf, port, fz_hosts[i].name);
 	if (fz.n_origins == FZ_MAX_ORIGINS) {
 		errno = ECONNREFUSED;
 		return -1;
@@ -487,7 +535,7 @@ found:
 	o->fd = sp[1];
 	o->is_origin = 1;
 	o->host = (int)i;
-	o->port = ntohs(sin->sin_port);
+	o->port = port;
 	snprintf(o->ip, sizeof(o->ip), "%s", abuf);
 	return 0;
 }
@@ -514,6 +562,7 @@ peer_pump(struct fz_peer *c)
 			c->tls = 1;
 			if ((c->ssl = SSL_new(fz.octx[c->host])) == NULL)
 				abort();
+			SSL_set_app_data(c->ssl, c);
 			SSL_set_fd(c->ssl, c->fd);
 			SSL_set_accept_state(c->ssl);
 		}
@@ -915,7 +964,7 @@ fz_run(void)
 }
 
 static struct fz_peer *
-client_new(void)
+client_new(int listener)
 {
 	struct sockaddr_in sin;
 	struct fz_peer *c;
@@ -931,13 +980,14 @@ client_new(void)
 	sin.sin_port = htons((uint16_t)(40000 + fz.n_clients));
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	atomic_fetch_add(&fz.p->n_conns, 1);
-	if (session_new(fz.w, LISTENER_HTTP, sp[0], (struct sockaddr *)&sin,
-	    sizeof(sin)) == NULL)
-		abort();
 	c = &fz.clients[fz.n_clients++];
 	memset(c, 0, sizeof(*c));
 	c->fd = sp[1];
 	c->tunnel_host = -1;
+	c->listener = listener;
+	if (session_new(fz.w, (enum listener_kind)listener, sp[0],
+	    (struct sockaddr *)&sin, sizeof(sin)) == NULL)
+		abort();
 	return c;
 }
 
@@ -1043,7 +1093,7 @@ static void
 op_request(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
-	int host = (p1 & 7) % (int)FZ_N_HOSTS;
+	int host = p1 & 7;
 	int method = ((p1 >> 3) & 7) % 5, path = (p2 & 7) % 6;
 	struct fz_buf b = { NULL, 0, 0 };
 	char line[1200];
@@ -1073,7 +1123,7 @@ static void
 op_connect(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p = next8(in);
-	int host = p % FZ_N_HOSTS;
+	int host = p % FZ_N_OLD;
 	uint16_t port = ports[(p >> 4) % 3];
 	char line[256];
 
@@ -1089,7 +1139,7 @@ op_tls(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p = next8(in);
 	int host = c->tunnel_host >= 0 && !(p & 0x80) ? c->tunnel_host :
-	    p % (int)FZ_N_HOSTS;
+	    p % (int)FZ_N_OLD;
 
 	if (c->ssl != NULL)
 		return;
@@ -1098,6 +1148,169 @@ op_tls(struct fz_peer *c, struct fz_in *in)
 		abort();
 	SSL_set_fd(c->ssl, c->fd);
 	SSL_set_tlsext_host_name(c->ssl, fz_hosts[host].name);
+	SSL_set_connect_state(c->ssl);
+	if (c->tunnel_host < 0)
+		c->tunnel_host = host;
+}
+
+/*
+ * fz_policy as a model, for a tunnel asked for by name (host) or address
+ * (ip): sandbox fz reaches the names whose allow rule comes first and whose
+ * addresses are all public or allow_private, and the addresses a cidr rule
+ * names, on the default ports 80 and 443; fz2 (policy default) nothing.
+ */
+static int
+fz_may_tunnel(int host, const char *ip, uint16_t port)
+{
+	size_t i;
+
+	if (port != 80 && port != 443)
+		return 0;
+	if (ip != NULL) {
+		for (i = 0; i < FZ_N_IPS; i++)
+			if (strcmp(fz_ips[i].addr, ip) == 0)
+				return fz_ips[i].cidr_allowed;
+		return 0;
+	}
+	return host == 0 || host == 1 || host == FZ_BOUND || host == 3 ||
+	    host == FZ_T || host == FZ_SIX;
+}
+
+/*
+ * A new SOCKS5 client: greeting (no auth, user/pass, both, or nothing
+ * acceptable), user/pass when the gateway is to choose it (fz's token, a
+ * wrong one, fz2's, an unknown id), then CONNECT (or BIND) by name, IPv4,
+ * IPv6 (an IPv4-mapped one too) or an unknown address type; all at once,
+ * as a client that does not wait for the replies.
+ */
+static struct fz_peer *
+op_socks(struct fz_in *in)
+{
+	static const uint8_t greets[4][4] = { { 5, 1, 0 }, { 5, 1, 2 },
+	    { 5, 2, 2, 0 }, { 5, 1, 0x80 } };
+	static const size_t greet_len[4] = { 3, 3, 4, 3 };
+	static const char *const users[4][2] = { { "fz", FZ_TOKEN },
+	    { "fz", "fz-wrong" }, { "fz2", FZ_TOKEN2 }, { "zz", FZ_TOKEN } };
+	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
+	int g = p1 & 3, cred = (p1 >> 2) & 3, atyp = (p1 >> 4) & 3;
+	int bind = (p1 >> 6) & 1, ident_ok, host = -1;
+	uint16_t port = ports[p3 % 3];
+	unsigned char a6[16];
+	char dest[64];
+	const char *ip = NULL;
+	struct fz_peer *c;
+	uint8_t msg[320];
+	size_t n = 0, l;
+
+	if ((c = client_new(LISTENER_SOCKS5)) == NULL)
+		return NULL;
+	peer_send(c, greets[g], greet_len[g]);
+	if (g == 1 || g == 2) {
+		msg[n++] = 1;
+		msg[n++] = (uint8_t)(l = strlen(users[cred][0]));
+		memcpy(msg + n, users[cred][0], l);
+		n += l;
+		msg[n++] = (uint8_t)(l = strlen(users[cred][1]));
+		memcpy(msg + n, users[cred][1], l);
+		n += l;
+		ident_ok = cred == 0;
+	} else
+		ident_ok = g == 0;
+	msg[n++] = 5;
+	msg[n++] = bind ? 2 : 1;
+	msg[n++] = 0;
+	if (atyp == 0) {
+		host = p2 % (int)FZ_N_HOSTS;
+		snprintf(dest, sizeof(dest), "%s", fz_hosts[host].name);
+		msg[n++] = 3;
+		msg[n++] = (uint8_t)(l = strlen(dest));
+		memcpy(msg + n, dest, l);
+		n += l;
+	} else if (atyp == 3) {
+		snprintf(dest, sizeof(dest), "?");
+		memcpy(msg + n, "\x05\xc6\x12\x00\x08", 5);	/* ATYP 5 */
+		n += 5;
+	} else {
+		size_t i = p2 % FZ_N_IPS;
+
+		ip = fz_ips[i].addr;
+		host = fz_ips[i].host;
+		snprintf(dest, sizeof(dest), "%s", ip);
+		if (inet_pton(AF_INET, ip, a6 + 12) == 1) {
+			if (atyp == 2) {
+				/* The same address IPv4-mapped: ::ffff:a.b.c.d */
+				memset(a6, 0, 10);
+				a6[10] = a6[11] = 0xff;
+				msg[n++] = 4;
+				memcpy(msg + n, a6, 16);
+				n += 16;
+			} else {
+				msg[n++] = 1;
+				memcpy(msg + n, a6 + 12, 4);
+				n += 4;
+			}
+		} else {
+			if (inet_pton(AF_INET6, ip, a6) != 1)
+				abort();
+			msg[n++] = 4;
+			memcpy(msg + n, a6, 16);
+			n += 16;
+		}
+	}
+	msg[n++] = (uint8_t)(port >> 8);
+	msg[n++] = (uint8_t)port;
+	peer_send(c, msg, n);
+	c->socks_sent = !bind && atyp != 3;
+	c->socks_may = ident_ok && fz_may_tunnel(host, ip, port);
+	snprintf(c->socks_dest, sizeof(c->socks_dest), "%s:%u", dest, port);
+	c->tunnel_host = host;
+	if (!bind && atyp != 3)
+		sent_note(c, "CONNECT", "", dest, 0);
+	return c;
+}
+
+static void	op_tls_sni(struct fz_peer *, struct fz_in *);
+
+/* Ops 240 and up: the listeners and tunnels beyond the HTTP proxy's. */
+static void
+fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
+{
+	struct fz_peer *c;
+
+	switch (op) {
+	case 0:
+		if ((c = op_socks(in)) != NULL)
+			*cp = c;
+		break;
+	case 1:
+		op_tls_sni(*cp, in);
+		break;
+	}
+}
+
+/*
+ * TLS from the client with a chosen SNI: the tunnel's name, none (as to an
+ * address), another name of the table, or the tunnel's with a trailing dot.
+ */
+static void
+op_tls_sni(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	int kind = p & 3, host = c->tunnel_host;
+	char name[64];
+
+	if (c->ssl != NULL)
+		return;
+	if (kind == 2 || host < 0)
+		host = (p >> 2) % (int)FZ_N_HOSTS;
+	fz_run();		/* the tunnel's answer first, in plain */
+	if ((c->ssl = SSL_new(fz.cctx)) == NULL)
+		abort();
+	SSL_set_fd(c->ssl, c->fd);
+	snprintf(name, sizeof(name), kind == 3 ? "%s." : "%s",
+	    fz_hosts[host].name);
+	if (kind != 1)
+		SSL_set_tlsext_host_name(c->ssl, name);
 	SSL_set_connect_state(c->ssl);
 	if (c->tunnel_host < 0)
 		c->tunnel_host = host;
@@ -1112,6 +1325,10 @@ fz_run_ops(struct fz_in *in)
 
 	while (in->off < in->len) {
 		op = next8(in);
+		if (op >= 240) {
+			fz_run_new_op(&c, (uint8_t)(op - 240), in);
+			continue;
+		}
 		switch (op % 10) {
 		case 0:
 		case 1:
@@ -1135,10 +1352,10 @@ fz_run_ops(struct fz_in *in)
 			fz_run();
 			break;
 		case 6:		/* another client connection */
-			n = next8(in) % FZ_MAX_CLIENTS;
+			n = next8(in) % FZ_OLD_CLIENTS;
 			if ((int)n < fz.n_clients)
 				c = &fz.clients[n];
-			else if (client_new() != NULL)
+			else if (client_new(LISTENER_HTTP) != NULL)
 				c = &fz.clients[fz.n_clients - 1];
 			break;
 		case 7:		/* the origins' next answers */
@@ -1229,6 +1446,7 @@ fz_trace(void)
 		fprintf(stderr, "  origin %s:%u%s got %s %s body=%zu%s\n",
 		    fz_hosts[fz.origins[fz.reqs[i].origin].host].name,
 		    fz.origins[fz.reqs[i].origin].port,
+		    fz.origins[fz.reqs[i].origin].passthrough ? " (TLS passthrough)" :
 		    fz.origins[fz.reqs[i].origin].tls ? " (TLS)" : "",
 		    fz.reqs[i].method, fz.reqs[i].target, fz.reqs[i].body_raw,
 		    fz.reqs[i].has_secret ? " SECRET" : "");
@@ -1250,7 +1468,9 @@ fz_check_rows(void)
 {
 	/* fz_policy's allow rules, in order; d.test's is shadowed by deny[0]. */
 	static const char *const allow_hosts[] = { "a.test", "b.test",
-	    "api.test", "i.test", "d.test", "p.test", "m.test" };
+	    "api.test", "i.test", "d.test", "p.test", "m.test", "t.test",
+	    "six.test", "198.18.0.8", "2001:db8::6" };
+	const int n_allow = (int)(sizeof(allow_hosts) / sizeof(allow_hosts[0]));
 	int i, k;
 
 	for (i = 0; i < fz.n_rows; i++) {
@@ -1258,7 +1478,7 @@ fz_check_rows(void)
 		int connect = strcmp(r->method, "CONNECT") == 0, n;
 
 		if (sscanf(r->rule, "fz:allow[%d]", &n) == 1 && (n < 0 ||
-		    n >= 7 || strcmp(allow_hosts[n], r->host) != 0))
+		    n >= n_allow || strcmp(allow_hosts[n], r->host) != 0))
 			fz_fail("audit row [%d] for %s names rule %s", i,
 			    r->host, r->rule);
 		if (strcmp(r->rule, "fz:deny[0]") == 0 &&
@@ -1266,8 +1486,10 @@ fz_check_rows(void)
 			fz_fail("audit row [%d] for %s names rule %s", i,
 			    r->host, r->rule);
 
+		/* A SOCKS5 refusal before the request was read names no host. */
 		if (r->client < 0 || r->client >= fz.n_clients ||
-		    fz.clients[r->client].raw_used || r->method[0] == '\0')
+		    fz.clients[r->client].raw_used || r->method[0] == '\0' ||
+		    (connect && r->host[0] == '\0'))
 			continue;
 		for (k = 0; k < fz.n_sent; k++) {
 			const struct fz_sent *t = &fz.sent[k];
@@ -1288,6 +1510,74 @@ fz_check_rows(void)
 	}
 }
 
+/*
+ * An origin connection that carries a client's own bytes (a passthrough
+ * tunnel) was opened under one tunnel row that allowed it: for that origin's
+ * name or address, port and the address connected to.
+ */
+static void
+fz_check_tunnels(void)
+{
+	int i, k;
+
+	for (i = 0; i < fz.n_origins; i++) {
+		const struct fz_peer *o = &fz.origins[i];
+
+		if (!o->passthrough)
+			continue;
+		for (k = 0; k < fz.n_rows; k++) {
+			struct fz_row *r = &fz.rows[k];
+
+			if (r->used || strcmp(r->decision, "allow") != 0 ||
+			    strcmp(r->method, "CONNECT") != 0 ||
+			    r->port != o->port || strcmp(r->ip, o->ip) != 0 ||
+			    (strcmp(r->host, fz_hosts[o->host].name) != 0 &&
+			    strcmp(r->host, o->ip) != 0))
+				continue;
+			r->used = 1;
+			break;
+		}
+		if (k == fz.n_rows)
+			fz_fail("origin %s:%u (%s) carried a client's TLS "
+			    "(passthrough) and no allow row of a tunnel to it "
+			    "matches", fz_hosts[o->host].name, o->port, o->ip);
+	}
+}
+
+/*
+ * A SOCKS5 success reply only where fz_policy allows the destination to the
+ * identity the client gave: the method reply, the user/pass status (when
+ * the gateway chose it), then the request's reply.
+ */
+static void
+fz_check_socks(void)
+{
+	int i;
+
+	for (i = 0; i < fz.n_clients; i++) {
+		const struct fz_peer *c = &fz.clients[i];
+		const unsigned char *b = c->in.p;
+		size_t len = c->in.len, off;
+
+		if (c->listener != LISTENER_SOCKS5 || !c->socks_sent || len < 2)
+			continue;
+		if (b[1] == 2) {
+			if (len < 4 || b[2] != 1 || b[3] != 0)
+				continue;
+			off = 4;
+		} else if (b[1] == 0)
+			off = 2;
+		else
+			continue;
+		if (len - off < 10 || b[off] != 5)
+			continue;
+		if (b[off + 1] == 0 && !c->socks_may)
+			fz_fail("SOCKS5 client %d was told success for %s, which "
+			    "fz_policy does not allow to the identity it gave", i,
+			    c->socks_dest);
+	}
+}
+
 static void
 fz_check(int secret_ok)
 {
@@ -1300,10 +1590,13 @@ fz_check(int secret_ok)
 		struct fz_req *q = &fz.reqs[i];
 		const struct fz_peer *o = &fz.origins[q->origin];
 
-		if (q->has_secret && (o->host != FZ_BOUND || !o->tls))
+		if (q->has_secret && (o->host != FZ_BOUND || !o->tls ||
+		    o->passthrough))
 			fz_fail("origin %s:%u (%s) received the secret in %s %s",
 			    fz_hosts[o->host].name, o->port, o->tls ? "TLS" :
 			    "plain", q->method, q->target);
+		if (o->passthrough)
+			continue;	/* the gateway saw no request: fz_check_tunnels */
 		unswap(q->target, sizeof(q->target));
 		for (k = 0; k < fz.n_rows; k++)
 			if (row_matches(&fz.rows[k], q, o))
@@ -1316,7 +1609,9 @@ fz_check(int secret_ok)
 			    q->has_secret ? ", with the secret" : "");
 		fz.rows[k].used = 1;
 	}
+	fz_check_tunnels();
 	fz_check_rows();
+	fz_check_socks();
 	if (!secret_ok)
 		return;
 	for (i = 0; i < fz.n_origins; i++) {
@@ -1409,6 +1704,10 @@ static const char fz_policy[] =
     "  - id: fz\n"
     "    policy: fz\n"
     "    source: [127.0.0.1/32]\n"
+    "    token_sha256: \"" FZ_TOKEN_SHA "\"\n"
+    "  - id: fz2\n"			/* SOCKS5 user/pass only: denies all */
+    "    policy: default\n"
+    "    token_sha256: \"" FZ_TOKEN2_SHA "\"\n"
     "policies:\n"
     "  - name: fz\n"
     "    allow:\n"
@@ -1425,9 +1724,13 @@ static const char fz_policy[] =
     "      - host: d.test\n"
     "      - host: p.test\n"
     "      - host: m.test\n"
+    "      - host: t.test\n"		/* allow[7]: passthrough */
+    "      - host: six.test\n"
+    "      - cidr: 198.18.0.8/32\n"	/* allow[9] */
+    "      - cidr: 2001:db8::6/128\n"
     "    deny:\n"
     "      - host: d.test\n"
-    "    allow_private: [198.18.0.0/15]\n"
+    "    allow_private: [198.18.0.0/15, 2001:db8::/32]\n"
     "    credentials: [" FZ_CRED "]\n"
     "credentials:\n"
     "  - name: " FZ_CRED "\n"
@@ -1435,6 +1738,36 @@ static const char fz_policy[] =
     "    hosts: [api.test]\n"
     "    query: true\n"
     "    placeholder: \"" FZ_PH "\"\n";
+
+/*
+ * The harness clients mark their ClientHellos with an extension of their
+ * own, which the gateway's never carry: an origin that sees it is the far
+ * end of a passthrough tunnel, not of a connection the gateway made.
+ */
+static int
+client_ext_add(SSL *ssl, unsigned int type, unsigned int context,
+    const unsigned char **out, size_t *outlen, X509 *x, size_t chainidx,
+    int *al, void *arg)
+{
+	static const unsigned char mark[] = "fz";
+
+	*out = mark;
+	*outlen = 2;
+	return 1;
+}
+
+/* An origin's view of that extension (OpenSSL keeps only registered ones). */
+static int
+origin_ext_parse(SSL *ssl, unsigned int type, unsigned int context,
+    const unsigned char *in, size_t inlen, X509 *x, size_t chainidx, int *al,
+    void *arg)
+{
+	struct fz_peer *o = SSL_get_app_data(ssl);
+
+	if (o != NULL)
+		o->passthrough = 1;
+	return 1;
+}
 
 static SSL_CTX *
 origin_ctx(const char *name)
@@ -1446,6 +1779,9 @@ origin_ctx(const char *name)
 	if (ctx == NULL || ca_leaf(fz.oca, name, 0, &leaf, &key) == -1 ||
 	    SSL_CTX_use_certificate(ctx, leaf) != 1 ||
 	    SSL_CTX_use_PrivateKey(ctx, key) != 1)
+		abort();
+	if (SSL_CTX_add_custom_ext(ctx, FZ_EXT_CLIENT, SSL_EXT_CLIENT_HELLO,
+	    NULL, NULL, NULL, origin_ext_parse, NULL) != 1)
 		abort();
 	X509_free(leaf);
 	EVP_PKEY_free(key);
@@ -1555,6 +1891,10 @@ fz_init(void)
 	if ((fz.cctx = SSL_CTX_new(TLS_client_method())) == NULL)
 		abort();
 	SSL_CTX_set_verify(fz.cctx, SSL_VERIFY_NONE, NULL);
+	if (SSL_CTX_add_custom_ext(fz.cctx, FZ_EXT_CLIENT,
+	    SSL_EXT_CLIENT_HELLO, client_ext_add, NULL, NULL, NULL,
+	    NULL) != 1)
+		abort();
 
 	snprintf(path, sizeof(path), "%s/vault.db", fz.dir);
 	snprintf(path2, sizeof(path2), "%s/vault.key", fz.dir);
@@ -1609,7 +1949,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 4096)
 		return 0;
 	fz.active = 1;
-	client_new();
+	client_new(LISTENER_HTTP);
 	fz_run_ops(&in);
 	fz_run();
 	/* Origins close first: a request still open gets its error row. */
