@@ -101,11 +101,15 @@ static const struct {
 	/* Reached only by the ops from 240 on (the others keep % FZ_N_OLD). */
 	{ "t.test",	{ "198.18.0.8", NULL } },	/* passthrough */
 	{ "six.test",	{ "2001:db8::6", NULL } },	/* passthrough, IPv6 */
+	{ "o.test",	{ "198.18.0.9", NULL } },	/* opaque, speaks first */
 };
 #define FZ_N_HOSTS	(sizeof(fz_hosts) / sizeof(fz_hosts[0]))
 #define FZ_N_OLD	8
 #define FZ_T		8		/* index of t.test */
 #define FZ_SIX		9
+#define FZ_O		10
+#define FZ_BANNER	"SSH-2.0-fz-origin\r\n"	/* o.test's first words */
+#define FZ_OPQ		"FZOPQ:"		/* an opaque payload's mark */
 
 /*
  * Destinations written as addresses (SOCKS5 ATYP 1 and 4, the transparent
@@ -125,6 +129,7 @@ static const struct {
 	{ "2001:db8::6",	FZ_SIX,	1 },
 	{ "2001:db8::7",	-1,	0 },
 	{ "::1",		-1,	0 },
+	{ "198.18.0.9",		FZ_O,	1 },	/* opaque cidr rule */
 };
 #define FZ_N_IPS	(sizeof(fz_ips) / sizeof(fz_ips[0]))
 
@@ -144,6 +149,7 @@ struct fz_peer {
 	int		 sniffed;	/* origin: first byte seen */
 	int		 tls;		/* origin: spoke TLS */
 	int		 passthrough;	/* origin: the ClientHello was a client's */
+	int		 no_sni;	/* origin: a ClientHello without SNI */
 	struct fz_buf	 out;		/* plaintext to send */
 	struct fz_buf	 in;		/* plaintext received */
 	struct fz_buf	 sent;		/* everything sent (plaintext) */
@@ -537,6 +543,13 @@ found:
 	o->host = (int)i;
 	o->port = port;
 	snprintf(o->ip, sizeof(o->ip), "%s", abuf);
+	if (o->host == FZ_O) {
+		/* A server that speaks first, then echoes: never HTTP. */
+		if (send(o->fd, FZ_BANNER, sizeof(FZ_BANNER) - 1,
+		    MSG_NOSIGNAL) != sizeof(FZ_BANNER) - 1)
+			abort();
+		o->raw = 1;
+	}
 	return 0;
 }
 
@@ -794,11 +807,14 @@ origin_parse(struct fz_peer *o)
 					sp1 = NULL;
 			if (sp1 == NULL || sp1 == head || sp2 == NULL ||
 			    sp2 == sp1 + 1 || (const char *)eol - sp2 != 9 ||
-			    strncmp(sp2, " HTTP/1.", 8) != 0)
+			    strncmp(sp2, " HTTP/1.", 8) != 0) {
+				if (o->passthrough)
+					goto echo;
 				fz_fail("origin %s:%u received bytes that are not "
 				    "a request where a request must start: %.*s",
 				    fz_hosts[o->host].name, o->port,
 				    (int)(len < 200 ? len : 200), head);
+			}
 		}
 		if ((eoh = memmem(b, len, "\r\n\r\n", 4)) == NULL)
 			return progress;
@@ -806,6 +822,8 @@ origin_parse(struct fz_peer *o)
 		while ((v = hdr_find(head, hlen, "Content-Length", &vl,
 		    &after)) != NULL) {
 			unsigned long long c2 = strtoull(v, NULL, 10);
+			if (has_cl && c2 != cl && o->passthrough)
+				goto echo;
 			if (has_cl && c2 != cl)
 				fz_fail("origin %s received two Content-Lengths",
 				    fz_hosts[o->host].name);
@@ -816,14 +834,21 @@ origin_parse(struct fz_peer *o)
 		if ((v = hdr_find(head, hlen, "Transfer-Encoding", &vl,
 		    &after)) != NULL)
 			has_te = 1;
+		if (has_te && has_cl && o->passthrough)
+			goto echo;
 		if (has_te && has_cl)
 			fz_fail("origin %s received Content-Length and "
 			    "Transfer-Encoding", fz_hosts[o->host].name);
 		if (has_te) {
+			if ((vl != 7 || strncasecmp(v, "chunked", 7) != 0) &&
+			    o->passthrough)
+				goto echo;
 			if (vl != 7 || strncasecmp(v, "chunked", 7) != 0)
 				fz_fail("origin %s received Transfer-Encoding "
 				    "%.*s", fz_hosts[o->host].name, (int)vl, v);
 			body = chunked_len(b + hlen, len - hlen, &bad);
+			if (bad && o->passthrough)
+				goto echo;
 			if (bad)
 				fz_fail("origin %s received a malformed chunked "
 				    "body", fz_hosts[o->host].name);
@@ -854,6 +879,10 @@ origin_parse(struct fz_peer *o)
 		respond(o, r, b, hlen + body, v, v ? vl : 0);
 	}
 	return progress;
+echo:
+	/* A client's own bytes, passed through, need not be HTTP: echoed. */
+	o->raw = 1;
+	return 1;
 }
 
 /* The answer to r, from the script the input set (default: 200 "ok"). */
@@ -1173,7 +1202,7 @@ fz_may_tunnel(int host, const char *ip, uint16_t port)
 		return 0;
 	}
 	return host == 0 || host == 1 || host == FZ_BOUND || host == 3 ||
-	    host == FZ_T || host == FZ_SIX;
+	    host == FZ_T || host == FZ_SIX || host == FZ_O;
 }
 
 /*
@@ -1271,6 +1300,79 @@ op_socks(struct fz_in *in)
 
 static void	op_tls_sni(struct fz_peer *, struct fz_in *);
 
+/*
+ * CONNECT to any name of the table, or to an address of fz_ips (IPv6 in
+ * brackets), on 443, 80 or 8443.
+ */
+static void
+op_connect_any(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in);
+	uint16_t port = ports[p2 % 3];
+	char line[256], auth[120], dest[64];
+	int host;
+
+	if (p1 & 0x80) {
+		size_t i = (p1 & 0x7f) % FZ_N_IPS;
+
+		host = fz_ips[i].host;
+		snprintf(dest, sizeof(dest), strchr(fz_ips[i].addr, ':') ?
+		    "[%s]" : "%s", fz_ips[i].addr);
+		sent_note(c, "CONNECT", "", fz_ips[i].addr, 0);
+	} else {
+		host = p1 % (int)FZ_N_HOSTS;
+		snprintf(dest, sizeof(dest), "%s", fz_hosts[host].name);
+		sent_note(c, "CONNECT", "", dest, 0);
+	}
+	snprintf(line, sizeof(line), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n",
+	    dest, port, dest, port);
+	peer_sends(c, line);
+	/* Proxy-Authorization: none, fz's token, fz2's (policy default) */
+	if ((p2 >> 2) & 3) {
+		unsigned char enc[64];
+		const char *up = ((p2 >> 2) & 3) == 1 ? "fz:" FZ_TOKEN :
+		    ((p2 >> 2) & 3) == 2 ? "fz2:" FZ_TOKEN2 : "fz:wrong";
+
+		EVP_EncodeBlock(enc, (const unsigned char *)up, (int)strlen(up));
+		snprintf(auth, sizeof(auth), "Proxy-Authorization: Basic %s\r\n",
+		    enc);
+		peer_sends(c, auth);
+	}
+	peer_sends(c, "\r\n");
+	c->tunnel_host = host;
+}
+
+/*
+ * Bytes neither TLS nor HTTP, as ssh or a database client writes, marked
+ * with the host the client's tunnel is for ("*": none known).
+ */
+static void
+op_opaque(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	char line[96];
+
+	snprintf(line, sizeof(line), "%s%s%s;%u\r\n", (p & 1) ? "\x01\x02" :
+	    "SSH-2.0-fz-client ", FZ_OPQ, c->tunnel_host >= 0 ?
+	    fz_hosts[c->tunnel_host].name : "*", p);
+	peer_sends(c, line);
+}
+
+/* Time passes: every session's pending sniff timer fires (5 s, no bytes). */
+static void
+op_time_passes(void)
+{
+	struct session *s, *next;
+
+	fz_run();
+	for (s = TAILQ_FIRST(&fz.w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (s->timer != NULL && evtimer_pending(s->timer, NULL))
+			event_active(s->timer, EV_TIMEOUT, 1);
+	}
+	fz_run();
+}
+
 /* Ops 240 and up: the listeners and tunnels beyond the HTTP proxy's. */
 static void
 fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
@@ -1284,6 +1386,15 @@ fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
 		break;
 	case 1:
 		op_tls_sni(*cp, in);
+		break;
+	case 2:
+		op_connect_any(*cp, in);
+		break;
+	case 3:
+		op_opaque(*cp, in);
+		break;
+	case 4:
+		op_time_passes();
 		break;
 	}
 }
@@ -1450,6 +1561,14 @@ fz_trace(void)
 		    fz.origins[fz.reqs[i].origin].tls ? " (TLS)" : "",
 		    fz.reqs[i].method, fz.reqs[i].target, fz.reqs[i].body_raw,
 		    fz.reqs[i].has_secret ? " SECRET" : "");
+	for (i = 0; i < fz.n_origins; i++)
+		if (fz.origins[i].raw || fz.origins[i].passthrough)
+			fprintf(stderr, "  origin %s:%u (%s) got %zu bytes: %.*s\n",
+			    fz_hosts[fz.origins[i].host].name, fz.origins[i].port,
+			    fz.origins[i].passthrough ? "passthrough" : "raw",
+			    fz.origins[i].in.len, (int)(fz.origins[i].in.len > 300 ?
+			    300 : fz.origins[i].in.len), fz.origins[i].in.p ?
+			    (const char *)fz.origins[i].in.p : "");
 	for (i = 0; i < fz.n_clients; i++)
 		fprintf(stderr, "  client %d%s got %zu bytes: %.*s\n", i,
 		    fz.clients[i].tls_ok ? " (TLS)" : "", fz.clients[i].in.len,
@@ -1469,7 +1588,7 @@ fz_check_rows(void)
 	/* fz_policy's allow rules, in order; d.test's is shadowed by deny[0]. */
 	static const char *const allow_hosts[] = { "a.test", "b.test",
 	    "api.test", "i.test", "d.test", "p.test", "m.test", "t.test",
-	    "six.test", "198.18.0.8", "2001:db8::6" };
+	    "six.test", "198.18.0.8", "2001:db8::6", "o.test", "198.18.0.9" };
 	const int n_allow = (int)(sizeof(allow_hosts) / sizeof(allow_hosts[0]));
 	int i, k;
 
@@ -1523,6 +1642,30 @@ fz_check_tunnels(void)
 	for (i = 0; i < fz.n_origins; i++) {
 		const struct fz_peer *o = &fz.origins[i];
 
+		if (o->host == FZ_O) {
+			/*
+			 * Opaque: the rule connects at once (the server may
+			 * speak first), under o.test's allow rule (by name or by
+			 * its cidr): a row names it, whatever the client's first
+			 * bytes made of the tunnel afterwards. That nothing meant
+			 * for another destination reached it is fz_check_marks'.
+			 */
+			for (k = 0; k < fz.n_rows; k++) {
+				const struct fz_row *r = &fz.rows[k];
+
+				if (r->port == o->port &&
+				    (strcmp(r->host, "o.test") == 0 ||
+				    strcmp(r->host, o->ip) == 0) &&
+				    (strcmp(r->rule, "fz:allow[11]") == 0 ||
+				    strcmp(r->rule, "fz:allow[12]") == 0))
+					break;
+			}
+			if (k == fz.n_rows)
+				fz_fail("opaque origin %s:%u was connected to "
+				    "(%zu bytes reached it) and no row names "
+				    "o.test's allow rules", o->ip, o->port,
+				    o->in.len);
+		}
 		if (!o->passthrough)
 			continue;
 		for (k = 0; k < fz.n_rows; k++) {
@@ -1534,13 +1677,53 @@ fz_check_tunnels(void)
 			    (strcmp(r->host, fz_hosts[o->host].name) != 0 &&
 			    strcmp(r->host, o->ip) != 0))
 				continue;
+			/* A client's ClientHello without SNI: a tunnel to an address. */
+			if (o->no_sni && strcmp(r->host, o->ip) != 0)
+				continue;
 			r->used = 1;
 			break;
 		}
 		if (k == fz.n_rows)
 			fz_fail("origin %s:%u (%s) carried a client's TLS "
-			    "(passthrough) and no allow row of a tunnel to it "
-			    "matches", fz_hosts[o->host].name, o->port, o->ip);
+			    "(passthrough%s) and no allow row of a tunnel to it "
+			    "matches", fz_hosts[o->host].name, o->port, o->ip,
+			    o->no_sni ? ", no SNI" : "");
+	}
+}
+
+/*
+ * An opaque payload names the host its client's tunnel was decided for
+ * (FZ_OPQ "name;"): it reaches only that host's origins. Raw client bytes
+ * could write any mark, so then nothing is checked.
+ */
+static void
+fz_check_marks(void)
+{
+	const unsigned char *m;
+	size_t off, nl;
+	int i;
+
+	for (i = 0; i < fz.n_clients; i++)
+		if (fz.clients[i].raw_used)
+			return;
+	for (i = 0; i < fz.n_origins; i++) {
+		const struct fz_peer *o = &fz.origins[i];
+		const char *want = fz_hosts[o->host].name;
+
+		for (off = 0; off < o->in.len; off = (size_t)(m - o->in.p) + 1) {
+			if ((m = memmem(o->in.p + off, o->in.len - off, FZ_OPQ,
+			    sizeof(FZ_OPQ) - 1)) == NULL)
+				break;
+			nl = strlen(want);
+			if (m[sizeof(FZ_OPQ) - 1] == '*')
+				continue;
+			if ((size_t)(o->in.p + o->in.len - m) < sizeof(FZ_OPQ) +
+			    nl || memcmp(m + sizeof(FZ_OPQ) - 1, want, nl) != 0 ||
+			    m[sizeof(FZ_OPQ) - 1 + nl] != ';')
+				fz_fail("origin %s:%u (%s) received an opaque "
+				    "payload meant for another destination: %.40s",
+				    want, o->port, o->ip, (const char *)m);
+		}
 	}
 }
 
@@ -1610,6 +1793,7 @@ fz_check(int secret_ok)
 		fz.rows[k].used = 1;
 	}
 	fz_check_tunnels();
+	fz_check_marks();
 	fz_check_rows();
 	fz_check_socks();
 	if (!secret_ok)
@@ -1728,6 +1912,10 @@ static const char fz_policy[] =
     "      - host: six.test\n"
     "      - cidr: 198.18.0.8/32\n"	/* allow[9] */
     "      - cidr: 2001:db8::6/128\n"
+    "      - host: o.test\n"		/* allow[11] */
+    "        opaque: true\n"
+    "      - cidr: 198.18.0.9/32\n"
+    "        opaque: true\n"
     "    deny:\n"
     "      - host: d.test\n"
     "    allow_private: [198.18.0.0/15, 2001:db8::/32]\n"
@@ -1754,6 +1942,44 @@ client_ext_add(SSL *ssl, unsigned int type, unsigned int context,
 	*out = mark;
 	*outlen = 2;
 	return 1;
+}
+
+/*
+ * Whatever the ClientHello an origin receives (the gateway's own or a
+ * client's passed through), a name in it is that origin's: an SNI that
+ * differs from the CONNECT or SOCKS5 name never reaches an origin.
+ */
+static int
+origin_hello_cb(SSL *ssl, int *al, void *arg)
+{
+	struct fz_peer *o = SSL_get_app_data(ssl);
+	const unsigned char *p;
+	const char *want;
+	size_t len, nl;
+
+	if (o == NULL)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	want = fz_hosts[o->host].name;
+	if (SSL_client_hello_get0_ext(ssl, FZ_EXT_CLIENT, &p, &len) == 1)
+		o->passthrough = 1;
+	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
+	    &len) != 1) {
+		o->no_sni = 1;
+		return SSL_CLIENT_HELLO_SUCCESS;
+	}
+	/* server_name_list: length, then type 0 and a length-prefixed name */
+	if (len < 5 || p[2] != 0 || (nl = (size_t)(p[3] << 8 | p[4])) >
+	    len - 5)
+		fz_fail("origin %s:%u received a malformed server_name",
+		    want, o->port);
+	if (nl > 0 && p[5 + nl - 1] == '.')
+		nl--;
+	if (nl != strlen(want) || strncasecmp((const char *)p + 5, want,
+	    nl) != 0)
+		fz_fail("origin %s:%u (%s) received a ClientHello for %.*s%s",
+		    want, o->port, o->ip, (int)nl, p + 5, o->passthrough ?
+		    " from a client, passed through" : "");
+	return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 /* An origin's view of that extension (OpenSSL keeps only registered ones). */
@@ -1783,6 +2009,7 @@ origin_ctx(const char *name)
 	if (SSL_CTX_add_custom_ext(ctx, FZ_EXT_CLIENT, SSL_EXT_CLIENT_HELLO,
 	    NULL, NULL, NULL, origin_ext_parse, NULL) != 1)
 		abort();
+	SSL_CTX_set_client_hello_cb(ctx, origin_hello_cb, NULL);
 	X509_free(leaf);
 	EVP_PKEY_free(key);
 	return ctx;
