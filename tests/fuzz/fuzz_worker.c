@@ -168,6 +168,9 @@ struct fz_peer {
 	int		 socks_sent;	/* a CONNECT request was written */
 	int		 socks_may;	/* success allowed: identity and destination */
 	char		 socks_dest[80];
+	/* transparent: the original destination getsockopt reports */
+	char		 orig_ip[INET_ADDRSTRLEN];
+	uint16_t	 orig_port;
 };
 
 struct fz_req {
@@ -248,6 +251,9 @@ static struct {
 	unsigned char	 rawresp[256];
 	size_t		 rawresp_len;
 	struct fz_rq	*rqs;
+	/* the socket whose SO_ORIGINAL_DST is asked for, while session_new runs */
+	int		 odst_fd;
+	struct sockaddr_in odst;
 } fz;
 
 static void fz_fail(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -346,6 +352,7 @@ struct resolver_query *__wrap_resolver_lookup_answer(struct resolver *,
 void	__wrap_resolver_cancel(struct resolver_query *);
 int	__wrap_audit_submit(struct audit *, const struct audit_event *);
 int	connect(int, const struct sockaddr *, socklen_t);
+int	getsockopt(int, int, int, void *, socklen_t *);
 
 static void
 rq_unlink(struct fz_rq *q)
@@ -551,6 +558,30 @@ found:
 		o->raw = 1;
 	}
 	return 0;
+}
+
+/*
+ * The transparent listener's original destination: for the socket of the
+ * client being accepted, the address that client was given (as nftables'
+ * redirect would record it); anything else goes to the kernel.
+ */
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST	80
+#endif
+int
+getsockopt(int fd, int level, int optname, void *optval, socklen_t *optlen)
+{
+	if (fz.active && fd == fz.odst_fd && fd != -1 && level == SOL_IP &&
+	    optname == SO_ORIGINAL_DST) {
+		if (optlen == NULL || *optlen < sizeof(fz.odst)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(optval, &fz.odst, sizeof(fz.odst));
+		*optlen = sizeof(fz.odst);
+		return 0;
+	}
+	return (int)syscall(SYS_getsockopt, fd, level, optname, optval, optlen);
 }
 
 /* ------------------------------------------------------------- peers, I/O */
@@ -1014,9 +1045,11 @@ client_new(int listener)
 	c->fd = sp[1];
 	c->tunnel_host = -1;
 	c->listener = listener;
+	fz.odst_fd = sp[0];
 	if (session_new(fz.w, (enum listener_kind)listener, sp[0],
 	    (struct sockaddr *)&sin, sizeof(sin)) == NULL)
 		abort();
+	fz.odst_fd = -1;
 	return c;
 }
 
@@ -1146,6 +1179,8 @@ op_request(struct fz_peer *c, struct fz_in *in)
 	sent_note(c, methods[method], paths[path], fz_hosts[host].name,
 	    ((p3 >> 3) & 3) % 3 != 0 || (p3 & 7) == 5 ||
 	    strstr(paths[path], FZ_PH) != NULL);
+	if (c->listener == LISTENER_TRANSPARENT)	/* the Host names it */
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 }
 
 static void
@@ -1178,6 +1213,8 @@ op_tls(struct fz_peer *c, struct fz_in *in)
 	SSL_set_fd(c->ssl, c->fd);
 	SSL_set_tlsext_host_name(c->ssl, fz_hosts[host].name);
 	SSL_set_connect_state(c->ssl);
+	if (c->listener == LISTENER_TRANSPARENT)	/* the SNI names it */
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 	if (c->tunnel_host < 0)
 		c->tunnel_host = host;
 }
@@ -1373,6 +1410,48 @@ op_time_passes(void)
 	fz_run();
 }
 
+/*
+ * A new client of the transparent listener, redirected from an address of
+ * the table (a name's, or one of fz_ips') on 443, 80 or 8443. What it says
+ * first (TLS with some SNI, an HTTP request, opaque bytes, or nothing until
+ * time passes) is up to the next ops.
+ */
+static struct fz_peer *
+op_transparent(struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in);
+	const char *ip;
+	struct fz_peer *c;
+	int host;
+
+	if (p1 & 0x80) {
+		size_t i = (p1 & 0x7f) % FZ_N_IPS;
+
+		ip = fz_ips[i].addr;
+		host = fz_ips[i].host;
+	} else {
+		host = p1 % (int)FZ_N_HOSTS;
+		ip = fz_hosts[host].addr[0];
+	}
+	if (strchr(ip, ':') != NULL) {	/* an IPv4 client: an IPv4 destination */
+		ip = "203.0.113.7";
+		host = -1;
+	}
+	memset(&fz.odst, 0, sizeof(fz.odst));
+	fz.odst.sin_family = AF_INET;
+	fz.odst.sin_port = htons(ports[p2 % 3]);
+	if (inet_pton(AF_INET, ip, &fz.odst.sin_addr) != 1)
+		abort();
+	if ((c = client_new(LISTENER_TRANSPARENT)) == NULL)
+		return NULL;
+	snprintf(c->orig_ip, sizeof(c->orig_ip), "%s", ip);
+	c->orig_port = ports[p2 % 3];
+	c->tunnel_host = host;
+	/* What the first bytes do not name, the address does. */
+	sent_note(c, "CONNECT", "", ip, 0);
+	return c;
+}
+
 /* Ops 240 and up: the listeners and tunnels beyond the HTTP proxy's. */
 static void
 fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
@@ -1395,6 +1474,10 @@ fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
 		break;
 	case 4:
 		op_time_passes();
+		break;
+	case 5:
+		if ((c = op_transparent(in)) != NULL)
+			*cp = c;
 		break;
 	}
 }
@@ -1423,6 +1506,8 @@ op_tls_sni(struct fz_peer *c, struct fz_in *in)
 	if (kind != 1)
 		SSL_set_tlsext_host_name(c->ssl, name);
 	SSL_set_connect_state(c->ssl);
+	if (c->listener == LISTENER_TRANSPARENT && kind != 1)
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 	if (c->tunnel_host < 0)
 		c->tunnel_host = host;
 }
@@ -1728,6 +1813,51 @@ fz_check_marks(void)
 }
 
 /*
+ * The transparent listener goes only where the client was going: every row
+ * of a transparent client names its original destination as the port, and
+ * as the address where one is named and not refused; an allowed name is one
+ * that resolves
+ * to that address -- claiming an allowed name reaches no other address.
+ */
+static void
+fz_check_transparent(void)
+{
+	int i, k;
+	size_t h, a;
+
+	for (i = 0; i < fz.n_rows; i++) {
+		const struct fz_row *r = &fz.rows[i];
+		const struct fz_peer *c;
+
+		if (r->client < 0 || r->client >= fz.n_clients)
+			continue;
+		c = &fz.clients[r->client];
+		if (c->listener != LISTENER_TRANSPARENT)
+			continue;
+		/* A refusal may name the address of the name that it refused. */
+		if ((r->ip[0] != '\0' && strcmp(r->ip, c->orig_ip) != 0 &&
+		    strcmp(r->decision, "deny") != 0) ||
+		    (r->port > 0 && r->port != c->orig_port))
+			fz_fail("audit row [%d] of transparent client %d names "
+			    "%s port %d; it was going to %s port %u", i,
+			    r->client, r->ip, r->port, c->orig_ip, c->orig_port);
+		if (strcmp(r->decision, "allow") != 0 ||
+		    strcmp(r->host, c->orig_ip) == 0)
+			continue;
+		for (h = 0, k = 0; h < FZ_N_HOSTS && !k; h++)
+			if (strcmp(fz_hosts[h].name, r->host) == 0)
+				for (a = 0; a < 2 && fz_hosts[h].addr[a]; a++)
+					if (strcmp(fz_hosts[h].addr[a],
+					    c->orig_ip) == 0)
+						k = 1;
+		if (!k)
+			fz_fail("audit row [%d] allows transparent client %d to "
+			    "%s, which does not resolve to its original "
+			    "destination %s", i, r->client, r->host, c->orig_ip);
+	}
+}
+
+/*
  * A SOCKS5 success reply only where fz_policy allows the destination to the
  * identity the client gave: the method reply, the user/pass status (when
  * the gateway chose it), then the request's reply.
@@ -1794,6 +1924,7 @@ fz_check(int secret_ok)
 	}
 	fz_check_tunnels();
 	fz_check_marks();
+	fz_check_transparent();
 	fz_check_rows();
 	fz_check_socks();
 	if (!secret_ok)
@@ -2146,6 +2277,7 @@ fz_init(void)
 	    (fz.p = proxy_new(cfg, pol, &parts)) == NULL)
 		abort();
 	fz.w = &fz.p->workers[0];
+	fz.odst_fd = -1;
 	fz.ready = 1;
 	atexit(fz_teardown);
 }
@@ -2160,6 +2292,7 @@ fz_reset(void)
 	for (i = 0; i < fz.n_origins; i++)
 		peer_free(&fz.origins[i]);
 	fz.n_clients = fz.n_origins = fz.n_reqs = fz.n_rows = fz.n_sent = 0;
+	fz.odst_fd = -1;
 	fz.n_answered = fz.n_script = 0;
 	fz.rawresp_len = 0;
 }
