@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 
 #include <event2/event.h>
+#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -171,6 +172,15 @@ struct fz_peer {
 	/* transparent: the original destination getsockopt reports */
 	char		 orig_ip[INET_ADDRSTRLEN];
 	uint16_t	 orig_port;
+	/* HTTP/2 (ALPN h2 on an intercepted connection) */
+	int		 h2_offer;	/* ALPN offered h2 */
+	nghttp2_session	*h2;
+	int		 h2_dead;
+	size_t		 h2_off;	/* bytes of in given to nghttp2 */
+	struct fz_buf	 h2_plain;	/* decoded headers and DATA received */
+	struct fz_buf	 h2_body[8];	/* request bodies being sent */
+	size_t		 h2_body_off[8];
+	int		 n_h2_body;
 };
 
 struct fz_req {
@@ -699,6 +709,14 @@ peer_pump(struct fz_peer *c)
 static void
 peer_free(struct fz_peer *c)
 {
+	int i;
+
+	if (c->h2 != NULL)
+		nghttp2_session_del(c->h2);
+	c->h2 = NULL;
+	buf_free(&c->h2_plain);
+	for (i = 0; i < 8; i++)
+		buf_free(&c->h2_body[i]);
 	if (c->ssl != NULL)
 		SSL_free(c->ssl);
 	if (c->fd != -1)
@@ -985,6 +1003,106 @@ respond(struct fz_peer *o, const struct fz_req *r, const unsigned char *raw,
 	}
 }
 
+/* ------------------------------------------- an HTTP/2 client (nghttp2) */
+
+static ssize_t
+h2_send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
+    void *arg)
+{
+	peer_send(arg, data, len);
+	return (ssize_t)len;
+}
+
+/* What the client hears is checked decoded too: HPACK may hide bytes. */
+static int
+h2_header_cb(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+    size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *arg)
+{
+	struct fz_peer *c = arg;
+
+	buf_add(&c->h2_plain, name, nlen);
+	buf_add(&c->h2_plain, ": ", 2);
+	buf_add(&c->h2_plain, value, vlen);
+	buf_add(&c->h2_plain, "\n", 1);
+	return 0;
+}
+
+static int
+h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *d,
+    size_t len, void *arg)
+{
+	buf_add(&((struct fz_peer *)arg)->h2_plain, d, len);
+	return 0;
+}
+
+static ssize_t
+h2_body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct fz_peer *c = arg;
+	int k = src->fd;
+	size_t n = c->h2_body[k].len - c->h2_body_off[k];
+
+	if (n > len)
+		n = len;
+	memcpy(buf, c->h2_body[k].p + c->h2_body_off[k], n);
+	c->h2_body_off[k] += n;
+	if (c->h2_body_off[k] == c->h2_body[k].len)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+/* The client's session, once TLS chose h2: the preface and SETTINGS go out. */
+static int
+fzh2_start(struct fz_peer *c)
+{
+	nghttp2_session_callbacks *cb;
+	const unsigned char *alpn;
+	unsigned alen;
+
+	if (c->h2 != NULL)
+		return 0;
+	if (c->h2_dead || c->ssl == NULL || !c->tls_ok)
+		return -1;
+	SSL_get0_alpn_selected(c->ssl, &alpn, &alen);
+	if (alen != 2 || memcmp(alpn, "h2", 2) != 0)
+		return -1;
+	if (nghttp2_session_callbacks_new(&cb) != 0)
+		abort();
+	nghttp2_session_callbacks_set_send_callback(cb, h2_send_cb);
+	nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_data_cb);
+	if (nghttp2_session_client_new(&c->h2, cb, c) != 0)
+		abort();
+	nghttp2_session_callbacks_del(cb);
+	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, NULL, 0) != 0)
+		abort();
+	return 0;
+}
+
+/* What the gateway wrote goes to nghttp2, and what nghttp2 has to say out. */
+static int
+fzh2_pump(struct fz_peer *c)
+{
+	ssize_t n;
+	size_t before = c->out.len;
+
+	if (c->h2 == NULL || c->h2_dead)
+		return 0;
+	if (c->in.len > c->h2_off) {
+		n = nghttp2_session_mem_recv(c->h2, c->in.p + c->h2_off,
+		    c->in.len - c->h2_off);
+		if (n < 0) {
+			c->h2_dead = 1;
+			return 1;
+		}
+		c->h2_off = c->in.len;
+	}
+	if (nghttp2_session_send(c->h2) != 0)
+		c->h2_dead = 1;
+	return c->out.len != before;
+}
+
 /* ------------------------------------------------------------ the event loop */
 
 static int
@@ -992,8 +1110,10 @@ fz_pump_once(void)
 {
 	int i, progress = 0;
 
-	for (i = 0; i < fz.n_clients; i++)
+	for (i = 0; i < fz.n_clients; i++) {
 		progress |= peer_pump(&fz.clients[i]);
+		progress |= fzh2_pump(&fz.clients[i]);
+	}
 	for (i = 0; i < fz.n_origins; i++) {
 		struct fz_peer *o = &fz.origins[i];
 		progress |= peer_pump(o);
@@ -1452,6 +1572,74 @@ op_transparent(struct fz_in *in)
 	return c;
 }
 
+/*
+ * A request as an HTTP/2 stream (the connection must have chosen h2): the
+ * same templates' method, path, :authority (the tunnel's name, or another),
+ * Authorization and body (with or without content-length), and a header
+ * the gateway must refuse (connection-specific) now and then.
+ */
+static void
+op_h2_request(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
+	int host = p1 & 7, method = ((p1 >> 3) & 7) % 5, path = (p2 & 7) % 6;
+	int auth = ((p3 >> 3) & 3) % 3, body = p3 & 7, has_ph;
+	nghttp2_nv nv[8];
+	nghttp2_data_provider dp;
+	unsigned char enc[128];
+	char authv[160], clen[24];
+	const char *bodytext = NULL;
+	size_t n = 0;
+
+	fz_run();		/* the handshake and the server's SETTINGS */
+	if (fzh2_start(c) == -1)
+		return;
+	if (c->tunnel_host >= 0 && !(p1 & 0x80))
+		host = c->tunnel_host;
+#define NV(nm, v) do {							\
+	nv[n].name = (uint8_t *)(nm); nv[n].namelen = strlen(nm);	\
+	nv[n].value = (uint8_t *)(v); nv[n].valuelen = strlen(v);	\
+	nv[n].flags = NGHTTP2_NV_FLAG_NONE; n++;			\
+} while (0)
+	NV(":method", methods[method]);
+	NV(":scheme", "https");
+	NV(":authority", fz_hosts[host].name);
+	NV(":path", paths[path]);
+	if (auth == 1)
+		NV("authorization", "Bearer " FZ_PH);
+	else if (auth == 2) {
+		EVP_EncodeBlock(enc, (const unsigned char *)"u:" FZ_PH,
+		    (int)strlen("u:" FZ_PH));
+		snprintf(authv, sizeof(authv), "Basic %s", enc);
+		NV("authorization", authv);
+	}
+	if (body == 1 || body == 2)
+		bodytext = "hello";
+	else if (body == 5)
+		bodytext = "key=" FZ_PH "x";
+	if (bodytext != NULL && body != 2) {
+		snprintf(clen, sizeof(clen), "%zu", strlen(bodytext));
+		NV("content-length", clen);
+	}
+	if (((p2 >> 3) & 7) == 7)
+		NV("connection", "close");	/* malformed in HTTP/2 */
+#undef NV
+	has_ph = auth != 0 || body == 5 || strstr(paths[path], FZ_PH) != NULL;
+	if (bodytext != NULL && c->n_h2_body < 8) {
+		int k = c->n_h2_body++;
+
+		buf_str(&c->h2_body[k], bodytext);
+		buf_add(&c->sent, bodytext, strlen(bodytext));
+		dp.source.fd = k;
+		dp.read_callback = h2_body_cb;
+		if (nghttp2_submit_request(c->h2, NULL, nv, n, &dp, c) < 0)
+			return;
+	} else if (nghttp2_submit_request(c->h2, NULL, nv, n, NULL, c) < 0)
+		return;
+	sent_note(c, methods[method], paths[path], fz_hosts[host].name, has_ph);
+	(void)fzh2_pump(c);
+}
+
 /* Ops 240 and up: the listeners and tunnels beyond the HTTP proxy's. */
 static void
 fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
@@ -1479,6 +1667,9 @@ fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
 		if ((c = op_transparent(in)) != NULL)
 			*cp = c;
 		break;
+	case 6:
+		op_h2_request(*cp, in);
+		break;
 	}
 }
 
@@ -1505,6 +1696,13 @@ op_tls_sni(struct fz_peer *c, struct fz_in *in)
 	    fz_hosts[host].name);
 	if (kind != 1)
 		SSL_set_tlsext_host_name(c->ssl, name);
+	c->h2_off = c->in.len;	/* HTTP/2 starts inside TLS */
+	if (p & 0x80) {		/* ALPN: h2 first */
+		if (SSL_set_alpn_protos(c->ssl, (const unsigned char *)
+		    "\x02h2\x08http/1.1", 12) != 0)
+			abort();
+		c->h2_offer = 1;
+	}
 	SSL_set_connect_state(c->ssl);
 	if (c->listener == LISTENER_TRANSPARENT && kind != 1)
 		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
@@ -1942,6 +2140,9 @@ fz_check(int secret_ok)
 	for (i = 0; i < fz.n_clients; i++) {
 		const char *f = fz_secret_in(fz.clients[i].in.p,
 		    fz.clients[i].in.len);
+		if (f == NULL)
+			f = fz_secret_in(fz.clients[i].h2_plain.p,
+			    fz.clients[i].h2_plain.len);
 		if (f != NULL)
 			fz_fail("client %d received the secret (%s)", i, f);
 	}
