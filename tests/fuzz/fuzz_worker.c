@@ -16,19 +16,43 @@
  *   - no other origin connection, no byte toward any client and no audit row
  *     ever holds the secret (raw, percent-encoded, base64/base64url in any
  *     alignment, JSON-escaped);
- *   - the gateway never connects to an address no allowed name resolves to,
- *     and every session is gone once both sides closed.
+ *   - the gateway never connects to an address no allowed name resolves to
+ *     (nor to d.test's or x.test's, which no rule allows), and every session
+ *     is gone once both sides closed;
+ *   - SOCKS5: a success reply only where fz_policy, modelled here, allows
+ *     the destination to the identity the client gave (fz2: nothing);
+ *   - every ClientHello an origin receives, the gateway's or a client's
+ *     passed through, names that origin: an SNI that differs from the
+ *     CONNECT/SOCKS5 name never reaches one; a passed-through one without
+ *     SNI only in a tunnel to an address; a passthrough origin connection
+ *     needs one allow tunnel row for its name or address, port and IP;
+ *   - an opaque payload (marked with its tunnel's host) reaches only that
+ *     host's origins; the opaque origin is connected only under o.test's
+ *     allow rules;
+ *   - transparent: a row of a transparent client names its original port,
+ *     and address where it names one and does not refuse; an allowed name
+ *     resolves to that original address;
+ *   - HTTP/2: the secret is looked for in what the client decodes as well.
  *
  * Production code is untouched: name resolution and audit rows are taken
  * over at link time (-Wl,--wrap=resolver_lookup,...,audit_submit, see
  * tests/CMakeLists.txt), and connect(2) is interposed: a connection to a
- * table address becomes a socketpair whose far end is "origin X".
+ * table address becomes a socketpair whose far end is "origin X";
+ * getsockopt(SO_ORIGINAL_DST) is interposed too, for the transparent
+ * listener's clients.
  *
  * The input is a small bytecode (see fz_run_ops): requests built from
  * templates (absolute form, origin form inside tunnels, Connection
  * variants, Upgrade, Content-Length / chunked bodies, placeholders in
  * headers, query and body), CONNECT, TLS start, raw bytes, loop runs,
- * further client connections, and the script of origin answers.
+ * further client connections, and the script of origin answers. Ops from
+ * 240 on (fz_run_new_op; the older ones keep their meaning for the corpus)
+ * open SOCKS5 and transparent clients, CONNECT to any name or address,
+ * start TLS with a chosen SNI and ALPN h2, write opaque payloads, let the
+ * sniff timers fire, and send HTTP/2 requests from an nghttp2 client.
+ * t.test and six.test (IPv6) are passthrough, o.test is opaque and speaks
+ * first; harness clients mark their ClientHellos with an extension of
+ * their own, so that an origin knows a passed-through one.
  */
 #include <ctype.h>
 #include <errno.h>
