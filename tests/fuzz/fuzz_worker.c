@@ -16,19 +16,43 @@
  *   - no other origin connection, no byte toward any client and no audit row
  *     ever holds the secret (raw, percent-encoded, base64/base64url in any
  *     alignment, JSON-escaped);
- *   - the gateway never connects to an address no allowed name resolves to,
- *     and every session is gone once both sides closed.
+ *   - the gateway never connects to an address no allowed name resolves to
+ *     (nor to d.test's or x.test's, which no rule allows), and every session
+ *     is gone once both sides closed;
+ *   - SOCKS5: a success reply only where fz_policy, modelled here, allows
+ *     the destination to the identity the client gave (fz2: nothing);
+ *   - every ClientHello an origin receives, the gateway's or a client's
+ *     passed through, names that origin: an SNI that differs from the
+ *     CONNECT/SOCKS5 name never reaches one; a passed-through one without
+ *     SNI only in a tunnel to an address; a passthrough origin connection
+ *     needs one allow tunnel row for its name or address, port and IP;
+ *   - an opaque payload (marked with its tunnel's host) reaches only that
+ *     host's origins; the opaque origin is connected only under o.test's
+ *     allow rules;
+ *   - transparent: a row of a transparent client names its original port,
+ *     and address where it names one and does not refuse; an allowed name
+ *     resolves to that original address;
+ *   - HTTP/2: the secret is looked for in what the client decodes as well.
  *
  * Production code is untouched: name resolution and audit rows are taken
  * over at link time (-Wl,--wrap=resolver_lookup,...,audit_submit, see
  * tests/CMakeLists.txt), and connect(2) is interposed: a connection to a
- * table address becomes a socketpair whose far end is "origin X".
+ * table address becomes a socketpair whose far end is "origin X";
+ * getsockopt(SO_ORIGINAL_DST) is interposed too, for the transparent
+ * listener's clients.
  *
  * The input is a small bytecode (see fz_run_ops): requests built from
  * templates (absolute form, origin form inside tunnels, Connection
  * variants, Upgrade, Content-Length / chunked bodies, placeholders in
  * headers, query and body), CONNECT, TLS start, raw bytes, loop runs,
- * further client connections, and the script of origin answers.
+ * further client connections, and the script of origin answers. Ops from
+ * 240 on (fz_run_new_op; the older ones keep their meaning for the corpus)
+ * open SOCKS5 and transparent clients, CONNECT to any name or address,
+ * start TLS with a chosen SNI and ALPN h2, write opaque payloads, let the
+ * sniff timers fire, and send HTTP/2 requests from an nghttp2 client.
+ * t.test and six.test (IPv6) are passthrough, o.test is opaque and speaks
+ * first; harness clients mark their ClientHellos with an extension of
+ * their own, so that an origin knows a passed-through one.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -48,6 +72,7 @@
 #include <sys/syscall.h>
 
 #include <event2/event.h>
+#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -69,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 #define FZ_PH		"sg-ph-fuzzplaceholder00000001"
 #define FZ_CRED		"api"
 #define FZ_BOUND	2		/* index of api.test in fz_hosts */
-#define FZ_MAX_CLIENTS	4
+#define FZ_MAX_CLIENTS	8
+#define FZ_OLD_CLIENTS	4		/* what op 6 chooses among */
 #define FZ_MAX_ORIGINS	24
 #define FZ_MAX_REQS	64
 #define FZ_MAX_ROWS	128
@@ -78,6 +104,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 #define FZ_MAX_ROUNDS	3000
 #define FZ_MAX_SCRIPT	16
 #define FZ_MAX_FORMS	12
+#define FZ_EXT_CLIENT	0xfa5a		/* in the harness clients' ClientHellos */
+#define FZ_TOKEN	"fz-token"	/* sandbox fz's proxy token */
+#define FZ_TOKEN_SHA	"bc5c87140ef5db52ff2c401b1dbd326f84dfa511de9adebec3fa507d2741970e"
+#define FZ_TOKEN2	"fz2-token"	/* sandbox fz2: policy default */
+#define FZ_TOKEN2_SHA	"0d1b5259563f18cbdae65c88ca900d18df448600f805a676e51b21f3ea219afe"
 
 /* The table resolver; index = origin identity. */
 static const struct {
@@ -92,8 +123,40 @@ static const struct {
 	{ "x.test",	{ "198.18.0.6", NULL } },	/* no rule */
 	{ "p.test",	{ "10.0.0.1", NULL } },		/* internal: step 4 */
 	{ "m.test",	{ "198.18.0.7", "10.0.0.2" } },	/* mixed: step 4 */
+	/* Reached only by the ops from 240 on (the others keep % FZ_N_OLD). */
+	{ "t.test",	{ "198.18.0.8", NULL } },	/* passthrough */
+	{ "six.test",	{ "2001:db8::6", NULL } },	/* passthrough, IPv6 */
+	{ "o.test",	{ "198.18.0.9", NULL } },	/* opaque, speaks first */
 };
 #define FZ_N_HOSTS	(sizeof(fz_hosts) / sizeof(fz_hosts[0]))
+#define FZ_N_OLD	8
+#define FZ_T		8		/* index of t.test */
+#define FZ_SIX		9
+#define FZ_O		10
+#define FZ_BANNER	"SSH-2.0-fz-origin\r\n"	/* o.test's first words */
+#define FZ_OPQ		"FZOPQ:"		/* an opaque payload's mark */
+
+/*
+ * Destinations written as addresses (SOCKS5 ATYP 1 and 4, the transparent
+ * listener's original destination): whose address it is (-1: nobody's), and
+ * whether a cidr rule of fz_policy allows it.
+ */
+static const struct {
+	const char	*addr;
+	int		 host;
+	int		 cidr_allowed;
+} fz_ips[] = {
+	{ "198.18.0.8",		FZ_T,	1 },
+	{ "198.18.0.2",		1,	0 },	/* b.test's: names only */
+	{ "10.0.0.1",		6,	0 },
+	{ "203.0.113.7",	-1,	0 },	/* nobody's: never connected to */
+	{ "198.18.0.5",		4,	0 },	/* d.test's */
+	{ "2001:db8::6",	FZ_SIX,	1 },
+	{ "2001:db8::7",	-1,	0 },
+	{ "::1",		-1,	0 },
+	{ "198.18.0.9",		FZ_O,	1 },	/* opaque cidr rule */
+};
+#define FZ_N_IPS	(sizeof(fz_ips) / sizeof(fz_ips[0]))
 
 struct fz_buf {
 	unsigned char	*p;
@@ -110,19 +173,38 @@ struct fz_peer {
 	int		 is_origin;
 	int		 sniffed;	/* origin: first byte seen */
 	int		 tls;		/* origin: spoke TLS */
+	int		 passthrough;	/* origin: the ClientHello was a client's */
+	int		 no_sni;	/* origin: a ClientHello without SNI */
 	struct fz_buf	 out;		/* plaintext to send */
 	struct fz_buf	 in;		/* plaintext received */
 	struct fz_buf	 sent;		/* everything sent (plaintext) */
 	/* origin */
 	int		 host;
 	uint16_t	 port;
-	char		 ip[INET_ADDRSTRLEN];	/* what the gateway connected to */
+	char		 ip[INET6_ADDRSTRLEN];	/* what the gateway connected to */
 	size_t		 parse_off;
 	int		 raw;		/* after a 101: bytes only */
 	int		 closing;	/* close once out is written */
 	/* client */
 	int		 tunnel_host;	/* last CONNECT's host, -1 none */
 	int		 raw_used;	/* wrote bytes no template made */
+	int		 listener;	/* LISTENER_HTTP, _SOCKS5, ... */
+	/* SOCKS5: what the model of fz_policy says of the request */
+	int		 socks_sent;	/* a CONNECT request was written */
+	int		 socks_may;	/* success allowed: identity and destination */
+	char		 socks_dest[80];
+	/* transparent: the original destination getsockopt reports */
+	char		 orig_ip[INET_ADDRSTRLEN];
+	uint16_t	 orig_port;
+	/* HTTP/2 (ALPN h2 on an intercepted connection) */
+	int		 h2_offer;	/* ALPN offered h2 */
+	nghttp2_session	*h2;
+	int		 h2_dead;
+	size_t		 h2_off;	/* bytes of in given to nghttp2 */
+	struct fz_buf	 h2_plain;	/* decoded headers and DATA received */
+	struct fz_buf	 h2_body[8];	/* request bodies being sent */
+	size_t		 h2_body_off[8];
+	int		 n_h2_body;
 };
 
 struct fz_req {
@@ -203,6 +285,9 @@ static struct {
 	unsigned char	 rawresp[256];
 	size_t		 rawresp_len;
 	struct fz_rq	*rqs;
+	/* the socket whose SO_ORIGINAL_DST is asked for, while session_new runs */
+	int		 odst_fd;
+	struct sockaddr_in odst;
 } fz;
 
 static void fz_fail(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -263,9 +348,9 @@ fz_dump_rows(void)
 	fprintf(stderr, "audit rows of this input:\n");
 	for (i = 0; i < fz.n_rows; i++) {
 		const struct fz_row *r = &fz.rows[i];
-		fprintf(stderr, "  [%d] %s %s host=%s port=%d method=%s path=%s "
+		fprintf(stderr, "  [%d] %s %s host=%s port=%d ip=%s method=%s path=%s "
 		    "status=%d rule=%s reason=%s credential=%s bytes_up=%lld "
-		    "client=%d\n", i, r->kind, r->decision, r->host, r->port,
+		    "client=%d\n", i, r->kind, r->decision, r->host, r->port, r->ip,
 		    r->method, r->path, r->status, r->rule, r->reason,
 		    r->credential, (long long)r->bytes_up, r->client);
 	}
@@ -301,6 +386,7 @@ struct resolver_query *__wrap_resolver_lookup_answer(struct resolver *,
 void	__wrap_resolver_cancel(struct resolver_query *);
 int	__wrap_audit_submit(struct audit *, const struct audit_event *);
 int	connect(int, const struct sockaddr *, socklen_t);
+int	getsockopt(int, int, int, void *, socklen_t *);
 
 static void
 rq_unlink(struct fz_rq *q)
@@ -445,30 +531,39 @@ int
 connect(int fd, const struct sockaddr *sa, socklen_t salen)
 {
 	const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-	char abuf[INET_ADDRSTRLEN];
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+	char abuf[INET6_ADDRSTRLEN];
 	struct fz_peer *o;
+	uint16_t port;
 	size_t i, k;
 	int sp[2];
 
 	if (!fz.active || (sa->sa_family != AF_INET &&
 	    sa->sa_family != AF_INET6))
 		return (int)syscall(SYS_connect, fd, sa, salen);
-	if (sa->sa_family == AF_INET6)
-		fz_fail("the gateway connected to an IPv6 address; no allowed "
-		    "name resolves to one");
-	inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+	if (sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &sin6->sin6_addr, abuf, sizeof(abuf));
+		port = ntohs(sin6->sin6_port);
+	} else {
+		inet_ntop(AF_INET, &sin->sin_addr, abuf, sizeof(abuf));
+		port = ntohs(sin->sin_port);
+	}
 	for (i = 0; i < FZ_N_HOSTS; i++)
 		for (k = 0; k < 2 && fz_hosts[i].addr[k] != NULL; k++)
 			if (strcmp(fz_hosts[i].addr[k], abuf) == 0)
 				goto found;
 	/* Never the network: only names of the table may be reached. */
 	fz_fail("the gateway connected to %s:%u, which no allowed name "
-	    "resolves to", abuf, ntohs(sin->sin_port));
+	    "resolves to", abuf, port);
 found:
 	if (strncmp(abuf, "10.", 3) == 0)
 		fz_fail("the gateway connected to %s:%u, an internal address "
-		    "no allow_private covers (%s)", abuf, ntohs(sin->sin_port),
+		    "no allow_private covers (%s)", abuf, port,
 		    fz_hosts[i].name);
+	/* d.test is denied, x.test has no rule, and no cidr rule covers either. */
+	if (i == 4 || i == 5)
+		fz_fail("the gateway connected to %s:%u, the address of %s, "
+		    "which no rule allows", abuf, port, fz_hosts[i].name);
 	if (fz.n_origins == FZ_MAX_ORIGINS) {
 		errno = ECONNREFUSED;
 		return -1;
@@ -487,9 +582,40 @@ found:
 	o->fd = sp[1];
 	o->is_origin = 1;
 	o->host = (int)i;
-	o->port = ntohs(sin->sin_port);
+	o->port = port;
 	snprintf(o->ip, sizeof(o->ip), "%s", abuf);
+	if (o->host == FZ_O) {
+		/* A server that speaks first, then echoes: never HTTP. */
+		if (send(o->fd, FZ_BANNER, sizeof(FZ_BANNER) - 1,
+		    MSG_NOSIGNAL) != sizeof(FZ_BANNER) - 1)
+			abort();
+		o->raw = 1;
+	}
 	return 0;
+}
+
+/*
+ * The transparent listener's original destination: for the socket of the
+ * client being accepted, the address that client was given (as nftables'
+ * redirect would record it); anything else goes to the kernel.
+ */
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST	80
+#endif
+int
+getsockopt(int fd, int level, int optname, void *optval, socklen_t *optlen)
+{
+	if (fz.active && fd == fz.odst_fd && fd != -1 && level == SOL_IP &&
+	    optname == SO_ORIGINAL_DST) {
+		if (optlen == NULL || *optlen < sizeof(fz.odst)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(optval, &fz.odst, sizeof(fz.odst));
+		*optlen = sizeof(fz.odst);
+		return 0;
+	}
+	return (int)syscall(SYS_getsockopt, fd, level, optname, optval, optlen);
 }
 
 /* ------------------------------------------------------------- peers, I/O */
@@ -514,6 +640,7 @@ peer_pump(struct fz_peer *c)
 			c->tls = 1;
 			if ((c->ssl = SSL_new(fz.octx[c->host])) == NULL)
 				abort();
+			SSL_set_app_data(c->ssl, c);
 			SSL_set_fd(c->ssl, c->fd);
 			SSL_set_accept_state(c->ssl);
 		}
@@ -606,6 +733,14 @@ peer_pump(struct fz_peer *c)
 static void
 peer_free(struct fz_peer *c)
 {
+	int i;
+
+	if (c->h2 != NULL)
+		nghttp2_session_del(c->h2);
+	c->h2 = NULL;
+	buf_free(&c->h2_plain);
+	for (i = 0; i < 8; i++)
+		buf_free(&c->h2_body[i]);
 	if (c->ssl != NULL)
 		SSL_free(c->ssl);
 	if (c->fd != -1)
@@ -745,11 +880,14 @@ origin_parse(struct fz_peer *o)
 					sp1 = NULL;
 			if (sp1 == NULL || sp1 == head || sp2 == NULL ||
 			    sp2 == sp1 + 1 || (const char *)eol - sp2 != 9 ||
-			    strncmp(sp2, " HTTP/1.", 8) != 0)
+			    strncmp(sp2, " HTTP/1.", 8) != 0) {
+				if (o->passthrough)
+					goto echo;
 				fz_fail("origin %s:%u received bytes that are not "
 				    "a request where a request must start: %.*s",
 				    fz_hosts[o->host].name, o->port,
 				    (int)(len < 200 ? len : 200), head);
+			}
 		}
 		if ((eoh = memmem(b, len, "\r\n\r\n", 4)) == NULL)
 			return progress;
@@ -757,6 +895,8 @@ origin_parse(struct fz_peer *o)
 		while ((v = hdr_find(head, hlen, "Content-Length", &vl,
 		    &after)) != NULL) {
 			unsigned long long c2 = strtoull(v, NULL, 10);
+			if (has_cl && c2 != cl && o->passthrough)
+				goto echo;
 			if (has_cl && c2 != cl)
 				fz_fail("origin %s received two Content-Lengths",
 				    fz_hosts[o->host].name);
@@ -767,14 +907,21 @@ origin_parse(struct fz_peer *o)
 		if ((v = hdr_find(head, hlen, "Transfer-Encoding", &vl,
 		    &after)) != NULL)
 			has_te = 1;
+		if (has_te && has_cl && o->passthrough)
+			goto echo;
 		if (has_te && has_cl)
 			fz_fail("origin %s received Content-Length and "
 			    "Transfer-Encoding", fz_hosts[o->host].name);
 		if (has_te) {
+			if ((vl != 7 || strncasecmp(v, "chunked", 7) != 0) &&
+			    o->passthrough)
+				goto echo;
 			if (vl != 7 || strncasecmp(v, "chunked", 7) != 0)
 				fz_fail("origin %s received Transfer-Encoding "
 				    "%.*s", fz_hosts[o->host].name, (int)vl, v);
 			body = chunked_len(b + hlen, len - hlen, &bad);
+			if (bad && o->passthrough)
+				goto echo;
 			if (bad)
 				fz_fail("origin %s received a malformed chunked "
 				    "body", fz_hosts[o->host].name);
@@ -805,6 +952,10 @@ origin_parse(struct fz_peer *o)
 		respond(o, r, b, hlen + body, v, v ? vl : 0);
 	}
 	return progress;
+echo:
+	/* A client's own bytes, passed through, need not be HTTP: echoed. */
+	o->raw = 1;
+	return 1;
 }
 
 /* The answer to r, from the script the input set (default: 200 "ok"). */
@@ -876,6 +1027,106 @@ respond(struct fz_peer *o, const struct fz_req *r, const unsigned char *raw,
 	}
 }
 
+/* ------------------------------------------- an HTTP/2 client (nghttp2) */
+
+static ssize_t
+h2_send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
+    void *arg)
+{
+	peer_send(arg, data, len);
+	return (ssize_t)len;
+}
+
+/* What the client hears is checked decoded too: HPACK may hide bytes. */
+static int
+h2_header_cb(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+    size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *arg)
+{
+	struct fz_peer *c = arg;
+
+	buf_add(&c->h2_plain, name, nlen);
+	buf_add(&c->h2_plain, ": ", 2);
+	buf_add(&c->h2_plain, value, vlen);
+	buf_add(&c->h2_plain, "\n", 1);
+	return 0;
+}
+
+static int
+h2_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *d,
+    size_t len, void *arg)
+{
+	buf_add(&((struct fz_peer *)arg)->h2_plain, d, len);
+	return 0;
+}
+
+static ssize_t
+h2_body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct fz_peer *c = arg;
+	int k = src->fd;
+	size_t n = c->h2_body[k].len - c->h2_body_off[k];
+
+	if (n > len)
+		n = len;
+	memcpy(buf, c->h2_body[k].p + c->h2_body_off[k], n);
+	c->h2_body_off[k] += n;
+	if (c->h2_body_off[k] == c->h2_body[k].len)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+/* The client's session, once TLS chose h2: the preface and SETTINGS go out. */
+static int
+fzh2_start(struct fz_peer *c)
+{
+	nghttp2_session_callbacks *cb;
+	const unsigned char *alpn;
+	unsigned alen;
+
+	if (c->h2 != NULL)
+		return 0;
+	if (c->h2_dead || c->ssl == NULL || !c->tls_ok)
+		return -1;
+	SSL_get0_alpn_selected(c->ssl, &alpn, &alen);
+	if (alen != 2 || memcmp(alpn, "h2", 2) != 0)
+		return -1;
+	if (nghttp2_session_callbacks_new(&cb) != 0)
+		abort();
+	nghttp2_session_callbacks_set_send_callback(cb, h2_send_cb);
+	nghttp2_session_callbacks_set_on_header_callback(cb, h2_header_cb);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_data_cb);
+	if (nghttp2_session_client_new(&c->h2, cb, c) != 0)
+		abort();
+	nghttp2_session_callbacks_del(cb);
+	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, NULL, 0) != 0)
+		abort();
+	return 0;
+}
+
+/* What the gateway wrote goes to nghttp2, and what nghttp2 has to say out. */
+static int
+fzh2_pump(struct fz_peer *c)
+{
+	ssize_t n;
+	size_t before = c->out.len;
+
+	if (c->h2 == NULL || c->h2_dead)
+		return 0;
+	if (c->in.len > c->h2_off) {
+		n = nghttp2_session_mem_recv(c->h2, c->in.p + c->h2_off,
+		    c->in.len - c->h2_off);
+		if (n < 0) {
+			c->h2_dead = 1;
+			return 1;
+		}
+		c->h2_off = c->in.len;
+	}
+	if (nghttp2_session_send(c->h2) != 0)
+		c->h2_dead = 1;
+	return c->out.len != before;
+}
+
 /* ------------------------------------------------------------ the event loop */
 
 static int
@@ -883,8 +1134,10 @@ fz_pump_once(void)
 {
 	int i, progress = 0;
 
-	for (i = 0; i < fz.n_clients; i++)
+	for (i = 0; i < fz.n_clients; i++) {
 		progress |= peer_pump(&fz.clients[i]);
+		progress |= fzh2_pump(&fz.clients[i]);
+	}
 	for (i = 0; i < fz.n_origins; i++) {
 		struct fz_peer *o = &fz.origins[i];
 		progress |= peer_pump(o);
@@ -915,7 +1168,7 @@ fz_run(void)
 }
 
 static struct fz_peer *
-client_new(void)
+client_new(int listener)
 {
 	struct sockaddr_in sin;
 	struct fz_peer *c;
@@ -931,13 +1184,16 @@ client_new(void)
 	sin.sin_port = htons((uint16_t)(40000 + fz.n_clients));
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	atomic_fetch_add(&fz.p->n_conns, 1);
-	if (session_new(fz.w, LISTENER_HTTP, sp[0], (struct sockaddr *)&sin,
-	    sizeof(sin)) == NULL)
-		abort();
 	c = &fz.clients[fz.n_clients++];
 	memset(c, 0, sizeof(*c));
 	c->fd = sp[1];
 	c->tunnel_host = -1;
+	c->listener = listener;
+	fz.odst_fd = sp[0];
+	if (session_new(fz.w, (enum listener_kind)listener, sp[0],
+	    (struct sockaddr *)&sin, sizeof(sin)) == NULL)
+		abort();
+	fz.odst_fd = -1;
 	return c;
 }
 
@@ -1043,7 +1299,7 @@ static void
 op_request(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
-	int host = (p1 & 7) % (int)FZ_N_HOSTS;
+	int host = p1 & 7;
 	int method = ((p1 >> 3) & 7) % 5, path = (p2 & 7) % 6;
 	struct fz_buf b = { NULL, 0, 0 };
 	char line[1200];
@@ -1067,13 +1323,15 @@ op_request(struct fz_peer *c, struct fz_in *in)
 	sent_note(c, methods[method], paths[path], fz_hosts[host].name,
 	    ((p3 >> 3) & 3) % 3 != 0 || (p3 & 7) == 5 ||
 	    strstr(paths[path], FZ_PH) != NULL);
+	if (c->listener == LISTENER_TRANSPARENT)	/* the Host names it */
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 }
 
 static void
 op_connect(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p = next8(in);
-	int host = p % FZ_N_HOSTS;
+	int host = p % FZ_N_OLD;
 	uint16_t port = ports[(p >> 4) % 3];
 	char line[256];
 
@@ -1089,7 +1347,7 @@ op_tls(struct fz_peer *c, struct fz_in *in)
 {
 	uint8_t p = next8(in);
 	int host = c->tunnel_host >= 0 && !(p & 0x80) ? c->tunnel_host :
-	    p % (int)FZ_N_HOSTS;
+	    p % (int)FZ_N_OLD;
 
 	if (c->ssl != NULL)
 		return;
@@ -1099,6 +1357,379 @@ op_tls(struct fz_peer *c, struct fz_in *in)
 	SSL_set_fd(c->ssl, c->fd);
 	SSL_set_tlsext_host_name(c->ssl, fz_hosts[host].name);
 	SSL_set_connect_state(c->ssl);
+	if (c->listener == LISTENER_TRANSPARENT)	/* the SNI names it */
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
+	if (c->tunnel_host < 0)
+		c->tunnel_host = host;
+}
+
+/*
+ * fz_policy as a model, for a tunnel asked for by name (host) or address
+ * (ip): sandbox fz reaches the names whose allow rule comes first and whose
+ * addresses are all public or allow_private, and the addresses a cidr rule
+ * names, on the default ports 80 and 443; fz2 (policy default) nothing.
+ */
+static int
+fz_may_tunnel(int host, const char *ip, uint16_t port)
+{
+	size_t i;
+
+	if (port != 80 && port != 443)
+		return 0;
+	if (ip != NULL) {
+		for (i = 0; i < FZ_N_IPS; i++)
+			if (strcmp(fz_ips[i].addr, ip) == 0)
+				return fz_ips[i].cidr_allowed;
+		return 0;
+	}
+	return host == 0 || host == 1 || host == FZ_BOUND || host == 3 ||
+	    host == FZ_T || host == FZ_SIX || host == FZ_O;
+}
+
+/*
+ * A new SOCKS5 client: greeting (no auth, user/pass, both, or nothing
+ * acceptable), user/pass when the gateway is to choose it (fz's token, a
+ * wrong one, fz2's, an unknown id), then CONNECT (or BIND) by name, IPv4,
+ * IPv6 (an IPv4-mapped one too) or an unknown address type; all at once,
+ * as a client that does not wait for the replies.
+ */
+static struct fz_peer *
+op_socks(struct fz_in *in)
+{
+	static const uint8_t greets[4][4] = { { 5, 1, 0 }, { 5, 1, 2 },
+	    { 5, 2, 2, 0 }, { 5, 1, 0x80 } };
+	static const size_t greet_len[4] = { 3, 3, 4, 3 };
+	static const char *const users[4][2] = { { "fz", FZ_TOKEN },
+	    { "fz", "fz-wrong" }, { "fz2", FZ_TOKEN2 }, { "zz", FZ_TOKEN } };
+	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
+	int g = p1 & 3, cred = (p1 >> 2) & 3, atyp = (p1 >> 4) & 3;
+	int bind = (p1 >> 6) & 1, ident_ok, host = -1;
+	uint16_t port = ports[p3 % 3];
+	unsigned char a6[16];
+	char dest[64];
+	const char *ip = NULL;
+	struct fz_peer *c;
+	uint8_t msg[320];
+	size_t n = 0, l;
+
+	if ((c = client_new(LISTENER_SOCKS5)) == NULL)
+		return NULL;
+	peer_send(c, greets[g], greet_len[g]);
+	if (g == 1 || g == 2) {
+		msg[n++] = 1;
+		msg[n++] = (uint8_t)(l = strlen(users[cred][0]));
+		memcpy(msg + n, users[cred][0], l);
+		n += l;
+		msg[n++] = (uint8_t)(l = strlen(users[cred][1]));
+		memcpy(msg + n, users[cred][1], l);
+		n += l;
+		ident_ok = cred == 0;
+	} else
+		ident_ok = g == 0;
+	msg[n++] = 5;
+	msg[n++] = bind ? 2 : 1;
+	msg[n++] = 0;
+	if (atyp == 0) {
+		host = p2 % (int)FZ_N_HOSTS;
+		snprintf(dest, sizeof(dest), "%s", fz_hosts[host].name);
+		msg[n++] = 3;
+		msg[n++] = (uint8_t)(l = strlen(dest));
+		memcpy(msg + n, dest, l);
+		n += l;
+	} else if (atyp == 3) {
+		snprintf(dest, sizeof(dest), "?");
+		memcpy(msg + n, "\x05\xc6\x12\x00\x08", 5);	/* ATYP 5 */
+		n += 5;
+	} else {
+		size_t i = p2 % FZ_N_IPS;
+
+		ip = fz_ips[i].addr;
+		host = fz_ips[i].host;
+		snprintf(dest, sizeof(dest), "%s", ip);
+		if (inet_pton(AF_INET, ip, a6 + 12) == 1) {
+			if (atyp == 2) {
+				/* The same address IPv4-mapped: ::ffff:a.b.c.d */
+				memset(a6, 0, 10);
+				a6[10] = a6[11] = 0xff;
+				msg[n++] = 4;
+				memcpy(msg + n, a6, 16);
+				n += 16;
+			} else {
+				msg[n++] = 1;
+				memcpy(msg + n, a6 + 12, 4);
+				n += 4;
+			}
+		} else {
+			if (inet_pton(AF_INET6, ip, a6) != 1)
+				abort();
+			msg[n++] = 4;
+			memcpy(msg + n, a6, 16);
+			n += 16;
+		}
+	}
+	msg[n++] = (uint8_t)(port >> 8);
+	msg[n++] = (uint8_t)port;
+	peer_send(c, msg, n);
+	c->socks_sent = !bind && atyp != 3;
+	c->socks_may = ident_ok && fz_may_tunnel(host, ip, port);
+	snprintf(c->socks_dest, sizeof(c->socks_dest), "%s:%u", dest, port);
+	c->tunnel_host = host;
+	if (!bind && atyp != 3)
+		sent_note(c, "CONNECT", "", dest, 0);
+	return c;
+}
+
+static void	op_tls_sni(struct fz_peer *, struct fz_in *);
+
+/*
+ * CONNECT to any name of the table, or to an address of fz_ips (IPv6 in
+ * brackets), on 443, 80 or 8443.
+ */
+static void
+op_connect_any(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in);
+	uint16_t port = ports[p2 % 3];
+	char line[256], auth[120], dest[64];
+	int host;
+
+	if (p1 & 0x80) {
+		size_t i = (p1 & 0x7f) % FZ_N_IPS;
+
+		host = fz_ips[i].host;
+		snprintf(dest, sizeof(dest), strchr(fz_ips[i].addr, ':') ?
+		    "[%s]" : "%s", fz_ips[i].addr);
+		sent_note(c, "CONNECT", "", fz_ips[i].addr, 0);
+	} else {
+		host = p1 % (int)FZ_N_HOSTS;
+		snprintf(dest, sizeof(dest), "%s", fz_hosts[host].name);
+		sent_note(c, "CONNECT", "", dest, 0);
+	}
+	snprintf(line, sizeof(line), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n",
+	    dest, port, dest, port);
+	peer_sends(c, line);
+	/* Proxy-Authorization: none, fz's token, fz2's (policy default) */
+	if ((p2 >> 2) & 3) {
+		unsigned char enc[64];
+		const char *up = ((p2 >> 2) & 3) == 1 ? "fz:" FZ_TOKEN :
+		    ((p2 >> 2) & 3) == 2 ? "fz2:" FZ_TOKEN2 : "fz:wrong";
+
+		EVP_EncodeBlock(enc, (const unsigned char *)up, (int)strlen(up));
+		snprintf(auth, sizeof(auth), "Proxy-Authorization: Basic %s\r\n",
+		    enc);
+		peer_sends(c, auth);
+	}
+	peer_sends(c, "\r\n");
+	c->tunnel_host = host;
+}
+
+/*
+ * Bytes neither TLS nor HTTP, as ssh or a database client writes, marked
+ * with the host the client's tunnel is for ("*": none known).
+ */
+static void
+op_opaque(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	char line[96];
+
+	snprintf(line, sizeof(line), "%s%s%s;%u\r\n", (p & 1) ? "\x01\x02" :
+	    "SSH-2.0-fz-client ", FZ_OPQ, c->tunnel_host >= 0 ?
+	    fz_hosts[c->tunnel_host].name : "*", p);
+	peer_sends(c, line);
+}
+
+/* Time passes: every session's pending sniff timer fires (5 s, no bytes). */
+static void
+op_time_passes(void)
+{
+	struct session *s, *next;
+
+	fz_run();
+	for (s = TAILQ_FIRST(&fz.w->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (s->timer != NULL && evtimer_pending(s->timer, NULL))
+			event_active(s->timer, EV_TIMEOUT, 1);
+	}
+	fz_run();
+}
+
+/*
+ * A new client of the transparent listener, redirected from an address of
+ * the table (a name's, or one of fz_ips') on 443, 80 or 8443. What it says
+ * first (TLS with some SNI, an HTTP request, opaque bytes, or nothing until
+ * time passes) is up to the next ops.
+ */
+static struct fz_peer *
+op_transparent(struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in);
+	const char *ip;
+	struct fz_peer *c;
+	int host;
+
+	if (p1 & 0x80) {
+		size_t i = (p1 & 0x7f) % FZ_N_IPS;
+
+		ip = fz_ips[i].addr;
+		host = fz_ips[i].host;
+	} else {
+		host = p1 % (int)FZ_N_HOSTS;
+		ip = fz_hosts[host].addr[0];
+	}
+	if (strchr(ip, ':') != NULL) {	/* an IPv4 client: an IPv4 destination */
+		ip = "203.0.113.7";
+		host = -1;
+	}
+	memset(&fz.odst, 0, sizeof(fz.odst));
+	fz.odst.sin_family = AF_INET;
+	fz.odst.sin_port = htons(ports[p2 % 3]);
+	if (inet_pton(AF_INET, ip, &fz.odst.sin_addr) != 1)
+		abort();
+	if ((c = client_new(LISTENER_TRANSPARENT)) == NULL)
+		return NULL;
+	snprintf(c->orig_ip, sizeof(c->orig_ip), "%s", ip);
+	c->orig_port = ports[p2 % 3];
+	c->tunnel_host = host;
+	/* What the first bytes do not name, the address does. */
+	sent_note(c, "CONNECT", "", ip, 0);
+	return c;
+}
+
+/*
+ * A request as an HTTP/2 stream (the connection must have chosen h2): the
+ * same templates' method, path, :authority (the tunnel's name, or another),
+ * Authorization and body (with or without content-length), and a header
+ * the gateway must refuse (connection-specific) now and then.
+ */
+static void
+op_h2_request(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p1 = next8(in), p2 = next8(in), p3 = next8(in);
+	int host = p1 & 7, method = ((p1 >> 3) & 7) % 5, path = (p2 & 7) % 6;
+	int auth = ((p3 >> 3) & 3) % 3, body = p3 & 7, has_ph;
+	nghttp2_nv nv[8];
+	nghttp2_data_provider dp;
+	unsigned char enc[128];
+	char authv[160], clen[24];
+	const char *bodytext = NULL;
+	size_t n = 0;
+
+	fz_run();		/* the handshake and the server's SETTINGS */
+	if (fzh2_start(c) == -1)
+		return;
+	if (c->tunnel_host >= 0 && !(p1 & 0x80))
+		host = c->tunnel_host;
+#define NV(nm, v) do {							\
+	nv[n].name = (uint8_t *)(nm); nv[n].namelen = strlen(nm);	\
+	nv[n].value = (uint8_t *)(v); nv[n].valuelen = strlen(v);	\
+	nv[n].flags = NGHTTP2_NV_FLAG_NONE; n++;			\
+} while (0)
+	NV(":method", methods[method]);
+	NV(":scheme", "https");
+	NV(":authority", fz_hosts[host].name);
+	NV(":path", paths[path]);
+	if (auth == 1)
+		NV("authorization", "Bearer " FZ_PH);
+	else if (auth == 2) {
+		EVP_EncodeBlock(enc, (const unsigned char *)"u:" FZ_PH,
+		    (int)strlen("u:" FZ_PH));
+		snprintf(authv, sizeof(authv), "Basic %s", enc);
+		NV("authorization", authv);
+	}
+	if (body == 1 || body == 2)
+		bodytext = "hello";
+	else if (body == 5)
+		bodytext = "key=" FZ_PH "x";
+	if (bodytext != NULL && body != 2) {
+		snprintf(clen, sizeof(clen), "%zu", strlen(bodytext));
+		NV("content-length", clen);
+	}
+	if (((p2 >> 3) & 7) == 7)
+		NV("connection", "close");	/* malformed in HTTP/2 */
+#undef NV
+	has_ph = auth != 0 || body == 5 || strstr(paths[path], FZ_PH) != NULL;
+	if (bodytext != NULL && c->n_h2_body < 8) {
+		int k = c->n_h2_body++;
+
+		buf_str(&c->h2_body[k], bodytext);
+		buf_add(&c->sent, bodytext, strlen(bodytext));
+		dp.source.fd = k;
+		dp.read_callback = h2_body_cb;
+		if (nghttp2_submit_request(c->h2, NULL, nv, n, &dp, c) < 0)
+			return;
+	} else if (nghttp2_submit_request(c->h2, NULL, nv, n, NULL, c) < 0)
+		return;
+	sent_note(c, methods[method], paths[path], fz_hosts[host].name, has_ph);
+	(void)fzh2_pump(c);
+}
+
+/* Ops 240 and up: the listeners and tunnels beyond the HTTP proxy's. */
+static void
+fz_run_new_op(struct fz_peer **cp, uint8_t op, struct fz_in *in)
+{
+	struct fz_peer *c;
+
+	switch (op) {
+	case 0:
+		if ((c = op_socks(in)) != NULL)
+			*cp = c;
+		break;
+	case 1:
+		op_tls_sni(*cp, in);
+		break;
+	case 2:
+		op_connect_any(*cp, in);
+		break;
+	case 3:
+		op_opaque(*cp, in);
+		break;
+	case 4:
+		op_time_passes();
+		break;
+	case 5:
+		if ((c = op_transparent(in)) != NULL)
+			*cp = c;
+		break;
+	case 6:
+		op_h2_request(*cp, in);
+		break;
+	}
+}
+
+/*
+ * TLS from the client with a chosen SNI: the tunnel's name, none (as to an
+ * address), another name of the table, or the tunnel's with a trailing dot.
+ */
+static void
+op_tls_sni(struct fz_peer *c, struct fz_in *in)
+{
+	uint8_t p = next8(in);
+	int kind = p & 3, host = c->tunnel_host;
+	char name[64];
+
+	if (c->ssl != NULL)
+		return;
+	if (kind == 2 || host < 0)
+		host = (p >> 2) % (int)FZ_N_HOSTS;
+	fz_run();		/* the tunnel's answer first, in plain */
+	if ((c->ssl = SSL_new(fz.cctx)) == NULL)
+		abort();
+	SSL_set_fd(c->ssl, c->fd);
+	snprintf(name, sizeof(name), kind == 3 ? "%s." : "%s",
+	    fz_hosts[host].name);
+	if (kind != 1)
+		SSL_set_tlsext_host_name(c->ssl, name);
+	c->h2_off = c->in.len;	/* HTTP/2 starts inside TLS */
+	if (p & 0x80) {		/* ALPN: h2 first */
+		if (SSL_set_alpn_protos(c->ssl, (const unsigned char *)
+		    "\x02h2\x08http/1.1", 12) != 0)
+			abort();
+		c->h2_offer = 1;
+	}
+	SSL_set_connect_state(c->ssl);
+	if (c->listener == LISTENER_TRANSPARENT && kind != 1)
+		sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 	if (c->tunnel_host < 0)
 		c->tunnel_host = host;
 }
@@ -1112,6 +1743,10 @@ fz_run_ops(struct fz_in *in)
 
 	while (in->off < in->len) {
 		op = next8(in);
+		if (op >= 240) {
+			fz_run_new_op(&c, (uint8_t)(op - 240), in);
+			continue;
+		}
 		switch (op % 10) {
 		case 0:
 		case 1:
@@ -1135,10 +1770,10 @@ fz_run_ops(struct fz_in *in)
 			fz_run();
 			break;
 		case 6:		/* another client connection */
-			n = next8(in) % FZ_MAX_CLIENTS;
+			n = next8(in) % FZ_OLD_CLIENTS;
 			if ((int)n < fz.n_clients)
 				c = &fz.clients[n];
-			else if (client_new() != NULL)
+			else if (client_new(LISTENER_HTTP) != NULL)
 				c = &fz.clients[fz.n_clients - 1];
 			break;
 		case 7:		/* the origins' next answers */
@@ -1229,9 +1864,18 @@ fz_trace(void)
 		fprintf(stderr, "  origin %s:%u%s got %s %s body=%zu%s\n",
 		    fz_hosts[fz.origins[fz.reqs[i].origin].host].name,
 		    fz.origins[fz.reqs[i].origin].port,
+		    fz.origins[fz.reqs[i].origin].passthrough ? " (TLS passthrough)" :
 		    fz.origins[fz.reqs[i].origin].tls ? " (TLS)" : "",
 		    fz.reqs[i].method, fz.reqs[i].target, fz.reqs[i].body_raw,
 		    fz.reqs[i].has_secret ? " SECRET" : "");
+	for (i = 0; i < fz.n_origins; i++)
+		if (fz.origins[i].raw || fz.origins[i].passthrough)
+			fprintf(stderr, "  origin %s:%u (%s) got %zu bytes: %.*s\n",
+			    fz_hosts[fz.origins[i].host].name, fz.origins[i].port,
+			    fz.origins[i].passthrough ? "passthrough" : "raw",
+			    fz.origins[i].in.len, (int)(fz.origins[i].in.len > 300 ?
+			    300 : fz.origins[i].in.len), fz.origins[i].in.p ?
+			    (const char *)fz.origins[i].in.p : "");
 	for (i = 0; i < fz.n_clients; i++)
 		fprintf(stderr, "  client %d%s got %zu bytes: %.*s\n", i,
 		    fz.clients[i].tls_ok ? " (TLS)" : "", fz.clients[i].in.len,
@@ -1250,7 +1894,9 @@ fz_check_rows(void)
 {
 	/* fz_policy's allow rules, in order; d.test's is shadowed by deny[0]. */
 	static const char *const allow_hosts[] = { "a.test", "b.test",
-	    "api.test", "i.test", "d.test", "p.test", "m.test" };
+	    "api.test", "i.test", "d.test", "p.test", "m.test", "t.test",
+	    "six.test", "198.18.0.8", "2001:db8::6", "o.test", "198.18.0.9" };
+	const int n_allow = (int)(sizeof(allow_hosts) / sizeof(allow_hosts[0]));
 	int i, k;
 
 	for (i = 0; i < fz.n_rows; i++) {
@@ -1258,7 +1904,7 @@ fz_check_rows(void)
 		int connect = strcmp(r->method, "CONNECT") == 0, n;
 
 		if (sscanf(r->rule, "fz:allow[%d]", &n) == 1 && (n < 0 ||
-		    n >= 7 || strcmp(allow_hosts[n], r->host) != 0))
+		    n >= n_allow || strcmp(allow_hosts[n], r->host) != 0))
 			fz_fail("audit row [%d] for %s names rule %s", i,
 			    r->host, r->rule);
 		if (strcmp(r->rule, "fz:deny[0]") == 0 &&
@@ -1266,8 +1912,10 @@ fz_check_rows(void)
 			fz_fail("audit row [%d] for %s names rule %s", i,
 			    r->host, r->rule);
 
+		/* A SOCKS5 refusal before the request was read names no host. */
 		if (r->client < 0 || r->client >= fz.n_clients ||
-		    fz.clients[r->client].raw_used || r->method[0] == '\0')
+		    fz.clients[r->client].raw_used || r->method[0] == '\0' ||
+		    (connect && r->host[0] == '\0'))
 			continue;
 		for (k = 0; k < fz.n_sent; k++) {
 			const struct fz_sent *t = &fz.sent[k];
@@ -1288,6 +1936,183 @@ fz_check_rows(void)
 	}
 }
 
+/*
+ * An origin connection that carries a client's own bytes (a passthrough
+ * tunnel) was opened under one tunnel row that allowed it: for that origin's
+ * name or address, port and the address connected to.
+ */
+static void
+fz_check_tunnels(void)
+{
+	int i, k;
+
+	for (i = 0; i < fz.n_origins; i++) {
+		const struct fz_peer *o = &fz.origins[i];
+
+		if (o->host == FZ_O) {
+			/*
+			 * Opaque: the rule connects at once (the server may
+			 * speak first), under o.test's allow rule (by name or by
+			 * its cidr): a row names it, whatever the client's first
+			 * bytes made of the tunnel afterwards. That nothing meant
+			 * for another destination reached it is fz_check_marks'.
+			 */
+			for (k = 0; k < fz.n_rows; k++) {
+				const struct fz_row *r = &fz.rows[k];
+
+				if (r->port == o->port &&
+				    (strcmp(r->host, "o.test") == 0 ||
+				    strcmp(r->host, o->ip) == 0) &&
+				    (strcmp(r->rule, "fz:allow[11]") == 0 ||
+				    strcmp(r->rule, "fz:allow[12]") == 0))
+					break;
+			}
+			if (k == fz.n_rows)
+				fz_fail("opaque origin %s:%u was connected to "
+				    "(%zu bytes reached it) and no row names "
+				    "o.test's allow rules", o->ip, o->port,
+				    o->in.len);
+		}
+		if (!o->passthrough)
+			continue;
+		for (k = 0; k < fz.n_rows; k++) {
+			struct fz_row *r = &fz.rows[k];
+
+			if (r->used || strcmp(r->decision, "allow") != 0 ||
+			    strcmp(r->method, "CONNECT") != 0 ||
+			    r->port != o->port || strcmp(r->ip, o->ip) != 0 ||
+			    (strcmp(r->host, fz_hosts[o->host].name) != 0 &&
+			    strcmp(r->host, o->ip) != 0))
+				continue;
+			/* A client's ClientHello without SNI: a tunnel to an address. */
+			if (o->no_sni && strcmp(r->host, o->ip) != 0)
+				continue;
+			r->used = 1;
+			break;
+		}
+		if (k == fz.n_rows)
+			fz_fail("origin %s:%u (%s) carried a client's TLS "
+			    "(passthrough%s) and no allow row of a tunnel to it "
+			    "matches", fz_hosts[o->host].name, o->port, o->ip,
+			    o->no_sni ? ", no SNI" : "");
+	}
+}
+
+/*
+ * An opaque payload names the host its client's tunnel was decided for
+ * (FZ_OPQ "name;"): it reaches only that host's origins. Raw client bytes
+ * could write any mark, so then nothing is checked.
+ */
+static void
+fz_check_marks(void)
+{
+	const unsigned char *m;
+	size_t off, nl;
+	int i;
+
+	for (i = 0; i < fz.n_clients; i++)
+		if (fz.clients[i].raw_used)
+			return;
+	for (i = 0; i < fz.n_origins; i++) {
+		const struct fz_peer *o = &fz.origins[i];
+		const char *want = fz_hosts[o->host].name;
+
+		for (off = 0; off < o->in.len; off = (size_t)(m - o->in.p) + 1) {
+			if ((m = memmem(o->in.p + off, o->in.len - off, FZ_OPQ,
+			    sizeof(FZ_OPQ) - 1)) == NULL)
+				break;
+			nl = strlen(want);
+			if (m[sizeof(FZ_OPQ) - 1] == '*')
+				continue;
+			if ((size_t)(o->in.p + o->in.len - m) < sizeof(FZ_OPQ) +
+			    nl || memcmp(m + sizeof(FZ_OPQ) - 1, want, nl) != 0 ||
+			    m[sizeof(FZ_OPQ) - 1 + nl] != ';')
+				fz_fail("origin %s:%u (%s) received an opaque "
+				    "payload meant for another destination: %.40s",
+				    want, o->port, o->ip, (const char *)m);
+		}
+	}
+}
+
+/*
+ * The transparent listener goes only where the client was going: every row
+ * of a transparent client names its original destination as the port, and
+ * as the address where one is named and not refused; an allowed name is one
+ * that resolves
+ * to that address -- claiming an allowed name reaches no other address.
+ */
+static void
+fz_check_transparent(void)
+{
+	int i, k;
+	size_t h, a;
+
+	for (i = 0; i < fz.n_rows; i++) {
+		const struct fz_row *r = &fz.rows[i];
+		const struct fz_peer *c;
+
+		if (r->client < 0 || r->client >= fz.n_clients)
+			continue;
+		c = &fz.clients[r->client];
+		if (c->listener != LISTENER_TRANSPARENT)
+			continue;
+		/* A refusal may name the address of the name that it refused. */
+		if ((r->ip[0] != '\0' && strcmp(r->ip, c->orig_ip) != 0 &&
+		    strcmp(r->decision, "deny") != 0) ||
+		    (r->port > 0 && r->port != c->orig_port))
+			fz_fail("audit row [%d] of transparent client %d names "
+			    "%s port %d; it was going to %s port %u", i,
+			    r->client, r->ip, r->port, c->orig_ip, c->orig_port);
+		if (strcmp(r->decision, "allow") != 0 ||
+		    strcmp(r->host, c->orig_ip) == 0)
+			continue;
+		for (h = 0, k = 0; h < FZ_N_HOSTS && !k; h++)
+			if (strcmp(fz_hosts[h].name, r->host) == 0)
+				for (a = 0; a < 2 && fz_hosts[h].addr[a]; a++)
+					if (strcmp(fz_hosts[h].addr[a],
+					    c->orig_ip) == 0)
+						k = 1;
+		if (!k)
+			fz_fail("audit row [%d] allows transparent client %d to "
+			    "%s, which does not resolve to its original "
+			    "destination %s", i, r->client, r->host, c->orig_ip);
+	}
+}
+
+/*
+ * A SOCKS5 success reply only where fz_policy allows the destination to the
+ * identity the client gave: the method reply, the user/pass status (when
+ * the gateway chose it), then the request's reply.
+ */
+static void
+fz_check_socks(void)
+{
+	int i;
+
+	for (i = 0; i < fz.n_clients; i++) {
+		const struct fz_peer *c = &fz.clients[i];
+		const unsigned char *b = c->in.p;
+		size_t len = c->in.len, off;
+
+		if (c->listener != LISTENER_SOCKS5 || !c->socks_sent || len < 2)
+			continue;
+		if (b[1] == 2) {
+			if (len < 4 || b[2] != 1 || b[3] != 0)
+				continue;
+			off = 4;
+		} else if (b[1] == 0)
+			off = 2;
+		else
+			continue;
+		if (len - off < 10 || b[off] != 5)
+			continue;
+		if (b[off + 1] == 0 && !c->socks_may)
+			fz_fail("SOCKS5 client %d was told success for %s, which "
+			    "fz_policy does not allow to the identity it gave", i,
+			    c->socks_dest);
+	}
+}
+
 static void
 fz_check(int secret_ok)
 {
@@ -1300,10 +2125,13 @@ fz_check(int secret_ok)
 		struct fz_req *q = &fz.reqs[i];
 		const struct fz_peer *o = &fz.origins[q->origin];
 
-		if (q->has_secret && (o->host != FZ_BOUND || !o->tls))
+		if (q->has_secret && (o->host != FZ_BOUND || !o->tls ||
+		    o->passthrough))
 			fz_fail("origin %s:%u (%s) received the secret in %s %s",
 			    fz_hosts[o->host].name, o->port, o->tls ? "TLS" :
 			    "plain", q->method, q->target);
+		if (o->passthrough)
+			continue;	/* the gateway saw no request: fz_check_tunnels */
 		unswap(q->target, sizeof(q->target));
 		for (k = 0; k < fz.n_rows; k++)
 			if (row_matches(&fz.rows[k], q, o))
@@ -1316,7 +2144,11 @@ fz_check(int secret_ok)
 			    q->has_secret ? ", with the secret" : "");
 		fz.rows[k].used = 1;
 	}
+	fz_check_tunnels();
+	fz_check_marks();
+	fz_check_transparent();
 	fz_check_rows();
+	fz_check_socks();
 	if (!secret_ok)
 		return;
 	for (i = 0; i < fz.n_origins; i++) {
@@ -1332,6 +2164,9 @@ fz_check(int secret_ok)
 	for (i = 0; i < fz.n_clients; i++) {
 		const char *f = fz_secret_in(fz.clients[i].in.p,
 		    fz.clients[i].in.len);
+		if (f == NULL)
+			f = fz_secret_in(fz.clients[i].h2_plain.p,
+			    fz.clients[i].h2_plain.len);
 		if (f != NULL)
 			fz_fail("client %d received the secret (%s)", i, f);
 	}
@@ -1409,6 +2244,10 @@ static const char fz_policy[] =
     "  - id: fz\n"
     "    policy: fz\n"
     "    source: [127.0.0.1/32]\n"
+    "    token_sha256: \"" FZ_TOKEN_SHA "\"\n"
+    "  - id: fz2\n"			/* SOCKS5 user/pass only: denies all */
+    "    policy: default\n"
+    "    token_sha256: \"" FZ_TOKEN2_SHA "\"\n"
     "policies:\n"
     "  - name: fz\n"
     "    allow:\n"
@@ -1425,9 +2264,17 @@ static const char fz_policy[] =
     "      - host: d.test\n"
     "      - host: p.test\n"
     "      - host: m.test\n"
+    "      - host: t.test\n"		/* allow[7]: passthrough */
+    "      - host: six.test\n"
+    "      - cidr: 198.18.0.8/32\n"	/* allow[9] */
+    "      - cidr: 2001:db8::6/128\n"
+    "      - host: o.test\n"		/* allow[11] */
+    "        opaque: true\n"
+    "      - cidr: 198.18.0.9/32\n"
+    "        opaque: true\n"
     "    deny:\n"
     "      - host: d.test\n"
-    "    allow_private: [198.18.0.0/15]\n"
+    "    allow_private: [198.18.0.0/15, 2001:db8::/32]\n"
     "    credentials: [" FZ_CRED "]\n"
     "credentials:\n"
     "  - name: " FZ_CRED "\n"
@@ -1435,6 +2282,74 @@ static const char fz_policy[] =
     "    hosts: [api.test]\n"
     "    query: true\n"
     "    placeholder: \"" FZ_PH "\"\n";
+
+/*
+ * The harness clients mark their ClientHellos with an extension of their
+ * own, which the gateway's never carry: an origin that sees it is the far
+ * end of a passthrough tunnel, not of a connection the gateway made.
+ */
+static int
+client_ext_add(SSL *ssl, unsigned int type, unsigned int context,
+    const unsigned char **out, size_t *outlen, X509 *x, size_t chainidx,
+    int *al, void *arg)
+{
+	static const unsigned char mark[] = "fz";
+
+	*out = mark;
+	*outlen = 2;
+	return 1;
+}
+
+/*
+ * Whatever the ClientHello an origin receives (the gateway's own or a
+ * client's passed through), a name in it is that origin's: an SNI that
+ * differs from the CONNECT or SOCKS5 name never reaches an origin.
+ */
+static int
+origin_hello_cb(SSL *ssl, int *al, void *arg)
+{
+	struct fz_peer *o = SSL_get_app_data(ssl);
+	const unsigned char *p;
+	const char *want;
+	size_t len, nl;
+
+	if (o == NULL)
+		return SSL_CLIENT_HELLO_SUCCESS;
+	want = fz_hosts[o->host].name;
+	if (SSL_client_hello_get0_ext(ssl, FZ_EXT_CLIENT, &p, &len) == 1)
+		o->passthrough = 1;
+	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
+	    &len) != 1) {
+		o->no_sni = 1;
+		return SSL_CLIENT_HELLO_SUCCESS;
+	}
+	/* server_name_list: length, then type 0 and a length-prefixed name */
+	if (len < 5 || p[2] != 0 || (nl = (size_t)(p[3] << 8 | p[4])) >
+	    len - 5)
+		fz_fail("origin %s:%u received a malformed server_name",
+		    want, o->port);
+	if (nl > 0 && p[5 + nl - 1] == '.')
+		nl--;
+	if (nl != strlen(want) || strncasecmp((const char *)p + 5, want,
+	    nl) != 0)
+		fz_fail("origin %s:%u (%s) received a ClientHello for %.*s%s",
+		    want, o->port, o->ip, (int)nl, p + 5, o->passthrough ?
+		    " from a client, passed through" : "");
+	return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* An origin's view of that extension (OpenSSL keeps only registered ones). */
+static int
+origin_ext_parse(SSL *ssl, unsigned int type, unsigned int context,
+    const unsigned char *in, size_t inlen, X509 *x, size_t chainidx, int *al,
+    void *arg)
+{
+	struct fz_peer *o = SSL_get_app_data(ssl);
+
+	if (o != NULL)
+		o->passthrough = 1;
+	return 1;
+}
 
 static SSL_CTX *
 origin_ctx(const char *name)
@@ -1447,6 +2362,10 @@ origin_ctx(const char *name)
 	    SSL_CTX_use_certificate(ctx, leaf) != 1 ||
 	    SSL_CTX_use_PrivateKey(ctx, key) != 1)
 		abort();
+	if (SSL_CTX_add_custom_ext(ctx, FZ_EXT_CLIENT, SSL_EXT_CLIENT_HELLO,
+	    NULL, NULL, NULL, origin_ext_parse, NULL) != 1)
+		abort();
+	SSL_CTX_set_client_hello_cb(ctx, origin_hello_cb, NULL);
 	X509_free(leaf);
 	EVP_PKEY_free(key);
 	return ctx;
@@ -1555,6 +2474,10 @@ fz_init(void)
 	if ((fz.cctx = SSL_CTX_new(TLS_client_method())) == NULL)
 		abort();
 	SSL_CTX_set_verify(fz.cctx, SSL_VERIFY_NONE, NULL);
+	if (SSL_CTX_add_custom_ext(fz.cctx, FZ_EXT_CLIENT,
+	    SSL_EXT_CLIENT_HELLO, client_ext_add, NULL, NULL, NULL,
+	    NULL) != 1)
+		abort();
 
 	snprintf(path, sizeof(path), "%s/vault.db", fz.dir);
 	snprintf(path2, sizeof(path2), "%s/vault.key", fz.dir);
@@ -1579,6 +2502,7 @@ fz_init(void)
 	    (fz.p = proxy_new(cfg, pol, &parts)) == NULL)
 		abort();
 	fz.w = &fz.p->workers[0];
+	fz.odst_fd = -1;
 	fz.ready = 1;
 	atexit(fz_teardown);
 }
@@ -1593,6 +2517,7 @@ fz_reset(void)
 	for (i = 0; i < fz.n_origins; i++)
 		peer_free(&fz.origins[i]);
 	fz.n_clients = fz.n_origins = fz.n_reqs = fz.n_rows = fz.n_sent = 0;
+	fz.odst_fd = -1;
 	fz.n_answered = fz.n_script = 0;
 	fz.rawresp_len = 0;
 }
@@ -1609,7 +2534,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 4096)
 		return 0;
 	fz.active = 1;
-	client_new();
+	client_new(LISTENER_HTTP);
 	fz_run_ops(&in);
 	fz_run();
 	/* Origins close first: a request still open gets its error row. */
