@@ -67,7 +67,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		session_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED, 0, 0,
 		    &s->started);
 	} else
-		s->logged = 1;
+		s->x->logged = 1;
 	fair_answer(s, detail);
 }
 

@@ -716,7 +716,7 @@ st_request(struct h2_stream *st, int end_stream)
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
-	p->logged = 1;	/* the connection's rows are its streams' */
+	p->x->logged = 1;	/* the connection's rows are its streams' */
 	if ((head = malloc(cap)) == NULL) {
 		free(q);
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);

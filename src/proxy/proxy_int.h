@@ -297,6 +297,7 @@ struct exchange {
 	size_t			 n_addrs;
 	size_t			 addr_next;	/* next address to try */
 	struct cred_body_tail	 body_tail;
+	int			 logged;	/* its row is written */
 };
 
 struct session {
@@ -360,7 +361,6 @@ struct session {
 	uint64_t		 bytes_down;
 	struct timespec		 started;
 	enum sg_close		 close_reason;	/* NONE until it ends */
-	int			 logged;
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
 	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
 	int			 origin_resumed;	/* the origin TLS session was resumed */

@@ -210,7 +210,7 @@ session_close(struct session *s, enum sg_close reason)
 	 * unless it ended because the seccomp filter refused a call the relay
 	 * made on this thread (refusal_take: the call that just failed).
 	 */
-	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->logged &&
+	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->x->logged &&
 	    s->x->verdict.allow && !s->h2_child) {
 		if (session_close_is_error(reason) && refusal_pending())
 			session_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED,
@@ -547,7 +547,7 @@ session_log(struct session *s, enum sg_verdict decision, int status,
 	char path[256] = "-";
 	int nr;
 
-	s->logged = 1;
+	s->x->logged = 1;
 	/*
 	 * An error right after the seccomp filter refused a call on this
 	 * thread: that call is why (it was named in the log when refused).

@@ -53,7 +53,7 @@ deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 		session_deny(s, status, reason, detail);
 		return;
 	}
-	s->logged = 1;
+	s->x->logged = 1;
 	s->x->fwd.ip = s->orig_dst;	/* the row names the address refused */
 	session_log(s, reason_verdict(reason), status, reason, 0, 0,
 	    &s->started);

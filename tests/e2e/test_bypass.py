@@ -362,6 +362,58 @@ class BypassTest(unittest.TestCase):
         self.settle()
         self.assertNotIn("/get-inside", self.a.paths())
 
+    def test_absolute_then_opaque_connect_has_its_row(self):
+        # A tunnel after a request on one connection is a decision of its
+        # own: its row is written when it ends, whatever the request's was
+        # (found by fuzz_worker: the request's row hid the tunnel's).
+        for n in (1, 2):
+            with self.subTest(requests_before=n):
+                c = self.conn()
+                for i in range(n):
+                    self.assertEqual(c.request(self.absreq(
+                        "a.test", self.a.port, "/before-op-%d-%d" % (n, i))
+                    ).status, 200)
+                c.send("CONNECT op.test:%d HTTP/1.1\r\nHost: op.test:%d"
+                       "\r\n\r\n" % (self.op.port, self.op.port))
+                self.assertEqual(c.read_response("CONNECT").status, 200)
+                mark = b"opaque-after-%d\r\n" % n
+                c.send(mark)
+                got = b""
+                deadline = time.time() + 5 * T.SLOW
+                while mark not in got and time.time() < deadline:
+                    got += c.read_some()
+                self.assertIn(mark, got)
+                client = "127.0.0.1:%d" % c.sock.getsockname()[1]
+                c.close()
+                row = self.row(kind="connect", host="op.test",
+                               client=client, decision="allow")
+                self.assertEqual(row["rule"], "byp:allow[3]", row)
+                self.assertGreaterEqual(row["bytes_up"], len(mark), row)
+                self.assertIsNone(row["path"], row)
+
+    def test_absolute_then_passthrough_connect_has_its_row(self):
+        c = self.conn()
+        self.assertEqual(c.request(self.absreq("a.test", self.a.port,
+            "/before-pt")).status, 200)
+        # a.test is not intercepted: TLS inside passes through unread.
+        c.send("CONNECT a.test:%d HTTP/1.1\r\nHost: a.test:%d\r\n\r\n" %
+               (self.a2.port, self.a2.port))
+        self.assertEqual(c.read_response("CONNECT").status, 200)
+        client = "127.0.0.1:%d" % c.sock.getsockname()[1]
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            ctx.wrap_socket(c.sock, server_hostname="a.test").close()
+        except (ssl.SSLError, OSError):
+            pass    # a plain origin: the handshake fails there, not here
+        c.close()
+        row = self.row(kind="connect", host="a.test", port=self.a2.port,
+                       client=client)
+        self.assertEqual((row["decision"], row["rule"]),
+                         ("allow", "byp:allow[0]"), row)
+        self.assertGreater(row["bytes_up"], 0, row)
+
     def test_absolute_to_another_host_same_address_new_connection(self):
         # a.test and b.test share address and port: still two decisions
         c = self.conn()

@@ -1,7 +1,8 @@
 /*
  * Unit test of the exchange (proxy_exchange.c, issue 23 point 1): a new
  * request's exchange holds nothing of the last one's -- verdict, status,
- * path, counters, credential, addresses, the scanned body tail -- and
+ * path, counters, credential, addresses, the scanned body tail, whether
+ * its row was written -- and
  * starts from what the connection decided: inside a tunnel the tunnel's
  * target, rule and checked addresses, on ingress the rule "ingress", on the
  * explicit proxy nothing. The old one goes whole (ASan's leak check runs
@@ -36,6 +37,7 @@ dirty(struct exchange *x)
 	x->addr_next = 1;
 	memcpy(x->body_tail.buf, "sg-ph", 5);
 	x->body_tail.len = 5;
+	x->logged = 1;
 }
 
 /* Nothing of a request in x: what a new exchange may hold besides its seed. */
@@ -54,6 +56,8 @@ check_fresh(const struct exchange *x, const char *name)
 	CHECK_MSG(x->fwd.ip.family == 0, "%s: ip", name);
 	CHECK_MSG(x->addr_next == 0 && x->body_tail.len == 0, "%s: progress",
 	    name);
+	/* A new exchange's row is its own, still to be written. */
+	CHECK_MSG(x->logged == 0, "%s: row", name);
 }
 
 static struct session *
