@@ -38,12 +38,12 @@ exchange_next(struct session *s)
 		return -1;
 	if (s->kind == KIND_INGRESS)
 		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
-	else if (s->tunnel_http) {
+	else if (s->tunnel_http && s->tun != NULL) {
 		/* Refused before its own decision: the tunnel's rule. */
 		memcpy(x->verdict.rule, s->tunnel_rule, sizeof(x->verdict.rule));
-		x->target = s->tun_target;
-		memcpy(x->addrs, s->tun_addrs, sizeof(x->addrs));
-		x->n_addrs = s->tun_n_addrs;
+		x->target = s->tun->target;
+		memcpy(x->addrs, s->tun->addrs, sizeof(x->addrs));
+		x->n_addrs = s->tun->n_addrs;
 	}
 	exchange_free(s->x);
 	s->x = x;

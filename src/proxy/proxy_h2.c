@@ -201,9 +201,11 @@ child_new(struct h2_stream *st)
 
 	if ((k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
-	if ((k->x = exchange_new()) == NULL ||
+	if (p->tun == NULL || (k->x = exchange_new()) == NULL ||
+	    (k->tun = malloc(sizeof(*k->tun))) == NULL ||
 	    bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
 		exchange_free(k->x);
+		free(k->tun);
 		free(k);
 		return NULL;
 	}
@@ -220,17 +222,15 @@ child_new(struct h2_stream *st)
 	k->has_ident = p->has_ident;
 	k->ident = p->ident;
 	/* The connection's tunnel decision starts each of the stream's exchanges. */
-	k->tun_target = p->tun_target;
-	k->x->target = k->tun_target;
+	*k->tun = *p->tun;
+	k->x->target = k->tun->target;
 	memcpy(k->tunnel_rule, p->tunnel_rule, sizeof(k->tunnel_rule));
 	memcpy(k->x->verdict.rule, p->tunnel_rule, sizeof(k->x->verdict.rule));
 	k->sniffed = p->sniffed;
 	k->orig_dst = p->orig_dst;
 	k->orig_port = p->orig_port;
-	memcpy(k->tun_addrs, p->tun_addrs, sizeof(k->tun_addrs));
-	k->tun_n_addrs = p->tun_n_addrs;
-	memcpy(k->x->addrs, k->tun_addrs, sizeof(k->x->addrs));
-	k->x->n_addrs = k->tun_n_addrs;
+	memcpy(k->x->addrs, k->tun->addrs, sizeof(k->x->addrs));
+	k->x->n_addrs = k->tun->n_addrs;
 	k->idle_ms = p->idle_ms;
 	k->tunnel_open = 1;
 	k->tunnel_http = 1;

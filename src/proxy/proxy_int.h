@@ -300,6 +300,18 @@ struct exchange {
 	int			 logged;	/* its row is written */
 };
 
+/*
+ * What a tunnel decided for the requests inside it: each of their
+ * exchanges starts from its target and checked addresses. Allocated once
+ * a tunnel carries HTTP (session_tunnel_http), so that other connections
+ * do not carry it.
+ */
+struct tunnel_decision {
+	struct policy_target	 target;
+	struct netaddr		 addrs[PROXY_MAX_ADDRS];
+	size_t			 n_addrs;
+};
+
 struct session {
 	uint64_t		 id;
 	TAILQ_ENTRY(session)	 entry;
@@ -339,10 +351,7 @@ struct session {
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
 	char			 tunnel_rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
-	/* ... and its target and checked addresses, each request's start */
-	struct policy_target	 tun_target;
-	struct netaddr		 tun_addrs[PROXY_MAX_ADDRS];
-	size_t			 tun_n_addrs;
+	struct tunnel_decision	*tun;		/* ... its target and addresses (tunnel_http) */
 	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
 	enum sniffed		 sniffed;	/* what the first bytes were */
 	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
@@ -420,7 +429,8 @@ void		 session_log(struct session *, enum sg_verdict, int status,
 		    enum sg_reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
 void		 session_set_idle(struct session *);
-void		 session_tunnel_http(struct session *);
+/* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
+int		 session_tunnel_http(struct session *);
 /* s->x->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);

@@ -102,6 +102,7 @@ session_adopt(struct session *s)
 		bufferevent_free(s->cbev);
 		policy_unref(s->pol);
 		exchange_free(s->x);
+		free(s->tun);
 		free(s);
 		return -1;
 	}
@@ -124,6 +125,7 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 
 	event_free(s->free_ev);
 	exchange_free(s->x);	/* its row is written: it goes whole */
+	free(s->tun);
 	free(s);
 }
 
@@ -607,12 +609,15 @@ session_note_target(struct session *s, const char *host, size_t len,
 }
 
 /* From here the tunnel carries HTTP, decided request by request. */
-void
+int
 session_tunnel_http(struct session *s)
 {
+	if (s->tun == NULL && (s->tun = calloc(1, sizeof(*s->tun))) == NULL)
+		return -1;
 	s->tunnel_http = 1;
-	s->tun_target = s->x->target;
-	memcpy(s->tun_addrs, s->x->addrs, sizeof(s->tun_addrs));
-	s->tun_n_addrs = s->x->n_addrs;
+	s->tun->target = s->x->target;
+	memcpy(s->tun->addrs, s->x->addrs, sizeof(s->tun->addrs));
+	s->tun->n_addrs = s->x->n_addrs;
 	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
+	return 0;
 }

@@ -401,6 +401,9 @@ proxy_tls_intercept_client(struct session *s)
 	SSL *ssl;
 
 	session_mark(s, MARK_HELLO);
+	/* The tunnel's decision for its requests, before anything is handed over. */
+	if (s->tun == NULL && (s->tun = calloc(1, sizeof(*s->tun))) == NULL)
+		return -1;
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))
 		return -1;
@@ -453,7 +456,7 @@ proxy_tls_intercept_client(struct session *s)
 	}
 	s->cbev = f;
 	s->intercepted = 1;
-	session_tunnel_http(s);
+	(void)session_tunnel_http(s);	/* s->tun is there: it cannot fail */
 	s->state = S_HEAD;
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :

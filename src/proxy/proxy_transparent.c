@@ -151,7 +151,10 @@ named_resolved(struct session *s)
 	}
 	s->tunnel_open = 1;
 	if (s->sniffed == SNIFF_HTTP) {
-		session_tunnel_http(s);
+		if (session_tunnel_http(s) == -1) {
+			session_close(s, CLOSE_NO_MEMORY);
+			return;
+		}
 		http_next_request(s);
 		return;
 	}

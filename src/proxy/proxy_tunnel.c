@@ -213,7 +213,10 @@ tunnel_sniff(struct session *s)
 		 * each on an origin connection opened for it.
 		 */
 		upstream_drop(s);
-		session_tunnel_http(s);
+		if (session_tunnel_http(s) == -1) {
+			session_close(s, CLOSE_NO_MEMORY);
+			return;
+		}
 		http_next_request(s);
 		return;
 	}

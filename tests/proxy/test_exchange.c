@@ -76,6 +76,7 @@ static void
 done(struct session *s)
 {
 	exchange_free(s->x);
+	free(s->tun);
 	free(s);
 }
 
@@ -113,11 +114,13 @@ main(void)
 	s = session_of(KIND_CONNECT);
 	s->tunnel_http = 1;
 	strcpy(s->tunnel_rule, "p:allow[0]");
-	CHECK_INT(policy_target_init(&s->tun_target, "tunnel.example.com", 18,
+	s->tun = calloc(1, sizeof(*s->tun));
+	CHECK(s->tun != NULL);
+	CHECK_INT(policy_target_init(&s->tun->target, "tunnel.example.com", 18,
 	    8443), 0);
-	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun_addrs[0]), 0);
-	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->tun_addrs[1]), 0);
-	s->tun_n_addrs = 2;
+	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun->addrs[0]), 0);
+	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->tun->addrs[1]), 0);
+	s->tun->n_addrs = 2;
 	dirty(s->x);
 	CHECK_INT(exchange_next(s), 0);
 	check_fresh(s->x, "tunnel");
@@ -125,7 +128,7 @@ main(void)
 	CHECK_STR(s->x->target.host, "tunnel.example.com");
 	CHECK_INT(s->x->target.port, 8443);
 	CHECK_INT((int)s->x->n_addrs, 2);
-	CHECK(netaddr_cmp(&s->x->addrs[1], &s->tun_addrs[1]) == 0);
+	CHECK(netaddr_cmp(&s->x->addrs[1], &s->tun->addrs[1]) == 0);
 	/* ... and again: each request starts from the tunnel, not the last one. */
 	dirty(s->x);
 	CHECK_INT(exchange_next(s), 0);
