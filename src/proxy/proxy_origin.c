@@ -54,26 +54,28 @@ origin_bind_set(struct session *s, const struct netaddr *addr)
 	s->origin_addr = *addr;
 }
 
-int
-upstream_reusable(struct session *s)
+/* 1 when obev is there and was opened for the current decision, at one of addrs. */
+static int
+bound_for(struct session *s, const struct netaddr *addrs, size_t n)
 {
 	struct origin_bind want;
 
 	if (s->obev == NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	return origin_bind_match(&s->ob, &want, s->x->addrs, s->x->n_addrs);
+	return origin_bind_match(&s->ob, &want, addrs, n);
+}
+
+int
+upstream_reusable(struct session *s)
+{
+	return bound_for(s, s->x->addrs, s->x->n_addrs);
 }
 
 int
 upstream_keep(struct session *s)
 {
-	struct origin_bind want;
-
-	if (s->obev == NULL)
-		return 0;
-	origin_bind_want(s, &want);
-	if (!origin_bind_match(&s->ob, &want, &s->ob.addr, 1))
+	if (!bound_for(s, &s->ob.addr, 1))
 		return 0;
 	s->x->addrs[0] = s->ob.addr;
 	s->x->n_addrs = 1;

@@ -10,7 +10,6 @@ per-request markers that tell one request's rows and origin logs apart.
 import itertools
 import os
 import ssl
-import time
 
 import sgtest as T
 import auditcheck as AC
@@ -57,11 +56,8 @@ class PathRules:
             **gateway_kw)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
+        cls.gw_ca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
 
     def setUp(self):
         self.audit = AC.Audit(self, self.gw)

@@ -829,6 +829,18 @@ class Gateway:
     def alive(self):
         return self.proc is not None and self.proc.alive()
 
+    def ca_path(self, timeout=10.0):
+        """The interception CA's certificate, once serve has written it."""
+        path = os.path.join(self.tmp, "certs", "ca.crt")
+        deadline = time.time() + timeout * SLOW
+        while time.time() < deadline and not os.path.exists(path):
+            time.sleep(0.05)
+        return path
+
+    def client_context(self):
+        """A TLS client context that trusts the gateway's CA (as a sandbox does)."""
+        return ssl.create_default_context(cafile=self.ca_path())
+
     def reload(self):
         os.kill(self.proc.pid, signal.SIGHUP)
 

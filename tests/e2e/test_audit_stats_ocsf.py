@@ -66,10 +66,7 @@ class StatsOcsfTest(unittest.TestCase):
             raise RuntimeError("vault set: " + r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.ca_path()
         cls.traffic()
 
     @classmethod

@@ -276,11 +276,8 @@ class BypassTest(unittest.TestCase):
             raise RuntimeError("vault set: %s" % r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gwca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while not os.path.exists(cls.gwca) and time.time() < deadline:
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=cls.gwca)
+        cls.gwca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
 
     # ------------------------------------------------------------ helpers
 

@@ -15,14 +15,11 @@ import base64
 import functools
 import http.server
 import os
-import shutil
-import socket
 import socketserver
 import ssl
 import subprocess
 import sys
 import threading
-import time
 import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree clean
@@ -215,10 +212,7 @@ class GitBasicTest(unittest.TestCase):
                 raise RuntimeError("vault set %s: %s" % (name, r.stderr))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.ca_path()
         cls.genv["GIT_SSL_CAINFO"] = cls.gw_ca
 
     @classmethod

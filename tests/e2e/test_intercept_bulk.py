@@ -8,7 +8,6 @@ making the gateway buffer the whole response.
 """
 import hashlib
 import os
-import ssl
 import sys
 import time
 import unittest
@@ -55,11 +54,8 @@ class InterceptBulkTest(unittest.TestCase):
             extra={"upstream": {"ca_bundle": cert}}, workers=1)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
+        cls.gw_ca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
 
     def tls_conn(self):
         c, r = T.open_tunnel(self.gw.port, "bulk.test:%d" % self.origin.port,

@@ -222,11 +222,8 @@ class WebSocketScrubTest(unittest.TestCase):
             raise RuntimeError("vault set: %s" % r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not os.path.exists(cls.gw_ca):
-            time.sleep(0.05)
-        cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
+        cls.gw_ca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
 
     # -------------------------------------------------------------- helpers
 
