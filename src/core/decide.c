@@ -66,6 +66,22 @@ names_tunnel(const struct policy_target *tun, const struct decide_authority *a)
 	    strcmp(t.host, tun->host) == 0;
 }
 
+enum sg_reason
+decide_identify(const struct policy *pol, const struct netaddr *src,
+    const struct decide_cred *presented, struct policy_identity *out)
+{
+	if (presented != NULL) {
+		if (presented->id == NULL || policy_identify_token(pol,
+		    presented->id, presented->idlen, presented->token,
+		    presented->tokenlen, out) == -1)
+			return REASON_AUTH_FAILED;
+		return REASON_NONE;
+	}
+	if (src == NULL || policy_identify_source(pol, src, out) == -1)
+		return REASON_NO_IDENTITY;
+	return REASON_NONE;
+}
+
 int
 decide_cred_bound(const struct policy *pol, const struct policy_identity *id,
     const struct policy_target *t)

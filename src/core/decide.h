@@ -127,6 +127,24 @@ struct decision {
 	struct policy_ingress	 ingress;
 };
 
+/* Credentials a client presented: Proxy-Authorization Basic, SOCKS5 user/pass. */
+struct decide_cred {
+	const char		*id;		/* NULL: presented, but malformed */
+	size_t			 idlen;
+	const char		*token;
+	size_t			 tokenlen;
+};
+
+/*
+ * The identity stage (docs/policy.md step 1), where every listener
+ * identifies a client: credentials presented decide -- wrong or malformed
+ * ones are REASON_AUTH_FAILED even from a source address a sandbox owns;
+ * without any (presented NULL) the source address does (src NULL: none to
+ * go by); neither is REASON_NO_IDENTITY. *out filled when REASON_NONE.
+ */
+enum sg_reason	 decide_identify(const struct policy *,
+		    const struct netaddr *src, const struct decide_cred *presented,
+		    struct policy_identity *out);
 /* Run every stage q gives the inputs for; returns d->reason. */
 enum sg_reason	 decide(const struct decide_env *, const struct decide_q *,
 		    struct decision *d);

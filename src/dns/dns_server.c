@@ -618,8 +618,9 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	    src.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
 	    netaddr_ntop(&src, abuf, sizeof(abuf)), port);
 	p->pol = srv->env.policy_get(srv->env.policy_arg);
+	/* The DNS listener identifies by source address only. */
 	p->has_id = p->pol != NULL &&
-	    policy_identify_source(p->pol, &src, &p->id) == 0;
+	    decide_identify(p->pol, &src, NULL, &p->id) == REASON_NONE;
 	if (tcp != NULL)
 		tcp->inflight++;
 

@@ -12,6 +12,7 @@
 
 #include <openssl/evp.h>
 
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
@@ -53,18 +54,20 @@ slice_copy(char *dst, size_t dstlen, const struct http_slice *sl)
 }
 
 /*
- * Proxy-Authorization: Basic base64(id:token). 1 identified, 0 no header,
- * -1 present but wrong.
+ * Proxy-Authorization: Basic base64(id:token), decoded into dec (len
+ * bytes): 0 no header; 1 present, *c its id and token (id NULL when it is
+ * malformed: two headers, another scheme, bad base64, no colon).
  */
 static int
-identify_basic(struct session *s, const struct http_request *req)
+basic_credentials(const struct http_request *req, unsigned char *dec,
+    size_t len, struct decide_cred *c)
 {
 	const struct http_header *h;
-	unsigned char dec[768];
 	const char *v, *colon;
 	size_t vlen;
 	int n, pad = 0;
 
+	memset(c, 0, sizeof(*c));
 	h = http_header_find(req->headers, req->n_headers, "Proxy-Authorization");
 	if (h == NULL)
 		return 0;
@@ -72,36 +75,33 @@ identify_basic(struct session *s, const struct http_request *req)
 	if (http_header_find(h + 1,
 	    req->n_headers - (size_t)(h - req->headers) - 1,
 	    "Proxy-Authorization") != NULL)
-		return -1;
+		return 1;
 	v = h->value.p;
 	vlen = h->value.len;
 	if (vlen < 6 || strncasecmp(v, "Basic ", 6) != 0)
-		return -1;
+		return 1;
 	v += 6;
 	vlen -= 6;
 	while (vlen > 0 && *v == ' ') {
 		v++;
 		vlen--;
 	}
-	if (vlen == 0 || vlen % 4 != 0 || vlen / 4 * 3 >= sizeof(dec))
-		return -1;
+	if (vlen == 0 || vlen % 4 != 0 || vlen / 4 * 3 >= len)
+		return 1;
 	if (v[vlen - 1] == '=')
 		pad++;
 	if (vlen > 1 && v[vlen - 2] == '=')
 		pad++;
 	n = EVP_DecodeBlock(dec, (const unsigned char *)v, (int)vlen);
 	if (n < 0 || n - pad <= 0)
-		return -1;
+		return 1;
 	n -= pad;
 	if ((colon = memchr(dec, ':', (size_t)n)) == NULL)
-		return -1;
-	if (policy_identify_token(s->pol, (const char *)dec,
-	    (size_t)(colon - (const char *)dec), colon + 1,
-	    (size_t)n - (size_t)(colon + 1 - (const char *)dec), &s->ident) == -1) {
-		OPENSSL_cleanse(dec, sizeof(dec));
-		return -1;
-	}
-	OPENSSL_cleanse(dec, sizeof(dec));
+		return 1;
+	c->id = (const char *)dec;
+	c->idlen = (size_t)(colon - (const char *)dec);
+	c->token = colon + 1;
+	c->tokenlen = (size_t)n - c->idlen - 1;
 	return 1;
 }
 
@@ -113,25 +113,26 @@ target_note(struct session *s, const struct http_request *req)
 }
 
 /*
- * Identity per docs/policy.md: a Proxy-Authorization that is present decides.
+ * Identity per docs/policy.md (core/decide.c's identity stage): a
+ * Proxy-Authorization that is present decides, else the source address.
  */
 static int
 identify(struct session *s, const struct http_request *req)
 {
-	int r = identify_basic(s, req);
+	unsigned char dec[768];
+	struct decide_cred c;
+	enum sg_reason r;
+	int presented;
 
-	if (r == -1) {
+	presented = basic_credentials(req, dec, sizeof(dec), &c);
+	r = decide_identify(s->pol, &s->client_addr, presented ? &c : NULL,
+	    &s->ident);
+	OPENSSL_cleanse(dec, sizeof(dec));
+	if (r != REASON_NONE) {
 		s->has_ident = 0;
 		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
-		session_deny(s, 407, REASON_AUTH_FAILED,
-		    "proxy credentials not accepted");
-		return -1;
-	}
-	if (r == 0 && policy_identify_source(s->pol, &s->client_addr,
-	    &s->ident) == -1) {
-		s->has_ident = 0;
-		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
-		session_deny(s, 407, REASON_NO_IDENTITY,
+		session_deny(s, 407, r, r == REASON_AUTH_FAILED ?
+		    "proxy credentials not accepted" :
 		    "no sandbox identity: send Proxy-Authorization");
 		return -1;
 	}

@@ -357,6 +357,7 @@ struct session {
 	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
 	uint16_t		 orig_port;
 	int			 intercepted;	/* TLS terminated on both sides */
+	int			 sniff_silent;	/* transparent: no client bytes in 5 s */
 	int			 tls_client_ok;	/* the client's handshake completed */
 	int			 tls_shutdown_sent;	/* close_notify queued */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
@@ -685,6 +686,11 @@ int		 http_h2_fields(struct session *, const struct http_request *,
 void		 tunnel_start(struct session *);
 void		 tunnel_sniff(struct session *);
 void		 relay_start(struct session *);
+/*
+ * An opaque rule's origin speaks to the client while the client's first
+ * bytes are still awaited (they are classified when they come).
+ */
+void		 tunnel_origin_speaks(struct session *);
 /* proxy_splice.c: bulk through tunnels the gateway does not read */
 int		 splice_ready(const struct session *);
 int		 splice_start(struct session *);

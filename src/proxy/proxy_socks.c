@@ -9,6 +9,7 @@
 
 #include <openssl/crypto.h>
 
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
@@ -82,6 +83,7 @@ static int
 socks_auth(struct session *s, const uint8_t *p, size_t len)
 {
 	struct socks5_auth a;
+	struct decide_cred c;
 	uint8_t reply[2] = { 1, 0 };
 	int n;
 
@@ -90,8 +92,12 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 			session_close(s, CLOSE_REFUSED);
 		return n;
 	}
-	if (policy_identify_token(s->pol, a.user, a.ulen, a.pass, a.plen,
-	    &s->ident) == -1) {
+	c.id = a.user;
+	c.idlen = a.ulen;
+	c.token = a.pass;
+	c.tokenlen = a.plen;
+	if (decide_identify(s->pol, &s->client_addr, &c, &s->ident) !=
+	    REASON_NONE) {
 		OPENSSL_cleanse(&a, sizeof(a));
 		reply[1] = 1;
 		bufferevent_write(s->cbev, reply, sizeof(reply));
@@ -142,8 +148,8 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return -1;
 	}
 	if (!s->socks_auth_ok) {
-		if (policy_identify_source(s->pol, &s->client_addr,
-		    &s->ident) == -1) {
+		if (decide_identify(s->pol, &s->client_addr, NULL,
+		    &s->ident) != REASON_NONE) {
 			session_deny(s, 407, REASON_NO_IDENTITY, NULL);
 			return -1;
 		}

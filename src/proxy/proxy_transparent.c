@@ -166,6 +166,23 @@ named_resolved(struct session *s)
 	upstream_connect(s, relay_start);
 }
 
+/*
+ * Connected after 5 s of the client's silence (a server that speaks first):
+ * the origin speaks, and the client's first bytes are still looked at when
+ * they come (transparent_sniff).
+ */
+static void
+silent_connected(struct session *s)
+{
+	if (upstream_guard(s) == -1)
+		return;
+	s->state = S_SNIFF;
+	tunnel_origin_speaks(s);
+	bufferevent_enable(s->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+		transparent_sniff(s);
+}
+
 /* Bytes the rule lets through unseen: to the original address, once checked. */
 static void
 pass_unseen(struct session *s)
@@ -175,7 +192,7 @@ pass_unseen(struct session *s)
 		return;
 	}
 	s->tunnel_open = 1;
-	upstream_connect(s, relay_start);
+	upstream_connect(s, s->sniff_silent ? silent_connected : relay_start);
 }
 
 /*
@@ -294,6 +311,7 @@ transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 
 	/* The client says nothing: a server-speaks-first protocol. */
 	s->sniffed = SNIFF_OTHER;
+	s->sniff_silent = 1;
 	bufferevent_disable(s->cbev, EV_READ);
 	decide_opaque(s);
 }
@@ -334,6 +352,23 @@ transparent_sniff(struct session *s)
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
 	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
+		return;
+	}
+	if (s->sniff_silent) {
+		/*
+		 * After 5 s of silence the address alone was decided, opaque:
+		 * waiting is no way around the SNI and Host checks, so TLS or
+		 * HTTP now is refused; anything else is what opaque lets pass.
+		 */
+		r = p[0] == 0x16 ? 1 : http_sniff_request((const char *)p, want);
+		if (r == -1)
+			return;
+		if (r == 1) {
+			deny(s, 403, REASON_PROTOCOL_DENY, "TLS or HTTP after "
+			    "5 s of silence: only opaque bytes may follow");
+			return;
+		}
+		relay_start(s);
 		return;
 	}
 	if (p[0] == 0x16) {
@@ -403,7 +438,8 @@ transparent_start(struct session *s)
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
 	s->sniffed = SNIFF_OTHER;
-	if (policy_identify_source(s->pol, &s->client_addr, &s->ident) == -1) {
+	if (decide_identify(s->pol, &s->client_addr, NULL, &s->ident) !=
+	    REASON_NONE) {
 		deny(s, 403, REASON_NO_IDENTITY, "no sandbox has this source");
 		return;
 	}

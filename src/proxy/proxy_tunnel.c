@@ -40,11 +40,14 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct session *s = arg;
 
-	/* Nothing from the client: a server-speaks-first protocol, i.e. opaque. */
-	if (s->x->verdict.opaque && s->obev != NULL) {
-		relay_start(s);
+	/*
+	 * Nothing from the client: a server-speaks-first protocol. An opaque
+	 * rule's origin already speaks to the client (sniff_origin_read_cb);
+	 * the client's first bytes, whenever they come, are classified as any
+	 * others -- waiting is no way around the SNI or Host check.
+	 */
+	if (s->x->verdict.opaque && s->obev != NULL)
 		return;
-	}
 	if (s->obev == NULL &&
 	    policy_verdict_report(&s->x->verdict, REASON_PROTOCOL_DENY)) {
 		upstream_connect(s, relay_start);
@@ -52,6 +55,16 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
 	    "no client bytes within 5s and the rule is not opaque");
+}
+
+/* The client took what the origin said: the origin may say more. */
+static void
+sniff_client_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->obev != NULL)
+		bufferevent_enable(s->obev, EV_READ);
 }
 
 static void
@@ -66,8 +79,8 @@ sniff_begin(struct session *s)
 		return;
 	}
 	evtimer_add(s->timer, &tv);
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
-	    session_client_event_cb, s);
+	bufferevent_setcb(s->cbev, http_client_read_cb, s->obev != NULL ?
+	    sniff_client_write_cb : NULL, session_client_event_cb, s);
 	bufferevent_enable(s->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
 		tunnel_sniff(s);
@@ -105,14 +118,22 @@ sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
  * says reaches the client, but the client's own first bytes are still
  * classified: opaque lets non-TLS, non-HTTP bytes pass, nothing more.
  */
+void
+tunnel_origin_speaks(struct session *s)
+{
+	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
+	    sniff_origin_event_cb, s);
+	bufferevent_enable(s->obev, EV_READ);
+	bufferevent_setcb(s->cbev, http_client_read_cb, sniff_client_write_cb,
+	    session_client_event_cb, s);
+}
+
 static void
 opaque_connected(struct session *s)
 {
 	if (upstream_guard(s) == -1)
 		return;
-	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
-	    sniff_origin_event_cb, s);
-	bufferevent_enable(s->obev, EV_READ);
+	tunnel_origin_speaks(s);
 	sniff_begin(s);
 }
 

@@ -24,6 +24,7 @@ static const char policy_text[] =
     "  - id: box\n"
     "    policy: p\n"
     "    source: [127.0.0.1/32]\n"
+    "    token_sha256: \"65dcf16ea3dfa49069628089eb4a75483070f5584b2a21ee64912b5f621f12da\"\n"
     "  - id: learner\n"
     "    policy: r\n"
     "    source: [127.0.0.2/32]\n"
@@ -399,6 +400,58 @@ test_ingress(const struct policy *p)
 	}
 }
 
+/* The identity stage: what a client presents decides, else its source. */
+static void
+test_identify(const struct policy *p)
+{
+	static const struct {
+		const char	*src;		/* NULL: none */
+		int		 presented;
+		const char	*id, *token;	/* id NULL: malformed */
+		enum sg_reason	 reason;
+		const char	*sandbox;
+	} tc[] = {
+		{ "127.0.0.9", 1, "box", "tok-1", REASON_NONE, "box" },
+		{ NULL, 1, "box", "tok-1", REASON_NONE, "box" },
+		/* a wrong one decides, even from the sandbox's own source */
+		{ "127.0.0.1", 1, "box", "tok-2", REASON_AUTH_FAILED, NULL },
+		{ "127.0.0.1", 1, "box", "", REASON_AUTH_FAILED, NULL },
+		{ "127.0.0.1", 1, NULL, NULL, REASON_AUTH_FAILED, NULL },
+		{ "127.0.0.2", 1, "learner", "tok-1", REASON_AUTH_FAILED, NULL },
+		{ "127.0.0.1", 1, "nosuch", "tok-1", REASON_AUTH_FAILED, NULL },
+		/* without one, the source */
+		{ "127.0.0.1", 0, NULL, NULL, REASON_NONE, "box" },
+		{ "127.0.0.2", 0, NULL, NULL, REASON_NONE, "learner" },
+		{ "127.0.0.9", 0, NULL, NULL, REASON_NO_IDENTITY, NULL },
+		{ "::1", 0, NULL, NULL, REASON_NO_IDENTITY, NULL },
+		{ NULL, 0, NULL, NULL, REASON_NO_IDENTITY, NULL },
+	};
+	struct policy_identity id;
+	struct decide_cred c;
+	struct netaddr src;
+	enum sg_reason r;
+	size_t i;
+
+	for (i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+		memset(&c, 0, sizeof(c));
+		if (tc[i].id != NULL) {
+			c.id = tc[i].id;
+			c.idlen = strlen(tc[i].id);
+			c.token = tc[i].token;
+			c.tokenlen = strlen(tc[i].token);
+		}
+		if (tc[i].src != NULL)
+			addr(&src, tc[i].src);
+		memset(&id, 0, sizeof(id));
+		r = decide_identify(p, tc[i].src ? &src : NULL,
+		    tc[i].presented ? &c : NULL, &id);
+		CHECK_MSG(r == tc[i].reason, "identify case %zu: %s", i,
+		    reason_word(r) ? reason_word(r) : "none");
+		if (tc[i].sandbox != NULL)
+			CHECK_STR(id.sandbox, tc[i].sandbox);
+	}
+}
+
 int
 main(void)
 {
@@ -418,6 +471,7 @@ main(void)
 		test_tunnel(p);
 		test_addrs(p);
 		test_ingress(p);
+		test_identify(p);
 		policy_unref(p);
 	}
 	diag_free(&d);

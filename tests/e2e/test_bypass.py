@@ -653,6 +653,36 @@ class BypassTest(unittest.TestCase):
             got += c.read_some()
         self.assertIn(b"SSH-2.0-opaque-client", got)
 
+    def test_opaque_tunnel_silence_is_no_way_around(self):
+        # The 5 s an opaque tunnel waits for a server that speaks first are
+        # no way around its checks: the client's first bytes are classified
+        # whenever they come -- TLS must name the tunnel, HTTP is decided
+        # request by request, only other bytes pass unseen.
+        tls, http, other = (self.opaque_tunnel() for _ in range(3))
+        time.sleep(6)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            ctx.wrap_socket(tls.sock, server_hostname="elsewhere.test").close()
+            handshake_ok = True
+        except (ssl.SSLError, OSError):
+            handshake_ok = False
+        self.assertFalse(handshake_ok)
+        r = http.request("GET /late HTTP/1.1\r\nHost: elsewhere.test\r\n\r\n")
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "host-mismatch")
+        other.send(b"SSH-2.0-late-client\r\n")
+        got = b""
+        deadline = time.time() + 5 * T.SLOW
+        while b"SSH-2.0-late-client" not in got and time.time() < deadline:
+            got += other.read_some()
+        self.assertIn(b"SSH-2.0-late-client", got)
+        seen = self.op_bytes()
+        self.assertNotIn(b"elsewhere.test", seen)
+        self.assertNotIn(b"/late", seen)
+        self.row(host="op.test", reason="sni-mismatch", decision="deny")
+
     # ------------------------------------------------- scrubbing gaps
 
     def bound_get(self, path):

@@ -76,6 +76,47 @@ except OSError as e:
 print(json.dumps(out))
 """
 
+# Connect, read the server's banner, say nothing for `quiet` seconds, then
+# send either a real ClientHello (for `sni`) or raw bytes; what came back.
+LATE_CLIENT = r"""
+import json, socket, ssl, sys, time
+host, port, quiet, what = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+out = {"banner": "", "received": "", "end": None}
+s = socket.create_connection((host, port), timeout=10)
+try:
+    out["banner"] = s.recv(4096).decode("latin-1")
+    time.sleep(quiet)
+    if what.startswith("tls:"):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        inc, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx.wrap_bio(inc, outb, server_hostname=what[4:])
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        s.sendall(outb.read())
+    else:
+        s.sendall(what.encode("latin-1"))
+    while True:
+        b = s.recv(65536)
+        if not b:
+            out["end"] = "eof"
+            break
+        out["received"] += b.decode("latin-1")
+        if what in out["received"]:
+            out["end"] = "data"
+            break
+except ConnectionResetError:
+    out["end"] = "reset"
+except socket.timeout:
+    out["end"] = out["end"] or "timeout"
+except OSError as e:
+    out["end"] = "error: %s" % e
+print(json.dumps(out))
+"""
+
 RAW_UDP = r"""
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -804,6 +845,25 @@ class TransparentTest(unittest.TestCase):
         self.assertEqual(self.wait_conns("banner-cidr", before + 1), before + 1)
         self.audit(kind="transparent", host=self.cidr_ip, port=2222,
             decision="allow", rule=self.pol + ":allow[2]")
+
+    def test_opaque_silence_is_no_way_around(self):
+        # After 5 s of the client's silence the address alone decides
+        # (opaque) and the server speaks; what the client sends then is
+        # still looked at: TLS (naming another site) is refused, other
+        # bytes pass.
+        def late(what):
+            r = run(self.nsx + [PY, "-c", LATE_CLIENT, self.cidr_ip, "2222",
+                "6", what], timeout=40)
+            return json.loads(r.stdout.decode())
+        out = late("tls:fronted.test")
+        self.assertTrue(out["banner"].startswith("SSH-2.0-cidr-origin"), out)
+        self.assertIn(out["end"], ("reset", "eof"), out)
+        row = self.audit(kind="transparent", host=self.cidr_ip, port=2222,
+            decision="deny", reason="protocol-not-allowed")
+        self.assert_row(row, sandbox="sbx")
+        out = late("SSH-2.0-late-client\r\n")
+        self.assertTrue(out["banner"].startswith("SSH-2.0-cidr-origin"), out)
+        self.assertEqual(out["end"], "data", out)    # echoed back
 
     def test_opaque_refused_without_opaque_rule(self):
         # allowed.test allows port 2323, but not opaque: raw bytes refused
