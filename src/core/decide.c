@@ -82,6 +82,20 @@ decide_identify(const struct policy *pol, const struct netaddr *src,
 	return REASON_NONE;
 }
 
+enum sg_reason
+decide_sni(const struct policy_target *tunnel, int has_sni, const char *sni,
+    size_t len)
+{
+	struct policy_target t;
+
+	if (tunnel->is_ip)
+		return has_sni ? REASON_SNI_MISMATCH : REASON_NONE;
+	if (!has_sni || policy_target_init(&t, sni, len, tunnel->port) == -1 ||
+	    t.is_ip || strcmp(t.host, tunnel->host) != 0)
+		return REASON_SNI_MISMATCH;
+	return REASON_NONE;
+}
+
 int
 decide_cred_bound(const struct policy *pol, const struct policy_identity *id,
     const struct policy_target *t)

@@ -162,6 +162,14 @@ enum sg_reason	 decide_addrs(const struct decide_env *,
  */
 int		 decide_note_target(struct policy_target *t, const char *host,
 		    size_t len, uint16_t port);
+/*
+ * The first-bytes stage of a tunnel decided by name or address (CONNECT,
+ * SOCKS5): a ClientHello's SNI (has_sni 0: none) must name the tunnel's
+ * target -- and be absent for a tunnel to an IP address.
+ * REASON_NONE or REASON_SNI_MISMATCH.
+ */
+enum sg_reason	 decide_sni(const struct policy_target *tunnel, int has_sni,
+		    const char *sni, size_t len);
 /* 1 when a credential of id's policy is bound to target (never an IP). */
 int		 decide_cred_bound(const struct policy *,
 		    const struct policy_identity *, const struct policy_target *);

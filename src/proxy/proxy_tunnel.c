@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "proxy/proxy_int.h"
@@ -151,7 +152,6 @@ static void
 sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 {
 	struct tls_client_hello ch;
-	struct policy_target t;
 	int r;
 
 	r = tls_parse_client_hello(p, len, &ch);
@@ -165,17 +165,11 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		tunnel_refuse(s, 1, REASON_PROTOCOL_DENY, "malformed ClientHello");
 		return;
 	}
-	if (s->x->target.is_ip) {
-		if (ch.has_sni) {
-			tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
-			    "SNI present in a tunnel to an IP address");
-			return;
-		}
-	} else if (!ch.has_sni ||
-	    policy_target_init(&t, ch.sni, ch.sni_len, s->x->target.port) == -1 ||
-	    t.is_ip || strcmp(t.host, s->x->target.host) != 0) {
-		tunnel_refuse(s, 1, REASON_SNI_MISMATCH,
-		    "SNI differs from the CONNECT name");
+	if (decide_sni(&s->x->target, ch.has_sni, ch.sni, ch.sni_len) !=
+	    REASON_NONE) {
+		tunnel_refuse(s, 1, REASON_SNI_MISMATCH, s->x->target.is_ip ?
+		    "SNI present in a tunnel to an IP address" :
+		    "SNI differs from the tunnel's name");
 		return;
 	}
 	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {

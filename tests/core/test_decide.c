@@ -452,6 +452,27 @@ test_identify(const struct policy *p)
 	}
 }
 
+/* A tunnel's ClientHello: its SNI names the tunnel, or there is none for an IP. */
+static void
+test_sni(void)
+{
+	struct policy_target name, ip;
+
+	CHECK(policy_target_init(&name, "api.example.com", 15, 443) == 0);
+	CHECK(policy_target_init(&ip, "198.18.0.7", 10, 443) == 0);
+	CHECK(decide_sni(&name, 1, "api.example.com", 15) == REASON_NONE);
+	CHECK(decide_sni(&name, 1, "API.Example.com.", 16) == REASON_NONE);
+	CHECK(decide_sni(&name, 1, "evil.example.com", 16) == REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&name, 1, "api.example.com.evil", 20) ==
+	    REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&name, 1, "198.18.0.7", 10) == REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&name, 1, "api example", 11) == REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&name, 0, NULL, 0) == REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&ip, 0, NULL, 0) == REASON_NONE);
+	CHECK(decide_sni(&ip, 1, "198.18.0.7", 10) == REASON_SNI_MISMATCH);
+	CHECK(decide_sni(&ip, 1, "api.example.com", 15) == REASON_SNI_MISMATCH);
+}
+
 int
 main(void)
 {
@@ -475,5 +496,6 @@ main(void)
 		policy_unref(p);
 	}
 	diag_free(&d);
+	test_sni();
 	return check_summary();
 }
