@@ -137,6 +137,60 @@ check_shape(const struct decision *d)
 			abort();
 }
 
+/*
+ * The identity stage: what is presented decides, and names exactly the
+ * sandbox it claims; a malformed presentation never identifies; without
+ * one, 127.0.0.1 is box's source.
+ */
+static void
+check_identify(const char *id, size_t idlen, const char *tok, size_t toklen,
+    uint8_t flags)
+{
+	struct policy_identity out;
+	struct decide_cred c;
+	struct netaddr src;
+
+	if (netaddr_parse("127.0.0.1", 9, &src) != 0)
+		abort();
+	memset(&c, 0, sizeof(c));
+	if (id != NULL && (flags & 0x01) == 0) {
+		c.id = id;
+		c.idlen = idlen;
+		c.token = tok != NULL ? tok : "";
+		c.tokenlen = tok != NULL ? toklen : 0;
+	}
+	memset(&out, 0, sizeof(out));
+	if (decide_identify(pol, &src, id != NULL ? &c : NULL, &out) ==
+	    REASON_NONE) {
+		if (id == NULL) {
+			if (strcmp(out.sandbox, "box") != 0)
+				abort();
+		} else if (c.id == NULL || strlen(out.sandbox) != idlen ||
+		    memcmp(out.sandbox, id, idlen) != 0)
+			abort();
+	}
+}
+
+/* A tunnel's ClientHello passes only when its SNI normalises to the tunnel's name. */
+static void
+check_sni(const char *host, size_t hlen, const char *sni, size_t slen)
+{
+	struct policy_target tun, t;
+
+	if (sni == NULL || policy_target_init(&tun, host, hlen, 443) == -1)
+		return;
+	if (decide_sni(&tun, slen > 0, sni, slen) != REASON_NONE)
+		return;
+	if (tun.is_ip) {
+		if (slen > 0)
+			abort();
+		return;
+	}
+	if (policy_target_init(&t, sni, slen, 443) == -1 || t.is_ip ||
+	    strcmp(t.host, tun.host) != 0)
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -227,6 +281,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 
+	check_identify(method, mlen, path, plen, flags);
+	check_sni(host, hlen, thost, tlen);
 	(void)decide(&env, &q, &d);
 	check_shape(&d);
 	(void)decide(&env, &q, &again);
