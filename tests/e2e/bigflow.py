@@ -380,11 +380,8 @@ class BulkTest:
 
     def spliced(self):
         """sandgate_tunnels_spliced_total, from the metrics listener."""
-        r = T.curl("http://127.0.0.1:%d/metrics" % self.mport, tmp=self.td.path)
-        m = re.search(r"(?m)^sandgate_tunnels_spliced_total (\d+)$",
-                      r.body.decode())
-        self.assertTrue(m, r.body[:2000])
-        return int(m.group(1))
+        return T.metric(self.mport, "sandgate_tunnels_spliced_total",
+                        self.td.path)
 
     def test_00_confined(self):
         """The gateway under test is confined as a default install is."""

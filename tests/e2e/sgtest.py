@@ -971,6 +971,15 @@ def _parse_header_blocks(raw):
     return blocks
 
 
+def metric(port, name, tmp=None):
+    """The value of an unlabelled counter or gauge at GET /metrics on port."""
+    r = curl("http://127.0.0.1:%d/metrics" % port, tmp=tmp)
+    m = re.search(r"(?m)^%s (\d+)$" % re.escape(name), r.body.decode())
+    if m is None:
+        raise AssertionError("no %s in /metrics: %r" % (name, r.body[:2000]))
+    return int(m.group(1))
+
+
 def curl(url, proxy=None, args=(), timeout=20, tmp=None, discard_body=False):
     """Run curl; body to a file (or /dev/null), headers parsed, -w %{json} as info."""
     d = tempfile.mkdtemp(prefix="sgcurl-", dir=tmp)

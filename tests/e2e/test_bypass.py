@@ -374,12 +374,7 @@ class BypassTest(unittest.TestCase):
                        "\r\n\r\n" % (self.op.port, self.op.port))
                 self.assertEqual(c.read_response("CONNECT").status, 200)
                 mark = b"opaque-after-%d\r\n" % n
-                c.send(mark)
-                got = b""
-                deadline = time.time() + 5 * T.SLOW
-                while mark not in got and time.time() < deadline:
-                    got += c.read_some()
-                self.assertIn(mark, got)
+                self.assertIn(mark, self.echoed(c, mark))
                 client = "127.0.0.1:%d" % c.sock.getsockname()[1]
                 c.close()
                 row = self.row(kind="connect", host="op.test",
@@ -606,6 +601,26 @@ class BypassTest(unittest.TestCase):
         self.assertEqual(c.read_response("CONNECT").status, 200)
         return c
 
+    def tls_refused(self, c, sni):
+        """A ClientHello for sni inside tunnel c: 1 when the handshake failed."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            ctx.wrap_socket(c.sock, server_hostname=sni).close()
+        except (ssl.SSLError, OSError):
+            return True
+        return False
+
+    def echoed(self, c, mark):
+        """Send mark into tunnel c; what came back once it did (or time ran out)."""
+        c.send(mark)
+        got = b""
+        deadline = time.time() + 5 * T.SLOW
+        while mark not in got and time.time() < deadline:
+            got += c.read_some()
+        return got
+
     def op_bytes(self):
         time.sleep(0.3 * T.SLOW)
         with self.op.lock:
@@ -631,27 +646,14 @@ class BypassTest(unittest.TestCase):
 
     def test_opaque_tunnel_tls_sni_checked(self):
         c = self.opaque_tunnel()
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        try:
-            s = ctx.wrap_socket(c.sock, server_hostname="elsewhere.test")
-            s.close()
-            handshake_ok = True
-        except (ssl.SSLError, OSError):
-            handshake_ok = False
-        self.assertFalse(handshake_ok)
+        self.assertTrue(self.tls_refused(c, "elsewhere.test"))
         self.assertNotIn(b"elsewhere.test", self.op_bytes())
         self.row(host="op.test", reason="sni-mismatch", decision="deny")
 
     def test_opaque_tunnel_other_bytes_pass(self):
         c = self.opaque_tunnel()
-        c.send(b"SSH-2.0-opaque-client\r\n")
-        got = b""
-        deadline = time.time() + 5 * T.SLOW
-        while b"SSH-2.0-opaque-client" not in got and time.time() < deadline:
-            got += c.read_some()
-        self.assertIn(b"SSH-2.0-opaque-client", got)
+        self.assertIn(b"SSH-2.0-opaque-client",
+                      self.echoed(c, b"SSH-2.0-opaque-client\r\n"))
 
     def test_opaque_tunnel_silence_is_no_way_around(self):
         # The 5 s an opaque tunnel waits for a server that speaks first are
@@ -660,24 +662,12 @@ class BypassTest(unittest.TestCase):
         # request by request, only other bytes pass unseen.
         tls, http, other = (self.opaque_tunnel() for _ in range(3))
         time.sleep(6)
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        try:
-            ctx.wrap_socket(tls.sock, server_hostname="elsewhere.test").close()
-            handshake_ok = True
-        except (ssl.SSLError, OSError):
-            handshake_ok = False
-        self.assertFalse(handshake_ok)
+        self.assertTrue(self.tls_refused(tls, "elsewhere.test"))
         r = http.request("GET /late HTTP/1.1\r\nHost: elsewhere.test\r\n\r\n")
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "host-mismatch")
-        other.send(b"SSH-2.0-late-client\r\n")
-        got = b""
-        deadline = time.time() + 5 * T.SLOW
-        while b"SSH-2.0-late-client" not in got and time.time() < deadline:
-            got += other.read_some()
-        self.assertIn(b"SSH-2.0-late-client", got)
+        self.assertIn(b"SSH-2.0-late-client",
+                      self.echoed(other, b"SSH-2.0-late-client\r\n"))
         seen = self.op_bytes()
         self.assertNotIn(b"elsewhere.test", seen)
         self.assertNotIn(b"/late", seen)

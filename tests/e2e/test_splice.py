@@ -11,7 +11,6 @@ and the peer's reset still end the tunnel; and RSS stays bounded.
 
 import hashlib
 import os
-import re
 import socket
 import ssl
 import sys
@@ -51,11 +50,8 @@ class SpliceTest(unittest.TestCase):
         cls.addClassCleanup(cls.gw.stop)
 
     def spliced(self):
-        r = T.curl("http://127.0.0.1:%d/metrics" % self.mport, tmp=self.td.path)
-        m = re.search(r"(?m)^sandgate_tunnels_spliced_total (\d+)$",
-                      r.body.decode())
-        self.assertTrue(m, r.body[:2000])
-        return int(m.group(1))
+        return T.metric(self.mport, "sandgate_tunnels_spliced_total",
+                        self.td.path)
 
     def download(self, n, proxy_args):
         r = T.curl("https://tls.test:%d/bytes/%d" % (self.origin.port, n),
@@ -71,7 +67,7 @@ class SpliceTest(unittest.TestCase):
     def test_1_connect_download_spliced_and_intact(self):
         before = self.spliced()
         n = 96 * MIB + 12345
-        r = self.download(n, ["--proxy", self.gw.url])
+        self.download(n, ["--proxy", self.gw.url])
         self.assertEqual(self.spliced(), before + 1)
         rows = self.gw.wait_audit(kind="connect", host="tls.test",
             pred=lambda x: (x["bytes_down"] or 0) > n)
