@@ -519,7 +519,7 @@ int
 cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
     char *cred, size_t credlen)
 {
-	struct cred_body_tail *t = &s->x->body_tail;
+	struct cred_body_tail *t = s->x->body_tail;
 	struct found f = { cred, credlen };
 	const struct cred_phs *ps;
 	char edge[2 * CRED_PH_MAX];
@@ -528,6 +528,12 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
 
 	if (atomic_load(&s->p->n_phs) == 0 || n == 0)
 		return 0;
+	/* The tail is the exchange's, made when its first body bytes are seen. */
+	if (t == NULL && (t = s->x->body_tail = calloc(1, sizeof(*t))) == NULL) {
+		if (credlen > 0)
+			cred[0] = '\0';
+		return 1;	/* cannot look across reads: refuse, not pass */
+	}
 	head = n < CRED_PH_MAX ? n : CRED_PH_MAX;
 	memcpy(edge, t->buf, t->len);
 	evbuffer_copyout(buf, edge + t->len, head);

@@ -14,7 +14,33 @@
 struct exchange *
 exchange_new(void)
 {
-	return calloc(1, sizeof(struct exchange));
+	struct exchange *x;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return NULL;
+	x->addrs = x->addr_inline;
+	return x;
+}
+
+int
+exchange_set_addrs(struct exchange *x, const struct netaddr *a, size_t n)
+{
+	struct netaddr *to = x->addr_inline;
+
+	if (n > PROXY_MAX_ADDRS)
+		n = PROXY_MAX_ADDRS;
+	if (n > EXCHANGE_INLINE_ADDRS &&
+	    (to = x->addrs != x->addr_inline ? x->addrs :
+	    malloc(PROXY_MAX_ADDRS * sizeof(*to))) == NULL)
+		return -1;
+	if (n > 0)
+		memmove(to, a, n * sizeof(*to));
+	if (x->addrs != x->addr_inline && to != x->addrs)
+		free(x->addrs);
+	x->addrs = to;
+	x->n_addrs = n;
+	x->addr_next = 0;
+	return 0;
 }
 
 void
@@ -26,6 +52,9 @@ exchange_free(struct exchange *x)
 	if (x->fwd.scrub != NULL)
 		vault_scrubber_free(x->fwd.scrub);
 	free(x->fwd.path);
+	free(x->body_tail);
+	if (x->addrs != x->addr_inline)
+		free(x->addrs);
 	free(x);
 }
 
@@ -42,8 +71,11 @@ exchange_next(struct session *s)
 		/* Refused before its own decision: the tunnel's rule. */
 		memcpy(x->verdict.rule, s->tunnel_rule, sizeof(x->verdict.rule));
 		x->target = s->tun->target;
-		memcpy(x->addrs, s->tun->addrs, sizeof(x->addrs));
-		x->n_addrs = s->tun->n_addrs;
+		if (exchange_set_addrs(x, s->tun->addrs, s->tun->n_addrs) ==
+		    -1) {
+			exchange_free(x);
+			return -1;
+		}
 	}
 	exchange_free(s->x);
 	s->x = x;

@@ -202,7 +202,9 @@ child_new(struct h2_stream *st)
 	if ((k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
 	if (p->tun == NULL || (k->x = exchange_new()) == NULL ||
-	    (k->tun = malloc(sizeof(*k->tun))) == NULL ||
+	    (k->tun = malloc(sizeof(*p->tun) + p->tun->cap *
+	    sizeof(p->tun->addrs[0]))) == NULL ||
+	    exchange_set_addrs(k->x, p->tun->addrs, p->tun->n_addrs) == -1 ||
 	    bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
 		exchange_free(k->x);
 		free(k->tun);
@@ -222,15 +224,14 @@ child_new(struct h2_stream *st)
 	k->has_ident = p->has_ident;
 	k->ident = p->ident;
 	/* The connection's tunnel decision starts each of the stream's exchanges. */
-	*k->tun = *p->tun;
+	memcpy(k->tun, p->tun, sizeof(*p->tun) + p->tun->cap *
+	    sizeof(p->tun->addrs[0]));
 	k->x->target = k->tun->target;
 	memcpy(k->tunnel_rule, p->tunnel_rule, sizeof(k->tunnel_rule));
 	memcpy(k->x->verdict.rule, p->tunnel_rule, sizeof(k->x->verdict.rule));
 	k->sniffed = p->sniffed;
 	k->orig_dst = p->orig_dst;
 	k->orig_port = p->orig_port;
-	memcpy(k->x->addrs, k->tun->addrs, sizeof(k->x->addrs));
-	k->x->n_addrs = k->tun->n_addrs;
 	k->idle_ms = p->idle_ms;
 	k->tunnel_open = 1;
 	k->tunnel_http = 1;

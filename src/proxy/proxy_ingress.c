@@ -288,8 +288,7 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 		s->idle_ms = s->p->cfg->ingress_upgrade_idle_ms;
 		session_set_idle(s);
 	}
-	s->x->addrs[0] = ing->address;
-	s->x->n_addrs = 1;
+	(void)exchange_set_addrs(s->x, &ing->address, 1);	/* inline */
 	if (upstream_reusable(s)) {
 		forward_start(s);
 		return;

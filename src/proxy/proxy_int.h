@@ -289,27 +289,31 @@ struct origin_bind {
  * of one request is there for the next. What a tunnel decided for the
  * requests inside it is the connection's (struct session, tun_*).
  */
+#define EXCHANGE_INLINE_ADDRS	4	/* more than this many: allocated */
+
 struct exchange {
 	struct policy_target	 target;
 	struct policy_verdict	 verdict;
 	struct forward		 fwd;
-	struct netaddr		 addrs[PROXY_MAX_ADDRS];
+	struct netaddr		*addrs;		/* addr_inline, or its own for more */
 	size_t			 n_addrs;
 	size_t			 addr_next;	/* next address to try */
-	struct cred_body_tail	 body_tail;
+	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
+	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
 	int			 logged;	/* its row is written */
 };
 
 /*
  * What a tunnel decided for the requests inside it: each of their
  * exchanges starts from its target and checked addresses. Allocated once
- * a tunnel carries HTTP (session_tunnel_http), so that other connections
- * do not carry it.
+ * a tunnel carries HTTP (session_tunnel_http), with room for its own
+ * addresses only, so that other connections do not carry it.
  */
 struct tunnel_decision {
 	struct policy_target	 target;
-	struct netaddr		 addrs[PROXY_MAX_ADDRS];
 	size_t			 n_addrs;
+	size_t			 cap;		/* addrs[] has room for this many */
+	struct netaddr		 addrs[];
 };
 
 struct session {
@@ -432,6 +436,8 @@ void		 session_log(struct session *, enum sg_verdict, int status,
 void		 session_set_idle(struct session *);
 /* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
 int		 session_tunnel_http(struct session *);
+/* s->tun with room for n addresses: 0, or -1 out of memory (s->tun as it was). */
+int		 session_tun_reserve(struct session *, size_t n);
 /* s->x->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);
@@ -482,6 +488,13 @@ void		 exchange_free(struct exchange *);
  * addresses). 0, or -1 out of memory (s keeps the old one).
  */
 int		 exchange_next(struct session *);
+/*
+ * The addresses this exchange may connect to, a[0..n) copied (at most
+ * PROXY_MAX_ADDRS): 0, or -1 out of memory (never for n <=
+ * EXCHANGE_INLINE_ADDRS).
+ */
+int		 exchange_set_addrs(struct exchange *, const struct netaddr *a,
+		    size_t n);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));

@@ -77,8 +77,7 @@ upstream_keep(struct session *s)
 {
 	if (!bound_for(s, &s->ob.addr, 1))
 		return 0;
-	s->x->addrs[0] = s->ob.addr;
-	s->x->n_addrs = 1;
+	(void)exchange_set_addrs(s->x, &s->ob.addr, 1);	/* inline */
 	s->x->addr_next = 1;
 	return 1;
 }

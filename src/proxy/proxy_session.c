@@ -608,15 +608,32 @@ session_note_target(struct session *s, const char *host, size_t len,
 	(void)decide_note_target(&s->x->target, host, len, port);
 }
 
+int
+session_tun_reserve(struct session *s, size_t n)
+{
+	struct tunnel_decision *t;
+
+	if (s->tun != NULL && s->tun->cap >= n)
+		return 0;
+	if ((t = realloc(s->tun, sizeof(*t) + n * sizeof(t->addrs[0]))) == NULL)
+		return -1;
+	if (s->tun == NULL)
+		memset(t, 0, sizeof(*t));
+	t->cap = n;
+	s->tun = t;
+	return 0;
+}
+
 /* From here the tunnel carries HTTP, decided request by request. */
 int
 session_tunnel_http(struct session *s)
 {
-	if (s->tun == NULL && (s->tun = calloc(1, sizeof(*s->tun))) == NULL)
+	if (session_tun_reserve(s, s->x->n_addrs) == -1)
 		return -1;
 	s->tunnel_http = 1;
 	s->tun->target = s->x->target;
-	memcpy(s->tun->addrs, s->x->addrs, sizeof(s->tun->addrs));
+	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
+	    sizeof(s->tun->addrs[0]));
 	s->tun->n_addrs = s->x->n_addrs;
 	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
 	return 0;

@@ -402,7 +402,7 @@ proxy_tls_intercept_client(struct session *s)
 
 	session_mark(s, MARK_HELLO);
 	/* The tunnel's decision for its requests, before anything is handed over. */
-	if (s->tun == NULL && (s->tun = calloc(1, sizeof(*s->tun))) == NULL)
+	if (session_tun_reserve(s, s->x->n_addrs) == -1)
 		return -1;
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))

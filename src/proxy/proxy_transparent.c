@@ -143,8 +143,7 @@ named_resolved(struct session *s)
 		deny(s, 403, REASON_IP_PROHIBITED, detail);
 		return;
 	}
-	s->x->addrs[0] = orig;
-	s->x->n_addrs = 1;
+	(void)exchange_set_addrs(s->x, &orig, 1);	/* inline */
 	if (!upstream_check_addrs(s, s->x->addrs, 1)) {
 		deny(s, 403, s->x->verdict.reason, "original destination not allowed");
 		return;
@@ -207,8 +206,7 @@ decide_no_sni(struct session *s)
 	struct policy_target t;
 	enum sg_reason r;
 
-	s->x->addrs[0] = s->orig_dst;
-	s->x->n_addrs = 1;
+	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */
 	/* The one path here that does not pass proxy_decide first. */
 	if (proxy_decide_audit(s) != REASON_NONE) {
 		deny(s, 503, REASON_AUDIT_UNAVAILABLE, NULL);
@@ -299,8 +297,7 @@ decide_opaque(struct session *s)
 		    REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;
 	}
-	s->x->addrs[0] = s->orig_dst;
-	s->x->n_addrs = 1;
+	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */
 	pass_unseen(s);
 }
 

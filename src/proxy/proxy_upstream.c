@@ -62,11 +62,10 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 		    REASON_DNS_ERROR, detail);
 		return;
 	}
-	if (n > PROXY_MAX_ADDRS)
-		n = PROXY_MAX_ADDRS;
-	memcpy(s->x->addrs, addrs, n * sizeof(*addrs));
-	s->x->n_addrs = n;
-	s->x->addr_next = 0;
+	if (exchange_set_addrs(s->x, addrs, n) == -1) {
+		session_close(s, CLOSE_NO_MEMORY);
+		return;
+	}
 	resolved(s, next);
 }
 
@@ -80,8 +79,7 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 	bufferevent_disable(s->cbev, EV_READ);
 	s->x->addr_next = 0;
 	if (s->x->target.is_ip) {
-		s->x->addrs[0] = s->x->target.ip;
-		s->x->n_addrs = 1;
+		(void)exchange_set_addrs(s->x, &s->x->target.ip, 1);	/* inline */
 		resolved(s, next);
 		return;
 	}

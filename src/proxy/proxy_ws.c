@@ -361,7 +361,7 @@ ws_unmask_copy(struct session *s, struct ws_dir *d, struct evbuffer *in,
 static int
 ws_control_has_ph(struct session *s, struct ws_dir *d, struct evbuffer *in)
 {
-	struct cred_body_tail saved;
+	struct cred_body_tail saved, *t = s->x->body_tail;
 	size_t len = (size_t)d->fr.len;
 	int found;
 
@@ -369,11 +369,17 @@ ws_control_has_ph(struct session *s, struct ws_dir *d, struct evbuffer *in)
 		return 0;
 	if (ws_unmask_copy(s, d, in, d->fr.hlen, len, 0) == -1)
 		return 1;	/* cannot look: refuse rather than pass unseen */
-	saved = s->x->body_tail;
-	s->x->body_tail.len = 0;
+	if (t != NULL) {
+		saved = *t;
+		t->len = 0;
+	}
 	found = cred_in_body(s, s->ws->tmp, len, len, s->x->fwd.plan.cred,
 	    sizeof(s->x->fwd.plan.cred));
-	s->x->body_tail = saved;
+	/* The data stream's tail as it was (none: none). */
+	if (t != NULL)
+		*t = saved;
+	else if (s->x->body_tail != NULL)
+		s->x->body_tail->len = 0;
 	return found;
 }
 
@@ -751,7 +757,8 @@ ws_relay_start(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	memset(&s->x->body_tail, 0, sizeof(s->x->body_tail));
+	if (s->x->body_tail != NULL)
+		s->x->body_tail->len = 0;
 	s->state = S_RELAY;
 	if (s->timer != NULL)
 		evtimer_del(s->timer);

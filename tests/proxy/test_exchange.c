@@ -8,6 +8,7 @@
  * explicit proxy nothing. The old one goes whole (ASan's leak check runs
  * this under the sanitizer build).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,8 +36,10 @@ dirty(struct exchange *x)
 	CHECK_INT(netaddr_parse("198.18.0.10", 11, &x->addrs[0]), 0);
 	x->n_addrs = 1;
 	x->addr_next = 1;
-	memcpy(x->body_tail.buf, "sg-ph", 5);
-	x->body_tail.len = 5;
+	x->body_tail = calloc(1, sizeof(*x->body_tail));
+	CHECK(x->body_tail != NULL);
+	memcpy(x->body_tail->buf, "sg-ph", 5);
+	x->body_tail->len = 5;
 	x->logged = 1;
 }
 
@@ -54,7 +57,7 @@ check_fresh(const struct exchange *x, const char *name)
 	CHECK_MSG(x->fwd.plan.cred[0] == '\0' && x->fwd.plan.x == NULL &&
 	    x->fwd.plan.snap == NULL, "%s: credential", name);
 	CHECK_MSG(x->fwd.ip.family == 0, "%s: ip", name);
-	CHECK_MSG(x->addr_next == 0 && x->body_tail.len == 0, "%s: progress",
+	CHECK_MSG(x->addr_next == 0 && x->body_tail == NULL, "%s: progress",
 	    name);
 	/* A new exchange's row is its own, still to be written. */
 	CHECK_MSG(x->logged == 0, "%s: row", name);
@@ -85,6 +88,8 @@ main(void)
 {
 	struct exchange *old;
 	struct session *s;
+	char ip[32];
+	size_t i;
 
 	/* The explicit proxy: nothing carried at all. */
 	s = session_of(KIND_HTTP);
@@ -114,8 +119,8 @@ main(void)
 	s = session_of(KIND_CONNECT);
 	s->tunnel_http = 1;
 	strcpy(s->tunnel_rule, "p:allow[0]");
-	s->tun = calloc(1, sizeof(*s->tun));
-	CHECK(s->tun != NULL);
+	CHECK_INT(session_tun_reserve(s, 2), 0);
+	CHECK(s->tun != NULL && s->tun->cap == 2 && s->tun->n_addrs == 0);
 	CHECK_INT(policy_target_init(&s->tun->target, "tunnel.example.com", 18,
 	    8443), 0);
 	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun->addrs[0]), 0);
@@ -135,6 +140,26 @@ main(void)
 	check_fresh(s->x, "tunnel, second");
 	CHECK_STR(s->x->target.host, "tunnel.example.com");
 	CHECK_INT((int)s->x->n_addrs, 2);
+	done(s);
+
+	/* More addresses than fit inline: their own memory, freed with it. */
+	s = session_of(KIND_CONNECT);
+	s->tunnel_http = 1;
+	CHECK_INT(session_tun_reserve(s, 6), 0);
+	for (i = 0; i < 6; i++) {
+		snprintf(ip, sizeof(ip), "198.18.1.%zu", i + 1);
+		CHECK_INT(netaddr_parse(ip, strlen(ip), &s->tun->addrs[i]), 0);
+	}
+	s->tun->n_addrs = 6;
+	CHECK_INT(exchange_next(s), 0);
+	CHECK_INT((int)s->x->n_addrs, 6);
+	CHECK(s->x->addrs != s->x->addr_inline);
+	CHECK(netaddr_cmp(&s->x->addrs[5], &s->tun->addrs[5]) == 0);
+	CHECK_INT(exchange_set_addrs(s->x, &s->tun->addrs[2], 1), 0);
+	CHECK(s->x->addrs == s->x->addr_inline && s->x->n_addrs == 1);
+	CHECK(netaddr_cmp(&s->x->addrs[0], &s->tun->addrs[2]) == 0);
+	CHECK_INT(exchange_set_addrs(s->x, s->tun->addrs, 6), 0);
+	CHECK_INT(exchange_next(s), 0);	/* the old one's array goes with it */
 	done(s);
 
 	exchange_free(NULL);
