@@ -5,6 +5,13 @@ limits.max_connections refuses connections beyond the limit and recovers
 when they close; running out of file descriptors (EMFILE) pauses accepting
 instead of spinning or crashing, and accepting resumes once descriptors are
 free again.
+
+The gateway runs as a default install runs it (user sandgate, seccomp,
+keeper). Only when the harness is told to keep it root
+(SANDGATE_TEST_USER=none, gw.user None) does the EMFILE test lower the
+limit as root itself: root may change its own process's limits without
+CAP_SYS_RESOURCE, while changing the sandgate user's needs setpriv to act as
+that user (a container's root may lack the capability).
 """
 
 import os

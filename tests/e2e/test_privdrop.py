@@ -9,6 +9,12 @@ HTTP, intercepted HTTPS (leaves minted with the CA key it read as root), a
 credential swap, a vault rotation, a SIGHUP and an admin reload, each with
 its audit row. A user that does not exist, or that can read a key, stops
 start-up with one line.
+
+One test runs the network process as root on purpose
+(test_user_null_keeps_root): `user: null` is the documented opt-out of the
+drop, and the test checks that it keeps uid 0, has no seccomp filter, and
+says so in the log. Every other gateway here drops to the sandgate user as a
+default install does.
 """
 
 import json

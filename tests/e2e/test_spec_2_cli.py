@@ -5,6 +5,11 @@ of every command (0, 1 with one `sandgate: ` line, 2 for usage), options
 before and after operands (also `-c FILE` before the command), and
 `policy check` diagnostics at FILE:LINE:COL (1-based) for unknown keys at
 every nesting level and for bad values. No gateway runs here.
+
+One config written here says `user: null` (root) on purpose
+(test_serve_bad_config_exits_1_with_positions): serve must refuse that
+config before anything is bound or any privilege dropped, so no account is
+involved and the test needs none to exist. Nothing is served.
 """
 
 import json
