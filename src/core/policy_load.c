@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/util.h"
 #include "core/hash.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
@@ -840,36 +841,19 @@ out:
 	free(refs);
 }
 
-static int
-pl_unhex(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch = tolower(ch);
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	return -1;
-}
-
 static void
 pl_token(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
 {
 	const char *s;
-	size_t i;
 
 	if (ycheck_str(&l->c, n, "token_sha256", 128, &s) == -1)
 		return;
-	for (i = 0; i < 64 && pl_unhex((unsigned char)s[i]) >= 0; i++)
-		;
-	if (i != 64 || s[64] != '\0') {
+	if (strlen(s) != 64 ||
+	    util_hex_decode(s, 64, sb->token_sha256, 0) == -1) {
 		ycheck_err(&l->c, n, "token_sha256: expected 64 hex digits "
 		    "(the SHA-256 of the token)");
 		return;
 	}
-	for (i = 0; i < 32; i++)
-		sb->token_sha256[i] = (unsigned char)(
-		    pl_unhex((unsigned char)s[2 * i]) << 4 |
-		    pl_unhex((unsigned char)s[2 * i + 1]));
 	sb->has_token = 1;
 }
 

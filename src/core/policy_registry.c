@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "core/util.h"
 #include "core/policy_int.h"
 
 struct reg_entry {
@@ -252,28 +253,10 @@ policy_ingress_token_ok(const struct policy_ingress *ing, const char *token,
 	return CRYPTO_memcmp(md, ing->token_sha256, 32) == 0;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 int
 policy_sha256_hex_parse(const char *s, unsigned char out[32])
 {
-	size_t i;
-
 	if (strlen(s) != 64)
 		return -1;
-	for (i = 0; i < 32; i++) {
-		int hi = hexval((unsigned char)s[2 * i]);
-		int lo = hexval((unsigned char)s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	return 0;
+	return util_hex_decode(s, 64, out, 0);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "parse/http_parse.h"
 
 #define HTTP_DEFAULT_MAX_LINE	8192
@@ -884,18 +885,6 @@ http_chunked_init(struct http_chunked *c)
 	c->state = HTTP_CH_SIZE;
 }
 
-static int
-http_hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One byte of a chunk-size line. Returns 0 or -1. */
 static int
 http_chunk_size_byte(struct http_chunked *c, unsigned char ch)
@@ -906,7 +895,7 @@ http_chunk_size_byte(struct http_chunked *c, unsigned char ch)
 		return -1;
 	switch (c->state) {
 	case HTTP_CH_SIZE:
-		if ((d = http_hexval(ch)) != -1) {
+		if ((d = util_hexval(ch)) != -1) {
 			/* Sizes stay below 2^62. */
 			if ((c->remaining >> 58) != 0)
 				return -1;

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "core/util.h"
 #include "parse/ingress_host.h"
 
 #define TOKEN_NAME	"sg_token"
@@ -121,15 +122,6 @@ ingress_token_syntax_ok(const char *tok, size_t len)
 	return 1;
 }
 
-static int
-unhex(int c)
-{
-	if (is_digit(c))
-		return c - '0';
-	c = lower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* 1 when the percent-decoded name[0..len) is "sg_token". */
 static int
 is_token_name(const char *name, size_t len)
@@ -140,10 +132,10 @@ is_token_name(const char *name, size_t len)
 	for (i = 0; i < len; i++, j++) {
 		int c = (unsigned char)name[i];
 		if (c == '%' && i + 2 < len &&
-		    unhex((unsigned char)name[i + 1]) >= 0 &&
-		    unhex((unsigned char)name[i + 2]) >= 0) {
-			c = unhex((unsigned char)name[i + 1]) << 4 |
-			    unhex((unsigned char)name[i + 2]);
+		    util_hexval((unsigned char)name[i + 1]) >= 0 &&
+		    util_hexval((unsigned char)name[i + 2]) >= 0) {
+			c = util_hexval((unsigned char)name[i + 1]) << 4 |
+			    util_hexval((unsigned char)name[i + 2]);
 			i += 2;
 		}
 		if (want[j] == '\0' || c != want[j])

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "core/policy.h"
 #include "core/util.h"
 
 static void
@@ -62,11 +63,37 @@ test_round_trip(void)
 		    (i >= 'A' && i <= 'F') ? (int)i - 'A' + 10 : -1);
 }
 
+/* token_sha256 as the admin API takes it: exactly 64 hex digits, either case. */
+static void
+test_sha256_hex(void)
+{
+	static const char good[] =
+	    "65dcf16ea3dfa49069628089eb4a75483070f5584b2a21ee64912b5f621f12da";
+	unsigned char out[32];
+	char upper[65], bad[65];
+	size_t i;
+
+	CHECK_INT(policy_sha256_hex_parse(good, out), 0);
+	CHECK(out[0] == 0x65 && out[31] == 0xda);
+	for (i = 0; i < 64; i++)
+		upper[i] = (char)(good[i] >= 'a' ? good[i] - 32 : good[i]);
+	upper[64] = '\0';
+	CHECK_INT(policy_sha256_hex_parse(upper, out), 0);
+	CHECK(out[0] == 0x65 && out[31] == 0xda);
+	CHECK_INT(policy_sha256_hex_parse("65dc", out), -1);
+	memcpy(bad, good, sizeof(bad));
+	bad[63] = 'g';
+	CHECK_INT(policy_sha256_hex_parse(bad, out), -1);
+	bad[63] = '\0';
+	CHECK_INT(policy_sha256_hex_parse(bad, out), -1);
+}
+
 int
 main(void)
 {
 	test_encode();
 	test_decode();
 	test_round_trip();
+	test_sha256_hex();
 	return check_summary();
 }
