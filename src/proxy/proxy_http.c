@@ -559,19 +559,24 @@ handle_head(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	if (exchange_next(s) == -1) {
-		session_close(s, CLOSE_NO_MEMORY);
-		return;
+	/* A head's first bytes start its exchange; its later reads go on in it. */
+	if (!s->x->head_pending) {
+		if (exchange_next(s) == -1) {
+			session_close(s, CLOSE_NO_MEMORY);
+			return;
+		}
+		request_reset(s);
+		s->x->fwd.request = 1;
+		s->x->head_pending = 1;
+		clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
 	}
-	request_reset(s);
-	s->x->fwd.request = 1;
-	clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
 	n = http_parse_request(buf, want, &lim, &req);
 	if (n > 0 && s->intercepted)
 		session_mark(s, MARK_REQUEST);
-	switch (n) {
-	case HTTP_NEED_MORE:
+	if (n == HTTP_NEED_MORE)
 		return;
+	s->x->head_pending = 0;
+	switch (n) {
 	case HTTP_ERR_URI_TOO_LONG:
 		session_deny(s, 414, REASON_URI_TOO_LONG, "request line too long");
 		return;

@@ -301,6 +301,7 @@ struct exchange {
 	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
 	int			 logged;	/* its row is written */
+	int			 head_pending;	/* its request head is still arriving */
 };
 
 /*
