@@ -1,7 +1,7 @@
 /*
- * HTTP/2 request header fields translated to an HTTP/1.1 head (h2_req.h).
- * Everything nghttp2 already checks is checked again here, so that what
- * reaches the HTTP/1.1 parser never depends on a library's leniency.
+ * HTTP/2 request header fields translated to a struct http_request
+ * (h2_req.h). Everything nghttp2 already checks is checked again here, so
+ * that what reaches the decision never depends on a library's leniency.
  */
 #include <stdio.h>
 #include <string.h>
@@ -178,13 +178,14 @@ h2_req_add(struct h2_req *r, const uint8_t *n, size_t nl, const uint8_t *v,
 		r->grpc = 1;
 	f = r->fields_len;
 	if (append(r->fields, r->fields_cap, &f, n, nl) ||
-	    append(r->fields, r->fields_cap, &f, ": ", 2) ||
+	    append(r->fields, r->fields_cap, &f, "", 1) ||
 	    append(r->fields, r->fields_cap, &f, v, vl) ||
-	    append(r->fields, r->fields_cap, &f, "\r\n", 2)) {
+	    append(r->fields, r->fields_cap, &f, "", 1)) {
 		fail(r, H2_REQ_ERR_TOO_LARGE);
 		return;
 	}
 	r->fields_len = f;
+	r->n_fields++;
 }
 
 static enum h2_req_err
@@ -208,37 +209,73 @@ check_pseudo(const struct h2_req *r)
 	return H2_REQ_OK;
 }
 
-long
-h2_req_head(struct h2_req *r, int end_stream, char *out, size_t cap)
+static void
+slice_set(struct http_slice *sl, const char *p, size_t len)
 {
-	size_t len = 0;
-	int n;
+	sl->p = p;
+	sl->len = len;
+}
 
+/* An HTTP/1.1 field value has no outer spaces (RFC 9110 §5.5). */
+static void
+value_set(struct http_slice *sl, const char *p, size_t len)
+{
+	while (len > 0 && (p[0] == ' ' || p[0] == '\t')) {
+		p++;
+		len--;
+	}
+	while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+		len--;
+	slice_set(sl, p, len);
+}
+
+int
+h2_req_request(struct h2_req *r, int end_stream, struct http_request *out)
+{
+	const char *p = r->fields, *end = r->fields + r->fields_len, *v;
+	struct http_header *h;
+	size_t k;
+
+	memset(out, 0, sizeof(*out));
 	if (r->err == H2_REQ_OK)
 		r->err = check_pseudo(r);
 	if (r->err != H2_REQ_OK)
 		return -1;
+	/* Host first, the fields, the cookie: at most HTTP_MAX_HEADERS. */
+	if (r->n_fields + 1 + (r->cookie_len > 0) > HTTP_MAX_HEADERS) {
+		r->err = H2_REQ_ERR_TOO_LARGE;
+		return -1;
+	}
+	slice_set(&out->method, r->method, strlen(r->method));
+	slice_set(&out->target, r->path, strlen(r->path));
+	out->version_minor = 1;
+	h = &out->headers[0];
+	slice_set(&h->name, "Host", 4);
+	v = r->has_authority ? r->authority : r->host;
+	value_set(&h->value, v, strlen(v));
+	for (k = 1; p < end; k++) {
+		h = &out->headers[k];
+		slice_set(&h->name, p, strlen(p));
+		p += h->name.len + 1;
+		value_set(&h->value, p, strlen(p));
+		p += strlen(p) + 1;
+	}
+	if (r->cookie_len > 0) {
+		h = &out->headers[k++];
+		slice_set(&h->name, "Cookie", 6);
+		value_set(&h->value, r->cookie, r->cookie_len);
+	}
+	out->n_headers = k;
+	if (http_request_check(out) != 0) {
+		r->err = H2_REQ_ERR_MALFORMED;
+		return -1;
+	}
+	/* What an HTTP/2 stream's framing is for the HTTP/1.1 exchange. */
 	r->chunked = !end_stream && !r->has_length;
-	n = snprintf(out, cap, "%s %s HTTP/1.1\r\nHost: %s\r\n", r->method,
-	    r->path, r->has_authority ? r->authority : r->host);
-	if (n < 0 || (size_t)n >= cap)
-		goto big;
-	len = (size_t)n;
-	if (append(out, cap, &len, r->fields, r->fields_len))
-		goto big;
-	if (r->cookie_len > 0 && (append(out, cap, &len, "Cookie: ", 8) ||
-	    append(out, cap, &len, r->cookie, r->cookie_len) ||
-	    append(out, cap, &len, "\r\n", 2)))
-		goto big;
-	if (r->chunked && append(out, cap, &len,
-	    "Transfer-Encoding: chunked\r\n", 28))
-		goto big;
-	if (append(out, cap, &len, "\r\n", 2))
-		goto big;
-	return (long)len;
-big:
-	r->err = H2_REQ_ERR_TOO_LARGE;
-	return -1;
+	if (r->chunked)
+		out->framing = HTTP_BODY_CHUNKED;
+	out->keep_alive = 1;
+	return 0;
 }
 
 int

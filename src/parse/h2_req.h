@@ -1,7 +1,8 @@
 /*
- * HTTP/2 request header fields -> an HTTP/1.1 request head (RFC 9113 §8.3,
- * RFC 9110 §7.2). Pure: the caller owns the memory, nothing is allocated or
- * logged. The head it writes is parsed again by http_parse_request, so an
+ * HTTP/2 request header fields -> a struct http_request (RFC 9113 §8.3,
+ * RFC 9110 §7.2), with no HTTP/1.1 text in between. Pure: the caller owns
+ * the memory, nothing is allocated or logged. The request is checked by
+ * http_request_check, the same checks a parsed HTTP/1.1 head passes, so an
  * HTTP/2 stream is decided by exactly the code an HTTP/1.1 request is.
  */
 #ifndef SG_H2_REQ_H
@@ -9,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "parse/http_parse.h"
 
 #define H2_REQ_METHOD_MAX	23
 #define H2_REQ_AUTH_MAX		300
@@ -36,9 +39,9 @@ struct h2_req {
 	int		 has_method, has_scheme, has_authority, has_host, has_path;
 	int		 has_length;	/* content-length sent */
 	int		 grpc;		/* content-type application/grpc... */
-	int		 chunked;	/* set by h2_req_head: body chunk-encoded */
-	char		*fields;	/* "name: value\r\n"..., caller's memory */
-	size_t		 fields_cap, fields_len;
+	int		 chunked;	/* set by h2_req_request: body chunk-encoded */
+	char		*fields;	/* "name\0value\0"..., caller's memory */
+	size_t		 fields_cap, fields_len, n_fields;
 	char		*cookie;	/* cookie crumbs joined by "; " */
 	size_t		 cookie_cap, cookie_len;
 };
@@ -50,12 +53,15 @@ void	h2_req_init(struct h2_req *, char *fields, char *cookie, size_t cap,
 void	h2_req_add(struct h2_req *, const uint8_t *name, size_t namelen,
 	    const uint8_t *value, size_t valuelen);
 /*
- * The HTTP/1.1 head into out[0..cap): request line, Host from :authority,
- * the fields, framing (none when end_stream, else Content-Length as sent,
- * else chunked); kept alive (the stream session may serve a later stream).
- * Its length, or -1 (req->err set).
+ * The request, as HTTP/1.1 semantics have it: method, target and path from
+ * the pseudo-fields, a Host header first (from :authority, else host), the
+ * fields in order with their values' outer spaces cut, the cookie crumbs
+ * as one Cookie header; framing none when end_stream, else Content-Length
+ * as sent, else chunked (req->chunked: the body reaches the stream's
+ * exchange chunk-encoded); version 1.1, kept alive. out's slices point
+ * into req, which must outlive it. 0, or -1 (req->err set).
  */
-long	h2_req_head(struct h2_req *, int end_stream, char *out, size_t cap);
+int	h2_req_request(struct h2_req *, int end_stream, struct http_request *out);
 /*
  * A trailer field "name: value\r\n" into out[0..cap): 0 written (*len
  * grows), -1 a field no trailer may carry or no room.

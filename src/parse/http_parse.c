@@ -528,6 +528,26 @@ http_request_fields(struct http_request *r)
 }
 
 int
+http_request_check(struct http_request *r)
+{
+	size_t i;
+	int rc;
+
+	if (r->method.len == 0 || r->target.len == 0)
+		return HTTP_ERR_BAD;
+	for (i = 0; i < r->method.len; i++)
+		if (!http_is_tchar((unsigned char)r->method.p[i]))
+			return HTTP_ERR_BAD;
+	for (i = 0; i < r->target.len; i++)
+		if ((unsigned char)r->target.p[i] <= 0x20 ||
+		    (unsigned char)r->target.p[i] >= 0x7f)
+			return HTTP_ERR_BAD;
+	if ((rc = http_request_target(r)) != 0)
+		return rc;
+	return http_request_fields(r);
+}
+
+int
 http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
     struct http_request *out)
 {

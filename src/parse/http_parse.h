@@ -95,6 +95,15 @@ struct http_response {
 int	http_parse_request(const char *buf, size_t len,
 	    const struct http_limits *, struct http_request *out);
 /*
+ * A request whose method, target, version and headers were set from
+ * another protocol's fields (an HTTP/2 stream: parse/h2_req.h): the checks
+ * http_parse_request applies once a head is split -- the method a token,
+ * the target's form, Host, Content-Length, Transfer-Encoding and the
+ * Connection flags -- and what they set (form, path, framing, keep-alive).
+ * 0, or HTTP_ERR_BAD.
+ */
+int	http_request_check(struct http_request *r);
+/*
  * Parse a response head. req_method is the request's method (HEAD and
  * CONNECT responses have no body), so is the status (1xx, 204, 304).
  */

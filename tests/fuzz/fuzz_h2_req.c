@@ -3,12 +3,15 @@
  * input is what a client sends after TLS (connection preface, frames),
  * fed to an nghttp2 server session set up like proxy_h2.c's (same options,
  * same callbacks into h2_req), and every request that comes out -- the
- * HTTP/1.1 head a stream session would be given -- is checked:
+ * struct http_request a stream's exchange is given -- is checked:
  *
- *   - http_parse_request refuses it (a 400 for the stream), or reads it
- *     whole (nothing after the head, no request hidden in it);
  *   - its method and target are the stream's :method and :path, its Host
- *     the :authority (or host) -- no field smuggled a second line in;
+ *     the :authority (or host), its form origin or asterisk;
+ *   - no header name is empty or more than a token, no value holds CR, LF
+ *     or NUL, none is connection-specific;
+ *   - written as the HTTP/1.1 head an origin gets, it parses back whole
+ *     into the same method, target, Host, headers and framing -- no field
+ *     smuggled a second line or a second request in;
  *   - its framing is what the gateway chose: chunked exactly when the
  *     stream had DATA coming and no content-length;
  *   - a trailer block never carries CR, LF or a pseudo-field.
@@ -59,34 +62,86 @@ fz_find(int32_t id, int make)
 	return NULL;
 }
 
-static void
-fz_check_head(struct fz_stream *st, const char *head, long n)
+static int
+fz_eq(const struct http_slice *a, const struct http_slice *b)
 {
+	return a->len == b->len && memcmp(a->p, b->p, a->len) == 0;
+}
+
+static void
+fz_check_request(struct fz_stream *st, const struct http_request *q)
+{
+	static char head[FZ_CAP * 3 + 2 * H2_REQ_PATH_MAX];
 	static struct http_request r;
-	struct http_limits lim = { 16384, 16384 };
+	struct http_limits lim = { sizeof(head), sizeof(head) };
 	const char *host;
+	size_t i, j, len = 0;
 	int rc;
 
-	rc = http_parse_request(head, (size_t)n, &lim, &r);
-	/* Refused (the stream session answers 400) or read as one whole head. */
-	if (rc < 0)
-		return;
-	if (rc != n)
+	if (q->method.len != strlen(st->req.method) ||
+	    memcmp(q->method.p, st->req.method, q->method.len) != 0 ||
+	    q->target.len != strlen(st->req.path) ||
+	    memcmp(q->target.p, st->req.path, q->target.len) != 0 ||
+	    !fz_eq(&q->path, &q->target))
 		abort();
-	if (r.method.len != strlen(st->req.method) ||
-	    memcmp(r.method.p, st->req.method, r.method.len) != 0)
-		abort();
-	if (r.path.len != strlen(st->req.path) ||
-	    memcmp(r.path.p, st->req.path, r.path.len) != 0)
+	if (q->form != HTTP_TARGET_ORIGIN && q->form != HTTP_TARGET_ASTERISK)
 		abort();
 	host = st->req.has_authority ? st->req.authority : st->req.host;
-	if (!r.has_host || r.host_header.len != strlen(host) ||
-	    memcmp(r.host_header.p, host, r.host_header.len) != 0)
+	if (!q->has_host || q->host_header.len != strlen(host) ||
+	    memcmp(q->host_header.p, host, q->host_header.len) != 0)
 		abort();
-	if ((r.framing == HTTP_BODY_CHUNKED) != st->req.chunked)
+	if ((q->framing == HTTP_BODY_CHUNKED) != st->req.chunked ||
+	    !q->keep_alive || q->upgrade || q->version_minor != 1)
 		abort();
-	if (!r.keep_alive || r.upgrade)
+	for (i = 0; i < q->n_headers; i++) {
+		const struct http_header *h = &q->headers[i];
+
+		if (h->name.len == 0 || memchr(h->name.p, ':', h->name.len) ||
+		    http_header_is(h, "Transfer-Encoding") ||
+		    http_header_is(h, "Connection") ||
+		    http_header_is(h, "Upgrade"))
+			abort();
+		for (j = 0; j < h->name.len; j++)
+			if ((unsigned char)h->name.p[j] <= 0x20 ||
+			    (unsigned char)h->name.p[j] >= 0x7f)
+				abort();
+		for (j = 0; j < h->value.len; j++)
+			if (h->value.p[j] == '\r' || h->value.p[j] == '\n' ||
+			    h->value.p[j] == '\0')
+				abort();
+	}
+	/* The head an origin gets, parsed back: the same request. */
+#define FZ_PUT(p, n) do {						\
+		if (len + (n) > sizeof(head))				\
+			return;						\
+		memcpy(head + len, (p), (n));				\
+		len += (n);						\
+	} while (0)
+	FZ_PUT(q->method.p, q->method.len);
+	FZ_PUT(" ", 1);
+	FZ_PUT(q->target.p, q->target.len);
+	FZ_PUT(" HTTP/1.1\r\n", 11);
+	for (i = 0; i < q->n_headers; i++) {
+		FZ_PUT(q->headers[i].name.p, q->headers[i].name.len);
+		FZ_PUT(": ", 2);
+		FZ_PUT(q->headers[i].value.p, q->headers[i].value.len);
+		FZ_PUT("\r\n", 2);
+	}
+	if (q->framing == HTTP_BODY_CHUNKED)
+		FZ_PUT("Transfer-Encoding: chunked\r\n", 28);
+	FZ_PUT("\r\n", 2);
+#undef FZ_PUT
+	rc = http_parse_request(head, len, &lim, &r);
+	if (rc != (int)len || !fz_eq(&r.method, &q->method) ||
+	    !fz_eq(&r.target, &q->target) || !fz_eq(&r.host_header,
+	    &q->host_header) || r.framing != q->framing ||
+	    r.content_length != q->content_length ||
+	    r.n_headers != q->n_headers + (q->framing == HTTP_BODY_CHUNKED))
 		abort();
+	for (i = 0; i < q->n_headers; i++)
+		if (!fz_eq(&r.headers[i].name, &q->headers[i].name) ||
+		    !fz_eq(&r.headers[i].value, &q->headers[i].value))
+			abort();
 }
 
 static int
@@ -128,9 +183,8 @@ fz_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 static int
 fz_frame(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
-	static char head[FZ_CAP * 3 + 2 * H2_REQ_PATH_MAX];
+	static struct http_request q;
 	struct fz_stream *st;
-	long n;
 
 	if (f->hd.type != NGHTTP2_HEADERS ||
 	    (st = fz_find(f->hd.stream_id, 0)) == NULL)
@@ -138,14 +192,13 @@ fz_frame(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 	if (st->in_trailers)
 		return 0;
 	st->in_trailers = 1;
-	n = h2_req_head(&st->req, (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0,
-	    head, sizeof(head));
-	if (n < 0) {
+	if (h2_req_request(&st->req, (f->hd.flags & NGHTTP2_FLAG_END_STREAM) !=
+	    0, &q) == -1) {
 		if (st->req.err == H2_REQ_OK)
 			abort();
 		return 0;
 	}
-	fz_check_head(st, head, n);
+	fz_check_request(st, &q);
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 /*
  * Unit tests of the HTTP/2 request translation (h2_req.c): which fields a
- * stream's header block may carry, and the HTTP/1.1 head written for it.
+ * stream's header block may carry, and the request made of them -- shown
+ * here as the HTTP/1.1 head an origin would get for it (the gateway itself
+ * writes no such text between the stream and its exchange).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,23 +19,55 @@ struct fld {
 
 static char mem[2 * CAP];
 static char out[CAP * 3 + 2 * H2_REQ_PATH_MAX];
+static struct http_request req;
 
-/* The head for fields, or NULL; *err the error. */
+static void
+put(size_t *len, const char *p, size_t n)
+{
+	CHECK(*len + n < sizeof(out));
+	if (*len + n >= sizeof(out))
+		return;
+	memcpy(out + *len, p, n);
+	*len += n;
+}
+
+/*
+ * The request for fields, written as a head (request line, the headers in
+ * order, Transfer-Encoding when chunked), or NULL; *err the error.
+ */
 static const char *
 head_of(const struct fld *f, int end_stream, enum h2_req_err *err, size_t limit)
 {
 	static struct h2_req r;
-	long n;
+	size_t i, len = 0;
 
 	h2_req_init(&r, mem, mem + CAP, CAP, limit ? limit : CAP);
 	for (; f->name != NULL; f++)
 		h2_req_add(&r, (const uint8_t *)f->name, strlen(f->name),
 		    (const uint8_t *)f->value, strlen(f->value));
-	n = h2_req_head(&r, end_stream, out, sizeof(out));
-	*err = r.err;
-	if (n < 0)
+	*err = H2_REQ_OK;
+	if (h2_req_request(&r, end_stream, &req) == -1) {
+		*err = r.err;
+		CHECK(r.err != H2_REQ_OK);
 		return NULL;
-	out[n] = '\0';
+	}
+	CHECK_INT(r.err, H2_REQ_OK);
+	CHECK(req.version_minor == 1 && req.keep_alive && !req.upgrade);
+	CHECK_INT(req.framing == HTTP_BODY_CHUNKED, r.chunked);
+	put(&len, req.method.p, req.method.len);
+	put(&len, " ", 1);
+	put(&len, req.target.p, req.target.len);
+	put(&len, " HTTP/1.1\r\n", 11);
+	for (i = 0; i < req.n_headers; i++) {
+		put(&len, req.headers[i].name.p, req.headers[i].name.len);
+		put(&len, ": ", 2);
+		put(&len, req.headers[i].value.p, req.headers[i].value.len);
+		put(&len, "\r\n", 2);
+	}
+	if (req.framing == HTTP_BODY_CHUNKED)
+		put(&len, "Transfer-Encoding: chunked\r\n", 28);
+	put(&len, "\r\n", 2);
+	out[len] = '\0';
 	return out;
 }
 
@@ -105,6 +139,19 @@ test_refused(void)
 		{ { { ":method", "GET" }, { ":scheme", "https" }, { ":path", "/" },
 		    { NULL, NULL } }, H2_REQ_ERR_MALFORMED },
 		{ { BASE, { "host", "b.test" }, { NULL, NULL } }, H2_REQ_ERR_HOST },
+		/* What the HTTP/1.1 checks refuse (http_request_check). */
+		{ { BASE, { "content-length", "3x" }, { NULL, NULL } }, H2_REQ_ERR_MALFORMED },
+		{ { BASE, { "content-length", "3" }, { "content-length", "3" },
+		    { NULL, NULL } }, H2_REQ_ERR_MALFORMED },
+		{ { { ":method", "G(T" }, { ":scheme", "https" },
+		    { ":authority", "a.test" }, { ":path", "/" }, { NULL, NULL } },
+		  H2_REQ_ERR_MALFORMED },
+		{ { { ":method", "GET" }, { ":scheme", "https" },
+		    { ":authority", "a.test/x" }, { ":path", "/" }, { NULL, NULL } },
+		  H2_REQ_ERR_MALFORMED },
+		{ { { ":method", "GET" }, { ":scheme", "https" },
+		    { ":authority", "a.test" }, { ":path", "/a#frag" }, { NULL, NULL } },
+		  H2_REQ_ERR_MALFORMED },
 		{ { { ":method", "CONNECT" }, { ":authority", "a.test:443" },
 		    { NULL, NULL } }, H2_REQ_ERR_CONNECT },
 		{ { { ":method", "CONNECT" }, { ":protocol", "websocket" },
@@ -115,7 +162,8 @@ test_refused(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		CHECK_MSG(head_of(t[i].f, 1, &err, 0) == NULL, "case %zu", i);
+		CHECK_MSG(head_of(t[i].f, 1, &err, 0) == NULL, "case %zu: %s", i,
+		    out);
 		CHECK_MSG(err == t[i].err, "case %zu: err %d", i, err);
 	}
 }
@@ -134,6 +182,36 @@ test_limits(void)
 	CHECK(head_of(f, 1, &err, 256) == NULL);
 	CHECK_INT(err, H2_REQ_ERR_TOO_LARGE);
 	CHECK(head_of(f, 1, &err, 1024) != NULL);
+}
+
+/* More fields than a parsed head may have: 431, as for HTTP/1.1. */
+static void
+test_many(void)
+{
+	static char big[2 * 8192];
+	static const char *names[] = { ":method", ":scheme", ":authority", ":path" };
+	static const char *values[] = { "GET", "https", "a.test", "/" };
+	static struct h2_req r;
+	char name[16];
+	size_t i;
+
+	h2_req_init(&r, big, big + 8192, 8192, 1 << 20);
+	for (i = 0; i < 4; i++)
+		h2_req_add(&r, (const uint8_t *)names[i], strlen(names[i]),
+		    (const uint8_t *)values[i], strlen(values[i]));
+	for (i = 0; i < HTTP_MAX_HEADERS - 1; i++) {
+		snprintf(name, sizeof(name), "x-%zu", i);
+		h2_req_add(&r, (const uint8_t *)name, strlen(name),
+		    (const uint8_t *)" v ", 3);
+	}
+	/* Host and 127 fields: 128, the most there may be. */
+	CHECK_INT(h2_req_request(&r, 1, &req), 0);
+	CHECK_INT(req.n_headers, HTTP_MAX_HEADERS);
+	CHECK(req.headers[5].value.len == 1 && req.headers[5].value.p[0] == 'v');
+	h2_req_add(&r, (const uint8_t *)"x-last", 6, (const uint8_t *)"v", 1);
+	r.err = H2_REQ_OK;
+	CHECK_INT(h2_req_request(&r, 1, &req), -1);
+	CHECK_INT(r.err, H2_REQ_ERR_TOO_LARGE);
 }
 
 static void
@@ -160,6 +238,7 @@ main(void)
 	test_heads();
 	test_refused();
 	test_limits();
+	test_many();
 	test_trailers();
 	return check_summary();
 }
