@@ -1,11 +1,13 @@
 /*
- * HTTP/2 on intercepted sessions (docs/tls.md): nghttp2 speaks the protocol
- * toward the client; every stream becomes one HTTP/1.1 request handed to a
- * stream session of its own -- a struct session like an in-tunnel request's,
- * whose client side is one end of a bufferevent pair -- so that it is
- * decided, swapped, scrubbed, forwarded and audited by the very code an
- * HTTP/1.1 request is. Owns the nghttp2 session, the streams, their pair
- * ends and the per-connection limits against hostile peers.
+ * HTTP/2 on intercepted sessions (docs/tls.md, docs/protocols.md): nghttp2
+ * speaks the protocol toward the client; every stream's fields become one
+ * struct http_request (parse/h2_req.h), handed as it is to a stream session
+ * of its own -- a struct session like an in-tunnel request's -- so that it
+ * is decided, swapped, scrubbed, forwarded and audited by the very code an
+ * HTTP/1.1 request is. The stream session's client side is one end of a
+ * bufferevent pair, which carries the request's body and the response.
+ * Owns the nghttp2 session, the streams, their pair ends and the
+ * per-connection limits against hostile peers.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -675,7 +677,7 @@ h2_stream_pending(struct session *k)
 	return k->h2st != NULL ? evbuffer_get_length(k->h2st->body) : 0;
 }
 
-/* ---- the request: HTTP/2 from the client -> HTTP/1.1 ---------------- */
+/* ---- the request: HTTP/2 fields from the client -> an exchange ------- */
 
 static struct h2_stream *
 stream_of(struct h2_conn *c, int32_t id)
@@ -702,14 +704,25 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 	session_deny(k, status, reason, detail);
 }
 
+/* The size req's HTTP/1.1 head would have: limits.max_header_bytes holds for it too. */
+static size_t
+head_size(const struct http_request *req)
+{
+	size_t i, n = req->method.len + req->target.len + 13;
+
+	for (i = 0; i < req->n_headers; i++)
+		n += req->headers[i].name.len + req->headers[i].value.len + 4;
+	if (req->framing == HTTP_BODY_CHUNKED)
+		n += 28;
+	return n;
+}
+
 static void
 st_request(struct h2_stream *st, int end_stream)
 {
-	struct session *p = st->c->s;
+	struct session *k;
 	struct h2_req *q = st->req;
-	size_t cap = p->p->cfg->max_header_bytes + 2 * H2_REQ_PATH_MAX;
-	char *head;
-	long n;
+	struct http_request req;
 
 	st->req = NULL;
 	if ((st->child = child_new(st)) == NULL) {
@@ -717,18 +730,14 @@ st_request(struct h2_stream *st, int end_stream)
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
-	p->x->logged = 1;	/* the connection's rows are its streams' */
-	if ((head = malloc(cap)) == NULL) {
-		free(q);
-		st_reset(st, NGHTTP2_INTERNAL_ERROR);
-		return;
-	}
-	n = h2_req_head(q, end_stream, head, cap);
-	st->child->h2_grpc = 0;
-	snprintf(st->method, sizeof(st->method), "%s", q->method);
-	st->chunked = q->chunked;
-	st->grpc = q->grpc;
-	if (n < 0) {
+	st->c->s->x->logged = 1;	/* the connection's rows are its streams' */
+	k = st->child;
+	k->h2_grpc = 0;
+	if (h2_req_request(q, end_stream, &req) == 0 &&
+	    head_size(&req) > st->c->s->p->cfg->max_header_bytes)
+		q->err = H2_REQ_ERR_TOO_LARGE;
+	if (q->err != H2_REQ_OK) {
+		snprintf(st->method, sizeof(st->method), "%s", q->method);
 		switch (q->err) {
 		case H2_REQ_ERR_TOO_LARGE:
 			st_refuse(st, q, 431, REASON_HEAD_TOO_LARGE,
@@ -747,13 +756,17 @@ st_request(struct h2_stream *st, int end_stream)
 			    "malformed HTTP/2 request");
 			break;
 		}
-	} else {
-		/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
-		st->child->h2_grpc = q->grpc;
-		bufferevent_write(st->end, head, (size_t)n);
-		st->req_ended = end_stream;
+		free(q);
+		return;
 	}
-	free(head);
+	snprintf(st->method, sizeof(st->method), "%s", q->method);
+	st->chunked = q->chunked;
+	st->grpc = q->grpc;
+	st->req_ended = end_stream;
+	/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
+	k->h2_grpc = q->grpc;
+	/* Decided now, by the HTTP/1.1 code; the body follows through the pair. */
+	http_stream_request(k, &req);
 	free(q);
 }
 
@@ -797,10 +810,8 @@ st_trailers_check(struct h2_stream *st)
 	evbuffer_free(b);
 	if (!found)
 		return 0;
-	/* Decided first, so that the row names what was refused. */
-	if (k->state == S_HEAD)
-		http_client_read_cb(k->cbev, k);
-	if ((k = st->child) == NULL || k->closing)
+	/* The head was decided when it came (st_request): the row names it. */
+	if (k->closing)
 		return -1;
 	if (!k->x->fwd.resp_head_done && k->state != S_HEAD) {
 		session_deny(k, 403, REASON_CRED_MISUSE,

@@ -20,6 +20,7 @@
 
 static void	connect_resolved(struct session *);
 static void	forward_resolved(struct session *);
+static void	request_run(struct session *, const struct http_request *, int);
 
 void
 session_deny(struct session *s, int status, enum sg_reason reason,
@@ -592,49 +593,79 @@ handle_head(struct session *s)
 			return;
 		}
 	}
-	if (req.method.len >= sizeof(s->x->fwd.method)) {
+	request_run(s, &req, n);
+}
+
+/*
+ * A request head in hand, from the client's bytes (n: its length, drained
+ * once the request goes on) or from an HTTP/2 stream's fields (n 0):
+ * decided and sent on.
+ */
+static void
+request_run(struct session *s, const struct http_request *req, int n)
+{
+	if (req->method.len >= sizeof(s->x->fwd.method)) {
 		/* Decided and logged as written, or not at all. */
 		session_deny(s, 501, REASON_METHOD_NOT_SUPPORTED,
 		    "method name too long");
 		return;
 	}
 	session_head_done(s);
-	slice_copy(s->x->fwd.method, sizeof(s->x->fwd.method), &req.method);
+	slice_copy(s->x->fwd.method, sizeof(s->x->fwd.method), &req->method);
 	/* The whole path: rules match on it, and the row keeps it. */
-	s->x->fwd.path = strndup(req.form == HTTP_TARGET_AUTHORITY ? "" : req.path.p,
-	    req.form == HTTP_TARGET_AUTHORITY ? 0 : req.path.len);
+	s->x->fwd.path = strndup(req->form == HTTP_TARGET_AUTHORITY ? "" :
+	    req->path.p, req->form == HTTP_TARGET_AUTHORITY ? 0 : req->path.len);
 	if (s->x->fwd.path == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 
 	if (s->kind == KIND_INGRESS) {
-		ingress_request(s, &req, n);
+		ingress_request(s, req, n);
 		return;
 	}
 	if (s->tunnel_http) {
-		tunnel_request(s, &req, n);
+		tunnel_request(s, req, n);
 		return;
 	}
 	/* What the request names, so that even a 407 row says where it went. */
-	if (req.form == HTTP_TARGET_AUTHORITY)
+	if (req->form == HTTP_TARGET_AUTHORITY)
 		s->kind = KIND_CONNECT;
-	if (req.form == HTTP_TARGET_AUTHORITY || req.form == HTTP_TARGET_ABSOLUTE)
-		target_note(s, &req);
-	if (identify(s, &req) == -1 || session_fair_admit(s) == -1)
+	if (req->form == HTTP_TARGET_AUTHORITY || req->form == HTTP_TARGET_ABSOLUTE)
+		target_note(s, req);
+	if (identify(s, req) == -1 || session_fair_admit(s) == -1)
 		return;
-	switch (req.form) {
+	switch (req->form) {
 	case HTTP_TARGET_AUTHORITY:
-		connect_request(s, &req, n);
+		connect_request(s, req, n);
 		break;
 	case HTTP_TARGET_ABSOLUTE:
-		absolute_request(s, &req, n);
+		absolute_request(s, req, n);
 		break;
 	default:
 		session_deny(s, 400, REASON_BAD_REQUEST,
 		    "not a proxy request: use an absolute URL or CONNECT");
 		break;
 	}
+}
+
+/*
+ * An HTTP/2 stream's request (proxy_h2.c), as its fields made it: a new
+ * exchange of the stream session, decided by the code above. Its body, if
+ * any, follows through the stream session's client side.
+ */
+void
+http_stream_request(struct session *s, const struct http_request *req)
+{
+	if (exchange_next(s) == -1) {
+		session_close(s, CLOSE_NO_MEMORY);
+		return;
+	}
+	s->x->fwd.request = 1;
+	clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
+	if (s->intercepted)
+		session_mark(s, MARK_REQUEST);
+	request_run(s, req, 0);
 }
 
 void
@@ -647,6 +678,12 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
+		if (s->h2_child) {
+			/* A stream's heads come as fields (http_stream_request), never as bytes. */
+			evbuffer_drain(bufferevent_get_input(bev),
+			    evbuffer_get_length(bufferevent_get_input(bev)));
+			break;
+		}
 		if (h2_chosen(s)) {
 			h2_start(s);
 			break;

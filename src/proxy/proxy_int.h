@@ -470,6 +470,8 @@ void		 session_head_done(struct session *);
 /* proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP). */
 void		 http_client_read_cb(struct bufferevent *, void *);
 void		 http_next_request(struct session *);
+/* An HTTP/2 stream's request, from its fields: a new exchange, decided. */
+void		 http_stream_request(struct session *, const struct http_request *);
 /* Log the denial and answer it in the session's protocol, then close. */
 void		 session_deny(struct session *, int status, enum sg_reason,
 		    const char *detail);

@@ -348,7 +348,8 @@ class Http2Test(unittest.TestCase):
             extra={"upstream": {"ca_bundle": cls.pki.cert},
                    "listen": {"admin": os.path.join(d, "admin.sock"),
                               "socks5": "127.0.0.1:%d" % cls.socks_port},
-                   "limits": {"http2": {"max_concurrent_streams": 8,
+                   "limits": {"max_header_bytes": 6144,
+                              "http2": {"max_concurrent_streams": 8,
                                         "max_resets_per_second": 20,
                                         "max_control_per_second": 20,
                                         "max_header_list_bytes": 8192}}})
@@ -636,6 +637,44 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(self.row(path="/echo/big-head")["reason"],
                          "header-too-large")
         self.assertEqual(self.origin.find("/echo/big-head"), [])
+
+    def test_head_over_max_header_bytes(self):
+        # Under the HTTP/2 header-list limit (8192), over limits.max_header_bytes
+        # (6144) as a request head: 431, as the same request over HTTP/1.1 is.
+        h = H2(self, "bound.test", self.origin.port)
+        h.request(1, path="/echo/head-6k", extra=[("x-pad", "p" * 6400)])
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 431, st)
+        self.assertEqual(self.row(path="/echo/head-6k")["reason"],
+                         "header-too-large")
+        self.assertEqual(self.origin.find("/echo/head-6k"), [])
+        # Just under it: forwarded.
+        h.request(3, path="/echo/head-5k", extra=[("x-pad", "p" * 5000)])
+        st, = h.wait(3)
+        self.assertEqual(H2.status(st), 200, st)
+
+    def test_fields_not_an_http_request(self):
+        # Fields nghttp2 lets through that no HTTP/1.1 head may carry: refused
+        # by the checks a parsed head passes (400), audited, never forwarded.
+        h = H2(self, "bound.test", self.origin.port)
+        h.request(1, path="/echo/frag#x")
+        h.request(3, path="/echo/bad-port", authority="bound.test:99999")
+        for sid, path in ((1, "/echo/frag#x"), (3, "/echo/bad-port")):
+            st, = h.wait(sid)
+            self.assertEqual(H2.status(st), 400, st)
+            self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
+                             "bad-request")
+            self.assertEqual(self.row(path=path)["reason"], "bad-request")
+        # Two content-lengths: nghttp2 resets the stream, or we refuse it.
+        h.request(5, path="/echo/two-cl", extra=[("content-length", "0"),
+                                                  ("content-length", "0")])
+        st, = h.wait(5)
+        self.assertTrue(st["rst"] is not None or H2.status(st) == 400, st)
+        for path in ("/echo/frag", "/echo/bad-port", "/echo/two-cl"):
+            self.assertEqual(self.origin.find(path), [], path)
+        h.request(7, path="/echo/after-bad")
+        st, = h.wait(7)
+        self.assertEqual(H2.status(st), 200, st)
 
     def test_concurrent_streams_limit(self):
         h = H2(self, "bound.test", self.origin.port)
