@@ -87,13 +87,14 @@ dechunk_payload_cb(const char *p, size_t n, void *arg)
 
 int
 forward_dechunk(struct http_chunked *ck, struct evbuffer *in,
-    struct evbuffer *out, int *done)
+    struct evbuffer *out, int *done, size_t *used)
 {
 	struct evbuffer_iovec iov[16];
 	size_t take;
 	int i, nvec;
 
 	*done = 0;
+	*used = 0;
 	/* All of it: no read event need come again for what would stay. */
 	while (!*done && evbuffer_get_length(in) > 0) {
 		nvec = evbuffer_peek(in, -1, NULL, iov, 16);
@@ -108,6 +109,7 @@ forward_dechunk(struct http_chunked *ck, struct evbuffer *in,
 			take += (size_t)r;
 		}
 		evbuffer_drain(in, take);
+		*used += take;
 	}
 	return 0;
 }
@@ -115,23 +117,30 @@ forward_dechunk(struct http_chunked *ck, struct evbuffer *in,
 int
 forward_body_decode(enum http_framing framing, uint64_t *left,
     struct http_chunked *ck, struct evbuffer *in, struct evbuffer *out,
-    int *done)
+    int *done, size_t *used)
 {
 	size_t avail = evbuffer_get_length(in), take;
 
+	/*
+	 * What was taken is counted as it is taken: draining a bufferevent's
+	 * input may read more into it at once (a TLS filter's watermark).
+	 */
 	*done = 0;
+	*used = 0;
 	switch (framing) {
 	case HTTP_BODY_LENGTH:
 		take = avail < *left ? avail : (size_t)*left;
 		evbuffer_remove_buffer(in, out, take);
 		*left -= take;
 		*done = *left == 0;
+		*used = take;
 		return 0;
 	case HTTP_BODY_UNTIL_CLOSE:
-		evbuffer_add_buffer(out, in);
+		*used = avail;
+		evbuffer_remove_buffer(in, out, avail);
 		return 0;
 	case HTTP_BODY_CHUNKED:
-		return forward_dechunk(ck, in, out, done);
+		return forward_dechunk(ck, in, out, done, used);
 	default:
 		*done = 1;
 		return 0;
@@ -362,13 +371,21 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 		bufferevent_enable(s->cbev, EV_READ);
 }
 
+void
+forward_resume(struct session *s)
+{
+	if (s->h2o != NULL) {
+		h2o_resume(s);
+		return;
+	}
+	if (s->state == S_FORWARD && !s->x->fwd.resp_done && s->obev != NULL)
+		bufferevent_enable(s->obev, EV_READ);
+}
+
 static void
 client_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
-
-	if (s->state == S_FORWARD && !s->x->fwd.resp_done && s->obev != NULL)
-		bufferevent_enable(s->obev, EV_READ);
+	forward_resume(arg);
 }
 
 static void
@@ -406,7 +423,9 @@ scrub_setup(struct session *s, const struct http_response *r)
 		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
-	if (r->framing == HTTP_BODY_UNTIL_CLOSE || f->client_minor == 0)
+	if (s->h2st != NULL)
+		;	/* an HTTP/2 stream: DATA frames, no framing to redo */
+	else if (r->framing == HTTP_BODY_UNTIL_CLOSE || f->client_minor == 0)
 		f->client_keep_alive = 0;	/* ends with the connection */
 	else
 		f->scrub_chunked = 1;
@@ -421,6 +440,10 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 
 	if (n == 0)
 		return;
+	if (s->h2st != NULL) {
+		(void)h2_stream_data(s, clean);	/* a gone stream: its end says so */
+		return;
+	}
 	if (s->x->fwd.scrub_chunked)
 		evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_add_buffer(out, clean);
@@ -595,6 +618,48 @@ hb_framing(struct session *s, struct headbuf *hb, const struct http_response *r)
 		hb_add(hb, fr, (size_t)n);
 }
 
+/*
+ * The final head for an HTTP/2 stream: the origin's fields, values
+ * scrubbed on bound hosts (copied into mem), framing as the stream's
+ * payload will come (a scrubbed body's length is not the origin's).
+ */
+static int
+stream_head(struct session *s, const struct http_response *r)
+{
+	const struct cred_plan *plan = &s->x->fwd.plan;
+	struct http_response c;
+	struct evbuffer *mem;
+	size_t i, off[HTTP_MAX_HEADERS], end[HTTP_MAX_HEADERS];
+	const char *base;
+	int rv;
+
+	if (plan->n_bound == 0 || plan->snap == NULL) {
+		c = *r;
+		if (s->x->fwd.scrub != NULL)
+			c.framing = HTTP_BODY_CHUNKED;
+		return h2_stream_response(s, &c);
+	}
+	if ((mem = evbuffer_new()) == NULL)
+		return -1;
+	c = *r;
+	for (i = 0; i < r->n_headers; i++) {
+		off[i] = evbuffer_get_length(mem);
+		scrub_string(s, r->headers[i].value.p, r->headers[i].value.len,
+		    mem);
+		end[i] = evbuffer_get_length(mem);
+	}
+	base = (const char *)evbuffer_pullup(mem, -1);
+	for (i = 0; i < r->n_headers; i++) {
+		c.headers[i].value.p = base != NULL ? base + off[i] : "";
+		c.headers[i].value.len = end[i] - off[i];
+	}
+	if (s->x->fwd.scrub != NULL)
+		c.framing = HTTP_BODY_CHUNKED;
+	rv = h2_stream_response(s, &c);
+	evbuffer_free(mem);
+	return rv;
+}
+
 /* Status line and headers for the client, from the origin's. */
 static void
 write_client_head(struct session *s, const struct http_response *r, int final)
@@ -671,7 +736,9 @@ origin_head(struct session *s)
 			return -1;
 		}
 		if (r.status >= 100 && r.status < 200 && r.status != 101) {
-			write_client_head(s, &r, 0);	/* 100 Continue, 103 ... */
+			/* 100 Continue, 103 ...: not for an HTTP/2 stream. */
+			if (s->h2st == NULL)
+				write_client_head(s, &r, 0);
 			evbuffer_drain(in, (size_t)n);
 			continue;
 		}
@@ -690,7 +757,12 @@ origin_head(struct session *s)
 		    r.framing != HTTP_BODY_UNTIL_CLOSE;
 		if (r.status != 101 && scrub_setup(s, &r) == -1)
 			return -1;
-		write_client_head(s, &r, 1);
+		if (s->h2st == NULL)
+			write_client_head(s, &r, 1);
+		else if (stream_head(s, &r) == -1) {
+			session_close(s, CLOSE_CLIENT_RESET);	/* the stream is gone */
+			return -1;
+		}
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
 		if (s->intercepted)
@@ -712,6 +784,27 @@ origin_head(struct session *s)
 	}
 }
 
+/* The origin's body, payload only, to an HTTP/2 stream: bytes read, or -1. */
+static ssize_t
+stream_body(struct session *s, struct evbuffer *src, int *done)
+{
+	struct forward *f = &s->x->fwd;
+	struct evbuffer *payload;
+	size_t used;
+
+	if ((payload = evbuffer_new()) == NULL)
+		return -1;
+	if (forward_body_decode(f->resp_framing, &f->resp_left,
+	    &f->resp_chunk, src, payload, done, &used) == -1) {
+		evbuffer_free(payload);
+		return -1;
+	}
+	if (evbuffer_get_length(payload) > 0)
+		(void)h2_stream_data(s, payload);	/* a gone stream: its end says so */
+	evbuffer_free(payload);
+	return (ssize_t)used;
+}
+
 static void
 origin_body(struct session *s)
 {
@@ -722,6 +815,8 @@ origin_body(struct session *s)
 
 	if (f->scrub != NULL)
 		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
+	else if (s->h2st != NULL)
+		n = stream_body(s, bufferevent_get_input(s->obev), &done);
 	else
 		n = move_body(bufferevent_get_input(s->obev), out,
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
@@ -749,8 +844,9 @@ origin_body(struct session *s)
 		}
 		return;
 	}
-	if (evbuffer_get_length(out) > PROXY_HWM)
-		bufferevent_disable(s->obev, EV_READ);	/* client_write_cb resumes */
+	if (s->h2st != NULL ? h2_stream_full(s) : evbuffer_get_length(out) >
+	    PROXY_HWM)
+		bufferevent_disable(s->obev, EV_READ);	/* forward_resume resumes */
 }
 
 /*
@@ -854,6 +950,8 @@ forward_done(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
 
+	if (s->h2st != NULL)
+		(void)h2_stream_end(s, NULL, 0);
 	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
 	    f->bytes_down, &f->started);
 	cred_plan_clear(&f->plan);

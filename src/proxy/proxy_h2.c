@@ -4,8 +4,9 @@
  * struct http_request (parse/h2_req.h), handed as it is to a stream session
  * of its own -- a struct session like an in-tunnel request's -- so that it
  * is decided, swapped, scrubbed, forwarded and audited by the very code an
- * HTTP/1.1 request is. The stream session's client side is one end of a
- * bufferevent pair, which carries the request's body and the response.
+ * HTTP/1.1 request is. Its answer comes back as fields and payload
+ * (h2_stream_*), never as HTTP/1.1 text; the stream session's client side
+ * is one end of a bufferevent pair, which carries only the request's body.
  * Owns the nghttp2 session, the streams, their pair ends and the
  * per-connection limits against hostile peers.
  */
@@ -60,18 +61,14 @@ struct h2_stream {
 	char			*trailers;
 	size_t			 trailers_len, trailers_cap;
 	int			 trailers_bad;
-	int			 child_done, child_clean;
-	/* the response */
+	int			 child_done;
+	/* the response, handed over by the stream session (h2_stream_*) */
 	int			 head_sent;
 	int			 discard;	/* the rest of what the child says */
-	enum http_framing	 framing;
-	uint64_t		 left;
-	struct http_chunked	 chunk;
-	struct evbuffer		*body;		/* decoded, waiting for the window */
+	struct evbuffer		*body;		/* payload, waiting for the window */
 	int			 eof;
 	int			 deferred;
-	int			 read_paused;
-	int			 direct;	/* answered by h2_stream_* (an HTTP/2 origin) */
+	int			 h2_origin;	/* answered by an HTTP/2 origin (proxy_h2_origin.c) */
 	int			 req_ended;	/* END_STREAM came and was written */
 	nghttp2_nv		*tr_nv;		/* ... its trailers, sent after the body */
 	size_t			 tr_n;
@@ -145,7 +142,7 @@ st_maybe_release(struct h2_stream *st)
 {
 	struct session *k = st->child;
 
-	if (k == NULL || k->closing || st->direct || !st->eof ||
+	if (k == NULL || k->closing || st->h2_origin || !st->eof ||
 	    !st->req_ended || k->state != S_HEAD || st->end == NULL ||
 	    evbuffer_get_length(bufferevent_get_input(k->cbev)) > 0 ||
 	    evbuffer_get_length(bufferevent_get_output(st->end)) > 0 ||
@@ -270,7 +267,6 @@ h2_child_gone(struct session *k)
 		return;
 	st->child = NULL;
 	st->child_done = 1;
-	st->child_clean = k->close_reason == CLOSE_DONE;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 }
 
@@ -347,14 +343,10 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		st->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
 	}
-	if (n > 0 && st->direct && st->child != NULL)
-		h2o_resume(st->child);
-	if (st->read_paused && st->end != NULL &&
-	    evbuffer_get_length(st->body) < H2_BUF / 2) {
-		st->read_paused = 0;
-		bufferevent_enable(st->end, EV_READ);
-		event_active(st->c->pump_ev, EV_TIMEOUT, 0);
-	}
+	/* Room again: the stream session reads on from its origin. */
+	if (n > 0 && st->child != NULL && evbuffer_get_length(st->body) <
+	    H2_BUF / 2)
+		forward_resume(st->child);
 	return n;
 }
 
@@ -437,65 +429,15 @@ st_submit_head(struct h2_stream *st, const struct http_response *r)
 	return 0;
 }
 
-/* 1 head submitted, 0 more bytes needed, -1 bad. */
-static int
-st_head(struct h2_stream *st, struct evbuffer *in)
-{
-	struct session *p = st->c->s;
-	struct http_response r;
-	struct http_limits lim;
-	size_t len, want;
-	const char *buf;
-	int n;
-
-	lim.max_line = PROXY_MAX_LINE;
-	lim.max_head = p->p->cfg->max_header_bytes + 1024;
-	for (;;) {
-		if ((len = evbuffer_get_length(in)) == 0)
-			return 0;
-		want = len < lim.max_head + 1 ? len : lim.max_head + 1;
-		buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
-		n = http_parse_response(buf, want, &lim, st->method,
-		    strlen(st->method), &r);
-		if (n == HTTP_NEED_MORE)
-			return 0;
-		if (n < 0 || r.status == 101 || r.te_other)
-			return -1;
-		if (r.status < 200) {
-			evbuffer_drain(in, (size_t)n);	/* 100 Continue, 103 */
-			continue;
-		}
-		st->framing = r.framing;
-		st->left = r.content_length;
-		http_chunked_init(&st->chunk);
-		if (st_submit_head(st, &r) == -1)
-			return -1;
-		evbuffer_drain(in, (size_t)n);
-		if (r.framing == HTTP_BODY_NONE)
-			st->eof = 1;
-		return 1;
-	}
-}
-
-/* The body's payload into st->body; -1 bad framing. */
-static int
-st_body(struct h2_stream *st, struct evbuffer *in)
-{
-	int done;
-
-	if (forward_body_decode(st->framing, &st->left, &st->chunk, in,
-	    st->body, &done) == -1)
-		return -1;
-	if (done)	/* until close: the end is the connection's */
-		st->eof = 1;
-	return 0;
-}
-
+/*
+ * What the stream session says through the pair: nothing -- its answer
+ * comes by h2_stream_* -- so whatever is there is dropped. A stream session
+ * that ended before its answer did cuts the stream short.
+ */
 static void
 st_pump(struct h2_stream *st)
 {
 	struct evbuffer *in;
-	int r;
 
 	if (st->end == NULL)
 		return;
@@ -507,56 +449,14 @@ st_pump(struct h2_stream *st)
 		evbuffer_drain(bufferevent_get_output(st->end),
 		    evbuffer_get_length(bufferevent_get_output(st->end)));
 	in = bufferevent_get_input(st->end);
-	if (st->direct) {
-		evbuffer_drain(in, evbuffer_get_length(in));
-		if (st->child_done && !st->eof)
-			st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
-		else if (st->deferred && (st->eof ||
-		    evbuffer_get_length(st->body) > 0)) {
-			st->deferred = 0;
-			nghttp2_session_resume_data(st->c->ng, st->id);
-		}
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (st->child_done && !st->eof && !st->discard) {
+		st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
 		return;
-	}
-	if (st->discard) {
-		evbuffer_drain(in, evbuffer_get_length(in));
-		return;
-	}
-	if (!st->head_sent) {
-		if ((r = st_head(st, in)) == -1 ||
-		    (r == 0 && st->child_done)) {
-			st_reset(st, NGHTTP2_INTERNAL_ERROR);
-			return;
-		}
-		if (r == 0 || st->discard) {
-			if (st->discard)
-				evbuffer_drain(in, evbuffer_get_length(in));
-			return;
-		}
-	}
-	if (!st->eof && st_body(st, in) == -1) {
-		st_reset(st, NGHTTP2_INTERNAL_ERROR);
-		return;
-	}
-	if (st->eof)
-		evbuffer_drain(in, evbuffer_get_length(in));
-	else if (st->child_done) {
-		if (st->framing == HTTP_BODY_UNTIL_CLOSE && st->child_clean)
-			st->eof = 1;
-		else {
-			/* Cut short: the client must not take it as whole. */
-			st_reset(st, NGHTTP2_INTERNAL_ERROR);
-			return;
-		}
 	}
 	if (st->deferred && (st->eof || evbuffer_get_length(st->body) > 0)) {
 		st->deferred = 0;
 		nghttp2_session_resume_data(st->c->ng, st->id);
-	}
-	/* A client that does not open its window holds at most H2_BUF here. */
-	if (!st->eof && evbuffer_get_length(st->body) >= H2_BUF) {
-		st->read_paused = 1;
-		bufferevent_disable(st->end, EV_READ);
 	}
 	if (st->eof)
 		st_maybe_release(st);
@@ -594,13 +494,13 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
 	struct h2_stream *st;
 
 	TAILQ_FOREACH(st, &c->streams, entry)
-		if (st->child_done || !st->read_paused || st->direct)
-			st_pump(st);
+		st_pump(st);
 	h2_flush(c);
 }
 
-/* ---- a stream session that answers itself (proxy_h2_origin.c) ------- */
+/* ---- the stream session's answer: fields and payload, no HTTP/1.1 ---- */
 
+/* A response from an HTTP/2 origin: its fields as they are to go out. */
 int
 h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
 {
@@ -614,20 +514,45 @@ h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
 	if (nghttp2_submit_response(st->c->ng, st->id, nv, n,
 	    end ? NULL : &dp) != 0)
 		return -1;
-	st->direct = 1;
+	st->h2_origin = 1;
 	st->head_sent = 1;
 	st->eof = end;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
 }
 
+/*
+ * A response head as HTTP/1.1 semantics have it (an HTTP/1.1 origin's,
+ * its values already scrubbed; or the gateway's own answer): r->framing
+ * says whether a body follows and, when LENGTH, its content-length.
+ */
+int
+h2_stream_response(struct session *k, const struct http_response *r)
+{
+	struct h2_stream *st = k->h2st;
+
+	if (st == NULL || st->head_sent)
+		return -1;
+	if (st_submit_head(st, r) == -1)
+		return -1;
+	if (r->framing == HTTP_BODY_NONE)
+		st->eof = 1;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
+	return 0;
+}
+
+/* Payload for the stream; dropped when its answer takes none (trailers-only). */
 int
 h2_stream_data(struct session *k, struct evbuffer *b)
 {
 	struct h2_stream *st = k->h2st;
 
-	if (st == NULL || !st->direct || st->eof)
+	if (st == NULL || !st->head_sent || st->eof)
 		return -1;
+	if (st->discard) {
+		evbuffer_drain(b, evbuffer_get_length(b));
+		return 0;
+	}
 	evbuffer_add_buffer(st->body, b);
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
@@ -641,8 +566,10 @@ h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
 	size_t i, total = 0;
 	uint8_t *p;
 
-	if (st == NULL || !st->direct || st->eof)
+	if (st == NULL || !st->head_sent)
 		return -1;
+	if (st->eof)
+		return 0;
 	for (i = 0; i < n; i++)
 		total += nv[i].namelen + nv[i].valuelen;
 	if (n > 0) {
@@ -669,6 +596,12 @@ struct session *
 h2_parent(struct session *k)
 {
 	return k->h2st != NULL ? k->h2st->c->s : NULL;
+}
+
+int
+h2_stream_full(struct session *k)
+{
+	return h2_stream_pending(k) >= H2_BUF;
 }
 
 size_t

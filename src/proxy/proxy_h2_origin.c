@@ -662,11 +662,12 @@ static int
 body_decode(struct h2o *o)
 {
 	struct forward *f = &o->s->x->fwd;
+	size_t used;
 
 	/* A request has no until-close body: its framing is a length or none. */
 	return forward_body_decode(f->req_framing == HTTP_BODY_UNTIL_CLOSE ?
 	    HTTP_BODY_NONE : f->req_framing, &f->req_left, &f->req_chunk,
-	    bufferevent_get_input(o->s->cbev), o->up_body, &o->up_done);
+	    bufferevent_get_input(o->s->cbev), o->up_body, &o->up_done, &used);
 }
 
 void

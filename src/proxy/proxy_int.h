@@ -399,16 +399,16 @@ struct session {
  * last chunk. -1: bad framing.
  */
 int		 forward_dechunk(struct http_chunked *, struct evbuffer *in,
-		    struct evbuffer *out, int *done);
+		    struct evbuffer *out, int *done, size_t *used);
 /*
  * The one decoder of an HTTP/1.1-framed body toward or from HTTP/2: what in
  * holds of it moves to out as payload (a length: up to *left, counted down;
  * chunked: decoded; until close: all of it); *done when it is complete (no
- * body: at once). -1: bad chunked framing.
+ * body: at once); *used the bytes of in it took. -1: bad chunked framing.
  */
 int		 forward_body_decode(enum http_framing, uint64_t *left,
 		    struct http_chunked *, struct evbuffer *in,
-		    struct evbuffer *out, int *done);
+		    struct evbuffer *out, int *done, size_t *used);
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
@@ -665,16 +665,24 @@ void		 h2_start(struct session *);
 void		 h2_free(struct session *);
 void		 h2_child_gone(struct session *);
 /*
- * A stream session that answers its stream itself (an HTTP/2 origin): the
- * response head, body bytes (already scrubbed), the end with trailers.
- * nv as nghttp2 takes it (copied). 0, or -1 (the stream is gone).
+ * A stream session answers its stream with these, never with HTTP/1.1
+ * text: the response head -- as an HTTP/2 origin's fields (nv as nghttp2
+ * takes it), or as a parsed response (an HTTP/1.1 origin's, values already
+ * scrubbed, or the gateway's own) --, payload (already scrubbed; moved
+ * out of the buffer), the end with trailers (copied). 0, or -1 (the
+ * stream is gone).
  */
 int		 h2_stream_head(struct session *, const nghttp2_nv *,
 		    size_t n, int end_stream);
+int		 h2_stream_response(struct session *, const struct http_response *);
 int		 h2_stream_data(struct session *, struct evbuffer *);
 int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
 /* Bytes of the stream's response that still wait for the client's window. */
 size_t		 h2_stream_pending(struct session *);
+/* As many as a stream holds: its stream session stops reading its origin. */
+int		 h2_stream_full(struct session *);
+/* proxy_forward.c: the client took bytes; a paused origin is read again. */
+void		 forward_resume(struct session *);
 
 /*
  * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After

@@ -404,6 +404,45 @@ status_text(int status)
 	}
 }
 
+static void
+hdr_set(struct http_header *h, const char *name, const char *value)
+{
+	h->name.p = name;
+	h->name.len = strlen(name);
+	h->value.p = value;
+	h->value.len = strlen(value);
+}
+
+/* The gateway's answer on an HTTP/2 stream: fields and payload (proxy_h2.c). */
+static void
+stream_error(struct session *s, int status, const char *reason,
+    const char *body, size_t len)
+{
+	struct http_response r;
+	struct evbuffer *b;
+	size_t n = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.status = status;
+	r.version_minor = 1;
+	hdr_set(&r.headers[n++], "Content-Type", "text/plain; charset=utf-8");
+	hdr_set(&r.headers[n++], "X-Sandgate-Reason", reason);
+	if (status == 407)
+		hdr_set(&r.headers[n++], "Proxy-Authenticate",
+		    "Basic realm=\"sandgate\"");
+	if (status == 429)
+		hdr_set(&r.headers[n++], "Retry-After", "1");
+	r.n_headers = n;
+	r.framing = HTTP_BODY_LENGTH;
+	r.content_length = len;
+	if (h2_stream_response(s, &r) == -1 || (b = evbuffer_new()) == NULL)
+		return;
+	evbuffer_add(b, body, len);
+	(void)h2_stream_data(s, b);
+	(void)h2_stream_end(s, NULL, 0);
+	evbuffer_free(b);
+}
+
 void
 session_http_error(struct session *s, int status, enum sg_reason r,
     const char *detail)
@@ -419,6 +458,11 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 	    detail ? detail : status_text(status), reason);
 	if (n < 0 || (size_t)n >= sizeof(body))
 		n = (int)strlen(body);
+	if (s->h2st != NULL) {
+		stream_error(s, status, reason, body, (size_t)n);
+		session_finish(s, reason_close(r));
+		return;
+	}
 	out = bufferevent_get_output(s->cbev);
 	evbuffer_add_printf(out,
 	    "HTTP/1.1 %d %s\r\n"
