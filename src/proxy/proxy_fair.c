@@ -167,7 +167,8 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	/* Not a byte since accept: nothing was asked, nothing to answer. */
 	if ((s->state == S_HEAD || s->state == S_SOCKS_GREETING) &&
-	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0) {
+	    (s->cbev == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0)) {
 		session_close(s, CLOSE_TIMEOUT);
 		return;
 	}

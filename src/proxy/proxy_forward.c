@@ -158,16 +158,19 @@ forward_start(struct session *s)
 	f->ip = s->origin_addr;
 	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
-	bufferevent_setcb(s->cbev, http_client_read_cb, client_write_cb,
-	    session_client_event_cb, s);
 	evbuffer_add_buffer(bufferevent_get_output(s->obev), s->pending_head);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
 	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
 	/*
 	 * Reading stays on (no epoll churn per request): pipelined requests wait
-	 * in the input buffer, bounded by its high-water mark.
+	 * in the input buffer, bounded by its high-water mark. An HTTP/2
+	 * stream's session has no client socket: its stream hands the body on.
 	 */
-	bufferevent_enable(s->cbev, EV_READ);
+	if (s->cbev != NULL) {
+		bufferevent_setcb(s->cbev, http_client_read_cb, client_write_cb,
+		    session_client_event_cb, s);
+		bufferevent_enable(s->cbev, EV_READ);
+	}
 	if (!f->req_done)
 		forward_client_read(s);
 }
@@ -313,6 +316,96 @@ body_has_placeholder(struct session *s, size_t *limit)
 	return found;
 }
 
+/* A placeholder in a request body: refused, answered if it still can be. */
+static void
+body_refused(struct session *s)
+{
+	struct forward *f = &s->x->fwd;
+
+	if (!f->resp_head_done)
+		session_deny(s, 403, REASON_CRED_MISUSE,
+		    "a credential placeholder in a request body");
+	else {
+		session_log(s, VERDICT_DENY, f->status, REASON_CRED_MISUSE,
+		    f->bytes_up, f->bytes_down, &f->started);
+		session_close(s, CLOSE_REFUSED);
+	}
+}
+
+/*
+ * An HTTP/2 stream's body, payload as its DATA frames carried it, to an
+ * HTTP/1.1 origin: searched like any body (a tail that may start a
+ * placeholder waits for the rest), then sent as Content-Length said, or
+ * as chunks with the stream's trailers after the last.
+ */
+static void
+stream_client_read(struct session *s)
+{
+	struct forward *f = &s->x->fwd;
+	struct evbuffer *in = h2_stream_body(s), *out;
+	const char *tr;
+	size_t avail, hold, trlen;
+	int ended, n;
+
+	if (f->req_done || s->obev == NULL || in == NULL)
+		return;
+	out = bufferevent_get_output(s->obev);
+	if (evbuffer_get_length(out) > PROXY_HWM)
+		return;		/* origin_write_cb comes back */
+	ended = h2_stream_body_end(s, &tr, &trlen);
+	avail = evbuffer_get_length(in);
+	if ((f->req_framing == HTTP_BODY_LENGTH && (avail > f->req_left ||
+	    (ended && avail < f->req_left))) ||
+	    (f->req_framing == HTTP_BODY_NONE && avail > 0)) {
+		/* nghttp2 holds DATA to content-length: not reached. */
+		session_deny(s, 400, REASON_BAD_REQUEST,
+		    "request body unlike its content-length");
+		return;
+	}
+	hold = ended || s->p->n_phs == 0 ? 0 : cred_holdback(s->p, in, avail);
+	if (s->kind != KIND_INGRESS && s->p->n_phs > 0 && avail > 0 &&
+	    cred_in_body(s, in, avail, avail - hold, f->plan.cred,
+	    sizeof(f->plan.cred))) {
+		body_refused(s);
+		return;
+	}
+	avail -= hold;
+	if (avail > 0) {
+		if (f->req_framing == HTTP_BODY_CHUNKED) {
+			if ((n = evbuffer_add_printf(out, "%zx\r\n", avail)) > 0)
+				f->bytes_up += (uint64_t)n;
+		}
+		evbuffer_remove_buffer(in, out, avail);
+		f->bytes_up += avail;
+		if (f->req_framing == HTTP_BODY_LENGTH)
+			f->req_left -= avail;
+		if (f->req_framing == HTTP_BODY_CHUNKED) {
+			evbuffer_add(out, "\r\n", 2);
+			f->bytes_up += 2;
+		}
+	}
+	if (!ended || evbuffer_get_length(in) > 0)
+		return;
+	if (f->req_framing == HTTP_BODY_CHUNKED) {
+		evbuffer_add(out, "0\r\n", 3);
+		evbuffer_add(out, tr, trlen);
+		evbuffer_add(out, "\r\n", 2);
+		f->bytes_up += 5 + trlen;
+	}
+	f->req_done = 1;
+	if (f->resp_done)
+		forward_done(s);
+}
+
+void
+forward_client_body(struct session *s)
+{
+	if (s->h2o != NULL)
+		h2o_client_read(s);
+	else
+		forward_client_read(s);
+}
+
 void
 forward_client_read(struct session *s)
 {
@@ -322,21 +415,17 @@ forward_client_read(struct session *s)
 	ssize_t n;
 	int done;
 
+	if (s->h2_child) {
+		stream_client_read(s);
+		return;
+	}
 	if (f->req_done || s->obev == NULL)
 		return;
 	limit = SIZE_MAX;
 	{
 		/* A placeholder in a body is never swapped: refuse the request. */
 		if (s->kind != KIND_INGRESS && body_has_placeholder(s, &limit)) {
-			if (!f->resp_head_done)
-				session_deny(s, 403, REASON_CRED_MISUSE,
-				    "a credential placeholder in a request body");
-			else {
-				session_log(s, VERDICT_DENY, f->status,
-				    REASON_CRED_MISUSE, f->bytes_up,
-				    f->bytes_down, &f->started);
-				session_close(s, CLOSE_REFUSED);
-			}
+			body_refused(s);
 			return;
 		}
 	}
@@ -367,7 +456,11 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->state == S_FORWARD && !s->x->fwd.req_done)
+	if (s->state != S_FORWARD || s->x->fwd.req_done)
+		return;
+	if (s->h2_child)
+		h2_stream_poke(s);	/* from the loop, as the stream's bytes come */
+	else
 		bufferevent_enable(s->cbev, EV_READ);
 }
 
@@ -423,7 +516,7 @@ scrub_setup(struct session *s, const struct http_response *r)
 		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
-	if (s->h2st != NULL)
+	if (s->h2_child)
 		;	/* an HTTP/2 stream: DATA frames, no framing to redo */
 	else if (r->framing == HTTP_BODY_UNTIL_CLOSE || f->client_minor == 0)
 		f->client_keep_alive = 0;	/* ends with the connection */
@@ -435,15 +528,16 @@ scrub_setup(struct session *s, const struct http_response *r)
 static void
 scrub_emit(struct session *s, struct evbuffer *clean)
 {
-	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	struct evbuffer *out;
 	size_t n = evbuffer_get_length(clean);
 
 	if (n == 0)
 		return;
-	if (s->h2st != NULL) {
+	if (s->h2_child) {
 		(void)h2_stream_data(s, clean);	/* a gone stream: its end says so */
 		return;
 	}
+	out = bufferevent_get_output(s->cbev);
 	if (s->x->fwd.scrub_chunked)
 		evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_add_buffer(out, clean);
@@ -461,7 +555,7 @@ scrub_end(struct session *s)
 			scrub_emit(s, clean);
 		evbuffer_free(clean);
 	}
-	if (s->x->fwd.scrub_chunked)
+	if (s->x->fwd.scrub_chunked && s->cbev != NULL)
 		evbuffer_add(bufferevent_get_output(s->cbev), "0\r\n\r\n", 5);
 	vault_scrubber_free(s->x->fwd.scrub);
 	s->x->fwd.scrub = NULL;
@@ -737,7 +831,7 @@ origin_head(struct session *s)
 		}
 		if (r.status >= 100 && r.status < 200 && r.status != 101) {
 			/* 100 Continue, 103 ...: not for an HTTP/2 stream. */
-			if (s->h2st == NULL)
+			if (!s->h2_child)
 				write_client_head(s, &r, 0);
 			evbuffer_drain(in, (size_t)n);
 			continue;
@@ -757,7 +851,7 @@ origin_head(struct session *s)
 		    r.framing != HTTP_BODY_UNTIL_CLOSE;
 		if (r.status != 101 && scrub_setup(s, &r) == -1)
 			return -1;
-		if (s->h2st == NULL)
+		if (!s->h2_child)
 			write_client_head(s, &r, 1);
 		else if (stream_head(s, &r) == -1) {
 			session_close(s, CLOSE_CLIENT_RESET);	/* the stream is gone */
@@ -809,13 +903,14 @@ static void
 origin_body(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
-	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	struct evbuffer *out = s->cbev != NULL ?
+	    bufferevent_get_output(s->cbev) : NULL;
 	ssize_t n;
 	int done;
 
 	if (f->scrub != NULL)
 		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
-	else if (s->h2st != NULL)
+	else if (s->h2_child)
 		n = stream_body(s, bufferevent_get_input(s->obev), &done);
 	else
 		n = move_body(bufferevent_get_input(s->obev), out,
@@ -844,7 +939,7 @@ origin_body(struct session *s)
 		}
 		return;
 	}
-	if (s->h2st != NULL ? h2_stream_full(s) : evbuffer_get_length(out) >
+	if (s->h2_child ? h2_stream_full(s) : evbuffer_get_length(out) >
 	    PROXY_HWM)
 		bufferevent_disable(s->obev, EV_READ);	/* forward_resume resumes */
 }
@@ -950,7 +1045,7 @@ forward_done(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
 
-	if (s->h2st != NULL)
+	if (s->h2_child)
 		(void)h2_stream_end(s, NULL, 0);
 	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
 	    f->bytes_down, &f->started);

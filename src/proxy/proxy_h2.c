@@ -4,11 +4,12 @@
  * struct http_request (parse/h2_req.h), handed as it is to a stream session
  * of its own -- a struct session like an in-tunnel request's -- so that it
  * is decided, swapped, scrubbed, forwarded and audited by the very code an
- * HTTP/1.1 request is. Its answer comes back as fields and payload
- * (h2_stream_*), never as HTTP/1.1 text; the stream session's client side
- * is one end of a bufferevent pair, which carries only the request's body.
- * Owns the nghttp2 session, the streams, their pair ends and the
- * per-connection limits against hostile peers.
+ * HTTP/1.1 request is. The stream session has no client socket: its
+ * request's payload waits in the stream (h2_stream_body), and its answer
+ * comes back as fields and payload (h2_stream_response/_data/_end), never
+ * as HTTP/1.1 text. Owns the nghttp2 session, the streams, their buffers,
+ * the flow-control windows and the per-connection limits against hostile
+ * peers.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -52,10 +53,10 @@ struct h2_stream {
 	struct h2_conn		*c;
 	int32_t			 id;
 	struct session		*child;		/* NULL once it ended */
-	struct bufferevent	*end;		/* our end of the child's pair */
+	struct evbuffer		*reqbody;	/* the request's payload, for the child */
+	int			 body_new;	/* ... more of it (or its end) came */
 	struct h2_req		*req;		/* while the header block comes in */
 	char			 method[H2_REQ_METHOD_MAX + 1];
-	int			 chunked;	/* request body chunk-encoded */
 	int			 grpc;
 	size_t			 unconsumed;	/* DATA not yet given back as window */
 	char			*trailers;
@@ -120,17 +121,6 @@ h2_calm(struct h2_conn *c, const char *what)
 
 /* ---- stream sessions ------------------------------------------------ */
 
-static void	st_read_cb(struct bufferevent *, void *);
-static void	st_write_cb(struct bufferevent *, void *);
-
-static void
-lane_read_cb(struct bufferevent *bev, void *arg)
-{
-	/* An idle stream session says nothing; what it would say is dropped. */
-	evbuffer_drain(bufferevent_get_input(bev),
-	    evbuffer_get_length(bufferevent_get_input(bev)));
-}
-
 /*
  * A stream whose request and response are both complete leaves its stream
  * session idle, with its origin connection kept alive, for a later stream
@@ -143,17 +133,12 @@ st_maybe_release(struct h2_stream *st)
 	struct session *k = st->child;
 
 	if (k == NULL || k->closing || st->h2_origin || !st->eof ||
-	    !st->req_ended || k->state != S_HEAD || st->end == NULL ||
-	    evbuffer_get_length(bufferevent_get_input(k->cbev)) > 0 ||
-	    evbuffer_get_length(bufferevent_get_output(st->end)) > 0 ||
-	    evbuffer_get_length(bufferevent_get_input(st->end)) > 0)
+	    !st->req_ended || k->state != S_HEAD ||
+	    evbuffer_get_length(st->reqbody) > 0)
 		return;
 	st->child = NULL;
 	k->h2st = NULL;
 	k->h2_lane = st->c;
-	k->h2_lane_end = st->end;
-	st->end = NULL;
-	bufferevent_setcb(k->h2_lane_end, lane_read_cb, NULL, NULL, k);
 	TAILQ_INSERT_TAIL(&st->c->lanes, k, h2_lane_entry);
 }
 
@@ -168,10 +153,6 @@ lane_take(struct h2_stream *st)
 	TAILQ_REMOVE(&st->c->lanes, k, h2_lane_entry);
 	k->h2_lane = NULL;
 	k->h2st = st;
-	st->end = k->h2_lane_end;
-	k->h2_lane_end = NULL;
-	bufferevent_setcb(st->end, st_read_cb, st_write_cb, NULL, st);
-	bufferevent_enable(st->end, EV_READ | EV_WRITE);
 	return k;
 }
 
@@ -179,13 +160,8 @@ lane_take(struct h2_stream *st)
 static void
 lane_drop(struct session *k)
 {
-	struct h2_conn *c = k->h2_lane;
-
-	TAILQ_REMOVE(&c->lanes, k, h2_lane_entry);
+	TAILQ_REMOVE(&k->h2_lane->lanes, k, h2_lane_entry);
 	k->h2_lane = NULL;
-	if (k->h2_lane_end != NULL)
-		bufferevent_free(k->h2_lane_end);
-	k->h2_lane_end = NULL;
 }
 
 /* The stream's request session: the tunnel's identity, name and addresses. */
@@ -193,7 +169,6 @@ static struct session *
 child_new(struct h2_stream *st)
 {
 	struct session *p = st->c->s, *k;
-	struct bufferevent *pair[2];
 
 	if ((k = lane_take(st)) != NULL)
 		return k;
@@ -203,8 +178,7 @@ child_new(struct h2_stream *st)
 	if (p->tun == NULL || (k->x = exchange_new()) == NULL ||
 	    (k->tun = malloc(sizeof(*p->tun) + p->tun->cap *
 	    sizeof(p->tun->addrs[0]))) == NULL ||
-	    exchange_set_addrs(k->x, p->tun->addrs, p->tun->n_addrs) == -1 ||
-	    bufferevent_pair_new(p->w->base, BEV_OPT_DEFER_CALLBACKS, pair) == -1) {
+	    exchange_set_addrs(k->x, p->tun->addrs, p->tun->n_addrs) == -1) {
 		exchange_free(k->x);
 		free(k->tun);
 		free(k);
@@ -240,17 +214,10 @@ child_new(struct h2_stream *st)
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
 	k->x->fwd.started = k->started;
-	k->cbev = pair[0];
-	st->end = pair[1];
-	if (session_adopt(k) == -1) {
-		bufferevent_free(pair[1]);
-		st->end = NULL;
+	/* No client socket, no pair: the stream hands it all (h2_stream_*). */
+	k->cbev = NULL;
+	if (session_adopt(k) == -1)
 		return NULL;
-	}
-	bufferevent_setcb(st->end, st_read_cb, st_write_cb, NULL, st);
-	/* Our output drained to half: the window the client used comes back. */
-	bufferevent_setwatermark(st->end, EV_WRITE, H2_BUF / 2, 0);
-	bufferevent_enable(st->end, EV_READ | EV_WRITE);
 	return k;
 }
 
@@ -286,9 +253,6 @@ child_close(struct h2_stream *st, enum sg_close why)
 static void
 st_give_back(struct h2_stream *st)
 {
-	if (st->end != NULL)
-		evbuffer_drain(bufferevent_get_output(st->end),
-		    evbuffer_get_length(bufferevent_get_output(st->end)));
 	if (st->unconsumed > 0)
 		nghttp2_session_consume_connection(st->c->ng, st->unconsumed);
 	st->unconsumed = 0;
@@ -300,8 +264,8 @@ st_free(struct h2_stream *st)
 	child_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
-	if (st->end != NULL)
-		bufferevent_free(st->end);
+	if (st->reqbody != NULL)
+		evbuffer_free(st->reqbody);
 	if (st->body != NULL)
 		evbuffer_free(st->body);
 	free(st->req);
@@ -430,26 +394,29 @@ st_submit_head(struct h2_stream *st, const struct http_response *r)
 }
 
 /*
- * What the stream session says through the pair: nothing -- its answer
- * comes by h2_stream_* -- so whatever is there is dropped. A stream session
- * that ended before its answer did cuts the stream short.
+ * The stream's side of its stream session: request payload handed on (and
+ * its window given back once taken), the answer's DATA resumed, a stream
+ * session that ended before its answer did cuts the stream short.
  */
 static void
 st_pump(struct h2_stream *st)
 {
-	struct evbuffer *in;
+	struct session *k = st->child;
 
-	if (st->end == NULL)
-		return;
-	if (st->child_done && st->unconsumed > 0) {
+	if (st->child_done)
+		evbuffer_drain(st->reqbody, evbuffer_get_length(st->reqbody));
+	/* Taken down to half: the window the client used comes back. */
+	if (st->unconsumed > 0 && (st->child_done ||
+	    evbuffer_get_length(st->reqbody) <= H2_BUF / 2)) {
 		nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
 		st->unconsumed = 0;
 	}
-	if (st->child_done)
-		evbuffer_drain(bufferevent_get_output(st->end),
-		    evbuffer_get_length(bufferevent_get_output(st->end)));
-	in = bufferevent_get_input(st->end);
-	evbuffer_drain(in, evbuffer_get_length(in));
+	if (k != NULL && st->body_new && k->state == S_FORWARD) {
+		st->body_new = 0;
+		forward_client_body(k);
+		if (st->child == NULL && !st->child_done)
+			return;		/* the stream is being reset */
+	}
 	if (st->child_done && !st->eof && !st->discard) {
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
 		return;
@@ -460,31 +427,6 @@ st_pump(struct h2_stream *st)
 	}
 	if (st->eof)
 		st_maybe_release(st);
-}
-
-static void
-st_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct h2_stream *st = arg;
-	struct h2_conn *c = st->c;
-
-	session_touch(c->s);
-	st_pump(st);
-	h2_flush(c);
-}
-
-/* The stream session took the body we held: the client may send more. */
-static void
-st_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct h2_stream *st = arg;
-	struct h2_conn *c = st->c;
-
-	if (st->unconsumed > 0) {
-		nghttp2_session_consume(c->ng, st->id, st->unconsumed);
-		st->unconsumed = 0;
-		h2_flush(c);
-	}
 }
 
 static void
@@ -598,6 +540,33 @@ h2_parent(struct session *k)
 	return k->h2st != NULL ? k->h2st->c->s : NULL;
 }
 
+struct evbuffer *
+h2_stream_body(struct session *k)
+{
+	return k->h2st != NULL ? k->h2st->reqbody : NULL;
+}
+
+int
+h2_stream_body_end(struct session *k, const char **trailers, size_t *len)
+{
+	struct h2_stream *st = k->h2st;
+
+	if (trailers != NULL) {
+		*trailers = st != NULL ? st->trailers : NULL;
+		*len = st != NULL && st->trailers != NULL ? st->trailers_len : 0;
+	}
+	return st != NULL && st->req_ended;
+}
+
+void
+h2_stream_poke(struct session *k)
+{
+	if (k->h2st != NULL) {
+		k->h2st->body_new = 1;
+		event_active(k->h2st->c->pump_ev, EV_TIMEOUT, 0);
+	}
+}
+
 int
 h2_stream_full(struct session *k)
 {
@@ -693,29 +662,22 @@ st_request(struct h2_stream *st, int end_stream)
 		return;
 	}
 	snprintf(st->method, sizeof(st->method), "%s", q->method);
-	st->chunked = q->chunked;
 	st->grpc = q->grpc;
 	st->req_ended = end_stream;
 	/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
 	k->h2_grpc = q->grpc;
-	/* Decided now, by the HTTP/1.1 code; the body follows through the pair. */
+	/* Decided now, by the HTTP/1.1 code; the body follows in st->reqbody. */
 	http_stream_request(k, &req);
 	free(q);
 }
 
+/* END_STREAM: the request is whole; its stream session hears it from the loop. */
 static void
 st_data_end(struct h2_stream *st)
 {
-	if (st->child == NULL || st->end == NULL)
-		return;
-	if (st->chunked) {
-		bufferevent_write(st->end, "0\r\n", 3);
-		if (st->trailers_len > 0)
-			bufferevent_write(st->end, st->trailers,
-			    st->trailers_len);
-		bufferevent_write(st->end, "\r\n", 2);
-	}
 	st->req_ended = 1;
+	st->body_new = 1;
+	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 }
 
 /*
@@ -770,9 +732,12 @@ on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 		return 0;
 	if ((st = calloc(1, sizeof(*st))) == NULL ||
 	    (st->body = evbuffer_new()) == NULL ||
+	    (st->reqbody = evbuffer_new()) == NULL ||
 	    (st->req = malloc(sizeof(*st->req) + 2 * cap)) == NULL) {
 		if (st != NULL && st->body != NULL)
 			evbuffer_free(st->body);
+		if (st != NULL && st->reqbody != NULL)
+			evbuffer_free(st->reqbody);
 		free(st);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
@@ -855,27 +820,21 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 {
 	struct h2_conn *c = arg;
 	struct h2_stream *st = stream_of(c, id);
-	struct evbuffer *out;
-	char sz[24];
 
 	c->s->bytes_up += len;
-	if (st == NULL || st->child == NULL || st->end == NULL) {
+	if (st == NULL || st->child == NULL) {
 		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
 		return 0;
 	}
-	out = bufferevent_get_output(st->end);
-	if (st->chunked && len > 0) {
-		snprintf(sz, sizeof(sz), "%zx\r\n", len);
-		evbuffer_add(out, sz, strlen(sz));
-	}
-	evbuffer_add(out, data, len);
-	if (st->chunked && len > 0)
-		evbuffer_add(out, "\r\n", 2);
-	/* The window comes back once the stream session took the bytes. */
-	if (evbuffer_get_length(out) <= H2_BUF)
+	if (evbuffer_add(st->reqbody, data, len) == -1)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	/* Past H2_BUF the window comes back once the stream session took them. */
+	if (evbuffer_get_length(st->reqbody) <= H2_BUF)
 		nghttp2_session_consume(ng, id, len);
 	else
 		st->unconsumed += len;
+	st->body_new = 1;
+	event_active(c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
 }
 

@@ -652,22 +652,39 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		o->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
 	}
-	if (evbuffer_get_length(o->ready) < H2O_BUF / 2 && o->s->cbev != NULL)
-		bufferevent_enable(o->s->cbev, EV_READ);
+	/* Room again: more of the stream's body, from the loop. */
+	if (evbuffer_get_length(o->ready) < H2O_BUF / 2)
+		h2_stream_poke(o->s);
 	return n;
 }
 
-/* The body as the stream session got it (length or chunked), decoded. */
+/*
+ * The stream's body as its DATA frames carried it, into o->up_body; up_done
+ * at its end (Content-Length reached, or END_STREAM). -1: the stream is
+ * gone, or its body is unlike its Content-Length (nghttp2 holds DATA to it).
+ */
 static int
 body_decode(struct h2o *o)
 {
 	struct forward *f = &o->s->x->fwd;
-	size_t used;
+	struct evbuffer *in = h2_stream_body(o->s);
+	size_t avail;
+	int ended;
 
-	/* A request has no until-close body: its framing is a length or none. */
-	return forward_body_decode(f->req_framing == HTTP_BODY_UNTIL_CLOSE ?
-	    HTTP_BODY_NONE : f->req_framing, &f->req_left, &f->req_chunk,
-	    bufferevent_get_input(o->s->cbev), o->up_body, &o->up_done, &used);
+	if (in == NULL)
+		return -1;
+	ended = h2_stream_body_end(o->s, NULL, NULL);
+	avail = evbuffer_get_length(in);
+	if (f->req_framing == HTTP_BODY_LENGTH) {
+		if (avail > f->req_left || (ended && avail < f->req_left))
+			return -1;
+		f->req_left -= avail;
+	} else if (f->req_framing == HTTP_BODY_NONE && avail > 0)
+		return -1;
+	evbuffer_remove_buffer(in, o->up_body, avail);
+	o->up_done = f->req_framing == HTTP_BODY_NONE || ended ||
+	    (f->req_framing == HTTP_BODY_LENGTH && f->req_left == 0);
+	return 0;
 }
 
 void
@@ -678,6 +695,9 @@ h2o_client_read(struct session *s)
 	int found;
 
 	if (o == NULL || o->done || o->up == NULL || o->sid <= 0)
+		return;
+	/* Held: the stream keeps the rest (and the client's window) until room. */
+	if (evbuffer_get_length(o->ready) > H2O_BUF)
 		return;
 	if (body_decode(o) == -1) {
 		h2o_fail(o, 400, REASON_BAD_REQUEST, "malformed request body");
@@ -694,8 +714,6 @@ h2o_client_read(struct session *s)
 		return;
 	}
 	evbuffer_remove_buffer(o->up_body, o->ready, len - hold);
-	if (evbuffer_get_length(o->ready) > H2O_BUF)
-		bufferevent_disable(s->cbev, EV_READ);	/* body_cb resumes */
 	if (o->deferred && (o->up_done || evbuffer_get_length(o->ready) > 0)) {
 		o->deferred = 0;
 		nghttp2_session_resume_data(o->up->ng, o->sid);
@@ -994,9 +1012,6 @@ h2o_start(struct h2o *o, struct h2up *up)
 		return;
 	}
 	o->hd->sid = o->sid;
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
-	    session_client_event_cb, s);
-	bufferevent_enable(s->cbev, EV_READ);
 	h2o_client_read(s);
 	h2up_flush(up);
 }
@@ -1127,7 +1142,8 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 		    "the credential could not be swapped in");
 		return;
 	}
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	if (n > 0)
+		evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	if ((up = h2up_for(s)) != NULL) {
 		h2o_start(o, up);
 		return;

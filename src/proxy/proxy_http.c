@@ -432,7 +432,8 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		h2o_request(s, req, n, 0);
 		return;
 	}
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	if (n > 0)
+		evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
 	if (upstream_reusable(s))
 		forward_start(s);
 	else
@@ -678,12 +679,6 @@ http_client_read_cb(struct bufferevent *bev, void *arg)
 		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
-		if (s->h2_child) {
-			/* A stream's heads come as fields (http_stream_request), never as bytes. */
-			evbuffer_drain(bufferevent_get_input(bev),
-			    evbuffer_get_length(bufferevent_get_input(bev)));
-			break;
-		}
 		if (h2_chosen(s)) {
 			h2_start(s);
 			break;
@@ -713,6 +708,9 @@ void
 http_next_request(struct session *s)
 {
 	s->state = S_HEAD;
+	/* A stream's next head comes as fields (http_stream_request). */
+	if (s->cbev == NULL)
+		return;
 	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
 	    session_client_event_cb, s);
 	bufferevent_enable(s->cbev, EV_READ);

@@ -328,7 +328,7 @@ struct session {
 	int			 closing;
 	struct event		*free_ev;	/* deferred free after session_close */
 
-	struct bufferevent	*cbev;		/* client side */
+	struct bufferevent	*cbev;		/* client side; NULL: an HTTP/2 stream's session */
 	struct bufferevent	*obev;		/* origin side, NULL until connected */
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
@@ -384,7 +384,6 @@ struct session {
 	struct h2_stream	*h2st;		/* a stream's request session: its stream */
 	int			 h2_child;	/* ... (no tunnel row of its own) */
 	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
-	struct bufferevent	*h2_lane_end;	/* ... with the pair end it had */
 	TAILQ_ENTRY(session)	 h2_lane_entry;
 	int			 h2_checked;	/* ALPN looked at */
 	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
@@ -681,6 +680,19 @@ int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
 size_t		 h2_stream_pending(struct session *);
 /* As many as a stream holds: its stream session stops reading its origin. */
 int		 h2_stream_full(struct session *);
+/*
+ * The request's payload as the stream received it (the stream session
+ * drains what it takes; the client's window comes back as it does), NULL
+ * once the stream is gone; 1 once END_STREAM came, with the trailer
+ * fields ("name: value\r\n"..., checked) when asked for.
+ */
+struct evbuffer	*h2_stream_body(struct session *);
+int		 h2_stream_body_end(struct session *, const char **trailers,
+		    size_t *len);
+/* Hand the stream's payload on again from the loop (room came back). */
+void		 h2_stream_poke(struct session *);
+/* proxy_forward.c: more of the client's body is there (or its end). */
+void		 forward_client_body(struct session *);
 /* proxy_forward.c: the client took bytes; a paused origin is read again. */
 void		 forward_resume(struct session *);
 

@@ -99,7 +99,8 @@ session_adopt(struct session *s)
 			event_free(s->free_ev);
 		if (s->idle_ev != NULL)
 			event_free(s->idle_ev);
-		bufferevent_free(s->cbev);
+		if (s->cbev != NULL)
+			bufferevent_free(s->cbev);
 		policy_unref(s->pol);
 		exchange_free(s->x);
 		free(s->tun);
@@ -108,12 +109,14 @@ session_adopt(struct session *s)
 	}
 	atomic_fetch_add(&s->p->n_conns, 1);
 	TAILQ_INSERT_TAIL(&s->w->sessions, s, entry);
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
-	    session_client_event_cb, s);
-	bufferevent_setwatermark(s->cbev, EV_READ, 0,
-	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
-	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	if (s->cbev != NULL) {
+		bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+		    session_client_event_cb, s);
+		bufferevent_setwatermark(s->cbev, EV_READ, 0,
+		    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
+		    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
+		bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	}
 	session_set_idle(s);
 	return 0;
 }
@@ -362,6 +365,11 @@ session_finish(struct session *s, enum sg_close reason)
 	}
 	if (s->timer != NULL)
 		evtimer_del(s->timer);
+	if (s->cbev == NULL) {
+		/* An HTTP/2 stream's session: its answer is with the stream. */
+		session_close(s, reason);
+		return;
+	}
 	bufferevent_disable(s->cbev, EV_READ);
 	if (client_pending(s) == 0 && !(s->intercepted && s->tls_client_ok)) {
 		session_close(s, reason);

@@ -216,6 +216,7 @@ class H2:
         self.window = window
         self.rsts = []
         self.last_ping_ack = None
+        self.window_updates = {}      # stream id (0: connection) -> bytes granted
         payload = b"".join(struct.pack("!HI", k, v) for k, v in settings)
         self.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
                   frame(SETTINGS, 0, 0, payload))
@@ -276,6 +277,9 @@ class H2:
             self.last_ping_ack = p
         elif typ == GOAWAY:
             self.goaway = struct.unpack("!II", p[:8])[1]
+        elif typ == WINDOW_UPDATE:
+            self.window_updates[sid] = self.window_updates.get(sid, 0) + \
+                (struct.unpack("!I", p[:4])[0] & 0x7fffffff)
         elif typ == RST_STREAM:
             st = self.stream(sid)
             st["rst"] = struct.unpack("!I", p[:4])[0]
@@ -587,6 +591,36 @@ class Http2Test(unittest.TestCase):
         st, = h.wait(1)
         self.assertEqual(H2.status(st), 200)
         self.assertEqual(self.origin.find("/echo/tr-ok")[0]["body"], b"hello")
+
+    def test_unsized_upload_past_the_window(self):
+        # No content-length: the body reaches the HTTP/1.1 origin chunked,
+        # whole and in order, with its trailers, though it is five times the
+        # stream's window -- which comes back only as the body is taken.
+        h = H2(self, "bound.test", self.origin.port)
+        h.send(frame(HEADERS, END_HEADERS, 1, h.block(1, "POST", "/echo/unsized")))
+        piece, sent, body = 16384, 0, b""
+        for i in range(20):
+            chunk = bytes([65 + i % 26]) * piece
+            # The stream's window is 65535: wait for room before sending past it.
+            while sent + piece > 65535 + h.window_updates.get(1, 0):
+                self.assertTrue(h.pump(), "connection ended while uploading")
+            h.send(frame(DATA, 0, 1, chunk))
+            sent += piece
+            body += chunk
+        h.send(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                     h.enc.encode([("x-check", "fine")])))
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 200, st)
+        got, = self.origin.find("/echo/unsized")
+        self.assertEqual(len(got["body"]), len(body))
+        self.assertEqual(got["body"], body)
+        heads = dict((k.lower(), v) for k, v in got["headers"])
+        self.assertEqual(heads.get("transfer-encoding"), "chunked", heads)
+        self.assertNotIn("content-length", heads)
+        row = self.row(path="/echo/unsized")
+        # Counted as sent to the origin: the payload and its chunk framing.
+        self.assertGreater(row["bytes_up"], len(body))
+        self.assertLess(row["bytes_up"], len(body) + 4096)
 
     def test_other_sandboxes_placeholder(self):
         # As in HTTP/1.1: another sandbox's placeholder is credential misuse.
