@@ -413,6 +413,7 @@ st_pump(struct h2_stream *st)
 	}
 	if (k != NULL && st->body_new && k->state == S_FORWARD) {
 		st->body_new = 0;
+		session_touch(k);	/* the client is sending: not idle */
 		forward_client_body(k);
 		if (st->child == NULL && !st->child_done)
 			return;		/* the stream is being reset */

@@ -186,7 +186,8 @@ struct fz_peer {
 	int		 raw;		/* after a 101: bytes only */
 	int		 closing;	/* close once out is written */
 	/* client */
-	int		 tunnel_host;	/* last CONNECT's host, -1 none */
+	int		 tunnel_host;	/* the tunnel's host, -1 none */
+	int		 connect_sent;	/* a CONNECT went out: later ones are payload */
 	int		 raw_used;	/* wrote bytes no template made */
 	int		 listener;	/* LISTENER_HTTP, _SOCKS5, ... */
 	/* SOCKS5: what the model of fz_policy says of the request */
@@ -1338,7 +1339,13 @@ op_connect(struct fz_peer *c, struct fz_in *in)
 	snprintf(line, sizeof(line), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n"
 	    "\r\n", fz_hosts[host].name, port, fz_hosts[host].name, port);
 	peer_sends(c, line);
-	c->tunnel_host = host;
+	/*
+	 * The first CONNECT opens the tunnel; a later one on the same
+	 * connection is payload inside it, for the first one's host.
+	 */
+	if (!c->connect_sent)
+		c->tunnel_host = host;
+	c->connect_sent = 1;
 	sent_note(c, "CONNECT", "", fz_hosts[host].name, 0);
 }
 
@@ -1520,7 +1527,9 @@ op_connect_any(struct fz_peer *c, struct fz_in *in)
 		peer_sends(c, auth);
 	}
 	peer_sends(c, "\r\n");
-	c->tunnel_host = host;
+	if (!c->connect_sent)		/* as in op_connect: the first opens it */
+		c->tunnel_host = host;
+	c->connect_sent = 1;
 }
 
 /*
