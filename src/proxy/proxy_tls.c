@@ -164,9 +164,10 @@ struct csock {
 	evutil_socket_t		 fd;		/* -1 until connect */
 	struct bufferevent	*near;		/* the pair end under the filter */
 	struct bufferevent	*far;		/* the end driven here */
+	SSL			*ssl;		/* the filter's; NULL until it is made */
 	struct event		*rev;		/* persistent EV_READ */
 	struct event		*wev;		/* armed while a write would block */
-	struct event		*free_ev;	/* deferred free */
+	struct event		*later_ev;	/* deferred free, or tidying */
 	int			 read_paused;
 	int			 dead;		/* connection gone; freed next loop turn */
 };
@@ -241,6 +242,31 @@ csock_write_cb(evutil_socket_t fd, short what, void *arg)
 		bufferevent_enable(cs->far, EV_READ);	/* may flush more */
 }
 
+/*
+ * SSL_MODE_RELEASE_BUFFERS frees a record buffer once a read or a write
+ * of application data leaves it empty, but a handshake message after the
+ * handshake (TLS 1.3: each NewSessionTicket an origin sends) makes OpenSSL
+ * 3.0 set up a write buffer too, and no write comes to release it: 16 KiB
+ * that an idle intercepted tunnel kept (docs/benchmarks.md, issue 23).
+ * The filter decrypts what was read in a deferred callback (pairs always
+ * defer), so the buffers are looked at a little later: once per
+ * CSOCK_TIDY_MS while reads go on, and once after the last.
+ * SSL_free_buffers() frees only buffers that hold nothing (a partial
+ * record, an unsent one: it declines; and it is not asked while a record
+ * is half read, which OpenSSL before 3.0.14 got wrong, CVE-2024-4741);
+ * the next read or write makes them again.
+ */
+#define CSOCK_TIDY_MS		50
+
+static void
+csock_tidy_later(struct csock *cs)
+{
+	static const struct timeval tv = { 0, CSOCK_TIDY_MS * 1000 };
+
+	if (cs->ssl != NULL && !evtimer_pending(cs->later_ev, NULL))
+		evtimer_add(cs->later_ev, &tv);
+}
+
 static void
 csock_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -267,7 +293,10 @@ csock_read_cb(evutil_socket_t fd, short what, void *arg)
 	v.iov_len = (size_t)n;
 	/* The pair hands it to the filter, which may end the connection. */
 	evbuffer_commit_space(out, &v, 1);
-	if (!cs->dead && evbuffer_get_length(out) >= CSOCK_HWM) {
+	if (cs->dead)
+		return;
+	csock_tidy_later(cs);
+	if (evbuffer_get_length(out) >= CSOCK_HWM) {
 		cs->read_paused = 1;
 		event_del(cs->rev);
 	}
@@ -280,8 +309,8 @@ csock_destroy(struct csock *cs)
 		event_free(cs->rev);
 	if (cs->wev != NULL)
 		event_free(cs->wev);
-	if (cs->free_ev != NULL)
-		event_free(cs->free_ev);
+	if (cs->later_ev != NULL)
+		event_free(cs->later_ev);
 	if (cs->far != NULL)
 		bufferevent_free(cs->far);
 	if (cs->fd != -1)
@@ -289,10 +318,17 @@ csock_destroy(struct csock *cs)
 	free(cs);
 }
 
+/* Released: free it. Alive: give back record buffers that hold nothing. */
 static void
-csock_destroy_cb(evutil_socket_t fd, short what, void *arg)
+csock_later_cb(evutil_socket_t fd, short what, void *arg)
 {
-	csock_destroy(arg);
+	struct csock *cs = arg;
+
+	if (cs->dead)
+		csock_destroy(cs);
+	else if (cs->ssl != NULL && SSL_is_init_finished(cs->ssl) &&
+	    !SSL_has_pending(cs->ssl))
+		(void)SSL_free_buffers(cs->ssl);
 }
 
 /* Events for a socket that is now known. */
@@ -324,8 +360,8 @@ csock_new(struct event_base *base, evutil_socket_t fd)
 	}
 	cs->near = pair[0];
 	cs->far = pair[1];
-	cs->free_ev = event_new(base, -1, 0, csock_destroy_cb, cs);
-	if (cs->free_ev == NULL || (fd != -1 && csock_set_fd(cs, fd) == -1)) {
+	cs->later_ev = event_new(base, -1, 0, csock_later_cb, cs);
+	if (cs->later_ev == NULL || (fd != -1 && csock_set_fd(cs, fd) == -1)) {
 		cs->fd = -1;		/* the caller keeps its socket */
 		bufferevent_free(cs->near);
 		csock_destroy(cs);
@@ -349,7 +385,7 @@ csock_release(struct csock *cs)
 		event_del(cs->wev);
 	bufferevent_setcb(cs->far, NULL, NULL, NULL, NULL);
 	cs->dead = 1;
-	event_active(cs->free_ev, EV_TIMEOUT, 0);
+	event_active(cs->later_ev, EV_TIMEOUT, 0);
 }
 
 /* The csock under a TLS filter, or NULL. */
@@ -449,6 +485,7 @@ proxy_tls_intercept_client(struct session *s)
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
 	bufferevent_set_max_single_read(f, TLS_READ_SMALL);
 	if (cs != NULL) {
+		cs->ssl = ssl;
 		evbuffer_add_buffer(hello, bufferevent_get_input(old));
 		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
 		bufferevent_free(old);
@@ -526,6 +563,7 @@ proxy_tls_origin_bev(struct session *s)
 		csock_destroy(cs);
 		goto fail;
 	}
+	cs->ssl = ssl;
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	bufferevent_set_max_single_read(bev, TLS_READ_SMALL);
 	return bev;
