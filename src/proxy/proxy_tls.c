@@ -145,11 +145,13 @@ proxy_tls_worker_free(struct worker *w)
  * How much a TLS filter asks SSL_read for at a time. libevent reserves
  * that much in the filter's input before every read, also for the read
  * it tries each time the input is drained below its high watermark,
- * which finds nothing on an idle connection and keeps the empty chain: a
- * 4 KiB chain then, where 16 KiB would keep 32 KiB. Bulk transfers read
- * whole records (proxy_tls_read_size switches).
+ * which finds nothing on an idle connection and keeps the empty chain.
+ * 976 bytes fill libevent's smallest chain, 1 KiB: what an idle tunnel
+ * keeps on each side (3,968 kept 4 KiB, 16 KiB keeps 32 KiB). A larger
+ * record is taken 976 bytes at a time once, then whole records are read
+ * (proxy_tls_read_size switches).
  */
-#define TLS_READ_SMALL		(4096 - 128)
+#define TLS_READ_SMALL		976
 #define TLS_READ_BULK		16384
 #define CSOCK_HWM		(256 * 1024)
 /*
