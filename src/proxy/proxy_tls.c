@@ -147,9 +147,10 @@ proxy_tls_worker_free(struct worker *w)
  * it tries each time the input is drained below its high watermark,
  * which finds nothing on an idle connection and keeps the empty chain.
  * 976 bytes fill libevent's smallest chain, 1 KiB: what an idle tunnel
- * keeps on each side (3,968 kept 4 KiB, 16 KiB keeps 32 KiB). A larger
- * record is taken 976 bytes at a time once, then whole records are read
- * (proxy_tls_read_size switches).
+ * keeps on each side (3,968 kept 4 KiB, 16 KiB keeps 32 KiB). Once a
+ * socket read or a filter's input is larger, whole records are read
+ * (csock_read_cb and proxy_tls_read_size switch; csock_tidy switches
+ * back when the connection idles).
  */
 #define TLS_READ_SMALL		976
 #define TLS_READ_BULK		16384
@@ -166,7 +167,7 @@ struct csock {
 	evutil_socket_t		 fd;		/* -1 until connect */
 	struct bufferevent	*near;		/* the pair end under the filter */
 	struct bufferevent	*far;		/* the end driven here */
-	SSL			*ssl;		/* the filter's; NULL until it is made */
+	struct bufferevent	*filter;	/* the TLS filter on near, once made */
 	struct event		*rev;		/* persistent EV_READ */
 	struct event		*wev;		/* armed while a write would block */
 	struct event		*later_ev;	/* deferred free, or tidying */
@@ -245,18 +246,23 @@ csock_write_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * SSL_MODE_RELEASE_BUFFERS frees a record buffer once a read or a write
- * of application data leaves it empty, but a handshake message after the
- * handshake (TLS 1.3: each NewSessionTicket an origin sends) makes OpenSSL
- * 3.0 set up a write buffer too, and no write comes to release it: 16 KiB
- * that an idle intercepted tunnel kept (docs/benchmarks.md, issue 23).
- * The filter decrypts what was read in a deferred callback (pairs always
- * defer), so the buffers are looked at a little later: once per
- * CSOCK_TIDY_MS while reads go on, and once after the last.
- * SSL_free_buffers() frees only buffers that hold nothing (a partial
- * record, an unsent one: it declines; and it is not asked while a record
- * is half read, which OpenSSL before 3.0.14 got wrong, CVE-2024-4741);
- * the next read or write makes them again.
+ * What a connection keeps while it idles, looked at CSOCK_TIDY_MS after
+ * its last read (the filter decrypts what was read in a deferred
+ * callback: pairs always defer):
+ *
+ * - SSL_MODE_RELEASE_BUFFERS frees a record buffer once a read or a write
+ *   of application data leaves it empty, but a handshake message after
+ *   the handshake (TLS 1.3: each NewSessionTicket an origin sends) makes
+ *   OpenSSL 3.0 set up a write buffer too, and no write comes to release
+ *   it: 16 KiB. SSL_free_buffers() frees buffers that hold nothing (a
+ *   partial record, an unsent one: it declines; it is not asked while a
+ *   record is half read, which OpenSSL before 3.0.14 got wrong,
+ *   CVE-2024-4741); the next read or write makes them again.
+ * - After a bulk transfer the filter reads whole records, and the read it
+ *   tries after the last drain left a 32 KiB empty chain in its input.
+ *   Back to small reads, and an empty reference chain appended: libevent
+ *   frees the empty chains before the one it inserts, and the next read
+ *   replaces that one (no bytes move, so no callback runs).
  */
 #define CSOCK_TIDY_MS		50
 
@@ -265,8 +271,23 @@ csock_tidy_later(struct csock *cs)
 {
 	static const struct timeval tv = { 0, CSOCK_TIDY_MS * 1000 };
 
-	if (cs->ssl != NULL && !evtimer_pending(cs->later_ev, NULL))
+	if (cs->filter != NULL)
 		evtimer_add(cs->later_ev, &tv);
+}
+
+static void
+csock_tidy(struct csock *cs)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(cs->filter);
+	struct evbuffer *in = bufferevent_get_input(cs->filter);
+
+	if (ssl != NULL && SSL_is_init_finished(ssl) && !SSL_has_pending(ssl))
+		(void)SSL_free_buffers(ssl);
+	if (bufferevent_get_max_single_read(cs->filter) > TLS_READ_SMALL &&
+	    evbuffer_get_length(in) == 0) {
+		bufferevent_set_max_single_read(cs->filter, TLS_READ_SMALL);
+		(void)evbuffer_add_reference(in, "", 0, NULL, NULL);
+	}
 }
 
 static void
@@ -293,6 +314,14 @@ csock_read_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	v.iov_len = (size_t)n;
+	/*
+	 * More than a request or a small answer: the filter reads whole
+	 * records, on every path (HTTP/1.1, HTTP/2, relays); csock_tidy
+	 * goes back to small reads when the connection idles.
+	 */
+	if (cs->filter != NULL && (size_t)n >= TLS_READ_SMALL &&
+	    bufferevent_get_max_single_read(cs->filter) < TLS_READ_BULK)
+		bufferevent_set_max_single_read(cs->filter, TLS_READ_BULK);
 	/* The pair hands it to the filter, which may end the connection. */
 	evbuffer_commit_space(out, &v, 1);
 	if (cs->dead)
@@ -320,7 +349,7 @@ csock_destroy(struct csock *cs)
 	free(cs);
 }
 
-/* Released: free it. Alive: give back record buffers that hold nothing. */
+/* Released: free it. Alive: it idles (csock_tidy). */
 static void
 csock_later_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -328,9 +357,8 @@ csock_later_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (cs->dead)
 		csock_destroy(cs);
-	else if (cs->ssl != NULL && SSL_is_init_finished(cs->ssl) &&
-	    !SSL_has_pending(cs->ssl))
-		(void)SSL_free_buffers(cs->ssl);
+	else if (cs->filter != NULL && bufferevent_pair_get_partner(cs->far) != NULL)
+		csock_tidy(cs);		/* (no partner: the filter is gone) */
 }
 
 /* Events for a socket that is now known. */
@@ -487,7 +515,7 @@ proxy_tls_intercept_client(struct session *s)
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
 	bufferevent_set_max_single_read(f, TLS_READ_SMALL);
 	if (cs != NULL) {
-		cs->ssl = ssl;
+		cs->filter = f;
 		evbuffer_add_buffer(hello, bufferevent_get_input(old));
 		bufferevent_setfd(old, -1);	/* the fd is the csock's now */
 		bufferevent_free(old);
@@ -565,7 +593,7 @@ proxy_tls_origin_bev(struct session *s)
 		csock_destroy(cs);
 		goto fail;
 	}
-	cs->ssl = ssl;
+	cs->filter = bev;
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	bufferevent_set_max_single_read(bev, TLS_READ_SMALL);
 	return bev;
