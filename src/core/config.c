@@ -539,6 +539,10 @@ cf_upstream(struct cload *l, const struct ynode *n)
 			if (cf_duration(l, c, "idle_timeout", 1, UINT32_MAX,
 			    &ms) == 0)
 				cfg->idle_timeout_ms = (uint32_t)ms;
+		} else if (strcmp(c->key->str, "keepalive_timeout") == 0) {
+			if (cf_duration(l, c, "keepalive_timeout", 0,
+			    UINT32_MAX, &ms) == 0)
+				cfg->keepalive_timeout_ms = (uint32_t)ms;
 		} else
 			ycheck_unknown(&l->c, c, "upstream");
 	}
@@ -1122,6 +1126,7 @@ cf_defaults(struct cload *l)
 	cfg->ca_bundle = NULL;
 	cfg->connect_timeout_ms = 10 * 1000;
 	cfg->idle_timeout_ms = 300 * 1000;
+	cfg->keepalive_timeout_ms = 5 * 1000;
 	cfg->ingress_upgrade_idle_ms = 3600 * 1000;
 	cfg->audit_retention_s = 30 * 86400;
 	cfg->audit_checkpoint_ms = 10 * 1000;

@@ -52,6 +52,7 @@ struct config {
 	char		*ca_bundle;		/* NULL: the system store */
 	uint32_t	 connect_timeout_ms;
 	uint32_t	 idle_timeout_ms;
+	uint32_t	 keepalive_timeout_ms;	/* an idle kept-alive origin connection; 0: none kept */
 	/* audit */
 	char		*audit_db;
 	uint64_t	 audit_retention_s;

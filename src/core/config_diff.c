@@ -54,6 +54,7 @@ static const struct {
 	K("upstream.ca_bundle", CD_STR, ca_bundle),
 	K("upstream.connect_timeout", CD_U32, connect_timeout_ms),
 	K("upstream.idle_timeout", CD_U32, idle_timeout_ms),
+	K("upstream.keepalive_timeout", CD_U32, keepalive_timeout_ms),
 	K("audit.db", CD_STR, audit_db),
 	K("audit.retention", CD_U64, audit_retention_s),
 	K("audit.checkpoint_interval", CD_U64, audit_checkpoint_ms),

@@ -1040,6 +1040,41 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	session_finish(s, CLOSE_FAILED);
 }
 
+/* Still idle: the kept origin connection goes (its TLS session may resume). */
+static void
+pool_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	if (!s->closing && s->state == S_HEAD && s->obev != NULL) {
+		upstream_drop(s);
+		proxy_worker_trim(s->w);
+	}
+	event_free(s->pool_ev);		/* an idle session keeps no timer either */
+	s->pool_ev = NULL;
+}
+
+/*
+ * The origin connection waits for the session's next request at most
+ * upstream.keepalive_timeout (docs/config.md): an idle intercepted tunnel
+ * then holds no origin connection, its TLS state and buffers. -1: not kept.
+ */
+static int
+origin_pool(struct session *s)
+{
+	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
+	struct timeval tv;
+
+	if (ms == 0)
+		return -1;
+	if (s->pool_ev == NULL &&
+	    (s->pool_ev = evtimer_new(s->w->base, pool_cb, s)) == NULL)
+		return -1;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	return evtimer_add(s->pool_ev, &tv) == 0 ? 0 : -1;
+}
+
 static void
 forward_done(struct session *s)
 {
@@ -1057,7 +1092,8 @@ forward_done(struct session *s)
 	 * origin connection holding them would hand them to the next request.
 	 */
 	if (!f->origin_keep_alive || s->obev == NULL ||
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
+	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0 ||
+	    origin_pool(s) == -1)
 		upstream_drop(s);
 	else
 		bufferevent_enable(s->obev, EV_READ);	/* notice an idle close */

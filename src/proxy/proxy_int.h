@@ -66,6 +66,7 @@ struct worker {
 	struct listener_ctx	 lctx[LISTENER_MAX];
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
 	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
+	struct event		*trim_ev;	/* give freed memory back (proxy_worker_trim) */
 	uint64_t		 next_session;
 	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
@@ -344,6 +345,7 @@ struct session {
 
 	struct event		*timer;		/* sniff timer */
 	struct event		*dns_timer;	/* the lookup's deadline */
+	struct event		*pool_ev;	/* upstream.keepalive_timeout of a kept origin */
 	struct event		*idle_ev;
 	struct event		*head_ev;	/* limits.head_timeout (proxy_fair.c) */
 	int			 head_armed;
@@ -408,6 +410,12 @@ int		 forward_dechunk(struct http_chunked *, struct evbuffer *in,
 int		 forward_body_decode(enum http_framing, uint64_t *left,
 		    struct http_chunked *, struct evbuffer *in,
 		    struct evbuffer *out, int *done, size_t *used);
+
+/*
+ * proxy_main.c: much was freed on this worker (idle origin connections
+ * released): a second later, freed pages go back to the system.
+ */
+void		 proxy_worker_trim(struct worker *);
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,6 +143,27 @@ accept_error_cb(struct evconnlistener *lev, void *arg)
 	log_warnx("accept: %s", strerror(e));
 }
 
+/*
+ * glibc keeps freed small blocks in its heap, resident: after idle origin
+ * connections are released (upstream.keepalive_timeout), their pages are
+ * given back, as HAProxy does when it purges its pools. At most once a
+ * second per worker, and only after such a release.
+ */
+static void
+trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)malloc_trim(0);
+}
+
+void
+proxy_worker_trim(struct worker *w)
+{
+	static const struct timeval tv = { 1, 0 };
+
+	if (w->trim_ev != NULL && !evtimer_pending(w->trim_ev, NULL))
+		evtimer_add(w->trim_ev, &tv);
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -169,6 +191,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	}
 	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL ||
 	    (w->evict_ev = event_new(w->base, -1, 0, proxy_fair_evict_cb,
+	    w)) == NULL || (w->trim_ev = evtimer_new(w->base, trim_cb,
 	    w)) == NULL)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
@@ -600,6 +623,8 @@ proxy_free(struct proxy *p)
 			event_free(w->resume_ev);
 		if (w->evict_ev != NULL)
 			event_free(w->evict_ev);
+		if (w->trim_ev != NULL)
+			event_free(w->trim_ev);
 		if (w->base != NULL)
 			event_base_free(w->base);
 		proxy_tls_worker_free(w);

@@ -229,6 +229,9 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;
+	if (s->pool_ev != NULL)
+		event_free(s->pool_ev);
+	s->pool_ev = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
 	if (s->head_ev != NULL)

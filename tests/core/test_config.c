@@ -104,6 +104,7 @@ test_defaults(void)
 	CHECK(cfg->ca_bundle == NULL);
 	CHECK_INT(cfg->connect_timeout_ms, 10000);
 	CHECK_INT(cfg->idle_timeout_ms, 300000);
+	CHECK_INT(cfg->keepalive_timeout_ms, 5000);
 	CHECK_STR(cfg->audit_db, "./var/audit.db");
 	CHECK_INT(cfg->audit_retention_s, 30 * 86400);
 	CHECK_INT(cfg->audit_checkpoint_ms, 10000);
@@ -189,6 +190,7 @@ test_full(void)
 	CHECK_STR(cfg->ca_bundle, "/etc/ssl/certs/ca-certificates.crt");
 	CHECK_INT(cfg->connect_timeout_ms, 250);
 	CHECK_INT(cfg->idle_timeout_ms, 300000);
+	CHECK_INT(cfg->keepalive_timeout_ms, 0);	/* 0s: no origin kept */
 	CHECK_STR(cfg->audit_db, "/var/lib/sg/audit.db");
 	CHECK_INT(cfg->audit_retention_s, 7 * 86400);
 	CHECK_INT(cfg->audit_checkpoint_ms, 30000);
@@ -370,6 +372,10 @@ static const struct err_case err_cases[] = {
 	{ "zero timeout", "upstream:\n  connect_timeout: 0s\n", 2, 20,
 	    "out of range" },
 	{ "timeout too big", "upstream:\n  idle_timeout: 60d\n", 2, 17,
+	    "out of range" },
+	{ "keepalive bare", "upstream:\n  keepalive_timeout: 5\n", 2, 22,
+	    "bad duration" },
+	{ "keepalive too big", "upstream:\n  keepalive_timeout: 50d\n", 2, 22,
 	    "out of range" },
 	{ "ca_bundle null", "upstream:\n  ca_bundle: null\n", 2, 14,
 	    "expected a string, got null" },

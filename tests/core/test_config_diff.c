@@ -39,6 +39,7 @@ static const char base_yaml[] =
     "  ca_bundle: system\n"
     "  connect_timeout: 10s\n"
     "  idle_timeout: 5m\n"
+    "  keepalive_timeout: 5s\n"
     "audit:\n"
     "  db: a/audit.db\n"
     "  retention: 7d\n"
@@ -85,6 +86,7 @@ static const char changed_yaml[] =
     "  ca_bundle: /etc/ssl/certs/ca-certificates.crt\n"
     "  connect_timeout: 11s\n"
     "  idle_timeout: 6m\n"
+    "  keepalive_timeout: 0s\n"
     "audit:\n"
     "  db: a/audit2.db\n"
     "  retention: 8d\n"
@@ -116,7 +118,7 @@ static const char *const every_key[] = {
 	"ingress_tls.key", "ingress_upgrade_idle_timeout", "ca.cert", "ca.key",
 	"vault.db", "vault.key_file", "upstream.resolvers",
 	"upstream.ca_bundle", "upstream.connect_timeout",
-	"upstream.idle_timeout", "audit.db", "audit.retention",
+	"upstream.idle_timeout", "upstream.keepalive_timeout", "audit.db", "audit.retention",
 	"audit.checkpoint_interval", "audit.signing_key", "audit.public_key",
 	"audit.on_failure", "audit.syslog.address", "audit.syslog.format",
 	"audit.syslog.transport", "audit.ship.url", "audit.ship.gateway",

@@ -384,7 +384,9 @@ class InterceptTest(unittest.TestCase):
         text = T.to_yaml(policy).replace('tls: "intercept"', "tls: intercept")
         cls.workers = 2
         cls.gw = T.Gateway(d, cls.dns, {"icpt.yaml": text + "\n"},
-            extra={"upstream": {"ca_bundle": cls.pki.cert}}, workers=cls.workers)
+            extra={"upstream": {"ca_bundle": cls.pki.cert,
+                                "keepalive_timeout": "2s"}},
+            workers=cls.workers)
         cls.ca = os.path.join(d, "certs", "ca.crt")
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
@@ -720,6 +722,28 @@ class InterceptTest(unittest.TestCase):
         b = self.audit_one(path="/ok/ka-2")
         self.assertEqual(a["client"], b["client"])
         self.assertEqual(c.sock.getsockname()[1], int(a["client"].rsplit(":", 1)[1]))
+
+    def test_origin_connection_released_when_idle(self):
+        # upstream.keepalive_timeout (2s here): the origin connection kept
+        # for the tunnel's next request goes once it idled that long; the
+        # client's tunnel stays, and its next request opens a new one.
+        c = self.tls_tunnel(alpn=["http/1.1"])
+        r1 = self.get(c, "/ok/pool-1")
+        self.assertEqual(r1.status, 200, r1)
+        r2 = self.get(c, "/ok/pool-2")
+        self.assertEqual(r2.status, 200, r2)
+        time.sleep(3.5)
+        r3 = self.get(c, "/ok/pool-3")
+        self.assertEqual(r3.status, 200, r3)
+        conn = {}
+        for n in (1, 2, 3):
+            l = self.nginx.wait_log(lambda l, n=n: l["uri"] == "/ok/pool-%d" % n)
+            self.assertEqual(len(l), 1)
+            conn[n] = l[0]["conn"]
+        self.assertEqual(conn[1], conn[2], "kept alive between quick requests")
+        self.assertNotEqual(conn[2], conn[3], "kept past keepalive_timeout")
+        rows = [self.audit_one(path="/ok/pool-%d" % n) for n in (1, 2, 3)]
+        self.assertEqual(len(set(r["client"] for r in rows)), 1)
 
     def test_origin_session_resumption(self):
         # Origin sessions are cached per worker: of workers + 1 tunnels made
