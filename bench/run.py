@@ -725,7 +725,10 @@ def request(flow):
                 if "ready held=" in text:
                     break
                 time.sleep(0.2)
-            time.sleep(1.0)     # let deferred work settle
+            # Let deferred work settle; --idle-settle past
+            # upstream.keepalive_timeout (5 s) measures the tunnels once
+            # their idle origin connections are gone.
+            time.sleep(self.a.idle_settle)
             r1 = rss_kib(pid)
             with open(out) as f:
                 text = f.read()
@@ -1211,6 +1214,8 @@ def main():
     ap.add_argument("--seconds", type=float, help="per rate measurement")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", 4)))
     ap.add_argument("--tunnels", type=int, help="idle tunnels per proxy (full: 2000)")
+    ap.add_argument("--idle-settle", type=float, default=1.0, metavar="S",
+                    help="seconds between the last idle tunnel and the RSS reading (1)")
     ap.add_argument("--bulk-mib", type=int, help="bulk body size (full: 256)")
     ap.add_argument("--only", help="comma-separated scenarios: " +
                     ",".join(s.label for s in SCENARIOS) + ",policy,audit")
