@@ -1481,6 +1481,7 @@ op_socks(struct fz_in *in)
 	c->socks_may = ident_ok && fz_may_tunnel(host, ip, port);
 	snprintf(c->socks_dest, sizeof(c->socks_dest), "%s:%u", dest, port);
 	c->tunnel_host = host;
+	c->connect_sent = 1;		/* a CONNECT inside it is payload */
 	if (!bind && atyp != 3)
 		sent_note(c, "CONNECT", "", dest, 0);
 	return c;
@@ -1600,6 +1601,7 @@ op_transparent(struct fz_in *in)
 	snprintf(c->orig_ip, sizeof(c->orig_ip), "%s", ip);
 	c->orig_port = ports[p2 % 3];
 	c->tunnel_host = host;
+	c->connect_sent = 1;		/* its destination is fixed */
 	/* What the first bytes do not name, the address does. */
 	sent_note(c, "CONNECT", "", ip, 0);
 	return c;
