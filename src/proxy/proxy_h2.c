@@ -261,6 +261,9 @@ st_give_back(struct h2_stream *st)
 static void
 st_free(struct h2_stream *st)
 {
+	/* Its answer may have gone out before the loop came round to it. */
+	if (st->eof)
+		st_maybe_release(st);
 	child_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);

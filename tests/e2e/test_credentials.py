@@ -211,6 +211,7 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
         rec = {"line": self.requestline, "path": self.path,
             "headers": [(k, v) for k, v in self.headers.items()],
             "body": b"", "complete": False, "peer": self.client_address[0],
+            "port": self.client_address[1],
             "seen": seen_secret(self.headers, self.path)}
         with srv.lock:
             srv.requests.append(rec)

@@ -536,6 +536,33 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(rows["/forbidden/seq2"]["decision"], "deny")
         self.assertEqual(rows["/echo/seq4"]["reason"], "credential-misuse")
 
+    def test_streams_share_an_idle_stream_session(self):
+        # Streams of one connection, one after another and then side by
+        # side, to an HTTP/1.1 origin: a stream session that answered waits
+        # idle with its origin connection for the next stream, so the origin
+        # sees few connections, not one per stream.
+        h = H2(self, "bound.test", self.origin.port)
+        for sid in (1, 3, 5):
+            h.request(sid, path="/echo/lane-%d" % sid)
+            st, = h.wait(sid)
+            self.assertEqual(H2.status(st), 200, st)
+        side = list(range(7, 19, 2))      # 6: under max_concurrent_streams
+        for sid in side:
+            h.request(sid, path="/echo/lane-%d" % sid)
+        for st in h.wait(*side):
+            self.assertEqual(H2.status(st), 200, st)
+        h.request(19, path="/echo/lane-19")
+        st, = h.wait(19)
+        self.assertEqual(H2.status(st), 200, st)
+        port = {sid: self.origin.find("/echo/lane-%d" % sid)[0]["port"]
+                for sid in [1, 3, 5, 19] + side}
+        self.assertEqual(port[1], port[3])
+        self.assertEqual(port[3], port[5])
+        # 6 side by side need at most 6 connections; the one after them
+        # finds one of them idle.
+        self.assertLessEqual(len(set(port.values())), 6, port)
+        self.assertIn(port[19], set(port[s] for s in side) | {port[1]})
+
     def test_authority_not_sni(self):
         h = H2(self, "bound.test", self.origin.port)
         h.request(1, path="/echo/auth", authority="plain.test:%d" %
