@@ -500,6 +500,7 @@ h2_stream_data(struct session *k, struct evbuffer *b)
 		return 0;
 	}
 	evbuffer_add_buffer(st->body, b);
+	session_touch(st->c->s);	/* an answer flowing: the connection is not idle */
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
 }

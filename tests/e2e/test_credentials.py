@@ -217,6 +217,10 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
             srv.requests.append(rec)
         self._read_body(rec)
         rec["complete"] = True
+        m = re.match(r"^/echo/drip/([0-9]+)$", self.path)
+        if m:
+            self._drip(int(m.group(1)))
+            return
         m = re.match(r"^/leak/([a-z0-9]+)/([a-z]+)", self.path)
         if m and m.group(1) in ENCODERS:
             self._leak(rec["seen"] or "", m.group(1), m.group(2))
@@ -233,6 +237,19 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _drip(self, n):
+        """n chunks "piece i\\n", half a second apart."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(n):
+            piece = b"piece %d\n" % i
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.flush()
+            time.sleep(0.5)
+        self.wfile.write(b"0\r\n\r\n")
 
     def _leak(self, secret, enc, mode):
         e = ENCODERS[enc](secret)

@@ -563,6 +563,36 @@ class Http2Test(unittest.TestCase):
         self.assertLessEqual(len(set(port.values())), 6, port)
         self.assertIn(port[19], set(port[s] for s in side) | {port[1]})
 
+    def test_answer_flowing_is_not_idle(self):
+        # upstream.idle_timeout closes a connection with no traffic either
+        # way: an answer still coming on a stream is traffic, even while the
+        # client, its window wide open, says nothing. A gateway of its own
+        # with a 1.5 s idle timeout; the origin drips for 3 s.
+        d = os.path.join(self.td.path, "idle-gw")
+        os.makedirs(d)
+        gw = T.Gateway(d, self.dns, {"h2.yaml": POLICY.format(
+            port=self.origin.port, origin=ORIGIN_HOST, nginx=self.nginx.port,
+            grpc=self.grpc.port if self.grpc else 1,
+            other_tok=T.sha256_hex(self.other_tok))},
+            extra={"upstream": {"ca_bundle": self.pki.cert,
+                                "idle_timeout": "1500ms"}})
+        gw.start()
+        self.addCleanup(gw.stop)
+
+        class Via:
+            """What H2 needs of a test, with this gateway."""
+        via = Via()
+        via.gw, via.gw_ca = gw, os.path.join(d, "certs", "ca.crt")
+        via.addCleanup, via.assertEqual = self.addCleanup, self.assertEqual
+        h = H2(via, "plain.test", self.origin.port, window=False)
+        h.request(1, path="/echo/drip/6")
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 200, st)
+        self.assertTrue(st["done"] and st["rst"] is None, st)
+        self.assertEqual(st["data"], b"".join(b"piece %d\n" % i
+                                              for i in range(6)))
+        self.assertFalse(h.closed)
+
     def test_authority_not_sni(self):
         h = H2(self, "bound.test", self.origin.port)
         h.request(1, path="/echo/auth", authority="plain.test:%d" %
