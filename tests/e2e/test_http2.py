@@ -592,6 +592,20 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(st["data"], b"".join(b"piece %d\n" % i
                                               for i in range(6)))
         self.assertFalse(h.closed)
+        # The other way: a body dripping in for 3 s, the origin silent until
+        # it is whole. The stream's session waits for it, not for the origin.
+        h.send(frame(HEADERS, END_HEADERS, 3, h.block(3, "POST",
+                                                      "/echo/slow-up")))
+        for i in range(6):
+            time.sleep(0.5)
+            h.send(frame(DATA, END_STREAM if i == 5 else 0, 3,
+                         b"part %d\n" % i))
+        st, = h.wait(3)
+        self.assertEqual(H2.status(st), 200, st)
+        got, = self.origin.find("/echo/slow-up")
+        self.assertEqual(got["body"], b"".join(b"part %d\n" % i
+                                               for i in range(6)))
+        self.assertFalse(h.closed)
 
     def test_authority_not_sni(self):
         h = H2(self, "bound.test", self.origin.port)
