@@ -551,11 +551,17 @@ test_tamper(void)
 	rc = tampered(src, "UPDATE events SET host = 'x' WHERE id = 2", 0,
 	    pub_a, &res);
 	CHECK(rc == 1 && res.bad_id == 2);
-	/* The checkpoint's head rewritten to match: its signature fails. */
+	/*
+	 * The checkpoint's head rewritten to match: its signature fails. Its
+	 * first two digits become "ab" -- or "cd" when they were "ab" (one
+	 * head in 256), so that the head always changes.
+	 */
 	rc = tampered(src, "UPDATE events SET host = 'x' WHERE id = 2; "
 	    "UPDATE events SET path = replace(path, substr(path, "
-	    "instr(path, 'head=') + 5, 64), 'ab' || substr(path, "
-	    "instr(path, 'head=') + 7, 62)) WHERE id = 4", 2, pub_a, &res);
+	    "instr(path, 'head=') + 5, 64), (CASE WHEN substr(path, "
+	    "instr(path, 'head=') + 5, 2) = 'ab' THEN 'cd' ELSE 'ab' END) || "
+	    "substr(path, instr(path, 'head=') + 7, 62)) WHERE id = 4", 2,
+	    pub_a, &res);
 	CHECK(rc == 1 && res.bad_id == 4);
 	CHECK_MSG(strstr(res.msg, "does not verify") != NULL, "%s", res.msg);
 	/* A forged signature. */
