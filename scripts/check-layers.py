@@ -25,9 +25,10 @@ FOLDER_RANK = {
     "src/parse": 1,
     "src/dns": 2,
     "src/sandbox": 2,
-    "src/proxy": 3,
-    "src/daemon": 4,
-    "src": 5,
+    "src/exchange": 3,
+    "src/proxy": 4,
+    "src/daemon": 5,
+    "src": 6,
 }
 
 TARGETS = ("sgcore.dir", "sandgate.dir")

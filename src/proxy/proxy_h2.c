@@ -222,7 +222,7 @@ child_new(struct h2_stream *st)
 }
 
 /* From session_close: the stream's request session is ending. */
-void
+static void
 h2_child_gone(struct session *k)
 {
 	struct h2_stream *st = k->h2st;
@@ -1051,7 +1051,7 @@ h2_chosen(struct session *s)
 }
 
 /* From session_close: the streams' sessions end with the connection. */
-void
+static void
 h2_free(struct session *s)
 {
 	struct h2_conn *c = s->h2;
@@ -1074,4 +1074,12 @@ h2_free(struct session *s)
 	if (c->pump_ev != NULL)
 		event_free(c->pump_ev);
 	free(c);
+}
+
+void
+h2_closed(struct session *s)
+{
+	if (s->h2st != NULL)
+		h2_child_gone(s);	/* its stream reads what is left */
+	h2_free(s);		/* a connection's streams end with it */
 }

@@ -22,29 +22,6 @@ static void	connect_resolved(struct session *);
 static void	forward_resolved(struct session *);
 static void	request_run(struct session *, const struct http_request *, int);
 
-void
-session_deny(struct session *s, int status, enum sg_reason reason,
-    const char *detail)
-{
-	/* A decision no rule made is named default-deny (docs/policy.md). */
-	if (s->x->verdict.rule[0] == '\0')
-		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "default-deny");
-	if (status == 0)
-		status = reason_status(reason);
-	session_log(s, reason_verdict(reason), status,
-	    reason, s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
-	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
-		socks_deny(s, reason);
-		return;
-	}
-	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP &&
-	    !s->intercepted) {
-		transparent_refuse(s, reason);
-		return;
-	}
-	session_http_error(s, status, reason, detail);
-}
-
 static void
 slice_copy(char *dst, size_t dstlen, const struct http_slice *sl)
 {
@@ -141,224 +118,6 @@ identify(struct session *s, const struct http_request *req)
 	return 0;
 }
 
-/* The placeholder of credential c for this sandbox, swapped for the secret. */
-static int
-swap_into(struct session *s, const struct policy_credential *c,
-    const char *v, size_t len, int query, struct vault_wbuf *out)
-{
-	const struct cred_plan *plan = &s->x->fwd.plan;
-	size_t j;
-	int r;
-
-	for (j = 0; j < plan->n_bound; j++)
-		if (plan->bound[j] == c)
-			break;
-	if (j == plan->n_bound || plan->snap == NULL)
-		return -1;
-	r = vault_swap(plan->snap, c->secret, plan->x->ph[j], v, len, query, out);
-	if (r < 0)
-		return -1;
-	if (r == 0)
-		vault_wbuf_add(out, v, len);
-	return 0;
-}
-
-/* The request target, with the query's placeholder swapped when allowed. */
-static int
-write_target(struct session *s, const struct http_request *req,
-    struct vault_wbuf *h)
-{
-	const char *q = memchr(req->path.p, '?', req->path.len);
-	size_t qoff;
-
-	if (s->x->fwd.plan.query_cred == NULL || q == NULL) {
-		vault_wbuf_add(h, req->path.p, req->path.len);
-		return 0;
-	}
-	qoff = (size_t)(q - req->path.p);
-	vault_wbuf_add(h, req->path.p, qoff);
-	return swap_into(s, s->x->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
-}
-
-/* The request head the origin gets: hop-by-hop removed, Via added. */
-static int
-write_origin_head(struct session *s, const struct http_request *req,
-    int replace_host, struct vault_wbuf *h)
-{
-	const struct cred_plan *plan = &s->x->fwd.plan;
-	char fr[48];
-	size_t i;
-	int v6, fl;
-
-	vault_wbuf_add(h, req->method.p, req->method.len);
-	vault_wbuf_add(h, " ", 1);
-	if (write_target(s, req, h) == -1)
-		return -1;
-	vault_wbuf_add(h, req->version_minor ? " HTTP/1.1\r\n" :
-	    " HTTP/1.0\r\n", 11);
-	if (replace_host) {
-		/* RFC 9112 §3.2.2: the target URI's authority replaces Host. */
-		v6 = memchr(req->host.p, ':', req->host.len) != NULL;
-		vault_wbuf_printf(h, "Host: %s%.*s%s", v6 ? "[" : "",
-		    (int)req->host.len, req->host.p, v6 ? "]" : "");
-		if (req->has_port)
-			vault_wbuf_printf(h, ":%u", req->port);
-		vault_wbuf_add(h, "\r\n", 2);
-	}
-	for (i = 0; i < req->n_headers; i++) {
-		const struct http_header *hd = &req->headers[i];
-		if (!http_header_forwardable(hd, req->headers, req->n_headers))
-			continue;
-		if (replace_host && http_header_is(hd, "Host"))
-			continue;
-		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
-		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
-			continue;
-		if (s->x->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
-			continue;
-		/* No WebSocket extension: compression hides placeholders. */
-		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
-			continue;
-		vault_wbuf_add(h, hd->name.p, hd->name.len);
-		vault_wbuf_add(h, ": ", 2);
-		if (cred_plan_swap(plan, i) != NULL) {
-			if (swap_into(s, cred_plan_swap(plan, i), hd->value.p, hd->value.len,
-			    0, h) == -1)
-				return -1;
-		} else
-			vault_wbuf_add(h, hd->value.p, hd->value.len);
-		vault_wbuf_add(h, "\r\n", 2);
-	}
-	if (plan->n_bound > 0)
-		vault_wbuf_add(h, "Accept-Encoding: identity\r\n", 27);
-	/* The framing the gateway relays by, whatever the client's headers said. */
-	if ((fl = http_framing_header(req->framing, req->content_length, fr,
-	    sizeof(fr))) < 0)
-		return -1;
-	vault_wbuf_add(h, fr, (size_t)fl);
-	if (req->upgrade && !s->x->fwd.drop_upgrade) {
-		const struct http_header *u = http_header_find(req->headers,
-		    req->n_headers, "Upgrade");
-		vault_wbuf_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
-		    (int)u->value.len, u->value.p);
-	} else if (req->version_minor == 0) {
-		vault_wbuf_add(h, "Connection: close\r\n", 19);
-	}
-	vault_wbuf_add(h, req->version_minor ? "Via: 1.1 sandgate\r\n\r\n" :
-	    "Via: 1.0 sandgate\r\n\r\n", 21);
-	return 0;
-}
-
-/*
- * The request's fields for an HTTP/2 origin (proxy_h2_origin.c), swapped by
- * the same plan: "name\0value\0" pairs into h, pseudo-fields first, names
- * lower-case; *n pairs. The origin answers uncompressed on bound hosts.
- */
-int
-http_h2_fields(struct session *s, const struct http_request *req,
-    struct vault_wbuf *h, size_t *n)
-{
-	const struct cred_plan *plan = &s->x->fwd.plan;
-	size_t i, j;
-
-	*n = 0;
-	vault_wbuf_printf(h, ":method%c%.*s%c:scheme%chttps%c:authority%c%.*s%c"
-	    ":path%c", 0, (int)req->method.len, req->method.p, 0, 0, 0, 0,
-	    (int)req->host_header.len, req->host_header.p, 0, 0);
-	if (write_target(s, req, h) == -1)
-		return -1;
-	vault_wbuf_printf(h, "%cte%ctrailers%c", 0, 0, 0);
-	*n = 5;
-	for (i = 0; i < req->n_headers; i++) {
-		const struct http_header *hd = &req->headers[i];
-		if (!http_header_forwardable(hd, req->headers, req->n_headers) ||
-		    http_header_is(hd, "Host") || http_header_is(hd, "TE"))
-			continue;
-		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
-		    http_header_is(hd, "grpc-accept-encoding")))
-			continue;
-		for (j = 0; j < hd->name.len; j++) {
-			char c = (char)tolower((unsigned char)hd->name.p[j]);
-			vault_wbuf_add(h, &c, 1);
-		}
-		vault_wbuf_add(h, "", 1);
-		if (cred_plan_swap(plan, i) != NULL) {
-			if (swap_into(s, cred_plan_swap(plan, i), hd->value.p,
-			    hd->value.len, 0, h) == -1)
-				return -1;
-		} else
-			vault_wbuf_add(h, hd->value.p, hd->value.len);
-		vault_wbuf_add(h, "", 1);
-		(*n)++;
-	}
-	if (plan->n_bound > 0) {
-		vault_wbuf_printf(h, "grpc-accept-encoding%cidentity%c"
-		    "accept-encoding%cidentity%c", 0, 0, 0, 0);
-		*n += 2;
-	}
-	return 0;
-}
-
-/*
- * The head is built whole in a vault_wbuf and goes to the origin by
- * reference: the swapped secret is never in memory that is not wiped
- * (docs/credentials.md, "Where a secret value is in memory").
- */
-static int
-build_origin_head(struct session *s, const struct http_request *req,
-    int replace_host)
-{
-	struct vault_wbuf *h;
-
-	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
-		return -1;
-	evbuffer_drain(s->pending_head, evbuffer_get_length(s->pending_head));
-	if ((h = vault_wbuf_new()) == NULL)
-		return -1;
-	if (write_origin_head(s, req, replace_host, h) == -1 ||
-	    vault_wbuf_hand(h, s->pending_head) == -1) {
-		vault_wbuf_free(h);
-		return -1;
-	}
-	return 0;
-}
-
-/* Placeholders: swapped where they belong, refused everywhere else. */
-static int
-cred_check(struct session *s, const struct http_request *req)
-{
-	enum sg_reason reason;
-	char detail[256];
-
-	if (cred_request(s, req, &s->x->fwd.plan, &reason) == 0)
-		return ws_request_check(s, req);
-	if (reason == REASON_KEEPER_UNAVAILABLE)
-		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: the key keeper is not available", s->x->fwd.plan.cred);
-	else if (reason == REASON_CRED_UNAVAILABLE)
-		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: its secret is not loaded", s->x->fwd.plan.cred);
-	else
-		snprintf(detail, sizeof(detail), "credential %s may not be used "
-		    "here", s->x->fwd.plan.cred);
-	/* The table's status: 403 for misuse, 502 / 503 for what failed. */
-	session_deny(s, 0, reason, detail);
-	return -1;
-}
-
-void
-forward_prepare(struct session *s, const struct http_request *req)
-{
-	struct forward *f = &s->x->fwd;
-
-	f->req_framing = req->framing;
-	f->req_left = req->content_length;
-	http_chunked_init(&f->req_chunk);
-	f->upgrade = req->upgrade && !f->drop_upgrade;
-	f->client_keep_alive = req->keep_alive && !f->upgrade;
-	f->client_minor = req->version_minor;
-}
-
 /*
  * "host[:port]" of an absolute-form target (scheme "://" authority path):
  * inside a tunnel it must name the tunnel as the Host header must, or an
@@ -409,7 +168,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 0, r, detail);
 		return;
 	}
-	if (cred_check(s, req) == -1)
+	if (request_cred_check(s, req) == -1)
 		return;
 	if (s->h2_grpc) {
 		/* gRPC needs HTTP/2 to the origin (trailers). */
@@ -417,7 +176,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		h2o_request(s, req, n, 1);
 		return;
 	}
-	if (build_origin_head(s, req, 0) == -1) {
+	if (request_build_head(s, req, 0) == -1) {
 		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
@@ -495,9 +254,9 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 0, r, detail);
 		return;
 	}
-	if (cred_check(s, req) == -1)
+	if (request_cred_check(s, req) == -1)
 		return;
-	if (build_origin_head(s, req, 1) == -1) {
+	if (request_build_head(s, req, 1) == -1) {
 		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
@@ -541,8 +300,8 @@ request_reset(struct session *s)
 	s->has_ident = 0;
 }
 
-static void
-handle_head(struct session *s)
+void
+http_head_read(struct session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->cbev);
 	struct http_request req;
@@ -667,53 +426,4 @@ http_stream_request(struct session *s, const struct http_request *req)
 	if (s->intercepted)
 		session_mark(s, MARK_REQUEST);
 	request_run(s, req, 0);
-}
-
-void
-http_client_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct session *s = arg;
-
-	session_touch(s);
-	if (s->intercepted)
-		proxy_tls_read_size(bev);
-	switch (s->state) {
-	case S_HEAD:
-		if (h2_chosen(s)) {
-			h2_start(s);
-			break;
-		}
-		handle_head(s);
-		break;
-	case S_FORWARD:
-		if (s->h2o != NULL)
-			h2o_client_read(s);
-		else
-			forward_client_read(s);
-		break;
-	case S_SNIFF:
-		tunnel_sniff(s);
-		break;
-	case S_SOCKS_GREETING:
-	case S_SOCKS_AUTH:
-	case S_SOCKS_REQUEST:
-		socks_read(s);
-		break;
-	default:
-		break;
-	}
-}
-
-void
-http_next_request(struct session *s)
-{
-	s->state = S_HEAD;
-	/* A stream's next head comes as fields (http_stream_request). */
-	if (s->cbev == NULL)
-		return;
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
-	    session_client_event_cb, s);
-	bufferevent_enable(s->cbev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
-		handle_head(s);
 }

@@ -99,7 +99,7 @@ ingress_start(struct session *s)
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
 	    s->p->cfg->max_header_bytes + 1024);
-	bufferevent_setcb(f, http_client_read_cb, NULL, session_client_event_cb, s);
+	bufferevent_setcb(f, s->p->fe->client_read, NULL, session_client_event_cb, s);
 	bufferevent_enable(f, EV_READ | EV_WRITE);
 }
 

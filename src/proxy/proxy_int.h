@@ -139,6 +139,7 @@ struct proxy {
 	atomic_ullong		 n_reload_err;
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 	struct proxy_watch	*watch;		/* policies_watch, main thread */
+	const struct front_ops	*fe;		/* the front-ends, handed down (proxy_new) */
 	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
 	void			*on_free_arg;
 };
@@ -416,6 +417,8 @@ int		 forward_body_decode(enum http_framing, uint64_t *left,
  * released): a second later, freed pages go back to the system.
  */
 void		 proxy_worker_trim(struct worker *);
+/* proxy_worker.c: the worker's trim_ev (malloc_trim). */
+void		 proxy_worker_trim_cb(evutil_socket_t, short, void *);
 
 /* proxy_session.c */
 struct session	*session_new(struct worker *, enum listener_kind,
@@ -474,9 +477,13 @@ void		 session_fair_release(struct session *);
 void		 session_head_begin(struct session *);
 void		 session_head_done(struct session *);
 
-/* proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP). */
-void		 http_client_read_cb(struct bufferevent *, void *);
-void		 http_next_request(struct session *);
+/*
+ * proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP):
+ * what the client's input holds of the next one, decided once whole.
+ */
+void		 http_head_read(struct session *);
+/* proxy_front.c: the front-ends as the exchange layer calls them. */
+extern const struct front_ops proxy_front_ops;
 /* An HTTP/2 stream's request, from its fields: a new exchange, decided. */
 void		 http_stream_request(struct session *, const struct http_request *);
 /* Log the denial and answer it in the session's protocol, then close. */
@@ -485,7 +492,7 @@ void		 session_deny(struct session *, int status, enum sg_reason,
 
 /* proxy_forward.c: one request to the origin and its response back. */
 void		 forward_start(struct session *);
-/* The request's framing and keep-alive into s->x->fwd (proxy_http.c). */
+/* The request's framing and keep-alive into s->x->fwd (proxy_request.c). */
 void		 forward_prepare(struct session *, const struct http_request *);
 void		 forward_client_read(struct session *);
 /* proxy_exchange.c */
@@ -668,9 +675,8 @@ struct h2_stream;
 /* 1 when the client chose h2 in ALPN (looked at once per connection). */
 int		 h2_chosen(struct session *);
 void		 h2_start(struct session *);
-/* From session_close. */
-void		 h2_free(struct session *);
-void		 h2_child_gone(struct session *);
+/* From session_close (front_ops.closed). */
+void		 h2_closed(struct session *);
 /*
  * A stream session answers its stream with these, never with HTTP/1.1
  * text: the response head -- as an HTTP/2 origin's fields (nv as nghttp2
@@ -721,14 +727,25 @@ struct h2up;
 void		 h2up_release(struct session *);
 /* The client connection of a stream session (proxy_h2.c), or NULL. */
 struct session	*h2_parent(struct session *);
-/* proxy_http.c: the request's fields for it, swapped ("name\0value\0" pairs). */
+/* proxy_request.c: the request's fields for it, swapped ("name\0value\0" pairs). */
 struct vault_wbuf;
 int		 http_h2_fields(struct session *, const struct http_request *,
 		    struct vault_wbuf *, size_t *n);
 
+/*
+ * proxy_request.c: the credential plan of a decided request (placeholders
+ * swapped where they belong, refused elsewhere: answered, -1), and its
+ * head for the origin in s->pending_head (replace_host: Host names the
+ * target): 0, or -1 out of memory.
+ */
+int		 request_cred_check(struct session *, const struct http_request *);
+int		 request_build_head(struct session *, const struct http_request *,
+		    int replace_host);
+
 /* proxy_tunnel.c */
 void		 tunnel_start(struct session *);
 void		 tunnel_sniff(struct session *);
+/* proxy_relay.c: the decided, connected tunnel's bytes both ways. */
 void		 relay_start(struct session *);
 /*
  * An opaque rule's origin speaks to the client while the client's first
@@ -739,5 +756,92 @@ void		 tunnel_origin_speaks(struct session *);
 int		 splice_ready(const struct session *);
 int		 splice_start(struct session *);
 void		 splice_free(struct session *);
+
+/*
+ * What the layer below the front-ends (the exchange: decide, forward,
+ * credentials, origins, relays) needs of them, handed down once by
+ * proxy_new() as p->fe: that layer never names a front-end's function, so
+ * calls run one way (docs/architecture.md, "Layers";
+ * scripts/check-layers.py).
+ */
+struct front_ops {
+	/* A new connection's first step for its listener (may close it). */
+	void		(*start)(struct session *);
+	/* Reads request heads from the client (HTTP/1.1). */
+	bufferevent_data_cb client_read;
+	/* A response is done and the connection is kept: the next request. */
+	void		(*next_request)(struct session *);
+	/* Refusals in the listener's own protocol before any HTTP. */
+	void		(*socks_refuse)(struct session *, enum sg_reason);
+	void		(*transparent_refuse)(struct session *, enum sg_reason);
+	/* From session_close: a connection's streams, a stream's place. */
+	void		(*closed)(struct session *);
+	/* An HTTP/2 stream's answer and request body (proxy_h2.c, h2_stream_*). */
+	int		(*stream_head)(struct session *, const nghttp2_nv *, size_t,
+			    int);
+	int		(*stream_response)(struct session *,
+			    const struct http_response *);
+	int		(*stream_data)(struct session *, struct evbuffer *);
+	int		(*stream_end)(struct session *, const nghttp2_nv *, size_t);
+	size_t		(*stream_pending)(struct session *);
+	int		(*stream_full)(struct session *);
+	struct evbuffer	*(*stream_body)(struct session *);
+	int		(*stream_body_end)(struct session *, const char **,
+			    size_t *);
+	void		(*stream_poke)(struct session *);
+	struct session	*(*stream_parent)(struct session *);
+};
+
+/* The exchange layer's way to a stream's front-end (see struct front_ops). */
+static inline int
+fe_stream_head(struct session *s, const nghttp2_nv *nv, size_t n, int end)
+{
+	return s->p->fe->stream_head(s, nv, n, end);
+}
+static inline int
+fe_stream_response(struct session *s, const struct http_response *r)
+{
+	return s->p->fe->stream_response(s, r);
+}
+static inline int
+fe_stream_data(struct session *s, struct evbuffer *b)
+{
+	return s->p->fe->stream_data(s, b);
+}
+static inline int
+fe_stream_end(struct session *s, const nghttp2_nv *nv, size_t n)
+{
+	return s->p->fe->stream_end(s, nv, n);
+}
+static inline size_t
+fe_stream_pending(struct session *s)
+{
+	return s->p->fe->stream_pending(s);
+}
+static inline int
+fe_stream_full(struct session *s)
+{
+	return s->p->fe->stream_full(s);
+}
+static inline struct evbuffer *
+fe_stream_body(struct session *s)
+{
+	return s->p->fe->stream_body(s);
+}
+static inline int
+fe_stream_body_end(struct session *s, const char **tr, size_t *len)
+{
+	return s->p->fe->stream_body_end(s, tr, len);
+}
+static inline void
+fe_stream_poke(struct session *s)
+{
+	s->p->fe->stream_poke(s);
+}
+static inline struct session *
+fe_stream_parent(struct session *s)
+{
+	return s->p->fe->stream_parent(s);
+}
 
 #endif

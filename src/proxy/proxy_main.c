@@ -31,18 +31,6 @@
 static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
     "transparent", "ingress" };
 
-struct policy *
-proxy_policy_get(struct proxy *p)
-{
-	struct policy *pol;
-
-	pthread_mutex_lock(&p->pol_mtx);
-	pol = p->pol;
-	policy_ref(pol);
-	pthread_mutex_unlock(&p->pol_mtx);
-	return pol;
-}
-
 static int
 listen_socket_type(const struct config_listen *l, int type)
 {
@@ -143,27 +131,6 @@ accept_error_cb(struct evconnlistener *lev, void *arg)
 	log_warnx("accept: %s", strerror(e));
 }
 
-/*
- * glibc keeps freed small blocks in its heap, resident: after idle origin
- * connections are released (upstream.keepalive_timeout), their pages are
- * given back, as HAProxy does when it purges its pools. At most once a
- * second per worker, and only after such a release.
- */
-static void
-trim_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)malloc_trim(0);
-}
-
-void
-proxy_worker_trim(struct worker *w)
-{
-	static const struct timeval tv = { 1, 0 };
-
-	if (w->trim_ev != NULL && !evtimer_pending(w->trim_ev, NULL))
-		evtimer_add(w->trim_ev, &tv);
-}
-
 static void *
 worker_main(void *arg)
 {
@@ -191,7 +158,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	}
 	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL ||
 	    (w->evict_ev = event_new(w->base, -1, 0, proxy_fair_evict_cb,
-	    w)) == NULL || (w->trim_ev = evtimer_new(w->base, trim_cb,
+	    w)) == NULL || (w->trim_ev = evtimer_new(w->base, proxy_worker_trim_cb,
 	    w)) == NULL)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
@@ -332,6 +299,7 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	}
 	p->cfg = cfg;
 	p->pol = pol;
+	p->fe = &proxy_front_ops;
 	p->audit = parts->audit;
 	p->ship = parts->ship;
 	p->ca = parts->ca;
@@ -397,80 +365,6 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 fail:
 	proxy_free(p);
 	return NULL;
-}
-
-/* One warning line per key, then the summary naming them all. */
-static void
-reload_log_restart(const struct proxy_reload_info *ri, const char *sum)
-{
-	char keys[1024];
-	size_t i, off = 0;
-	int n;
-
-	keys[0] = '\0';
-	for (i = 0; i < ri->n_restart; i++) {
-		log_warnx("reload: %s needs a restart: the running value stays",
-		    ri->restart[i]);
-		n = snprintf(keys + off, sizeof(keys) - off, "%s%s",
-		    i > 0 ? ", " : "", ri->restart[i]);
-		if (n < 0 || (size_t)n >= sizeof(keys) - off)
-			break;
-		off += (size_t)n;
-	}
-	log_info("reload: policies applied (%s); needs a restart: %s", sum,
-	    keys);
-}
-
-int
-proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
-{
-	struct proxy_reload_info own_info;
-	struct config *ncfg;
-	struct policy *npol, *old;
-	struct diag own, *d = errs != NULL ? errs : &own;
-	struct proxy_reload_info *ri = info != NULL ? info : &own_info;
-	char sum[256], line[2048];
-	size_t i;
-
-	diag_init(&own);
-	ncfg = config_load(p->cfg->file, d);
-	npol = ncfg != NULL ? policy_load(ncfg, d) : NULL;
-	if (npol == NULL) {
-		for (i = 0; i < d->n; i++) {
-			(void)diag_format(&d->v[i], line, sizeof(line));
-			log_warnx("reload: %s", line);
-		}
-		log_warnx("reload failed with %zu error%s; the previous policy "
-		    "stays in force", d->n, d->n == 1 ? "" : "s");
-		diag_free(&own);
-		config_free(ncfg);
-		atomic_fetch_add(&p->n_reload_err, 1);
-		return -1;
-	}
-	diag_free(&own);
-	/*
-	 * Listeners, paths, timeouts and limits need a restart; only policies
-	 * swap. p->cfg stays the running config, so a key stays named on every
-	 * reload until a restart applies it.
-	 */
-	ri->n_restart = config_restart_keys(p->cfg, ncfg, ri->restart,
-	    PROXY_RELOAD_MAX_KEYS);
-	if (ri->n_restart > PROXY_RELOAD_MAX_KEYS)
-		ri->n_restart = PROXY_RELOAD_MAX_KEYS;
-	config_free(ncfg);
-	pthread_mutex_lock(&p->pol_mtx);
-	old = p->pol;
-	p->pol = npol;
-	pthread_mutex_unlock(&p->pol_mtx);
-	policy_unref(old);
-	cred_policy_changed(p, npol);
-	policy_summary(npol, sum, sizeof(sum));
-	if (ri->n_restart > 0)
-		reload_log_restart(ri, sum);
-	else
-		log_info("reload: new policy in force: %s", sum);
-	atomic_fetch_add(&p->n_reload_ok, 1);
-	return 0;
 }
 
 static void
@@ -674,11 +568,6 @@ proxy_free(struct proxy *p)
 	free(p);
 }
 
-const struct config *
-proxy_config(struct proxy *p)
-{
-	return p->cfg;
-}
 
 struct event_base *
 proxy_main_base(struct proxy *p)

@@ -154,7 +154,7 @@ named_resolved(struct session *s)
 			session_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
-		http_next_request(s);
+		s->p->fe->next_request(s);
 		return;
 	}
 	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||

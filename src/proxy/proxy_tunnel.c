@@ -14,9 +14,6 @@
 #include "vault/keeper.h"
 #include "parse/tls_sni.h"
 
-static void	relay_read_cb(struct bufferevent *, void *);
-static void	relay_write_cb(struct bufferevent *, void *);
-static void	relay_event_cb(struct bufferevent *, short, void *);
 
 /* A fatal TLS alert, access_denied(49), in a TLS 1.2-framed record. */
 static const unsigned char tls_alert_access_denied[] = {
@@ -80,11 +77,11 @@ sniff_begin(struct session *s)
 		return;
 	}
 	evtimer_add(s->timer, &tv);
-	bufferevent_setcb(s->cbev, http_client_read_cb, s->obev != NULL ?
+	bufferevent_setcb(s->cbev, s->p->fe->client_read, s->obev != NULL ?
 	    sniff_client_write_cb : NULL, session_client_event_cb, s);
 	bufferevent_enable(s->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
-		tunnel_sniff(s);
+		s->p->fe->client_read(s->cbev, s);	/* the bytes already there */
 }
 
 /* An opaque tunnel's origin, while the client's first bytes are awaited. */
@@ -125,7 +122,7 @@ tunnel_origin_speaks(struct session *s)
 	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
 	    sniff_origin_event_cb, s);
 	bufferevent_enable(s->obev, EV_READ);
-	bufferevent_setcb(s->cbev, http_client_read_cb, sniff_client_write_cb,
+	bufferevent_setcb(s->cbev, s->p->fe->client_read, sniff_client_write_cb,
 	    session_client_event_cb, s);
 }
 
@@ -203,10 +200,6 @@ tunnel_sniff(struct session *s)
 	const uint8_t *p;
 	int r;
 
-	if (s->kind == KIND_TRANSPARENT) {
-		transparent_sniff(s);
-		return;
-	}
 	if (len == 0)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
@@ -232,7 +225,7 @@ tunnel_sniff(struct session *s)
 			session_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
-		http_next_request(s);
+		s->p->fe->next_request(s);
 		return;
 	}
 	if (s->x->verdict.opaque && s->obev != NULL) {
@@ -246,127 +239,4 @@ tunnel_sniff(struct session *s)
 	}
 	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
 	    "tunnel bytes are neither TLS nor HTTP and the rule is not opaque");
-}
-
-void
-relay_start(struct session *s)
-{
-	if (upstream_guard(s) == -1)
-		return;
-	s->state = S_RELAY;
-	if (s->timer != NULL)
-		evtimer_del(s->timer);
-	bufferevent_setcb(s->cbev, relay_read_cb, relay_write_cb,
-	    relay_event_cb, s);
-	bufferevent_setcb(s->obev, relay_read_cb, relay_write_cb,
-	    relay_event_cb, s);
-	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
-	if (!s->intercepted) {
-		/* Bulk moves in large reads and writes: a quarter of the calls. */
-		bufferevent_set_max_single_read(s->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_read(s->obev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_write(s->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_write(s->obev, PROXY_RELAY_IO);
-	}
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
-	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
-	/* Bytes that arrived before the tunnel opened (the ClientHello) go first. */
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
-		relay_read_cb(s->cbev, s);
-	if (!s->closing && s->obev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
-		relay_read_cb(s->obev, s);
-}
-
-static struct bufferevent *
-relay_peer(struct session *s, struct bufferevent *bev)
-{
-	return bev == s->cbev ? s->obev : s->cbev;
-}
-
-/* Both directions ended and everything was written: the tunnel is done. */
-static int
-relay_maybe_done(struct session *s)
-{
-	if (s->eof_client && s->eof_origin &&
-	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0) {
-		session_close(s, CLOSE_DONE);
-		return 1;
-	}
-	return 0;
-}
-
-static void
-relay_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct session *s = arg;
-	struct bufferevent *peer = relay_peer(s, bev);
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer *out = bufferevent_get_output(peer);
-	size_t n = evbuffer_get_length(in);
-
-	session_touch(s);
-	evbuffer_add_buffer(out, in);
-	if (bev == s->cbev)
-		s->bytes_up += n;
-	else
-		s->bytes_down += n;
-	if (evbuffer_get_length(out) > PROXY_HWM)
-		bufferevent_disable(bev, EV_READ);	/* relay_write_cb resumes */
-}
-
-static void
-relay_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct session *s = arg;
-	struct bufferevent *peer = relay_peer(s, bev);
-	int peer_eof = bev == s->cbev ? s->eof_origin : s->eof_client;
-
-	/* Output drained: the reading side may go on, or the half-close follows. */
-	if (!peer_eof && splice_ready(s) && splice_start(s) == 0)
-		return;
-	if (!peer_eof)
-		bufferevent_enable(peer, EV_READ);
-	else {
-		if (!s->intercepted)
-			shutdown(bufferevent_getfd(bev), SHUT_WR);
-		relay_maybe_done(s);
-	}
-}
-
-static void
-relay_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct session *s = arg;
-	struct bufferevent *peer = relay_peer(s, bev);
-
-	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s,
-		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
-		    bev == s->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
-		return;
-	}
-	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-		relay_read_cb(bev, s);
-	if (bev == s->cbev)
-		s->eof_client = 1;
-	else
-		s->eof_origin = 1;
-	bufferevent_disable(bev, EV_READ);
-	if (s->intercepted) {
-		/* TLS has no half-close: what is queued goes out, then both close. */
-		s->eof_client = s->eof_origin = 1;
-		if (bev == s->obev) {
-			/* What the origin sent goes out, then close_notify. */
-			session_finish(s, CLOSE_DONE);
-			return;
-		}
-		session_close(s, CLOSE_DONE);
-		return;
-	}
-	if (evbuffer_get_length(bufferevent_get_output(peer)) == 0)
-		shutdown(bufferevent_getfd(peer), SHUT_WR);
-	relay_maybe_done(s);
 }

@@ -495,7 +495,7 @@ vault_contains_placeholder(const char *placeholder, const char *value,
 /*
  * The user:pass of a "Basic <token>" value decoded as loosely as
  * vault_contains_placeholder() reads it, for a caller that looks for many
- * placeholders at once (src/proxy/cred_phs.c).
+ * placeholders at once (src/exchange/cred_phs.c).
  */
 int
 vault_basic_loose(const char *value, size_t len, unsigned char **out,

@@ -18,7 +18,7 @@
 #endif
 
 #include "check.h"
-#include "proxy/cred_phs.h"
+#include "exchange/cred_phs.h"
 #include "vault/vault.h"
 #include "vault/vault_int.h"
 

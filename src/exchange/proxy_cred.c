@@ -16,7 +16,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/cred_phs.h"
+#include "exchange/cred_phs.h"
 #include "proxy/proxy_int.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"

@@ -350,7 +350,7 @@ response_head(struct h2o *o, int end)
 		evbuffer_free(o->fields);
 		o->fields = NULL;
 	}
-	if (h2_stream_head(s, nv, n, end) == -1) {
+	if (fe_stream_head(s, nv, n, end) == -1) {
 		evbuffer_free(mem);
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "stream gone");
 		return;
@@ -373,7 +373,7 @@ response_end(struct h2o *o)
 		struct evbuffer *clean = evbuffer_new();
 
 		if (clean == NULL || vault_scrub_finish(o->scrub, clean) == -1 ||
-		    h2_stream_data(o->s, clean) == -1) {
+		    fe_stream_data(o->s, clean) == -1) {
 			if (clean != NULL)
 				evbuffer_free(clean);
 			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
@@ -385,7 +385,7 @@ response_end(struct h2o *o)
 		h2o_fail(o, 502, REASON_UPSTREAM_ENCODING, "compressed trailers");
 		return;
 	}
-	if (h2_stream_end(o->s, nv, n) == -1) {
+	if (fe_stream_end(o->s, nv, n) == -1) {
 		evbuffer_free(mem);
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "stream gone");
 		return;
@@ -428,7 +428,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 		} else
 			evbuffer_add(out, data, len);
 		s->x->fwd.bytes_down += len;
-		if (h2_stream_data(s, out) == -1) {
+		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
 		}
@@ -469,7 +469,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_free(clean);
 		}
 		s->x->fwd.bytes_down += 5 + mlen;
-		if (h2_stream_data(s, out) == -1) {
+		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
 		}
@@ -494,7 +494,7 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 		return 0;
 	}
 	/* The window comes back as the client takes the bytes (h2o_resume). */
-	if (h2_stream_pending(o->s) <= H2O_BUF)
+	if (fe_stream_pending(o->s) <= H2O_BUF)
 		nghttp2_session_consume(ng, id, len);
 	else
 		o->unconsumed += len;
@@ -654,7 +654,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	}
 	/* Room again: more of the stream's body, from the loop. */
 	if (evbuffer_get_length(o->ready) < H2O_BUF / 2)
-		h2_stream_poke(o->s);
+		fe_stream_poke(o->s);
 	return n;
 }
 
@@ -667,13 +667,13 @@ static int
 body_decode(struct h2o *o)
 {
 	struct forward *f = &o->s->x->fwd;
-	struct evbuffer *in = h2_stream_body(o->s);
+	struct evbuffer *in = fe_stream_body(o->s);
 	size_t avail;
 	int ended;
 
 	if (in == NULL)
 		return -1;
-	ended = h2_stream_body_end(o->s, NULL, NULL);
+	ended = fe_stream_body_end(o->s, NULL, NULL);
 	avail = evbuffer_get_length(in);
 	if (f->req_framing == HTTP_BODY_LENGTH) {
 		if (avail > f->req_left || (ended && avail < f->req_left))
@@ -727,7 +727,7 @@ h2o_resume(struct session *s)
 	struct h2o *o = s->h2o;
 
 	if (o == NULL || o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
-	    h2_stream_pending(s) > H2O_BUF / 2)
+	    fe_stream_pending(s) > H2O_BUF / 2)
 		return;
 	nghttp2_session_consume(o->up->ng, o->sid, o->unconsumed);
 	o->unconsumed = 0;
@@ -1047,7 +1047,7 @@ h2o_connected(struct session *s)
 		return;
 	}
 	/* The client connection keeps it for its next streams. */
-	if ((owner = h2_parent(s)) != NULL && owner->h2up == NULL)
+	if ((owner = fe_stream_parent(s)) != NULL && owner->h2up == NULL)
 		h2up_owner(up, owner);
 	h2o_start(o, up);
 }
@@ -1056,7 +1056,7 @@ h2o_connected(struct session *s)
 static struct h2up *
 h2up_for(struct session *s)
 {
-	struct session *owner = h2_parent(s);
+	struct session *owner = fe_stream_parent(s);
 	struct origin_bind want;
 	struct h2up *up;
 

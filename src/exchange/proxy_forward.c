@@ -167,7 +167,7 @@ forward_start(struct session *s)
 	 * stream's session has no client socket: its stream hands the body on.
 	 */
 	if (s->cbev != NULL) {
-		bufferevent_setcb(s->cbev, http_client_read_cb, client_write_cb,
+		bufferevent_setcb(s->cbev, s->p->fe->client_read, client_write_cb,
 		    session_client_event_cb, s);
 		bufferevent_enable(s->cbev, EV_READ);
 	}
@@ -342,7 +342,7 @@ static void
 stream_client_read(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
-	struct evbuffer *in = h2_stream_body(s), *out;
+	struct evbuffer *in = fe_stream_body(s), *out;
 	const char *tr;
 	size_t avail, hold, trlen;
 	int ended, n;
@@ -352,7 +352,7 @@ stream_client_read(struct session *s)
 	out = bufferevent_get_output(s->obev);
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return;		/* origin_write_cb comes back */
-	ended = h2_stream_body_end(s, &tr, &trlen);
+	ended = fe_stream_body_end(s, &tr, &trlen);
 	avail = evbuffer_get_length(in);
 	if ((f->req_framing == HTTP_BODY_LENGTH && (avail > f->req_left ||
 	    (ended && avail < f->req_left))) ||
@@ -459,7 +459,7 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 	if (s->state != S_FORWARD || s->x->fwd.req_done)
 		return;
 	if (s->h2_child)
-		h2_stream_poke(s);	/* from the loop, as the stream's bytes come */
+		fe_stream_poke(s);	/* from the loop, as the stream's bytes come */
 	else
 		bufferevent_enable(s->cbev, EV_READ);
 }
@@ -534,7 +534,7 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 	if (n == 0)
 		return;
 	if (s->h2_child) {
-		(void)h2_stream_data(s, clean);	/* a gone stream: its end says so */
+		(void)fe_stream_data(s, clean);	/* a gone stream: its end says so */
 		return;
 	}
 	out = bufferevent_get_output(s->cbev);
@@ -731,7 +731,7 @@ stream_head(struct session *s, const struct http_response *r)
 		c = *r;
 		if (s->x->fwd.scrub != NULL)
 			c.framing = HTTP_BODY_CHUNKED;
-		return h2_stream_response(s, &c);
+		return fe_stream_response(s, &c);
 	}
 	if ((mem = evbuffer_new()) == NULL)
 		return -1;
@@ -749,7 +749,7 @@ stream_head(struct session *s, const struct http_response *r)
 	}
 	if (s->x->fwd.scrub != NULL)
 		c.framing = HTTP_BODY_CHUNKED;
-	rv = h2_stream_response(s, &c);
+	rv = fe_stream_response(s, &c);
 	evbuffer_free(mem);
 	return rv;
 }
@@ -894,7 +894,7 @@ stream_body(struct session *s, struct evbuffer *src, int *done)
 		return -1;
 	}
 	if (evbuffer_get_length(payload) > 0)
-		(void)h2_stream_data(s, payload);	/* a gone stream: its end says so */
+		(void)fe_stream_data(s, payload);	/* a gone stream: its end says so */
 	evbuffer_free(payload);
 	return (ssize_t)used;
 }
@@ -939,7 +939,7 @@ origin_body(struct session *s)
 		}
 		return;
 	}
-	if (s->h2_child ? h2_stream_full(s) : evbuffer_get_length(out) >
+	if (s->h2_child ? fe_stream_full(s) : evbuffer_get_length(out) >
 	    PROXY_HWM)
 		bufferevent_disable(s->obev, EV_READ);	/* forward_resume resumes */
 }
@@ -1081,7 +1081,7 @@ forward_done(struct session *s)
 	struct forward *f = &s->x->fwd;
 
 	if (s->h2_child)
-		(void)h2_stream_end(s, NULL, 0);
+		(void)fe_stream_end(s, NULL, 0);
 	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
 	    f->bytes_down, &f->started);
 	cred_plan_clear(&f->plan);
@@ -1101,5 +1101,5 @@ forward_done(struct session *s)
 		session_finish(s, CLOSE_DONE);
 		return;
 	}
-	http_next_request(s);
+	s->p->fe->next_request(s);
 }

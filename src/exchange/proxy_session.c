@@ -70,7 +70,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	}
 	s->pol = proxy_policy_get(s->p);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
-	bufferevent_setcb(s->cbev, http_client_read_cb, NULL, session_client_event_cb, s);
+	bufferevent_setcb(s->cbev, s->p->fe->client_read, NULL, session_client_event_cb, s);
 	/* A whole request head must fit before reads pause. */
 	bufferevent_setwatermark(s->cbev, EV_READ, 0,
 	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
@@ -82,10 +82,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 		session_head_begin(s);
 	if (session_fair_source(s) == -1)
 		return s;	/* refused and answered: the caller only counts */
-	if (s->kind == KIND_TRANSPARENT)
-		transparent_start(s);	/* may close s: the caller only counts */
-	else if (s->kind == KIND_INGRESS)
-		ingress_start(s);	/* TLS on the listener; may close s */
+	s->p->fe->start(s);	/* may close s: the caller only counts */
 	return s;
 }
 
@@ -110,7 +107,7 @@ session_adopt(struct session *s)
 	atomic_fetch_add(&s->p->n_conns, 1);
 	TAILQ_INSERT_TAIL(&s->w->sessions, s, entry);
 	if (s->cbev != NULL) {
-		bufferevent_setcb(s->cbev, http_client_read_cb, NULL,
+		bufferevent_setcb(s->cbev, s->p->fe->client_read, NULL,
 		    session_client_event_cb, s);
 		bufferevent_setwatermark(s->cbev, EV_READ, 0,
 		    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
@@ -241,9 +238,7 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->finish_ev != NULL)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
-	if (s->h2st != NULL)
-		h2_child_gone(s);	/* its stream reads what is left */
-	h2_free(s);		/* a connection's streams end with it */
+	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
 	h2o_free(s);		/* a stream's HTTP/2 origin session */
 	h2up_release(s);	/* an h2 connection's origin connection */
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
@@ -446,11 +441,11 @@ stream_error(struct session *s, int status, const char *reason,
 	r.n_headers = n;
 	r.framing = HTTP_BODY_LENGTH;
 	r.content_length = len;
-	if (h2_stream_response(s, &r) == -1 || (b = evbuffer_new()) == NULL)
+	if (fe_stream_response(s, &r) == -1 || (b = evbuffer_new()) == NULL)
 		return;
 	evbuffer_add(b, body, len);
-	(void)h2_stream_data(s, b);
-	(void)h2_stream_end(s, NULL, 0);
+	(void)fe_stream_data(s, b);
+	(void)fe_stream_end(s, NULL, 0);
 	evbuffer_free(b);
 }
 
@@ -692,4 +687,27 @@ session_tunnel_http(struct session *s)
 	s->tun->n_addrs = s->x->n_addrs;
 	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
 	return 0;
+}
+
+void
+session_deny(struct session *s, int status, enum sg_reason reason,
+    const char *detail)
+{
+	/* A decision no rule made is named default-deny (docs/policy.md). */
+	if (s->x->verdict.rule[0] == '\0')
+		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "default-deny");
+	if (status == 0)
+		status = reason_status(reason);
+	session_log(s, reason_verdict(reason), status,
+	    reason, s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
+	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
+		s->p->fe->socks_refuse(s, reason);
+		return;
+	}
+	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP &&
+	    !s->intercepted) {
+		s->p->fe->transparent_refuse(s, reason);
+		return;
+	}
+	session_http_error(s, status, reason, detail);
 }

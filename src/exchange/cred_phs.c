@@ -20,7 +20,7 @@
 #include <strings.h>
 
 #include "core/util.h"
-#include "proxy/cred_phs.h"
+#include "exchange/cred_phs.h"
 #include "vault/vault.h"
 
 /* Under ASan, a slot not handed out is poisoned, as freed heap memory is. */

@@ -19,10 +19,10 @@ fair_answer(struct session *s, const char *detail)
 {
 	switch (s->kind) {
 	case KIND_SOCKS5:
-		socks_deny(s, REASON_RATE_LIMITED);
+		s->p->fe->socks_refuse(s, REASON_RATE_LIMITED);
 		break;
 	case KIND_TRANSPARENT:
-		transparent_refuse(s, REASON_RATE_LIMITED);
+		s->p->fe->transparent_refuse(s, REASON_RATE_LIMITED);
 		break;
 	case KIND_INGRESS:
 		/* Refused at accept, before its TLS: nothing it could read. */
@@ -280,7 +280,7 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	    &s->started);
 	switch (s->kind) {
 	case KIND_SOCKS5:
-		socks_deny(s, REASON_TOO_MANY_CONN);
+		s->p->fe->socks_refuse(s, REASON_TOO_MANY_CONN);
 		break;
 	case KIND_INGRESS:
 		session_close(s, CLOSE_REFUSED);

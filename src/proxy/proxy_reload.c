@@ -1,0 +1,91 @@
+/*
+ * A policy reload (SIGHUP, the admin API, policies_watch): the files read
+ * again, the new policy swapped in whole when it loads without an error,
+ * keys that need a restart named. Below the main loop, the admin API and
+ * the watcher, which all call it.
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "core/log.h"
+#include "proxy/proxy_int.h"
+
+/* One warning line per key, then the summary naming them all. */
+static void
+reload_log_restart(const struct proxy_reload_info *ri, const char *sum)
+{
+	char keys[1024];
+	size_t i, off = 0;
+	int n;
+
+	keys[0] = '\0';
+	for (i = 0; i < ri->n_restart; i++) {
+		log_warnx("reload: %s needs a restart: the running value stays",
+		    ri->restart[i]);
+		n = snprintf(keys + off, sizeof(keys) - off, "%s%s",
+		    i > 0 ? ", " : "", ri->restart[i]);
+		if (n < 0 || (size_t)n >= sizeof(keys) - off)
+			break;
+		off += (size_t)n;
+	}
+	log_info("reload: policies applied (%s); needs a restart: %s", sum,
+	    keys);
+}
+
+int
+proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
+{
+	struct proxy_reload_info own_info;
+	struct config *ncfg;
+	struct policy *npol, *old;
+	struct diag own, *d = errs != NULL ? errs : &own;
+	struct proxy_reload_info *ri = info != NULL ? info : &own_info;
+	char sum[256], line[2048];
+	size_t i;
+
+	diag_init(&own);
+	ncfg = config_load(p->cfg->file, d);
+	npol = ncfg != NULL ? policy_load(ncfg, d) : NULL;
+	if (npol == NULL) {
+		for (i = 0; i < d->n; i++) {
+			(void)diag_format(&d->v[i], line, sizeof(line));
+			log_warnx("reload: %s", line);
+		}
+		log_warnx("reload failed with %zu error%s; the previous policy "
+		    "stays in force", d->n, d->n == 1 ? "" : "s");
+		diag_free(&own);
+		config_free(ncfg);
+		atomic_fetch_add(&p->n_reload_err, 1);
+		return -1;
+	}
+	diag_free(&own);
+	/*
+	 * Listeners, paths, timeouts and limits need a restart; only policies
+	 * swap. p->cfg stays the running config, so a key stays named on every
+	 * reload until a restart applies it.
+	 */
+	ri->n_restart = config_restart_keys(p->cfg, ncfg, ri->restart,
+	    PROXY_RELOAD_MAX_KEYS);
+	if (ri->n_restart > PROXY_RELOAD_MAX_KEYS)
+		ri->n_restart = PROXY_RELOAD_MAX_KEYS;
+	config_free(ncfg);
+	pthread_mutex_lock(&p->pol_mtx);
+	old = p->pol;
+	p->pol = npol;
+	pthread_mutex_unlock(&p->pol_mtx);
+	policy_unref(old);
+	cred_policy_changed(p, npol);
+	policy_summary(npol, sum, sizeof(sum));
+	if (ri->n_restart > 0)
+		reload_log_restart(ri, sum);
+	else
+		log_info("reload: new policy in force: %s", sum);
+	atomic_fetch_add(&p->n_reload_ok, 1);
+	return 0;
+}
+
+const struct config *
+proxy_config(struct proxy *p)
+{
+	return p->cfg;
+}
