@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/cred_phs.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
 #include "vault/vault.h"

@@ -13,7 +13,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/keeper.h"
 
 static int

@@ -1,6 +1,6 @@
 /*
  * The exchange: one decision and what it carries, in memory of its own
- * (struct exchange in proxy_int.h). A session holds exactly one; a new
+ * (struct exchange in exchange.h). A session holds exactly one; a new
  * request gets a new one and the old one goes whole, so no field of a
  * request is reset by hand for the next, and none survives it.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/vault.h"
 
 struct exchange *

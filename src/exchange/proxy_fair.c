@@ -11,7 +11,7 @@
 #include "core/fairshare.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 /* Answer a refused session in its listener's protocol; the row is the caller's. */
 static void

@@ -12,7 +12,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/vault.h"
 
 static void	origin_read_cb(struct bufferevent *, void *);

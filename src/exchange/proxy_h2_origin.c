@@ -19,7 +19,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/vault.h"
 
 #define H2O_BUF		(64 * 1024)	/* request bytes held for the origin */

@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 int
 origin_bind_match(const struct origin_bind *have, const struct origin_bind *want,

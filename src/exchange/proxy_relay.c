@@ -7,7 +7,7 @@
  */
 #include <sys/socket.h>
 
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 static void	relay_read_cb(struct bufferevent *, void *);
 static void	relay_write_cb(struct bufferevent *, void *);

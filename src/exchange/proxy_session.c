@@ -18,7 +18,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "core/refusal.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 static void	session_free_cb(evutil_socket_t, short, void *);
 static void	session_idle_cb(evutil_socket_t, short, void *);

@@ -21,7 +21,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "core/refusal.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 #define SPLICE_CHUNK	(1 << 20)	/* at most per call; the pipe bounds it */
 #define SPLICE_DRAIN	16384		/* a pipe's bytes taken back per read(2) */

@@ -20,7 +20,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "vault/keeper.h"
 #include "vault/ca.h"
 

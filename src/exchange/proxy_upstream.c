@@ -9,7 +9,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 static void	try_next_addr(struct session *);
 

@@ -5,7 +5,7 @@
 #include <malloc.h>
 #include <pthread.h>
 
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 struct policy *
 proxy_policy_get(struct proxy *p)

@@ -11,7 +11,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 #include "parse/ws_frame.h"
 #include "vault/vault.h"
 

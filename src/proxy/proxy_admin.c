@@ -21,7 +21,7 @@
 #include "audit/audit.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/keeper.h"
 
 #define ADMIN_MAX_BODY	65536

@@ -6,7 +6,7 @@
  * (struct front_ops). The one module that knows every front-end: they do
  * not call each other back through it, only through p->fe.
  */
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 static void
 front_client_read(struct bufferevent *bev, void *arg)

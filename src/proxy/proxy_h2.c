@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "parse/h2_req.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 #define H2_BUF		(64 * 1024)	/* a stream's bytes held each way */
 #define H2_WINDOW	65535		/* a stream's receive window */

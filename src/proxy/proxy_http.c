@@ -15,7 +15,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/vault.h"
 
 static void	connect_resolved(struct session *);

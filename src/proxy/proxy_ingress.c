@@ -20,7 +20,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "parse/ingress_host.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 #define TOKEN_HEADER		"X-Sandgate-Token"
 

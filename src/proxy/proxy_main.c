@@ -26,7 +26,7 @@
 #include "vault/ca.h"
 #include "vault/keeper.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 static const char *listener_names[LISTENER_MAX] = { "http", "socks5",
     "transparent", "ingress" };

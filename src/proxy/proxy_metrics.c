@@ -19,7 +19,7 @@
 #include "core/log.h"
 #include "core/refusal.h"
 #include "vault/ca.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/keeper.h"
 
 #define METRICS_MAX_HEADERS	8192

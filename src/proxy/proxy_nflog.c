@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "parse/pkt_flow.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 #define NFLOG_GROUP_FIRST	4200	/* groups tried, one per gateway */
 #define NFLOG_GROUPS		64

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 /* One warning line per key, then the summary naming them all. */
 static void

@@ -12,7 +12,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "parse/socks5.h"
 
 static void

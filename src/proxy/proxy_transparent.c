@@ -16,7 +16,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "dns/dns.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/keeper.h"
 #include "parse/tls_sni.h"
 

@@ -10,7 +10,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/keeper.h"
 #include "parse/tls_sni.h"
 

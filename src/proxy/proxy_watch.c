@@ -24,7 +24,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "proxy/proxy.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 
 #define WATCH_QUIET_MS	300	/* changes come in bursts: reload after this */
 #define WATCH_MASK	(IN_CLOSE_WRITE | IN_MODIFY | IN_CREATE | IN_DELETE | \

@@ -824,7 +824,12 @@ vault_snapshot_has(const struct vault_snapshot *s, const char *name)
 static void
 vault_snapshot_free(struct vault_snapshot *s)
 {
-	vault_scrub_cache_clear(s);
+	size_t i;
+
+	/* The last reference: no scrubber reads the cache any more. */
+	for (i = 0; i < s->n_cache; i++)
+		s->cache_unref(s->cache[i]);
+	s->n_cache = 0;
 	pthread_mutex_destroy(&s->cache_mtx);
 	vault_secmem_free(s->mem);
 	free(s->e);

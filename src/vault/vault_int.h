@@ -38,10 +38,13 @@ struct vault_snapshot {
 	pthread_mutex_t	 cache_mtx;
 	struct scrub_ac	*cache[VAULT_SCRUB_CACHE];
 	size_t		 n_cache;
+	/*
+	 * How a cached matcher is let go, set by vault_scrub.c when it caches
+	 * one: the snapshot (vault.c, below the scrubber) frees its cache
+	 * without calling up into it.
+	 */
+	void		(*cache_unref)(struct scrub_ac *);
 };
-
-/* vault_scrub.c: drop the snapshot's compiled matchers. */
-void		 vault_scrub_cache_clear(struct vault_snapshot *);
 
 /*
  * Memory for secret bytes: whole pages of its own, locked (best effort:

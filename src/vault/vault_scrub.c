@@ -470,22 +470,11 @@ scrub_ac_get(const struct vault_snapshot *csnap, const char *const *names,
 	if (ac == NULL && (ac = scrub_ac_build(sec, names, n)) != NULL &&
 	    snap->n_cache < VAULT_SCRUB_CACHE) {
 		atomic_fetch_add_explicit(&ac->refcnt, 1, memory_order_relaxed);
+		snap->cache_unref = scrub_ac_unref;
 		snap->cache[snap->n_cache++] = ac;
 	}
 	pthread_mutex_unlock(&snap->cache_mtx);
 	return ac;
-}
-
-void
-vault_scrub_cache_clear(struct vault_snapshot *snap)
-{
-	size_t i;
-
-	pthread_mutex_lock(&snap->cache_mtx);
-	for (i = 0; i < snap->n_cache; i++)
-		scrub_ac_unref(snap->cache[i]);
-	snap->n_cache = 0;
-	pthread_mutex_unlock(&snap->cache_mtx);
 }
 
 /* Each pattern's replacement: its encoding of the secret's placeholder. */

@@ -83,7 +83,7 @@
 #include "core/policy.h"
 #include "daemon/daemon.h"
 #include "dns/resolver.h"
-#include "proxy/proxy_int.h"
+#include "proxy/front.h"
 #include "vault/ca.h"
 #include "vault/keeper.h"
 #include "vault/vault.h"

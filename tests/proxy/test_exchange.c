@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 /* An exchange that has seen a whole request: every field written. */
 static void

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "proxy/proxy_int.h"
+#include "exchange/exchange.h"
 
 static struct origin_bind
 bind_of(const char *sandbox, const char *host, uint16_t port, const char *ip,

@@ -1,10 +1,15 @@
 /*
- * What the files of src/proxy/ share: workers, sessions and the helpers that
- * move a session from one stage to the next. A session has one owner (its
- * worker's event loop) and one exit (session_close).
+ * The public header of src/exchange/: the gateway's workers and their
+ * client connections (struct session), each connection's current decision
+ * (struct exchange), and what carries a decided exchange to its origin --
+ * the decision pipeline, credential plans, request building, forwarding,
+ * origin connections, TLS, relays. A session has one owner (its worker's
+ * event loop) and one exit (session_close). The front-ends above
+ * (src/proxy/front.h) call down into this; it reaches them only through
+ * the table p->fe (struct front_ops).
  */
-#ifndef SG_PROXY_INT_H
-#define SG_PROXY_INT_H
+#ifndef SG_EXCHANGE_H
+#define SG_EXCHANGE_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -24,6 +29,11 @@
 #include "dns/resolver.h"
 #include "parse/http_parse.h"
 #include "proxy/proxy.h"
+
+struct nflog;
+struct proxy_watch;
+struct h2_conn;
+struct h2_stream;
 
 #define PROXY_MAX_ADDRS		RESOLVER_MAX_ADDRS
 #define PROXY_HWM		(256 * 1024)	/* bytes queued toward a peer before we stop reading the other side */
@@ -477,15 +487,6 @@ void		 session_fair_release(struct session *);
 void		 session_head_begin(struct session *);
 void		 session_head_done(struct session *);
 
-/*
- * proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP):
- * what the client's input holds of the next one, decided once whole.
- */
-void		 http_head_read(struct session *);
-/* proxy_front.c: the front-ends as the exchange layer calls them. */
-extern const struct front_ops proxy_front_ops;
-/* An HTTP/2 stream's request, from its fields: a new exchange, decided. */
-void		 http_stream_request(struct session *, const struct http_request *);
 /* Log the denial and answer it in the session's protocol, then close. */
 void		 session_deny(struct session *, int status, enum sg_reason,
 		    const char *detail);
@@ -568,14 +569,6 @@ int		 upstream_keep(struct session *);
 /* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
 int		 upstream_guard(struct session *);
 
-/* proxy_socks.c */
-void		 socks_read(struct session *);
-void		 socks_deny(struct session *, enum sg_reason);
-
-/* proxy_transparent.c */
-void		 transparent_start(struct session *);
-void		 transparent_sniff(struct session *);
-void		 transparent_refuse(struct session *, enum sg_reason);
 
 /* proxy_cred.c */
 int		 cred_init(struct proxy *);
@@ -603,22 +596,7 @@ int		 cred_host_bound(const struct session *);
 size_t		 cred_scrub_lists(const struct session *, const char **secrets,
 		    const char **phs);
 
-/* proxy_nflog.c: packets the sandbox rules drop, as audit rows */
-struct nflog;
-void		 proxy_nflog_stop(struct proxy *);
-/* The NFLOG group the launcher's rules log to; 0 when there is none. */
-int		 proxy_nflog_group(const struct proxy *);
 
-/* proxy_admin.c */
-void		 proxy_admin_stop(struct proxy *);
-
-/* proxy_watch.c: policies_watch */
-struct proxy_watch;
-void		 proxy_watch_stop(struct proxy *);
-
-/* proxy_metrics.c: Prometheus text at GET /metrics on listen.metrics */
-int		 proxy_metrics_bind(struct proxy *);
-void		 proxy_metrics_stop(struct proxy *);
 
 /* proxy_cred.c: search buf[0..n) (and the tail of what moved before); moved bytes go on. */
 int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
@@ -648,12 +626,6 @@ void		 proxy_tls_bev_free(struct bufferevent *);
 int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
 		    int);
 
-/* proxy_ingress.c */
-int		 ingress_worker_init(struct worker *, const struct config *);
-void		 ingress_worker_free(struct worker *);
-void		 ingress_start(struct session *);
-void		 ingress_request(struct session *, const struct http_request *,
-		    int n);
 /* 1 when a session answers HTTP requests one by one (rows per request). */
 #define SESSION_IS_HTTP(s)	((s)->kind == KIND_HTTP || \
 				 (s)->kind == KIND_INGRESS || (s)->tunnel_http)
@@ -669,42 +641,6 @@ void		 ws_upgrade_refuse(struct session *, const char *detail);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
 
-/* proxy_h2.c: HTTP/2 toward intercepted clients, a session per stream. */
-struct h2_conn;
-struct h2_stream;
-/* 1 when the client chose h2 in ALPN (looked at once per connection). */
-int		 h2_chosen(struct session *);
-void		 h2_start(struct session *);
-/* From session_close (front_ops.closed). */
-void		 h2_closed(struct session *);
-/*
- * A stream session answers its stream with these, never with HTTP/1.1
- * text: the response head -- as an HTTP/2 origin's fields (nv as nghttp2
- * takes it), or as a parsed response (an HTTP/1.1 origin's, values already
- * scrubbed, or the gateway's own) --, payload (already scrubbed; moved
- * out of the buffer), the end with trailers (copied). 0, or -1 (the
- * stream is gone).
- */
-int		 h2_stream_head(struct session *, const nghttp2_nv *,
-		    size_t n, int end_stream);
-int		 h2_stream_response(struct session *, const struct http_response *);
-int		 h2_stream_data(struct session *, struct evbuffer *);
-int		 h2_stream_end(struct session *, const nghttp2_nv *, size_t n);
-/* Bytes of the stream's response that still wait for the client's window. */
-size_t		 h2_stream_pending(struct session *);
-/* As many as a stream holds: its stream session stops reading its origin. */
-int		 h2_stream_full(struct session *);
-/*
- * The request's payload as the stream received it (the stream session
- * drains what it takes; the client's window comes back as it does), NULL
- * once the stream is gone; 1 once END_STREAM came, with the trailer
- * fields ("name: value\r\n"..., checked) when asked for.
- */
-struct evbuffer	*h2_stream_body(struct session *);
-int		 h2_stream_body_end(struct session *, const char **trailers,
-		    size_t *len);
-/* Hand the stream's payload on again from the loop (room came back). */
-void		 h2_stream_poke(struct session *);
 /* proxy_forward.c: more of the client's body is there (or its end). */
 void		 forward_client_body(struct session *);
 /* proxy_forward.c: the client took bytes; a paused origin is read again. */
@@ -725,8 +661,6 @@ void		 h2o_free(struct session *);
 /* An h2 client connection ends: its origin connection goes when idle. */
 struct h2up;
 void		 h2up_release(struct session *);
-/* The client connection of a stream session (proxy_h2.c), or NULL. */
-struct session	*h2_parent(struct session *);
 /* proxy_request.c: the request's fields for it, swapped ("name\0value\0" pairs). */
 struct vault_wbuf;
 int		 http_h2_fields(struct session *, const struct http_request *,
@@ -742,16 +676,8 @@ int		 request_cred_check(struct session *, const struct http_request *);
 int		 request_build_head(struct session *, const struct http_request *,
 		    int replace_host);
 
-/* proxy_tunnel.c */
-void		 tunnel_start(struct session *);
-void		 tunnel_sniff(struct session *);
 /* proxy_relay.c: the decided, connected tunnel's bytes both ways. */
 void		 relay_start(struct session *);
-/*
- * An opaque rule's origin speaks to the client while the client's first
- * bytes are still awaited (they are classified when they come).
- */
-void		 tunnel_origin_speaks(struct session *);
 /* proxy_splice.c: bulk through tunnels the gateway does not read */
 int		 splice_ready(const struct session *);
 int		 splice_start(struct session *);
