@@ -6,7 +6,10 @@ that a call through a header, a macro or a forgotten prototype counts as
 it runs. Calls between folders must run down the table FOLDER_RANK (a
 folder calls only folders of a lower rank); a call up, a call sideways
 between two folders of one rank, or a folder missing from the table fails.
-A lower layer that must reach up does so through a table of function
+Inside a folder, files may call each other but never in a circle: a set
+of files that call each other round (a strongly connected component of
+the call graph) fails too, each named with the calls that close it. A
+lower layer that must reach up does so through a table of function
 pointers handed down (docs/architecture.md, "Layers").
 
 usage: check-layers.py BUILD_DIR     (exit 0 clean, 1 a violation, 2 usage)
@@ -97,9 +100,9 @@ def violations(graph, rank):
     return sorted(set(out))
 
 
-def largest_circle(graph):
-    """The largest set of modules that call each other in a circle (Tarjan)."""
-    index, low, stack, on, best = {}, {}, [], set(), []
+def circles(graph):
+    """Every set of two or more modules that call each other round (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
     counter = [0]
 
     def visit(v):
@@ -121,14 +124,25 @@ def largest_circle(graph):
                 comp.append(w)
                 if w == v:
                     break
-            if len(comp) > len(best):
-                best[:] = comp
+            if len(comp) > 1:
+                found.append(sorted(comp))
 
     sys.setrecursionlimit(10000)
     for v in list(graph):
         if v not in index:
             visit(v)
-    return sorted(best) if len(best) > 1 else []
+    return sorted(found)
+
+
+def circle_calls(graph, comp):
+    """The calls between the modules of one circle, for the report."""
+    inside = set(comp)
+    out = []
+    for a in comp:
+        for b, syms in sorted(graph.get(a, {}).items()):
+            if b in inside:
+                out.append("%s.c -> %s.c calls %s" % (a, b, ", ".join(syms[:4])))
+    return out
 
 
 def self_test():
@@ -148,8 +162,11 @@ def self_test():
     if v != expect:
         print("check-layers: self-test failed:\n  " + "\n  ".join(v))
         sys.exit(1)
-    if largest_circle({"x": {"y": 1}, "y": {"z": 1}, "z": {"x": 1}}) != ["x", "y", "z"]:
-        print("check-layers: self-test failed: the circle x->y->z not found")
+    g = {"x": {"y": ["y_fn"]}, "y": {"z": ["z_fn"]}, "z": {"x": ["x_fn"]},
+         "p": {"q": ["q_fn"]}, "q": {}, "u": {"v": ["v_fn"]}, "v": {"u": ["u_fn"]}}
+    if circles(g) != [["u", "v"], ["x", "y", "z"]]:
+        print("check-layers: self-test failed: the circles x->y->z and u<->v "
+              "not found (or p->q taken for one)")
         sys.exit(1)
 
 
@@ -173,16 +190,25 @@ def main():
     print("calls between folders (modules calling):")
     for (a, b), n in sorted(per_folder.items()):
         print("  %-12s -> %-12s %d" % (a, b, n))
-    circle = largest_circle(graph)
-    print("largest circle of files calling each other: %d%s" % (len(circle),
-        (" (" + " ".join(os.path.basename(m) for m in circle) + ")") if circle else ""))
+    found = circles(graph)
+    print("circles of files calling each other: %d (largest %d)" % (len(found),
+        max((len(c) for c in found), default=0)))
+    rc = 0
     if bad:
         print("calls against the layers (%d):" % len(bad))
         for line in bad:
             print("  " + line)
-        return 1
-    print("%d modules, every call between folders runs down the layers" % len(objs))
-    return 0
+        rc = 1
+    for comp in found:
+        print("files that call each other round (%d): %s" % (len(comp),
+            " ".join(os.path.basename(m) for m in comp)))
+        for line in circle_calls(graph, comp):
+            print("  " + line)
+        rc = 1
+    if rc == 0:
+        print("%d modules, every call between folders runs down the layers, "
+              "no file calls back round to itself" % len(objs))
+    return rc
 
 
 if __name__ == "__main__":

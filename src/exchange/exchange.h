@@ -150,6 +150,7 @@ struct proxy {
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 	struct proxy_watch	*watch;		/* policies_watch, main thread */
 	const struct front_ops	*fe;		/* the front-ends, handed down (proxy_new) */
+	const struct session_parts *parts;	/* ... and this folder's parts above sessions */
 	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
 	void			*on_free_arg;
 };
@@ -381,7 +382,7 @@ struct session {
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
 	struct evbuffer		*pending_head;	/* request head built for the origin */
 
-	struct splice_relay	*splice;	/* the relay moved to splice (proxy_splice.c) */
+	struct splice_relay	*splice;	/* the relay moved to splice (proxy_relay.c) */
 	int			 splice_off;	/* splicing failed once: copy to the end */
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
@@ -430,7 +431,30 @@ void		 proxy_worker_trim(struct worker *);
 /* proxy_worker.c: the worker's trim_ev (malloc_trim). */
 void		 proxy_worker_trim_cb(evutil_socket_t, short, void *);
 
-/* proxy_session.c */
+/*
+ * proxy_conn.c: what a connection records about itself (the bottom of
+ * this folder: it calls nothing above it).
+ */
+void		 session_touch(struct session *);
+/* Note the first time the session reaches m (only with `serve -d`). */
+void		 session_mark(struct session *, enum session_mark m);
+void		 session_set_idle(struct session *);
+/* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
+int		 session_tunnel_http(struct session *);
+/* s->tun with room for n addresses: 0, or -1 out of memory (s->tun as it was). */
+int		 session_tun_reserve(struct session *, size_t n);
+/* s->x->target from the destination as written (escaped when invalid). */
+void		 session_note_target(struct session *, const char *host,
+		    size_t len, uint16_t port);
+/* The source's count taken by session_fair_source, given back once. */
+void		 session_fair_release_source(struct session *);
+/* From session_close only: the counts taken (proxy_fair.c), if any. */
+void		 session_fair_release(struct session *);
+
+/*
+ * proxy_session.c: a connection's life -- made, answered, finished,
+ * closed -- and its rows.
+ */
 struct session	*session_new(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
 void		 session_close(struct session *, enum sg_close);
@@ -445,30 +469,25 @@ void		 session_http_error(struct session *, int status,
 		    enum sg_reason, const char *detail);
 /* Write what is queued to the client, then close. */
 void		 session_finish(struct session *, enum sg_close);
-void		 session_touch(struct session *);
-/* Note the first time the session reaches m (only with `serve -d`). */
-void		 session_mark(struct session *, enum session_mark m);
 /* The client side's EOF/error handler outside the relay. */
 void		 session_client_event_cb(struct bufferevent *, short, void *);
 /* One log line per decision: allow/deny/error with the rule and reason. */
 void		 session_log(struct session *, enum sg_verdict, int status,
 		    enum sg_reason, uint64_t up, uint64_t down,
 		    const struct timespec *started);
-void		 session_set_idle(struct session *);
-/* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
-int		 session_tunnel_http(struct session *);
-/* s->tun with room for n addresses: 0, or -1 out of memory (s->tun as it was). */
-int		 session_tun_reserve(struct session *, size_t n);
-/* s->x->target from the destination as written (escaped when invalid). */
-void		 session_note_target(struct session *, const char *host,
-		    size_t len, uint16_t port);
+/* The origin connection closed and forgotten (nothing when there is none). */
+void		 upstream_drop(struct session *);
 
 /* proxy_fair.c: limits.per_sandbox and limits.head_timeout */
 /*
- * Count a new session against its source address until its sandbox is
- * known (session_new): 0, or -1 refused (answered and closing).
+ * A connection accepted on a listener: its session made (session_new),
+ * its head timed, counted against its source address until its sandbox is
+ * known (refused and answered when over its share), then its front-end's
+ * first step (front_ops.start). NULL only when no session could be made;
+ * the session may be closing already (the caller only counts).
  */
-int		 session_fair_source(struct session *);
+struct session	*session_accept(struct worker *, enum listener_kind,
+		    evutil_socket_t, const struct sockaddr *, int socklen);
 /*
  * max_connections is reached: 0 when a worker was asked to close one
  * connection, not yet identified, of the source other than sa's holding
@@ -481,8 +500,6 @@ void		 proxy_fair_evict_cb(evutil_socket_t, short, void *);
  * source: 0, or -1 refused (answered).
  */
 int		 session_fair_admit(struct session *);
-/* From session_close only: the counts taken above, if any. */
-void		 session_fair_release(struct session *);
 /* A request head starts (no-op while one is timed); complete. */
 void		 session_head_begin(struct session *);
 void		 session_head_done(struct session *);
@@ -517,7 +534,6 @@ int		 exchange_set_addrs(struct exchange *, const struct netaddr *a,
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));
 void		 upstream_connect(struct session *, void (*next)(struct session *));
-void		 upstream_drop(struct session *);
 /* Steps 4 and 5 (internal ranges, countries, ASNs) over addrs; 1 allow. */
 int		 upstream_check_addrs(struct session *, const struct netaddr *,
 		    size_t n);
@@ -611,7 +627,13 @@ int		 proxy_tls_alpn_cb(struct ssl_st *, const unsigned char **out,
 		    unsigned int inlen, void *arg);
 int		 proxy_tls_worker_init(struct worker *, const struct config *);
 void		 proxy_tls_worker_free(struct worker *);
-int		 proxy_tls_intercept_client(struct session *);
+/*
+ * Terminate the client's TLS with a leaf for the tunnel's name; the
+ * client's events go to on_event from then on. 0, or -1 (nothing handed
+ * over: the caller refuses the tunnel).
+ */
+int		 proxy_tls_intercept_client(struct session *,
+		    bufferevent_event_cb on_event);
 struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
@@ -641,10 +663,15 @@ void		 ws_upgrade_refuse(struct session *, const char *detail);
 void		 ws_relay_start(struct session *);
 void		 ws_relay_free(struct session *);
 
-/* proxy_forward.c: more of the client's body is there (or its end). */
-void		 forward_client_body(struct session *);
 /* proxy_forward.c: the client took bytes; a paused origin is read again. */
 void		 forward_resume(struct session *);
+/*
+ * proxy_h2_origin.c, for a stream: more of the client's body is there (or
+ * its end); the client took response bytes. To the stream's HTTP/2 origin
+ * session when it has one, else to proxy_forward.c.
+ */
+void		 stream_client_body(struct session *);
+void		 stream_resume(struct session *);
 
 /*
  * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After
@@ -678,7 +705,7 @@ int		 request_build_head(struct session *, const struct http_request *,
 
 /* proxy_relay.c: the decided, connected tunnel's bytes both ways. */
 void		 relay_start(struct session *);
-/* proxy_splice.c: bulk through tunnels the gateway does not read */
+/* proxy_relay.c: bulk through tunnels the gateway does not read (splice) */
 int		 splice_ready(const struct session *);
 int		 splice_start(struct session *);
 void		 splice_free(struct session *);
@@ -717,6 +744,16 @@ struct front_ops {
 	void		(*stream_poke)(struct session *);
 	struct session	*(*stream_parent)(struct session *);
 };
+
+/*
+ * What a session's close (proxy_session.c) lets go of that the parts
+ * above it hung on the session, handed down by proxy_new() as p->parts
+ * (proxy_parts.c): the session's life calls nothing above it by name.
+ */
+struct session_parts {
+	void		(*release)(struct session *);
+};
+extern const struct session_parts proxy_session_parts;
 
 /* The exchange layer's way to a stream's front-end (see struct front_ops). */
 static inline int

@@ -71,15 +71,6 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	fair_answer(s, detail);
 }
 
-/* The source's count, taken by session_fair_source, given back once. */
-static void
-fair_source_release(struct session *s)
-{
-	if (!s->fair_src_counted)
-		return;
-	s->fair_src_counted = 0;
-	fairshare_src_close(s->p->fair, &s->client_addr, fairshare_now_ms());
-}
 
 /*
  * Until its sandbox is known a connection is its source's: a sandbox
@@ -88,7 +79,7 @@ fair_source_release(struct session *s)
  * transparent listener knows the sandbox at accept (transparent_start), so
  * its connections count against the sandbox from the start.
  */
-int
+static int
 session_fair_source(struct session *s)
 {
 	struct fair_refusal ref;
@@ -106,6 +97,23 @@ session_fair_source(struct session *s)
 	return -1;
 }
 
+struct session *
+session_accept(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen)
+{
+	struct session *s;
+
+	if ((s = session_new(w, lk, fd, sa, socklen)) == NULL)
+		return NULL;
+	/* The first head is timed from accept; transparent's first bytes from their start. */
+	if (s->kind != KIND_TRANSPARENT)
+		session_head_begin(s);
+	if (session_fair_source(s) == -1)
+		return s;	/* refused and answered: the caller only counts */
+	s->p->fe->start(s);	/* may close s: the caller only counts */
+	return s;
+}
+
 int
 session_fair_admit(struct session *s)
 {
@@ -119,7 +127,7 @@ session_fair_admit(struct session *s)
 	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
 	    fairshare_now_ms(), &ref);
 	/* Known now: the sandbox's share holds it (or it is refused). */
-	fair_source_release(s);
+	session_fair_release_source(s);
 	if (v == FAIR_OK) {
 		memcpy(s->fair_sandbox, s->ident.sandbox,
 		    sizeof(s->fair_sandbox));
@@ -130,15 +138,6 @@ session_fair_admit(struct session *s)
 	return -1;
 }
 
-void
-session_fair_release(struct session *s)
-{
-	fair_source_release(s);
-	if (!s->fair_counted)
-		return;
-	s->fair_counted = 0;
-	fairshare_conn_close(s->p->fair, s->fair_sandbox, fairshare_now_ms());
-}
 
 /* Is the session waiting for a request head (or a SOCKS5 exchange)? */
 static int
@@ -206,7 +205,7 @@ session_head_done(struct session *s)
 {
 	/* An ingress head names its sandbox, whose share it never spends. */
 	if (s->kind == KIND_INGRESS)
-		fair_source_release(s);
+		session_fair_release_source(s);
 	if (!s->head_armed)
 		return;
 	evtimer_del(s->head_ev);

@@ -398,15 +398,6 @@ stream_client_read(struct session *s)
 }
 
 void
-forward_client_body(struct session *s)
-{
-	if (s->h2o != NULL)
-		h2o_client_read(s);
-	else
-		forward_client_read(s);
-}
-
-void
 forward_client_read(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
@@ -467,10 +458,6 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 void
 forward_resume(struct session *s)
 {
-	if (s->h2o != NULL) {
-		h2o_resume(s);
-		return;
-	}
 	if (s->state == S_FORWARD && !s->x->fwd.resp_done && s->obev != NULL)
 		bufferevent_enable(s->obev, EV_READ);
 }

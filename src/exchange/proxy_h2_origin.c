@@ -1151,3 +1151,26 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 	s->origin_h2 = only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }
+
+/*
+ * A stream's request payload came (or its end): to its HTTP/2 origin
+ * session, or to the HTTP/1.1 forward.
+ */
+void
+stream_client_body(struct session *s)
+{
+	if (s->h2o != NULL)
+		h2o_client_read(s);
+	else
+		forward_client_read(s);
+}
+
+/* The client took a stream's response bytes: its origin may send more. */
+void
+stream_resume(struct session *s)
+{
+	if (s->h2o != NULL)
+		h2o_resume(s);
+	else
+		forward_resume(s);
+}

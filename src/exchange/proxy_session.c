@@ -77,12 +77,6 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
 	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
 	session_set_idle(s);
-	/* The first head is timed from accept; transparent's first bytes from their start. */
-	if (s->kind != KIND_TRANSPARENT)
-		session_head_begin(s);
-	if (session_fair_source(s) == -1)
-		return s;	/* refused and answered: the caller only counts */
-	s->p->fe->start(s);	/* may close s: the caller only counts */
 	return s;
 }
 
@@ -129,20 +123,6 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 	free(s);
 }
 
-void
-session_mark(struct session *s, enum session_mark m)
-{
-	struct timespec now;
-	int64_t us;
-
-	if (s->marks[m] != 0 || !log_enabled(LOG_LVL_DEBUG))
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	us = (int64_t)(now.tv_sec - s->started.tv_sec) * 1000000 +
-	    (now.tv_nsec - s->started.tv_nsec) / 1000;
-	s->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
-	    (uint32_t)us + 1;
-}
 
 /* One line per intercepted session with its phases (serve -d). */
 static void
@@ -239,9 +219,12 @@ session_close(struct session *s, enum sg_close reason)
 		event_free(s->finish_ev);
 	s->finish_ev = NULL;
 	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
-	h2o_free(s);		/* a stream's HTTP/2 origin session */
-	h2up_release(s);	/* an h2 connection's origin connection */
-	splice_free(s);		/* before the bufferevents: it owns the sockets then */
+	/*
+	 * What the parts above hang on it: an HTTP/2 origin session, an h2
+	 * connection's origin connection, a WebSocket relay, splice's pipes
+	 * (before the bufferevents: it owns the sockets then).
+	 */
+	s->p->parts->release(s);
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);
 	if (s->obev != NULL) {
@@ -251,7 +234,6 @@ session_close(struct session *s, enum sg_close reason)
 	}
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
-	ws_relay_free(s);
 	s->timer = s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
 	s->pending_head = NULL;
@@ -485,23 +467,7 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 	session_finish(s, reason_close(r));
 }
 
-void
-session_set_idle(struct session *s)
-{
-	struct timeval tv;
-	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
 
-	event_base_gettimeofday_cached(s->w->base, &s->last_active);
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	evtimer_add(s->idle_ev, &tv);
-}
-
-void
-session_touch(struct session *s)
-{
-	event_base_gettimeofday_cached(s->w->base, &s->last_active);
-}
 
 static void
 session_idle_cb(evutil_socket_t fd, short ev, void *arg)
@@ -647,47 +613,8 @@ session_log(struct session *s, enum sg_verdict decision, int status,
 	    (unsigned long long)down, ms);
 }
 
-/*
- * The destination as the client wrote it: normalised when it is a valid
- * name or address, otherwise escaped, so a refused row never says null.
- */
-void
-session_note_target(struct session *s, const char *host, size_t len,
-    uint16_t port)
-{
-	(void)decide_note_target(&s->x->target, host, len, port);
-}
 
-int
-session_tun_reserve(struct session *s, size_t n)
-{
-	struct tunnel_decision *t;
 
-	if (s->tun != NULL && s->tun->cap >= n)
-		return 0;
-	if ((t = realloc(s->tun, sizeof(*t) + n * sizeof(t->addrs[0]))) == NULL)
-		return -1;
-	if (s->tun == NULL)
-		memset(t, 0, sizeof(*t));
-	t->cap = n;
-	s->tun = t;
-	return 0;
-}
-
-/* From here the tunnel carries HTTP, decided request by request. */
-int
-session_tunnel_http(struct session *s)
-{
-	if (session_tun_reserve(s, s->x->n_addrs) == -1)
-		return -1;
-	s->tunnel_http = 1;
-	s->tun->target = s->x->target;
-	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
-	    sizeof(s->tun->addrs[0]));
-	s->tun->n_addrs = s->x->n_addrs;
-	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
-	return 0;
-}
 
 void
 session_deny(struct session *s, int status, enum sg_reason reason,
@@ -710,4 +637,16 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 		return;
 	}
 	session_http_error(s, status, reason, detail);
+}
+
+void
+upstream_drop(struct session *s)
+{
+	if (s->obev != NULL) {
+		if (s->intercepted)
+			proxy_tls_origin_release(s->obev);
+		proxy_tls_bev_free(s->obev);
+		s->obev = NULL;
+	}
+	memset(&s->ob, 0, sizeof(s->ob));
 }

@@ -457,7 +457,7 @@ proxy_tls_bev_free(struct bufferevent *bev)
  * ClientHello, already read, goes to the filter first.
  */
 int
-proxy_tls_intercept_client(struct session *s)
+proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 {
 	struct bufferevent *f, *under, *old = s->cbev;
 	struct evbuffer *hello = NULL;
@@ -528,7 +528,7 @@ proxy_tls_intercept_client(struct session *s)
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
 	    s->p->cfg->max_header_bytes + 1024);
-	bufferevent_setcb(f, s->p->fe->client_read, NULL, session_client_event_cb, s);
+	bufferevent_setcb(f, s->p->fe->client_read, NULL, on_event, s);
 	bufferevent_enable(f, EV_READ | EV_WRITE);
 	if (cs != NULL) {
 		/* The ClientHello arrived before the filter: hand it over now. */

@@ -101,17 +101,6 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 	evtimer_add(s->dns_timer, &tv);
 }
 
-void
-upstream_drop(struct session *s)
-{
-	if (s->obev != NULL) {
-		if (s->intercepted)
-			proxy_tls_origin_release(s->obev);
-		proxy_tls_bev_free(s->obev);
-		s->obev = NULL;
-	}
-	memset(&s->ob, 0, sizeof(s->ob));
-}
 
 static void
 connect_failed(struct session *s, int timed_out)

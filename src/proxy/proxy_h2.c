@@ -313,7 +313,7 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	/* Room again: the stream session reads on from its origin. */
 	if (n > 0 && st->child != NULL && evbuffer_get_length(st->body) <
 	    H2_BUF / 2)
-		forward_resume(st->child);
+		stream_resume(st->child);
 	return n;
 }
 
@@ -417,7 +417,7 @@ st_pump(struct h2_stream *st)
 	if (k != NULL && st->body_new && k->state == S_FORWARD) {
 		st->body_new = 0;
 		session_touch(k);	/* the client is sending: not idle */
-		forward_client_body(k);
+		stream_client_body(k);
 		if (st->child == NULL && !st->child_done)
 			return;		/* the stream is being reset */
 	}

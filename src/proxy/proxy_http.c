@@ -412,7 +412,7 @@ request_run(struct session *s, const struct http_request *req, int n)
 /*
  * An HTTP/2 stream's request (proxy_h2.c), as its fields made it: a new
  * exchange of the stream session, decided by the code above. Its body, if
- * any, waits in the stream (h2_stream_body) for forward_client_body.
+ * any, waits in the stream (h2_stream_body) for stream_client_body.
  */
 void
 http_stream_request(struct session *s, const struct http_request *req)

@@ -95,7 +95,7 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (session_new(w, lc->kind, fd, sa, socklen) == NULL) {
+	if (session_accept(w, lc->kind, fd, sa, socklen) == NULL) {
 		atomic_fetch_sub(&p->n_conns, 1);
 		close(fd);
 	}
@@ -300,6 +300,7 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	p->cfg = cfg;
 	p->pol = pol;
 	p->fe = &proxy_front_ops;
+	p->parts = &proxy_session_parts;
 	p->audit = parts->audit;
 	p->ship = parts->ship;
 	p->ca = parts->ca;

@@ -110,7 +110,7 @@ static void
 intercept(struct session *s)
 {
 	s->tunnel_open = 1;
-	if (proxy_tls_intercept_client(s) == -1)
+	if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
 		deny(s, 502, keeper_client_up(s->p->kc) ? REASON_CLIENT_TLS :
 		    REASON_KEEPER_UNAVAILABLE, "cannot set up interception");
 }

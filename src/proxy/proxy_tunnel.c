@@ -172,7 +172,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
 		evtimer_del(s->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
-		if (proxy_tls_intercept_client(s) == -1)
+		if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
 			tunnel_refuse(s, 1, keeper_client_up(s->p->kc) ?
 			    REASON_CLIENT_TLS : REASON_KEEPER_UNAVAILABLE,
 			    "cannot set up interception");

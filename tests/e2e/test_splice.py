@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """
 End-to-end tests of tunnels relayed with splice(2) (issue 14, bulk through a
-passthrough tunnel; src/exchange/proxy_splice.c): a TLS download of 96 MiB
+passthrough tunnel; src/exchange/proxy_relay.c): a TLS download of 96 MiB
 through CONNECT and through SOCKS5, and an upload of 48 MiB, arrive intact
 (SHA-256 of every byte) while the gateway's counter shows each tunnel moved
 to splice; a tunnel that stays under 1 MiB keeps the ordinary relay; the

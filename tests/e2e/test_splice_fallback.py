@@ -26,8 +26,8 @@ import sgtest as T  # noqa: E402
 
 MIB = 1 << 20
 N = 64 * MIB
-SPLICE_CHUNK = 1 << 20    # proxy_splice.c: socket -> pipe asks for this much
-SPLICE_DRAIN = 16384      # proxy_splice.c: a pipe is read back this much at a time
+SPLICE_CHUNK = 1 << 20    # proxy_relay.c: socket -> pipe asks for this much
+SPLICE_DRAIN = 16384      # proxy_relay.c: a pipe is read back this much at a time
 
 
 def upload(n):

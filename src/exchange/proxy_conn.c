@@ -1,0 +1,110 @@
+/*
+ * What a connection records about itself, without deciding or closing
+ * anything: its phase marks, its activity and idle deadline, the tunnel's
+ * decision kept for the requests inside it, the target it named, and its
+ * counts in the fair share given back. The bottom of src/exchange/: it
+ * calls nothing of the proxy above it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/decide.h"
+#include "core/fairshare.h"
+#include "core/log.h"
+#include "exchange/exchange.h"
+
+void
+session_mark(struct session *s, enum session_mark m)
+{
+	struct timespec now;
+	int64_t us;
+
+	if (s->marks[m] != 0 || !log_enabled(LOG_LVL_DEBUG))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (int64_t)(now.tv_sec - s->started.tv_sec) * 1000000 +
+	    (now.tv_nsec - s->started.tv_nsec) / 1000;
+	s->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
+	    (uint32_t)us + 1;
+}
+
+int
+session_tun_reserve(struct session *s, size_t n)
+{
+	struct tunnel_decision *t;
+
+	if (s->tun != NULL && s->tun->cap >= n)
+		return 0;
+	if ((t = realloc(s->tun, sizeof(*t) + n * sizeof(t->addrs[0]))) == NULL)
+		return -1;
+	if (s->tun == NULL)
+		memset(t, 0, sizeof(*t));
+	t->cap = n;
+	s->tun = t;
+	return 0;
+}
+
+/* From here the tunnel carries HTTP, decided request by request. */
+int
+session_tunnel_http(struct session *s)
+{
+	if (session_tun_reserve(s, s->x->n_addrs) == -1)
+		return -1;
+	s->tunnel_http = 1;
+	s->tun->target = s->x->target;
+	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
+	    sizeof(s->tun->addrs[0]));
+	s->tun->n_addrs = s->x->n_addrs;
+	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
+	return 0;
+}
+
+void
+session_touch(struct session *s)
+{
+	event_base_gettimeofday_cached(s->w->base, &s->last_active);
+}
+
+/*
+ * The destination as the client wrote it: normalised when it is a valid
+ * name or address, otherwise escaped, so a refused row never says null.
+ */
+void
+session_note_target(struct session *s, const char *host, size_t len,
+    uint16_t port)
+{
+	(void)decide_note_target(&s->x->target, host, len, port);
+}
+
+void
+session_set_idle(struct session *s)
+{
+	struct timeval tv;
+	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
+
+	event_base_gettimeofday_cached(s->w->base, &s->last_active);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(s->idle_ev, &tv);
+}
+
+/* The source's count, taken by session_fair_source, given back once. */
+void
+session_fair_release_source(struct session *s)
+{
+	if (!s->fair_src_counted)
+		return;
+	s->fair_src_counted = 0;
+	fairshare_src_close(s->p->fair, &s->client_addr, fairshare_now_ms());
+}
+
+void
+session_fair_release(struct session *s)
+{
+	session_fair_release_source(s);
+	if (!s->fair_counted)
+		return;
+	s->fair_counted = 0;
+	fairshare_conn_close(s->p->fair, s->fair_sandbox, fairshare_now_ms());
+}

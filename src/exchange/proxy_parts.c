@@ -1,0 +1,19 @@
+/*
+ * The parts of src/exchange/ that hang state on a session, let go of when
+ * it closes (struct session_parts): the top of this folder, so that the
+ * session's life below calls none of them by name.
+ */
+#include "exchange/exchange.h"
+
+static void
+parts_release(struct session *s)
+{
+	h2o_free(s);		/* a stream's HTTP/2 origin session */
+	h2up_release(s);	/* an h2 connection's origin connection */
+	ws_relay_free(s);
+	splice_free(s);		/* before the bufferevents: it owns the sockets then */
+}
+
+const struct session_parts proxy_session_parts = {
+	.release = parts_release,
+};
