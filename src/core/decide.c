@@ -96,6 +96,45 @@ decide_sni(const struct policy_target *tunnel, int has_sni, const char *sni,
 	return REASON_NONE;
 }
 
+enum sg_reason
+decide_first_bytes(struct policy_verdict *v, const struct policy_target *t,
+    const struct decide_bytes *b, int *intercept)
+{
+	enum sg_reason r;
+
+	*intercept = 0;
+	switch (b->kind) {
+	case DECIDE_BYTES_HTTP:
+		return REASON_NONE;
+	case DECIDE_BYTES_OTHER:
+		if (v->opaque || policy_verdict_report(v, REASON_PROTOCOL_DENY))
+			return REASON_NONE;
+		return REASON_PROTOCOL_DENY;
+	case DECIDE_BYTES_TLS:
+		break;
+	}
+	if (!b->hello_ok)
+		return REASON_PROTOCOL_DENY;
+	if (b->sni_names) {
+		if (!b->has_sni)
+			return v->opaque ||
+			    policy_verdict_report(v, REASON_SNI_MISSING) ?
+			    REASON_NONE : REASON_SNI_MISSING;
+		if (t->is_ip)
+			return REASON_INVALID_HOST;
+	} else if ((r = decide_sni(t, b->has_sni, b->sni, b->sni_len)) !=
+	    REASON_NONE)
+		return r;
+	if (v->tls == POLICY_TLS_INTERCEPT || b->cred_bound) {
+		*intercept = 1;
+		return REASON_NONE;
+	}
+	/* Methods and paths cannot be seen in a passed-through TLS stream. */
+	if (v->inspect && !policy_verdict_report(v, REASON_NEEDS_INTERCEPT))
+		return REASON_NEEDS_INTERCEPT;
+	return REASON_NONE;
+}
+
 int
 decide_cred_bound(const struct policy *pol, const struct policy_identity *id,
     const struct policy_target *t)

@@ -170,6 +170,49 @@ int		 decide_note_target(struct policy_target *t, const char *host,
  */
 enum sg_reason	 decide_sni(const struct policy_target *tunnel, int has_sni,
 		    const char *sni, size_t len);
+/*
+ * What a tunnel's first bytes turned out to be (CONNECT, SOCKS5,
+ * transparent), for the first-bytes stage below.
+ */
+enum decide_bytes_kind {
+	DECIDE_BYTES_TLS,	/* a ClientHello (or what began as one) */
+	DECIDE_BYTES_HTTP,	/* a request head: each request is decided on its own */
+	DECIDE_BYTES_OTHER,	/* neither, or nothing within the sniff time */
+};
+
+struct decide_bytes {
+	enum decide_bytes_kind	 kind;
+	/* TLS */
+	int			 hello_ok;	/* the ClientHello parsed whole */
+	int			 has_sni;
+	const char		*sni;
+	size_t			 sni_len;
+	/*
+	 * 1: the SNI is what named the target (transparent: there is no
+	 * name asked for to compare it with); 0: it must name the tunnel's
+	 * target (decide_sni).
+	 */
+	int			 sni_names;
+	/* The credential hint: a credential of the sandbox is bound to the target. */
+	int			 cred_bound;
+};
+
+/*
+ * The first-bytes stage, once the tunnel's decision passed the others:
+ * the bytes against the decision's inspection. A ClientHello that does not
+ * parse is refused (protocol-not-allowed), and so is an SNI that does not
+ * name the tunnel (sni-mismatch) or is an address where it names the
+ * target (invalid-host) -- never relaxed by report mode, there is nothing
+ * to see behind them. TLS is intercepted when the rule says so or a
+ * credential is bound (*intercept 1, passed); TLS passed through cannot
+ * show methods or paths (needs-intercept); a transparent ClientHello
+ * without SNI passes only opaque (sni-missing); bytes neither TLS nor HTTP
+ * pass only opaque (protocol-not-allowed). The last three are relaxed in
+ * report mode (v->report set, REASON_NONE). Pure: v changes only there.
+ */
+enum sg_reason	 decide_first_bytes(struct policy_verdict *v,
+		    const struct policy_target *t, const struct decide_bytes *b,
+		    int *intercept);
 /* 1 when a credential of id's policy is bound to target (never an IP). */
 int		 decide_cred_bound(const struct policy *,
 		    const struct policy_identity *, const struct policy_target *);

@@ -205,6 +205,7 @@ decide_no_sni(struct session *s)
 	struct decide_in in = { 0 };
 	struct policy_target t;
 	enum sg_reason r;
+	int icpt;
 
 	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */
 	/* The one path here that does not pass proxy_decide first. */
@@ -227,8 +228,9 @@ decide_no_sni(struct session *s)
 		intercept(s);
 		return;
 	}
-	if (decide_addr(s) != REASON_NONE || (!s->x->verdict.opaque &&
-	    !policy_verdict_report(&s->x->verdict, REASON_SNI_MISSING))) {
+	if (decide_addr(s) != REASON_NONE || decide_first_bytes(&s->x->verdict,
+	    &s->x->target, &(struct decide_bytes){ .kind = DECIDE_BYTES_TLS,
+	    .hello_ok = 1, .sni_names = 1 }, &icpt) != REASON_NONE) {
 		s->x->verdict.allow = 0;
 		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
 		    "passes only where a cidr rule with opaque: true allows it");
@@ -242,8 +244,10 @@ static void
 decide_name(struct session *s, const char *host, size_t len)
 {
 	struct decide_in in = { 0 };
+	struct decide_bytes b = { 0 };
 	enum sg_reason r;
 	char detail[512];
+	int icpt;
 
 	in.host = host;
 	in.hostlen = len;
@@ -254,14 +258,16 @@ decide_name(struct session *s, const char *host, size_t len)
 		deny(s, 0, r, detail);
 		return;
 	}
-	if (s->sniffed == SNIFF_TLS && s->x->target.is_ip) {
-		deny(s, 0, REASON_INVALID_HOST, "an address as SNI");
-		return;
-	}
-	if (s->sniffed == SNIFF_TLS && s->x->verdict.inspect &&
-	    s->x->verdict.tls != POLICY_TLS_INTERCEPT && !cred_host_bound(s) &&
-	    !policy_verdict_report(&s->x->verdict, REASON_NEEDS_INTERCEPT)) {
-		deny(s, 403, REASON_NEEDS_INTERCEPT,
+	/* The decision's first-bytes stage (core/decide.c): the SNI named it. */
+	b.kind = s->sniffed == SNIFF_TLS ? DECIDE_BYTES_TLS : DECIDE_BYTES_HTTP;
+	b.hello_ok = b.has_sni = b.sni_names = 1;
+	b.sni = host;
+	b.sni_len = len;
+	b.cred_bound = cred_host_bound(s);
+	if ((r = decide_first_bytes(&s->x->verdict, &s->x->target, &b,
+	    &icpt)) != REASON_NONE) {
+		deny(s, r == REASON_INVALID_HOST ? 0 : 403, r,
+		    r == REASON_INVALID_HOST ? "an address as SNI" :
 		    "the rule limits methods or paths: it needs tls: intercept");
 		return;
 	}
@@ -275,6 +281,7 @@ decide_opaque(struct session *s)
 	struct decide_in in = { 0 };
 	char name[POLICY_HOST_MAX + 1];
 	enum sg_reason r;
+	int icpt;
 
 	r = decide_addr(s);
 	if (r != REASON_NONE && s->p->addrmem != NULL &&
@@ -290,11 +297,11 @@ decide_opaque(struct session *s)
 		deny(s, 0, r, "address not allowed");
 		return;
 	}
-	if ((s->sniffed == SNIFF_TLS ? s->x->verdict.inspect : !s->x->verdict.opaque) &&
-	    !policy_verdict_report(&s->x->verdict, s->sniffed == SNIFF_TLS ?
-	    REASON_NEEDS_INTERCEPT : REASON_PROTOCOL_DENY)) {
-		deny(s, 403, s->sniffed == SNIFF_TLS ? REASON_NEEDS_INTERCEPT :
-		    REASON_PROTOCOL_DENY, "the rule is not opaque");
+	/* Neither TLS nor HTTP (or silence): the first-bytes stage. */
+	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &icpt) !=
+	    REASON_NONE) {
+		deny(s, 403, REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;
 	}
 	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */

@@ -37,6 +37,7 @@ static void
 sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct session *s = arg;
+	int icpt;
 
 	/*
 	 * Nothing from the client: a server-speaks-first protocol. An opaque
@@ -44,15 +45,15 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	 * the client's first bytes, whenever they come, are classified as any
 	 * others -- waiting is no way around the SNI or Host check.
 	 */
-	if (s->x->verdict.opaque && s->obev != NULL)
-		return;
-	if (s->obev == NULL &&
-	    policy_verdict_report(&s->x->verdict, REASON_PROTOCOL_DENY)) {
-		upstream_connect(s, relay_start);
+	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &icpt) !=
+	    REASON_NONE) {
+		tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
+		    "no client bytes within 5s and the rule is not opaque");
 		return;
 	}
-	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
-	    "no client bytes within 5s and the rule is not opaque");
+	if (s->obev == NULL)	/* report mode: what would be refused passes */
+		upstream_connect(s, relay_start);
 }
 
 /* The client took what the origin said: the origin may say more. */
@@ -145,44 +146,55 @@ tunnel_start(struct session *s)
 	sniff_begin(s);
 }
 
+/* The log line's words for a first-bytes refusal. */
+static const char *
+first_bytes_detail(const struct session *s, enum sg_reason r)
+{
+	switch (r) {
+	case REASON_SNI_MISMATCH:
+		return s->x->target.is_ip ? "SNI present in a tunnel to an IP "
+		    "address" : "SNI differs from the tunnel's name";
+	case REASON_NEEDS_INTERCEPT:
+		return "the rule limits methods or paths: it needs tls: intercept";
+	case REASON_PROTOCOL_DENY:
+		return "a ClientHello that does not parse, or bytes neither TLS "
+		    "nor HTTP and the rule is not opaque";
+	default:
+		return "refused by its first bytes";
+	}
+}
+
 static void
 sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 {
 	struct tls_client_hello ch;
-	int r;
+	struct decide_bytes b = { .kind = DECIDE_BYTES_TLS };
+	enum sg_reason reason;
+	int r, icpt;
 
 	r = tls_parse_client_hello(p, len, &ch);
-	if (r == TLS_CH_NEED_MORE) {
-		if (total >= TLS_CH_MAX_LEN)
-			tunnel_refuse(s, 1, REASON_PROTOCOL_DENY,
-			    "ClientHello too large");
+	if (r == TLS_CH_NEED_MORE && total < TLS_CH_MAX_LEN)
+		return;
+	b.hello_ok = r == TLS_CH_OK;
+	if (b.hello_ok) {
+		b.has_sni = ch.has_sni;
+		b.sni = ch.sni;
+		b.sni_len = ch.sni_len;
+		b.cred_bound = cred_host_bound(s);
+	}
+	/* The decision's first-bytes stage (core/decide.c). */
+	reason = decide_first_bytes(&s->x->verdict, &s->x->target, &b, &icpt);
+	if (reason != REASON_NONE) {
+		tunnel_refuse(s, 1, reason, first_bytes_detail(s, reason));
 		return;
 	}
-	if (r != TLS_CH_OK) {
-		tunnel_refuse(s, 1, REASON_PROTOCOL_DENY, "malformed ClientHello");
-		return;
-	}
-	if (decide_sni(&s->x->target, ch.has_sni, ch.sni, ch.sni_len) !=
-	    REASON_NONE) {
-		tunnel_refuse(s, 1, REASON_SNI_MISMATCH, s->x->target.is_ip ?
-		    "SNI present in a tunnel to an IP address" :
-		    "SNI differs from the tunnel's name");
-		return;
-	}
-	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s)) {
+	if (icpt) {
 		evtimer_del(s->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
 		if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
 			tunnel_refuse(s, 1, keeper_client_up(s->p->kc) ?
 			    REASON_CLIENT_TLS : REASON_KEEPER_UNAVAILABLE,
 			    "cannot set up interception");
-		return;
-	}
-	if (s->x->verdict.inspect &&
-	    !policy_verdict_report(&s->x->verdict, REASON_NEEDS_INTERCEPT)) {
-		/* Methods and paths cannot be seen in a passed-through TLS stream. */
-		tunnel_refuse(s, 1, REASON_NEEDS_INTERCEPT,
-		    "the rule limits methods or paths: it needs tls: intercept");
 		return;
 	}
 	evtimer_del(s->timer);
@@ -228,15 +240,17 @@ tunnel_sniff(struct session *s)
 		s->p->fe->next_request(s);
 		return;
 	}
-	if (s->x->verdict.opaque && s->obev != NULL) {
+	/* Neither TLS nor HTTP: the first-bytes stage (core/decide.c). */
+	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &r) !=
+	    REASON_NONE) {
+		tunnel_refuse(s, 0, REASON_PROTOCOL_DENY, "tunnel bytes are "
+		    "neither TLS nor HTTP and the rule is not opaque");
+		return;
+	}
+	/* Opaque: connected already (tunnel_start); report mode: now. */
+	if (s->obev != NULL)
 		relay_start(s);
-		return;
-	}
-	if (s->obev == NULL &&
-	    policy_verdict_report(&s->x->verdict, REASON_PROTOCOL_DENY)) {
+	else
 		upstream_connect(s, relay_start);
-		return;
-	}
-	tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
-	    "tunnel bytes are neither TLS nor HTTP and the rule is not opaque");
 }

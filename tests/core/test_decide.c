@@ -473,6 +473,120 @@ test_sni(void)
 	CHECK(decide_sni(&ip, 1, "api.example.com", 15) == REASON_SNI_MISMATCH);
 }
 
+static size_t
+opt_len(const char *s)
+{
+	return s != NULL ? strlen(s) : 0;
+}
+
+/*
+ * The first-bytes stage: every branch, what report mode relaxes and what
+ * it never does (a malformed ClientHello, a wrong SNI, an address as SNI).
+ */
+static void
+test_first_bytes(void)
+{
+	struct policy_target name, ip;
+	struct policy_verdict v;
+	struct decide_bytes b;
+	int icpt;
+
+#define FB(kind_, hello_, sni_, names_, cred_)				\
+	do {								\
+		memset(&b, 0, sizeof(b));				\
+		b.kind = (kind_);					\
+		b.hello_ok = (hello_);					\
+		b.has_sni = (sni_) != NULL;				\
+		b.sni = (sni_);						\
+		b.sni_len = opt_len(sni_);				\
+		b.sni_names = (names_);					\
+		b.cred_bound = (cred_);					\
+	} while (0)
+	CHECK(policy_target_init(&name, "api.example.com", 15, 443) == 0);
+	CHECK(policy_target_init(&ip, "198.18.0.7", 10, 443) == 0);
+
+	/* HTTP: always on to its per-request decisions. */
+	memset(&v, 0, sizeof(v));
+	FB(DECIDE_BYTES_HTTP, 0, NULL, 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 0);
+
+	/* Neither TLS nor HTTP: opaque only; report mode passes and says so. */
+	FB(DECIDE_BYTES_OTHER, 0, NULL, 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_PROTOCOL_DENY);
+	v.opaque = 1;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	memset(&v, 0, sizeof(v));
+	v.report_mode = 1;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK(v.report == REASON_PROTOCOL_DENY);
+
+	/* A ClientHello that does not parse: refused, report mode or not. */
+	memset(&v, 0, sizeof(v));
+	v.report_mode = 1;
+	v.opaque = 1;
+	FB(DECIDE_BYTES_TLS, 0, NULL, 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_PROTOCOL_DENY);
+	CHECK(v.report == REASON_NONE);
+
+	/* CONNECT: the SNI must name the tunnel, even in report mode. */
+	FB(DECIDE_BYTES_TLS, 1, "evil.example.com", 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_SNI_MISMATCH);
+	FB(DECIDE_BYTES_TLS, 1, NULL, 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_SNI_MISMATCH);
+	FB(DECIDE_BYTES_TLS, 1, "198.18.0.7", 0, 0);
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_SNI_MISMATCH);
+	FB(DECIDE_BYTES_TLS, 1, NULL, 0, 0);
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_NONE);
+	CHECK(v.report == REASON_NONE);
+
+	/* Passed through, or intercepted: by the rule or a bound credential. */
+	memset(&v, 0, sizeof(v));
+	FB(DECIDE_BYTES_TLS, 1, "API.example.com.", 0, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 0);
+	v.inspect = 1;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) ==
+	    REASON_NEEDS_INTERCEPT);
+	v.tls = POLICY_TLS_INTERCEPT;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 1);
+	v.tls = 0;
+	FB(DECIDE_BYTES_TLS, 1, "api.example.com", 0, 1);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 1);
+	FB(DECIDE_BYTES_TLS, 1, "api.example.com", 0, 0);
+	v.report_mode = 1;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 0);
+	CHECK(v.report == REASON_NEEDS_INTERCEPT);
+
+	/* Transparent: the SNI is the name; an address there is not one. */
+	memset(&v, 0, sizeof(v));
+	FB(DECIDE_BYTES_TLS, 1, "198.18.0.7", 1, 0);
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_INVALID_HOST);
+	v.report_mode = 1;
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_INVALID_HOST);
+	memset(&v, 0, sizeof(v));
+	FB(DECIDE_BYTES_TLS, 1, "api.example.com", 1, 0);
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) == REASON_NONE);
+	v.inspect = 1;
+	CHECK(decide_first_bytes(&v, &name, &b, &icpt) ==
+	    REASON_NEEDS_INTERCEPT);
+	/* ... and without SNI the address alone passes, opaque only. */
+	memset(&v, 0, sizeof(v));
+	FB(DECIDE_BYTES_TLS, 1, NULL, 1, 0);
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_SNI_MISSING);
+	v.opaque = 1;
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_NONE);
+	CHECK_INT(icpt, 0);
+	memset(&v, 0, sizeof(v));
+	v.report_mode = 1;
+	CHECK(decide_first_bytes(&v, &ip, &b, &icpt) == REASON_NONE);
+	CHECK(v.report == REASON_SNI_MISSING);
+#undef FB
+}
+
 int
 main(void)
 {
@@ -497,5 +611,6 @@ main(void)
 	}
 	diag_free(&d);
 	test_sni();
+	test_first_bytes();
 	return check_summary();
 }
