@@ -245,18 +245,14 @@ struct forward {
 	/*
 	 * The origin's 101 went out: the upgraded connection is this request's
 	 * exchange, and its one row is written when it ends, with every byte it
-	 * moved (relay_up/down: the raw relay's counters when it began).
+	 * moved (the exchange's own counters go on counting in the relay).
 	 */
 	int			 switched;
-	uint64_t		 relay_up, relay_down;
 	int			 drop_upgrade;	/* ... to h2c: forwarded without the offer */
 	int			 status;
 	char			 method[24];
 	char			*path;		/* the whole request target; "" when none */
 	struct netaddr		 ip;		/* the address this request went to or was refused for */
-	uint64_t		 bytes_up;
-	uint64_t		 bytes_down;
-	struct timespec		 started;
 	struct cred_plan	 plan;
 	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
 	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
@@ -307,6 +303,14 @@ struct origin_bind {
 struct exchange {
 	struct policy_target	 target;
 	struct policy_verdict	 verdict;
+	/*
+	 * Its row's own measures: when it began (exchange_new) and the bytes
+	 * it moved -- a request's head and body each way, a tunnel's or an
+	 * upgraded connection's relayed bytes -- never the connection's.
+	 */
+	struct timespec		 started;
+	uint64_t		 up;
+	uint64_t		 down;
 	struct forward		 fwd;
 	struct netaddr		*addrs;		/* addr_inline, or its own for more */
 	size_t			 n_addrs;
@@ -386,7 +390,7 @@ struct session {
 	int			 splice_off;	/* splicing failed once: copy to the end */
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
-	uint64_t		 bytes_up;	/* tunnel totals */
+	uint64_t		 bytes_up;	/* the connection's totals, every exchange */
 	uint64_t		 bytes_down;
 	struct timespec		 started;
 	enum sg_close		 close_reason;	/* NONE until it ends */
@@ -471,10 +475,12 @@ void		 session_http_error(struct session *, int status,
 void		 session_finish(struct session *, enum sg_close);
 /* The client side's EOF/error handler outside the relay. */
 void		 session_client_event_cb(struct bufferevent *, short, void *);
-/* One log line per decision: allow/deny/error with the rule and reason. */
-void		 session_log(struct session *, enum sg_verdict, int status,
-		    enum sg_reason, uint64_t up, uint64_t down,
-		    const struct timespec *started);
+/*
+ * The exchange's row, written once: its decision, status and reason with
+ * the exchange's own measures (s->x: started, up, down), and the log line.
+ */
+void		 exchange_log(struct session *, enum sg_verdict, int status,
+		    enum sg_reason);
 /* The origin connection closed and forgotten (nothing when there is none). */
 void		 upstream_drop(struct session *);
 

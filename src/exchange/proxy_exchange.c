@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exchange/exchange.h"
 #include "vault/vault.h"
@@ -19,6 +20,7 @@ exchange_new(void)
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return NULL;
 	x->addrs = x->addr_inline;
+	clock_gettime(CLOCK_MONOTONIC, &x->started);
 	return x;
 }
 

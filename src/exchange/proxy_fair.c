@@ -64,8 +64,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		    "previous row went unaudited", detail,
 		    (unsigned long long)ref->suppressed,
 		    ref->suppressed == 1 ? "" : "s");
-		session_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED);
 	} else
 		s->x->logged = 1;
 	fair_answer(s, detail);
@@ -275,8 +274,7 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	atomic_fetch_add(&s->p->n_evicted, 1);
 	s->x->verdict.allow = 0;
 	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
-	session_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN, 0, 0,
-	    &s->started);
+	exchange_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN);
 	switch (s->kind) {
 	case KIND_SOCKS5:
 		s->p->fe->socks_refuse(s, REASON_TOO_MANY_CONN);

@@ -326,8 +326,7 @@ body_refused(struct session *s)
 		session_deny(s, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in a request body");
 	else {
-		session_log(s, VERDICT_DENY, f->status, REASON_CRED_MISUSE,
-		    f->bytes_up, f->bytes_down, &f->started);
+		exchange_log(s, VERDICT_DENY, f->status, REASON_CRED_MISUSE);
 		session_close(s, CLOSE_REFUSED);
 	}
 }
@@ -373,15 +372,15 @@ stream_client_read(struct session *s)
 	if (avail > 0) {
 		if (f->req_framing == HTTP_BODY_CHUNKED) {
 			if ((n = evbuffer_add_printf(out, "%zx\r\n", avail)) > 0)
-				f->bytes_up += (uint64_t)n;
+				s->x->up += (uint64_t)n;
 		}
 		evbuffer_remove_buffer(in, out, avail);
-		f->bytes_up += avail;
+		s->x->up += avail;
 		if (f->req_framing == HTTP_BODY_LENGTH)
 			f->req_left -= avail;
 		if (f->req_framing == HTTP_BODY_CHUNKED) {
 			evbuffer_add(out, "\r\n", 2);
-			f->bytes_up += 2;
+			s->x->up += 2;
 		}
 	}
 	if (!ended || evbuffer_get_length(in) > 0)
@@ -390,7 +389,7 @@ stream_client_read(struct session *s)
 		evbuffer_add(out, "0\r\n", 3);
 		evbuffer_add(out, tr, trlen);
 		evbuffer_add(out, "\r\n", 2);
-		f->bytes_up += 5 + trlen;
+		s->x->up += 5 + trlen;
 	}
 	f->req_done = 1;
 	if (f->resp_done)
@@ -431,7 +430,7 @@ forward_client_read(struct session *s)
 			session_close(s, CLOSE_REFUSED);
 		return;
 	}
-	f->bytes_up += (uint64_t)n;
+	s->x->up += (uint64_t)n;
 	if (done) {
 		f->req_done = 1;
 		if (f->resp_done)
@@ -853,8 +852,6 @@ origin_head(struct session *s)
 		http_chunked_init(&f->resp_chunk);
 		if (r.status == 101) {
 			f->switched = 1;
-			f->relay_up = s->bytes_up;
-			f->relay_down = s->bytes_down;
 			if (ws)
 				ws_relay_start(s);
 			else
@@ -904,12 +901,11 @@ origin_body(struct session *s)
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
 		    SIZE_MAX);
 	if (n < 0) {
-		session_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR,
-		    f->bytes_up, f->bytes_down, &f->started);
+		exchange_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR);
 		session_finish(s, CLOSE_FAILED);
 		return;
 	}
-	f->bytes_down += (uint64_t)n;
+	s->x->down += (uint64_t)n;
 	if (done) {
 		if (f->scrub != NULL)
 			scrub_end(s);
@@ -1022,8 +1018,7 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* Cut short mid-body: the client cannot be told otherwise. */
-	session_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR,
-	    f->bytes_up, f->bytes_down, &f->started);
+	exchange_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR);
 	session_finish(s, CLOSE_FAILED);
 }
 
@@ -1069,11 +1064,10 @@ forward_done(struct session *s)
 
 	if (s->h2_child)
 		(void)fe_stream_end(s, NULL, 0);
-	session_log(s, VERDICT_ALLOW, f->status, REASON_NONE, f->bytes_up,
-	    f->bytes_down, &f->started);
+	exchange_log(s, VERDICT_ALLOW, f->status, REASON_NONE);
 	cred_plan_clear(&f->plan);
-	s->bytes_up += f->bytes_up;
-	s->bytes_down += f->bytes_down;
+	s->bytes_up += s->x->up;	/* the connection's totals */
+	s->bytes_down += s->x->down;
 	/*
 	 * Bytes past the end of the response are no answer to anything: an
 	 * origin connection holding them would hand them to the next request.

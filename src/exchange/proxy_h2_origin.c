@@ -117,8 +117,7 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (r == REASON_NONE) {
-		session_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE,
-		    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
+		exchange_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE);
 		session_finish(s, CLOSE_DONE);
 		return;
 	}
@@ -128,8 +127,7 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	/* Its head is out: the stream ends with RST_STREAM (proxy_h2.c). */
-	session_log(s, reason_verdict(r), s->x->fwd.status, r, s->x->fwd.bytes_up,
-	    s->x->fwd.bytes_down, &s->x->fwd.started);
+	exchange_log(s, reason_verdict(r), s->x->fwd.status, r);
 	session_close(s, reason_close(r));
 }
 
@@ -427,7 +425,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_free(raw);
 		} else
 			evbuffer_add(out, data, len);
-		s->x->fwd.bytes_down += len;
+		s->x->down += len;
 		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -468,7 +466,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_add_buffer(out, clean);
 			evbuffer_free(clean);
 		}
-		s->x->fwd.bytes_down += 5 + mlen;
+		s->x->down += 5 + mlen;
 		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -537,7 +535,7 @@ h2o_may_retry(const struct h2o *o, int idempotent_only)
 {
 	const char *m = o->s->x->fwd.method;
 
-	if (o->done || o->head_done || o->s->x->fwd.bytes_up > 0 ||
+	if (o->done || o->head_done || o->s->x->up > 0 ||
 	    o->retried >= H2O_RETRIES || o->fields == NULL)
 		return 0;
 	return !idempotent_only || strcmp(m, "GET") == 0 ||
@@ -645,7 +643,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* RST_STREAM */
 	if ((n = evbuffer_remove(o->ready, buf, length)) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	o->s->x->fwd.bytes_up += (uint64_t)n;
+	o->s->x->up += (uint64_t)n;
 	if (evbuffer_get_length(o->ready) == 0 && o->up_done)
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	else if (n == 0) {

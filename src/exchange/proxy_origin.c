@@ -97,8 +97,7 @@ upstream_guard(struct session *s)
 		    "internal error: origin connection mismatch");
 		return -1;
 	}
-	session_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR, 0, 0,
-	    &s->started);
+	exchange_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR);
 	session_close(s, CLOSE_FAILED);
 	return -1;
 }

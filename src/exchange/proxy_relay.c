@@ -93,10 +93,13 @@ relay_read_cb(struct bufferevent *bev, void *arg)
 
 	session_touch(s);
 	evbuffer_add_buffer(out, in);
-	if (bev == s->cbev)
+	if (bev == s->cbev) {
 		s->bytes_up += n;
-	else
+		s->x->up += n;
+	} else {
 		s->bytes_down += n;
+		s->x->down += n;
+	}
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);	/* relay_write_cb resumes */
 }
@@ -277,10 +280,13 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 		if (n > 0) {
 			d->queued += (size_t)n;
 			drained = (size_t)n < d->cap;
-			if (d->up)
+			if (d->up) {
 				s->bytes_up += (uint64_t)n;
-			else
+				s->x->up += (uint64_t)n;
+			} else {
 				s->bytes_down += (uint64_t)n;
+				s->x->down += (uint64_t)n;
+			}
 			continue;
 		}
 		if (n == -1 && errno == EINTR)
@@ -371,7 +377,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
 	    "by copying, %zu bytes taken back from its pipes",
 	    (unsigned long long)s->id, strerror(err),
-	    (unsigned long long)(s->bytes_up + s->bytes_down),
+	    (unsigned long long)(s->x->up + s->x->down),
 	    held - sr->d[0].queued - sr->d[1].queued);
 	if (sr->d[0].eof)
 		s->eof_client = 1;
@@ -388,8 +394,7 @@ splice_fallback(struct splice_relay *sr, int err)
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
 		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
 		    strerror(derr));
-		session_log(s, VERDICT_ERROR, 0, REASON_RELAY_ERROR,
-		    s->bytes_up, s->bytes_down, &s->started);
+		exchange_log(s, VERDICT_ERROR, 0, REASON_RELAY_ERROR);
 		session_close(s, CLOSE_FAILED);
 		return;
 	}
@@ -423,7 +428,7 @@ int
 splice_ready(const struct session *s)
 {
 	/* Cheapest first: this runs each time a relayed output drains. */
-	return s->bytes_up + s->bytes_down >= PROXY_SPLICE_AFTER &&
+	return s->x->up + s->x->down >= PROXY_SPLICE_AFTER &&
 	    s->splice == NULL && !s->splice_off && !s->intercepted &&
 	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&

@@ -45,7 +45,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
 	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
-	s->x->fwd.started = s->started;
+	s->x->started = s->started;
 	netaddr_from_sockaddr(sa, &s->client_addr, &port);
 	netaddr_ntop(&s->client_addr, abuf, sizeof(abuf));
 	snprintf(s->client_str, sizeof(s->client_str),
@@ -177,15 +177,11 @@ session_close(struct session *s, enum sg_close reason)
 	/* An upgraded connection's row: the 101 and every byte it moved. */
 	if (s->x->fwd.switched) {
 		s->x->fwd.switched = 0;
-		session_log(s, VERDICT_ALLOW, 101, REASON_NONE,
-		    s->x->fwd.bytes_up + (s->bytes_up - s->x->fwd.relay_up),
-		    s->x->fwd.bytes_down + (s->bytes_down - s->x->fwd.relay_down),
-		    &s->x->fwd.started);
+		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
 	}
 	/* A request that reached its origin has its row, however it ends. */
 	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->x->verdict.allow)
-		session_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE,
-		    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
+		exchange_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE);
 	/* A tunnel is one decision: its line is written when it ends. */
 	/*
 	 * An allowed tunnel's row: how it ended is not a decision reason,
@@ -195,11 +191,9 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->x->logged &&
 	    s->x->verdict.allow && !s->h2_child) {
 		if (session_close_is_error(reason) && refusal_pending())
-			session_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED,
-			    s->bytes_up, s->bytes_down, &s->started);
+			exchange_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED);
 		else
-			session_log(s, VERDICT_ALLOW, 200, REASON_NONE,
-			    s->bytes_up, s->bytes_down, &s->started);
+			exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
@@ -265,8 +259,7 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 			    "failed (does the client trust the sandgate CA?)",
 			    (unsigned long long)s->id, s->x->target.host);
 		s->x->verdict.allow = 0;
-		session_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS);
 		session_close(s, CLOSE_FAILED);
 		return;
 	}
@@ -555,10 +548,11 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 }
 
 void
-session_log(struct session *s, enum sg_verdict decision, int status,
-    enum sg_reason reason, uint64_t up, uint64_t down,
-    const struct timespec *started)
+exchange_log(struct session *s, enum sg_verdict decision, int status,
+    enum sg_reason reason)
 {
+	const struct timespec *started = &s->x->started;
+	uint64_t up = s->x->up, down = s->x->down;
 	struct timespec now;
 	long long ms;
 	char ip[NETADDR_STRLEN] = "-";
@@ -625,8 +619,8 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "default-deny");
 	if (status == 0)
 		status = reason_status(reason);
-	session_log(s, reason_verdict(reason), status,
-	    reason, s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
+	exchange_log(s, reason_verdict(reason), status,
+	    reason);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
 		s->p->fe->socks_refuse(s, reason);
 		return;

@@ -115,8 +115,7 @@ connect_failed(struct session *s, int timed_out)
 	if (s->tunnel_open && !s->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
 		s->x->verdict.allow = 0;
-		session_log(s, VERDICT_ERROR, status, reason, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_ERROR, status, reason);
 		session_close(s, reason_close(reason));
 		return;
 	}

@@ -217,8 +217,7 @@ ws_request_check(struct session *s, const struct http_request *req)
 void
 ws_upgrade_refuse(struct session *s, const char *detail)
 {
-	session_log(s, VERDICT_ERROR, 502, REASON_UPGRADE_REFUSED,
-	    s->x->fwd.bytes_up, s->x->fwd.bytes_down, &s->x->fwd.started);
+	exchange_log(s, VERDICT_ERROR, 502, REASON_UPGRADE_REFUSED);
 	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
 }
 
@@ -264,8 +263,7 @@ ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
 
 	log_info("session %llu: websocket to %s:%u closed: %s",
 	    (unsigned long long)s->id, s->x->target.host, s->x->target.port, detail);
-	session_log(s, decision, s->x->fwd.status, reason, s->x->fwd.bytes_up,
-	    s->x->fwd.bytes_down, &s->x->fwd.started);
+	exchange_log(s, decision, s->x->fwd.status, reason);
 	s->x->fwd.switched = 0;	/* its row is this one */
 	s->state = S_FINISHING;	/* a write callback run by the adds stays out */
 	evbuffer_add_buffer(out, ws->down.stage);
@@ -716,7 +714,7 @@ ws_arrived_up_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
 	struct session *s = arg;
 
 	(void)b;
-	s->x->fwd.bytes_up += info->n_added;
+	s->x->up += info->n_added;
 }
 
 static void
@@ -726,7 +724,7 @@ ws_arrived_down_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
 	struct session *s = arg;
 
 	(void)b;
-	s->x->fwd.bytes_down += info->n_added;
+	s->x->down += info->n_added;
 }
 
 void
@@ -749,8 +747,8 @@ ws_relay_start(struct session *s)
 	}
 	ws->scrub = s->x->fwd.scrub != NULL;
 	/* Frames that came with the 101, or right after the request, too. */
-	s->x->fwd.bytes_up += evbuffer_get_length(bufferevent_get_input(s->cbev));
-	s->x->fwd.bytes_down += evbuffer_get_length(bufferevent_get_input(s->obev));
+	s->x->up += evbuffer_get_length(bufferevent_get_input(s->cbev));
+	s->x->down += evbuffer_get_length(bufferevent_get_input(s->obev));
 	if (evbuffer_add_cb(bufferevent_get_input(s->cbev), ws_arrived_up_cb,
 	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
 	    ws_arrived_down_cb, s) == NULL) {

@@ -213,7 +213,7 @@ child_new(struct h2_stream *st)
 	k->h2_child = 1;
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
-	k->x->fwd.started = k->started;
+	k->x->started = k->started;
 	/* No client socket, no pair: the stream hands it all (h2_stream_*). */
 	k->cbev = NULL;
 	if (session_adopt(k) == -1)
@@ -604,7 +604,6 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 		session_close(k, CLOSE_NO_MEMORY);
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &k->x->fwd.started);
 	snprintf(k->x->fwd.method, sizeof(k->x->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
 	k->x->fwd.path = strdup(q->has_path ? q->path : "");
@@ -718,8 +717,7 @@ st_trailers_check(struct h2_stream *st)
 		    "a credential placeholder in request trailers");
 		return -1;
 	}
-	session_log(k, VERDICT_DENY, k->x->fwd.status, REASON_CRED_MISUSE,
-	    k->x->fwd.bytes_up, k->x->fwd.bytes_down, &k->x->fwd.started);
+	exchange_log(k, VERDICT_DENY, k->x->fwd.status, REASON_CRED_MISUSE);
 	st_reset(st, NGHTTP2_REFUSED_STREAM);
 	return -1;
 }

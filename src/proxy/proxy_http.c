@@ -328,8 +328,7 @@ http_head_read(struct session *s)
 		}
 		request_reset(s);
 		s->x->fwd.request = 1;
-		s->x->head_pending = 1;
-		clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
+		s->x->head_pending = 1;	/* its row times it from here (exchange_new) */
 	}
 	n = http_parse_request(buf, want, &lim, &req);
 	if (n > 0 && s->intercepted)
@@ -422,7 +421,6 @@ http_stream_request(struct session *s, const struct http_request *req)
 		return;
 	}
 	s->x->fwd.request = 1;
-	clock_gettime(CLOCK_MONOTONIC, &s->x->fwd.started);
 	if (s->intercepted)
 		session_mark(s, MARK_REQUEST);
 	request_run(s, req, 0);

@@ -108,8 +108,7 @@ static void
 ingress_refuse(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
-	session_log(s, reason_verdict(reason), status, reason, 0, 0,
-	    &s->x->fwd.started);
+	exchange_log(s, reason_verdict(reason), status, reason);
 	session_http_error(s, status, reason, detail);
 }
 
@@ -120,8 +119,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 {
 	struct evbuffer *out = bufferevent_get_output(s->cbev);
 
-	session_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT, 0, 0,
-	    &s->x->fwd.started);
+	exchange_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
 	    "Location: %s\r\n"
 	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"

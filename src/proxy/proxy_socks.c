@@ -53,8 +53,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 		if (n < 0) {
 			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
 			bufferevent_write(s->cbev, reply, sizeof(reply));
-			session_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST, 0,
-			    0, &s->started);
+			exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
 			session_finish(s, CLOSE_REFUSED);
 		}
 		return n < 0 ? -1 : 0;
@@ -71,8 +70,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	}
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
-		session_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
@@ -102,8 +100,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 		reply[1] = 1;
 		bufferevent_write(s->cbev, reply, sizeof(reply));
 		s->has_ident = 0;
-		session_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
@@ -129,8 +126,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return 0;
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
-		session_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST, 0, 0,
-		    &s->started);
+		exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
@@ -142,8 +138,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	session_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
-		session_log(s, VERDICT_DENY, 0, REASON_METHOD_NOT_SUPPORTED, 0,
-		    0, &s->started);
+		exchange_log(s, VERDICT_DENY, 0, REASON_METHOD_NOT_SUPPORTED);
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}

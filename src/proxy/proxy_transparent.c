@@ -55,8 +55,7 @@ deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 	}
 	s->x->logged = 1;
 	s->x->fwd.ip = s->orig_dst;	/* the row names the address refused */
-	session_log(s, reason_verdict(reason), status, reason, 0, 0,
-	    &s->started);
+	exchange_log(s, reason_verdict(reason), status, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
 	    detail ? detail : reason_word(reason));
 	transparent_refuse(s, reason);

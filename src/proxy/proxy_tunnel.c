@@ -25,7 +25,7 @@ tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
     const char *detail)
 {
 	s->x->verdict.allow = 0;
-	session_log(s, VERDICT_DENY, 403, reason, 0, 0, &s->started);
+	exchange_log(s, VERDICT_DENY, 403, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
 	if (tls)
 		bufferevent_write(s->cbev, tls_alert_access_denied,
@@ -94,6 +94,7 @@ sniff_origin_read_cb(struct bufferevent *bev, void *arg)
 
 	session_touch(s);
 	s->bytes_down += evbuffer_get_length(in);
+	s->x->down += evbuffer_get_length(in);
 	evbuffer_add_buffer(bufferevent_get_output(s->cbev), in);
 	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);

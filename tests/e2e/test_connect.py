@@ -326,6 +326,50 @@ class ConnectTest(unittest.TestCase):
                         host="ssh.test", ip="127.0.0.2", up=sent, down=sent)
         self.audit.check()
 
+    def test_tunnel_row_counts_only_the_tunnel(self):
+        """
+        A CONNECT on a connection that first carried an absolute-form request
+        is an exchange of its own: its row counts the tunnel's bytes and no
+        byte of the request before it (whose row has its body), each way.
+        """
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10 * T.SLOW)
+        self.addCleanup(conn.close)
+        conn.request("GET", "http://allowed.test:%d/before-the-tunnel" % self.a.port,
+                     body=b"x" * 1000, headers={"Content-Length": "1000"})
+        r = conn.getresponse()
+        body = r.read()
+        self.assertEqual(r.status, 200)
+        self.assertGreater(len(body), 0)
+        sock = conn.sock
+        client = AC.client_of_sock(sock)
+        sock.sendall(b"CONNECT ssh.test:%d HTTP/1.1\r\nHost: ssh.test:%d\r\n\r\n"
+                     % (self.echo.port, self.echo.port))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = sock.recv(1)
+            self.assertTrue(b, "the gateway closed before answering CONNECT")
+            head += b
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        msg = b"SSH-2.0-x\r\n" + b"y" * 3000
+        sock.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            b = sock.recv(65536)
+            self.assertTrue(b, "the tunnel closed early")
+            got += b
+        self.assertEqual(got, msg)
+        conn.close()
+        self.audit.expect({"client": client, "method": "GET"}, decision="allow",
+                          kind="http", sandbox="local", host="allowed.test",
+                          ip="127.0.0.2", port=self.a.port,
+                          path="/before-the-tunnel", status=200,
+                          rule="tun:allow[0]", reason=None, credential=None,
+                          bytes_up=1000, bytes_down=len(body))
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None, self.echo.port,
+                        host="ssh.test", ip="127.0.0.2", up=len(msg), down=len(msg))
+        self.audit.check()
+
     def test_opaque_rule_server_speaks_first(self):
         c, r = self.tunnel("ssh.test:%d" % self.banner.port)
         self.assertEqual(r.status, 200, r)

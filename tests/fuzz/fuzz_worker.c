@@ -286,7 +286,7 @@ static struct {
 	unsigned char	 rawresp[256];
 	size_t		 rawresp_len;
 	struct fz_rq	*rqs;
-	/* the socket whose SO_ORIGINAL_DST is asked for, while session_new runs */
+	/* the socket whose SO_ORIGINAL_DST is asked for, while session_accept runs */
 	int		 odst_fd;
 	struct sockaddr_in odst;
 } fz;
@@ -1191,7 +1191,7 @@ client_new(int listener)
 	c->tunnel_host = -1;
 	c->listener = listener;
 	fz.odst_fd = sp[0];
-	if (session_new(fz.w, (enum listener_kind)listener, sp[0],
+	if (session_accept(fz.w, (enum listener_kind)listener, sp[0],
 	    (struct sockaddr *)&sin, sizeof(sin)) == NULL)
 		abort();
 	fz.odst_fd = -1;

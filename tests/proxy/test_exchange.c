@@ -25,8 +25,10 @@ dirty(struct exchange *x)
 	x->verdict.tls = POLICY_TLS_INTERCEPT;
 	x->fwd.request = 1;
 	x->fwd.status = 200;
-	x->fwd.bytes_up = 10;
-	x->fwd.bytes_down = 20;
+	x->up = 10;
+	x->down = 20;
+	x->started.tv_sec = 1;	/* long before any exchange made now */
+	x->started.tv_nsec = 0;
 	x->fwd.switched = 1;
 	strcpy(x->fwd.method, "POST");
 	x->fwd.path = strdup("/secret/path");
@@ -50,8 +52,10 @@ check_fresh(const struct exchange *x, const char *name)
 	CHECK_MSG(x->verdict.allow == 0 && x->verdict.tls == 0, "%s: verdict",
 	    name);
 	CHECK_MSG(x->fwd.request == 0 && x->fwd.status == 0 &&
-	    x->fwd.bytes_up == 0 && x->fwd.bytes_down == 0 &&
 	    x->fwd.switched == 0, "%s: request state", name);
+	/* Its row's measures are its own: no byte, and timed from its start. */
+	CHECK_MSG(x->up == 0 && x->down == 0, "%s: bytes", name);
+	CHECK_MSG(x->started.tv_sec > 1, "%s: started", name);
 	CHECK_MSG(x->fwd.method[0] == '\0' && x->fwd.path == NULL, "%s: path",
 	    name);
 	CHECK_MSG(x->fwd.plan.cred[0] == '\0' && x->fwd.plan.x == NULL &&
