@@ -316,7 +316,14 @@ struct exchange {
 	size_t			 n_addrs;
 	size_t			 addr_next;	/* next address to try */
 	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
+	struct netaddr		*addr_more;	/* room for PROXY_MAX_ADDRS, once needed */
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
+	/*
+	 * Its own memory (exchange_alloc): the path, the body tail, the
+	 * addresses beyond the inline ones. Freed with it as one unit; nothing
+	 * in it is freed alone.
+	 */
+	struct xchunk		*mem;
 	int			 logged;	/* its row is written */
 	int			 head_pending;	/* its request head is still arriving */
 };
@@ -536,6 +543,13 @@ int		 exchange_next(struct session *);
  */
 int		 exchange_set_addrs(struct exchange *, const struct netaddr *a,
 		    size_t n);
+/*
+ * n bytes of the exchange's own memory, zeroed, aligned for any type,
+ * freed only with the exchange; NULL out of memory. _strndup: s[0..n) and
+ * a NUL in it.
+ */
+void		*exchange_alloc(struct exchange *, size_t n);
+char		*exchange_strndup(struct exchange *, const char *s, size_t n);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));

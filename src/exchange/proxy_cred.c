@@ -529,7 +529,8 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
 	if (atomic_load(&s->p->n_phs) == 0 || n == 0)
 		return 0;
 	/* The tail is the exchange's, made when its first body bytes are seen. */
-	if (t == NULL && (t = s->x->body_tail = calloc(1, sizeof(*t))) == NULL) {
+	if (t == NULL && (t = s->x->body_tail = exchange_alloc(s->x,
+	    sizeof(*t))) == NULL) {
 		if (credlen > 0)
 			cred[0] = '\0';
 		return 1;	/* cannot look across reads: refuse, not pass */

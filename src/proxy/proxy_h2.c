@@ -606,7 +606,8 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 	}
 	snprintf(k->x->fwd.method, sizeof(k->x->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
-	k->x->fwd.path = strdup(q->has_path ? q->path : "");
+	k->x->fwd.path = exchange_strndup(k->x, q->has_path ? q->path : "",
+	    q->has_path ? strlen(q->path) : 0);
 	session_deny(k, status, reason, detail);
 }
 

@@ -372,8 +372,9 @@ request_run(struct session *s, const struct http_request *req, int n)
 	session_head_done(s);
 	slice_copy(s->x->fwd.method, sizeof(s->x->fwd.method), &req->method);
 	/* The whole path: rules match on it, and the row keeps it. */
-	s->x->fwd.path = strndup(req->form == HTTP_TARGET_AUTHORITY ? "" :
-	    req->path.p, req->form == HTTP_TARGET_AUTHORITY ? 0 : req->path.len);
+	s->x->fwd.path = exchange_strndup(s->x, req->form ==
+	    HTTP_TARGET_AUTHORITY ? "" : req->path.p, req->form ==
+	    HTTP_TARGET_AUTHORITY ? 0 : req->path.len);
 	if (s->x->fwd.path == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;

@@ -343,21 +343,18 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	/* Each request follows the current policy and registry. */
 	policy_unref(s->pol);
 	s->pol = proxy_policy_get(s->p);
-	memset(&s->x->target, 0, sizeof(s->x->target));
-	memset(&s->x->verdict, 0, sizeof(s->x->verdict));
+	/* The exchange is new (its rule "ingress", exchange_next); the identity is asked again. */
 	memset(&s->ident, 0, sizeof(s->ident));
 	s->has_ident = 0;
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "ingress");
 
 	/* The token leaves the target first: no row or log line shows it. */
-	if ((target = malloc(req->path.len + 1)) == NULL) {
+	if ((target = exchange_alloc(s->x, req->path.len + 1)) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	r = ingress_strip_query(req->path.p, req->path.len, target,
 	    req->path.len + 1, &qtok, &qlen);
 	if (r < 0) {	/* cannot happen: the output is never longer */
-		free(target);
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
@@ -366,8 +363,10 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		memcpy(target, req->path.p, req->path.len);
 		target[req->path.len] = '\0';
 	}
-	free(s->x->fwd.path);
-	s->x->fwd.path = target;
+	/* The path as sent held the token: its bytes go before the target replaces it. */
+	if (s->x->fwd.path != NULL)
+		explicit_bzero(s->x->fwd.path, strlen(s->x->fwd.path));
+	s->x->fwd.path = target;	/* both in the exchange's memory */
 
 	if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE) {
 		ingress_refuse(s, 400, REASON_BAD_REQUEST,
