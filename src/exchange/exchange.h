@@ -330,12 +330,13 @@ struct exchange {
 
 /*
  * What a tunnel decided for the requests inside it: each of their
- * exchanges starts from its target and checked addresses. Allocated once
+ * exchanges starts from its target, rule and checked addresses. Allocated once
  * a tunnel carries HTTP (session_tunnel_http), with room for its own
  * addresses only, so that other connections do not carry it.
  */
 struct tunnel_decision {
 	struct policy_target	 target;
+	char			 rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
 	size_t			 n_addrs;
 	size_t			 cap;		/* addrs[] has room for this many */
 	struct netaddr		 addrs[];
@@ -380,7 +381,6 @@ struct session {
 
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
-	char			 tunnel_rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
 	struct tunnel_decision	*tun;		/* ... its target and addresses (tunnel_http) */
 	int			 socks_auth_ok;	/* SOCKS5 user/pass identified the sandbox */
 	enum sniffed		 sniffed;	/* what the first bytes were */

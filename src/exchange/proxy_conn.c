@@ -56,7 +56,7 @@ session_tunnel_http(struct session *s)
 	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
 	    sizeof(s->tun->addrs[0]));
 	s->tun->n_addrs = s->x->n_addrs;
-	memcpy(s->tunnel_rule, s->x->verdict.rule, sizeof(s->tunnel_rule));
+	memcpy(s->tun->rule, s->x->verdict.rule, sizeof(s->tun->rule));
 	return 0;
 }
 

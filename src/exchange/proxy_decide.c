@@ -98,7 +98,7 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		q.listener = DECIDE_TUNNEL;
 		q.target = &s->x->target;
-		q.tunnel_rule = s->tunnel_rule;
+		q.tunnel_rule = s->tun != NULL ? s->tun->rule : "";
 		if (in->tunnel_host != NULL) {
 			split(in->tunnel_host, in->tunnel_host_len, &host);
 			q.tunnel_host = &host;

@@ -123,7 +123,7 @@ exchange_next(struct session *s)
 		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
 	else if (s->tunnel_http && s->tun != NULL) {
 		/* Refused before its own decision: the tunnel's rule. */
-		memcpy(x->verdict.rule, s->tunnel_rule, sizeof(x->verdict.rule));
+		memcpy(x->verdict.rule, s->tun->rule, sizeof(x->verdict.rule));
 		x->target = s->tun->target;
 		if (exchange_set_addrs(x, s->tun->addrs, s->tun->n_addrs) ==
 		    -1) {

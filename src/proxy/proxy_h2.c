@@ -200,8 +200,7 @@ child_new(struct h2_stream *st)
 	memcpy(k->tun, p->tun, sizeof(*p->tun) + p->tun->cap *
 	    sizeof(p->tun->addrs[0]));
 	k->x->target = k->tun->target;
-	memcpy(k->tunnel_rule, p->tunnel_rule, sizeof(k->tunnel_rule));
-	memcpy(k->x->verdict.rule, p->tunnel_rule, sizeof(k->x->verdict.rule));
+	memcpy(k->x->verdict.rule, p->tun->rule, sizeof(k->x->verdict.rule));
 	k->sniffed = p->sniffed;
 	k->orig_dst = p->orig_dst;
 	k->orig_port = p->orig_port;

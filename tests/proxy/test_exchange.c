@@ -124,9 +124,9 @@ main(void)
 	 */
 	s = session_of(KIND_CONNECT);
 	s->tunnel_http = 1;
-	strcpy(s->tunnel_rule, "p:allow[0]");
 	CHECK_INT(session_tun_reserve(s, 2), 0);
 	CHECK(s->tun != NULL && s->tun->cap == 2 && s->tun->n_addrs == 0);
+	strcpy(s->tun->rule, "p:allow[0]");
 	CHECK_INT(policy_target_init(&s->tun->target, "tunnel.example.com", 18,
 	    8443), 0);
 	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun->addrs[0]), 0);
