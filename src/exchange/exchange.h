@@ -364,7 +364,7 @@ struct session {
 
 	struct resolver_query	*rq;
 	struct netaddr		 origin_addr;	/* connected to */
-	struct origin_bind	 ob;		/* what obev was opened for */
+	struct origin_bind	*ob;		/* what obev was opened for; NULL with no obev */
 	void			(*on_connected)(struct session *);
 
 	struct event		*timer;		/* sniff timer */

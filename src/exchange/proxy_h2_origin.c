@@ -938,9 +938,10 @@ h2up_new(struct session *s)
 	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
 		SSL_set_app_data(ssl, NULL);
 	up->bev = s->obev;
-	up->ob = s->ob;
+	up->ob = *s->ob;	/* there: h2up_new is called on a bound connection */
 	s->obev = NULL;
-	memset(&s->ob, 0, sizeof(s->ob));
+	free(s->ob);
+	s->ob = NULL;
 	bufferevent_setcb(up->bev, up_read_cb, up_write_cb, up_event_cb, up);
 	bufferevent_enable(up->bev, EV_READ | EV_WRITE);
 	return up;

@@ -4,6 +4,7 @@
  * address, TLS or not, credentials or not (docs/policy.md). Every path that
  * writes to an origin passes through upstream_guard() first.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -45,13 +46,19 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 	b->creds = b->tls && cred_host_bound(s);
 }
 
-/* Record what the connection that just opened was opened for. */
+/*
+ * Record what the connection that just opened was opened for, beside it
+ * (allocated with it: a connection without an origin holds none). Out of
+ * memory there is no record, and upstream_guard() refuses to write to it.
+ */
 void
 origin_bind_set(struct session *s, const struct netaddr *addr)
 {
-	origin_bind_want(s, &s->ob);
-	s->ob.addr = *addr;
 	s->origin_addr = *addr;
+	if (s->ob == NULL && (s->ob = malloc(sizeof(*s->ob))) == NULL)
+		return;
+	origin_bind_want(s, s->ob);
+	s->ob->addr = *addr;
 }
 
 /* 1 when obev is there and was opened for the current decision, at one of addrs. */
@@ -60,10 +67,10 @@ bound_for(struct session *s, const struct netaddr *addrs, size_t n)
 {
 	struct origin_bind want;
 
-	if (s->obev == NULL)
+	if (s->obev == NULL || s->ob == NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	return origin_bind_match(&s->ob, &want, addrs, n);
+	return origin_bind_match(s->ob, &want, addrs, n);
 }
 
 int
@@ -75,9 +82,9 @@ upstream_reusable(struct session *s)
 int
 upstream_keep(struct session *s)
 {
-	if (!bound_for(s, &s->ob.addr, 1))
+	if (s->ob == NULL || !bound_for(s, &s->ob->addr, 1))
 		return 0;
-	(void)exchange_set_addrs(s->x, &s->ob.addr, 1);	/* inline */
+	(void)exchange_set_addrs(s->x, &s->ob->addr, 1);	/* inline */
 	s->x->addr_next = 1;
 	return 1;
 }

@@ -226,6 +226,8 @@ session_close(struct session *s, enum sg_close reason)
 			proxy_tls_origin_release(s->obev);
 		proxy_tls_bev_free(s->obev);
 	}
+	free(s->ob);
+	s->ob = NULL;
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
 	s->timer = s->idle_ev = NULL;
@@ -642,5 +644,6 @@ upstream_drop(struct session *s)
 		proxy_tls_bev_free(s->obev);
 		s->obev = NULL;
 	}
-	memset(&s->ob, 0, sizeof(s->ob));
+	free(s->ob);
+	s->ob = NULL;
 }
