@@ -544,12 +544,14 @@ int		 exchange_next(struct session *);
 int		 exchange_set_addrs(struct exchange *, const struct netaddr *a,
 		    size_t n);
 /*
- * n bytes of the exchange's own memory, zeroed, aligned for any type,
+ * proxy_xmem.c: n bytes of the exchange's own memory, zeroed, aligned for any type,
  * freed only with the exchange; NULL out of memory. _strndup: s[0..n) and
  * a NUL in it.
  */
 void		*exchange_alloc(struct exchange *, size_t n);
 char		*exchange_strndup(struct exchange *, const char *s, size_t n);
+/* All of it, from exchange_free only. */
+void		 exchange_mem_free(struct exchange *);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
 void		 upstream_resolve(struct session *, void (*next)(struct session *));

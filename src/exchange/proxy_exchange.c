@@ -14,54 +14,6 @@
 #include "exchange/exchange.h"
 #include "vault/vault.h"
 
-/* A piece of an exchange's own memory; the newest first. */
-struct xchunk {
-	struct xchunk	*next;
-	size_t		 cap;
-	size_t		 used;
-	_Alignas(max_align_t) unsigned char buf[];
-};
-
-#define XCHUNK_MIN	512	/* a path and a body tail fit in the first */
-#define XALIGN		_Alignof(max_align_t)
-
-void *
-exchange_alloc(struct exchange *x, size_t n)
-{
-	struct xchunk *c = x->mem;
-	size_t cap;
-	void *p;
-
-	if (n > SIZE_MAX / 2)
-		return NULL;
-	n = (n + XALIGN - 1) & ~(XALIGN - 1);
-	if (c == NULL || c->cap - c->used < n) {
-		cap = n > XCHUNK_MIN ? n : XCHUNK_MIN;
-		if ((c = malloc(sizeof(*c) + cap)) == NULL)
-			return NULL;
-		c->next = x->mem;
-		c->cap = cap;
-		c->used = 0;
-		x->mem = c;
-	}
-	p = c->buf + c->used;
-	c->used += n;
-	return memset(p, 0, n);
-}
-
-char *
-exchange_strndup(struct exchange *x, const char *s, size_t n)
-{
-	char *p;
-
-	if (n == SIZE_MAX || (p = exchange_alloc(x, n + 1)) == NULL)
-		return NULL;
-	if (n > 0)
-		memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
 struct exchange *
 exchange_new(void)
 {
@@ -98,17 +50,12 @@ exchange_set_addrs(struct exchange *x, const struct netaddr *a, size_t n)
 void
 exchange_free(struct exchange *x)
 {
-	struct xchunk *c;
-
 	if (x == NULL)
 		return;
 	cred_plan_free(&x->fwd.plan);
 	if (x->fwd.scrub != NULL)
 		vault_scrubber_free(x->fwd.scrub);
-	while ((c = x->mem) != NULL) {	/* path, body tail, addresses */
-		x->mem = c->next;
-		free(c);
-	}
+	exchange_mem_free(x);	/* path, body tail, addresses */
 	free(x);
 }
 
