@@ -28,7 +28,8 @@
 #include "core/reason.h"
 #include "dns/resolver.h"
 #include "parse/http_parse.h"
-#include "proxy/proxy.h"
+
+struct proxy_lifecycle;
 
 struct nflog;
 struct proxy_watch;
@@ -747,8 +748,8 @@ struct front_ops {
 	/* A response is done and the connection is kept: the next request. */
 	void		(*next_request)(struct session *);
 	/* Refusals in the listener's own protocol before any HTTP. */
-	void		(*socks_refuse)(struct session *, enum sg_reason);
-	void		(*transparent_refuse)(struct session *, enum sg_reason);
+	void		(*refuse_socks5)(struct session *, enum sg_reason);
+	void		(*refuse_transparent)(struct session *, enum sg_reason);
 	/* From session_close: a connection's streams, a stream's place. */
 	void		(*closed)(struct session *);
 	/* An HTTP/2 stream's answer and request body (proxy_h2.c, h2_stream_*). */

@@ -19,10 +19,10 @@ fair_answer(struct session *s, const char *detail)
 {
 	switch (s->kind) {
 	case KIND_SOCKS5:
-		s->p->fe->socks_refuse(s, REASON_RATE_LIMITED);
+		s->p->fe->refuse_socks5(s, REASON_RATE_LIMITED);
 		break;
 	case KIND_TRANSPARENT:
-		s->p->fe->transparent_refuse(s, REASON_RATE_LIMITED);
+		s->p->fe->refuse_transparent(s, REASON_RATE_LIMITED);
 		break;
 	case KIND_INGRESS:
 		/* Refused at accept, before its TLS: nothing it could read. */
@@ -277,7 +277,7 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	exchange_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN);
 	switch (s->kind) {
 	case KIND_SOCKS5:
-		s->p->fe->socks_refuse(s, REASON_TOO_MANY_CONN);
+		s->p->fe->refuse_socks5(s, REASON_TOO_MANY_CONN);
 		break;
 	case KIND_INGRESS:
 		session_close(s, CLOSE_REFUSED);

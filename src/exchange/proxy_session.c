@@ -624,12 +624,12 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 	exchange_log(s, reason_verdict(reason), status,
 	    reason);
 	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
-		s->p->fe->socks_refuse(s, reason);
+		s->p->fe->refuse_socks5(s, reason);
 		return;
 	}
 	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP &&
 	    !s->intercepted) {
-		s->p->fe->transparent_refuse(s, reason);
+		s->p->fe->refuse_transparent(s, reason);
 		return;
 	}
 	session_http_error(s, status, reason, detail);

@@ -11,6 +11,7 @@
 #define SG_PROXY_FRONT_H
 
 #include "exchange/exchange.h"
+#include "proxy/proxy.h"
 
 /*
  * proxy_http.c: client request heads (explicit proxy and in-tunnel HTTP):
