@@ -19,7 +19,13 @@ struct xchunk {
 	_Alignas(max_align_t) unsigned char buf[];
 };
 
-#define XCHUNK_MIN	512	/* a path and a body tail fit in the first */
+/*
+ * The first chunk is as large as its first piece (at least XCHUNK_MIN):
+ * an idle connection's exchange holds no more than its path. Each later
+ * one doubles, up to XCHUNK_MAX, or is as large as its piece.
+ */
+#define XCHUNK_MIN	64
+#define XCHUNK_MAX	4096
 #define XALIGN		_Alignof(max_align_t)
 
 void *
@@ -33,7 +39,10 @@ exchange_alloc(struct exchange *x, size_t n)
 		return NULL;
 	n = (n + XALIGN - 1) & ~(XALIGN - 1);
 	if (c == NULL || c->cap - c->used < n) {
-		cap = n > XCHUNK_MIN ? n : XCHUNK_MIN;
+		cap = c == NULL ? XCHUNK_MIN : c->cap * 2 > XCHUNK_MAX ?
+		    XCHUNK_MAX : c->cap * 2;
+		if (cap < n)
+			cap = n;
 		if ((c = malloc(sizeof(*c) + cap)) == NULL)
 			return NULL;
 		c->next = x->mem;
@@ -49,12 +58,15 @@ exchange_alloc(struct exchange *x, size_t n)
 char *
 exchange_strndup(struct exchange *x, const char *s, size_t n)
 {
+	static char empty[1];
 	char *p;
 
+	/* An empty string costs nothing (a CONNECT's path): never written to. */
+	if (n == 0)
+		return empty;
 	if (n == SIZE_MAX || (p = exchange_alloc(x, n + 1)) == NULL)
 		return NULL;
-	if (n > 0)
-		memcpy(p, s, n);
+	memcpy(p, s, n);
 	p[n] = '\0';
 	return p;
 }
