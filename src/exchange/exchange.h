@@ -253,7 +253,7 @@ struct forward {
 	int			 status;
 	char			 method[24];
 	char			*path;		/* the whole request target; "" when none */
-	struct netaddr		 ip;		/* the address this request went to or was refused for */
+	struct netaddr		 ip;		/* the address this exchange went to or was refused for */
 	struct cred_plan	 plan;
 	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
 	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
@@ -364,7 +364,6 @@ struct session {
 	struct exchange		*x;		/* the current decision: never NULL */
 
 	struct resolver_query	*rq;
-	struct netaddr		 origin_addr;	/* connected to */
 	struct origin_bind	*ob;		/* what obev was opened for; NULL with no obev */
 	void			(*on_connected)(struct session *);
 

@@ -155,7 +155,7 @@ forward_start(struct session *s)
 	if (upstream_guard(s) == -1)
 		return;
 	s->state = S_FORWARD;
-	f->ip = s->origin_addr;
+	f->ip = s->ob->addr;	/* upstream_guard: bound, so there */
 	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
 	evbuffer_add_buffer(bufferevent_get_output(s->obev), s->pending_head);

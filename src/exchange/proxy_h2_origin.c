@@ -989,7 +989,6 @@ h2o_start(struct h2o *o, struct h2up *up)
 	up->refs++;
 	TAILQ_INSERT_TAIL(&up->streams, o, entry);
 	s->state = S_FORWARD;
-	s->origin_addr = up->ob.addr;
 	s->x->fwd.ip = up->ob.addr;
 	if ((o->hd = calloc(1, sizeof(*o->hd))) == NULL) {
 		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");

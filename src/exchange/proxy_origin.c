@@ -54,7 +54,7 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 void
 origin_bind_set(struct session *s, const struct netaddr *addr)
 {
-	s->origin_addr = *addr;
+	s->x->fwd.ip = *addr;	/* the exchange's row names where it went */
 	if (s->ob == NULL && (s->ob = malloc(sizeof(*s->ob))) == NULL)
 		return;
 	origin_bind_want(s, s->ob);

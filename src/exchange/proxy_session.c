@@ -530,8 +530,7 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	ev.port = s->x->target.port ? s->x->target.port : -1;
 	ev.asn = -1;
 	if (s->p->geoip != NULL && ev.ip != NULL &&
-	    geoip_lookup(s->p->geoip, s->x->fwd.ip.family ? &s->x->fwd.ip :
-	    &s->origin_addr, &geo) == 0) {
+	    geoip_lookup(s->p->geoip, &s->x->fwd.ip, &geo) == 0) {
 		ev.country = geo.country[0] ? geo.country : NULL;
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
@@ -582,11 +581,13 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +
 	    (now.tv_nsec - started->tv_nsec) / 1000000;
-	/* A request's own address; a tunnel's is the one it connected to. */
+	/*
+	 * The exchange's own address: where it went or what was refused,
+	 * never the connection's last origin (a CONNECT refused after a
+	 * request on the connection names none).
+	 */
 	if (s->x->fwd.ip.family != 0)
 		netaddr_ntop(&s->x->fwd.ip, ip, sizeof(ip));
-	else if (!SESSION_IS_HTTP(s) && s->origin_addr.family != 0)
-		netaddr_ntop(&s->origin_addr, ip, sizeof(ip));
 	session_audit(s, decision, status, reason, up, down, ms, ip);
 	/*
 	 * Every decision is an audit row; the log carries denials and errors

@@ -143,7 +143,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (strstr(why, "rejected") != NULL ||
 		    strcmp(why, "origin TLS handshake failed") != 0) {
 			/* A bad origin certificate is never retried elsewhere. */
-			s->origin_addr = s->x->addrs[s->x->addr_next - 1];
+			s->x->fwd.ip = s->x->addrs[s->x->addr_next - 1];
 			proxy_tls_bev_free(s->obev);
 			s->obev = NULL;
 			log_warnx("session %llu: %s:%u: %s",

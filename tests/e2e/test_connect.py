@@ -370,6 +370,60 @@ class ConnectTest(unittest.TestCase):
                         host="ssh.test", ip="127.0.0.2", up=len(msg), down=len(msg))
         self.audit.check()
 
+    def _request_then_connect(self, body_headers, body, target):
+        """One absolute-form POST, then CONNECT target on the same connection."""
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10 * T.SLOW)
+        self.addCleanup(conn.close)
+        conn.request("POST", "http://allowed.test:%d/first" % self.a.port,
+                     body=body, headers=body_headers,
+                     encode_chunked="Transfer-Encoding" in body_headers)
+        r = conn.getresponse()
+        r.read()
+        self.assertEqual(r.status, 200)
+        sock = conn.sock
+        client = AC.client_of_sock(sock)
+        sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n"
+                     % (target.encode(), target.encode()))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = sock.recv(1)
+            if not b:
+                break
+            head += b
+        return conn, sock, client, head
+
+    def test_tunnel_row_counts_only_the_tunnel_chunked_before(self):
+        """The same with a chunked request body before the tunnel."""
+        def chunks():
+            yield b"a" * 700
+            yield b"b" * 300
+        conn, sock, client, head = self._request_then_connect(
+            {"Transfer-Encoding": "chunked"}, chunks(),
+            "ssh.test:%d" % self.echo.port)
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        msg = b"SSH-2.0-y\r\n"
+        sock.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            b = sock.recv(65536)
+            self.assertTrue(b, "the tunnel closed early")
+            got += b
+        conn.close()
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None, self.echo.port,
+                        host="ssh.test", ip="127.0.0.2", up=len(msg), down=len(msg))
+        self.audit.check()
+
+    def test_refused_tunnel_after_a_request_moved_nothing(self):
+        """A CONNECT refused after a request on the connection: its row has no bytes."""
+        conn, sock, client, head = self._request_then_connect(
+            {"Content-Length": "1000"}, b"z" * 1000, "denied.test:443")
+        self.assertTrue(head.startswith(b"HTTP/1.1 403"), head)
+        conn.close()
+        self.tunnel_row(client, "deny", 403, "tun:deny[0]", "policy-deny", 443,
+                        host="denied.test")
+        self.audit.check()
+
     def test_opaque_rule_server_speaks_first(self):
         c, r = self.tunnel("ssh.test:%d" % self.banner.port)
         self.assertEqual(r.status, 200, r)
