@@ -250,6 +250,8 @@ struct forward {
 	 */
 	int			 switched;
 	int			 drop_upgrade;	/* ... to h2c: forwarded without the offer */
+	int			 grpc;		/* an HTTP/2 stream's gRPC call: HTTP/2 to the origin only */
+	int			 origin_alpn;	/* ALPN offered to its origin: 1 h2 only, 2 h2 and http/1.1 */
 	int			 status;
 	char			 method[24];
 	char			*path;		/* the whole request target; "" when none */
@@ -411,9 +413,7 @@ struct session {
 	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
 	TAILQ_ENTRY(session)	 h2_lane_entry;
 	int			 h2_checked;	/* ALPN looked at */
-	int			 h2_grpc;	/* a gRPC call: needs HTTP/2 to the origin */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
-	int			 origin_h2;	/* origin ALPN: 1 h2 only, 2 h2 and http/1.1 */
 	struct h2up		*h2up;		/* an h2 connection's origin connection */
 };
 

@@ -330,7 +330,7 @@ response_head(struct h2o *o, int end)
 		    "answered compressed, which cannot be scrubbed");
 		return;
 	}
-	if (scrubbing(s) && !s->h2_grpc && !end) {
+	if (scrubbing(s) && !s->x->fwd.grpc && !end) {
 		const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 		size_t k = cred_scrub_lists(s, secrets, phs);
 
@@ -1036,7 +1036,6 @@ h2o_connected(struct session *s)
 		}
 		/* An HTTP/1.1 origin: the head proxy_http.c built for it. */
 		h2o_free(s);
-		s->origin_h2 = 0;
 		forward_start(s);
 		return;
 	}
@@ -1097,7 +1096,7 @@ h2o_retry(struct h2o *o)
 		h2o_start(o, up);
 		return;
 	}
-	s->origin_h2 = o->only_h2 ? 1 : 2;
+	s->x->fwd.origin_alpn = o->only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }
 
@@ -1146,7 +1145,7 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 		h2o_start(o, up);
 		return;
 	}
-	s->origin_h2 = only_h2 ? 1 : 2;
+	s->x->fwd.origin_alpn = only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }
 

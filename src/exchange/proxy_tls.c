@@ -573,10 +573,10 @@ proxy_tls_origin_bev(struct session *s)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	/* An HTTP/2 stream's origin (proxy_h2_origin.c): h2 (gRPC: only h2). */
-	if (s->origin_h2 == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	if (s->x->fwd.origin_alpn == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2", 3) != 0)
 		goto fail;
-	if (s->origin_h2 == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	if (s->x->fwd.origin_alpn == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2\x08http/1.1", 12) != 0)
 		goto fail;
 	slot = &s->w->tls_sessions[sess_slot(s->x->target.host, s->x->target.port)];

@@ -21,7 +21,8 @@ void		 http_head_read(struct session *);
 /* proxy_front.c: the front-ends as the exchange layer calls them. */
 extern const struct front_ops proxy_front_ops;
 /* An HTTP/2 stream's request, from its fields: a new exchange, decided. */
-void		 http_stream_request(struct session *, const struct http_request *);
+void		 http_stream_request(struct session *, const struct http_request *,
+		    int grpc);
 
 /* proxy_socks.c */
 void		 socks_read(struct session *);

@@ -638,7 +638,6 @@ st_request(struct h2_stream *st, int end_stream)
 	}
 	st->c->s->x->logged = 1;	/* the connection's rows are its streams' */
 	k = st->child;
-	k->h2_grpc = 0;
 	if (h2_req_request(q, end_stream, &req) == 0 &&
 	    head_size(&req) > st->c->s->p->cfg->max_header_bytes)
 		q->err = H2_REQ_ERR_TOO_LARGE;
@@ -668,10 +667,12 @@ st_request(struct h2_stream *st, int end_stream)
 	snprintf(st->method, sizeof(st->method), "%s", q->method);
 	st->grpc = q->grpc;
 	st->req_ended = end_stream;
-	/* gRPC needs HTTP/2 toward the origin (docs/protocols.md). */
-	k->h2_grpc = q->grpc;
-	/* Decided now, by the HTTP/1.1 code; the body follows in st->reqbody. */
-	http_stream_request(k, &req);
+	/*
+	 * Decided now, by the HTTP/1.1 code, as an exchange of its own (gRPC:
+	 * HTTP/2 toward the origin, docs/protocols.md); the body follows in
+	 * st->reqbody.
+	 */
+	http_stream_request(k, &req, q->grpc);
 	free(q);
 }
 

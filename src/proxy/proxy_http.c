@@ -170,7 +170,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	if (request_cred_check(s, req) == -1)
 		return;
-	if (s->h2_grpc) {
+	if (s->x->fwd.grpc) {
 		/* gRPC needs HTTP/2 to the origin (trailers). */
 		forward_prepare(s, req);
 		h2o_request(s, req, n, 1);
@@ -415,13 +415,15 @@ request_run(struct session *s, const struct http_request *req, int n)
  * any, waits in the stream (h2_stream_body) for stream_client_body.
  */
 void
-http_stream_request(struct session *s, const struct http_request *req)
+http_stream_request(struct session *s, const struct http_request *req,
+    int grpc)
 {
 	if (exchange_next(s) == -1) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	s->x->fwd.request = 1;
+	s->x->fwd.grpc = grpc;	/* gRPC needs HTTP/2 toward the origin */
 	if (s->intercepted)
 		session_mark(s, MARK_REQUEST);
 	request_run(s, req, 0);
