@@ -226,24 +226,59 @@ build(struct q *m, uint16_t id, const char *name, uint16_t qtype,
 	}
 }
 
+/*
+ * The audit row's client is address:port, without the transport: a UDP
+ * and a TCP client that the kernel gives the same port number would share
+ * their rows (it happened in a CI run). Every client socket of this test
+ * is bound with bound_client(), which keeps only a port no client had.
+ */
+static uint16_t client_ports[1024];
+static size_t n_client_ports;
+
+/* A socket of type bound to src on a port no client of this test had; -1. */
+static int
+bound_client(int type, const char *src, struct sockaddr_in *sin)
+{
+	socklen_t sl;
+	size_t i;
+	int s, tries;
+
+	for (tries = 0; tries < 32; tries++) {
+		if ((s = socket(AF_INET, type, 0)) == -1)
+			return -1;
+		memset(sin, 0, sizeof(*sin));
+		sin->sin_family = AF_INET;
+		inet_pton(AF_INET, src, &sin->sin_addr);
+		sl = sizeof(*sin);
+		if (bind(s, (struct sockaddr *)sin, sizeof(*sin)) == -1 ||
+		    getsockname(s, (struct sockaddr *)sin, &sl) == -1) {
+			close(s);
+			return -1;
+		}
+		for (i = 0; i < n_client_ports; i++)
+			if (client_ports[i] == ntohs(sin->sin_port))
+				break;
+		if (i == n_client_ports) {
+			if (n_client_ports < sizeof(client_ports) /
+			    sizeof(client_ports[0]))
+				client_ports[n_client_ports++] =
+				    ntohs(sin->sin_port);
+			return s;
+		}
+		close(s);	/* another client had this port: another one */
+	}
+	return -1;
+}
+
 /* A UDP socket bound to src, connected to the server on port. */
 static int
 udp_client(const char *src, int port, char *client, size_t clientlen)
 {
 	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
 	int s;
 
-	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0)) == -1)
+	if ((s = bound_client(SOCK_DGRAM | SOCK_NONBLOCK, src, &sin)) == -1)
 		return -1;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	inet_pton(AF_INET, src, &sin.sin_addr);
-	if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    getsockname(s, (struct sockaddr *)&sin, &sl) == -1) {
-		close(s);
-		return -1;
-	}
 	snprintf(client, clientlen, "%s:%u", src, ntohs(sin.sin_port));
 	sin.sin_port = htons((uint16_t)port);
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
@@ -490,21 +525,14 @@ tcp_ask(const char *src, const uint8_t *msg, size_t len, uint8_t *resp,
     size_t cap, char *client, size_t clientlen)
 {
 	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
 	uint8_t buf[2 + 65535];
 	size_t have = 0, want;
 	uint64_t end;
 	ssize_t n;
 	int s;
 
-	if ((s = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+	if ((s = bound_client(SOCK_STREAM, src, &sin)) == -1)
 		return -1;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	inet_pton(AF_INET, src, &sin.sin_addr);
-	if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    getsockname(s, (struct sockaddr *)&sin, &sl) == -1)
-		goto fail;
 	snprintf(client, clientlen, "%s:%u", src, ntohs(sin.sin_port));
 	sin.sin_port = htons((uint16_t)srv_port);
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
@@ -617,7 +645,6 @@ test_tcp_pipeline(char *client, size_t clientlen)
 	};
 	struct qopts o = { .udp = 0 };
 	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
 	struct q m;
 	struct ans a;
 	uint8_t out[4096], in[8192];
@@ -626,15 +653,11 @@ test_tcp_pipeline(char *client, size_t clientlen)
 	uint64_t end;
 	ssize_t n;
 
-	if ((s = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+	if ((s = bound_client(SOCK_STREAM, "127.0.0.1", &sin)) == -1)
 		return 0;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)srv_port);
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	CHECK(connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-	getsockname(s, (struct sockaddr *)&sin, &sl);
 	snprintf(client, clientlen, "127.0.0.1:%u", ntohs(sin.sin_port));
+	sin.sin_port = htons((uint16_t)srv_port);
+	CHECK(connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0);
 	for (i = 0; i < 4; i++) {
 		build(&m, (uint16_t)(0x7000 + i), qs[i].name, qs[i].qtype, &o);
 		out[olen++] = (uint8_t)(m.len >> 8);
@@ -719,12 +742,9 @@ test_tcp_bad_frame(void)
 	ssize_t n = -1;
 	int s;
 
-	if ((s = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+	if ((s = bound_client(SOCK_STREAM, "127.0.0.1", &sin)) == -1)
 		return;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
 	sin.sin_port = htons((uint16_t)srv_port);
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
 	CHECK(connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0);
 	CHECK(write(s, bad, sizeof(bad)) == (ssize_t)sizeof(bad));
 	end = now_ms() + 2000;
@@ -862,12 +882,8 @@ test_garbage(char *client, size_t clientlen)
 	    answers);
 
 	for (i = 0; i < 20; i++) {
-		if ((t = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+		if ((t = bound_client(SOCK_STREAM, "127.0.0.10", &sin)) == -1)
 			break;
-		memset(&sin, 0, sizeof(sin));
-		sin.sin_family = AF_INET;
-		inet_pton(AF_INET, "127.0.0.10", &sin.sin_addr);
-		bind(t, (struct sockaddr *)&sin, sizeof(sin));
 		sin.sin_port = htons((uint16_t)srv_port);
 		inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
 		CHECK(connect(t, (struct sockaddr *)&sin, sizeof(sin)) == 0);
