@@ -51,18 +51,36 @@ class ReloadRestartKeysTest(unittest.TestCase):
             ("later.test", "127.0.0.2")])
         self.addCleanup(self.dns.stop)
         self.sock = self.td.join("adm.sock")
-        self.mport = T.free_port()
-        self.gw = T.Gateway(self.td.path, self.dns,
-            {"main.yaml": self.policy(["first.test"])}, user="sandgate",
-            extra={"listen": {"metrics": "127.0.0.1:%d" % self.mport,
-                "admin": self.sock}})
-        self.gw.start()
+        # The metrics port is bound after the HTTP listener accepts and
+        # after the admin socket exists: a port another test took between
+        # free_port() and that bind ends the gateway. Ready means the admin
+        # API answers; a gateway that ended is started again on new ports.
+        for attempt in range(3):
+            self.mport = T.free_port()
+            self.gw = T.Gateway(self.td.path, self.dns,
+                {"main.yaml": self.policy(["first.test"])}, user="sandgate",
+                extra={"listen": {"metrics": "127.0.0.1:%d" % self.mport,
+                    "admin": self.sock}})
+            self.gw.start()
+            if self.admin_answers():
+                break
+            tail = self.gw.log_tail()
+            self.gw.stop()
+            if attempt == 2:
+                self.fail("the admin API never answered; log tail:\n" + tail)
         self.addCleanup(self.gw.stop)
-        deadline = time.time() + 10 * T.SLOW
-        while not os.path.exists(self.sock) and time.time() < deadline:
-            time.sleep(0.05)
         with open(self.gw.cfg_path) as f:
             self.cfg_text = f.read()
+
+    def admin_answers(self):
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline and self.gw.alive():
+            try:
+                st, _ = admin(self.sock, "GET", "/v1/status")
+                return st == 200
+            except OSError:
+                time.sleep(0.05)
+        return False
 
     def policy(self, hosts):
         return {"sandboxes": [T.local_sandbox("main")],
