@@ -537,6 +537,23 @@ void		 exchange_free(struct exchange *);
  */
 int		 exchange_next(struct session *);
 /*
+ * The decision a row records: an allowed exchange under mode: report is
+ * "report", with the reason the policy would have given when it has none.
+ */
+void		 exchange_verdict(const struct exchange *, enum sg_verdict *,
+		    enum sg_reason *);
+/*
+ * The exchange writes its row, once: ev holds what its connection or
+ * listener knows (sandbox, kind, client, address, method, path, status,
+ * bytes; host when the row names another than the target); the exchange
+ * adds its target, rule, credential, decision (exchange_verdict), reason
+ * and duration (from x->started, left in ev->duration_ms) and marks itself
+ * logged. audit NULL: nothing is written. audit_submit's result.
+ */
+struct audit_event;
+int		 exchange_audit(struct exchange *, struct audit *,
+		    struct audit_event *, enum sg_verdict, enum sg_reason);
+/*
  * The addresses this exchange may connect to, a[0..n) copied (at most
  * PROXY_MAX_ADDRS): 0, or -1 out of memory (never for n <=
  * EXCHANGE_INLINE_ADDRS).

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "audit/audit.h"
+#include "core/reason.h"
 #include "exchange/exchange.h"
 #include "vault/vault.h"
 
@@ -45,6 +47,40 @@ exchange_set_addrs(struct exchange *x, const struct netaddr *a, size_t n)
 	x->n_addrs = n;
 	x->addr_next = 0;
 	return 0;
+}
+
+void
+exchange_verdict(const struct exchange *x, enum sg_verdict *decision,
+    enum sg_reason *reason)
+{
+	/* mode: report -- what passed but the policy would have denied. */
+	if (*decision == VERDICT_ALLOW && x->verdict.report != REASON_NONE) {
+		*decision = VERDICT_REPORT;
+		if (*reason == REASON_NONE)
+			*reason = x->verdict.report;
+	}
+}
+
+int
+exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
+    enum sg_verdict decision, enum sg_reason reason)
+{
+	struct timespec now;
+
+	x->logged = 1;
+	exchange_verdict(x, &decision, &reason);
+	if (ev->host == NULL && x->target.host[0] != '\0')
+		ev->host = x->target.host;
+	ev->decision = decision;
+	ev->reason = reason_word(reason);
+	ev->rule = x->verdict.rule[0] != '\0' ? x->verdict.rule : NULL;
+	ev->credential = x->fwd.plan.cred[0] != '\0' ? x->fwd.plan.cred : NULL;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ev->duration_ms = (int64_t)(now.tv_sec - x->started.tv_sec) * 1000 +
+	    (now.tv_nsec - x->started.tv_nsec) / 1000000;
+	if (a == NULL)
+		return 0;
+	return audit_submit(a, ev);
 }
 
 void

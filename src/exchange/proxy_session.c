@@ -158,6 +158,37 @@ session_close_is_error(enum sg_close c)
 	return c == CLOSE_CLIENT_ERROR || c == CLOSE_ORIGIN_ERROR;
 }
 
+/*
+ * The connection ends, and with it its exchange: the row it has not
+ * written yet, from what it did. An upgraded connection's is the 101 and
+ * every byte it moved; a request that reached its origin has its row
+ * however it ends; a tunnel is one decision, written when it ends, with
+ * the 200 its client was sent (CONNECT and SOCKS5 answer before the
+ * origin is connected). How an allowed tunnel ended is not a decision
+ * reason, unless
+ * the seccomp filter refused a call its relay made on this thread
+ * (refusal_take: the call that just failed).
+ */
+static void
+exchange_end(struct session *s, enum sg_close reason)
+{
+	struct exchange *x = s->x;
+
+	if (x->fwd.switched) {
+		x->fwd.switched = 0;
+		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
+	}
+	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
+		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
+	if (s->kind == KIND_HTTP || s->kind == KIND_INGRESS || x->logged ||
+	    !x->verdict.allow || s->h2_child)
+		return;
+	if (session_close_is_error(reason) && refusal_pending())
+		exchange_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED);
+	else
+		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
+}
+
 void
 session_close(struct session *s, enum sg_close reason)
 {
@@ -174,27 +205,7 @@ session_close(struct session *s, enum sg_close reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
-	/* An upgraded connection's row: the 101 and every byte it moved. */
-	if (s->x->fwd.switched) {
-		s->x->fwd.switched = 0;
-		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
-	}
-	/* A request that reached its origin has its row, however it ends. */
-	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && s->x->verdict.allow)
-		exchange_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE);
-	/* A tunnel is one decision: its line is written when it ends. */
-	/*
-	 * An allowed tunnel's row: how it ended is not a decision reason,
-	 * unless it ended because the seccomp filter refused a call the relay
-	 * made on this thread (refusal_take: the call that just failed).
-	 */
-	if (s->kind != KIND_HTTP && s->kind != KIND_INGRESS && !s->x->logged &&
-	    s->x->verdict.allow && !s->h2_child) {
-		if (session_close_is_error(reason) && refusal_pending())
-			exchange_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED);
-		else
-			exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
-	}
+	exchange_end(s, reason);
 	if (s->timer != NULL)
 		event_free(s->timer);
 	if (s->dns_timer != NULL)
@@ -512,10 +523,13 @@ session_method(const struct session *s)
 	return "CONNECT";
 }
 
-static void
+/*
+ * What the connection knows of the row; the exchange adds its own. Its
+ * duration in ms.
+ */
+static long long
 session_audit(struct session *s, enum sg_verdict decision, int status,
-    enum sg_reason reason, uint64_t up, uint64_t down, long long ms,
-    const char *ip)
+    enum sg_reason reason, const char *ip)
 {
 	struct audit_event ev;
 	struct geoip_result geo;
@@ -525,7 +539,6 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
 	ev.kind = kind_name(s);
 	ev.client = s->client_str;
-	ev.host = s->x->target.host[0] ? s->x->target.host : NULL;
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
 	ev.port = s->x->target.port ? s->x->target.port : -1;
 	ev.asn = -1;
@@ -538,29 +551,21 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	ev.path = http && s->x->fwd.path != NULL && s->x->fwd.path[0] ?
 	    s->x->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
-	ev.decision = decision;
-	ev.rule = s->x->verdict.rule[0] ? s->x->verdict.rule : NULL;
-	ev.reason = reason_word(reason);
-	ev.credential = s->x->fwd.plan.cred[0] ? s->x->fwd.plan.cred : NULL;
-	ev.bytes_up = (int64_t)up;
-	ev.bytes_down = (int64_t)down;
-	ev.duration_ms = ms;
-	audit_submit(s->p->audit, &ev);
+	ev.bytes_up = (int64_t)s->x->up;
+	ev.bytes_down = (int64_t)s->x->down;
+	(void)exchange_audit(s->x, s->p->audit, &ev, decision, reason);
+	return (long long)ev.duration_ms;
 }
 
 void
 exchange_log(struct session *s, enum sg_verdict decision, int status,
     enum sg_reason reason)
 {
-	const struct timespec *started = &s->x->started;
-	uint64_t up = s->x->up, down = s->x->down;
-	struct timespec now;
-	long long ms;
 	char ip[NETADDR_STRLEN] = "-";
 	char path[256] = "-";
+	long long ms;
 	int nr;
 
-	s->x->logged = 1;
 	/*
 	 * An error right after the seccomp filter refused a call on this
 	 * thread: that call is why (it was named in the log when refused).
@@ -571,16 +576,7 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 		    refusal_name(nr) : "a system call", nr);
 		reason = REASON_SYSCALL_REFUSED;
 	}
-	/* mode: report -- what passed but the policy would have denied. */
-	if (decision == VERDICT_ALLOW && s->x->verdict.report != REASON_NONE) {
-		decision = VERDICT_REPORT;
-		if (reason == REASON_NONE)
-			reason = s->x->verdict.report;
-	}
-	/* The path is escaped only when a line will be written. */
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = (long long)(now.tv_sec - started->tv_sec) * 1000 +
-	    (now.tv_nsec - started->tv_nsec) / 1000000;
+	exchange_verdict(s->x, &decision, &reason);
 	/*
 	 * The exchange's own address: where it went or what was refused,
 	 * never the connection's last origin (a CONNECT refused after a
@@ -588,11 +584,12 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	 */
 	if (s->x->fwd.ip.family != 0)
 		netaddr_ntop(&s->x->fwd.ip, ip, sizeof(ip));
-	session_audit(s, decision, status, reason, up, down, ms, ip);
+	ms = session_audit(s, decision, status, reason, ip);
 	/*
 	 * Every decision is an audit row; the log carries denials and errors
 	 * at info, allowed traffic only at debug (a write per request is the
-	 * largest cost on a kept-alive connection).
+	 * largest cost on a kept-alive connection). The path is escaped only
+	 * when a line will be written.
 	 */
 	if (decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
 		return;
@@ -606,12 +603,9 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	    s->x->target.port, ip,
 	    session_method(s) != NULL ? session_method(s) : "-",
 	    path, status, s->x->verdict.rule[0] ? s->x->verdict.rule : "-",
-	    reason ? reason_word(reason) : "-", (unsigned long long)up,
-	    (unsigned long long)down, ms);
+	    reason ? reason_word(reason) : "-", (unsigned long long)s->x->up,
+	    (unsigned long long)s->x->down, ms);
 }
-
-
-
 
 void
 session_deny(struct session *s, int status, enum sg_reason reason,

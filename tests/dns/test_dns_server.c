@@ -33,6 +33,7 @@
 #include "core/config.h"
 #include "core/policy.h"
 #include "dns/dns.h"
+#include "proxy/proxy.h"
 #include "parse/dns_msg.h"
 #include "dns/resolver.h"
 #include "helper_dns.h"

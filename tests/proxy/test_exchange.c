@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "audit/audit.h"
 #include "check.h"
 #include "exchange/exchange.h"
 
@@ -210,6 +211,70 @@ main(void)
 			CHECK_INT(exchange_set_addrs(x, many, 7), 0);
 			CHECK((unsigned char *)x->addrs == a);
 		}
+		exchange_free(x);
+	}
+
+	/*
+	 * The exchange writes its own row (exchange_audit, for connections
+	 * and DNS queries alike): what its listener put in the event stays,
+	 * the rest is the exchange's -- target, rule, credential, decision
+	 * with mode: report's relaxation, duration from its start -- and it
+	 * is marked written. (audit NULL: filled, not submitted.)
+	 */
+	{
+		struct exchange *x = exchange_new();
+		struct audit_event ev;
+		enum sg_verdict d;
+		enum sg_reason r;
+
+		CHECK(x != NULL);
+		CHECK_INT(policy_target_init(&x->target, "row.example.com", 15,
+		    443), 0);
+		strcpy(x->verdict.rule, "p:allow[1]");
+		strcpy(x->fwd.plan.cred, "gh");
+		x->started.tv_sec -= 2;		/* began two seconds ago */
+		memset(&ev, 0, sizeof(ev));
+		ev.kind = "dns";
+		ev.status = 3;
+		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_ALLOW,
+		    REASON_NONE), 0);
+		CHECK(x->logged);
+		CHECK_STR(ev.kind, "dns");
+		CHECK_INT(ev.status, 3);
+		CHECK_STR(ev.host, "row.example.com");
+		CHECK_STR(ev.rule, "p:allow[1]");
+		CHECK_STR(ev.credential, "gh");
+		CHECK(ev.decision == VERDICT_ALLOW && ev.reason == NULL);
+		CHECK_MSG(ev.duration_ms >= 2000 && ev.duration_ms < 60000,
+		    "duration %lld", (long long)ev.duration_ms);
+
+		/* A name the listener names itself is kept (an invalid one). */
+		memset(&ev, 0, sizeof(ev));
+		ev.host = "as asked";
+		/* mode: report: allowed, recorded with the reason it would have had. */
+		x->verdict.report = REASON_POLICY_DENY;
+		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_ALLOW,
+		    REASON_NONE), 0);
+		CHECK_STR(ev.host, "as asked");
+		CHECK(ev.decision == VERDICT_REPORT);
+		CHECK_STR(ev.reason, "policy-deny");
+		/* ... never a refusal, and never a reason of its own replaced. */
+		d = VERDICT_DENY;
+		r = REASON_RATE_LIMITED;
+		exchange_verdict(x, &d, &r);
+		CHECK(d == VERDICT_DENY && r == REASON_RATE_LIMITED);
+		d = VERDICT_ALLOW;
+		r = REASON_INGRESS_TOKEN_REDIRECT;
+		exchange_verdict(x, &d, &r);
+		CHECK(d == VERDICT_REPORT && r == REASON_INGRESS_TOKEN_REDIRECT);
+		/* No rule, no credential: none in the row. */
+		x->verdict.rule[0] = '\0';
+		x->fwd.plan.cred[0] = '\0';
+		memset(&ev, 0, sizeof(ev));
+		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_DENY,
+		    REASON_POLICY_DENY), 0);
+		CHECK(ev.rule == NULL && ev.credential == NULL);
+		CHECK_STR(ev.reason, "policy-deny");
 		exchange_free(x);
 	}
 

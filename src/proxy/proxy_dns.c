@@ -1,8 +1,9 @@
 /*
  * The DNS listener of one worker (docs/protocols.md): UDP and TCP on the
- * worker's event loop, one policy decision, one response and one audit row per
- * query. Owns its sockets, its TCP connections and the queries waiting on the
- * resolver; dns_server_free() cancels them all.
+ * worker's event loop. Each query is an exchange (exchange/exchange.h): one
+ * policy decision, one response and the one audit row the exchange writes
+ * when it ends. Owns its sockets, its TCP connections and the queries
+ * waiting on the resolver; dns_server_free() cancels them all.
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -25,8 +26,10 @@
 #include "core/policy.h"
 #include "core/reason.h"
 #include "dns/dns.h"
-#include "parse/dns_msg.h"
 #include "dns/resolver.h"
+#include "exchange/exchange.h"
+#include "parse/dns_msg.h"
+#include "proxy/proxy.h"
 
 #define DNS_SRV_UDP_BURST	64		/* datagrams per wakeup */
 #define DNS_SRV_UDP_BUF		65536
@@ -63,12 +66,12 @@ struct dns_pending {
 	struct policy		*pol;
 	int			 has_id;
 	struct policy_identity	 id;
-	struct policy_target	 t;
-	int			 has_target;
-	struct policy_verdict	 v;
-	uint64_t		 t0;
+	/*
+	 * The query's exchange: its target (the name, once valid), verdict,
+	 * credential (a placeholder's, for the row), start and row.
+	 */
+	struct exchange		*x;
 	char			 client[NETADDR_STRLEN + 8];
-	char			 cred[64];	/* a placeholder's credential, for the row */
 	struct dns_msg		 msg;
 };
 
@@ -115,6 +118,12 @@ dns_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * The query's row, written by its exchange: what the listener knows (the
+ * client, the asked type, the answer's address, the rcode, the rule of the
+ * outcome) and the exchange's own (target, credential, duration; mode:
+ * report: answered, but the policy would have said NXDOMAIN).
+ */
 static void
 dns_audit(struct dns_pending *p, const struct dns_outcome *o,
     const char *ip)
@@ -122,15 +131,17 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	struct audit_event ev;
 	char tbuf[16];
 
-	if (p->srv->env.audit == NULL)
-		return;
+	if (o->rule == NULL)
+		p->x->verdict.rule[0] = '\0';
+	else if (o->rule != p->x->verdict.rule)
+		snprintf(p->x->verdict.rule, sizeof(p->x->verdict.rule), "%s",
+		    o->rule);
 	memset(&ev, 0, sizeof(ev));
 	ev.sandbox = p->has_id ? p->id.sandbox : NULL;
 	ev.kind = "dns";
 	ev.client = p->client;
-	if (p->has_target)
-		ev.host = p->t.host;
-	else if (p->msg.has_question)
+	/* A name that is not valid is the row's as it was asked. */
+	if (p->x->target.host[0] == '\0' && p->msg.has_question)
 		ev.host = p->msg.qname.text;
 	ev.ip = ip;
 	ev.port = -1;
@@ -138,21 +149,22 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	if (p->msg.has_question)
 		ev.method = dns_type_name(p->msg.qtype, tbuf, sizeof(tbuf));
 	ev.status = o->rcode;
-	ev.decision = o->decision;
-	ev.rule = o->rule;
-	ev.reason = reason_word(o->reason);
-	/* mode: report: answered, but the policy would have said NXDOMAIN. */
-	if (o->decision == VERDICT_ALLOW && p->v.report != REASON_NONE) {
-		ev.decision = VERDICT_REPORT;
-		ev.reason = reason_word(p->v.report);
-	}
-	ev.credential = p->cred[0] != '\0' ? p->cred : NULL;
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;
-	ev.duration_ms = (int64_t)(dns_now_ms() - p->t0);
-	if (audit_submit(p->srv->env.audit, &ev) == -1)
+	if (exchange_audit(p->x, p->srv->env.audit, &ev, o->decision,
+	    o->reason) == -1)
 		log_debug("dns: row for %s not queued (audit closing, or "
 		    "audit.db unwritable with the queue full)", p->client);
+}
+
+/* The query ends: its exchange and its policy reference go with it. */
+static void
+dns_pending_free(struct dns_pending *p)
+{
+	if (p->pol != NULL)
+		policy_unref(p->pol);
+	exchange_free(p->x);
+	free(p);
 }
 
 /* Queue a TCP response; stop reading while the client does not. */
@@ -249,7 +261,8 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 		dns_audit(p, o, ip);
 	if (log_enabled(LOG_LVL_DEBUG))
 		log_debug("dns: %s %s %s: rcode %d, %s%s%s", p->client,
-		    p->has_target ? p->t.host : p->msg.qname.text,
+		    p->x->target.host[0] ? p->x->target.host :
+		    p->msg.qname.text,
 		    p->msg.has_question ? dns_type_name(p->msg.qtype, tbuf,
 		    sizeof(tbuf)) : "-", o->rcode, verdict_word(o->decision),
 		    o->reason ? ", " : "", o->reason ? reason_word(o->reason) : "");
@@ -257,9 +270,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 		p->tcp->inflight--;
 		dns_tcp_resume(p->tcp);
 	}
-	if (p->pol != NULL)
-		policy_unref(p->pol);
-	free(p);
+	dns_pending_free(p);
 }
 
 static void
@@ -282,7 +293,7 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 {
 	struct dns_outcome o;
 	char text[DNS_SRV_EDE_LEN], tbuf[16];
-	enum sg_reason reason = p->v.reason ? p->v.reason : REASON_POLICY_DENY;
+	enum sg_reason reason = p->x->verdict.reason ? p->x->verdict.reason : REASON_POLICY_DENY;
 
 	if (!p->has_id)
 		snprintf(text, sizeof(text), "sandgate: client %s is no "
@@ -293,11 +304,11 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 		    tbuf, sizeof(tbuf)), p->id.policy, reason_word(reason));
 	else
 		snprintf(text, sizeof(text), "sandgate: blocked by policy %s: "
-		    "%s (rule %s)", p->id.policy, reason_word(reason), p->v.rule);
+		    "%s (rule %s)", p->id.policy, reason_word(reason), p->x->verdict.rule);
 	memset(&o, 0, sizeof(o));
 	o.rcode = rcode;
 	o.decision = VERDICT_DENY;
-	o.rule = p->v.rule[0] != '\0' ? p->v.rule : "default-deny";
+	o.rule = p->x->verdict.rule[0] != '\0' ? p->x->verdict.rule : "default-deny";
 	o.reason = reason;
 	o.ede_code = ede_code;
 	o.ede_text = text;
@@ -360,10 +371,10 @@ dns_addrs_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
 
 	dns_env(p, &env);
 	memset(&d, 0, sizeof(d));
-	d.target = p->t;
-	d.v = p->v;
+	d.target = p->x->target;
+	d.v = p->x->verdict;
 	(void)decide_addrs(&env, &p->id, addrs, n, &d);
-	p->v = d.v;
+	p->x->verdict = d.v;
 	return d.reason == REASON_NONE;
 }
 
@@ -390,7 +401,7 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 	p->rq = NULL;
 	dns_pending_unlink(p);
 	memset(&o, 0, sizeof(o));
-	o.rule = p->v.rule;
+	o.rule = p->x->verdict.rule;
 	switch (a->result) {
 	case RESOLVER_OK:
 		/* Every address, not only the asked family (rebinding). */
@@ -402,7 +413,7 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 		max_ttl = srv->env.max_ttl ? srv->env.max_ttl :
 		    DNS_SRV_MAX_TTL;
 		o.ttl = ttl < max_ttl ? ttl : max_ttl;
-		addrmem_add(srv->env.mem, p->id.sandbox, p->t.host, addrs, n,
+		addrmem_add(srv->env.mem, p->id.sandbox, p->x->target.host, addrs, n,
 		    o.ttl);
 		o.rcode = DNS_RCODE_NOERROR;
 		o.decision = VERDICT_ALLOW;
@@ -473,7 +484,7 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	p->raw = NULL;
 	dns_pending_unlink(p);
 	memset(&o, 0, sizeof(o));
-	o.rule = p->v.rule;
+	o.rule = p->x->verdict.rule;
 	if (result != RESOLVER_OK || alen > DNS_MSG_MAX ||
 	    (copy = malloc(alen)) == NULL) {
 		o.rcode = DNS_RCODE_SERVFAIL;
@@ -534,10 +545,11 @@ dns_decide(struct dns_pending *p)
 	q.qtype = m->qtype;
 	q.qclass = m->qclass;
 	(void)decide(&env, &q, &d);
-	p->v = d.v;
-	if ((p->has_target = d.target_ok))
-		p->t = d.target;
-	memcpy(p->cred, d.cred, sizeof(p->cred));
+	p->x->verdict = d.v;
+	if (d.target_ok)
+		p->x->target = d.target;
+	snprintf(p->x->fwd.plan.cred, sizeof(p->x->fwd.plan.cred), "%s",
+	    d.cred);
 	switch (d.reason) {
 	case REASON_NONE:
 		break;
@@ -556,31 +568,31 @@ dns_decide(struct dns_pending *p)
 	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA) {
 		/* Another type the policy allows: the upstream's answer, relayed. */
 		if (srv->npending >= DNS_SRV_PENDING_MAX) {
-			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
+			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
 			    REASON_DNS_ERROR);
 			return;
 		}
 		TAILQ_INSERT_TAIL(&srv->pending, p, link);
 		srv->npending++;
-		if ((p->raw = resolver_query_raw(srv->env.resolver, p->t.host,
+		if ((p->raw = resolver_query_raw(srv->env.resolver, p->x->target.host,
 		    m->qtype, dns_raw_cb, p)) == NULL) {
 			dns_pending_unlink(p);
-			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
+			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
 			    REASON_DNS_ERROR);
 		}
 		return;
 	}
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
-		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
+		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
 		    REASON_DNS_ERROR);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&srv->pending, p, link);
 	srv->npending++;
-	if ((p->rq = resolver_lookup_answer(srv->env.resolver, p->t.host,
+	if ((p->rq = resolver_lookup_answer(srv->env.resolver, p->x->target.host,
 	    dns_resolved_cb, p)) == NULL) {
 		dns_pending_unlink(p);
-		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->v.rule,
+		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
 		    REASON_DNS_ERROR);
 	}
 }
@@ -598,19 +610,20 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	uint16_t port;
 	int rc;
 
-	if ((p = calloc(1, sizeof(*p))) == NULL) {
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->x = exchange_new()) == NULL) {
+		free(p);
 		log_warnx("dns: out of memory, query dropped");
 		return;
 	}
 	rc = dns_msg_parse(buf, len, &p->msg);
 	/* Nothing to answer to, or a response: never answer those. */
 	if (rc == DNS_MSG_SHORT || (p->msg.hdr.flags & DNS_F_QR)) {
-		free(p);
+		dns_pending_free(p);
 		return;
 	}
 	p->srv = srv;
 	p->tcp = tcp;
-	p->t0 = dns_now_ms();
 	memcpy(&p->peer, peer, peerlen);
 	p->peerlen = peerlen;
 	netaddr_from_sockaddr((const struct sockaddr *)peer, &src, &port);
@@ -626,7 +639,7 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 
 	/* Before anything else: a flood costs one bucket check per query. */
 	if (p->has_id && srv->env.fair != NULL && fairshare_dns_query(
-	    srv->env.fair, p->id.sandbox, p->t0, &ref) != FAIR_OK)
+	    srv->env.fair, p->id.sandbox, dns_now_ms(), &ref) != FAIR_OK)
 		dns_rate_limited(p, &ref);
 	else if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
 		dns_end(p, DNS_RCODE_FORMERR, VERDICT_ERROR, NULL,
@@ -775,12 +788,10 @@ dns_pending_cancel(struct dns_pending *p)
 	memset(&o, 0, sizeof(o));
 	o.rcode = -1;
 	o.decision = VERDICT_ERROR;
-	o.rule = p->v.rule;
+	o.rule = p->x->verdict.rule;
 	o.reason = REASON_DNS_ERROR;
 	dns_audit(p, &o, NULL);
-	if (p->pol != NULL)
-		policy_unref(p->pol);
-	free(p);
+	dns_pending_free(p);
 }
 
 static void
