@@ -304,6 +304,15 @@ struct origin_bind {
 #define EXCHANGE_INLINE_ADDRS	4	/* more than this many: allocated */
 
 struct exchange {
+	/*
+	 * Who asks, under which policy: the policy it decides on (a reference
+	 * held, dropped with it) and the identity that made it. A request on
+	 * the explicit proxy starts with the current policy and no identity;
+	 * one inside a tunnel, or an HTTP/2 stream, with the tunnel's.
+	 */
+	struct policy		*pol;
+	int			 has_ident;
+	struct policy_identity	 ident;
 	struct policy_target	 target;
 	struct policy_verdict	 verdict;
 	/*
@@ -338,6 +347,9 @@ struct exchange {
  * addresses only, so that other connections do not carry it.
  */
 struct tunnel_decision {
+	struct policy		*pol;		/* the tunnel's (reference held) */
+	int			 has_ident;
+	struct policy_identity	 ident;
 	struct policy_target	 target;
 	char			 rule[POLICY_NAME_MAX + 24];	/* the rule that opened it */
 	size_t			 n_addrs;
@@ -350,7 +362,6 @@ struct session {
 	TAILQ_ENTRY(session)	 entry;
 	struct worker		*w;
 	struct proxy		*p;
-	struct policy		*pol;		/* reference held */
 	enum session_kind	 kind;
 	enum session_state	 state;
 	int			 closing;
@@ -361,8 +372,6 @@ struct session {
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
 
-	int			 has_ident;
-	struct policy_identity	 ident;
 	struct exchange		*x;		/* the current decision: never NULL */
 
 	struct resolver_query	*rq;
@@ -454,6 +463,8 @@ void		 session_set_idle(struct session *);
 int		 session_tunnel_http(struct session *);
 /* s->tun with room for n addresses: 0, or -1 out of memory (s->tun as it was). */
 int		 session_tun_reserve(struct session *, size_t n);
+/* A tunnel's decision and its policy reference (NULL: nothing). */
+void		 tunnel_decision_free(struct tunnel_decision *);
 /* s->x->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);

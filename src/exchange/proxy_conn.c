@@ -45,6 +45,15 @@ session_tun_reserve(struct session *s, size_t n)
 	return 0;
 }
 
+void
+tunnel_decision_free(struct tunnel_decision *t)
+{
+	if (t == NULL)
+		return;
+	policy_unref(t->pol);
+	free(t);
+}
+
 /* From here the tunnel carries HTTP, decided request by request. */
 int
 session_tunnel_http(struct session *s)
@@ -52,6 +61,14 @@ session_tunnel_http(struct session *s)
 	if (session_tun_reserve(s, s->x->n_addrs) == -1)
 		return -1;
 	s->tunnel_http = 1;
+	/* Its requests are the tunnel's identity's, on the tunnel's policy. */
+	if (s->tun->pol != s->x->pol) {
+		policy_unref(s->tun->pol);
+		s->tun->pol = s->x->pol;
+		policy_ref(s->tun->pol);
+	}
+	s->tun->has_ident = s->x->has_ident;
+	s->tun->ident = s->x->ident;
 	s->tun->target = s->x->target;
 	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
 	    sizeof(s->tun->addrs[0]));

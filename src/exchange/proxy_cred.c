@@ -255,7 +255,7 @@ own_cred(const struct session *s, const char *name)
 	const struct policy_credential *const *cv;
 	size_t i, n;
 
-	cv = policy_credentials(s->pol, s->ident.policy, &n);
+	cv = policy_credentials(s->x->pol, s->x->ident.policy, &n);
 	for (i = 0; i < n; i++)
 		if (strcmp(cv[i]->name, name) == 0)
 			return cv[i];
@@ -269,7 +269,7 @@ swap_allowed(const struct session *s, const struct cred_phs *ps,
 {
 	const struct policy_credential *c;
 
-	if (!cred_phs_mine(ps, e, s->ident.sandbox) || !s->intercepted ||
+	if (!cred_phs_mine(ps, e, s->x->ident.sandbox) || !s->intercepted ||
 	    s->x->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||
@@ -287,7 +287,7 @@ plan_bound(struct session *s, const struct cred_phs *ps,
 	const struct policy_credential *const *cv;
 	size_t i, n;
 
-	cv = policy_credentials(s->pol, s->ident.policy, &n);
+	cv = policy_credentials(s->x->pol, s->x->ident.policy, &n);
 	for (i = 0; i < n && plan->n_bound < CRED_MAX_BOUND; i++) {
 		const struct cred_ph *e;
 
@@ -297,7 +297,7 @@ plan_bound(struct session *s, const struct cred_phs *ps,
 		if (plan->x == NULL &&
 		    (plan->x = calloc(1, sizeof(*plan->x))) == NULL)
 			return -1;
-		e = cred_phs_get(ps, s->ident.sandbox, cv[i]->name);
+		e = cred_phs_get(ps, s->x->ident.sandbox, cv[i]->name);
 		plan->bound[plan->n_bound] = cv[i];
 		snprintf(plan->x->ph[plan->n_bound], sizeof(plan->x->ph[0]),
 		    "%s", e != NULL ? e->ph : "");
@@ -332,8 +332,8 @@ scan_cb(const struct cred_ph *e, void *arg)
 	const struct http_header *h;
 
 	/* A fixed placeholder is shared: judge it by our own entry. */
-	if (!cred_phs_mine(sc->ps, e, s->ident.sandbox) &&
-	    cred_phs_owned(sc->ps, s->ident.sandbox, e->ph, e->phlen))
+	if (!cred_phs_mine(sc->ps, e, s->x->ident.sandbox) &&
+	    cred_phs_owned(sc->ps, s->x->ident.sandbox, e->ph, e->phlen))
 		return 0;
 	snprintf(sc->plan->cred, sizeof(sc->plan->cred), "%s", e->cred);
 	switch (sc->at) {

@@ -26,7 +26,7 @@ static void
 env_of(const struct session *s, struct decide_env *env)
 {
 	memset(env, 0, sizeof(*env));
-	env->pol = s->pol;
+	env->pol = s->x->pol;
 	env->geoip = s->p->geoip;
 	env->audit_refuses = audit_refuses(s->p->audit);
 	env->keeper_up = keeper_client_up(s->p->kc);
@@ -91,7 +91,7 @@ proxy_decide(struct session *s, const struct decide_in *in)
 	env_of(s, &env);
 	memset(&q, 0, sizeof(q));
 	q.listener = listener_of(s);
-	q.id = s->has_ident ? &s->ident : NULL;
+	q.id = s->x->has_ident ? &s->x->ident : NULL;
 	q.method = in->method;
 	q.path = in->path;
 	if (in->tunnel_host != NULL || in->tunnel_request) {
@@ -135,7 +135,7 @@ upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
 	memset(&d, 0, sizeof(d));
 	d.target = s->x->target;
 	d.v = s->x->verdict;
-	(void)decide_addrs(&env, s->has_ident ? &s->ident : NULL, addrs, n,
+	(void)decide_addrs(&env, s->x->has_ident ? &s->x->ident : NULL, addrs, n,
 	    &d);
 	s->x->verdict = d.v;
 	if (d.geo_failed)
@@ -149,6 +149,6 @@ upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
 int
 cred_host_bound(const struct session *s)
 {
-	return s->has_ident && decide_cred_bound(s->pol, &s->ident,
+	return s->x->has_ident && decide_cred_bound(s->x->pol, &s->x->ident,
 	    &s->x->target);
 }

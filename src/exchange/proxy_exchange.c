@@ -88,6 +88,7 @@ exchange_free(struct exchange *x)
 {
 	if (x == NULL)
 		return;
+	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);
 	if (x->fwd.scrub != NULL)
 		vault_scrubber_free(x->fwd.scrub);
@@ -104,8 +105,15 @@ exchange_next(struct session *s)
 		return -1;
 	if (s->kind == KIND_INGRESS)
 		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
-	else if (s->tunnel_http && s->tun != NULL) {
-		/* Refused before its own decision: the tunnel's rule. */
+	if (s->tunnel_http && s->tun != NULL && s->kind != KIND_INGRESS) {
+		/*
+		 * The tunnel's identity and policy; refused before its own
+		 * decision: the tunnel's rule.
+		 */
+		if ((x->pol = s->tun->pol) != NULL)
+			policy_ref(x->pol);
+		x->has_ident = s->tun->has_ident;
+		x->ident = s->tun->ident;
 		memcpy(x->verdict.rule, s->tun->rule, sizeof(x->verdict.rule));
 		x->target = s->tun->target;
 		if (exchange_set_addrs(x, s->tun->addrs, s->tun->n_addrs) ==
@@ -114,6 +122,13 @@ exchange_next(struct session *s)
 			return -1;
 		}
 	}
+	/*
+	 * Anywhere else a request is asked from its identity up, on the
+	 * current policy (the explicit proxy, ingress: each request says who
+	 * it is).
+	 */
+	if (x->pol == NULL)
+		x->pol = proxy_policy_get(s->p);
 	exchange_free(s->x);
 	s->x = x;
 	return 0;

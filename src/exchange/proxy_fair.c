@@ -41,7 +41,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	const struct config *cfg = s->p->cfg;
 	char detail[160], abuf[NETADDR_STRLEN];
 
-	if (!s->has_ident)
+	if (!s->x->has_ident)
 		snprintf(detail, sizeof(detail), "source %s has %u connections "
 		    "open whose sandbox is not known yet (limits.per_sandbox."
 		    "max_connections, at most half of limits.max_connections)",
@@ -50,11 +50,11 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	else if (v == FAIR_OVER_CONNS)
 		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
 		    "open (limits.per_sandbox.max_connections)",
-		    s->ident.sandbox, cfg->sandbox_max_connections);
+		    s->x->ident.sandbox, cfg->sandbox_max_connections);
 	else
 		snprintf(detail, sizeof(detail), "sandbox %s opens more than %u "
 		    "connections per second (limits.per_sandbox."
-		    "connections_per_second)", s->ident.sandbox,
+		    "connections_per_second)", s->x->ident.sandbox,
 		    cfg->sandbox_conn_rate);
 	s->x->verdict.allow = 0;
 	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
@@ -120,15 +120,15 @@ session_fair_admit(struct session *s)
 	enum fair_verdict v;
 
 	/* Ingress is traffic toward a sandbox: it never spends the guest's share. */
-	if (s->fair_counted || !s->has_ident || s->kind == KIND_INGRESS ||
+	if (s->fair_counted || !s->x->has_ident || s->kind == KIND_INGRESS ||
 	    s->p->fair == NULL)
 		return 0;
-	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
+	v = fairshare_conn_open(s->p->fair, s->x->ident.sandbox,
 	    fairshare_now_ms(), &ref);
 	/* Known now: the sandbox's share holds it (or it is refused). */
 	session_fair_release_source(s);
 	if (v == FAIR_OK) {
-		memcpy(s->fair_sandbox, s->ident.sandbox,
+		memcpy(s->fair_sandbox, s->x->ident.sandbox,
 		    sizeof(s->fair_sandbox));
 		s->fair_counted = 1;
 		return 0;
@@ -308,7 +308,7 @@ proxy_fair_evict_cb(evutil_socket_t fd, short what, void *arg)
 	held = p->evict_live;
 	pthread_mutex_unlock(&p->evict_mtx);
 	TAILQ_FOREACH(s, &w->sessions, entry) {
-		if (s->closing || !s->fair_src_counted || s->has_ident ||
+		if (s->closing || !s->fair_src_counted || s->x->has_ident ||
 		    netaddr_cmp(&s->client_addr, &a) != 0)
 			continue;
 		if (evict_claim(p))

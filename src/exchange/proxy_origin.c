@@ -35,8 +35,8 @@ void
 origin_bind_want(const struct session *s, struct origin_bind *b)
 {
 	memset(b, 0, sizeof(*b));
-	if (s->has_ident)
-		memcpy(b->sandbox, s->ident.sandbox, sizeof(b->sandbox));
+	if (s->x->has_ident)
+		memcpy(b->sandbox, s->x->ident.sandbox, sizeof(b->sandbox));
 	memcpy(b->host, s->x->target.host, sizeof(b->host));
 	b->port = s->x->target.port;
 	b->is_ip = s->x->target.is_ip;

@@ -68,7 +68,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 		free(s);
 		return NULL;
 	}
-	s->pol = proxy_policy_get(s->p);
+	s->x->pol = proxy_policy_get(s->p);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
 	bufferevent_setcb(s->cbev, s->p->fe->client_read, NULL, session_client_event_cb, s);
 	/* A whole request head must fit before reads pause. */
@@ -92,9 +92,8 @@ session_adopt(struct session *s)
 			event_free(s->idle_ev);
 		if (s->cbev != NULL)
 			bufferevent_free(s->cbev);
-		policy_unref(s->pol);
 		exchange_free(s->x);
-		free(s->tun);
+		tunnel_decision_free(s->tun);
 		free(s);
 		return -1;
 	}
@@ -119,7 +118,7 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 
 	event_free(s->free_ev);
 	exchange_free(s->x);	/* its row is written: it goes whole */
-	free(s->tun);
+	tunnel_decision_free(s->tun);
 	free(s);
 }
 
@@ -244,8 +243,6 @@ session_close(struct session *s, enum sg_close reason)
 	s->timer = s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
 	s->pending_head = NULL;
-	policy_unref(s->pol);
-	s->pol = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	session_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */
@@ -536,7 +533,7 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	int http = SESSION_IS_HTTP(s);
 
 	memset(&ev, 0, sizeof(ev));
-	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
+	ev.sandbox = s->x->has_ident ? s->x->ident.sandbox : NULL;
 	ev.kind = kind_name(s);
 	ev.client = s->client_str;
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
@@ -598,7 +595,7 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
 	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
 	    verdict_word(decision), kind_name(s),
-	    s->has_ident ? s->ident.sandbox : "-",
+	    s->x->has_ident ? s->x->ident.sandbox : "-",
 	    s->client_str, s->x->target.host[0] ? s->x->target.host : "-",
 	    s->x->target.port, ip,
 	    session_method(s) != NULL ? session_method(s) : "-",

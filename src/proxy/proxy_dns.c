@@ -63,12 +63,10 @@ struct dns_pending {
 	socklen_t		 peerlen;
 	struct resolver_query	*rq;
 	struct resolver_raw	*raw;		/* other allowed types: relayed */
-	struct policy		*pol;
-	int			 has_id;
-	struct policy_identity	 id;
 	/*
-	 * The query's exchange: its target (the name, once valid), verdict,
-	 * credential (a placeholder's, for the row), start and row.
+	 * The query's exchange: its policy and the identity of the source,
+	 * its target (the name, once valid), verdict, credential (a
+	 * placeholder's, for the row), start and row.
 	 */
 	struct exchange		*x;
 	char			 client[NETADDR_STRLEN + 8];
@@ -137,7 +135,7 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 		snprintf(p->x->verdict.rule, sizeof(p->x->verdict.rule), "%s",
 		    o->rule);
 	memset(&ev, 0, sizeof(ev));
-	ev.sandbox = p->has_id ? p->id.sandbox : NULL;
+	ev.sandbox = p->x->has_ident ? p->x->ident.sandbox : NULL;
 	ev.kind = "dns";
 	ev.client = p->client;
 	/* A name that is not valid is the row's as it was asked. */
@@ -157,12 +155,10 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 		    "audit.db unwritable with the queue full)", p->client);
 }
 
-/* The query ends: its exchange and its policy reference go with it. */
+/* The query ends: its exchange (with its policy reference) goes whole. */
 static void
 dns_pending_free(struct dns_pending *p)
 {
-	if (p->pol != NULL)
-		policy_unref(p->pol);
 	exchange_free(p->x);
 	free(p);
 }
@@ -295,16 +291,18 @@ dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
 	char text[DNS_SRV_EDE_LEN], tbuf[16];
 	enum sg_reason reason = p->x->verdict.reason ? p->x->verdict.reason : REASON_POLICY_DENY;
 
-	if (!p->has_id)
+	if (!p->x->has_ident)
 		snprintf(text, sizeof(text), "sandgate: client %s is no "
 		    "sandbox (%s)", p->client, reason_word(reason));
 	else if (reason == REASON_DNS_TYPE)
 		snprintf(text, sizeof(text), "sandgate: query type %s not "
 		    "allowed by policy %s (%s)", dns_type_name(p->msg.qtype,
-		    tbuf, sizeof(tbuf)), p->id.policy, reason_word(reason));
+		    tbuf, sizeof(tbuf)), p->x->ident.policy,
+		    reason_word(reason));
 	else
 		snprintf(text, sizeof(text), "sandgate: blocked by policy %s: "
-		    "%s (rule %s)", p->id.policy, reason_word(reason), p->x->verdict.rule);
+		    "%s (rule %s)", p->x->ident.policy, reason_word(reason),
+		    p->x->verdict.rule);
 	memset(&o, 0, sizeof(o));
 	o.rcode = rcode;
 	o.decision = VERDICT_DENY;
@@ -323,12 +321,12 @@ dns_rate_limited(struct dns_pending *p, const struct fair_refusal *ref)
 	char text[DNS_SRV_EDE_LEN];
 
 	snprintf(text, sizeof(text), "sandgate: sandbox %s is over limits."
-	    "per_sandbox.dns_queries_per_second (%s)", p->id.sandbox,
+	    "per_sandbox.dns_queries_per_second (%s)", p->x->ident.sandbox,
 	    reason_word(REASON_RATE_LIMITED));
 	if (ref->audit)
 		log_info("dns: rate-limited: sandbox %s is over limits."
 		    "per_sandbox.dns_queries_per_second; %llu more refusal%s "
-		    "since the previous row went unaudited", p->id.sandbox,
+		    "since the previous row went unaudited", p->x->ident.sandbox,
 		    (unsigned long long)ref->suppressed,
 		    ref->suppressed == 1 ? "" : "s");
 	memset(&o, 0, sizeof(o));
@@ -354,7 +352,7 @@ static void
 dns_env(const struct dns_pending *p, struct decide_env *env)
 {
 	memset(env, 0, sizeof(*env));
-	env->pol = p->pol;
+	env->pol = p->x->pol;
 	env->geoip = p->srv->env.geoip;
 	env->audit_refuses = audit_refuses(p->srv->env.audit);
 	env->keeper_up = 1;	/* no DNS answer needs a leaf */
@@ -373,7 +371,7 @@ dns_addrs_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
 	memset(&d, 0, sizeof(d));
 	d.target = p->x->target;
 	d.v = p->x->verdict;
-	(void)decide_addrs(&env, &p->id, addrs, n, &d);
+	(void)decide_addrs(&env, &p->x->ident, addrs, n, &d);
 	p->x->verdict = d.v;
 	return d.reason == REASON_NONE;
 }
@@ -413,7 +411,7 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 		max_ttl = srv->env.max_ttl ? srv->env.max_ttl :
 		    DNS_SRV_MAX_TTL;
 		o.ttl = ttl < max_ttl ? ttl : max_ttl;
-		addrmem_add(srv->env.mem, p->id.sandbox, p->x->target.host, addrs, n,
+		addrmem_add(srv->env.mem, p->x->ident.sandbox, p->x->target.host, addrs, n,
 		    o.ttl);
 		o.rcode = DNS_RCODE_NOERROR;
 		o.decision = VERDICT_ALLOW;
@@ -539,7 +537,7 @@ dns_decide(struct dns_pending *p)
 	dns_env(p, &env);
 	memset(&q, 0, sizeof(q));
 	q.listener = DECIDE_DNS;
-	q.id = p->has_id ? &p->id : NULL;
+	q.id = p->x->has_ident ? &p->x->ident : NULL;
 	q.host = m->qname.text;
 	q.hostlen = m->qname.text_len;
 	q.qtype = m->qtype;
@@ -630,16 +628,16 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	snprintf(p->client, sizeof(p->client),
 	    src.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
 	    netaddr_ntop(&src, abuf, sizeof(abuf)), port);
-	p->pol = srv->env.policy_get(srv->env.policy_arg);
+	p->x->pol = srv->env.policy_get(srv->env.policy_arg);
 	/* The DNS listener identifies by source address only. */
-	p->has_id = p->pol != NULL &&
-	    decide_identify(p->pol, &src, NULL, &p->id) == REASON_NONE;
+	p->x->has_ident = p->x->pol != NULL &&
+	    decide_identify(p->x->pol, &src, NULL, &p->x->ident) == REASON_NONE;
 	if (tcp != NULL)
 		tcp->inflight++;
 
 	/* Before anything else: a flood costs one bucket check per query. */
-	if (p->has_id && srv->env.fair != NULL && fairshare_dns_query(
-	    srv->env.fair, p->id.sandbox, dns_now_ms(), &ref) != FAIR_OK)
+	if (p->x->has_ident && srv->env.fair != NULL && fairshare_dns_query(
+	    srv->env.fair, p->x->ident.sandbox, dns_now_ms(), &ref) != FAIR_OK)
 		dns_rate_limited(p, &ref);
 	else if (rc == DNS_MSG_FORMERR || !p->msg.has_question)
 		dns_end(p, DNS_RCODE_FORMERR, VERDICT_ERROR, NULL,
@@ -650,7 +648,7 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 	else if (p->msg.has_edns && p->msg.edns_version != 0)
 		dns_end(p, DNS_RCODE_BADVERS, VERDICT_ERROR, NULL,
 		    REASON_BAD_REQUEST);
-	else if (p->pol == NULL)
+	else if (p->x->pol == NULL)
 		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, NULL,
 		    REASON_DNS_ERROR);
 	else

@@ -188,17 +188,21 @@ child_new(struct h2_stream *st)
 	k->p = p->p;
 	k->id = ++p->w->next_session * (uint64_t)p->p->n_workers +
 	    (uint64_t)p->w->index;
-	k->pol = p->pol;
-	policy_ref(k->pol);
 	k->kind = p->kind;
 	k->state = S_HEAD;
 	k->client_addr = p->client_addr;
 	memcpy(k->client_str, p->client_str, sizeof(k->client_str));
-	k->has_ident = p->has_ident;
-	k->ident = p->ident;
-	/* The connection's tunnel decision starts each of the stream's exchanges. */
+	/*
+	 * The connection's tunnel decision starts each of the stream's
+	 * exchanges: its identity, policy, target, rule and addresses.
+	 */
 	memcpy(k->tun, p->tun, sizeof(*p->tun) + p->tun->cap *
 	    sizeof(p->tun->addrs[0]));
+	policy_ref(k->tun->pol);
+	k->x->pol = k->tun->pol;
+	policy_ref(k->x->pol);
+	k->x->has_ident = k->tun->has_ident;
+	k->x->ident = k->tun->ident;
 	k->x->target = k->tun->target;
 	memcpy(k->x->verdict.rule, p->tun->rule, sizeof(k->x->verdict.rule));
 	k->sniffed = p->sniffed;

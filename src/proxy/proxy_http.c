@@ -103,18 +103,18 @@ identify(struct session *s, const struct http_request *req)
 	int presented;
 
 	presented = basic_credentials(req, dec, sizeof(dec), &c);
-	r = decide_identify(s->pol, &s->client_addr, presented ? &c : NULL,
-	    &s->ident);
+	r = decide_identify(s->x->pol, &s->client_addr, presented ? &c : NULL,
+	    &s->x->ident);
 	OPENSSL_cleanse(dec, sizeof(dec));
 	if (r != REASON_NONE) {
-		s->has_ident = 0;
+		s->x->has_ident = 0;
 		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
 		session_deny(s, 407, r, r == REASON_AUTH_FAILED ?
 		    "proxy credentials not accepted" :
 		    "no sandbox identity: send Proxy-Authorization");
 		return -1;
 	}
-	s->has_ident = 1;
+	s->x->has_ident = 1;
 	return 0;
 }
 
@@ -283,23 +283,6 @@ forward_resolved(struct session *s)
 	upstream_connect(s, forward_start);
 }
 
-/*
- * Nothing of one request's decision carries into the next: its exchange is
- * new (exchange_next), and a new request on a kept-alive connection starts
- * from its identity up, on the current policy; one inside a tunnel keeps
- * only the tunnel's name, addresses and identity.
- */
-static void
-request_reset(struct session *s)
-{
-	if (s->kind == KIND_INGRESS || s->tunnel_http)
-		return;
-	policy_unref(s->pol);
-	s->pol = proxy_policy_get(s->p);
-	memset(&s->ident, 0, sizeof(s->ident));
-	s->has_ident = 0;
-}
-
 void
 http_head_read(struct session *s)
 {
@@ -320,13 +303,18 @@ http_head_read(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	/* A head's first bytes start its exchange; its later reads go on in it. */
+	/*
+	 * A head's first bytes start its exchange; its later reads go on in
+	 * it. Nothing of one request's decision carries into the next: a new
+	 * request on a kept-alive connection starts from its identity up, on
+	 * the current policy; one inside a tunnel from the tunnel's name,
+	 * addresses, identity and policy (exchange_next).
+	 */
 	if (!s->x->head_pending) {
 		if (exchange_next(s) == -1) {
 			session_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
-		request_reset(s);
 		s->x->fwd.request = 1;
 		s->x->head_pending = 1;	/* its row times it from here (exchange_new) */
 	}

@@ -340,13 +340,10 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	size_t fhostlen, qlen;
 	int r;
 
-	/* Each request follows the current policy and registry. */
-	policy_unref(s->pol);
-	s->pol = proxy_policy_get(s->p);
-	/* The exchange is new (its rule "ingress", exchange_next); the identity is asked again. */
-	memset(&s->ident, 0, sizeof(s->ident));
-	s->has_ident = 0;
-
+	/*
+	 * The exchange is new (exchange_next): its rule "ingress", the current
+	 * policy and registry, and no identity until this request gives one.
+	 */
 	/* The token leaves the target first: no row or log line shows it. */
 	if ((target = exchange_alloc(s->x, req->path.len + 1)) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
@@ -401,7 +398,7 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	/* The one decision, toward a sandbox (core/decide.c). */
 	find_token(req, qtok, qlen, &tok, cbuf, sizeof(cbuf));
 	memset(&env, 0, sizeof(env));
-	env.pol = s->pol;
+	env.pol = s->x->pol;
 	env.audit_refuses = audit_refuses(s->p->audit);
 	env.keeper_up = 1;
 	memset(&q, 0, sizeof(q));
@@ -414,8 +411,8 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	    !ingress_token_syntax_ok(tok.p, tok.len);
 	r = decide(&env, &q, &d);
 	s->x->verdict = d.v;
-	if ((s->has_ident = d.has_ident))
-		s->ident = d.ident;
+	if ((s->x->has_ident = d.has_ident))
+		s->x->ident = d.ident;
 	if (r != REASON_NONE) {
 		ingress_refused(s, r, ih.id);
 		return;

@@ -94,18 +94,18 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 	c.idlen = a.ulen;
 	c.token = a.pass;
 	c.tokenlen = a.plen;
-	if (decide_identify(s->pol, &s->client_addr, &c, &s->ident) !=
+	if (decide_identify(s->x->pol, &s->client_addr, &c, &s->x->ident) !=
 	    REASON_NONE) {
 		OPENSSL_cleanse(&a, sizeof(a));
 		reply[1] = 1;
 		bufferevent_write(s->cbev, reply, sizeof(reply));
-		s->has_ident = 0;
+		s->x->has_ident = 0;
 		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	OPENSSL_cleanse(&a, sizeof(a));
-	s->has_ident = 1;
+	s->x->has_ident = 1;
 	s->socks_auth_ok = 1;
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	s->state = S_SOCKS_REQUEST;
@@ -143,12 +143,12 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		return -1;
 	}
 	if (!s->socks_auth_ok) {
-		if (decide_identify(s->pol, &s->client_addr, NULL,
-		    &s->ident) != REASON_NONE) {
+		if (decide_identify(s->x->pol, &s->client_addr, NULL,
+		    &s->x->ident) != REASON_NONE) {
 			session_deny(s, 407, REASON_NO_IDENTITY, NULL);
 			return -1;
 		}
-		s->has_ident = 1;
+		s->x->has_ident = 1;
 	}
 	if (session_fair_admit(s) == -1)
 		return -1;

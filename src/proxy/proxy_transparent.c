@@ -70,7 +70,7 @@ orig_listed(const struct session *s)
 		if (netaddr_cmp(&s->x->addrs[i], &s->orig_dst) == 0)
 			return 1;
 	return s->p->addrmem != NULL && addrmem_has(s->p->addrmem,
-	    s->ident.sandbox, s->x->target.host, &s->orig_dst);
+	    s->x->ident.sandbox, s->x->target.host, &s->orig_dst);
 }
 
 /*
@@ -88,14 +88,14 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 	struct decision d;
 
 	if (s->p->addrmem == NULL || addrmem_lookup(s->p->addrmem,
-	    s->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1)
+	    s->x->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1)
 		return 0;
 	memset(&env, 0, sizeof(env));
-	env.pol = s->pol;
+	env.pol = s->x->pol;
 	env.keeper_up = 1;	/* asked only: would the name be intercepted */
 	memset(&q, 0, sizeof(q));
 	q.listener = DECIDE_TRANSPARENT;
-	q.id = &s->ident;
+	q.id = &s->x->ident;
 	q.host = name;
 	q.hostlen = strlen(name);
 	q.port = s->orig_port;
@@ -284,7 +284,7 @@ decide_opaque(struct session *s)
 
 	r = decide_addr(s);
 	if (r != REASON_NONE && s->p->addrmem != NULL &&
-	    addrmem_lookup(s->p->addrmem, s->ident.sandbox, &s->orig_dst, name,
+	    addrmem_lookup(s->p->addrmem, s->x->ident.sandbox, &s->orig_dst, name,
 	    sizeof(name)) == 0) {
 		/* An address the DNS listener handed out: its name's rule. */
 		in.host = name;
@@ -441,12 +441,12 @@ transparent_start(struct session *s)
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
 	s->sniffed = SNIFF_OTHER;
-	if (decide_identify(s->pol, &s->client_addr, NULL, &s->ident) !=
+	if (decide_identify(s->x->pol, &s->client_addr, NULL, &s->x->ident) !=
 	    REASON_NONE) {
 		deny(s, 403, REASON_NO_IDENTITY, "no sandbox has this source");
 		return;
 	}
-	s->has_ident = 1;
+	s->x->has_ident = 1;
 	/* Counted from accept: the source alone names the sandbox here. */
 	if (session_fair_admit(s) == -1)
 		return;

@@ -8,15 +8,46 @@
  * explicit proxy nothing. The old one goes whole (ASan's leak check runs
  * this under the sanitizer build).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "audit/audit.h"
 #include "check.h"
+#include "core/diag.h"
 #include "exchange/exchange.h"
+
+/* The gateway the sessions belong to: only its current policy is asked. */
+static struct proxy	 px;
+static struct policy	*pol_a, *pol_b;
+
+static struct policy *
+load_policy(const char *name)
+{
+	char path[] = "/tmp/sg-test-exchange-XXXXXX";
+	char *paths[1] = { path };
+	struct policy *p;
+	struct diag d;
+	FILE *f;
+	int fd;
+
+	CHECK((fd = mkstemp(path)) != -1);
+	CHECK((f = fdopen(fd, "w")) != NULL);
+	fprintf(f, "policies:\n  - name: %s\n    allow:\n"
+	    "      - host: example.com\n", name);
+	fclose(f);
+	diag_init(&d);
+	p = policy_load_paths(paths, 1, &d);
+	if (p == NULL)
+		diag_print(&d, stderr);
+	unlink(path);
+	CHECK(p != NULL);
+	return p;
+}
 
 /* An exchange that has seen a whole request: every field written. */
 static void
@@ -26,6 +57,9 @@ dirty(struct exchange *x)
 	x->verdict.allow = 1;
 	strcpy(x->verdict.rule, "p:allow[3]");
 	x->verdict.tls = POLICY_TLS_INTERCEPT;
+	x->has_ident = 1;
+	strcpy(x->ident.sandbox, "last-request");
+	strcpy(x->ident.policy, "last");
 	x->fwd.request = 1;
 	x->fwd.status = 200;
 	x->up = 10;
@@ -77,8 +111,10 @@ session_of(enum session_kind kind)
 
 	CHECK(s != NULL);
 	s->kind = kind;
+	s->p = &px;
 	s->x = exchange_new();
 	CHECK(s->x != NULL);
+	s->x->pol = proxy_policy_get(&px);
 	return s;
 }
 
@@ -86,7 +122,7 @@ static void
 done(struct session *s)
 {
 	exchange_free(s->x);
-	free(s->tun);
+	tunnel_decision_free(s->tun);
 	free(s);
 }
 
@@ -98,17 +134,31 @@ main(void)
 	char ip[32];
 	size_t i;
 
-	/* The explicit proxy: nothing carried at all. */
+	pol_a = load_policy("first");
+	pol_b = load_policy("second");
+	pthread_mutex_init(&px.pol_mtx, NULL);
+	px.pol = pol_a;
+
+	/*
+	 * The explicit proxy: nothing carried at all -- no identity, and the
+	 * policy current when the request came, not the last request's.
+	 */
 	s = session_of(KIND_HTTP);
 	dirty(s->x);
 	old = s->x;
+	CHECK(s->x->pol == pol_a);
+	px.pol = pol_b;			/* a reload between two requests */
 	CHECK_INT(exchange_next(s), 0);
 	CHECK(s->x != old);
 	check_fresh(s->x, "http");
 	CHECK_STR(s->x->target.host, "");
 	CHECK_STR(s->x->verdict.rule, "");
 	CHECK_INT((int)s->x->n_addrs, 0);
+	CHECK_MSG(s->x->has_ident == 0 && s->x->ident.sandbox[0] == '\0',
+	    "http: identity carried");
+	CHECK_MSG(s->x->pol == pol_b, "http: not the current policy");
 	done(s);
+	px.pol = pol_a;
 
 	/* Ingress: its rule, nothing else. */
 	s = session_of(KIND_INGRESS);
@@ -128,6 +178,10 @@ main(void)
 	CHECK_INT(session_tun_reserve(s, 2), 0);
 	CHECK(s->tun != NULL && s->tun->cap == 2 && s->tun->n_addrs == 0);
 	strcpy(s->tun->rule, "p:allow[0]");
+	s->tun->pol = pol_a;		/* what session_tunnel_http hands it */
+	policy_ref(pol_a);
+	s->tun->has_ident = 1;
+	strcpy(s->tun->ident.sandbox, "tunnel-sb");
 	CHECK_INT(policy_target_init(&s->tun->target, "tunnel.example.com", 18,
 	    8443), 0);
 	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun->addrs[0]), 0);
@@ -141,9 +195,15 @@ main(void)
 	CHECK_INT(s->x->target.port, 8443);
 	CHECK_INT((int)s->x->n_addrs, 2);
 	CHECK(netaddr_cmp(&s->x->addrs[1], &s->tun->addrs[1]) == 0);
+	CHECK_STR(s->x->ident.sandbox, "tunnel-sb");
+	CHECK(s->x->has_ident == 1);
 	/* ... and again: each request starts from the tunnel, not the last one. */
 	dirty(s->x);
+	px.pol = pol_b;			/* a reload: the tunnel keeps its policy */
 	CHECK_INT(exchange_next(s), 0);
+	CHECK_MSG(s->x->pol == pol_a, "tunnel: not the tunnel's policy");
+	CHECK_STR(s->x->ident.sandbox, "tunnel-sb");
+	px.pol = pol_a;
 	check_fresh(s->x, "tunnel, second");
 	CHECK_STR(s->x->target.host, "tunnel.example.com");
 	CHECK_INT((int)s->x->n_addrs, 2);
@@ -279,5 +339,8 @@ main(void)
 	}
 
 	exchange_free(NULL);
+	tunnel_decision_free(NULL);
+	policy_unref(pol_a);
+	policy_unref(pol_b);
 	return check_summary();
 }
