@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "audit/audit.h"
+#include "core/log.h"
 #include "core/reason.h"
 #include "exchange/exchange.h"
 #include "vault/vault.h"
@@ -61,6 +62,47 @@ exchange_verdict(const struct exchange *x, enum sg_verdict *decision,
 	}
 }
 
+/* A number of the row, or "-" when it has none (negative). */
+static const char *
+row_num(int64_t v, char *buf, size_t len)
+{
+	if (v < 0)
+		return "-";
+	snprintf(buf, len, "%lld", (long long)v);
+	return buf;
+}
+
+/*
+ * The row's log line: every denial and error at info, allowed traffic
+ * only at debug (a write per request is the largest cost on a kept-alive
+ * connection). The path is escaped only when a line is written.
+ */
+static void
+exchange_log_line(const struct audit_event *ev)
+{
+	char path[256] = "-", port[24], status[24], up[24], down[24];
+
+	if (ev->decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
+		return;
+	if (ev->path != NULL)
+		log_escape(ev->path, strlen(ev->path), path, sizeof(path));
+	log_info("%s %s sandbox=%s client=%s host=%s port=%s ip=%s method=%s "
+	    "path=%s status=%s rule=%s reason=%s up=%s down=%s ms=%lld",
+	    verdict_word(ev->decision), ev->kind,
+	    ev->sandbox != NULL ? ev->sandbox : "-",
+	    ev->client != NULL ? ev->client : "-",
+	    ev->host != NULL ? ev->host : "-",
+	    row_num(ev->port, port, sizeof(port)),
+	    ev->ip != NULL ? ev->ip : "-",
+	    ev->method != NULL ? ev->method : "-", path,
+	    row_num(ev->status, status, sizeof(status)),
+	    ev->rule != NULL ? ev->rule : "-",
+	    ev->reason != NULL ? ev->reason : "-",
+	    row_num(ev->bytes_up, up, sizeof(up)),
+	    row_num(ev->bytes_down, down, sizeof(down)),
+	    (long long)ev->duration_ms);
+}
+
 int
 exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
     enum sg_verdict decision, enum sg_reason reason)
@@ -78,6 +120,7 @@ exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ev->duration_ms = (int64_t)(now.tv_sec - x->started.tv_sec) * 1000 +
 	    (now.tv_nsec - x->started.tv_nsec) / 1000000;
+	exchange_log_line(ev);
 	if (a == NULL)
 		return 0;
 	return audit_submit(a, ev);

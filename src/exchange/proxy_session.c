@@ -521,10 +521,10 @@ session_method(const struct session *s)
 }
 
 /*
- * What the connection knows of the row; the exchange adds its own. Its
- * duration in ms.
+ * What the connection knows of the row; the exchange adds its own and
+ * writes it, with its log line (exchange_audit).
  */
-static long long
+static void
 session_audit(struct session *s, enum sg_verdict decision, int status,
     enum sg_reason reason, const char *ip)
 {
@@ -551,7 +551,6 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	ev.bytes_up = (int64_t)s->x->up;
 	ev.bytes_down = (int64_t)s->x->down;
 	(void)exchange_audit(s->x, s->p->audit, &ev, decision, reason);
-	return (long long)ev.duration_ms;
 }
 
 void
@@ -559,8 +558,6 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
     enum sg_reason reason)
 {
 	char ip[NETADDR_STRLEN] = "-";
-	char path[256] = "-";
-	long long ms;
 	int nr;
 
 	/*
@@ -573,7 +570,6 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 		    refusal_name(nr) : "a system call", nr);
 		reason = REASON_SYSCALL_REFUSED;
 	}
-	exchange_verdict(s->x, &decision, &reason);
 	/*
 	 * The exchange's own address: where it went or what was refused,
 	 * never the connection's last origin (a CONNECT refused after a
@@ -581,27 +577,7 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	 */
 	if (s->x->fwd.ip.family != 0)
 		netaddr_ntop(&s->x->fwd.ip, ip, sizeof(ip));
-	ms = session_audit(s, decision, status, reason, ip);
-	/*
-	 * Every decision is an audit row; the log carries denials and errors
-	 * at info, allowed traffic only at debug (a write per request is the
-	 * largest cost on a kept-alive connection). The path is escaped only
-	 * when a line will be written.
-	 */
-	if (decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
-		return;
-	if (SESSION_IS_HTTP(s) && s->x->fwd.path != NULL)
-		log_escape(s->x->fwd.path, strlen(s->x->fwd.path), path, sizeof(path));
-	log_info("%s %s sandbox=%s client=%s host=%s port=%u ip=%s method=%s "
-	    "path=%s status=%d rule=%s reason=%s up=%llu down=%llu ms=%lld",
-	    verdict_word(decision), kind_name(s),
-	    s->x->has_ident ? s->x->ident.sandbox : "-",
-	    s->client_str, s->x->target.host[0] ? s->x->target.host : "-",
-	    s->x->target.port, ip,
-	    session_method(s) != NULL ? session_method(s) : "-",
-	    path, status, s->x->verdict.rule[0] ? s->x->verdict.rule : "-",
-	    reason ? reason_word(reason) : "-", (unsigned long long)s->x->up,
-	    (unsigned long long)s->x->down, ms);
+	session_audit(s, decision, status, reason, ip);
 }
 
 void

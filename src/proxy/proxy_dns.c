@@ -199,7 +199,7 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 {
 	struct dns_server *srv = p->srv;
 	struct dns_reply r;
-	char ipbuf[NETADDR_STRLEN], tbuf[16];
+	char ipbuf[NETADDR_STRLEN];
 	const char *ip = NULL;
 	ssize_t len;
 	size_t i;
@@ -255,13 +255,6 @@ dns_finish(struct dns_pending *p, const struct dns_outcome *o)
 		log_debug("dns: sendto %s: %s", p->client, strerror(errno));
 	if (!o->unaudited)
 		dns_audit(p, o, ip);
-	if (log_enabled(LOG_LVL_DEBUG))
-		log_debug("dns: %s %s %s: rcode %d, %s%s%s", p->client,
-		    p->x->target.host[0] ? p->x->target.host :
-		    p->msg.qname.text,
-		    p->msg.has_question ? dns_type_name(p->msg.qtype, tbuf,
-		    sizeof(tbuf)) : "-", o->rcode, verdict_word(o->decision),
-		    o->reason ? ", " : "", o->reason ? reason_word(o->reason) : "");
 	if (p->tcp != NULL) {
 		p->tcp->inflight--;
 		dns_tcp_resume(p->tcp);

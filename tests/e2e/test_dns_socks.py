@@ -244,6 +244,37 @@ class DnsSocksTest(unittest.TestCase):
         self.audit(kind="dns", host="unlisted.test", decision="deny",
             rule="default-deny", reason="policy-deny")
 
+    def test_dns_denials_logged(self):
+        """
+        A refused query has its log line at info, as every other denial
+        does (docs/architecture.md, "Logging"): the line its exchange
+        writes with its row. An allowed one has none without serve -d.
+        """
+        start = len(self.gw.log_text())
+        for args, rx in (
+                (("denied.test", "A"), r"deny dns sandbox=local client=127\.0\.0"
+                 r"\.1:\d+ host=denied\.test port=- ip=- method=A path=- "
+                 r"status=3 rule=dnsp:deny\[0\] reason=policy-deny up=- "
+                 r"down=- ms=\d+"),
+                (("allowed.test", "MX"), r"deny dns sandbox=local client=\S+ "
+                 r"host=allowed\.test .*method=MX .*status=5 .*"
+                 r"reason=dns-type-refused"),
+                (("-b", "127.0.0.5", "allowed.test", "A"), r"deny dns "
+                 r"sandbox=- client=127\.0\.0\.5:\d+ host=allowed\.test "
+                 r".*status=5 .*reason=no-identity")):
+            with self.subTest(args=args):
+                self.dig(*args)
+                m = self.gw.wait_log(rx, 5, start)
+                self.assertIsNotNone(m, self.gw.log_tail())
+        mark = len(self.gw.log_text())
+        r = self.dig("allowed.test", "A")
+        self.assertEqual(r.status, "NOERROR", r)
+        self.audit(kind="dns", host="allowed.test", method="A",
+            decision="allow", pred=lambda x: x["id"] > 0)
+        time.sleep(0.3 * T.SLOW)
+        self.assertNotRegex(self.gw.log_text()[mark:],
+            r"allow dns .*host=allowed\.test", "allowed traffic at info")
+
     def test_dns_denied_without_edns(self):
         r = self.dig("+noedns", "denied.test", "A")
         self.assertEqual(r.status, "NXDOMAIN", r)
