@@ -31,6 +31,7 @@ struct policy;
 struct policy	*policy_load(const struct config *, struct diag *);
 /* The same for an explicit list of files or directories (tests, benchmarks). */
 struct policy	*policy_load_paths(char *const *paths, int n, struct diag *);
+/* A reference taken or dropped; NULL: nothing. */
 void		 policy_ref(struct policy *);
 void		 policy_unref(struct policy *);
 /* "3 files, 2 sandboxes, 1 policy, 12 rules, 1 credential" */

@@ -1561,7 +1561,8 @@ policy_load(const struct config *cfg, struct diag *d)
 void
 policy_ref(struct policy *p)
 {
-	atomic_fetch_add_explicit(&p->refcnt, 1, memory_order_relaxed);
+	if (p != NULL)
+		atomic_fetch_add_explicit(&p->refcnt, 1, memory_order_relaxed);
 }
 
 void

@@ -153,8 +153,8 @@ exchange_next(struct session *s)
 		 * The tunnel's identity and policy; refused before its own
 		 * decision: the tunnel's rule.
 		 */
-		if ((x->pol = s->tun->pol) != NULL)
-			policy_ref(x->pol);
+		x->pol = s->tun->pol;
+		policy_ref(x->pol);
 		x->has_ident = s->tun->has_ident;
 		x->ident = s->tun->ident;
 		memcpy(x->verdict.rule, s->tun->rule, sizeof(x->verdict.rule));
