@@ -276,6 +276,14 @@ dns_end(struct dns_pending *p, int rcode, enum sg_verdict decision,
 	dns_finish(p, &o);
 }
 
+/* The lookup could not be made (resolver or queue full): SERVFAIL. */
+static void
+dns_servfail(struct dns_pending *p)
+{
+	dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
+	    REASON_DNS_ERROR);
+}
+
 /* NXDOMAIN or REFUSED with an Extended DNS Error saying why. */
 static void
 dns_end_blocked(struct dns_pending *p, int rcode, int ede_code)
@@ -556,35 +564,23 @@ dns_decide(struct dns_pending *p)
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}
-	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA) {
-		/* Another type the policy allows: the upstream's answer, relayed. */
-		if (srv->npending >= DNS_SRV_PENDING_MAX) {
-			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
-			    REASON_DNS_ERROR);
-			return;
-		}
-		TAILQ_INSERT_TAIL(&srv->pending, p, link);
-		srv->npending++;
-		if ((p->raw = resolver_query_raw(srv->env.resolver, p->x->target.host,
-		    m->qtype, dns_raw_cb, p)) == NULL) {
-			dns_pending_unlink(p);
-			dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
-			    REASON_DNS_ERROR);
-		}
-		return;
-	}
+	/* Past the bound of queries waiting on the resolver: SERVFAIL. */
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
-		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
-		    REASON_DNS_ERROR);
+		dns_servfail(p);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&srv->pending, p, link);
 	srv->npending++;
-	if ((p->rq = resolver_lookup_answer(srv->env.resolver, p->x->target.host,
-	    dns_resolved_cb, p)) == NULL) {
+	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA)
+		/* Another type the policy allows: the upstream's answer, relayed. */
+		p->raw = resolver_query_raw(srv->env.resolver, p->x->target.host,
+		    m->qtype, dns_raw_cb, p);
+	else
+		p->rq = resolver_lookup_answer(srv->env.resolver,
+		    p->x->target.host, dns_resolved_cb, p);
+	if (p->raw == NULL && p->rq == NULL) {
 		dns_pending_unlink(p);
-		dns_end(p, DNS_RCODE_SERVFAIL, VERDICT_ERROR, p->x->verdict.rule,
-		    REASON_DNS_ERROR);
+		dns_servfail(p);
 	}
 }
 

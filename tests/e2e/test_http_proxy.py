@@ -360,67 +360,53 @@ class HttpProxyTest(unittest.TestCase):
             self.refused(c, p, 407, "no-identity", "no-identity", sandbox=None)
         self.audit.check()
 
+    def keep_alive(self, source, requests):
+        """Requests (host, path, headers) on one connection from source
+        (None: 127.0.0.1); (their responses, the client's addr:port)."""
+        c = T.Conn(self.gw.port, source=source)
+        try:
+            out = [c.request("GET http://%s:%d%s HTTP/1.1\r\nHost: %s:%d\r\n"
+                             "%s\r\n" % (h, self.a.port, p, h, self.a.port, x))
+                   for h, p, x in requests]
+            return out, "%s:%d" % c.sock.getsockname()
+        finally:
+            c.close()
+
     def test_identity_is_each_requests_own(self):
         """
         On a kept-alive connection each request says who it is: an identity
         (or its policy) never carries to the next request on it.
         """
-        p1, p2, p3, p4 = (uniq("idk%d" % i) for i in range(4))
+        p = [uniq("idk%d" % i) for i in range(6)]
         tok = "Proxy-Authorization: Basic %s\r\n" % base64.b64encode(
             ("tok:%s" % TOKEN).encode()).decode()
-        head = ("GET http://%s:%d%s HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n")
         # An unidentified source: the token's request, then none.
-        c = T.Conn(self.gw.port, source="127.0.0.9")
-        try:
-            r = c.request(head % ("allowed.test", self.a.port, p1,
-                "allowed.test", self.a.port, tok))
-            self.assertEqual(r.status, 200, r)
-            r = c.request(head % ("allowed.test", self.a.port, p2,
-                "allowed.test", self.a.port, ""))
-            self.assertEqual(r.status, 407, r)
-            self.assertEqual(r.header("X-Sandgate-Reason"), "no-identity", r)
-            client = "127.0.0.9:%d" % c.sock.getsockname()[1]
-        finally:
-            c.close()
-        self.assertTrue(self.a.saw_path(p1))
-        self.assertFalse(self.a.saw_path(p2))
-        self.allowed(client, p1, ANY, sandbox="tok", rule="hostonly:allow[0]")
-        self.refused(client, p2, 407, "no-identity", "no-identity",
+        (r1, r2), client = self.keep_alive("127.0.0.9", [
+            ("allowed.test", p[0], tok), ("allowed.test", p[1], "")])
+        self.assertEqual(r1.status, 200, r1)
+        self.assertEqual((r2.status, r2.header("X-Sandgate-Reason")),
+                         (407, "no-identity"), r2)
+        self.assertTrue(self.a.saw_path(p[0]))
+        self.assertFalse(self.a.saw_path(p[1]))
+        self.allowed(client, p[0], ANY, sandbox="tok", rule="hostonly:allow[0]")
+        self.refused(client, p[1], 407, "no-identity", "no-identity",
                      sandbox=None)
         # A source that names sandbox local: the token's sandbox for its
         # request only; the next, without one, is local's again, under
         # local's policy (hostonly would refuse wild.test).
-        c = T.Conn(self.gw.port)
-        try:
-            r = c.request(head % ("allowed.test", self.a.port, p3,
-                "allowed.test", self.a.port, tok))
-            self.assertEqual(r.status, 200, r)
-            r = c.request(head % ("a.wild.test", self.a.port, p4,
-                "a.wild.test", self.a.port, ""))
-            self.assertEqual(r.status, 200, r)
-            client = "127.0.0.1:%d" % c.sock.getsockname()[1]
-        finally:
-            c.close()
-        self.assertTrue(self.a.saw_path(p4))
-        self.allowed(client, p3, ANY, sandbox="tok", rule="hostonly:allow[0]")
-        self.allowed(client, p4, ANY, host="a.wild.test", rule="main:allow[1]")
+        (r3, r4), client = self.keep_alive(None, [
+            ("allowed.test", p[2], tok), ("a.wild.test", p[3], "")])
+        self.assertEqual((r3.status, r4.status), (200, 200), (r3, r4))
+        self.allowed(client, p[2], ANY, sandbox="tok", rule="hostonly:allow[0]")
+        self.allowed(client, p[3], ANY, host="a.wild.test", rule="main:allow[1]")
         # ... and the other way round: local first, then the token's
         # request is decided under hostonly, which refuses wild.test.
-        p5, p6 = uniq("idk5"), uniq("idk6")
-        c = T.Conn(self.gw.port)
-        try:
-            r = c.request(head % ("a.wild.test", self.a.port, p5,
-                "a.wild.test", self.a.port, ""))
-            self.assertEqual(r.status, 200, r)
-            r = c.request(head % ("a.wild.test", self.a.port, p6,
-                "a.wild.test", self.a.port, tok))
-            self.assertEqual(r.status, 403, r)
-            client = "127.0.0.1:%d" % c.sock.getsockname()[1]
-        finally:
-            c.close()
-        self.assertFalse(self.a.saw_path(p6))
-        self.allowed(client, p5, ANY, host="a.wild.test", rule="main:allow[1]")
-        self.refused(client, p6, 403, "policy-deny", "default-deny",
+        (r5, r6), client = self.keep_alive(None, [
+            ("a.wild.test", p[4], ""), ("a.wild.test", p[5], tok)])
+        self.assertEqual((r5.status, r6.status), (200, 403), (r5, r6))
+        self.assertFalse(self.a.saw_path(p[5]))
+        self.allowed(client, p[4], ANY, host="a.wild.test", rule="main:allow[1]")
+        self.refused(client, p[5], 403, "policy-deny", "default-deny",
                      sandbox="tok", host="a.wild.test")
         self.audit.check()
 
