@@ -561,6 +561,16 @@ void		 exchange_verdict(const struct exchange *, enum sg_verdict *,
  * and duration (from x->started, left in ev->duration_ms) and marks itself
  * logged. audit NULL: nothing is written. audit_submit's result.
  */
+struct decide_env;
+/*
+ * The decision's address stage (core/decide.c) for x's target under env:
+ * every address reachable (allow_private) and outside denied countries
+ * and ASNs. x's verdict is updated and x->fwd.ip names the first address
+ * refused; its reason (REASON_NONE: allowed). Every listener's one way to
+ * it, a DNS answer's included.
+ */
+enum sg_reason	 exchange_check_addrs(struct exchange *,
+		    const struct decide_env *, const struct netaddr *, size_t);
 struct audit_event;
 int		 exchange_audit(struct exchange *, struct audit *,
 		    struct audit_event *, enum sg_verdict, enum sg_reason);

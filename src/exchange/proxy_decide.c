@@ -129,20 +129,9 @@ int
 upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
 {
 	struct decide_env env;
-	struct decision d;
 
 	env_of(s, &env);
-	memset(&d, 0, sizeof(d));
-	d.target = s->x->target;
-	d.v = s->x->verdict;
-	(void)decide_addrs(&env, s->x->has_ident ? &s->x->ident : NULL, addrs, n,
-	    &d);
-	s->x->verdict = d.v;
-	if (d.geo_failed)
-		log_warnx("geoip: lookup failed (corrupt database?)");
-	if (d.has_refused)
-		s->x->fwd.ip = d.refused;
-	return d.reason == REASON_NONE;
+	return exchange_check_addrs(s->x, &env, addrs, n) == REASON_NONE;
 }
 
 /* docs/tls.md: a credential of this sandbox's policy bound to the host. */

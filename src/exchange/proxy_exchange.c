@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "audit/audit.h"
+#include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/exchange.h"
@@ -124,6 +125,24 @@ exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
 	if (a == NULL)
 		return 0;
 	return audit_submit(a, ev);
+}
+
+enum sg_reason
+exchange_check_addrs(struct exchange *x, const struct decide_env *env,
+    const struct netaddr *addrs, size_t n)
+{
+	struct decision d;
+
+	memset(&d, 0, sizeof(d));
+	d.target = x->target;
+	d.v = x->verdict;
+	(void)decide_addrs(env, x->has_ident ? &x->ident : NULL, addrs, n, &d);
+	x->verdict = d.v;
+	if (d.geo_failed)
+		log_warnx("geoip: lookup failed (corrupt database?)");
+	if (d.has_refused)
+		x->fwd.ip = d.refused;
+	return d.reason;
 }
 
 void

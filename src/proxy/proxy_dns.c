@@ -366,15 +366,9 @@ static int
 dns_addrs_ok(struct dns_pending *p, const struct netaddr *addrs, size_t n)
 {
 	struct decide_env env;
-	struct decision d;
 
 	dns_env(p, &env);
-	memset(&d, 0, sizeof(d));
-	d.target = p->x->target;
-	d.v = p->x->verdict;
-	(void)decide_addrs(&env, &p->x->ident, addrs, n, &d);
-	p->x->verdict = d.v;
-	return d.reason == REASON_NONE;
+	return exchange_check_addrs(p->x, &env, addrs, n) == REASON_NONE;
 }
 
 /*
