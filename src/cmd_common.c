@@ -19,11 +19,9 @@ cmd_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandgate: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay_err(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
 }
 
@@ -32,11 +30,9 @@ cmd_usage_error(const char *usage, const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandgate: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay_err(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	if (usage != NULL)
 		fputs(usage, stderr);
 	return EXIT_USAGE;

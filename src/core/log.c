@@ -162,6 +162,24 @@ fatalx(const char *fmt, ...)
 }
 
 void
+vsay_err(const char *fmt, va_list ap)
+{
+	fputs("sandgate: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void
+say_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsay_err(fmt, ap);
+	va_end(ap);
+}
+
+void
 log_openssl(const char *what)
 {
 	unsigned long e;

@@ -6,6 +6,7 @@
 #ifndef SG_LOG_H
 #define SG_LOG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 enum log_level { LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
@@ -24,9 +25,11 @@ void	fatalx(const char *, ...)
 /* Drain OpenSSL's error queue into the log, prefixed by what was being done. */
 void	log_openssl(const char *what);
 /*
- * Copy at most len bytes of peer data into out (size outlen, always
- * terminated), escaping anything but printable ASCII as \xNN.
+ * A command's one line for its user on stderr, "sandgate: MESSAGE\n", not
+ * through the log (the CLI's errors and the launcher's).
  */
+void	say_err(const char *, ...) __attribute__((format(printf, 1, 2)));
+void	vsay_err(const char *, va_list) __attribute__((format(printf, 1, 0)));
 /*
  * Start-up: log_hold(1) keeps the newest warning back; log_release()
  * prints it (start-up went on), log_take_held() hands its text over
@@ -35,6 +38,10 @@ void	log_openssl(const char *what);
 void	log_hold(int on);
 void	log_release(void);
 void	log_take_held(char *buf, size_t len);
+/*
+ * Copy at most len bytes of peer data into out (size outlen, always
+ * terminated), escaping anything but printable ASCII as \xNN.
+ */
 const char *log_escape(const void *data, size_t len, char *out, size_t outlen);
 /*
  * The same for a value that stands as one word of a key=value line (a

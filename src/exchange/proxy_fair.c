@@ -13,23 +13,27 @@
 #include "core/reason.h"
 #include "exchange/exchange.h"
 
-/* Answer a refused session in its listener's protocol; the row is the caller's. */
+/*
+ * Answer a refused session in its listener's protocol (status and reason
+ * for HTTP); the row is the caller's.
+ */
 static void
-fair_answer(struct session *s, const char *detail)
+fair_answer(struct session *s, int status, enum sg_reason reason,
+    const char *detail)
 {
 	switch (s->kind) {
 	case KIND_SOCKS5:
-		s->p->fe->refuse_socks5(s, REASON_RATE_LIMITED);
+		s->p->fe->refuse_socks5(s, reason);
 		break;
 	case KIND_TRANSPARENT:
-		s->p->fe->refuse_transparent(s, REASON_RATE_LIMITED);
+		s->p->fe->refuse_transparent(s, reason);
 		break;
 	case KIND_INGRESS:
 		/* Refused at accept, before its TLS: nothing it could read. */
 		session_close(s, CLOSE_REFUSED);
 		break;
 	default:
-		session_http_error(s, 429, REASON_RATE_LIMITED, detail);
+		session_http_error(s, status, reason, detail);
 		break;
 	}
 }
@@ -67,7 +71,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		exchange_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED);
 	} else
 		s->x->logged = 1;
-	fair_answer(s, detail);
+	fair_answer(s, 429, REASON_RATE_LIMITED, detail);
 }
 
 
@@ -275,17 +279,7 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	s->x->verdict.allow = 0;
 	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
 	exchange_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN);
-	switch (s->kind) {
-	case KIND_SOCKS5:
-		s->p->fe->refuse_socks5(s, REASON_TOO_MANY_CONN);
-		break;
-	case KIND_INGRESS:
-		session_close(s, CLOSE_REFUSED);
-		break;
-	default:
-		session_http_error(s, 503, REASON_TOO_MANY_CONN, detail);
-		break;
-	}
+	fair_answer(s, 503, REASON_TOO_MANY_CONN, detail);
 }
 
 /*

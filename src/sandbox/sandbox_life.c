@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "core/util.h"
 #include "sandbox/sandbox.h"
 
@@ -67,11 +68,9 @@ sandbox_err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandgate: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay_err(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* ---------------------------------------------------------------- owners */

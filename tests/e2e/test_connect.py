@@ -352,13 +352,7 @@ class ConnectTest(unittest.TestCase):
             head += b
         self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
         msg = b"SSH-2.0-x\r\n" + b"y" * 3000
-        sock.sendall(msg)
-        got = b""
-        while len(got) < len(msg):
-            b = sock.recv(65536)
-            self.assertTrue(b, "the tunnel closed early")
-            got += b
-        self.assertEqual(got, msg)
+        self._echo(sock, msg)
         conn.close()
         self.audit.expect({"client": client, "method": "GET"}, decision="allow",
                           kind="http", sandbox="local", host="allowed.test",
@@ -369,6 +363,16 @@ class ConnectTest(unittest.TestCase):
         self.tunnel_row(client, "allow", 200, "tun:allow[1]", None, self.echo.port,
                         host="ssh.test", ip="127.0.0.2", up=len(msg), down=len(msg))
         self.audit.check()
+
+    def _echo(self, sock, msg):
+        """msg through an open tunnel to the echo origin, and back whole."""
+        sock.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            b = sock.recv(65536)
+            self.assertTrue(b, "the tunnel closed early")
+            got += b
+        self.assertEqual(got, msg)
 
     def _request_then_connect(self, body_headers, body, target):
         """One absolute-form POST, then CONNECT target on the same connection."""
@@ -403,12 +407,7 @@ class ConnectTest(unittest.TestCase):
             "ssh.test:%d" % self.echo.port)
         self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
         msg = b"SSH-2.0-y\r\n"
-        sock.sendall(msg)
-        got = b""
-        while len(got) < len(msg):
-            b = sock.recv(65536)
-            self.assertTrue(b, "the tunnel closed early")
-            got += b
+        self._echo(sock, msg)
         conn.close()
         self.tunnel_row(client, "allow", 200, "tun:allow[1]", None, self.echo.port,
                         host="ssh.test", ip="127.0.0.2", up=len(msg), down=len(msg))

@@ -266,6 +266,14 @@ class DnsSocksTest(unittest.TestCase):
                 self.dig(*args)
                 m = self.gw.wait_log(rx, 5, start)
                 self.assertIsNotNone(m, self.gw.log_tail())
+        # A name whose label holds a space and an equals sign cannot write
+        # fields of its own into the line: both bytes stay escaped.
+        mark = len(self.gw.log_text())
+        self.dig("x\\032reason=allow.test", "A")
+        m = self.gw.wait_log(r"deny dns .*host=x\\032reason\\061allow\.test "
+                             r".*reason=invalid-host ", 5, mark)
+        self.assertIsNotNone(m, self.gw.log_tail())
+        self.assertNotIn(" reason=allow.test", self.gw.log_text()[mark:])
         mark = len(self.gw.log_text())
         r = self.dig("allowed.test", "A")
         self.assertEqual(r.status, "NOERROR", r)

@@ -13,6 +13,10 @@ installed files under the unit's own confinement (capability bounding set,
 NoNewPrivileges, a read-only root but for ReadWritePaths, a network
 namespace) until it says READY=1 on NOTIFY_SOCKET. Finally it is purged.
 Skips (with the reason) only when dpkg-buildpackage or lintian is missing.
+Its `sandgate serve` under strace runs as a default install does (user:
+sandgate) when the test is root; a test that is not root cannot switch
+users, so there the gateway keeps the test's own unprivileged user
+(user: null), never root.
 """
 
 import os
