@@ -357,38 +357,28 @@ struct tunnel_decision {
 	struct netaddr		 addrs[];
 };
 
-struct session {
-	uint64_t		 id;
-	TAILQ_ENTRY(session)	 entry;
-	struct worker		*w;
-	struct proxy		*p;
+/*
+ * A client connection: its socket's peer, what its front-end learnt of it
+ * (the first bytes, the original destination, the tunnel and what the
+ * tunnel decided), its TLS state toward the client, its timers before a
+ * request (sniff, head), its fair-share counts and its HTTP/2 state. Its
+ * own session (owner) holds it from accept to close; an HTTP/2 stream's
+ * session shares it, never copies it (refs: the last session freed frees
+ * it).
+ */
+struct conn {
+	int			 refs;
+	struct session		*owner;		/* the connection's own session */
 	enum session_kind	 kind;
-	enum session_state	 state;
-	int			 closing;
-	struct event		*free_ev;	/* deferred free after session_close */
-
-	struct bufferevent	*cbev;		/* client side; NULL: an HTTP/2 stream's session */
-	struct bufferevent	*obev;		/* origin side, NULL until connected */
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
 
-	struct exchange		*x;		/* the current decision: never NULL */
-
-	struct resolver_query	*rq;
-	struct origin_bind	*ob;		/* what obev was opened for; NULL with no obev */
-	void			(*on_connected)(struct session *);
-
 	struct event		*timer;		/* sniff timer */
-	struct event		*dns_timer;	/* the lookup's deadline */
-	struct event		*pool_ev;	/* upstream.keepalive_timeout of a kept origin */
-	struct event		*idle_ev;
 	struct event		*head_ev;	/* limits.head_timeout (proxy_fair.c) */
 	int			 head_armed;
 	int			 fair_counted;	/* counted against fair_sandbox's share */
 	char			 fair_sandbox[POLICY_ID_MAX + 1];
 	int			 fair_src_counted;	/* ... against client_addr's, until then */
-	struct timeval		 last_active;
-	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
 
 	int			 tunnel_open;	/* 200 / SOCKS success sent: errors can only close */
 	int			 tunnel_http;	/* tunnel carrying plain HTTP */
@@ -402,6 +392,43 @@ struct session {
 	int			 tls_client_ok;	/* the client's handshake completed */
 	int			 tls_shutdown_sent;	/* close_notify queued */
 	struct event		*finish_ev;	/* polls a TLS filter's socket drain */
+
+	/* HTTP/2 (proxy_h2.c) */
+	struct h2_conn		*h2;		/* the client chose h2: its streams */
+	int			 h2_checked;	/* ALPN looked at */
+	struct h2up		*h2up;		/* an h2 connection's origin connection */
+};
+
+/*
+ * One session: a connection's own (c->owner), or an HTTP/2 stream's on
+ * the connection it shares (h2_child). It runs the current exchange
+ * toward the origin: the origin side, its lookup and its timers.
+ */
+struct session {
+	uint64_t		 id;
+	TAILQ_ENTRY(session)	 entry;
+	struct worker		*w;
+	struct proxy		*p;
+	struct conn		*c;		/* the client connection, never NULL */
+	enum session_state	 state;
+	int			 closing;
+	struct event		*free_ev;	/* deferred free after session_close */
+
+	struct bufferevent	*cbev;		/* client side; NULL: an HTTP/2 stream's session */
+	struct bufferevent	*obev;		/* origin side, NULL until connected */
+
+	struct exchange		*x;		/* the current decision: never NULL */
+
+	struct resolver_query	*rq;
+	struct origin_bind	*ob;		/* what obev was opened for; NULL with no obev */
+	void			(*on_connected)(struct session *);
+
+	struct event		*dns_timer;	/* the lookup's deadline */
+	struct event		*pool_ev;	/* upstream.keepalive_timeout of a kept origin */
+	struct event		*idle_ev;
+	struct timeval		 last_active;
+	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
+
 	struct evbuffer		*pending_head;	/* request head built for the origin */
 
 	struct splice_relay	*splice;	/* the relay moved to splice (proxy_relay.c) */
@@ -415,15 +442,12 @@ struct session {
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
 	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
 	int			 origin_resumed;	/* the origin TLS session was resumed */
-	/* HTTP/2 (proxy_h2.c) */
-	struct h2_conn		*h2;		/* the client chose h2: its streams */
-	struct h2_stream	*h2st;		/* a stream's request session: its stream */
-	int			 h2_child;	/* ... (no tunnel row of its own) */
+	/* an HTTP/2 stream's session (proxy_h2.c) */
+	struct h2_stream	*h2st;		/* its stream */
+	int			 h2_child;	/* (no tunnel row of its own) */
 	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
 	TAILQ_ENTRY(session)	 h2_lane_entry;
-	int			 h2_checked;	/* ALPN looked at */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
-	struct h2up		*h2up;		/* an h2 connection's origin connection */
 };
 
 /*
@@ -468,9 +492,20 @@ void		 tunnel_decision_free(struct tunnel_decision *);
 /* s->x->target from the destination as written (escaped when invalid). */
 void		 session_note_target(struct session *, const char *host,
 		    size_t len, uint16_t port);
+/*
+ * A connection for its own session (refs 1); a reference dropped, the
+ * connection freed with its tunnel decision at the last; its timers freed
+ * (from its owner's session_close).
+ */
+struct conn	*conn_new(struct session *owner);
+void		 conn_unref(struct conn *);
+void		 conn_close_timers(struct conn *);
 /* The source's count taken by session_fair_source, given back once. */
 void		 session_fair_release_source(struct session *);
-/* From session_close only: the counts taken (proxy_fair.c), if any. */
+/*
+ * From session_close only: the counts taken (proxy_fair.c), if any; none
+ * for a stream's session (its connection's owner gives them back).
+ */
 void		 session_fair_release(struct session *);
 
 /*
@@ -709,8 +744,8 @@ int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
 		    int);
 
 /* 1 when a session answers HTTP requests one by one (rows per request). */
-#define SESSION_IS_HTTP(s)	((s)->kind == KIND_HTTP || \
-				 (s)->kind == KIND_INGRESS || (s)->tunnel_http)
+#define SESSION_IS_HTTP(s)	((s)->c->kind == KIND_HTTP || \
+				 (s)->c->kind == KIND_INGRESS || (s)->c->tunnel_http)
 
 /* proxy_ws.c: WebSocket upgrades, their checks and their framed relay. */
 struct ws_relay;

@@ -34,14 +34,14 @@ session_tun_reserve(struct session *s, size_t n)
 {
 	struct tunnel_decision *t;
 
-	if (s->tun != NULL && s->tun->cap >= n)
+	if (s->c->tun != NULL && s->c->tun->cap >= n)
 		return 0;
-	if ((t = realloc(s->tun, sizeof(*t) + n * sizeof(t->addrs[0]))) == NULL)
+	if ((t = realloc(s->c->tun, sizeof(*t) + n * sizeof(t->addrs[0]))) == NULL)
 		return -1;
-	if (s->tun == NULL)
+	if (s->c->tun == NULL)
 		memset(t, 0, sizeof(*t));
 	t->cap = n;
-	s->tun = t;
+	s->c->tun = t;
 	return 0;
 }
 
@@ -60,20 +60,20 @@ session_tunnel_http(struct session *s)
 {
 	if (session_tun_reserve(s, s->x->n_addrs) == -1)
 		return -1;
-	s->tunnel_http = 1;
+	s->c->tunnel_http = 1;
 	/* Its requests are the tunnel's identity's, on the tunnel's policy. */
-	if (s->tun->pol != s->x->pol) {
-		policy_unref(s->tun->pol);
-		s->tun->pol = s->x->pol;
-		policy_ref(s->tun->pol);
+	if (s->c->tun->pol != s->x->pol) {
+		policy_unref(s->c->tun->pol);
+		s->c->tun->pol = s->x->pol;
+		policy_ref(s->c->tun->pol);
 	}
-	s->tun->has_ident = s->x->has_ident;
-	s->tun->ident = s->x->ident;
-	s->tun->target = s->x->target;
-	memcpy(s->tun->addrs, s->x->addrs, s->x->n_addrs *
-	    sizeof(s->tun->addrs[0]));
-	s->tun->n_addrs = s->x->n_addrs;
-	memcpy(s->tun->rule, s->x->verdict.rule, sizeof(s->tun->rule));
+	s->c->tun->has_ident = s->x->has_ident;
+	s->c->tun->ident = s->x->ident;
+	s->c->tun->target = s->x->target;
+	memcpy(s->c->tun->addrs, s->x->addrs, s->x->n_addrs *
+	    sizeof(s->c->tun->addrs[0]));
+	s->c->tun->n_addrs = s->x->n_addrs;
+	memcpy(s->c->tun->rule, s->x->verdict.rule, sizeof(s->c->tun->rule));
 	return 0;
 }
 
@@ -110,18 +110,54 @@ session_set_idle(struct session *s)
 void
 session_fair_release_source(struct session *s)
 {
-	if (!s->fair_src_counted)
+	if (!s->c->fair_src_counted)
 		return;
-	s->fair_src_counted = 0;
-	fairshare_src_close(s->p->fair, &s->client_addr, fairshare_now_ms());
+	s->c->fair_src_counted = 0;
+	fairshare_src_close(s->p->fair, &s->c->client_addr, fairshare_now_ms());
 }
 
 void
 session_fair_release(struct session *s)
 {
+	if (s->c->owner != s)
+		return;		/* a stream's session: the connection counts */
 	session_fair_release_source(s);
-	if (!s->fair_counted)
+	if (!s->c->fair_counted)
 		return;
-	s->fair_counted = 0;
-	fairshare_conn_close(s->p->fair, s->fair_sandbox, fairshare_now_ms());
+	s->c->fair_counted = 0;
+	fairshare_conn_close(s->p->fair, s->c->fair_sandbox, fairshare_now_ms());
+}
+
+struct conn *
+conn_new(struct session *owner)
+{
+	struct conn *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->refs = 1;
+	c->owner = owner;
+	return c;
+}
+
+void
+conn_unref(struct conn *c)
+{
+	if (c == NULL || --c->refs > 0)
+		return;
+	tunnel_decision_free(c->tun);
+	free(c);
+}
+
+void
+conn_close_timers(struct conn *c)
+{
+	if (c->timer != NULL)
+		event_free(c->timer);
+	if (c->head_ev != NULL)
+		event_free(c->head_ev);
+	if (c->finish_ev != NULL)
+		event_free(c->finish_ev);
+	c->timer = c->head_ev = c->finish_ev = NULL;
+	c->head_armed = 0;
 }

@@ -269,7 +269,7 @@ swap_allowed(const struct session *s, const struct cred_phs *ps,
 {
 	const struct policy_credential *c;
 
-	if (!cred_phs_mine(ps, e, s->x->ident.sandbox) || !s->intercepted ||
+	if (!cred_phs_mine(ps, e, s->x->ident.sandbox) || !s->c->intercepted ||
 	    s->x->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||

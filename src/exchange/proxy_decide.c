@@ -37,7 +37,7 @@ env_of(const struct session *s, struct decide_env *env)
 static enum decide_listener
 listener_of(const struct session *s)
 {
-	switch (s->kind) {
+	switch (s->c->kind) {
 	case KIND_CONNECT:
 		return DECIDE_CONNECT;
 	case KIND_SOCKS5:
@@ -98,7 +98,7 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		q.listener = DECIDE_TUNNEL;
 		q.target = &s->x->target;
-		q.tunnel_rule = s->tun != NULL ? s->tun->rule : "";
+		q.tunnel_rule = s->c->tun != NULL ? s->c->tun->rule : "";
 		if (in->tunnel_host != NULL) {
 			split(in->tunnel_host, in->tunnel_host_len, &host);
 			q.tunnel_host = &host;

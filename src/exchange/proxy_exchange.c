@@ -165,20 +165,20 @@ exchange_next(struct session *s)
 
 	if ((x = exchange_new()) == NULL)
 		return -1;
-	if (s->kind == KIND_INGRESS)
+	if (s->c->kind == KIND_INGRESS)
 		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
-	if (s->tunnel_http && s->tun != NULL && s->kind != KIND_INGRESS) {
+	if (s->c->tunnel_http && s->c->tun != NULL && s->c->kind != KIND_INGRESS) {
 		/*
 		 * The tunnel's identity and policy; refused before its own
 		 * decision: the tunnel's rule.
 		 */
-		x->pol = s->tun->pol;
+		x->pol = s->c->tun->pol;
 		policy_ref(x->pol);
-		x->has_ident = s->tun->has_ident;
-		x->ident = s->tun->ident;
-		memcpy(x->verdict.rule, s->tun->rule, sizeof(x->verdict.rule));
-		x->target = s->tun->target;
-		if (exchange_set_addrs(x, s->tun->addrs, s->tun->n_addrs) ==
+		x->has_ident = s->c->tun->has_ident;
+		x->ident = s->c->tun->ident;
+		memcpy(x->verdict.rule, s->c->tun->rule, sizeof(x->verdict.rule));
+		x->target = s->c->tun->target;
+		if (exchange_set_addrs(x, s->c->tun->addrs, s->c->tun->n_addrs) ==
 		    -1) {
 			exchange_free(x);
 			return -1;

@@ -21,7 +21,7 @@ static void
 fair_answer(struct session *s, int status, enum sg_reason reason,
     const char *detail)
 {
-	switch (s->kind) {
+	switch (s->c->kind) {
 	case KIND_SOCKS5:
 		s->p->fe->refuse_socks5(s, reason);
 		break;
@@ -49,7 +49,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		snprintf(detail, sizeof(detail), "source %s has %u connections "
 		    "open whose sandbox is not known yet (limits.per_sandbox."
 		    "max_connections, at most half of limits.max_connections)",
-		    netaddr_ntop(&s->client_addr, abuf, sizeof(abuf)),
+		    netaddr_ntop(&s->c->client_addr, abuf, sizeof(abuf)),
 		    fairshare_src_limit(s->p->fair));
 	else if (v == FAIR_OVER_CONNS)
 		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
@@ -88,12 +88,12 @@ session_fair_source(struct session *s)
 	struct fair_refusal ref;
 	enum fair_verdict v;
 
-	if (s->p->fair == NULL || s->kind == KIND_TRANSPARENT)
+	if (s->p->fair == NULL || s->c->kind == KIND_TRANSPARENT)
 		return 0;
-	v = fairshare_src_open(s->p->fair, &s->client_addr, fairshare_now_ms(),
+	v = fairshare_src_open(s->p->fair, &s->c->client_addr, fairshare_now_ms(),
 	    &ref);
 	if (v == FAIR_OK) {
-		s->fair_src_counted = 1;
+		s->c->fair_src_counted = 1;
 		return 0;
 	}
 	fair_refuse(s, v, &ref);
@@ -109,7 +109,7 @@ session_accept(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	if ((s = session_new(w, lk, fd, sa, socklen)) == NULL)
 		return NULL;
 	/* The first head is timed from accept; transparent's first bytes from their start. */
-	if (s->kind != KIND_TRANSPARENT)
+	if (s->c->kind != KIND_TRANSPARENT)
 		session_head_begin(s);
 	if (session_fair_source(s) == -1)
 		return s;	/* refused and answered: the caller only counts */
@@ -124,7 +124,7 @@ session_fair_admit(struct session *s)
 	enum fair_verdict v;
 
 	/* Ingress is traffic toward a sandbox: it never spends the guest's share. */
-	if (s->fair_counted || !s->x->has_ident || s->kind == KIND_INGRESS ||
+	if (s->c->fair_counted || !s->x->has_ident || s->c->kind == KIND_INGRESS ||
 	    s->p->fair == NULL)
 		return 0;
 	v = fairshare_conn_open(s->p->fair, s->x->ident.sandbox,
@@ -132,9 +132,9 @@ session_fair_admit(struct session *s)
 	/* Known now: the sandbox's share holds it (or it is refused). */
 	session_fair_release_source(s);
 	if (v == FAIR_OK) {
-		memcpy(s->fair_sandbox, s->x->ident.sandbox,
-		    sizeof(s->fair_sandbox));
-		s->fair_counted = 1;
+		memcpy(s->c->fair_sandbox, s->x->ident.sandbox,
+		    sizeof(s->c->fair_sandbox));
+		s->c->fair_counted = 1;
 		return 0;
 	}
 	fair_refuse(s, v, &ref);
@@ -153,7 +153,7 @@ head_pending(const struct session *s)
 	case S_SOCKS_REQUEST:
 		return 1;
 	case S_SNIFF:
-		return s->kind == KIND_TRANSPARENT && s->sniffed == SNIFF_HTTP;
+		return s->c->kind == KIND_TRANSPARENT && s->c->sniffed == SNIFF_HTTP;
 	default:
 		return 0;
 	}
@@ -164,7 +164,7 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct session *s = arg;
 
-	s->head_armed = 0;
+	s->c->head_armed = 0;
 	if (s->closing || !head_pending(s))
 		return;
 	/* Not a byte since accept: nothing was asked, nothing to answer. */
@@ -191,28 +191,28 @@ session_head_begin(struct session *s)
 	uint32_t ms = s->p->cfg->head_timeout_ms;
 	struct timeval tv;
 
-	if (ms == 0 || s->head_armed || s->closing)
+	if (ms == 0 || s->c->head_armed || s->closing)
 		return;
 	/* Without a timer the idle timeout still bounds the session. */
-	if (s->head_ev == NULL &&
-	    (s->head_ev = evtimer_new(s->w->base, head_timeout_cb, s)) == NULL)
+	if (s->c->head_ev == NULL &&
+	    (s->c->head_ev = evtimer_new(s->w->base, head_timeout_cb, s)) == NULL)
 		return;
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
-	if (evtimer_add(s->head_ev, &tv) == 0)
-		s->head_armed = 1;
+	if (evtimer_add(s->c->head_ev, &tv) == 0)
+		s->c->head_armed = 1;
 }
 
 void
 session_head_done(struct session *s)
 {
 	/* An ingress head names its sandbox, whose share it never spends. */
-	if (s->kind == KIND_INGRESS)
+	if (s->c->kind == KIND_INGRESS)
 		session_fair_release_source(s);
-	if (!s->head_armed)
+	if (!s->c->head_armed)
 		return;
-	evtimer_del(s->head_ev);
-	s->head_armed = 0;
+	evtimer_del(s->c->head_ev);
+	s->c->head_armed = 0;
 }
 
 /*
@@ -302,8 +302,9 @@ proxy_fair_evict_cb(evutil_socket_t fd, short what, void *arg)
 	held = p->evict_live;
 	pthread_mutex_unlock(&p->evict_mtx);
 	TAILQ_FOREACH(s, &w->sessions, entry) {
-		if (s->closing || !s->fair_src_counted || s->x->has_ident ||
-		    netaddr_cmp(&s->client_addr, &a) != 0)
+		if (s->closing || s->c->owner != s ||
+		    !s->c->fair_src_counted || s->x->has_ident ||
+		    netaddr_cmp(&s->c->client_addr, &a) != 0)
 			continue;
 		if (evict_claim(p))
 			fair_evict(s, &a, held);

@@ -362,7 +362,7 @@ stream_client_read(struct session *s)
 		return;
 	}
 	hold = ended || s->p->n_phs == 0 ? 0 : cred_holdback(s->p, in, avail);
-	if (s->kind != KIND_INGRESS && s->p->n_phs > 0 && avail > 0 &&
+	if (s->c->kind != KIND_INGRESS && s->p->n_phs > 0 && avail > 0 &&
 	    cred_in_body(s, in, avail, avail - hold, f->plan.cred,
 	    sizeof(f->plan.cred))) {
 		body_refused(s);
@@ -414,7 +414,7 @@ forward_client_read(struct session *s)
 	limit = SIZE_MAX;
 	{
 		/* A placeholder in a body is never swapped: refuse the request. */
-		if (s->kind != KIND_INGRESS && body_has_placeholder(s, &limit)) {
+		if (s->c->kind != KIND_INGRESS && body_has_placeholder(s, &limit)) {
 			body_refused(s);
 			return;
 		}
@@ -845,7 +845,7 @@ origin_head(struct session *s)
 		}
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
-		if (s->intercepted)
+		if (s->c->intercepted)
 			session_mark(s, MARK_RESPONSE_HEAD);
 		f->resp_framing = r.framing;
 		f->resp_left = r.content_length;
@@ -910,7 +910,7 @@ origin_body(struct session *s)
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
-		if (s->intercepted)
+		if (s->c->intercepted)
 			session_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
@@ -938,7 +938,7 @@ origin_body(struct session *s)
 static int
 client_cork(struct session *s)
 {
-	if (!s->intercepted || s->cbev == NULL)
+	if (!s->c->intercepted || s->cbev == NULL)
 		return 0;
 	bufferevent_disable(s->cbev, EV_WRITE);
 	return 1;
@@ -967,7 +967,7 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 	int corked;
 
 	session_touch(s);
-	if (s->intercepted)
+	if (s->c->intercepted)
 		proxy_tls_read_size(bev);
 	if (s->state != S_FORWARD) {
 		/* Bytes from an idle kept-alive origin: it cannot be reused. */

@@ -774,7 +774,7 @@ h2up_owner(struct h2up *up, struct session *owner)
 
 	up->owner = owner;
 	if (owner != NULL)
-		owner->h2up = up;
+		owner->c->h2up = up;
 	if (up->bev != NULL && (ssl = bufferevent_openssl_get_ssl(up->bev)) != NULL)
 		SSL_set_app_data(ssl, owner);
 }
@@ -783,11 +783,11 @@ h2up_owner(struct h2up *up, struct session *owner)
 void
 h2up_release(struct session *owner)
 {
-	struct h2up *up = owner->h2up;
+	struct h2up *up = owner->c->h2up;
 
-	if (up == NULL)
-		return;
-	owner->h2up = NULL;
+	if (up == NULL || owner->c->owner != owner)
+		return;		/* a stream's session: the connection's stays */
+	owner->c->h2up = NULL;
 	h2up_owner(up, NULL);
 	up->refs++;
 	h2up_unref(up);
@@ -802,8 +802,8 @@ h2up_dead(struct h2up *up, int status, enum sg_reason r, const char *why)
 	if (up->dead)
 		return;
 	up->dead = 1;
-	if (up->owner != NULL && up->owner->h2up == up) {
-		up->owner->h2up = NULL;
+	if (up->owner != NULL && up->owner->c->h2up == up) {
+		up->owner->c->h2up = NULL;
 		h2up_owner(up, NULL);
 		up->refs++;
 		h2up_unref(up);
@@ -1044,7 +1044,7 @@ h2o_connected(struct session *s)
 		return;
 	}
 	/* The client connection keeps it for its next streams. */
-	if ((owner = fe_stream_parent(s)) != NULL && owner->h2up == NULL)
+	if ((owner = fe_stream_parent(s)) != NULL && owner->c->h2up == NULL)
 		h2up_owner(up, owner);
 	h2o_start(o, up);
 }
@@ -1057,11 +1057,11 @@ h2up_for(struct session *s)
 	struct origin_bind want;
 	struct h2up *up;
 
-	if (owner == NULL || (up = owner->h2up) == NULL)
+	if (owner == NULL || (up = owner->c->h2up) == NULL)
 		return NULL;
 	if (up->dead || !nghttp2_session_check_request_allowed(up->ng)) {
 		/* Going away: the next connection becomes the shared one. */
-		owner->h2up = NULL;
+		owner->c->h2up = NULL;
 		h2up_owner(up, NULL);
 		up->refs++;
 		h2up_unref(up);

@@ -40,9 +40,9 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 	memcpy(b->host, s->x->target.host, sizeof(b->host));
 	b->port = s->x->target.port;
 	b->is_ip = s->x->target.is_ip;
-	b->ingress = s->kind == KIND_INGRESS;
+	b->ingress = s->c->kind == KIND_INGRESS;
 	/* Ingress TLS ends at the gateway; the guest is spoken to in plain. */
-	b->tls = s->intercepted && !b->ingress;
+	b->tls = s->c->intercepted && !b->ingress;
 	b->creds = b->tls && cred_host_bound(s);
 }
 

@@ -38,15 +38,15 @@ relay_start(struct session *s)
 	if (upstream_guard(s) == -1)
 		return;
 	s->state = S_RELAY;
-	if (s->timer != NULL)
-		evtimer_del(s->timer);
+	if (s->c->timer != NULL)
+		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->cbev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
 	bufferevent_setcb(s->obev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
 	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
-	if (!s->intercepted) {
+	if (!s->c->intercepted) {
 		/* Bulk moves in large reads and writes: a quarter of the calls. */
 		bufferevent_set_max_single_read(s->cbev, PROXY_RELAY_IO);
 		bufferevent_set_max_single_read(s->obev, PROXY_RELAY_IO);
@@ -117,7 +117,7 @@ relay_write_cb(struct bufferevent *bev, void *arg)
 	if (!peer_eof)
 		bufferevent_enable(peer, EV_READ);
 	else {
-		if (!s->intercepted)
+		if (!s->c->intercepted)
 			shutdown(bufferevent_getfd(bev), SHUT_WR);
 		relay_maybe_done(s);
 	}
@@ -142,7 +142,7 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	else
 		s->eof_origin = 1;
 	bufferevent_disable(bev, EV_READ);
-	if (s->intercepted) {
+	if (s->c->intercepted) {
 		/* TLS has no half-close: what is queued goes out, then both close. */
 		s->eof_client = s->eof_origin = 1;
 		if (bev == s->obev) {
@@ -429,11 +429,11 @@ splice_ready(const struct session *s)
 {
 	/* Cheapest first: this runs each time a relayed output drains. */
 	return s->x->up + s->x->down >= PROXY_SPLICE_AFTER &&
-	    s->splice == NULL && !s->splice_off && !s->intercepted &&
+	    s->splice == NULL && !s->splice_off && !s->c->intercepted &&
 	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
-	    (s->kind == KIND_CONNECT || s->kind == KIND_SOCKS5 ||
-	    s->kind == KIND_TRANSPARENT) && s->obev != NULL &&
+	    (s->c->kind == KIND_CONNECT || s->c->kind == KIND_SOCKS5 ||
+	    s->c->kind == KIND_TRANSPARENT) && s->obev != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_input(s->obev)) == 0 &&

@@ -33,7 +33,8 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
-	if ((s->x = exchange_new()) == NULL) {
+	if ((s->c = conn_new(s)) == NULL || (s->x = exchange_new()) == NULL) {
+		conn_unref(s->c);
 		free(s);
 		return NULL;
 	}
@@ -41,15 +42,15 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	s->p = w->proxy;
 	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
 	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
-	s->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
+	s->c->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
 	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
 	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
 	clock_gettime(CLOCK_MONOTONIC, &s->started);
 	s->x->started = s->started;
-	netaddr_from_sockaddr(sa, &s->client_addr, &port);
-	netaddr_ntop(&s->client_addr, abuf, sizeof(abuf));
-	snprintf(s->client_str, sizeof(s->client_str),
-	    s->client_addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", abuf, port);
+	netaddr_from_sockaddr(sa, &s->c->client_addr, &port);
+	netaddr_ntop(&s->c->client_addr, abuf, sizeof(abuf));
+	snprintf(s->c->client_str, sizeof(s->c->client_str),
+	    s->c->client_addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", abuf, port);
 
 	s->free_ev = event_new(w->base, -1, 0, session_free_cb, s);
 	s->idle_ev = evtimer_new(w->base, session_idle_cb, s);
@@ -65,6 +66,7 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 		if (s->idle_ev)
 			event_free(s->idle_ev);
 		exchange_free(s->x);
+		conn_unref(s->c);
 		free(s);
 		return NULL;
 	}
@@ -93,7 +95,7 @@ session_adopt(struct session *s)
 		if (s->cbev != NULL)
 			bufferevent_free(s->cbev);
 		exchange_free(s->x);
-		tunnel_decision_free(s->tun);
+		conn_unref(s->c);
 		free(s);
 		return -1;
 	}
@@ -118,7 +120,7 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 
 	event_free(s->free_ev);
 	exchange_free(s->x);	/* its row is written: it goes whole */
-	tunnel_decision_free(s->tun);
+	conn_unref(s->c);
 	free(s);
 }
 
@@ -179,7 +181,7 @@ exchange_end(struct session *s, enum sg_close reason)
 	}
 	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
 		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
-	if (s->kind == KIND_HTTP || s->kind == KIND_INGRESS || x->logged ||
+	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS || x->logged ||
 	    !x->verdict.allow || s->h2_child)
 		return;
 	if (session_close_is_error(reason) && refusal_pending())
@@ -205,8 +207,8 @@ session_close(struct session *s, enum sg_close reason)
 		s->rq = NULL;
 	}
 	exchange_end(s, reason);
-	if (s->timer != NULL)
-		event_free(s->timer);
+	if (s->c->owner == s)
+		conn_close_timers(s->c);
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;
@@ -215,13 +217,6 @@ session_close(struct session *s, enum sg_close reason)
 	s->pool_ev = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
-	if (s->head_ev != NULL)
-		event_free(s->head_ev);
-	s->head_ev = NULL;
-	s->head_armed = 0;
-	if (s->finish_ev != NULL)
-		event_free(s->finish_ev);
-	s->finish_ev = NULL;
 	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
 	/*
 	 * What the parts above hang on it: an HTTP/2 origin session, an h2
@@ -232,7 +227,7 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->cbev != NULL)
 		proxy_tls_bev_free(s->cbev);
 	if (s->obev != NULL) {
-		if (s->intercepted)
+		if (s->c->intercepted)
 			proxy_tls_origin_release(s->obev);
 		proxy_tls_bev_free(s->obev);
 	}
@@ -240,7 +235,7 @@ session_close(struct session *s, enum sg_close reason)
 	s->ob = NULL;
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
-	s->timer = s->idle_ev = NULL;
+	s->idle_ev = NULL;
 	s->cbev = s->obev = NULL;
 	s->pending_head = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
@@ -255,15 +250,15 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
-		s->tls_client_ok = 1;	/* intercepted: the client trusted our leaf */
+		s->c->tls_client_ok = 1;	/* intercepted: the client trusted our leaf */
 		session_mark(s, MARK_CLIENT_TLS);
 		return;
 	}
-	if (s->intercepted && !s->tls_client_ok) {
+	if (s->c->intercepted && !s->c->tls_client_ok) {
 		/* Most often a sandbox that does not trust sandgate's CA. */
-		if (s->kind == KIND_INGRESS)
+		if (s->c->kind == KIND_INGRESS)
 			log_info("session %llu: ingress TLS handshake from %s "
-			    "failed", (unsigned long long)s->id, s->client_str);
+			    "failed", (unsigned long long)s->id, s->c->client_str);
 		else
 			log_warnx("session %llu: client TLS handshake for %s "
 			    "failed (does the client trust the sandgate CA?)",
@@ -288,7 +283,7 @@ client_pending(struct session *s)
 
 	if (u != NULL)
 		n += evbuffer_get_length(bufferevent_get_output(u));
-	if (s->intercepted)
+	if (s->c->intercepted)
 		n += proxy_tls_client_unsent(s);
 	return n;
 }
@@ -304,10 +299,10 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 	 * Intercepted: once the last answer is inside TLS, end the TLS session
 	 * with close_notify so strict clients see a clean end, not a truncation.
 	 */
-	if (s->intercepted && !s->tls_shutdown_sent && s->tls_client_ok &&
+	if (s->c->intercepted && !s->c->tls_shutdown_sent && s->c->tls_client_ok &&
 	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
 	    (ssl = bufferevent_openssl_get_ssl(s->cbev)) != NULL) {
-		s->tls_shutdown_sent = 1;
+		s->c->tls_shutdown_sent = 1;
 		(void)SSL_shutdown(ssl);
 		ERR_clear_error();
 	}
@@ -316,13 +311,13 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	}
 	/* A filter's socket drains without telling us: look again shortly. */
-	if (s->finish_ev == NULL &&
-	    (s->finish_ev = evtimer_new(s->w->base, finish_check_cb, s)) == NULL) {
+	if (s->c->finish_ev == NULL &&
+	    (s->c->finish_ev = evtimer_new(s->w->base, finish_check_cb, s)) == NULL) {
 		session_close(s, s->close_reason);
 		return;
 	}
 	if (bufferevent_get_underlying(s->cbev) != NULL)
-		evtimer_add(s->finish_ev, &tv);
+		evtimer_add(s->c->finish_ev, &tv);
 }
 
 static void
@@ -346,21 +341,21 @@ session_finish(struct session *s, enum sg_close reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
-	if (s->timer != NULL)
-		evtimer_del(s->timer);
 	if (s->cbev == NULL) {
 		/* An HTTP/2 stream's session: its answer is with the stream. */
 		session_close(s, reason);
 		return;
 	}
+	if (s->c->timer != NULL)
+		evtimer_del(s->c->timer);
 	bufferevent_disable(s->cbev, EV_READ);
-	if (client_pending(s) == 0 && !(s->intercepted && s->tls_client_ok)) {
+	if (client_pending(s) == 0 && !(s->c->intercepted && s->c->tls_client_ok)) {
 		session_close(s, reason);
 		return;
 	}
 	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
 	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 ||
-	    s->intercepted) {
+	    s->c->intercepted) {
 		finish_check_cb(-1, 0, s);
 		if (s->closing)
 			return;		/* all of it was out already */
@@ -499,10 +494,10 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 static const char *
 kind_name(const struct session *s)
 {
-	return s->kind == KIND_CONNECT ? "connect" :
-	    s->kind == KIND_SOCKS5 ? "socks5" :
-	    s->kind == KIND_TRANSPARENT ? "transparent" :
-	    s->kind == KIND_INGRESS ? "ingress" : "http";
+	return s->c->kind == KIND_CONNECT ? "connect" :
+	    s->c->kind == KIND_SOCKS5 ? "socks5" :
+	    s->c->kind == KIND_TRANSPARENT ? "transparent" :
+	    s->c->kind == KIND_INGRESS ? "ingress" : "http";
 }
 
 /*
@@ -514,8 +509,8 @@ session_method(const struct session *s)
 {
 	if (SESSION_IS_HTTP(s) && s->x->fwd.method[0])
 		return s->x->fwd.method;
-	if (s->kind == KIND_HTTP || s->kind == KIND_INGRESS ||
-	    (s->tunnel_http && s->x->fwd.request))
+	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS ||
+	    (s->c->tunnel_http && s->x->fwd.request))
 		return NULL;
 	return "CONNECT";
 }
@@ -535,7 +530,7 @@ session_audit(struct session *s, enum sg_verdict decision, int status,
 	memset(&ev, 0, sizeof(ev));
 	ev.sandbox = s->x->has_ident ? s->x->ident.sandbox : NULL;
 	ev.kind = kind_name(s);
-	ev.client = s->client_str;
+	ev.client = s->c->client_str;
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
 	ev.port = s->x->target.port ? s->x->target.port : -1;
 	ev.asn = -1;
@@ -591,12 +586,12 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 		status = reason_status(reason);
 	exchange_log(s, reason_verdict(reason), status,
 	    reason);
-	if (s->kind == KIND_SOCKS5 && !s->tunnel_open) {
+	if (s->c->kind == KIND_SOCKS5 && !s->c->tunnel_open) {
 		s->p->fe->refuse_socks5(s, reason);
 		return;
 	}
-	if (s->kind == KIND_TRANSPARENT && s->sniffed != SNIFF_HTTP &&
-	    !s->intercepted) {
+	if (s->c->kind == KIND_TRANSPARENT && s->c->sniffed != SNIFF_HTTP &&
+	    !s->c->intercepted) {
 		s->p->fe->refuse_transparent(s, reason);
 		return;
 	}
@@ -607,7 +602,7 @@ void
 upstream_drop(struct session *s)
 {
 	if (s->obev != NULL) {
-		if (s->intercepted)
+		if (s->c->intercepted)
 			proxy_tls_origin_release(s->obev);
 		proxy_tls_bev_free(s->obev);
 		s->obev = NULL;

@@ -522,7 +522,7 @@ proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 		event_add(cs->rev, NULL);
 	}
 	s->cbev = f;
-	s->intercepted = 1;
+	s->c->intercepted = 1;
 	(void)session_tunnel_http(s);	/* s->tun is there: it cannot fail */
 	s->state = S_HEAD;
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >

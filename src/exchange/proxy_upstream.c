@@ -112,7 +112,7 @@ connect_failed(struct session *s, int timed_out)
 
 	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
 	    s->x->target.host, s->x->target.port);
-	if (s->tunnel_open && !s->tunnel_http) {
+	if (s->c->tunnel_open && !s->c->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
 		s->x->verdict.allow = 0;
 		exchange_log(s, VERDICT_ERROR, status, reason);
@@ -128,7 +128,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct session *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
-		if (s->intercepted && s->kind != KIND_INGRESS)
+		if (s->c->intercepted && s->c->kind != KIND_INGRESS)
 			proxy_tls_origin_connected(s, bev);
 		origin_bind_set(s, &s->x->addrs[s->x->addr_next - 1]);
 		bufferevent_set_timeouts(bev, NULL, NULL);
@@ -136,7 +136,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		s->on_connected(s);
 		return;
 	}
-	if (s->intercepted && s->kind != KIND_INGRESS &&
+	if (s->c->intercepted && s->c->kind != KIND_INGRESS &&
 	    !(what & BEV_EVENT_TIMEOUT)) {
 		char why[256];
 		proxy_tls_origin_error(bev, why, sizeof(why));
@@ -175,7 +175,7 @@ try_next_addr(struct session *s)
 
 		sslen = netaddr_to_sockaddr(a, s->x->target.port, &ss);
 		/* Ingress TLS ends at the gateway: the guest speaks plain HTTP. */
-		s->obev = s->intercepted && s->kind != KIND_INGRESS ?
+		s->obev = s->c->intercepted && s->c->kind != KIND_INGRESS ?
 		    proxy_tls_origin_bev(s) :
 		    bufferevent_socket_new(s->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (s->obev == NULL)
@@ -184,8 +184,8 @@ try_next_addr(struct session *s)
 		tv.tv_usec = (ms % 1000) * 1000;
 		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
 		/* The read timeout bounds a TLS handshake that stalls. */
-		bufferevent_set_timeouts(s->obev, s->intercepted ? &tv : NULL, &tv);
-		if (s->intercepted)
+		bufferevent_set_timeouts(s->obev, s->c->intercepted ? &tv : NULL, &tv);
+		if (s->c->intercepted)
 			session_mark(s, MARK_ORIGIN_CONNECT);
 		if (proxy_tls_connect(s->obev,
 		    (struct sockaddr *)&ss, (int)sslen) == 0)

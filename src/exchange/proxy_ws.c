@@ -132,10 +132,10 @@ ws_scrub_setup(struct session *s)
 static int
 ws_raw_allowed(const struct session *s)
 {
-	if (s->kind == KIND_INGRESS)
+	if (s->c->kind == KIND_INGRESS)
 		return 1;
 	return !s->x->verdict.inspect && s->x->fwd.plan.n_bound == 0 &&
-	    !s->intercepted;
+	    !s->c->intercepted;
 }
 
 /* The head's one Upgrade field line; NULL when it has none or several. */
@@ -758,8 +758,8 @@ ws_relay_start(struct session *s)
 	if (s->x->body_tail != NULL)
 		s->x->body_tail->len = 0;
 	s->state = S_RELAY;
-	if (s->timer != NULL)
-		evtimer_del(s->timer);
+	if (s->c->timer != NULL)
+		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->cbev, ws_read_cb, ws_write_cb, ws_event_cb, s);
 	bufferevent_setcb(s->obev, ws_read_cb, ws_write_cb, ws_event_cb, s);
 	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);

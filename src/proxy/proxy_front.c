@@ -14,7 +14,7 @@ front_client_read(struct bufferevent *bev, void *arg)
 	struct session *s = arg;
 
 	session_touch(s);
-	if (s->intercepted)
+	if (s->c->intercepted)
 		proxy_tls_read_size(bev);
 	switch (s->state) {
 	case S_HEAD:
@@ -31,7 +31,7 @@ front_client_read(struct bufferevent *bev, void *arg)
 			forward_client_read(s);
 		break;
 	case S_SNIFF:
-		if (s->kind == KIND_TRANSPARENT)
+		if (s->c->kind == KIND_TRANSPARENT)
 			transparent_sniff(s);
 		else
 			tunnel_sniff(s);
@@ -64,9 +64,9 @@ front_next_request(struct session *s)
 static void
 front_start(struct session *s)
 {
-	if (s->kind == KIND_TRANSPARENT)
+	if (s->c->kind == KIND_TRANSPARENT)
 		transparent_start(s);
-	else if (s->kind == KIND_INGRESS)
+	else if (s->c->kind == KIND_INGRESS)
 		ingress_start(s);	/* TLS on the listener */
 }
 

@@ -114,7 +114,7 @@ h2_calm(struct h2_conn *c, const char *what)
 		return;
 	c->terminated = 1;
 	log_warnx("session %llu: HTTP/2 client %s over %s: GOAWAY "
-	    "ENHANCE_YOUR_CALM", (unsigned long long)c->s->id, c->s->client_str,
+	    "ENHANCE_YOUR_CALM", (unsigned long long)c->s->id, c->s->c->client_str,
 	    what);
 	nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 }
@@ -173,14 +173,12 @@ child_new(struct h2_stream *st)
 	if ((k = lane_take(st)) != NULL)
 		return k;
 
-	if ((k = calloc(1, sizeof(*k))) == NULL)
+	if (p->c->tun == NULL || (k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
-	if (p->tun == NULL || (k->x = exchange_new()) == NULL ||
-	    (k->tun = malloc(sizeof(*p->tun) + p->tun->cap *
-	    sizeof(p->tun->addrs[0]))) == NULL ||
-	    exchange_set_addrs(k->x, p->tun->addrs, p->tun->n_addrs) == -1) {
+	if ((k->x = exchange_new()) == NULL ||
+	    exchange_set_addrs(k->x, p->c->tun->addrs,
+	    p->c->tun->n_addrs) == -1) {
 		exchange_free(k->x);
-		free(k->tun);
 		free(k);
 		return NULL;
 	}
@@ -188,31 +186,22 @@ child_new(struct h2_stream *st)
 	k->p = p->p;
 	k->id = ++p->w->next_session * (uint64_t)p->p->n_workers +
 	    (uint64_t)p->w->index;
-	k->kind = p->kind;
 	k->state = S_HEAD;
-	k->client_addr = p->client_addr;
-	memcpy(k->client_str, p->client_str, sizeof(k->client_str));
 	/*
-	 * The connection's tunnel decision starts each of the stream's
-	 * exchanges: its identity, policy, target, rule and addresses.
+	 * The stream is a session on the same connection: its client, its
+	 * tunnel and what the tunnel decided are the connection's, shared,
+	 * and start each of the stream's exchanges: identity, policy,
+	 * target, rule and addresses.
 	 */
-	memcpy(k->tun, p->tun, sizeof(*p->tun) + p->tun->cap *
-	    sizeof(p->tun->addrs[0]));
-	policy_ref(k->tun->pol);
-	k->x->pol = k->tun->pol;
+	k->c = p->c;
+	k->c->refs++;
+	k->x->pol = k->c->tun->pol;
 	policy_ref(k->x->pol);
-	k->x->has_ident = k->tun->has_ident;
-	k->x->ident = k->tun->ident;
-	k->x->target = k->tun->target;
-	memcpy(k->x->verdict.rule, p->tun->rule, sizeof(k->x->verdict.rule));
-	k->sniffed = p->sniffed;
-	k->orig_dst = p->orig_dst;
-	k->orig_port = p->orig_port;
+	k->x->has_ident = k->c->tun->has_ident;
+	k->x->ident = k->c->tun->ident;
+	k->x->target = k->c->tun->target;
+	memcpy(k->x->verdict.rule, k->c->tun->rule, sizeof(k->x->verdict.rule));
 	k->idle_ms = p->idle_ms;
-	k->tunnel_open = 1;
-	k->tunnel_http = 1;
-	k->intercepted = 1;
-	k->tls_client_ok = 1;
 	k->h2_child = 1;
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
@@ -909,7 +898,7 @@ static void
 h2_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
-	struct h2_conn *c = s->h2;
+	struct h2_conn *c = s->c->h2;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_iovec v[8];
 	ssize_t r;
@@ -925,7 +914,7 @@ h2_read_cb(struct bufferevent *bev, void *arg)
 			    v[i].iov_len);
 			if (r < 0) {
 				log_info("session %llu: HTTP/2 from %s: %s",
-				    (unsigned long long)s->id, s->client_str,
+				    (unsigned long long)s->id, s->c->client_str,
 				    nghttp2_strerror((int)r));
 				evbuffer_drain(in, evbuffer_get_length(in));
 				if (!c->terminated)
@@ -950,8 +939,8 @@ h2_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->h2 != NULL && nghttp2_session_want_write(s->h2->ng))
-		h2_flush(s->h2);
+	if (s->c->h2 != NULL && nghttp2_session_want_write(s->c->h2->ng))
+		h2_flush(s->c->h2);
 }
 
 static int
@@ -1020,7 +1009,7 @@ h2_start(struct session *s)
 	c->s = s;
 	TAILQ_INIT(&c->streams);
 	TAILQ_INIT(&c->lanes);
-	s->h2 = c;
+	s->c->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
 		session_close(s, CLOSE_NO_MEMORY);
@@ -1043,10 +1032,10 @@ h2_chosen(struct session *s)
 	unsigned int len;
 	SSL *ssl;
 
-	if (!s->intercepted || s->h2_child || s->kind == KIND_INGRESS ||
-	    s->h2_checked)
+	if (!s->c->intercepted || s->h2_child || s->c->kind == KIND_INGRESS ||
+	    s->c->h2_checked)
 		return 0;
-	s->h2_checked = 1;
+	s->c->h2_checked = 1;
 	if ((ssl = bufferevent_openssl_get_ssl(s->cbev)) == NULL)
 		return 0;
 	SSL_get0_alpn_selected(ssl, &alpn, &len);
@@ -1057,13 +1046,13 @@ h2_chosen(struct session *s)
 static void
 h2_free(struct session *s)
 {
-	struct h2_conn *c = s->h2;
+	struct h2_conn *c = s->c->h2;
 	struct h2_stream *st;
 	struct session *k;
 
-	if (c == NULL)
-		return;
-	s->h2 = NULL;
+	if (c == NULL || s->c->owner != s)
+		return;		/* a stream's session: the streams stay */
+	s->c->h2 = NULL;
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
 		child_close(st, CLOSE_CLIENT_CLOSED);
 		st_free(st);

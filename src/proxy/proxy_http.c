@@ -103,7 +103,7 @@ identify(struct session *s, const struct http_request *req)
 	int presented;
 
 	presented = basic_credentials(req, dec, sizeof(dec), &c);
-	r = decide_identify(s->x->pol, &s->client_addr, presented ? &c : NULL,
+	r = decide_identify(s->x->pol, &s->c->client_addr, presented ? &c : NULL,
 	    &s->x->ident);
 	OPENSSL_cleanse(dec, sizeof(dec));
 	if (r != REASON_NONE) {
@@ -206,7 +206,7 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	enum sg_reason r;
 	char detail[512];
 
-	s->kind = KIND_CONNECT;
+	s->c->kind = KIND_CONNECT;
 	/* A tunnel is a new decision: what absolute form opened is not for it. */
 	upstream_drop(s);
 	in.host = req->host.p;
@@ -227,7 +227,7 @@ connect_resolved(struct session *s)
 {
 	evbuffer_add_printf(bufferevent_get_output(s->cbev),
 	    "HTTP/1.1 200 Connection established\r\n\r\n");
-	s->tunnel_open = 1;
+	s->c->tunnel_open = 1;
 	tunnel_start(s);
 }
 
@@ -319,7 +319,7 @@ http_head_read(struct session *s)
 		s->x->head_pending = 1;	/* its row times it from here (exchange_new) */
 	}
 	n = http_parse_request(buf, want, &lim, &req);
-	if (n > 0 && s->intercepted)
+	if (n > 0 && s->c->intercepted)
 		session_mark(s, MARK_REQUEST);
 	if (n == HTTP_NEED_MORE)
 		return;
@@ -368,17 +368,17 @@ request_run(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 
-	if (s->kind == KIND_INGRESS) {
+	if (s->c->kind == KIND_INGRESS) {
 		ingress_request(s, req, n);
 		return;
 	}
-	if (s->tunnel_http) {
+	if (s->c->tunnel_http) {
 		tunnel_request(s, req, n);
 		return;
 	}
 	/* What the request names, so that even a 407 row says where it went. */
 	if (req->form == HTTP_TARGET_AUTHORITY)
-		s->kind = KIND_CONNECT;
+		s->c->kind = KIND_CONNECT;
 	if (req->form == HTTP_TARGET_AUTHORITY || req->form == HTTP_TARGET_ABSOLUTE)
 		target_note(s, req);
 	if (identify(s, req) == -1 || session_fair_admit(s) == -1)
@@ -412,7 +412,7 @@ http_stream_request(struct session *s, const struct http_request *req,
 	}
 	s->x->fwd.request = 1;
 	s->x->fwd.grpc = grpc;	/* gRPC needs HTTP/2 toward the origin */
-	if (s->intercepted)
+	if (s->c->intercepted)
 		session_mark(s, MARK_REQUEST);
 	request_run(s, req, 0);
 }

@@ -95,7 +95,7 @@ ingress_start(struct session *s)
 	/* From here the filter owns ssl and the socket bufferevent. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
 	s->cbev = f;
-	s->intercepted = 1;	/* the client side is TLS (never the guest's) */
+	s->c->intercepted = 1;	/* the client side is TLS (never the guest's) */
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
 	    s->p->cfg->max_header_bytes + 1024);
@@ -127,7 +127,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 	    "Content-Length: 0\r\n"
 	    "Connection: close\r\n\r\n",
 	    target[0] != '\0' ? target : "/", (int)toklen, tok,
-	    s->intercepted ? "; Secure" : "");
+	    s->c->intercepted ? "; Secure" : "");
 	session_finish(s, CLOSE_DONE);
 }
 
@@ -197,11 +197,11 @@ build_guest_head(struct session *s, const struct http_request *req,
 		    (int)u->value.len, u->value.p);
 	} else if (req->version_minor == 0)
 		evbuffer_add_printf(h, "Connection: close\r\n");
-	netaddr_ntop(&s->client_addr, ip, sizeof(ip));
+	netaddr_ntop(&s->c->client_addr, ip, sizeof(ip));
 	evbuffer_add_printf(h, "X-Forwarded-For: %s\r\n"
 	    "X-Forwarded-Proto: %s\r\n"
 	    "X-Forwarded-Host: %.*s\r\n"
-	    "Via: 1.%d sandgate\r\n\r\n", ip, s->intercepted ? "https" : "http",
+	    "Via: 1.%d sandgate\r\n\r\n", ip, s->c->intercepted ? "https" : "http",
 	    (int)fhostlen, fhost, req->version_minor);
 	return 0;
 }

@@ -38,7 +38,7 @@ static void
 socks_resolved(struct session *s)
 {
 	socks_send(s, SOCKS5_REP_OK);
-	s->tunnel_open = 1;
+	s->c->tunnel_open = 1;
 	tunnel_start(s);
 }
 
@@ -94,7 +94,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 	c.idlen = a.ulen;
 	c.token = a.pass;
 	c.tokenlen = a.plen;
-	if (decide_identify(s->x->pol, &s->client_addr, &c, &s->x->ident) !=
+	if (decide_identify(s->x->pol, &s->c->client_addr, &c, &s->x->ident) !=
 	    REASON_NONE) {
 		OPENSSL_cleanse(&a, sizeof(a));
 		reply[1] = 1;
@@ -106,7 +106,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 	}
 	OPENSSL_cleanse(&a, sizeof(a));
 	s->x->has_ident = 1;
-	s->socks_auth_ok = 1;
+	s->c->socks_auth_ok = 1;
 	bufferevent_write(s->cbev, reply, sizeof(reply));
 	s->state = S_SOCKS_REQUEST;
 	return n;
@@ -142,8 +142,8 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		session_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
-	if (!s->socks_auth_ok) {
-		if (decide_identify(s->x->pol, &s->client_addr, NULL,
+	if (!s->c->socks_auth_ok) {
+		if (decide_identify(s->x->pol, &s->c->client_addr, NULL,
 		    &s->x->ident) != REASON_NONE) {
 			session_deny(s, 407, REASON_NO_IDENTITY, NULL);
 			return -1;

@@ -34,7 +34,7 @@ transparent_refuse(struct session *s, enum sg_reason reason)
 {
 	struct linger lg = { 1, 0 };
 
-	if (s->sniffed == SNIFF_TLS) {
+	if (s->c->sniffed == SNIFF_TLS) {
 		bufferevent_write(s->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
 		session_finish(s, reason_close(reason));
@@ -49,12 +49,12 @@ static void
 deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 {
 	s->x->verdict.allow = 0;
-	if (s->sniffed == SNIFF_HTTP) {
+	if (s->c->sniffed == SNIFF_HTTP) {
 		session_deny(s, status, reason, detail);
 		return;
 	}
 	s->x->logged = 1;
-	s->x->fwd.ip = s->orig_dst;	/* the row names the address refused */
+	s->x->fwd.ip = s->c->orig_dst;	/* the row names the address refused */
 	exchange_log(s, reason_verdict(reason), status, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
 	    detail ? detail : reason_word(reason));
@@ -67,10 +67,10 @@ orig_listed(const struct session *s)
 	size_t i;
 
 	for (i = 0; i < s->x->n_addrs; i++)
-		if (netaddr_cmp(&s->x->addrs[i], &s->orig_dst) == 0)
+		if (netaddr_cmp(&s->x->addrs[i], &s->c->orig_dst) == 0)
 			return 1;
 	return s->p->addrmem != NULL && addrmem_has(s->p->addrmem,
-	    s->x->ident.sandbox, s->x->target.host, &s->orig_dst);
+	    s->x->ident.sandbox, s->x->target.host, &s->c->orig_dst);
 }
 
 /*
@@ -88,7 +88,7 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 	struct decision d;
 
 	if (s->p->addrmem == NULL || addrmem_lookup(s->p->addrmem,
-	    s->x->ident.sandbox, &s->orig_dst, name, sizeof(name)) == -1)
+	    s->x->ident.sandbox, &s->c->orig_dst, name, sizeof(name)) == -1)
 		return 0;
 	memset(&env, 0, sizeof(env));
 	env.pol = s->x->pol;
@@ -98,7 +98,7 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 	q.id = &s->x->ident;
 	q.host = name;
 	q.hostlen = strlen(name);
-	q.port = s->orig_port;
+	q.port = s->c->orig_port;
 	if (decide(&env, &q, &d) != REASON_NONE || !d.intercept)
 		return 0;
 	*t = d.target;
@@ -108,7 +108,7 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 static void
 intercept(struct session *s)
 {
-	s->tunnel_open = 1;
+	s->c->tunnel_open = 1;
 	if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
 		deny(s, 502, keeper_client_up(s->p->kc) ? REASON_CLIENT_TLS :
 		    REASON_KEEPER_UNAVAILABLE, "cannot set up interception");
@@ -121,9 +121,9 @@ decide_addr(struct session *s)
 	struct decide_in in = { 0 };
 	char ip[NETADDR_STRLEN];
 
-	in.host = netaddr_ntop(&s->orig_dst, ip, sizeof(ip));
+	in.host = netaddr_ntop(&s->c->orig_dst, ip, sizeof(ip));
 	in.hostlen = strlen(ip);
-	in.port = s->orig_port;
+	in.port = s->c->orig_port;
 	return proxy_decide(s, &in);
 }
 
@@ -131,7 +131,7 @@ decide_addr(struct session *s)
 static void
 named_resolved(struct session *s)
 {
-	struct netaddr orig = s->orig_dst;
+	struct netaddr orig = s->c->orig_dst;
 	struct policy_target t;
 	char ip[NETADDR_STRLEN], detail[512];
 
@@ -147,8 +147,8 @@ named_resolved(struct session *s)
 		deny(s, 403, s->x->verdict.reason, "original destination not allowed");
 		return;
 	}
-	s->tunnel_open = 1;
-	if (s->sniffed == SNIFF_HTTP) {
+	s->c->tunnel_open = 1;
+	if (s->c->sniffed == SNIFF_HTTP) {
 		if (session_tunnel_http(s) == -1) {
 			session_close(s, CLOSE_NO_MEMORY);
 			return;
@@ -189,8 +189,8 @@ pass_unseen(struct session *s)
 		deny(s, 403, s->x->verdict.reason, "address not allowed");
 		return;
 	}
-	s->tunnel_open = 1;
-	upstream_connect(s, s->sniff_silent ? silent_connected : relay_start);
+	s->c->tunnel_open = 1;
+	upstream_connect(s, s->c->sniff_silent ? silent_connected : relay_start);
 }
 
 /*
@@ -206,7 +206,7 @@ decide_no_sni(struct session *s)
 	enum sg_reason r;
 	int icpt;
 
-	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */
+	(void)exchange_set_addrs(s->x, &s->c->orig_dst, 1);	/* inline */
 	/* The one path here that does not pass proxy_decide first. */
 	if (proxy_decide_audit(s) != REASON_NONE) {
 		deny(s, 503, REASON_AUDIT_UNAVAILABLE, NULL);
@@ -215,7 +215,7 @@ decide_no_sni(struct session *s)
 	if (handed_out_intercepted(s, &t)) {
 		in.host = t.host;
 		in.hostlen = strlen(t.host);
-		in.port = s->orig_port;
+		in.port = s->c->orig_port;
 		if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 			deny(s, 403, r, "address not allowed");
 			return;
@@ -250,7 +250,7 @@ decide_name(struct session *s, const char *host, size_t len)
 
 	in.host = host;
 	in.hostlen = len;
-	in.port = s->orig_port;
+	in.port = s->c->orig_port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
 		    s->x->target.host, s->x->target.port, s->x->verdict.rule);
@@ -258,7 +258,7 @@ decide_name(struct session *s, const char *host, size_t len)
 		return;
 	}
 	/* The decision's first-bytes stage (core/decide.c): the SNI named it. */
-	b.kind = s->sniffed == SNIFF_TLS ? DECIDE_BYTES_TLS : DECIDE_BYTES_HTTP;
+	b.kind = s->c->sniffed == SNIFF_TLS ? DECIDE_BYTES_TLS : DECIDE_BYTES_HTTP;
 	b.hello_ok = b.has_sni = b.sni_names = 1;
 	b.sni = host;
 	b.sni_len = len;
@@ -284,12 +284,12 @@ decide_opaque(struct session *s)
 
 	r = decide_addr(s);
 	if (r != REASON_NONE && s->p->addrmem != NULL &&
-	    addrmem_lookup(s->p->addrmem, s->x->ident.sandbox, &s->orig_dst, name,
+	    addrmem_lookup(s->p->addrmem, s->x->ident.sandbox, &s->c->orig_dst, name,
 	    sizeof(name)) == 0) {
 		/* An address the DNS listener handed out: its name's rule. */
 		in.host = name;
 		in.hostlen = strlen(name);
-		in.port = s->orig_port;
+		in.port = s->c->orig_port;
 		r = proxy_decide(s, &in);
 	}
 	if (r != REASON_NONE) {
@@ -303,7 +303,7 @@ decide_opaque(struct session *s)
 		deny(s, 403, REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;
 	}
-	(void)exchange_set_addrs(s->x, &s->orig_dst, 1);	/* inline */
+	(void)exchange_set_addrs(s->x, &s->c->orig_dst, 1);	/* inline */
 	pass_unseen(s);
 }
 
@@ -313,8 +313,8 @@ transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	struct session *s = arg;
 
 	/* The client says nothing: a server-speaks-first protocol. */
-	s->sniffed = SNIFF_OTHER;
-	s->sniff_silent = 1;
+	s->c->sniffed = SNIFF_OTHER;
+	s->c->sniff_silent = 1;
 	bufferevent_disable(s->cbev, EV_READ);
 	decide_opaque(s);
 }
@@ -357,7 +357,7 @@ transparent_sniff(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	if (s->sniff_silent) {
+	if (s->c->sniff_silent) {
 		/*
 		 * After 5 s of silence the address alone was decided, opaque:
 		 * waiting is no way around the SNI and Host checks, so TLS or
@@ -375,11 +375,11 @@ transparent_sniff(struct session *s)
 		return;
 	}
 	if (p[0] == 0x16) {
-		s->sniffed = SNIFF_TLS;
+		s->c->sniffed = SNIFF_TLS;
 		r = tls_parse_client_hello(p, want, &ch);
 		if (r == TLS_CH_NEED_MORE && len < TLS_CH_MAX_LEN)
 			return;
-		evtimer_del(s->timer);
+		evtimer_del(s->c->timer);
 		bufferevent_disable(s->cbev, EV_READ);
 		if (r != TLS_CH_OK) {
 			deny(s, 403, REASON_PROTOCOL_DENY, "malformed ClientHello");
@@ -396,21 +396,21 @@ transparent_sniff(struct session *s)
 	if (r == -1)
 		return;
 	if (r == 1) {
-		s->sniffed = SNIFF_HTTP;
+		s->c->sniffed = SNIFF_HTTP;
 		/* An HTTP head: limits.head_timeout times it, not the sniff timer. */
 		if (s->p->cfg->head_timeout_ms != 0)
-			evtimer_del(s->timer);
+			evtimer_del(s->c->timer);
 		session_head_begin(s);
 		if ((r = sniff_http_host(s, (const char *)p, want, &host)) != 1)
 			return;
-		evtimer_del(s->timer);
+		evtimer_del(s->c->timer);
 		session_head_done(s);
 		bufferevent_disable(s->cbev, EV_READ);
 		decide_name(s, host.p, host.len);
 		return;
 	}
-	evtimer_del(s->timer);
-	s->sniffed = SNIFF_OTHER;
+	evtimer_del(s->c->timer);
+	s->c->sniffed = SNIFF_OTHER;
 	bufferevent_disable(s->cbev, EV_READ);
 	decide_opaque(s);
 }
@@ -424,14 +424,14 @@ original_dst(struct session *s)
 	int rc;
 
 	memset(&ss, 0, sizeof(ss));
-	if (s->client_addr.family == AF_INET)
+	if (s->c->client_addr.family == AF_INET)
 		rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &ss, &len);
 	else
 		rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &ss, &len);
 	if (rc == -1)
 		return -1;
-	netaddr_from_sockaddr((struct sockaddr *)&ss, &s->orig_dst,
-	    &s->orig_port);
+	netaddr_from_sockaddr((struct sockaddr *)&ss, &s->c->orig_dst,
+	    &s->c->orig_port);
 	return 0;
 }
 
@@ -440,8 +440,8 @@ transparent_start(struct session *s)
 {
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
-	s->sniffed = SNIFF_OTHER;
-	if (decide_identify(s->x->pol, &s->client_addr, NULL, &s->x->ident) !=
+	s->c->sniffed = SNIFF_OTHER;
+	if (decide_identify(s->x->pol, &s->c->client_addr, NULL, &s->x->ident) !=
 	    REASON_NONE) {
 		deny(s, 403, REASON_NO_IDENTITY, "no sandbox has this source");
 		return;
@@ -456,10 +456,10 @@ transparent_start(struct session *s)
 		return;
 	}
 	s->state = S_SNIFF;
-	s->sniffed = SNIFF_NONE;
-	if ((s->timer = evtimer_new(s->w->base, transparent_timeout_cb, s)) == NULL) {
+	s->c->sniffed = SNIFF_NONE;
+	if ((s->c->timer = evtimer_new(s->w->base, transparent_timeout_cb, s)) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	evtimer_add(s->timer, &tv);
+	evtimer_add(s->c->timer, &tv);
 }

@@ -72,12 +72,12 @@ sniff_begin(struct session *s)
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
 	s->state = S_SNIFF;
-	if (s->timer == NULL &&
-	    (s->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
+	if (s->c->timer == NULL &&
+	    (s->c->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	evtimer_add(s->timer, &tv);
+	evtimer_add(s->c->timer, &tv);
 	bufferevent_setcb(s->cbev, s->p->fe->client_read, s->obev != NULL ?
 	    sniff_client_write_cb : NULL, session_client_event_cb, s);
 	bufferevent_enable(s->cbev, EV_READ);
@@ -190,7 +190,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		return;
 	}
 	if (icpt) {
-		evtimer_del(s->timer);
+		evtimer_del(s->c->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
 		if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
 			tunnel_refuse(s, 1, keeper_client_up(s->p->kc) ?
@@ -198,7 +198,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 			    "cannot set up interception");
 		return;
 	}
-	evtimer_del(s->timer);
+	evtimer_del(s->c->timer);
 	if (s->obev != NULL)
 		relay_start(s);
 	else
@@ -227,7 +227,7 @@ tunnel_sniff(struct session *s)
 	r = http_sniff_request((const char *)p, want);
 	if (r == -1)
 		return;
-	evtimer_del(s->timer);
+	evtimer_del(s->c->timer);
 	if (r == 1) {
 		/*
 		 * Plain HTTP in the tunnel: every request is decided on its own,

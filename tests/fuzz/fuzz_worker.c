@@ -1558,8 +1558,8 @@ op_time_passes(void)
 	fz_run();
 	for (s = TAILQ_FIRST(&fz.w->sessions); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, entry);
-		if (s->timer != NULL && evtimer_pending(s->timer, NULL))
-			event_active(s->timer, EV_TIMEOUT, 1);
+		if (s->c->timer != NULL && evtimer_pending(s->c->timer, NULL))
+			event_active(s->c->timer, EV_TIMEOUT, 1);
 	}
 	fz_run();
 }

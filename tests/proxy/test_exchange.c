@@ -110,7 +110,9 @@ session_of(enum session_kind kind)
 	struct session *s = calloc(1, sizeof(*s));
 
 	CHECK(s != NULL);
-	s->kind = kind;
+	s->c = conn_new(s);
+	CHECK(s->c != NULL);
+	s->c->kind = kind;
 	s->p = &px;
 	s->x = exchange_new();
 	CHECK(s->x != NULL);
@@ -122,7 +124,7 @@ static void
 done(struct session *s)
 {
 	exchange_free(s->x);
-	tunnel_decision_free(s->tun);
+	conn_unref(s->c);	/* and the tunnel's decision */
 	free(s);
 }
 
@@ -174,19 +176,19 @@ main(void)
 	 * (whose target and addresses differ from it here).
 	 */
 	s = session_of(KIND_CONNECT);
-	s->tunnel_http = 1;
+	s->c->tunnel_http = 1;
 	CHECK_INT(session_tun_reserve(s, 2), 0);
-	CHECK(s->tun != NULL && s->tun->cap == 2 && s->tun->n_addrs == 0);
-	strcpy(s->tun->rule, "p:allow[0]");
-	s->tun->pol = pol_a;		/* what session_tunnel_http hands it */
+	CHECK(s->c->tun != NULL && s->c->tun->cap == 2 && s->c->tun->n_addrs == 0);
+	strcpy(s->c->tun->rule, "p:allow[0]");
+	s->c->tun->pol = pol_a;		/* what session_tunnel_http hands it */
 	policy_ref(pol_a);
-	s->tun->has_ident = 1;
-	strcpy(s->tun->ident.sandbox, "tunnel-sb");
-	CHECK_INT(policy_target_init(&s->tun->target, "tunnel.example.com", 18,
+	s->c->tun->has_ident = 1;
+	strcpy(s->c->tun->ident.sandbox, "tunnel-sb");
+	CHECK_INT(policy_target_init(&s->c->tun->target, "tunnel.example.com", 18,
 	    8443), 0);
-	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->tun->addrs[0]), 0);
-	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->tun->addrs[1]), 0);
-	s->tun->n_addrs = 2;
+	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->c->tun->addrs[0]), 0);
+	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->c->tun->addrs[1]), 0);
+	s->c->tun->n_addrs = 2;
 	dirty(s->x);
 	CHECK_INT(exchange_next(s), 0);
 	check_fresh(s->x, "tunnel");
@@ -194,7 +196,7 @@ main(void)
 	CHECK_STR(s->x->target.host, "tunnel.example.com");
 	CHECK_INT(s->x->target.port, 8443);
 	CHECK_INT((int)s->x->n_addrs, 2);
-	CHECK(netaddr_cmp(&s->x->addrs[1], &s->tun->addrs[1]) == 0);
+	CHECK(netaddr_cmp(&s->x->addrs[1], &s->c->tun->addrs[1]) == 0);
 	CHECK_STR(s->x->ident.sandbox, "tunnel-sb");
 	CHECK(s->x->has_ident == 1);
 	/* ... and again: each request starts from the tunnel, not the last one. */
@@ -211,21 +213,21 @@ main(void)
 
 	/* More addresses than fit inline: their own memory, freed with it. */
 	s = session_of(KIND_CONNECT);
-	s->tunnel_http = 1;
+	s->c->tunnel_http = 1;
 	CHECK_INT(session_tun_reserve(s, 6), 0);
 	for (i = 0; i < 6; i++) {
 		snprintf(ip, sizeof(ip), "198.18.1.%zu", i + 1);
-		CHECK_INT(netaddr_parse(ip, strlen(ip), &s->tun->addrs[i]), 0);
+		CHECK_INT(netaddr_parse(ip, strlen(ip), &s->c->tun->addrs[i]), 0);
 	}
-	s->tun->n_addrs = 6;
+	s->c->tun->n_addrs = 6;
 	CHECK_INT(exchange_next(s), 0);
 	CHECK_INT((int)s->x->n_addrs, 6);
 	CHECK(s->x->addrs != s->x->addr_inline);
-	CHECK(netaddr_cmp(&s->x->addrs[5], &s->tun->addrs[5]) == 0);
-	CHECK_INT(exchange_set_addrs(s->x, &s->tun->addrs[2], 1), 0);
+	CHECK(netaddr_cmp(&s->x->addrs[5], &s->c->tun->addrs[5]) == 0);
+	CHECK_INT(exchange_set_addrs(s->x, &s->c->tun->addrs[2], 1), 0);
 	CHECK(s->x->addrs == s->x->addr_inline && s->x->n_addrs == 1);
-	CHECK(netaddr_cmp(&s->x->addrs[0], &s->tun->addrs[2]) == 0);
-	CHECK_INT(exchange_set_addrs(s->x, s->tun->addrs, 6), 0);
+	CHECK(netaddr_cmp(&s->x->addrs[0], &s->c->tun->addrs[2]) == 0);
+	CHECK_INT(exchange_set_addrs(s->x, s->c->tun->addrs, 6), 0);
 	CHECK_INT(exchange_next(s), 0);	/* the old one's array goes with it */
 	done(s);
 
