@@ -372,6 +372,7 @@ struct conn {
 	enum session_kind	 kind;
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
+	struct bufferevent	*cbev;		/* the client socket (TLS: its filter) */
 
 	struct event		*timer;		/* sniff timer */
 	struct event		*head_ev;	/* limits.head_timeout (proxy_fair.c) */
@@ -414,7 +415,6 @@ struct session {
 	int			 closing;
 	struct event		*free_ev;	/* deferred free after session_close */
 
-	struct bufferevent	*cbev;		/* client side; NULL: an HTTP/2 stream's session */
 	struct bufferevent	*obev;		/* origin side, NULL until connected */
 
 	struct exchange		*x;		/* the current decision: never NULL */
@@ -742,6 +742,13 @@ void		 proxy_tls_bev_free(struct bufferevent *);
 /* bufferevent_socket_connect, also for proxy_tls_origin_bev's filter. */
 int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
 		    int);
+
+/*
+ * The client socket a session answers on: its connection's, or NULL for
+ * an HTTP/2 stream's session, whose answer goes to its stream (the
+ * connection's socket is its owner's, carrying every stream).
+ */
+#define SESSION_CBEV(s)		((s)->h2_child ? NULL : (s)->c->cbev)
 
 /* 1 when a session answers HTTP requests one by one (rows per request). */
 #define SESSION_IS_HTTP(s)	((s)->c->kind == KIND_HTTP || \

@@ -169,8 +169,8 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	/* Not a byte since accept: nothing was asked, nothing to answer. */
 	if ((s->state == S_HEAD || s->state == S_SOCKS_GREETING) &&
-	    (s->cbev == NULL ||
-	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0)) {
+	    (SESSION_CBEV(s) == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(s->c->cbev)) == 0)) {
 		session_close(s, CLOSE_TIMEOUT);
 		return;
 	}
@@ -191,8 +191,8 @@ session_head_begin(struct session *s)
 	uint32_t ms = s->p->cfg->head_timeout_ms;
 	struct timeval tv;
 
-	if (ms == 0 || s->c->head_armed || s->closing)
-		return;
+	if (ms == 0 || s->c->head_armed || s->closing || s->c->owner != s)
+		return;		/* a stream's head comes whole, as fields */
 	/* Without a timer the idle timeout still bounds the session. */
 	if (s->c->head_ev == NULL &&
 	    (s->c->head_ev = evtimer_new(s->w->base, head_timeout_cb, s)) == NULL)
@@ -206,6 +206,8 @@ session_head_begin(struct session *s)
 void
 session_head_done(struct session *s)
 {
+	if (s->c->owner != s)
+		return;		/* a stream's: the connection's head is done */
 	/* An ingress head names its sandbox, whose share it never spends. */
 	if (s->c->kind == KIND_INGRESS)
 		session_fair_release_source(s);

@@ -166,10 +166,10 @@ forward_start(struct session *s)
 	 * in the input buffer, bounded by its high-water mark. An HTTP/2
 	 * stream's session has no client socket: its stream hands the body on.
 	 */
-	if (s->cbev != NULL) {
-		bufferevent_setcb(s->cbev, s->p->fe->client_read, client_write_cb,
+	if (SESSION_CBEV(s) != NULL) {
+		bufferevent_setcb(s->c->cbev, s->p->fe->client_read, client_write_cb,
 		    session_client_event_cb, s);
-		bufferevent_enable(s->cbev, EV_READ);
+		bufferevent_enable(s->c->cbev, EV_READ);
 	}
 	if (!f->req_done)
 		forward_client_read(s);
@@ -238,9 +238,9 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
 	}
 	if ((t = malloc(tl)) == NULL)
 		return 1;	/* cannot look: refuse, never pass unseen */
-	if (evbuffer_ptr_set(bufferevent_get_input(s->cbev), &at, raw - tl,
+	if (evbuffer_ptr_set(bufferevent_get_input(s->c->cbev), &at, raw - tl,
 	    EVBUFFER_PTR_SET) == -1 || evbuffer_copyout_from(
-	    bufferevent_get_input(s->cbev), &at, t, tl) != (ev_ssize_t)tl) {
+	    bufferevent_get_input(s->c->cbev), &at, t, tl) != (ev_ssize_t)tl) {
 		free(t);
 		return 1;
 	}
@@ -261,7 +261,7 @@ static int
 body_has_placeholder(struct session *s, size_t *limit)
 {
 	struct forward *f = &s->x->fwd;
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct evbuffer_iovec iov[16];
 	struct evbuffer_ptr at;
 	struct http_chunked dry;
@@ -420,7 +420,7 @@ forward_client_read(struct session *s)
 		}
 	}
 	out = bufferevent_get_output(s->obev);
-	n = move_body(bufferevent_get_input(s->cbev), out, f->req_framing,
+	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,
 	    &f->req_left, &f->req_chunk, &done, limit);
 	if (n < 0) {
 		if (!f->resp_head_done)
@@ -438,7 +438,7 @@ forward_client_read(struct session *s)
 		return;
 	}
 	if (evbuffer_get_length(out) > PROXY_HWM)
-		bufferevent_disable(s->cbev, EV_READ);	/* origin_write_cb resumes */
+		bufferevent_disable(s->c->cbev, EV_READ);	/* origin_write_cb resumes */
 }
 
 static void
@@ -451,7 +451,7 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 	if (s->h2_child)
 		fe_stream_poke(s);	/* from the loop, as the stream's bytes come */
 	else
-		bufferevent_enable(s->cbev, EV_READ);
+		bufferevent_enable(s->c->cbev, EV_READ);
 }
 
 void
@@ -523,7 +523,7 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 		(void)fe_stream_data(s, clean);	/* a gone stream: its end says so */
 		return;
 	}
-	out = bufferevent_get_output(s->cbev);
+	out = bufferevent_get_output(s->c->cbev);
 	if (s->x->fwd.scrub_chunked)
 		evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_add_buffer(out, clean);
@@ -541,8 +541,8 @@ scrub_end(struct session *s)
 			scrub_emit(s, clean);
 		evbuffer_free(clean);
 	}
-	if (s->x->fwd.scrub_chunked && s->cbev != NULL)
-		evbuffer_add(bufferevent_get_output(s->cbev), "0\r\n\r\n", 5);
+	if (s->x->fwd.scrub_chunked && SESSION_CBEV(s) != NULL)
+		evbuffer_add(bufferevent_get_output(s->c->cbev), "0\r\n\r\n", 5);
 	vault_scrubber_free(s->x->fwd.scrub);
 	s->x->fwd.scrub = NULL;
 }
@@ -748,7 +748,7 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 	char status[16];
 	size_t i;
 
-	hb.out = bufferevent_get_output(s->cbev);
+	hb.out = bufferevent_get_output(s->c->cbev);
 	hb.len = 0;
 	snprintf(status, sizeof(status), "HTTP/1.1 %d ", r->status);
 	hb_str(&hb, status);
@@ -887,8 +887,8 @@ static void
 origin_body(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
-	struct evbuffer *out = s->cbev != NULL ?
-	    bufferevent_get_output(s->cbev) : NULL;
+	struct evbuffer *out = SESSION_CBEV(s) != NULL ?
+	    bufferevent_get_output(s->c->cbev) : NULL;
 	ssize_t n;
 	int done;
 
@@ -938,9 +938,9 @@ origin_body(struct session *s)
 static int
 client_cork(struct session *s)
 {
-	if (!s->c->intercepted || s->cbev == NULL)
+	if (!s->c->intercepted || SESSION_CBEV(s) == NULL)
 		return 0;
-	bufferevent_disable(s->cbev, EV_WRITE);
+	bufferevent_disable(s->c->cbev, EV_WRITE);
 	return 1;
 }
 
@@ -950,14 +950,14 @@ client_uncork(struct session *s, int corked)
 	struct evbuffer *out;
 	size_t len;
 
-	if (!corked || s->closing || s->cbev == NULL)
+	if (!corked || s->closing || SESSION_CBEV(s) == NULL)
 		return;
-	out = bufferevent_get_output(s->cbev);
+	out = bufferevent_get_output(s->c->cbev);
 	len = evbuffer_get_length(out);
 	/* One SSL_write per buffer segment: make the segments one. */
 	if (len > 0 && len <= CLIENT_RECORD_MAX)
 		(void)evbuffer_pullup(out, -1);
-	bufferevent_enable(s->cbev, EV_WRITE);
+	bufferevent_enable(s->c->cbev, EV_WRITE);
 }
 
 static void

@@ -1139,8 +1139,8 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 		    "the credential could not be swapped in");
 		return;
 	}
-	if (n > 0)
-		evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	if (n > 0 && SESSION_CBEV(s) != NULL)
+		evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	if ((up = h2up_for(s)) != NULL) {
 		h2o_start(o, up);
 		return;

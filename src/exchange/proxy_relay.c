@@ -40,24 +40,24 @@ relay_start(struct session *s)
 	s->state = S_RELAY;
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
-	bufferevent_setcb(s->cbev, relay_read_cb, relay_write_cb,
+	bufferevent_setcb(s->c->cbev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
 	bufferevent_setcb(s->obev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
-	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
 	if (!s->c->intercepted) {
 		/* Bulk moves in large reads and writes: a quarter of the calls. */
-		bufferevent_set_max_single_read(s->cbev, PROXY_RELAY_IO);
+		bufferevent_set_max_single_read(s->c->cbev, PROXY_RELAY_IO);
 		bufferevent_set_max_single_read(s->obev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_write(s->cbev, PROXY_RELAY_IO);
+		bufferevent_set_max_single_write(s->c->cbev, PROXY_RELAY_IO);
 		bufferevent_set_max_single_write(s->obev, PROXY_RELAY_IO);
 	}
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
 	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
 	/* Bytes that arrived before the tunnel opened (the ClientHello) go first. */
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
-		relay_read_cb(s->cbev, s);
+	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
+		relay_read_cb(s->c->cbev, s);
 	if (!s->closing && s->obev != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
 		relay_read_cb(s->obev, s);
@@ -66,7 +66,7 @@ relay_start(struct session *s)
 static struct bufferevent *
 relay_peer(struct session *s, struct bufferevent *bev)
 {
-	return bev == s->cbev ? s->obev : s->cbev;
+	return bev == s->c->cbev ? s->obev : s->c->cbev;
 }
 
 /* Both directions ended and everything was written: the tunnel is done. */
@@ -74,7 +74,7 @@ static int
 relay_maybe_done(struct session *s)
 {
 	if (s->eof_client && s->eof_origin &&
-	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0) {
 		session_close(s, CLOSE_DONE);
 		return 1;
@@ -93,7 +93,7 @@ relay_read_cb(struct bufferevent *bev, void *arg)
 
 	session_touch(s);
 	evbuffer_add_buffer(out, in);
-	if (bev == s->cbev) {
+	if (bev == s->c->cbev) {
 		s->bytes_up += n;
 		s->x->up += n;
 	} else {
@@ -109,7 +109,7 @@ relay_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 	struct bufferevent *peer = relay_peer(s, bev);
-	int peer_eof = bev == s->cbev ? s->eof_origin : s->eof_client;
+	int peer_eof = bev == s->c->cbev ? s->eof_origin : s->eof_client;
 
 	/* Output drained: the reading side may go on, or the half-close follows. */
 	if (!peer_eof && splice_ready(s) && splice_start(s) == 0)
@@ -132,12 +132,12 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (!(what & BEV_EVENT_EOF)) {
 		session_close(s,
 		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
-		    bev == s->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
+		    bev == s->c->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 		relay_read_cb(bev, s);
-	if (bev == s->cbev)
+	if (bev == s->c->cbev)
 		s->eof_client = 1;
 	else
 		s->eof_origin = 1;
@@ -372,7 +372,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	atomic_fetch_add(&s->p->n_splice_fallback, 1);
 	s->splice_off = 1;
 	lost = splice_drain(&sr->d[0], s->obev) == -1 ||
-	    splice_drain(&sr->d[1], s->cbev) == -1;
+	    splice_drain(&sr->d[1], s->c->cbev) == -1;
 	derr = errno;
 	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
 	    "by copying, %zu bytes taken back from its pipes",
@@ -388,7 +388,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	splice_dir_free(&sr->d[1]);
 	free(sr);
 	s->splice = NULL;
-	bufferevent_setfd(s->cbev, cfd);
+	bufferevent_setfd(s->c->cbev, cfd);
 	bufferevent_setfd(s->obev, ofd);
 	if (lost) {
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
@@ -402,7 +402,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	if (s->closing)
 		return;
 	if (s->eof_client)
-		bufferevent_disable(s->cbev, EV_READ);
+		bufferevent_disable(s->c->cbev, EV_READ);
 	if (s->eof_origin)
 		bufferevent_disable(s->obev, EV_READ);
 }
@@ -434,8 +434,8 @@ splice_ready(const struct session *s)
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->c->kind == KIND_CONNECT || s->c->kind == KIND_SOCKS5 ||
 	    s->c->kind == KIND_TRANSPARENT) && s->obev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_input(s->c->cbev)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_input(s->obev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0;
 }
@@ -472,7 +472,7 @@ int
 splice_start(struct session *s)
 {
 	struct splice_relay *sr;
-	int cfd = bufferevent_getfd(s->cbev), ofd = bufferevent_getfd(s->obev);
+	int cfd = bufferevent_getfd(s->c->cbev), ofd = bufferevent_getfd(s->obev);
 
 	if (cfd < 0 || ofd < 0 || (sr = calloc(1, sizeof(*sr))) == NULL)
 		return -1;
@@ -491,12 +491,12 @@ splice_start(struct session *s)
 		atomic_fetch_add(&s->p->n_splice_fallback, 1);
 		return -1;
 	}
-	bufferevent_disable(s->cbev, EV_READ | EV_WRITE);
+	bufferevent_disable(s->c->cbev, EV_READ | EV_WRITE);
 	bufferevent_disable(s->obev, EV_READ | EV_WRITE);
-	bufferevent_setcb(s->cbev, NULL, NULL, NULL, NULL);
+	bufferevent_setcb(s->c->cbev, NULL, NULL, NULL, NULL);
 	bufferevent_setcb(s->obev, NULL, NULL, NULL, NULL);
 	/* The bufferevents keep no descriptor: freeing them closes nothing. */
-	bufferevent_setfd(s->cbev, -1);
+	bufferevent_setfd(s->c->cbev, -1);
 	bufferevent_setfd(s->obev, -1);
 	s->splice = sr;
 	atomic_fetch_add(&s->p->n_spliced, 1);

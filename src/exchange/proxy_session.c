@@ -54,12 +54,12 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 
 	s->free_ev = event_new(w->base, -1, 0, session_free_cb, s);
 	s->idle_ev = evtimer_new(w->base, session_idle_cb, s);
-	s->cbev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (s->free_ev == NULL || s->idle_ev == NULL || s->cbev == NULL) {
-		if (s->cbev != NULL) {
+	s->c->cbev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (s->free_ev == NULL || s->idle_ev == NULL || s->c->cbev == NULL) {
+		if (s->c->cbev != NULL) {
 			/* fd now belongs to the bufferevent: keep it from being closed twice. */
-			bufferevent_setfd(s->cbev, -1);
-			bufferevent_free(s->cbev);
+			bufferevent_setfd(s->c->cbev, -1);
+			bufferevent_free(s->c->cbev);
 		}
 		if (s->free_ev)
 			event_free(s->free_ev);
@@ -72,12 +72,12 @@ session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	}
 	s->x->pol = proxy_policy_get(s->p);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
-	bufferevent_setcb(s->cbev, s->p->fe->client_read, NULL, session_client_event_cb, s);
+	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, NULL, session_client_event_cb, s);
 	/* A whole request head must fit before reads pause. */
-	bufferevent_setwatermark(s->cbev, EV_READ, 0,
+	bufferevent_setwatermark(s->c->cbev, EV_READ, 0,
 	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
 	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
 	session_set_idle(s);
 	return s;
 }
@@ -92,8 +92,6 @@ session_adopt(struct session *s)
 			event_free(s->free_ev);
 		if (s->idle_ev != NULL)
 			event_free(s->idle_ev);
-		if (s->cbev != NULL)
-			bufferevent_free(s->cbev);
 		exchange_free(s->x);
 		conn_unref(s->c);
 		free(s);
@@ -101,14 +99,6 @@ session_adopt(struct session *s)
 	}
 	atomic_fetch_add(&s->p->n_conns, 1);
 	TAILQ_INSERT_TAIL(&s->w->sessions, s, entry);
-	if (s->cbev != NULL) {
-		bufferevent_setcb(s->cbev, s->p->fe->client_read, NULL,
-		    session_client_event_cb, s);
-		bufferevent_setwatermark(s->cbev, EV_READ, 0,
-		    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
-		    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
-		bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
-	}
 	session_set_idle(s);
 	return 0;
 }
@@ -224,8 +214,10 @@ session_close(struct session *s, enum sg_close reason)
 	 * (before the bufferevents: it owns the sockets then).
 	 */
 	s->p->parts->release(s);
-	if (s->cbev != NULL)
-		proxy_tls_bev_free(s->cbev);
+	if (s->c->owner == s && s->c->cbev != NULL) {
+		proxy_tls_bev_free(s->c->cbev);
+		s->c->cbev = NULL;
+	}
 	if (s->obev != NULL) {
 		if (s->c->intercepted)
 			proxy_tls_origin_release(s->obev);
@@ -236,7 +228,7 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->pending_head != NULL)
 		evbuffer_free(s->pending_head);
 	s->idle_ev = NULL;
-	s->cbev = s->obev = NULL;
+	s->obev = NULL;
 	s->pending_head = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	session_fair_release(s);
@@ -278,8 +270,8 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 static size_t
 client_pending(struct session *s)
 {
-	struct bufferevent *u = bufferevent_get_underlying(s->cbev);
-	size_t n = evbuffer_get_length(bufferevent_get_output(s->cbev));
+	struct bufferevent *u = bufferevent_get_underlying(s->c->cbev);
+	size_t n = evbuffer_get_length(bufferevent_get_output(s->c->cbev));
 
 	if (u != NULL)
 		n += evbuffer_get_length(bufferevent_get_output(u));
@@ -300,8 +292,8 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 	 * with close_notify so strict clients see a clean end, not a truncation.
 	 */
 	if (s->c->intercepted && !s->c->tls_shutdown_sent && s->c->tls_client_ok &&
-	    evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 &&
-	    (ssl = bufferevent_openssl_get_ssl(s->cbev)) != NULL) {
+	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
+	    (ssl = bufferevent_openssl_get_ssl(s->c->cbev)) != NULL) {
 		s->c->tls_shutdown_sent = 1;
 		(void)SSL_shutdown(ssl);
 		ERR_clear_error();
@@ -316,7 +308,7 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 		session_close(s, s->close_reason);
 		return;
 	}
-	if (bufferevent_get_underlying(s->cbev) != NULL)
+	if (bufferevent_get_underlying(s->c->cbev) != NULL)
 		evtimer_add(s->c->finish_ev, &tv);
 }
 
@@ -341,26 +333,26 @@ session_finish(struct session *s, enum sg_close reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
-	if (s->cbev == NULL) {
+	if (SESSION_CBEV(s) == NULL) {
 		/* An HTTP/2 stream's session: its answer is with the stream. */
 		session_close(s, reason);
 		return;
 	}
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
-	bufferevent_disable(s->cbev, EV_READ);
+	bufferevent_disable(s->c->cbev, EV_READ);
 	if (client_pending(s) == 0 && !(s->c->intercepted && s->c->tls_client_ok)) {
 		session_close(s, reason);
 		return;
 	}
-	bufferevent_setcb(s->cbev, NULL, finish_write_cb, session_client_event_cb, s);
-	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) == 0 ||
+	bufferevent_setcb(s->c->cbev, NULL, finish_write_cb, session_client_event_cb, s);
+	if (evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 ||
 	    s->c->intercepted) {
 		finish_check_cb(-1, 0, s);
 		if (s->closing)
 			return;		/* all of it was out already */
 	}
-	bufferevent_setwatermark(s->cbev, EV_WRITE, 0, 0);
+	bufferevent_setwatermark(s->c->cbev, EV_WRITE, 0, 0);
 	/* A client that never reads its answer does not hold the session. */
 	evtimer_add(s->idle_ev, &tv);
 }
@@ -449,7 +441,7 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 		session_finish(s, reason_close(r));
 		return;
 	}
-	out = bufferevent_get_output(s->cbev);
+	out = bufferevent_get_output(s->c->cbev);
 	evbuffer_add_printf(out,
 	    "HTTP/1.1 %d %s\r\n"
 	    "Content-Type: text/plain; charset=utf-8\r\n"

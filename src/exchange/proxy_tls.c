@@ -436,7 +436,7 @@ csock_under(struct bufferevent *bev)
 size_t
 proxy_tls_client_unsent(struct session *s)
 {
-	struct csock *cs = csock_under(s->cbev);
+	struct csock *cs = csock_under(s->c->cbev);
 
 	return cs != NULL ? evbuffer_get_length(bufferevent_get_input(cs->far)) : 0;
 }
@@ -459,7 +459,7 @@ proxy_tls_bev_free(struct bufferevent *bev)
 int
 proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 {
-	struct bufferevent *f, *under, *old = s->cbev;
+	struct bufferevent *f, *under, *old = s->c->cbev;
 	struct evbuffer *hello = NULL;
 	struct csock *cs = NULL;
 	X509 *leaf = NULL;
@@ -521,7 +521,7 @@ proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 		bufferevent_free(old);
 		event_add(cs->rev, NULL);
 	}
-	s->cbev = f;
+	s->c->cbev = f;
 	s->c->intercepted = 1;
 	(void)session_tunnel_http(s);	/* s->tun is there: it cannot fail */
 	s->state = S_HEAD;

@@ -76,8 +76,8 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 	struct timeval tv;
 
 	s->state = S_RESOLVING;
-	if (s->cbev != NULL)
-		bufferevent_disable(s->cbev, EV_READ);
+	if (SESSION_CBEV(s) != NULL)
+		bufferevent_disable(s->c->cbev, EV_READ);
 	s->x->addr_next = 0;
 	if (s->x->target.is_ip) {
 		(void)exchange_set_addrs(s->x, &s->x->target.ip, 1);	/* inline */
@@ -201,8 +201,8 @@ upstream_connect(struct session *s, void (*next)(struct session *))
 {
 	s->state = S_CONNECTING;
 	s->on_connected = next;
-	if (s->cbev != NULL)
-		bufferevent_disable(s->cbev, EV_READ);
+	if (SESSION_CBEV(s) != NULL)
+		bufferevent_disable(s->c->cbev, EV_READ);
 	upstream_drop(s);
 	s->x->addr_next = 0;
 	try_next_addr(s);

@@ -256,7 +256,7 @@ ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
     unsigned code, const char *detail)
 {
 	struct ws_relay *ws = s->ws;
-	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	struct evbuffer *out = bufferevent_get_output(s->c->cbev);
 	struct ws_frame f;
 	uint8_t buf[WS_HDR_MAX + 2];
 	size_t n;
@@ -624,8 +624,8 @@ static void
 ws_pump(struct session *s, struct bufferevent *src, int all)
 {
 	struct ws_relay *ws = s->ws;
-	struct ws_dir *d = src == s->cbev ? &ws->up : &ws->down;
-	struct bufferevent *dst = src == s->cbev ? s->obev : s->cbev;
+	struct ws_dir *d = src == s->c->cbev ? &ws->up : &ws->down;
+	struct bufferevent *dst = src == s->c->cbev ? s->obev : s->c->cbev;
 	struct evbuffer *in = bufferevent_get_input(src);
 	struct evbuffer *out = bufferevent_get_output(dst);
 	int r = 1;
@@ -660,7 +660,7 @@ static void
 ws_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
-	struct bufferevent *peer = bev == s->cbev ? s->obev : s->cbev;
+	struct bufferevent *peer = bev == s->c->cbev ? s->obev : s->c->cbev;
 
 	if (!ws_live(s))
 		return;
@@ -682,7 +682,7 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (!(what & BEV_EVENT_EOF)) {
 		session_close(s,
 		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
-		    bev == s->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
+		    bev == s->c->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
 	if (ws_live(s))
@@ -747,9 +747,9 @@ ws_relay_start(struct session *s)
 	}
 	ws->scrub = s->x->fwd.scrub != NULL;
 	/* Frames that came with the 101, or right after the request, too. */
-	s->x->up += evbuffer_get_length(bufferevent_get_input(s->cbev));
+	s->x->up += evbuffer_get_length(bufferevent_get_input(s->c->cbev));
 	s->x->down += evbuffer_get_length(bufferevent_get_input(s->obev));
-	if (evbuffer_add_cb(bufferevent_get_input(s->cbev), ws_arrived_up_cb,
+	if (evbuffer_add_cb(bufferevent_get_input(s->c->cbev), ws_arrived_up_cb,
 	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
 	    ws_arrived_down_cb, s) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
@@ -760,14 +760,14 @@ ws_relay_start(struct session *s)
 	s->state = S_RELAY;
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
-	bufferevent_setcb(s->cbev, ws_read_cb, ws_write_cb, ws_event_cb, s);
+	bufferevent_setcb(s->c->cbev, ws_read_cb, ws_write_cb, ws_event_cb, s);
 	bufferevent_setcb(s->obev, ws_read_cb, ws_write_cb, ws_event_cb, s);
-	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
+	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
 	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
 	/* Frames that came with the 101, or right after the request. */
 	ws_pump(s, s->obev, 0);
 	if (ws_live(s))
-		ws_pump(s, s->cbev, 0);
+		ws_pump(s, s->c->cbev, 0);
 }

@@ -51,12 +51,12 @@ front_next_request(struct session *s)
 {
 	s->state = S_HEAD;
 	/* A stream's next head comes as fields (http_stream_request). */
-	if (s->cbev == NULL)
+	if (SESSION_CBEV(s) == NULL)
 		return;
-	bufferevent_setcb(s->cbev, front_client_read, NULL,
+	bufferevent_setcb(s->c->cbev, front_client_read, NULL,
 	    session_client_event_cb, s);
-	bufferevent_enable(s->cbev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+	bufferevent_enable(s->c->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		http_head_read(s);
 }
 

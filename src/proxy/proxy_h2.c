@@ -206,8 +206,6 @@ child_new(struct h2_stream *st)
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
 	k->x->started = k->started;
-	/* No client socket, no pair: the stream hands it all (h2_stream_*). */
-	k->cbev = NULL;
 	if (session_adopt(k) == -1)
 		return NULL;
 	return k;
@@ -853,7 +851,7 @@ on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
     void *arg)
 {
 	struct h2_conn *c = arg;
-	struct evbuffer *out = bufferevent_get_output(c->s->cbev);
+	struct evbuffer *out = bufferevent_get_output(c->s->c->cbev);
 
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return NGHTTP2_ERR_WOULDBLOCK;	/* h2_write_cb goes on */
@@ -1016,12 +1014,12 @@ h2_start(struct session *s)
 		return;
 	}
 	s->state = S_RELAY;
-	bufferevent_setcb(s->cbev, h2_read_cb, h2_write_cb,
+	bufferevent_setcb(s->c->cbev, h2_read_cb, h2_write_cb,
 	    session_client_event_cb, s);
-	bufferevent_setwatermark(s->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(s->cbev, EV_WRITE, PROXY_HWM / 2, 0);
-	bufferevent_enable(s->cbev, EV_READ | EV_WRITE);
-	h2_read_cb(s->cbev, s);
+	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(s->c->cbev, EV_WRITE, PROXY_HWM / 2, 0);
+	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
+	h2_read_cb(s->c->cbev, s);
 }
 
 /* 1 when the client chose h2 (checked once, before the first request). */
@@ -1036,7 +1034,7 @@ h2_chosen(struct session *s)
 	    s->c->h2_checked)
 		return 0;
 	s->c->h2_checked = 1;
-	if ((ssl = bufferevent_openssl_get_ssl(s->cbev)) == NULL)
+	if ((ssl = bufferevent_openssl_get_ssl(s->c->cbev)) == NULL)
 		return 0;
 	SSL_get0_alpn_selected(ssl, &alpn, &len);
 	return len == 2 && memcmp(alpn, "h2", 2) == 0;

@@ -192,7 +192,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	if (n > 0)
-		evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+		evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	if (upstream_reusable(s))
 		forward_start(s);
 	else
@@ -218,14 +218,14 @@ connect_request(struct session *s, const struct http_request *req, int n)
 		session_deny(s, 0, r, detail);
 		return;
 	}
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	upstream_resolve(s, connect_resolved);
 }
 
 static void
 connect_resolved(struct session *s)
 {
-	evbuffer_add_printf(bufferevent_get_output(s->cbev),
+	evbuffer_add_printf(bufferevent_get_output(s->c->cbev),
 	    "HTTP/1.1 200 Connection established\r\n\r\n");
 	s->c->tunnel_open = 1;
 	tunnel_start(s);
@@ -262,7 +262,7 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	forward_prepare(s, req);
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	/* Keep-alive to the same origin: its address is checked again. */
 	if (upstream_keep(s)) {
 		if (!upstream_check_addrs(s, s->x->addrs, s->x->n_addrs)) {
@@ -286,7 +286,7 @@ forward_resolved(struct session *s)
 void
 http_head_read(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct http_request req;
 	struct http_limits lim;
 	size_t len = evbuffer_get_length(in), want;

@@ -85,7 +85,7 @@ ingress_start(struct session *s)
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	f = bufferevent_openssl_filter_new(s->w->base, s->cbev, ssl,
+	f = bufferevent_openssl_filter_new(s->w->base, s->c->cbev, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	if (f == NULL) {
 		SSL_free(ssl);
@@ -94,7 +94,7 @@ ingress_start(struct session *s)
 	}
 	/* From here the filter owns ssl and the socket bufferevent. */
 	bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
-	s->cbev = f;
+	s->c->cbev = f;
 	s->c->intercepted = 1;	/* the client side is TLS (never the guest's) */
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
@@ -117,7 +117,7 @@ static void
 ingress_redirect(struct session *s, const char *target, const char *tok,
     size_t toklen)
 {
-	struct evbuffer *out = bufferevent_get_output(s->cbev);
+	struct evbuffer *out = bufferevent_get_output(s->c->cbev);
 
 	exchange_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
@@ -279,7 +279,7 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
     const struct http_request *req, int n)
 {
 	forward_prepare(s, req);
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	s->x->fwd.ip = ing->address;	/* the row names the guest even on 502 */
 	if (req->upgrade) {
 		/* A relayed WebSocket idles on its own clock. */

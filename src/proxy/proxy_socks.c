@@ -21,7 +21,7 @@ socks_send(struct session *s, uint8_t rep)
 	uint8_t r[10];
 
 	socks5_reply(rep, r);
-	bufferevent_write(s->cbev, r, sizeof(r));
+	bufferevent_write(s->c->cbev, r, sizeof(r));
 }
 
 /* The SOCKS answer to a refusal (already logged), then close. */
@@ -52,7 +52,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	if ((n = socks5_parse_greeting(p, len, &g)) <= 0) {
 		if (n < 0) {
 			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
-			bufferevent_write(s->cbev, reply, sizeof(reply));
+			bufferevent_write(s->c->cbev, reply, sizeof(reply));
 			exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
 			session_finish(s, CLOSE_REFUSED);
 		}
@@ -68,7 +68,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 		reply[1] = SOCKS5_METHOD_NONE;
 		s->state = S_SOCKS_REQUEST;
 	}
-	bufferevent_write(s->cbev, reply, sizeof(reply));
+	bufferevent_write(s->c->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
 		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
 		session_finish(s, CLOSE_REFUSED);
@@ -98,7 +98,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 	    REASON_NONE) {
 		OPENSSL_cleanse(&a, sizeof(a));
 		reply[1] = 1;
-		bufferevent_write(s->cbev, reply, sizeof(reply));
+		bufferevent_write(s->c->cbev, reply, sizeof(reply));
 		s->x->has_ident = 0;
 		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
 		session_finish(s, CLOSE_REFUSED);
@@ -107,7 +107,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 	OPENSSL_cleanse(&a, sizeof(a));
 	s->x->has_ident = 1;
 	s->c->socks_auth_ok = 1;
-	bufferevent_write(s->cbev, reply, sizeof(reply));
+	bufferevent_write(s->c->cbev, reply, sizeof(reply));
 	s->state = S_SOCKS_REQUEST;
 	return n;
 }
@@ -134,7 +134,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 		session_close(s, CLOSE_REFUSED);
 		return -1;
 	}
-	evbuffer_drain(bufferevent_get_input(s->cbev), (size_t)n);
+	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	session_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
@@ -173,7 +173,7 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 void
 socks_read(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	const uint8_t *p;
 	size_t len;
 	int n;

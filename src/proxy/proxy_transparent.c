@@ -35,12 +35,12 @@ transparent_refuse(struct session *s, enum sg_reason reason)
 	struct linger lg = { 1, 0 };
 
 	if (s->c->sniffed == SNIFF_TLS) {
-		bufferevent_write(s->cbev, tls_alert_access_denied,
+		bufferevent_write(s->c->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
 		session_finish(s, reason_close(reason));
 		return;
 	}
-	(void)setsockopt(bufferevent_getfd(s->cbev), SOL_SOCKET, SO_LINGER,
+	(void)setsockopt(bufferevent_getfd(s->c->cbev), SOL_SOCKET, SO_LINGER,
 	    &lg, sizeof(lg));
 	session_close(s, reason_close(reason));
 }
@@ -176,8 +176,8 @@ silent_connected(struct session *s)
 		return;
 	s->state = S_SNIFF;
 	tunnel_origin_speaks(s);
-	bufferevent_enable(s->cbev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
+	bufferevent_enable(s->c->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		transparent_sniff(s);
 }
 
@@ -315,7 +315,7 @@ transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	/* The client says nothing: a server-speaks-first protocol. */
 	s->c->sniffed = SNIFF_OTHER;
 	s->c->sniff_silent = 1;
-	bufferevent_disable(s->cbev, EV_READ);
+	bufferevent_disable(s->c->cbev, EV_READ);
 	decide_opaque(s);
 }
 
@@ -343,7 +343,7 @@ sniff_http_host(struct session *s, const char *p, size_t len,
 void
 transparent_sniff(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct tls_client_hello ch;
 	struct http_slice host;
 	size_t len = evbuffer_get_length(in), want;
@@ -380,7 +380,7 @@ transparent_sniff(struct session *s)
 		if (r == TLS_CH_NEED_MORE && len < TLS_CH_MAX_LEN)
 			return;
 		evtimer_del(s->c->timer);
-		bufferevent_disable(s->cbev, EV_READ);
+		bufferevent_disable(s->c->cbev, EV_READ);
 		if (r != TLS_CH_OK) {
 			deny(s, 403, REASON_PROTOCOL_DENY, "malformed ClientHello");
 			return;
@@ -405,13 +405,13 @@ transparent_sniff(struct session *s)
 			return;
 		evtimer_del(s->c->timer);
 		session_head_done(s);
-		bufferevent_disable(s->cbev, EV_READ);
+		bufferevent_disable(s->c->cbev, EV_READ);
 		decide_name(s, host.p, host.len);
 		return;
 	}
 	evtimer_del(s->c->timer);
 	s->c->sniffed = SNIFF_OTHER;
-	bufferevent_disable(s->cbev, EV_READ);
+	bufferevent_disable(s->c->cbev, EV_READ);
 	decide_opaque(s);
 }
 
@@ -420,7 +420,7 @@ original_dst(struct session *s)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	int fd = bufferevent_getfd(s->cbev);
+	int fd = bufferevent_getfd(s->c->cbev);
 	int rc;
 
 	memset(&ss, 0, sizeof(ss));

@@ -28,7 +28,7 @@ tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
 	exchange_log(s, VERDICT_DENY, 403, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
 	if (tls)
-		bufferevent_write(s->cbev, tls_alert_access_denied,
+		bufferevent_write(s->c->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
 	session_finish(s, reason_close(reason));
 }
@@ -78,11 +78,11 @@ sniff_begin(struct session *s)
 		return;
 	}
 	evtimer_add(s->c->timer, &tv);
-	bufferevent_setcb(s->cbev, s->p->fe->client_read, s->obev != NULL ?
+	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, s->obev != NULL ?
 	    sniff_client_write_cb : NULL, session_client_event_cb, s);
-	bufferevent_enable(s->cbev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_input(s->cbev)) > 0)
-		s->p->fe->client_read(s->cbev, s);	/* the bytes already there */
+	bufferevent_enable(s->c->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
+		s->p->fe->client_read(s->c->cbev, s);	/* the bytes already there */
 }
 
 /* An opaque tunnel's origin, while the client's first bytes are awaited. */
@@ -95,8 +95,8 @@ sniff_origin_read_cb(struct bufferevent *bev, void *arg)
 	session_touch(s);
 	s->bytes_down += evbuffer_get_length(in);
 	s->x->down += evbuffer_get_length(in);
-	evbuffer_add_buffer(bufferevent_get_output(s->cbev), in);
-	if (evbuffer_get_length(bufferevent_get_output(s->cbev)) > PROXY_HWM)
+	evbuffer_add_buffer(bufferevent_get_output(s->c->cbev), in);
+	if (evbuffer_get_length(bufferevent_get_output(s->c->cbev)) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);
 }
 
@@ -124,7 +124,7 @@ tunnel_origin_speaks(struct session *s)
 	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
 	    sniff_origin_event_cb, s);
 	bufferevent_enable(s->obev, EV_READ);
-	bufferevent_setcb(s->cbev, s->p->fe->client_read, sniff_client_write_cb,
+	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, sniff_client_write_cb,
 	    session_client_event_cb, s);
 }
 
@@ -208,7 +208,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 void
 tunnel_sniff(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->cbev);
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	size_t len = evbuffer_get_length(in), want;
 	const uint8_t *p;
 	int r;
