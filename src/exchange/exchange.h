@@ -445,8 +445,6 @@ struct session {
 	/* an HTTP/2 stream's session (proxy_h2.c) */
 	struct h2_stream	*h2st;		/* its stream */
 	int			 h2_child;	/* (no tunnel row of its own) */
-	struct h2_conn		*h2_lane;	/* ... idle, kept for a later stream */
-	TAILQ_ENTRY(session)	 h2_lane_entry;
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
 };
 
@@ -679,6 +677,28 @@ int		 upstream_reusable(struct session *);
 int		 upstream_keep(struct session *);
 /* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
 int		 upstream_guard(struct session *);
+/*
+ * Origin connections kept alive between the exchanges of a connection's
+ * HTTP/2 streams: each stream's session is made for its stream and ends
+ * with it; what it was connected to waits here, still bound to the
+ * decision it was opened for, until a later stream's exchange of the same
+ * decision takes it (upstream_take), its origin closes it or sends bytes
+ * nobody asked for, or upstream.keepalive_timeout passes.
+ */
+struct kept_origin;
+TAILQ_HEAD(origin_pool, kept_origin);
+/*
+ * s's origin connection, idle after its exchange, moved into pool (s has
+ * none after): 0; -1 when it is not worth keeping (s keeps it).
+ */
+int		 upstream_keep_in(struct session *, struct origin_pool *);
+/*
+ * A kept connection bound for s's current decision (upstream_reusable
+ * holds after) moved into s, which has none: 1; 0 when none is.
+ */
+int		 upstream_take(struct session *, struct origin_pool *);
+/* Every connection the pool keeps, closed. */
+void		 origin_pool_clear(struct origin_pool *);
 
 
 /* proxy_cred.c */

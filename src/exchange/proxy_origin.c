@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
+
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/exchange.h"
@@ -107,4 +113,128 @@ upstream_guard(struct session *s)
 	exchange_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR);
 	session_close(s, CLOSE_FAILED);
 	return -1;
+}
+
+struct kept_origin {
+	TAILQ_ENTRY(kept_origin) entry;
+	struct origin_pool	*pool;
+	struct worker		*w;
+	struct bufferevent	*bev;
+	struct origin_bind	*ob;	/* what bev was opened for */
+	struct event		*timer;	/* upstream.keepalive_timeout */
+	int			 tls;	/* intercepted: TLS toward the origin */
+};
+
+static void
+kept_free(struct kept_origin *k)
+{
+	TAILQ_REMOVE(k->pool, k, entry);
+	if (k->tls)
+		proxy_tls_origin_release(k->bev);
+	proxy_tls_bev_free(k->bev);
+	free(k->ob);
+	event_free(k->timer);
+	free(k);
+}
+
+/* Bytes nobody asked for, its close or its timeout: it cannot be reused. */
+static void
+kept_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	kept_free(arg);
+}
+
+static void
+kept_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	kept_free(arg);
+}
+
+static void
+kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kept_origin *k = arg;
+	struct worker *w = k->w;
+
+	(void)fd;
+	(void)what;
+	kept_free(k);
+	proxy_worker_trim(w);
+}
+
+int
+upstream_keep_in(struct session *s, struct origin_pool *pool)
+{
+	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
+	struct kept_origin *k;
+	struct timeval tv;
+	SSL *ssl;
+
+	if (ms == 0 || s->obev == NULL || s->ob == NULL ||
+	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0 ||
+	    (k = calloc(1, sizeof(*k))) == NULL)
+		return -1;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	if ((k->timer = evtimer_new(s->w->base, kept_timeout_cb, k)) == NULL ||
+	    evtimer_add(k->timer, &tv) == -1) {
+		if (k->timer != NULL)
+			event_free(k->timer);
+		free(k);
+		return -1;
+	}
+	if (s->pool_ev != NULL)
+		evtimer_del(s->pool_ev);	/* the pool times it now */
+	k->pool = pool;
+	k->w = s->w;
+	k->bev = s->obev;
+	k->ob = s->ob;
+	k->tls = s->c->intercepted;
+	s->obev = NULL;
+	s->ob = NULL;
+	/* No session answers for it now (origin_new_session_cb). */
+	if ((ssl = bufferevent_openssl_get_ssl(k->bev)) != NULL)
+		SSL_set_app_data(ssl, NULL);
+	bufferevent_setcb(k->bev, kept_read_cb, NULL, kept_event_cb, k);
+	bufferevent_enable(k->bev, EV_READ);
+	TAILQ_INSERT_TAIL(pool, k, entry);
+	return 0;
+}
+
+int
+upstream_take(struct session *s, struct origin_pool *pool)
+{
+	struct origin_bind want;
+	struct kept_origin *k;
+	SSL *ssl;
+
+	if (s->obev != NULL)
+		return 0;
+	origin_bind_want(s, &want);
+	TAILQ_FOREACH(k, pool, entry)
+		if (origin_bind_match(k->ob, &want, s->x->addrs, s->x->n_addrs))
+			break;
+	if (k == NULL)
+		return 0;
+	TAILQ_REMOVE(pool, k, entry);
+	s->obev = k->bev;
+	s->ob = k->ob;
+	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
+		SSL_set_app_data(ssl, s);
+	/* Quiet until the session's forwarding sets its own callbacks. */
+	bufferevent_disable(s->obev, EV_READ | EV_WRITE);
+	bufferevent_setcb(s->obev, NULL, NULL, NULL, NULL);
+	event_free(k->timer);
+	free(k);
+	return 1;
+}
+
+void
+origin_pool_clear(struct origin_pool *pool)
+{
+	while (!TAILQ_EMPTY(pool))
+		kept_free(TAILQ_FIRST(pool));
 }

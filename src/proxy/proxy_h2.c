@@ -42,7 +42,7 @@ struct h2_conn {
 	nghttp2_session		*ng;
 	struct event		*pump_ev;	/* stream sessions ended: look again */
 	TAILQ_HEAD(, h2_stream)	 streams;
-	TAILQ_HEAD(, session)	 lanes;		/* idle stream sessions, origin kept alive */
+	struct origin_pool	 pool;		/* origin connections between streams */
 	struct h2_bucket	 resets;	/* RST_STREAM frames received */
 	struct h2_bucket	 control;	/* SETTINGS and PING frames */
 	int			 terminated;
@@ -122,10 +122,11 @@ h2_calm(struct h2_conn *c, const char *what)
 /* ---- stream sessions ------------------------------------------------ */
 
 /*
- * A stream whose request and response are both complete leaves its stream
- * session idle, with its origin connection kept alive, for a later stream
- * of the connection: it decides that one afresh (request_reset) and uses
- * the origin connection only when it was opened for that decision.
+ * A stream whose request and response are both complete ends its session:
+ * the session lives as long as its stream. Its origin connection, if it
+ * is kept alive, waits in the connection's pool, bound to the decision it
+ * was opened for, for a later stream's exchange of that same decision
+ * (http_stream_request: h2_origin_take).
  */
 static void
 st_maybe_release(struct h2_stream *st)
@@ -138,30 +139,16 @@ st_maybe_release(struct h2_stream *st)
 		return;
 	st->child = NULL;
 	k->h2st = NULL;
-	k->h2_lane = st->c;
-	TAILQ_INSERT_TAIL(&st->c->lanes, k, h2_lane_entry);
+	(void)upstream_keep_in(k, &st->c->pool);	/* or closed with k */
+	session_close(k, CLOSE_DONE);
 }
 
-/* An idle stream session for st, or NULL. */
-static struct session *
-lane_take(struct h2_stream *st)
+int
+h2_origin_take(struct session *k)
 {
-	struct session *k = TAILQ_FIRST(&st->c->lanes);
-
-	if (k == NULL)
-		return NULL;
-	TAILQ_REMOVE(&st->c->lanes, k, h2_lane_entry);
-	k->h2_lane = NULL;
-	k->h2st = st;
-	return k;
-}
-
-/* An idle stream session goes (its idle timer, the connection's end). */
-static void
-lane_drop(struct session *k)
-{
-	TAILQ_REMOVE(&k->h2_lane->lanes, k, h2_lane_entry);
-	k->h2_lane = NULL;
+	if (!k->h2_child || k->c->h2 == NULL)
+		return 0;
+	return upstream_take(k, &k->c->h2->pool);
 }
 
 /* The stream's request session: the tunnel's identity, name and addresses. */
@@ -169,9 +156,6 @@ static struct session *
 child_new(struct h2_stream *st)
 {
 	struct session *p = st->c->s, *k;
-
-	if ((k = lane_take(st)) != NULL)
-		return k;
 
 	if (p->c->tun == NULL || (k = calloc(1, sizeof(*k))) == NULL)
 		return NULL;
@@ -217,8 +201,6 @@ h2_child_gone(struct session *k)
 {
 	struct h2_stream *st = k->h2st;
 
-	if (k->h2_lane != NULL)
-		lane_drop(k);
 	k->h2st = NULL;
 	if (st == NULL)
 		return;
@@ -589,7 +571,7 @@ st_refuse(struct h2_stream *st, struct h2_req *q, int status,
 {
 	struct session *k = st->child;
 
-	/* A reused stream session (lane_take): a new exchange, nothing of the last. */
+	/* The refusal is an exchange of its own, as every request is. */
 	if (exchange_next(k) == -1) {
 		session_close(k, CLOSE_NO_MEMORY);
 		return;
@@ -1006,7 +988,7 @@ h2_start(struct session *s)
 	}
 	c->s = s;
 	TAILQ_INIT(&c->streams);
-	TAILQ_INIT(&c->lanes);
+	TAILQ_INIT(&c->pool);
 	s->c->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
@@ -1046,7 +1028,6 @@ h2_free(struct session *s)
 {
 	struct h2_conn *c = s->c->h2;
 	struct h2_stream *st;
-	struct session *k;
 
 	if (c == NULL || s->c->owner != s)
 		return;		/* a stream's session: the streams stay */
@@ -1055,10 +1036,7 @@ h2_free(struct session *s)
 		child_close(st, CLOSE_CLIENT_CLOSED);
 		st_free(st);
 	}
-	while ((k = TAILQ_FIRST(&c->lanes)) != NULL) {
-		lane_drop(k);
-		session_close(k, CLOSE_CLIENT_CLOSED);
-	}
+	origin_pool_clear(&c->pool);	/* what the streams left there too */
 	if (c->ng != NULL)
 		nghttp2_session_del(c->ng);
 	if (c->pump_ev != NULL)

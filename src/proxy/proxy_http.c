@@ -182,6 +182,9 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	forward_prepare(s, req);
+	/* A stream's: an origin connection a finished stream left for it. */
+	if (s->h2_child)
+		(void)h2_origin_take(s);
 	if (s->h2_child && !upstream_reusable(s)) {
 		/*
 		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an

@@ -502,8 +502,8 @@ class Http2Test(unittest.TestCase):
 
     def test_streams_one_after_another_decided_afresh(self):
         """
-        Streams one after another reuse an idle stream session and its
-        HTTP/1.1 origin connection; nothing of one stream's decision or
+        Streams one after another reuse the HTTP/1.1 origin connection
+        the stream before left in the connection's pool; nothing of one stream's decision or
         credential carries into the next.
         """
         h = H2(self, "bound.test", self.origin.port)
@@ -538,9 +538,9 @@ class Http2Test(unittest.TestCase):
 
     def test_streams_share_an_idle_stream_session(self):
         # Streams of one connection, one after another and then side by
-        # side, to an HTTP/1.1 origin: a stream session that answered waits
-        # idle with its origin connection for the next stream, so the origin
-        # sees few connections, not one per stream.
+        # side, to an HTTP/1.1 origin: a stream that answered leaves its
+        # origin connection in the connection's pool for the next stream,
+        # so the origin sees few connections, not one per stream.
         h = H2(self, "bound.test", self.origin.port)
         for sid in (1, 3, 5):
             h.request(sid, path="/echo/lane-%d" % sid)
@@ -562,6 +562,68 @@ class Http2Test(unittest.TestCase):
         # finds one of them idle.
         self.assertLessEqual(len(set(port.values())), 6, port)
         self.assertIn(port[19], set(port[s] for s in side) | {port[1]})
+
+    def _origin_socks(self, port):
+        """The origin's open sockets whose peer (the gateway) is on port."""
+        found = []
+        with self.origin.srv.lock:
+            for s in self.origin.srv.open_socks:
+                try:
+                    if s.getpeername()[1] == port:
+                        found.append(s)
+                except OSError:
+                    pass
+        return found
+
+    def _kept_port(self, sid, tag):
+        """Stream sid to /echo/TAG on a connection of its own: its origin port."""
+        h = H2(self, "bound.test", self.origin.port)
+        h.request(sid, path="/echo/" + tag)
+        st, = h.wait(sid)
+        self.assertEqual(H2.status(st), 200, st)
+        return h, self.origin.find("/echo/" + tag)[0]["port"]
+
+    def test_kept_origin_closed_by_origin_not_reused(self):
+        # A finished stream's origin connection waits for the next stream;
+        # the origin closes it meanwhile: the next stream is answered on a
+        # new connection, not failed on the dead one. Twice, so that the
+        # second closed connection was itself one taken from the pool.
+        h, p1 = self._kept_port(1, "kept-close-1")
+        for sid in (3, 5):
+            time.sleep(0.3)            # the stream ended: its origin kept
+            socks = self._origin_socks(p1)
+            self.assertEqual(len(socks), 1, "the kept connection is open")
+            socks[0].shutdown(socket.SHUT_RDWR)
+            time.sleep(0.3)            # the gateway notices the close
+            h.request(sid, path="/echo/kept-close-%d" % sid)
+            st, = h.wait(sid)
+            self.assertEqual(H2.status(st), 200, st)
+            p2 = self.origin.find("/echo/kept-close-%d" % sid)[0]["port"]
+            self.assertNotEqual(p2, p1)
+            p1 = p2
+        # ... and the new one is kept in turn for the stream after.
+        time.sleep(0.3)
+        h.request(7, path="/echo/kept-close-7")
+        st, = h.wait(7)
+        self.assertEqual(H2.status(st), 200, st)
+        self.assertEqual(self.origin.find("/echo/kept-close-7")[0]["port"], p1)
+
+    def test_kept_origin_released_after_keepalive_timeout(self):
+        # upstream.keepalive_timeout (5 s by default) bounds how long a
+        # finished stream's origin connection waits: the origin sees it
+        # closed, and the stream after is answered on a new one.
+        h, p1 = self._kept_port(1, "kept-time-1")
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            if not self._origin_socks(p1):
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("the kept origin connection was never released")
+        h.request(3, path="/echo/kept-time-3")
+        st, = h.wait(3)
+        self.assertEqual(H2.status(st), 200, st)
+        self.assertNotEqual(self.origin.find("/echo/kept-time-3")[0]["port"], p1)
 
     def test_answer_flowing_is_not_idle(self):
         # upstream.idle_timeout closes a connection with no traffic either
