@@ -208,6 +208,36 @@ class SandboxLifeTest(SandboxWorld):
             self.check_clean(sid)
         self.each_runtime(one)
 
+    def test_07b_group_interrupt_reaches_the_command_once(self):
+        """A ^C reaches `sandbox exec`'s whole process group, the runtime's
+        exec included; the command must get it once, not once from the
+        runtime and again from the launcher. The trap counts its runs and
+        lingers, so a second delivery would be seen."""
+        trap = ('n=0; trap \'n=$((n+1)); echo "got INT $n"; sleep 1; '
+            '[ $n -gt 1 ] && exit 7; exit 6\' INT; '
+            'echo started; while :; do sleep 0.1; done')
+
+        def one(rt):
+            sid = "t-sig2-" + rt
+            self.create(rt, sid)
+            p = subprocess.Popen([T.BIN, "sandbox", "exec", "-c",
+                self.gw.cfg_path, sid, "--", "sh", "-c", trap],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, env=T.clean_env(),
+                start_new_session=True)
+            try:
+                self.assertEqual(p.stdout.readline(), "started\n")
+                os.killpg(p.pid, signal.SIGINT)
+                out, err = p.communicate(timeout=30 * T.SLOW)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            self.assertEqual((p.returncode, out), (6, "got INT 1\n"), err)
+            self.assertEqual(self.sandgate("sandbox", "rm", sid).returncode, 0)
+            self.check_clean(sid)
+        self.each_runtime(one)
+
     def test_06_usage_errors(self):
         for args in (["create", "--publish", "0"], ["create", "--publish",
                 "70000"], ["create", "--ttl", "soon"], ["create", "--ttl",
