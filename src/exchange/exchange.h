@@ -435,8 +435,6 @@ struct session {
 	int			 splice_off;	/* splicing failed once: copy to the end */
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
-	uint64_t		 bytes_up;	/* the connection's totals, every exchange */
-	uint64_t		 bytes_down;
 	struct timespec		 started;
 	enum sg_close		 close_reason;	/* NONE until it ends */
 	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */

@@ -1066,8 +1066,6 @@ forward_done(struct session *s)
 		(void)fe_stream_end(s, NULL, 0);
 	exchange_log(s, VERDICT_ALLOW, f->status, REASON_NONE);
 	cred_plan_clear(&f->plan);
-	s->bytes_up += s->x->up;	/* the connection's totals */
-	s->bytes_down += s->x->down;
 	/*
 	 * Bytes past the end of the response are no answer to anything: an
 	 * origin connection holding them would hand them to the next request.

@@ -93,13 +93,10 @@ relay_read_cb(struct bufferevent *bev, void *arg)
 
 	session_touch(s);
 	evbuffer_add_buffer(out, in);
-	if (bev == s->c->cbev) {
-		s->bytes_up += n;
+	if (bev == s->c->cbev)
 		s->x->up += n;
-	} else {
-		s->bytes_down += n;
+	else
 		s->x->down += n;
-	}
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);	/* relay_write_cb resumes */
 }
@@ -280,13 +277,10 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 		if (n > 0) {
 			d->queued += (size_t)n;
 			drained = (size_t)n < d->cap;
-			if (d->up) {
-				s->bytes_up += (uint64_t)n;
+			if (d->up)
 				s->x->up += (uint64_t)n;
-			} else {
-				s->bytes_down += (uint64_t)n;
+			else
 				s->x->down += (uint64_t)n;
-			}
 			continue;
 		}
 		if (n == -1 && errno == EINTR)

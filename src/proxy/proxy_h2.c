@@ -269,7 +269,6 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	n = evbuffer_remove(st->body, buf, length);
 	if (n < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	st->c->s->bytes_down += (uint64_t)n;
 	if (evbuffer_get_length(st->body) == 0 && st->eof) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->discard = 1;
@@ -798,7 +797,6 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct h2_conn *c = arg;
 	struct h2_stream *st = stream_of(c, id);
 
-	c->s->bytes_up += len;
 	if (st == NULL || st->child == NULL) {
 		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
 		return 0;

@@ -93,7 +93,6 @@ sniff_origin_read_cb(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 
 	session_touch(s);
-	s->bytes_down += evbuffer_get_length(in);
 	s->x->down += evbuffer_get_length(in);
 	evbuffer_add_buffer(bufferevent_get_output(s->c->cbev), in);
 	if (evbuffer_get_length(bufferevent_get_output(s->c->cbev)) > PROXY_HWM)
