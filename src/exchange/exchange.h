@@ -256,6 +256,11 @@ struct forward {
 	char			 method[24];
 	char			*path;		/* the whole request target; "" when none */
 	struct netaddr		 ip;		/* the address this exchange went to or was refused for */
+	/*
+	 * The request head built for the origin (credentials swapped in), until
+	 * forward_start moves it onto the origin socket; freed with the exchange.
+	 */
+	struct evbuffer		*head;
 	struct cred_plan	 plan;
 	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
 	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
@@ -428,8 +433,6 @@ struct session {
 	struct event		*idle_ev;
 	struct timeval		 last_active;
 	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
-
-	struct evbuffer		*pending_head;	/* request head built for the origin */
 
 	struct splice_relay	*splice;	/* the relay moved to splice (proxy_relay.c) */
 	int			 splice_off;	/* splicing failed once: copy to the end */
@@ -796,7 +799,7 @@ void		 stream_resume(struct session *);
 /*
  * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After
  * the decision and the plan; only_h2 (gRPC): an origin without h2 is a
- * 502, else it gets the HTTP/1.1 head already in s->pending_head.
+ * 502, else it gets the HTTP/1.1 head already in s->x->fwd.head.
  */
 struct h2o;
 void		 h2o_request(struct session *, const struct http_request *,
@@ -816,7 +819,7 @@ int		 http_h2_fields(struct session *, const struct http_request *,
 /*
  * proxy_request.c: the credential plan of a decided request (placeholders
  * swapped where they belong, refused elsewhere: answered, -1), and its
- * head for the origin in s->pending_head (replace_host: Host names the
+ * head for the origin in s->x->fwd.head (replace_host: Host names the
  * target): 0, or -1 out of memory.
  */
 int		 request_cred_check(struct session *, const struct http_request *);

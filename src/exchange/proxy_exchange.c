@@ -152,6 +152,8 @@ exchange_free(struct exchange *x)
 		return;
 	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);
+	if (x->fwd.head != NULL)
+		evbuffer_free(x->fwd.head);
 	if (x->fwd.scrub != NULL)
 		vault_scrubber_free(x->fwd.scrub);
 	exchange_mem_free(x);	/* path, body tail, addresses */

@@ -158,7 +158,7 @@ forward_start(struct session *s)
 	f->ip = s->ob->addr;	/* upstream_guard: bound, so there */
 	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
-	evbuffer_add_buffer(bufferevent_get_output(s->obev), s->pending_head);
+	evbuffer_add_buffer(bufferevent_get_output(s->obev), f->head);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
 	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
 	/*

@@ -183,13 +183,14 @@ request_build_head(struct session *s, const struct http_request *req,
 {
 	struct vault_wbuf *h;
 
-	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
+	/* One head per exchange: built once, never over another's. */
+	if (s->x->fwd.head != NULL ||
+	    (s->x->fwd.head = evbuffer_new()) == NULL)
 		return -1;
-	evbuffer_drain(s->pending_head, evbuffer_get_length(s->pending_head));
 	if ((h = vault_wbuf_new()) == NULL)
 		return -1;
 	if (write_origin_head(s, req, replace_host, h) == -1 ||
-	    vault_wbuf_hand(h, s->pending_head) == -1) {
+	    vault_wbuf_hand(h, s->x->fwd.head) == -1) {
 		vault_wbuf_free(h);
 		return -1;
 	}

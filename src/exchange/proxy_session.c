@@ -225,11 +225,8 @@ session_close(struct session *s, enum sg_close reason)
 	}
 	free(s->ob);
 	s->ob = NULL;
-	if (s->pending_head != NULL)
-		evbuffer_free(s->pending_head);
 	s->idle_ev = NULL;
 	s->obev = NULL;
-	s->pending_head = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	session_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */

@@ -154,10 +154,10 @@ build_guest_head(struct session *s, const struct http_request *req,
 	size_t i, toklen;
 	int n;
 
-	if (s->pending_head == NULL && (s->pending_head = evbuffer_new()) == NULL)
+	/* One head per exchange: built once, never over another's. */
+	if (s->x->fwd.head != NULL || (s->x->fwd.head = evbuffer_new()) == NULL)
 		return -1;
-	h = s->pending_head;
-	evbuffer_drain(h, evbuffer_get_length(h));
+	h = s->x->fwd.head;
 	evbuffer_add_printf(h, "%.*s %s HTTP/1.%d\r\n", (int)req->method.len,
 	    req->method.p, target, req->version_minor);
 	if (req->form == HTTP_TARGET_ABSOLUTE)

@@ -21,6 +21,8 @@
 #include "core/diag.h"
 #include "exchange/exchange.h"
 
+#include <event2/buffer.h>
+
 /* The gateway the sessions belong to: only its current policy is asked. */
 static struct proxy	 px;
 static struct policy	*pol_a, *pol_b;
@@ -79,6 +81,11 @@ dirty(struct exchange *x)
 	CHECK(x->body_tail != NULL);
 	memcpy(x->body_tail->buf, "sg-ph", 5);
 	x->body_tail->len = 5;
+	/* A head built for the origin, with a secret swapped in, never sent. */
+	x->fwd.head = evbuffer_new();
+	CHECK(x->fwd.head != NULL);
+	CHECK_INT(evbuffer_add_printf(x->fwd.head, "GET / HTTP/1.1\r\n"
+	    "Authorization: Bearer real-secret\r\n\r\n") > 0, 1);
 	x->logged = 1;
 }
 
@@ -90,6 +97,8 @@ check_fresh(const struct exchange *x, const char *name)
 	    name);
 	CHECK_MSG(x->fwd.request == 0 && x->fwd.status == 0 &&
 	    x->fwd.switched == 0, "%s: request state", name);
+	/* No head of another request to send (the old one went with it). */
+	CHECK_MSG(x->fwd.head == NULL, "%s: head", name);
 	/* Its row's measures are its own: no byte, and timed from its start. */
 	CHECK_MSG(x->up == 0 && x->down == 0, "%s: bytes", name);
 	CHECK_MSG(x->started.tv_sec > 1, "%s: started", name);
