@@ -193,6 +193,16 @@ exchange_next(struct session *s)
 	 */
 	if (x->pol == NULL)
 		x->pol = proxy_policy_get(s->p);
+	/*
+	 * The exchange ending writes its row if it has none: a tunnel that
+	 * connected to its origin before its first bytes (an opaque rule)
+	 * and then carried requests is a decision that reached an origin,
+	 * whether or not a request inside it ever completes. (A request's
+	 * exchange that reached its origin has written its row by the time
+	 * the next head starts.)
+	 */
+	if (!s->x->logged && s->x->verdict.allow && s->x->fwd.ip.family != 0)
+		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
 	exchange_free(s->x);
 	s->x = x;
 	return 0;

@@ -435,6 +435,52 @@ class ConnectTest(unittest.TestCase):
                         up=0, down=len(b"SSH-2.0-origin\r\n"))
         self.audit.check()
 
+    def test_opaque_tunnel_turned_http_keeps_its_row(self):
+        """An opaque rule connects before the client's first bytes; when they
+        are HTTP the tunnel carries requests instead and its connection is
+        closed. The origin was reached under the tunnel's decision: it has
+        its row even when no request inside ever completes (a head cut
+        short), not only the requests' rows."""
+        c, r = self.tunnel("ssh.test:%d" % self.echo.port)
+        self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
+        before = self.echo.conn_count
+        deadline = time.time() + 5 * T.SLOW
+        while self.echo.conn_count == before and time.time() < deadline:
+            time.sleep(0.05)
+        c.send(b"GET /cut HTTP/1.1\r\nHost: ssh.test:%d\r\n" % self.echo.port)
+        time.sleep(0.3)
+        c.close()
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None,
+                        self.echo.port, host="ssh.test", ip="127.0.0.2",
+                        up=0, down=0)
+        self.audit.check()
+
+    def test_opaque_tunnel_turned_http_after_banner(self):
+        # The same after the server spoke first: its banner reached the
+        # client and is counted in the tunnel's row; then a whole request,
+        # decided on its own (the origin's answer is no HTTP: 502).
+        c, r = self.tunnel("ssh.test:%d" % self.banner.port)
+        self.assertEqual(r.status, 200, r)
+        client = AC.client_of_conn(c)
+        c.sock.settimeout(3 * T.SLOW)
+        banner = b"SSH-2.0-origin\r\n"
+        self.assertEqual(c.read_until(b"\r\n"), banner)
+        resp = c.request("GET /after-banner HTTP/1.1\r\nHost: ssh.test:%d\r\n"
+                         "\r\n" % self.banner.port)
+        self.assertEqual(resp.status, 502, resp)
+        c.close()
+        self.tunnel_row(client, "allow", 200, "tun:allow[1]", None,
+                        self.banner.port, host="ssh.test", ip="127.0.0.2",
+                        up=0, down=len(banner))
+        self.audit.expect({"client": client, "path": "/after-banner"},
+                          decision="error", kind="connect", sandbox="local",
+                          method="GET", status=502, host="ssh.test",
+                          ip="127.0.0.2", port=self.banner.port,
+                          rule="tun:allow[1]", reason="upstream-error",
+                          credential=None, bytes_up=0, bytes_down=0)
+        self.audit.check()
+
     # -------------------------------------------------------------- denials
 
     def test_denied_connect_curl(self):

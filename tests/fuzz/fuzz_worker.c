@@ -2448,8 +2448,9 @@ fz_init(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	log_init(LOG_LVL_WARN, "fuzz_worker");
-	if (getenv("FUZZ_WORKER_DEBUG") == NULL)
-		log_set_level(LOG_LVL_WARN);
+	/* FUZZ_WORKER_DEBUG: the gateway's debug lines too, to follow an input. */
+	log_set_level(getenv("FUZZ_WORKER_DEBUG") != NULL ? LOG_LVL_DEBUG :
+	    LOG_LVL_WARN);
 	forms_init();
 	snprintf(fz.dir, sizeof(fz.dir), "%s/fuzz_worker.XXXXXX",
 	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
