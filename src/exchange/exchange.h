@@ -753,7 +753,8 @@ int		 proxy_tls_intercept_client(struct session *,
 struct bufferevent *proxy_tls_origin_bev(struct session *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
 void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
-void		 proxy_tls_origin_release(struct bufferevent *);
+/* An origin connection (TLS or not) freed, its TLS session kept resumable. */
+void		 proxy_tls_origin_close(struct bufferevent *);
 /* In a read callback, before the input is drained: size the filter's next reads. */
 void		 proxy_tls_read_size(struct bufferevent *);
 /* Ciphertext not yet written to an intercepted client's socket. */

@@ -744,10 +744,8 @@ h2up_free_cb(evutil_socket_t fd, short what, void *arg)
 		nghttp2_session_del(up->ng);
 	while (!TAILQ_EMPTY(&up->hds))
 		hd_free(TAILQ_FIRST(&up->hds));
-	if (up->bev != NULL) {
-		proxy_tls_origin_release(up->bev);
-		proxy_tls_bev_free(up->bev);
-	}
+	if (up->bev != NULL)
+		proxy_tls_origin_close(up->bev);
 	event_free(up->flush_ev);
 	event_free(up->free_ev);
 	free(up);

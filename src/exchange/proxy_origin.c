@@ -122,16 +122,13 @@ struct kept_origin {
 	struct bufferevent	*bev;
 	struct origin_bind	*ob;	/* what bev was opened for */
 	struct event		*timer;	/* upstream.keepalive_timeout */
-	int			 tls;	/* intercepted: TLS toward the origin */
 };
 
 static void
 kept_free(struct kept_origin *k)
 {
 	TAILQ_REMOVE(k->pool, k, entry);
-	if (k->tls)
-		proxy_tls_origin_release(k->bev);
-	proxy_tls_bev_free(k->bev);
+	proxy_tls_origin_close(k->bev);
 	free(k->ob);
 	event_free(k->timer);
 	free(k);
@@ -192,7 +189,6 @@ upstream_keep_in(struct session *s, struct origin_pool *pool)
 	k->w = s->w;
 	k->bev = s->obev;
 	k->ob = s->ob;
-	k->tls = s->c->intercepted;
 	s->obev = NULL;
 	s->ob = NULL;
 	/* No session answers for it now (origin_new_session_cb). */

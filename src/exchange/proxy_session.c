@@ -218,11 +218,8 @@ session_close(struct session *s, enum sg_close reason)
 		proxy_tls_bev_free(s->c->cbev);
 		s->c->cbev = NULL;
 	}
-	if (s->obev != NULL) {
-		if (s->c->intercepted)
-			proxy_tls_origin_release(s->obev);
-		proxy_tls_bev_free(s->obev);
-	}
+	if (s->obev != NULL)
+		proxy_tls_origin_close(s->obev);
 	free(s->ob);
 	s->ob = NULL;
 	s->idle_ev = NULL;
@@ -591,9 +588,7 @@ void
 upstream_drop(struct session *s)
 {
 	if (s->obev != NULL) {
-		if (s->c->intercepted)
-			proxy_tls_origin_release(s->obev);
-		proxy_tls_bev_free(s->obev);
+		proxy_tls_origin_close(s->obev);
 		s->obev = NULL;
 	}
 	free(s->ob);

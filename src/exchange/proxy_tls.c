@@ -696,18 +696,19 @@ proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
 }
 
 /*
- * Before an origin connection is freed: a TLS connection that ends without
- * a shutdown makes OpenSSL mark its session unresumable, so end it quietly
- * (no alert is waited for; the socket closes right after).
+ * An origin connection freed: a TLS connection that ends without a
+ * shutdown makes OpenSSL mark its session unresumable, so it is ended
+ * quietly first (no alert is waited for; the socket closes right after).
  */
 void
-proxy_tls_origin_release(struct bufferevent *bev)
+proxy_tls_origin_close(struct bufferevent *bev)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
-	if (ssl == NULL || !SSL_is_init_finished(ssl))
-		return;
-	SSL_set_quiet_shutdown(ssl, 1);
-	(void)SSL_shutdown(ssl);
-	ERR_clear_error();
+	if (ssl != NULL && SSL_is_init_finished(ssl)) {
+		SSL_set_quiet_shutdown(ssl, 1);
+		(void)SSL_shutdown(ssl);
+		ERR_clear_error();
+	}
+	proxy_tls_bev_free(bev);
 }

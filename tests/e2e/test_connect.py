@@ -423,16 +423,23 @@ class ConnectTest(unittest.TestCase):
                         host="denied.test")
         self.audit.check()
 
-    def test_opaque_rule_server_speaks_first(self):
+    BANNER = b"SSH-2.0-origin\r\n"
+
+    def banner_tunnel(self):
+        """A tunnel under the opaque rule to the server that speaks first,
+        its banner read: (tunnel, its client address)."""
         c, r = self.tunnel("ssh.test:%d" % self.banner.port)
         self.assertEqual(r.status, 200, r)
-        client = AC.client_of_conn(c)
         c.sock.settimeout(3 * T.SLOW)
-        self.assertEqual(c.read_until(b"\r\n"), b"SSH-2.0-origin\r\n")
+        self.assertEqual(c.read_until(b"\r\n"), self.BANNER)
+        return c, AC.client_of_conn(c)
+
+    def test_opaque_rule_server_speaks_first(self):
+        c, client = self.banner_tunnel()
         c.close()
         self.tunnel_row(client, "allow", 200, "tun:allow[1]", None,
                         self.banner.port, host="ssh.test", ip="127.0.0.2",
-                        up=0, down=len(b"SSH-2.0-origin\r\n"))
+                        up=0, down=len(self.BANNER))
         self.audit.check()
 
     def test_opaque_tunnel_turned_http_keeps_its_row(self):
@@ -441,13 +448,15 @@ class ConnectTest(unittest.TestCase):
         closed. The origin was reached under the tunnel's decision: it has
         its row even when no request inside ever completes (a head cut
         short), not only the requests' rows."""
+        before = self.echo.conn_count
         c, r = self.tunnel("ssh.test:%d" % self.echo.port)
         self.assertEqual(r.status, 200, r)
         client = AC.client_of_conn(c)
-        before = self.echo.conn_count
         deadline = time.time() + 5 * T.SLOW
         while self.echo.conn_count == before and time.time() < deadline:
             time.sleep(0.05)
+        self.assertGreater(self.echo.conn_count, before,
+                           "the opaque rule connects before any byte")
         c.send(b"GET /cut HTTP/1.1\r\nHost: ssh.test:%d\r\n" % self.echo.port)
         time.sleep(0.3)
         c.close()
@@ -460,19 +469,14 @@ class ConnectTest(unittest.TestCase):
         # The same after the server spoke first: its banner reached the
         # client and is counted in the tunnel's row; then a whole request,
         # decided on its own (the origin's answer is no HTTP: 502).
-        c, r = self.tunnel("ssh.test:%d" % self.banner.port)
-        self.assertEqual(r.status, 200, r)
-        client = AC.client_of_conn(c)
-        c.sock.settimeout(3 * T.SLOW)
-        banner = b"SSH-2.0-origin\r\n"
-        self.assertEqual(c.read_until(b"\r\n"), banner)
+        c, client = self.banner_tunnel()
         resp = c.request("GET /after-banner HTTP/1.1\r\nHost: ssh.test:%d\r\n"
                          "\r\n" % self.banner.port)
         self.assertEqual(resp.status, 502, resp)
         c.close()
         self.tunnel_row(client, "allow", 200, "tun:allow[1]", None,
                         self.banner.port, host="ssh.test", ip="127.0.0.2",
-                        up=0, down=len(banner))
+                        up=0, down=len(self.BANNER))
         self.audit.expect({"client": client, "path": "/after-banner"},
                           decision="error", kind="connect", sandbox="local",
                           method="GET", status=502, host="ssh.test",

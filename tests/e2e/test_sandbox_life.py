@@ -167,6 +167,28 @@ class SandboxLifeTest(SandboxWorld):
                 p.communicate()
         self.check_clean(sid)
 
+    def exec_signalled(self, sid, script, sig, group):
+        """`sandbox exec SID -- sh -c SCRIPT`, signalled with sig once it
+        printed "started" (group: its whole process group, as a terminal's
+        ^C); (status, stdout, stderr)."""
+        p = subprocess.Popen([T.BIN, "sandbox", "exec", "-c",
+            self.gw.cfg_path, sid, "--", "sh", "-c", script],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=T.clean_env(),
+            start_new_session=True)
+        try:
+            self.assertEqual(p.stdout.readline(), "started\n")
+            if group:
+                os.killpg(p.pid, sig)
+            else:
+                p.send_signal(sig)
+            out, err = p.communicate(timeout=30 * T.SLOW)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        return p.returncode, out, err
+
     def test_07_exec_passes_signals_on(self):
         """`sandbox exec` passes SIGTERM to the command (and ^C, SIGINT to
         its whole process group, as a terminal sends it) in both runtimes:
@@ -181,23 +203,10 @@ class SandboxLifeTest(SandboxWorld):
             for sig, word, status in ((signal.SIGTERM, "TERM", 5),
                     (signal.SIGINT, "INT", 6)):
                 with self.subTest(signal=word):
-                    p = subprocess.Popen([T.BIN, "sandbox", "exec", "-c",
-                        self.gw.cfg_path, sid, "--", "sh", "-c", trap],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True, env=T.clean_env(), start_new_session=True)
-                    try:
-                        self.assertEqual(p.stdout.readline(), "started\n")
-                        if sig == signal.SIGINT:
-                            os.killpg(p.pid, sig)
-                        else:
-                            p.send_signal(sig)
-                        out, err = p.communicate(timeout=30 * T.SLOW)
-                    finally:
-                        if p.poll() is None:
-                            p.kill()
-                            p.wait()
-                    self.assertEqual((p.returncode, out),
-                        (status, "got %s\n" % word), err)
+                    rc, out, err = self.exec_signalled(sid, trap, sig,
+                        sig == signal.SIGINT)
+                    self.assertEqual((rc, out), (status, "got %s\n" % word),
+                        err)
             # nothing of the two commands is left running in the sandbox
             r = self.sandgate("sandbox", "exec", sid, "--", "sh", "-c",
                 "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; "
@@ -220,20 +229,8 @@ class SandboxLifeTest(SandboxWorld):
         def one(rt):
             sid = "t-sig2-" + rt
             self.create(rt, sid)
-            p = subprocess.Popen([T.BIN, "sandbox", "exec", "-c",
-                self.gw.cfg_path, sid, "--", "sh", "-c", trap],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, env=T.clean_env(),
-                start_new_session=True)
-            try:
-                self.assertEqual(p.stdout.readline(), "started\n")
-                os.killpg(p.pid, signal.SIGINT)
-                out, err = p.communicate(timeout=30 * T.SLOW)
-            finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            self.assertEqual((p.returncode, out), (6, "got INT 1\n"), err)
+            rc, out, err = self.exec_signalled(sid, trap, signal.SIGINT, True)
+            self.assertEqual((rc, out), (6, "got INT 1\n"), err)
             self.assertEqual(self.sandgate("sandbox", "rm", sid).returncode, 0)
             self.check_clean(sid)
         self.each_runtime(one)
