@@ -363,6 +363,17 @@ struct tunnel_decision {
 };
 
 /*
+ * Origin connections kept alive between the exchanges of a connection's
+ * HTTP/2 streams: each stream's session is made for its stream and ends
+ * with it; what it was connected to waits here, still bound to the
+ * decision it was opened for, until a later stream's exchange of the same
+ * decision takes it (upstream_take), its origin closes it or sends bytes
+ * nobody asked for, or upstream.keepalive_timeout passes.
+ */
+struct kept_origin;
+TAILQ_HEAD(origin_pool, kept_origin);
+
+/*
  * A client connection: its socket's peer, what its front-end learnt of it
  * (the first bytes, the original destination, the tunnel and what the
  * tunnel decided), its TLS state toward the client, its timers before a
@@ -403,11 +414,12 @@ struct conn {
 	struct h2_conn		*h2;		/* the client chose h2: its streams */
 	int			 h2_checked;	/* ALPN looked at */
 	struct h2up		*h2up;		/* an h2 connection's origin connection */
+	struct origin_pool	 pool;		/* origin connections its streams left */
 };
 
 /*
  * One session: a connection's own (c->owner), or an HTTP/2 stream's on
- * the connection it shares (h2_child). It runs the current exchange
+ * the connection it shares (is_stream). It runs the current exchange
  * toward the origin: the origin side, its lookup and its timers.
  */
 struct session {
@@ -445,7 +457,7 @@ struct session {
 	int			 origin_resumed;	/* the origin TLS session was resumed */
 	/* an HTTP/2 stream's session (proxy_h2.c) */
 	struct h2_stream	*h2st;		/* its stream */
-	int			 h2_child;	/* (no tunnel row of its own) */
+	int			 is_stream;	/* an HTTP/2 stream's (no tunnel row of its own) */
 	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
 };
 
@@ -576,9 +588,10 @@ struct exchange	*exchange_new(void);
 /* What it holds (credential plan and snapshot, scrubber, path), and it. */
 void		 exchange_free(struct exchange *);
 /*
- * s's next exchange: the current one freed whole, a new one that starts
- * from what the connection decided (inside a tunnel: its target, rule and
- * addresses). 0, or -1 out of memory (s keeps the old one).
+ * proxy_session.c: s's next exchange: the current one ends (its row
+ * written if it reached an origin and has none) and is freed whole, a new
+ * one starts from what the connection decided (inside a tunnel: its
+ * target, rule and addresses). 0, or -1 out of memory (s keeps the old one).
  */
 int		 exchange_next(struct session *);
 /*
@@ -679,16 +692,6 @@ int		 upstream_keep(struct session *);
 /* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
 int		 upstream_guard(struct session *);
 /*
- * Origin connections kept alive between the exchanges of a connection's
- * HTTP/2 streams: each stream's session is made for its stream and ends
- * with it; what it was connected to waits here, still bound to the
- * decision it was opened for, until a later stream's exchange of the same
- * decision takes it (upstream_take), its origin closes it or sends bytes
- * nobody asked for, or upstream.keepalive_timeout passes.
- */
-struct kept_origin;
-TAILQ_HEAD(origin_pool, kept_origin);
-/*
  * s's origin connection, idle after its exchange, moved into pool (s has
  * none after): 0; -1 when it is not worth keeping (s keeps it).
  */
@@ -770,7 +773,7 @@ int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
  * an HTTP/2 stream's session, whose answer goes to its stream (the
  * connection's socket is its owner's, carrying every stream).
  */
-#define SESSION_CBEV(s)		((s)->h2_child ? NULL : (s)->c->cbev)
+#define SESSION_CBEV(s)		((s)->is_stream ? NULL : (s)->c->cbev)
 
 /* 1 when a session answers HTTP requests one by one (rows per request). */
 #define SESSION_IS_HTTP(s)	((s)->c->kind == KIND_HTTP || \

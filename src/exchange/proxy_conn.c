@@ -137,6 +137,7 @@ conn_new(struct session *owner)
 		return NULL;
 	c->refs = 1;
 	c->owner = owner;
+	TAILQ_INIT(&c->pool);
 	return c;
 }
 

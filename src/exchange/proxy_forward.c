@@ -405,7 +405,7 @@ forward_client_read(struct session *s)
 	ssize_t n;
 	int done;
 
-	if (s->h2_child) {
+	if (s->is_stream) {
 		stream_client_read(s);
 		return;
 	}
@@ -448,7 +448,7 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 
 	if (s->state != S_FORWARD || s->x->fwd.req_done)
 		return;
-	if (s->h2_child)
+	if (s->is_stream)
 		fe_stream_poke(s);	/* from the loop, as the stream's bytes come */
 	else
 		bufferevent_enable(s->c->cbev, EV_READ);
@@ -502,7 +502,7 @@ scrub_setup(struct session *s, const struct http_response *r)
 		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
-	if (s->h2_child)
+	if (s->is_stream)
 		;	/* an HTTP/2 stream: DATA frames, no framing to redo */
 	else if (r->framing == HTTP_BODY_UNTIL_CLOSE || f->client_minor == 0)
 		f->client_keep_alive = 0;	/* ends with the connection */
@@ -519,7 +519,7 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 
 	if (n == 0)
 		return;
-	if (s->h2_child) {
+	if (s->is_stream) {
 		(void)fe_stream_data(s, clean);	/* a gone stream: its end says so */
 		return;
 	}
@@ -817,7 +817,7 @@ origin_head(struct session *s)
 		}
 		if (r.status >= 100 && r.status < 200 && r.status != 101) {
 			/* 100 Continue, 103 ...: not for an HTTP/2 stream. */
-			if (!s->h2_child)
+			if (!s->is_stream)
 				write_client_head(s, &r, 0);
 			evbuffer_drain(in, (size_t)n);
 			continue;
@@ -837,7 +837,7 @@ origin_head(struct session *s)
 		    r.framing != HTTP_BODY_UNTIL_CLOSE;
 		if (r.status != 101 && scrub_setup(s, &r) == -1)
 			return -1;
-		if (!s->h2_child)
+		if (!s->is_stream)
 			write_client_head(s, &r, 1);
 		else if (stream_head(s, &r) == -1) {
 			session_close(s, CLOSE_CLIENT_RESET);	/* the stream is gone */
@@ -894,7 +894,7 @@ origin_body(struct session *s)
 
 	if (f->scrub != NULL)
 		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
-	else if (s->h2_child)
+	else if (s->is_stream)
 		n = stream_body(s, bufferevent_get_input(s->obev), &done);
 	else
 		n = move_body(bufferevent_get_input(s->obev), out,
@@ -922,7 +922,7 @@ origin_body(struct session *s)
 		}
 		return;
 	}
-	if (s->h2_child ? fe_stream_full(s) : evbuffer_get_length(out) >
+	if (s->is_stream ? fe_stream_full(s) : evbuffer_get_length(out) >
 	    PROXY_HWM)
 		bufferevent_disable(s->obev, EV_READ);	/* forward_resume resumes */
 }
@@ -1062,7 +1062,7 @@ forward_done(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
 
-	if (s->h2_child)
+	if (s->is_stream)
 		(void)fe_stream_end(s, NULL, 0);
 	exchange_log(s, VERDICT_ALLOW, f->status, REASON_NONE);
 	cred_plan_clear(&f->plan);

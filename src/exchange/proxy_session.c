@@ -103,6 +103,54 @@ session_adopt(struct session *s)
 	return 0;
 }
 
+int
+exchange_next(struct session *s)
+{
+	struct exchange *x;
+
+	if ((x = exchange_new()) == NULL)
+		return -1;
+	if (s->c->kind == KIND_INGRESS)
+		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
+	if (s->c->tunnel_http && s->c->tun != NULL && s->c->kind != KIND_INGRESS) {
+		/*
+		 * The tunnel's identity and policy; refused before its own
+		 * decision: the tunnel's rule.
+		 */
+		x->pol = s->c->tun->pol;
+		policy_ref(x->pol);
+		x->has_ident = s->c->tun->has_ident;
+		x->ident = s->c->tun->ident;
+		memcpy(x->verdict.rule, s->c->tun->rule, sizeof(x->verdict.rule));
+		x->target = s->c->tun->target;
+		if (exchange_set_addrs(x, s->c->tun->addrs, s->c->tun->n_addrs) ==
+		    -1) {
+			exchange_free(x);
+			return -1;
+		}
+	}
+	/*
+	 * Anywhere else a request is asked from its identity up, on the
+	 * current policy (the explicit proxy, ingress: each request says who
+	 * it is).
+	 */
+	if (x->pol == NULL)
+		x->pol = proxy_policy_get(s->p);
+	/*
+	 * The exchange ending writes its row if it has none: a tunnel that
+	 * connected to its origin before its first bytes (an opaque rule)
+	 * and then carried requests is a decision that reached an origin,
+	 * whether or not a request inside it ever completes. (A request's
+	 * exchange that reached its origin has written its row by the time
+	 * the next head starts.)
+	 */
+	if (!s->x->logged && s->x->verdict.allow && s->x->fwd.ip.family != 0)
+		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
+	exchange_free(s->x);
+	s->x = x;
+	return 0;
+}
+
 static void
 session_free_cb(evutil_socket_t fd, short ev, void *arg)
 {
@@ -172,7 +220,7 @@ exchange_end(struct session *s, enum sg_close reason)
 	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
 		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS || x->logged ||
-	    !x->verdict.allow || s->h2_child)
+	    !x->verdict.allow || s->is_stream)
 		return;
 	if (session_close_is_error(reason) && refusal_pending())
 		exchange_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED);
@@ -210,8 +258,9 @@ session_close(struct session *s, enum sg_close reason)
 	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
 	/*
 	 * What the parts above hang on it: an HTTP/2 origin session, an h2
-	 * connection's origin connection, a WebSocket relay, splice's pipes
-	 * (before the bufferevents: it owns the sockets then).
+	 * connection's origin connection, the origin connections its streams
+	 * left, a WebSocket relay, splice's pipes (before the bufferevents: it
+	 * owns the sockets then).
 	 */
 	s->p->parts->release(s);
 	if (s->c->owner == s && s->c->cbev != NULL) {

@@ -59,12 +59,7 @@ int		 h2_chosen(struct session *);
 void		 h2_start(struct session *);
 /* From session_close (front_ops.closed). */
 void		 h2_closed(struct session *);
-/*
- * A stream's session, its request decided: an origin connection a
- * finished stream of the connection left, opened for this same decision,
- * moved into it (1); 0 when there is none.
- */
-int		 h2_origin_take(struct session *);
+
 /*
  * A stream session answers its stream with these, never with HTTP/1.1
  * text: the response head -- as an HTTP/2 origin's fields (nv as nghttp2

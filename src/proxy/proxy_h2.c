@@ -42,7 +42,6 @@ struct h2_conn {
 	nghttp2_session		*ng;
 	struct event		*pump_ev;	/* stream sessions ended: look again */
 	TAILQ_HEAD(, h2_stream)	 streams;
-	struct origin_pool	 pool;		/* origin connections between streams */
 	struct h2_bucket	 resets;	/* RST_STREAM frames received */
 	struct h2_bucket	 control;	/* SETTINGS and PING frames */
 	int			 terminated;
@@ -52,8 +51,8 @@ struct h2_stream {
 	TAILQ_ENTRY(h2_stream)	 entry;
 	struct h2_conn		*c;
 	int32_t			 id;
-	struct session		*child;		/* NULL once it ended */
-	struct evbuffer		*reqbody;	/* the request's payload, for the child */
+	struct session		*sess;		/* its session; NULL once it ended */
+	struct evbuffer		*reqbody;	/* the request's payload, for its session */
 	int			 body_new;	/* ... more of it (or its end) came */
 	struct h2_req		*req;		/* while the header block comes in */
 	char			 method[H2_REQ_METHOD_MAX + 1];
@@ -62,10 +61,10 @@ struct h2_stream {
 	char			*trailers;
 	size_t			 trailers_len, trailers_cap;
 	int			 trailers_bad;
-	int			 child_done;
+	int			 sess_done;
 	/* the response, handed over by the stream session (h2_stream_*) */
 	int			 head_sent;
-	int			 discard;	/* the rest of what the child says */
+	int			 discard;	/* the rest of what its session says */
 	struct evbuffer		*body;		/* payload, waiting for the window */
 	int			 eof;
 	int			 deferred;
@@ -126,34 +125,26 @@ h2_calm(struct h2_conn *c, const char *what)
  * the session lives as long as its stream. Its origin connection, if it
  * is kept alive, waits in the connection's pool, bound to the decision it
  * was opened for, for a later stream's exchange of that same decision
- * (http_stream_request: h2_origin_take).
+ * (tunnel_request: upstream_take).
  */
 static void
 st_maybe_release(struct h2_stream *st)
 {
-	struct session *k = st->child;
+	struct session *k = st->sess;
 
 	if (k == NULL || k->closing || st->h2_origin || !st->eof ||
 	    !st->req_ended || k->state != S_HEAD ||
 	    evbuffer_get_length(st->reqbody) > 0)
 		return;
-	st->child = NULL;
+	st->sess = NULL;
 	k->h2st = NULL;
-	(void)upstream_keep_in(k, &st->c->pool);	/* or closed with k */
+	(void)upstream_keep_in(k, &k->c->pool);	/* or closed with k */
 	session_close(k, CLOSE_DONE);
-}
-
-int
-h2_origin_take(struct session *k)
-{
-	if (!k->h2_child || k->c->h2 == NULL)
-		return 0;
-	return upstream_take(k, &k->c->h2->pool);
 }
 
 /* The stream's request session: the tunnel's identity, name and addresses. */
 static struct session *
-child_new(struct h2_stream *st)
+stream_session_new(struct h2_stream *st)
 {
 	struct session *p = st->c->s, *k;
 
@@ -186,7 +177,7 @@ child_new(struct h2_stream *st)
 	k->x->target = k->c->tun->target;
 	memcpy(k->x->verdict.rule, k->c->tun->rule, sizeof(k->x->verdict.rule));
 	k->idle_ms = p->idle_ms;
-	k->h2_child = 1;
+	k->is_stream = 1;
 	k->h2st = st;
 	clock_gettime(CLOCK_MONOTONIC, &k->started);
 	k->x->started = k->started;
@@ -197,26 +188,26 @@ child_new(struct h2_stream *st)
 
 /* From session_close: the stream's request session is ending. */
 static void
-h2_child_gone(struct session *k)
+stream_session_gone(struct session *k)
 {
 	struct h2_stream *st = k->h2st;
 
 	k->h2st = NULL;
 	if (st == NULL)
 		return;
-	st->child = NULL;
-	st->child_done = 1;
+	st->sess = NULL;
+	st->sess_done = 1;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 }
 
 static void
-child_close(struct h2_stream *st, enum sg_close why)
+stream_session_close(struct h2_stream *st, enum sg_close why)
 {
-	struct session *k = st->child;
+	struct session *k = st->sess;
 
 	if (k == NULL)
 		return;
-	st->child = NULL;
+	st->sess = NULL;
 	k->h2st = NULL;
 	session_close(k, why);
 }
@@ -236,7 +227,7 @@ st_free(struct h2_stream *st)
 	/* Its answer may have gone out before the loop came round to it. */
 	if (st->eof)
 		st_maybe_release(st);
-	child_close(st, CLOSE_CLIENT_RESET);
+	stream_session_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
 	if (st->reqbody != NULL)
@@ -254,7 +245,7 @@ st_reset(struct h2_stream *st, uint32_t code)
 {
 	st->discard = 1;
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
-	child_close(st, CLOSE_CLIENT_RESET);
+	stream_session_close(st, CLOSE_CLIENT_RESET);
 }
 
 /* ---- the response: HTTP/1.1 from the stream session -> HTTP/2 ------- */
@@ -282,9 +273,9 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		return NGHTTP2_ERR_DEFERRED;
 	}
 	/* Room again: the stream session reads on from its origin. */
-	if (n > 0 && st->child != NULL && evbuffer_get_length(st->body) <
+	if (n > 0 && st->sess != NULL && evbuffer_get_length(st->body) <
 	    H2_BUF / 2)
-		stream_resume(st->child);
+		stream_resume(st->sess);
 	return n;
 }
 
@@ -375,12 +366,12 @@ st_submit_head(struct h2_stream *st, const struct http_response *r)
 static void
 st_pump(struct h2_stream *st)
 {
-	struct session *k = st->child;
+	struct session *k = st->sess;
 
-	if (st->child_done)
+	if (st->sess_done)
 		evbuffer_drain(st->reqbody, evbuffer_get_length(st->reqbody));
 	/* Taken down to half: the window the client used comes back. */
-	if (st->unconsumed > 0 && (st->child_done ||
+	if (st->unconsumed > 0 && (st->sess_done ||
 	    evbuffer_get_length(st->reqbody) <= H2_BUF / 2)) {
 		nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
 		st->unconsumed = 0;
@@ -389,10 +380,10 @@ st_pump(struct h2_stream *st)
 		st->body_new = 0;
 		session_touch(k);	/* the client is sending: not idle */
 		stream_client_body(k);
-		if (st->child == NULL && !st->child_done)
+		if (st->sess == NULL && !st->sess_done)
 			return;		/* the stream is being reset */
 	}
-	if (st->child_done && !st->eof && !st->discard) {
+	if (st->sess_done && !st->eof && !st->discard) {
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
 		return;
 	}
@@ -568,7 +559,7 @@ static void
 st_refuse(struct h2_stream *st, struct h2_req *q, int status,
     enum sg_reason reason, const char *detail)
 {
-	struct session *k = st->child;
+	struct session *k = st->sess;
 
 	/* The refusal is an exchange of its own, as every request is. */
 	if (exchange_next(k) == -1) {
@@ -603,13 +594,13 @@ st_request(struct h2_stream *st, int end_stream)
 	struct http_request req;
 
 	st->req = NULL;
-	if ((st->child = child_new(st)) == NULL) {
+	if ((st->sess = stream_session_new(st)) == NULL) {
 		free(q);
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
 	st->c->s->x->logged = 1;	/* the connection's rows are its streams' */
-	k = st->child;
+	k = st->sess;
 	if (h2_req_request(q, end_stream, &req) == 0 &&
 	    head_size(&req) > st->c->s->p->cfg->max_header_bytes)
 		q->err = H2_REQ_ERR_TOO_LARGE;
@@ -664,7 +655,7 @@ st_data_end(struct h2_stream *st)
 static int
 st_trailers_check(struct h2_stream *st)
 {
-	struct session *k = st->child;
+	struct session *k = st->sess;
 	struct evbuffer *b;
 	int found;
 
@@ -797,7 +788,7 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct h2_conn *c = arg;
 	struct h2_stream *st = stream_of(c, id);
 
-	if (st == NULL || st->child == NULL) {
+	if (st == NULL || st->sess == NULL) {
 		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
 		return 0;
 	}
@@ -986,7 +977,6 @@ h2_start(struct session *s)
 	}
 	c->s = s;
 	TAILQ_INIT(&c->streams);
-	TAILQ_INIT(&c->pool);
 	s->c->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
@@ -1010,7 +1000,7 @@ h2_chosen(struct session *s)
 	unsigned int len;
 	SSL *ssl;
 
-	if (!s->c->intercepted || s->h2_child || s->c->kind == KIND_INGRESS ||
+	if (!s->c->intercepted || s->is_stream || s->c->kind == KIND_INGRESS ||
 	    s->c->h2_checked)
 		return 0;
 	s->c->h2_checked = 1;
@@ -1031,10 +1021,9 @@ h2_free(struct session *s)
 		return;		/* a stream's session: the streams stay */
 	s->c->h2 = NULL;
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
-		child_close(st, CLOSE_CLIENT_CLOSED);
+		stream_session_close(st, CLOSE_CLIENT_CLOSED);
 		st_free(st);
 	}
-	origin_pool_clear(&c->pool);	/* what the streams left there too */
 	if (c->ng != NULL)
 		nghttp2_session_del(c->ng);
 	if (c->pump_ev != NULL)
@@ -1046,6 +1035,6 @@ void
 h2_closed(struct session *s)
 {
 	if (s->h2st != NULL)
-		h2_child_gone(s);	/* its stream reads what is left */
+		stream_session_gone(s);	/* its stream reads what is left */
 	h2_free(s);		/* a connection's streams end with it */
 }

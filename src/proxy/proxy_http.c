@@ -183,9 +183,9 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	/* A stream's: an origin connection a finished stream left for it. */
-	if (s->h2_child)
-		(void)h2_origin_take(s);
-	if (s->h2_child && !upstream_reusable(s)) {
+	if (s->is_stream)
+		(void)upstream_take(s, &s->c->pool);
+	if (s->is_stream && !upstream_reusable(s)) {
 		/*
 		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
 		 * HTTP/1.1 origin connection kept from this stream session's
