@@ -2124,14 +2124,43 @@ fz_check_socks(void)
 	}
 }
 
+/*
+ * Request i gets a row of its own (Kuhn's augmenting paths): two requests
+ * with the same host, method and path may each fit only one of the rows,
+ * so taking the first row that fits can leave a later request without one
+ * while a pairing for all exists.
+ */
+static int
+fz_pair(int i, int *req_of_row, char *seen)
+{
+	const struct fz_req *q = &fz.reqs[i];
+	int k;
+
+	for (k = 0; k < fz.n_rows; k++) {
+		if (seen[k] || !row_matches(&fz.rows[k], q,
+		    &fz.origins[q->origin]))
+			continue;
+		seen[k] = 1;
+		if (req_of_row[k] == -1 || fz_pair(req_of_row[k], req_of_row,
+		    seen)) {
+			req_of_row[k] = i;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static void
 fz_check(int secret_ok)
 {
-	int i, k;
+	int i, k, req_of_row[FZ_MAX_ROWS];
+	char seen[FZ_MAX_ROWS];
 
 	if (getenv("FUZZ_WORKER_TRACE") != NULL)
 		fz_trace();
 
+	for (k = 0; k < FZ_MAX_ROWS; k++)
+		req_of_row[k] = -1;
 	for (i = 0; i < fz.n_reqs; i++) {
 		struct fz_req *q = &fz.reqs[i];
 		const struct fz_peer *o = &fz.origins[q->origin];
@@ -2144,17 +2173,17 @@ fz_check(int secret_ok)
 		if (o->passthrough)
 			continue;	/* the gateway saw no request: fz_check_tunnels */
 		unswap(q->target, sizeof(q->target));
-		for (k = 0; k < fz.n_rows; k++)
-			if (row_matches(&fz.rows[k], q, o))
-				break;
-		if (k == fz.n_rows)
+		memset(seen, 0, sizeof(seen));
+		if (!fz_pair(i, req_of_row, seen))
 			fz_fail("origin %s:%u received %s %s (body %zu bytes%s) "
 			    "and no unused allow row of that host, method, path "
 			    "and body length matches it", fz_hosts[o->host].name,
 			    o->port, q->method, q->target, q->body_raw,
 			    q->has_secret ? ", with the secret" : "");
-		fz.rows[k].used = 1;
 	}
+	for (k = 0; k < fz.n_rows; k++)
+		if (req_of_row[k] != -1)
+			fz.rows[k].used = 1;
 	fz_check_tunnels();
 	fz_check_marks();
 	fz_check_transparent();
