@@ -482,12 +482,27 @@ runtime_spawn(enum sandbox_runtime rt, const char *state, const char *const sub[
 	const char *argv[32];
 	sigset_t none;
 	pid_t pid, parent = getpid();
-	int fd;
+	int fd, own_group;
 
 	if (runtime_argv(rt, state, sub, argv, 32) == -1)
 		return -1;
-	if ((pid = fork()) != 0)
+	/*
+	 * `crun exec` passes on every signal it gets, and the launcher passes
+	 * on what it gets to crun: a ^C to the whole process group reached
+	 * the command twice. Without a terminal to share, crun exec gets a
+	 * process group of its own, so that only the launcher hears the
+	 * group's signals and passes each on once. (With a terminal on stdin
+	 * it stays in the foreground group, to read from it.)
+	 */
+	own_group = rt == SANDBOX_CRUN && strcmp(sub[0], "exec") == 0 &&
+	    !isatty(STDIN_FILENO);
+	if ((pid = fork()) != 0) {
+		if (pid > 0 && own_group)
+			(void)setpgid(pid, pid);	/* before any signal can come */
 		return pid;
+	}
+	if (own_group)
+		(void)setpgid(0, 0);
 	sandbox_relay_child(relay);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
