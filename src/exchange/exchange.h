@@ -35,6 +35,7 @@ struct nflog;
 struct proxy_watch;
 struct h2_conn;
 struct h2_stream;
+struct h2o;
 
 #define PROXY_MAX_ADDRS		RESOLVER_MAX_ADDRS
 #define PROXY_HWM		(256 * 1024)	/* bytes queued toward a peer before we stop reading the other side */
@@ -297,6 +298,27 @@ struct origin_bind {
 };
 
 /*
+ * An origin connection, one object from its connect to its close: its
+ * socket (TLS: its filter) and what it was opened for. An exchange writes
+ * to it (x->o) only when it was opened for that exchange's decision
+ * (upstream_guard); between exchanges it waits in its client connection's
+ * pool (struct origin_pool, on `entry`), still bound, with
+ * upstream.keepalive_timeout, until an exchange of the same decision takes
+ * it (upstream_take), its origin closes it or sends bytes nobody asked
+ * for, or the timeout passes (proxy_origin.c).
+ */
+struct conn;
+struct origin {
+	TAILQ_ENTRY(origin)	 entry;		/* on kept_by->pool */
+	struct conn		*kept_by;	/* NULL: an exchange's */
+	struct worker		*w;
+	struct bufferevent	*bev;
+	struct origin_bind	 bind;		/* bind.host "": not connected yet */
+	struct event		*timer;		/* keepalive, while kept */
+};
+TAILQ_HEAD(origin_pool, origin);
+
+/*
  * One exchange: one decision and what it carries -- its target and
  * verdict, the request and response it forwards (credential plan,
  * scrubber, path, counters), the checked addresses it may connect to, the
@@ -336,6 +358,15 @@ struct exchange {
 	struct netaddr		*addr_more;	/* room for PROXY_MAX_ADDRS, once needed */
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
 	/*
+	 * The origin connection it writes to (NULL: none yet), bound to its
+	 * decision: opened for it, taken from the connection's pool, or left
+	 * to it by the exchange before on the same connection (exchange_next);
+	 * let go of (upstream_drop, upstream_keep_in) before it is freed.
+	 * Toward an HTTP/2 origin, its stream there (proxy_h2_origin.c).
+	 */
+	struct origin		*o;
+	struct h2o		*h2o;
+	/*
 	 * Its own memory (exchange_alloc): the path, the body tail, the
 	 * addresses beyond the inline ones. Freed with it as one unit; nothing
 	 * in it is freed alone.
@@ -361,17 +392,6 @@ struct tunnel_decision {
 	size_t			 cap;		/* addrs[] has room for this many */
 	struct netaddr		 addrs[];
 };
-
-/*
- * Origin connections kept alive between the exchanges of a connection's
- * HTTP/2 streams: each stream's session is made for its stream and ends
- * with it; what it was connected to waits here, still bound to the
- * decision it was opened for, until a later stream's exchange of the same
- * decision takes it (upstream_take), its origin closes it or sends bytes
- * nobody asked for, or upstream.keepalive_timeout passes.
- */
-struct kept_origin;
-TAILQ_HEAD(origin_pool, kept_origin);
 
 /*
  * A client connection: its socket's peer, what its front-end learnt of it
@@ -414,13 +434,15 @@ struct conn {
 	struct h2_conn		*h2;		/* the client chose h2: its streams */
 	int			 h2_checked;	/* ALPN looked at */
 	struct h2up		*h2up;		/* an h2 connection's origin connection */
-	struct origin_pool	 pool;		/* origin connections its streams left */
+	struct origin_pool	 pool;		/* origin connections its exchanges left */
+	size_t			 n_pool;
 };
 
 /*
  * One session: a connection's own (c->owner), or an HTTP/2 stream's on
  * the connection it shares (is_stream). It runs the current exchange
- * toward the origin: the origin side, its lookup and its timers.
+ * toward the origin (the exchange holds the origin connection): its
+ * lookup, its timers, its relay.
  */
 struct session {
 	uint64_t		 id;
@@ -432,16 +454,12 @@ struct session {
 	int			 closing;
 	struct event		*free_ev;	/* deferred free after session_close */
 
-	struct bufferevent	*obev;		/* origin side, NULL until connected */
-
 	struct exchange		*x;		/* the current decision: never NULL */
 
 	struct resolver_query	*rq;
-	struct origin_bind	*ob;		/* what obev was opened for; NULL with no obev */
 	void			(*on_connected)(struct session *);
 
 	struct event		*dns_timer;	/* the lookup's deadline */
-	struct event		*pool_ev;	/* upstream.keepalive_timeout of a kept origin */
 	struct event		*idle_ev;
 	struct timeval		 last_active;
 	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
@@ -458,7 +476,6 @@ struct session {
 	/* an HTTP/2 stream's session (proxy_h2.c) */
 	struct h2_stream	*h2st;		/* its stream */
 	int			 is_stream;	/* an HTTP/2 stream's (no tunnel row of its own) */
-	struct h2o		*h2o;		/* ... spoken over obev (proxy_h2_origin.c) */
 };
 
 /*
@@ -680,11 +697,12 @@ int		 origin_bind_match(const struct origin_bind *have,
 		    size_t n);
 void		 origin_bind_want(const struct session *, struct origin_bind *);
 void		 origin_bind_set(struct session *, const struct netaddr *);
-/* 1 when obev was opened for the current decision (address in s->x->addrs). */
+/* 1 when s->x->o was opened for the current decision (address in s->x->addrs). */
 int		 upstream_reusable(struct session *);
 /*
  * A kept-alive origin connection for a new exchange of the same decision
- * (sandbox, host, port, TLS, credentials): 1, and the address it is
+ * (sandbox, host, port, TLS, credentials; its own or one from the pool,
+ * at whichever address it is connected to): 1, and the address it is
  * connected to becomes the exchange's only one, for its address stage to
  * check; 0 when it was opened for another decision (or there is none).
  */
@@ -692,17 +710,26 @@ int		 upstream_keep(struct session *);
 /* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
 int		 upstream_guard(struct session *);
 /*
- * s's origin connection, idle after its exchange, moved into pool (s has
- * none after): 0; -1 when it is not worth keeping (s keeps it).
+ * The exchange's origin connection, idle after its response, moved into
+ * its client connection's pool (the exchange has none after), the oldest
+ * kept there closed when the pool is full: 0; -1 when it is not worth
+ * keeping (the exchange keeps it).
  */
-int		 upstream_keep_in(struct session *, struct origin_pool *);
+int		 upstream_keep_in(struct session *);
 /*
  * A kept connection bound for s's current decision (upstream_reusable
- * holds after) moved into s, which has none: 1; 0 when none is.
+ * holds after) moved into its exchange, which has none: 1; 0 when none is.
  */
-int		 upstream_take(struct session *, struct origin_pool *);
+int		 upstream_take(struct session *);
 /* Every connection the pool keeps, closed. */
-void		 origin_pool_clear(struct origin_pool *);
+void		 origin_pool_clear(struct conn *);
+/*
+ * A new origin connection on bev (not bound until origin_bind_set), or
+ * NULL (bev left to the caller); closed (its TLS session kept resumable)
+ * and freed.
+ */
+struct origin	*origin_new(struct worker *, struct bufferevent *);
+void		 origin_close(struct origin *);
 
 
 /* proxy_cred.c */
@@ -773,6 +800,8 @@ int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
  * an HTTP/2 stream's session, whose answer goes to its stream (the
  * connection's socket is its owner's, carrying every stream).
  */
+/* The origin socket its exchange writes to, or NULL. */
+#define EXCHANGE_OBEV(x)	((x)->o != NULL ? (x)->o->bev : NULL)
 #define SESSION_CBEV(s)		((s)->is_stream ? NULL : (s)->c->cbev)
 
 /* 1 when a session answers HTTP requests one by one (rows per request). */

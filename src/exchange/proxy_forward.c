@@ -155,12 +155,12 @@ forward_start(struct session *s)
 	if (upstream_guard(s) == -1)
 		return;
 	s->state = S_FORWARD;
-	f->ip = s->ob->addr;	/* upstream_guard: bound, so there */
-	bufferevent_setcb(s->obev, origin_read_cb, origin_write_cb,
+	f->ip = s->x->o->bind.addr;	/* upstream_guard: bound, so there */
+	bufferevent_setcb(EXCHANGE_OBEV(s->x), origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
-	evbuffer_add_buffer(bufferevent_get_output(s->obev), f->head);
+	evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s->x)), f->head);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
-	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
 	/*
 	 * Reading stays on (no epoll churn per request): pipelined requests wait
 	 * in the input buffer, bounded by its high-water mark. An HTTP/2
@@ -346,9 +346,9 @@ stream_client_read(struct session *s)
 	size_t avail, hold, trlen;
 	int ended, n;
 
-	if (f->req_done || s->obev == NULL || in == NULL)
+	if (f->req_done || EXCHANGE_OBEV(s->x) == NULL || in == NULL)
 		return;
-	out = bufferevent_get_output(s->obev);
+	out = bufferevent_get_output(EXCHANGE_OBEV(s->x));
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return;		/* origin_write_cb comes back */
 	ended = fe_stream_body_end(s, &tr, &trlen);
@@ -409,7 +409,7 @@ forward_client_read(struct session *s)
 		stream_client_read(s);
 		return;
 	}
-	if (f->req_done || s->obev == NULL)
+	if (f->req_done || EXCHANGE_OBEV(s->x) == NULL)
 		return;
 	limit = SIZE_MAX;
 	{
@@ -419,7 +419,7 @@ forward_client_read(struct session *s)
 			return;
 		}
 	}
-	out = bufferevent_get_output(s->obev);
+	out = bufferevent_get_output(EXCHANGE_OBEV(s->x));
 	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,
 	    &f->req_left, &f->req_chunk, &done, limit);
 	if (n < 0) {
@@ -457,8 +457,8 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 void
 forward_resume(struct session *s)
 {
-	if (s->state == S_FORWARD && !s->x->fwd.resp_done && s->obev != NULL)
-		bufferevent_enable(s->obev, EV_READ);
+	if (s->state == S_FORWARD && !s->x->fwd.resp_done && EXCHANGE_OBEV(s->x) != NULL)
+		bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
 }
 
 static void
@@ -786,7 +786,7 @@ static int
 origin_head(struct session *s)
 {
 	struct forward *f = &s->x->fwd;
-	struct evbuffer *in = bufferevent_get_input(s->obev);
+	struct evbuffer *in = bufferevent_get_input(EXCHANGE_OBEV(s->x));
 	struct http_response r;
 	struct http_limits lim;
 	size_t len, want;
@@ -893,11 +893,11 @@ origin_body(struct session *s)
 	int done;
 
 	if (f->scrub != NULL)
-		n = scrub_body(s, bufferevent_get_input(s->obev), &done);
+		n = scrub_body(s, bufferevent_get_input(EXCHANGE_OBEV(s->x)), &done);
 	else if (s->is_stream)
-		n = stream_body(s, bufferevent_get_input(s->obev), &done);
+		n = stream_body(s, bufferevent_get_input(EXCHANGE_OBEV(s->x)), &done);
 	else
-		n = move_body(bufferevent_get_input(s->obev), out,
+		n = move_body(bufferevent_get_input(EXCHANGE_OBEV(s->x)), out,
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
 		    SIZE_MAX);
 	if (n < 0) {
@@ -915,8 +915,13 @@ origin_body(struct session *s)
 		if (f->req_done)
 			forward_done(s);
 		else {
-			/* The origin answered before the body ended: no resync. */
+			/*
+			 * The origin answered before the body ended: no
+			 * resync, either side (the origin still waits for
+			 * the rest of a body that will not come).
+			 */
 			f->client_keep_alive = 0;
+			f->origin_keep_alive = 0;
 			f->req_done = 1;
 			forward_done(s);
 		}
@@ -924,7 +929,7 @@ origin_body(struct session *s)
 	}
 	if (s->is_stream ? fe_stream_full(s) : evbuffer_get_length(out) >
 	    PROXY_HWM)
-		bufferevent_disable(s->obev, EV_READ);	/* forward_resume resumes */
+		bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ);	/* forward_resume resumes */
 }
 
 /*
@@ -1022,41 +1027,6 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	session_finish(s, CLOSE_FAILED);
 }
 
-/* Still idle: the kept origin connection goes (its TLS session may resume). */
-static void
-pool_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct session *s = arg;
-
-	if (!s->closing && s->state == S_HEAD && s->obev != NULL) {
-		upstream_drop(s);
-		proxy_worker_trim(s->w);
-	}
-	event_free(s->pool_ev);		/* an idle session keeps no timer either */
-	s->pool_ev = NULL;
-}
-
-/*
- * The origin connection waits for the session's next request at most
- * upstream.keepalive_timeout (docs/config.md): an idle intercepted tunnel
- * then holds no origin connection, its TLS state and buffers. -1: not kept.
- */
-static int
-origin_pool(struct session *s)
-{
-	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
-	struct timeval tv;
-
-	if (ms == 0)
-		return -1;
-	if (s->pool_ev == NULL &&
-	    (s->pool_ev = evtimer_new(s->w->base, pool_cb, s)) == NULL)
-		return -1;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	return evtimer_add(s->pool_ev, &tv) == 0 ? 0 : -1;
-}
-
 static void
 forward_done(struct session *s)
 {
@@ -1067,15 +1037,16 @@ forward_done(struct session *s)
 	exchange_log(s, VERDICT_ALLOW, f->status, REASON_NONE);
 	cred_plan_clear(&f->plan);
 	/*
+	 * A kept-alive origin connection waits in the connection's pool for
+	 * the next exchange of the same decision, at most
+	 * upstream.keepalive_timeout (docs/config.md): an idle intercepted
+	 * tunnel then holds no origin connection, its TLS state and buffers.
 	 * Bytes past the end of the response are no answer to anything: an
-	 * origin connection holding them would hand them to the next request.
+	 * origin connection holding them would hand them to the next request
+	 * (upstream_keep_in keeps none).
 	 */
-	if (!f->origin_keep_alive || s->obev == NULL ||
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0 ||
-	    origin_pool(s) == -1)
+	if (!f->origin_keep_alive || upstream_keep_in(s) == -1)
 		upstream_drop(s);
-	else
-		bufferevent_enable(s->obev, EV_READ);	/* notice an idle close */
 	if (!f->client_keep_alive) {
 		session_finish(s, CLOSE_DONE);
 		return;

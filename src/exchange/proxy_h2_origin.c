@@ -38,8 +38,7 @@
 struct h2up {
 	struct worker		*w;
 	struct session		*owner;		/* the client connection; NULL: none */
-	struct bufferevent	*bev;
-	struct origin_bind	 ob;		/* what it was opened for */
+	struct origin		*og;		/* the connection, what it was opened for */
 	nghttp2_session		*ng;
 	struct event		*flush_ev;
 	struct event		*free_ev;
@@ -159,11 +158,11 @@ h2o_done(struct h2o *o)
 void
 h2o_free(struct session *s)
 {
-	struct h2o *o = s->h2o;
+	struct h2o *o = s->x->h2o;
 
 	if (o == NULL)
 		return;
-	s->h2o = NULL;
+	s->x->h2o = NULL;
 	if (o->hd != NULL) {
 		/* Still nghttp2's: only this stream goes, its fields stay with it. */
 		o->hd->o = NULL;
@@ -618,9 +617,9 @@ on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
 	struct h2up *up = arg;
 	struct evbuffer *out;
 
-	if (up->bev == NULL)
+	if (up->og == NULL)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	out = bufferevent_get_output(up->bev);
+	out = bufferevent_get_output(up->og->bev);
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	evbuffer_add(out, data, len);
@@ -688,7 +687,7 @@ body_decode(struct h2o *o)
 void
 h2o_client_read(struct session *s)
 {
-	struct h2o *o = s->h2o;
+	struct h2o *o = s->x->h2o;
 	size_t len, hold;
 	int found;
 
@@ -722,7 +721,7 @@ h2o_client_read(struct session *s)
 void
 h2o_resume(struct session *s)
 {
-	struct h2o *o = s->h2o;
+	struct h2o *o = s->x->h2o;
 
 	if (o == NULL || o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
 	    fe_stream_pending(s) > H2O_BUF / 2)
@@ -744,8 +743,7 @@ h2up_free_cb(evutil_socket_t fd, short what, void *arg)
 		nghttp2_session_del(up->ng);
 	while (!TAILQ_EMPTY(&up->hds))
 		hd_free(TAILQ_FIRST(&up->hds));
-	if (up->bev != NULL)
-		proxy_tls_origin_close(up->bev);
+	origin_close(up->og);
 	event_free(up->flush_ev);
 	event_free(up->free_ev);
 	free(up);
@@ -758,8 +756,8 @@ h2up_unref(struct h2up *up)
 	if (up->refs > 0)
 		up->refs--;
 	if (up->refs == 0 && up->owner == NULL) {
-		if (up->bev != NULL)
-			bufferevent_disable(up->bev, EV_READ | EV_WRITE);
+		if (up->og != NULL)
+			bufferevent_disable(up->og->bev, EV_READ | EV_WRITE);
 		event_active(up->free_ev, EV_TIMEOUT, 0);
 	}
 }
@@ -773,7 +771,8 @@ h2up_owner(struct h2up *up, struct session *owner)
 	up->owner = owner;
 	if (owner != NULL)
 		owner->c->h2up = up;
-	if (up->bev != NULL && (ssl = bufferevent_openssl_get_ssl(up->bev)) != NULL)
+	if (up->og != NULL &&
+	    (ssl = bufferevent_openssl_get_ssl(up->og->bev)) != NULL)
 		SSL_set_app_data(ssl, owner);
 }
 
@@ -806,8 +805,8 @@ h2up_dead(struct h2up *up, int status, enum sg_reason r, const char *why)
 		up->refs++;
 		h2up_unref(up);
 	}
-	if (up->bev != NULL)
-		bufferevent_disable(up->bev, EV_READ | EV_WRITE);
+	if (up->og != NULL)
+		bufferevent_disable(up->og->bev, EV_READ | EV_WRITE);
 	TAILQ_FOREACH(o, &up->streams, entry) {
 		if (o->retry)		/* already on its way elsewhere */
 			continue;
@@ -933,15 +932,12 @@ h2up_new(struct session *s)
 	 * resumable sessions (origin_new_session_cb) are filed for the owner
 	 * while there is one (h2up_owner): the stream session goes first.
 	 */
-	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
+	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s->x))) != NULL)
 		SSL_set_app_data(ssl, NULL);
-	up->bev = s->obev;
-	up->ob = *s->ob;	/* there: h2up_new is called on a bound connection */
-	s->obev = NULL;
-	free(s->ob);
-	s->ob = NULL;
-	bufferevent_setcb(up->bev, up_read_cb, up_write_cb, up_event_cb, up);
-	bufferevent_enable(up->bev, EV_READ | EV_WRITE);
+	up->og = s->x->o;	/* bound: h2up_new is called on a bound connection */
+	s->x->o = NULL;
+	bufferevent_setcb(up->og->bev, up_read_cb, up_write_cb, up_event_cb, up);
+	bufferevent_enable(up->og->bev, EV_READ | EV_WRITE);
 	return up;
 fail:
 	if (up->ng != NULL)
@@ -987,7 +983,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 	up->refs++;
 	TAILQ_INSERT_TAIL(&up->streams, o, entry);
 	s->state = S_FORWARD;
-	s->x->fwd.ip = up->ob.addr;
+	s->x->fwd.ip = up->og->bind.addr;
 	if ((o->hd = calloc(1, sizeof(*o->hd))) == NULL) {
 		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
@@ -1015,7 +1011,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 static void
 h2o_connected(struct session *s)
 {
-	struct h2o *o = s->h2o;
+	struct h2o *o = s->x->h2o;
 	struct session *owner;
 	const unsigned char *alpn = NULL;
 	unsigned int alen = 0;
@@ -1024,7 +1020,7 @@ h2o_connected(struct session *s)
 
 	if (upstream_guard(s) == -1 || o == NULL)
 		return;
-	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
+	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s->x))) != NULL)
 		SSL_get0_alpn_selected(ssl, &alpn, &alen);
 	if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
 		if (o->only_h2) {
@@ -1068,7 +1064,7 @@ h2up_for(struct session *s)
 	if (up->refs >= H2UP_STREAMS)
 		return NULL;
 	origin_bind_want(s, &want);
-	if (!origin_bind_match(&up->ob, &want, s->x->addrs, s->x->n_addrs))
+	if (!origin_bind_match(&up->og->bind, &want, s->x->addrs, s->x->n_addrs))
 		return NULL;
 	return up;
 }
@@ -1118,7 +1114,7 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 	    (o->rh = evbuffer_new()) == NULL ||
 	    (o->msg = evbuffer_new()) == NULL ||
 	    (o->end_ev = event_new(s->w->base, -1, 0, end_cb, o)) == NULL) {
-		s->h2o = o;
+		s->x->h2o = o;
 		h2o_free(s);
 		session_deny(s, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
@@ -1126,7 +1122,7 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 	o->s = s;
 	o->sid = -1;
 	o->only_h2 = only_h2;
-	s->h2o = o;
+	s->x->h2o = o;
 	if ((wb = vault_wbuf_new()) == NULL ||
 	    http_h2_fields(s, req, wb, &o->n_fields) == -1 ||
 	    vault_wbuf_hand(wb, o->fields) == -1) {
@@ -1154,7 +1150,7 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 void
 stream_client_body(struct session *s)
 {
-	if (s->h2o != NULL)
+	if (s->x->h2o != NULL)
 		h2o_client_read(s);
 	else
 		forward_client_read(s);
@@ -1164,7 +1160,7 @@ stream_client_body(struct session *s)
 void
 stream_resume(struct session *s)
 {
-	if (s->h2o != NULL)
+	if (s->x->h2o != NULL)
 		h2o_resume(s);
 	else
 		forward_resume(s);

@@ -1,8 +1,11 @@
 /*
- * What an origin connection was opened for, and the one check that a
- * request, tunnel or upgrade may use it: same sandbox, host, port, checked
- * address, TLS or not, credentials or not (docs/policy.md). Every path that
- * writes to an origin passes through upstream_guard() first.
+ * An origin connection (struct origin): what it was opened for, and the
+ * one check that a request, tunnel or upgrade may use it -- same sandbox,
+ * host, port, checked address, TLS or not, credentials or not
+ * (docs/policy.md); every path that writes to an origin passes through
+ * upstream_guard() (proxy_upstream.c) first. Between exchanges it waits in
+ * its client connection's pool, bound to its decision, for the next
+ * exchange of that same decision (upstream_take, upstream_keep).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -52,31 +55,27 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 	b->creds = b->tls && cred_host_bound(s);
 }
 
-/*
- * Record what the connection that just opened was opened for, beside it
- * (allocated with it: a connection without an origin holds none). Out of
- * memory there is no record, and upstream_guard() refuses to write to it.
- */
+/* Record what the connection that just opened was opened for, in it. */
 void
 origin_bind_set(struct session *s, const struct netaddr *addr)
 {
 	s->x->fwd.ip = *addr;	/* the exchange's row names where it went */
-	if (s->ob == NULL && (s->ob = malloc(sizeof(*s->ob))) == NULL)
+	if (s->x->o == NULL)
 		return;
-	origin_bind_want(s, s->ob);
-	s->ob->addr = *addr;
+	origin_bind_want(s, &s->x->o->bind);
+	s->x->o->bind.addr = *addr;
 }
 
-/* 1 when obev is there and was opened for the current decision, at one of addrs. */
+/* 1 when the exchange's origin was opened for its decision, at one of addrs. */
 static int
 bound_for(struct session *s, const struct netaddr *addrs, size_t n)
 {
 	struct origin_bind want;
 
-	if (s->obev == NULL || s->ob == NULL)
+	if (s->x->o == NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	return origin_bind_match(s->ob, &want, addrs, n);
+	return origin_bind_match(&s->x->o->bind, &want, addrs, n);
 }
 
 int
@@ -85,53 +84,46 @@ upstream_reusable(struct session *s)
 	return bound_for(s, s->x->addrs, s->x->n_addrs);
 }
 
-int
-upstream_keep(struct session *s)
+struct origin *
+origin_new(struct worker *w, struct bufferevent *bev)
 {
-	if (s->ob == NULL || !bound_for(s, &s->ob->addr, 1))
-		return 0;
-	(void)exchange_set_addrs(s->x, &s->ob->addr, 1);	/* inline */
-	s->x->addr_next = 1;
-	return 1;
+	struct origin *o;
+
+	if (bev == NULL || (o = calloc(1, sizeof(*o))) == NULL)
+		return NULL;
+	o->w = w;
+	o->bev = bev;
+	return o;
 }
 
-int
-upstream_guard(struct session *s)
+void
+origin_close(struct origin *o)
 {
-	if (upstream_reusable(s))
-		return 0;
-	/* A broken invariant, not a peer's doing: fail closed, never write. */
-	log_warnx("session %llu: origin connection not opened for %s:%u; "
-	    "closed before any byte was written", (unsigned long long)s->id,
-	    s->x->target.host, s->x->target.port);
-	s->x->verdict.allow = 0;
-	if (SESSION_IS_HTTP(s) && !s->x->fwd.resp_head_done) {
-		session_deny(s, 502, REASON_INTERNAL_ERROR,
-		    "internal error: origin connection mismatch");
-		return -1;
+	if (o == NULL)
+		return;
+	if (o->kept_by != NULL) {
+		TAILQ_REMOVE(&o->kept_by->pool, o, entry);
+		o->kept_by->n_pool--;
 	}
-	exchange_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR);
-	session_close(s, CLOSE_FAILED);
-	return -1;
+	proxy_tls_origin_close(o->bev);
+	if (o->timer != NULL)
+		event_free(o->timer);
+	free(o);
 }
 
-struct kept_origin {
-	TAILQ_ENTRY(kept_origin) entry;
-	struct origin_pool	*pool;
-	struct worker		*w;
-	struct bufferevent	*bev;
-	struct origin_bind	*ob;	/* what bev was opened for */
-	struct event		*timer;	/* upstream.keepalive_timeout */
-};
+/* A kept one leaves its connection's pool. */
+static void
+kept_remove(struct origin *o)
+{
+	TAILQ_REMOVE(&o->kept_by->pool, o, entry);
+	o->kept_by->n_pool--;
+	o->kept_by = NULL;
+}
 
 static void
-kept_free(struct kept_origin *k)
+kept_free(struct origin *o)
 {
-	TAILQ_REMOVE(k->pool, k, entry);
-	proxy_tls_origin_close(k->bev);
-	free(k->ob);
-	event_free(k->timer);
-	free(k);
+	origin_close(o);	/* out of the pool first */
 }
 
 /* Bytes nobody asked for, its close or its timeout: it cannot be reused. */
@@ -153,84 +145,124 @@ kept_event_cb(struct bufferevent *bev, short what, void *arg)
 static void
 kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct kept_origin *k = arg;
-	struct worker *w = k->w;
+	struct origin *o = arg;
+	struct worker *w = o->w;
 
 	(void)fd;
 	(void)what;
-	kept_free(k);
+	kept_free(o);
 	proxy_worker_trim(w);
 }
 
-int
-upstream_keep_in(struct session *s, struct origin_pool *pool)
+/*
+ * How many origin connections a client connection keeps: one for an
+ * HTTP/1.1 connection (what its last request used), as many as its
+ * streams may run at once for an HTTP/2 connection -- never more, however
+ * many decisions it goes through.
+ */
+static size_t
+pool_cap(const struct session *s)
 {
-	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
-	struct kept_origin *k;
-	struct timeval tv;
-	SSL *ssl;
-
-	if (ms == 0 || s->obev == NULL || s->ob == NULL ||
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0 ||
-	    (k = calloc(1, sizeof(*k))) == NULL)
-		return -1;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	if ((k->timer = evtimer_new(s->w->base, kept_timeout_cb, k)) == NULL ||
-	    evtimer_add(k->timer, &tv) == -1) {
-		if (k->timer != NULL)
-			event_free(k->timer);
-		free(k);
-		return -1;
-	}
-	if (s->pool_ev != NULL)
-		evtimer_del(s->pool_ev);	/* the pool times it now */
-	k->pool = pool;
-	k->w = s->w;
-	k->bev = s->obev;
-	k->ob = s->ob;
-	s->obev = NULL;
-	s->ob = NULL;
-	/* No session answers for it now (origin_new_session_cb). */
-	if ((ssl = bufferevent_openssl_get_ssl(k->bev)) != NULL)
-		SSL_set_app_data(ssl, NULL);
-	bufferevent_setcb(k->bev, kept_read_cb, NULL, kept_event_cb, k);
-	bufferevent_enable(k->bev, EV_READ);
-	TAILQ_INSERT_TAIL(pool, k, entry);
-	return 0;
+	if (s->c->h2 != NULL && s->p->cfg->h2_max_streams > 1)
+		return s->p->cfg->h2_max_streams;
+	return 1;
 }
 
 int
-upstream_take(struct session *s, struct origin_pool *pool)
+upstream_keep_in(struct session *s)
 {
-	struct origin_bind want;
-	struct kept_origin *k;
+	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
+	struct origin *o = s->x->o;
+	struct conn *c = s->c;
+	struct timeval tv;
 	SSL *ssl;
 
-	if (s->obev != NULL)
-		return 0;
-	origin_bind_want(s, &want);
-	TAILQ_FOREACH(k, pool, entry)
-		if (origin_bind_match(k->ob, &want, s->x->addrs, s->x->n_addrs))
-			break;
-	if (k == NULL)
-		return 0;
-	TAILQ_REMOVE(pool, k, entry);
-	s->obev = k->bev;
-	s->ob = k->ob;
-	if ((ssl = bufferevent_openssl_get_ssl(s->obev)) != NULL)
+	/* A connection closing keeps nothing (its pool is cleared once). */
+	if (ms == 0 || o == NULL || o->bind.host[0] == '\0' ||
+	    c->owner == NULL || c->owner->closing ||
+	    evbuffer_get_length(bufferevent_get_input(o->bev)) > 0)
+		return -1;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	if (o->timer == NULL &&
+	    (o->timer = evtimer_new(o->w->base, kept_timeout_cb, o)) == NULL)
+		return -1;
+	if (evtimer_add(o->timer, &tv) == -1)
+		return -1;
+	while (c->n_pool >= pool_cap(s) && !TAILQ_EMPTY(&c->pool))
+		kept_free(TAILQ_FIRST(&c->pool));
+	s->x->o = NULL;
+	/* No session answers for it now (origin_new_session_cb). */
+	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
+		SSL_set_app_data(ssl, NULL);
+	bufferevent_setcb(o->bev, kept_read_cb, NULL, kept_event_cb, o);
+	bufferevent_enable(o->bev, EV_READ);
+	o->kept_by = c;
+	TAILQ_INSERT_TAIL(&c->pool, o, entry);
+	c->n_pool++;
+	return 0;
+}
+
+/* o, kept, becomes s's exchange's. */
+static void
+take(struct session *s, struct origin *o)
+{
+	SSL *ssl;
+
+	kept_remove(o);
+	evtimer_del(o->timer);
+	s->x->o = o;
+	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
 		SSL_set_app_data(ssl, s);
 	/* Quiet until the session's forwarding sets its own callbacks. */
-	bufferevent_disable(s->obev, EV_READ | EV_WRITE);
-	bufferevent_setcb(s->obev, NULL, NULL, NULL, NULL);
-	event_free(k->timer);
-	free(k);
+	bufferevent_disable(o->bev, EV_READ | EV_WRITE);
+	bufferevent_setcb(o->bev, NULL, NULL, NULL, NULL);
+}
+
+int
+upstream_take(struct session *s)
+{
+	struct origin_bind want;
+	struct origin *o;
+
+	if (s->x->o != NULL)
+		return 0;
+	origin_bind_want(s, &want);
+	TAILQ_FOREACH(o, &s->c->pool, entry)
+		if (origin_bind_match(&o->bind, &want, s->x->addrs,
+		    s->x->n_addrs))
+			break;
+	if (o == NULL)
+		return 0;
+	take(s, o);
+	return 1;
+}
+
+int
+upstream_keep(struct session *s)
+{
+	struct origin_bind want;
+	struct origin *o;
+
+	if (s->x->o == NULL) {
+		origin_bind_want(s, &want);
+		TAILQ_FOREACH(o, &s->c->pool, entry)
+			if (origin_bind_match(&o->bind, &want, &o->bind.addr, 1))
+				break;
+		if (o == NULL)
+			return 0;
+		take(s, o);
+	}
+	if (!bound_for(s, &s->x->o->bind.addr, 1))
+		return 0;
+	(void)exchange_set_addrs(s->x, &s->x->o->bind.addr, 1);	/* inline */
+	s->x->addr_next = 1;
 	return 1;
 }
 
 void
-origin_pool_clear(struct origin_pool *pool)
+origin_pool_clear(struct conn *c)
 {
-	while (!TAILQ_EMPTY(pool))
-		kept_free(TAILQ_FIRST(pool));
+	while (!TAILQ_EMPTY(&c->pool))
+		kept_free(TAILQ_FIRST(&c->pool));
 }

@@ -42,31 +42,31 @@ relay_start(struct session *s)
 		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->c->cbev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
-	bufferevent_setcb(s->obev, relay_read_cb, relay_write_cb,
+	bufferevent_setcb(EXCHANGE_OBEV(s->x), relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
 	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(EXCHANGE_OBEV(s->x), EV_READ, 0, PROXY_READ_HWM);
 	if (!s->c->intercepted) {
 		/* Bulk moves in large reads and writes: a quarter of the calls. */
 		bufferevent_set_max_single_read(s->c->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_read(s->obev, PROXY_RELAY_IO);
+		bufferevent_set_max_single_read(EXCHANGE_OBEV(s->x), PROXY_RELAY_IO);
 		bufferevent_set_max_single_write(s->c->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_write(s->obev, PROXY_RELAY_IO);
+		bufferevent_set_max_single_write(EXCHANGE_OBEV(s->x), PROXY_RELAY_IO);
 	}
 	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
 	/* Bytes that arrived before the tunnel opened (the ClientHello) go first. */
 	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		relay_read_cb(s->c->cbev, s);
-	if (!s->closing && s->obev != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) > 0)
-		relay_read_cb(s->obev, s);
+	if (!s->closing && EXCHANGE_OBEV(s->x) != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x))) > 0)
+		relay_read_cb(EXCHANGE_OBEV(s->x), s);
 }
 
 static struct bufferevent *
 relay_peer(struct session *s, struct bufferevent *bev)
 {
-	return bev == s->c->cbev ? s->obev : s->c->cbev;
+	return bev == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
 }
 
 /* Both directions ended and everything was written: the tunnel is done. */
@@ -75,7 +75,7 @@ relay_maybe_done(struct session *s)
 {
 	if (s->eof_client && s->eof_origin &&
 	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0) {
+	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0) {
 		session_close(s, CLOSE_DONE);
 		return 1;
 	}
@@ -142,7 +142,7 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (s->c->intercepted) {
 		/* TLS has no half-close: what is queued goes out, then both close. */
 		s->eof_client = s->eof_origin = 1;
-		if (bev == s->obev) {
+		if (bev == EXCHANGE_OBEV(s->x)) {
 			/* What the origin sent goes out, then close_notify. */
 			session_finish(s, CLOSE_DONE);
 			return;
@@ -365,7 +365,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	held = sr->d[0].queued + sr->d[1].queued;
 	atomic_fetch_add(&s->p->n_splice_fallback, 1);
 	s->splice_off = 1;
-	lost = splice_drain(&sr->d[0], s->obev) == -1 ||
+	lost = splice_drain(&sr->d[0], EXCHANGE_OBEV(s->x)) == -1 ||
 	    splice_drain(&sr->d[1], s->c->cbev) == -1;
 	derr = errno;
 	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
@@ -383,7 +383,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	free(sr);
 	s->splice = NULL;
 	bufferevent_setfd(s->c->cbev, cfd);
-	bufferevent_setfd(s->obev, ofd);
+	bufferevent_setfd(EXCHANGE_OBEV(s->x), ofd);
 	if (lost) {
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
 		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
@@ -398,7 +398,7 @@ splice_fallback(struct splice_relay *sr, int err)
 	if (s->eof_client)
 		bufferevent_disable(s->c->cbev, EV_READ);
 	if (s->eof_origin)
-		bufferevent_disable(s->obev, EV_READ);
+		bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ);
 }
 
 void
@@ -427,11 +427,11 @@ splice_ready(const struct session *s)
 	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->c->kind == KIND_CONNECT || s->c->kind == KIND_SOCKS5 ||
-	    s->c->kind == KIND_TRANSPARENT) && s->obev != NULL &&
+	    s->c->kind == KIND_TRANSPARENT) && EXCHANGE_OBEV(s->x) != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(s->c->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_input(s->obev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(s->obev)) == 0;
+	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x))) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0;
 }
 
 static int
@@ -466,7 +466,7 @@ int
 splice_start(struct session *s)
 {
 	struct splice_relay *sr;
-	int cfd = bufferevent_getfd(s->c->cbev), ofd = bufferevent_getfd(s->obev);
+	int cfd = bufferevent_getfd(s->c->cbev), ofd = bufferevent_getfd(EXCHANGE_OBEV(s->x));
 
 	if (cfd < 0 || ofd < 0 || (sr = calloc(1, sizeof(*sr))) == NULL)
 		return -1;
@@ -486,12 +486,12 @@ splice_start(struct session *s)
 		return -1;
 	}
 	bufferevent_disable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_disable(s->obev, EV_READ | EV_WRITE);
+	bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
 	bufferevent_setcb(s->c->cbev, NULL, NULL, NULL, NULL);
-	bufferevent_setcb(s->obev, NULL, NULL, NULL, NULL);
+	bufferevent_setcb(EXCHANGE_OBEV(s->x), NULL, NULL, NULL, NULL);
 	/* The bufferevents keep no descriptor: freeing them closes nothing. */
 	bufferevent_setfd(s->c->cbev, -1);
-	bufferevent_setfd(s->obev, -1);
+	bufferevent_setfd(EXCHANGE_OBEV(s->x), -1);
 	s->splice = sr;
 	atomic_fetch_add(&s->p->n_spliced, 1);
 	event_add(sr->d[0].rev, NULL);

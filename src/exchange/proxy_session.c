@@ -146,6 +146,13 @@ exchange_next(struct session *s)
 	 */
 	if (!s->x->logged && s->x->verdict.allow && s->x->fwd.ip.family != 0)
 		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
+	/*
+	 * Its origin connection passes to the next exchange on this
+	 * connection, bound to the decision it was opened for: used only by
+	 * an exchange of that decision (upstream_guard), dropped by any other.
+	 */
+	x->o = s->x->o;
+	s->x->o = NULL;
 	exchange_free(s->x);
 	s->x = x;
 	return 0;
@@ -158,6 +165,8 @@ session_free_cb(evutil_socket_t fd, short ev, void *arg)
 
 	event_free(s->free_ev);
 	exchange_free(s->x);	/* its row is written: it goes whole */
+	if (s->c->owner == s)
+		s->c->owner = NULL;
 	conn_unref(s->c);
 	free(s);
 }
@@ -250,9 +259,6 @@ session_close(struct session *s, enum sg_close reason)
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;
-	if (s->pool_ev != NULL)
-		event_free(s->pool_ev);
-	s->pool_ev = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
 	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
@@ -267,12 +273,8 @@ session_close(struct session *s, enum sg_close reason)
 		proxy_tls_bev_free(s->c->cbev);
 		s->c->cbev = NULL;
 	}
-	if (s->obev != NULL)
-		proxy_tls_origin_close(s->obev);
-	free(s->ob);
-	s->ob = NULL;
+	upstream_drop(s);
 	s->idle_ev = NULL;
-	s->obev = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	session_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */
@@ -636,10 +638,6 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 void
 upstream_drop(struct session *s)
 {
-	if (s->obev != NULL) {
-		proxy_tls_origin_close(s->obev);
-		s->obev = NULL;
-	}
-	free(s->ob);
-	s->ob = NULL;
+	origin_close(s->x->o);
+	s->x->o = NULL;
 }

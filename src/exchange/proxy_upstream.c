@@ -144,8 +144,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		    strcmp(why, "origin TLS handshake failed") != 0) {
 			/* A bad origin certificate is never retried elsewhere. */
 			s->x->fwd.ip = s->x->addrs[s->x->addr_next - 1];
-			proxy_tls_bev_free(s->obev);
-			s->obev = NULL;
+			upstream_drop(s);
 			log_warnx("session %llu: %s:%u: %s",
 			    (unsigned long long)s->id, s->x->target.host,
 			    s->x->target.port, why);
@@ -153,8 +152,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
-	proxy_tls_bev_free(s->obev);
-	s->obev = NULL;
+	upstream_drop(s);
 	if (s->x->addr_next >= s->x->n_addrs) {
 		connect_failed(s, (what & BEV_EVENT_TIMEOUT) != 0);
 		return;
@@ -172,26 +170,30 @@ try_next_addr(struct session *s)
 
 	while (s->x->addr_next < s->x->n_addrs) {
 		const struct netaddr *a = &s->x->addrs[s->x->addr_next++];
+		struct bufferevent *bev;
 
 		sslen = netaddr_to_sockaddr(a, s->x->target.port, &ss);
 		/* Ingress TLS ends at the gateway: the guest speaks plain HTTP. */
-		s->obev = s->c->intercepted && s->c->kind != KIND_INGRESS ?
+		bev = s->c->intercepted && s->c->kind != KIND_INGRESS ?
 		    proxy_tls_origin_bev(s) :
 		    bufferevent_socket_new(s->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-		if (s->obev == NULL)
+		if (bev == NULL)
 			break;
+		if ((s->x->o = origin_new(s->w, bev)) == NULL) {
+			proxy_tls_bev_free(bev);
+			break;
+		}
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;
-		bufferevent_setcb(s->obev, NULL, NULL, connect_event_cb, s);
+		bufferevent_setcb(EXCHANGE_OBEV(s->x), NULL, NULL, connect_event_cb, s);
 		/* The read timeout bounds a TLS handshake that stalls. */
-		bufferevent_set_timeouts(s->obev, s->c->intercepted ? &tv : NULL, &tv);
+		bufferevent_set_timeouts(EXCHANGE_OBEV(s->x), s->c->intercepted ? &tv : NULL, &tv);
 		if (s->c->intercepted)
 			session_mark(s, MARK_ORIGIN_CONNECT);
-		if (proxy_tls_connect(s->obev,
+		if (proxy_tls_connect(EXCHANGE_OBEV(s->x),
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;
-		proxy_tls_bev_free(s->obev);
-		s->obev = NULL;
+		upstream_drop(s);
 	}
 	connect_failed(s, 0);
 }
@@ -206,4 +208,24 @@ upstream_connect(struct session *s, void (*next)(struct session *))
 	upstream_drop(s);
 	s->x->addr_next = 0;
 	try_next_addr(s);
+}
+
+int
+upstream_guard(struct session *s)
+{
+	if (upstream_reusable(s))
+		return 0;
+	/* A broken invariant, not a peer's doing: fail closed, never write. */
+	log_warnx("session %llu: origin connection not opened for %s:%u; "
+	    "closed before any byte was written", (unsigned long long)s->id,
+	    s->x->target.host, s->x->target.port);
+	s->x->verdict.allow = 0;
+	if (SESSION_IS_HTTP(s) && !s->x->fwd.resp_head_done) {
+		session_deny(s, 502, REASON_INTERNAL_ERROR,
+		    "internal error: origin connection mismatch");
+		return -1;
+	}
+	exchange_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR);
+	session_close(s, CLOSE_FAILED);
+	return -1;
 }

@@ -625,7 +625,7 @@ ws_pump(struct session *s, struct bufferevent *src, int all)
 {
 	struct ws_relay *ws = s->ws;
 	struct ws_dir *d = src == s->c->cbev ? &ws->up : &ws->down;
-	struct bufferevent *dst = src == s->c->cbev ? s->obev : s->c->cbev;
+	struct bufferevent *dst = src == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
 	struct evbuffer *in = bufferevent_get_input(src);
 	struct evbuffer *out = bufferevent_get_output(dst);
 	int r = 1;
@@ -660,11 +660,11 @@ static void
 ws_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
-	struct bufferevent *peer = bev == s->c->cbev ? s->obev : s->c->cbev;
+	struct bufferevent *peer = bev == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
 
 	if (!ws_live(s))
 		return;
-	if (bev == s->obev && s->eof_client) {
+	if (bev == EXCHANGE_OBEV(s->x) && s->eof_client) {
 		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 			session_close(s, CLOSE_DONE);
 		return;
@@ -689,7 +689,7 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 		ws_pump(s, bev, 1);
 	if (!ws_live(s))
 		return;
-	if (bev == s->obev) {
+	if (bev == EXCHANGE_OBEV(s->x)) {
 		/* What the origin sent goes out (and close_notify), then close. */
 		session_finish(s, CLOSE_DONE);
 		return;
@@ -697,7 +697,7 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 	/* What the client sent goes to the origin, then both close. */
 	s->eof_client = 1;
 	bufferevent_disable(bev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_output(s->obev)) == 0)
+	if (evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0)
 		session_close(s, CLOSE_DONE);
 }
 
@@ -748,9 +748,9 @@ ws_relay_start(struct session *s)
 	ws->scrub = s->x->fwd.scrub != NULL;
 	/* Frames that came with the 101, or right after the request, too. */
 	s->x->up += evbuffer_get_length(bufferevent_get_input(s->c->cbev));
-	s->x->down += evbuffer_get_length(bufferevent_get_input(s->obev));
+	s->x->down += evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x)));
 	if (evbuffer_add_cb(bufferevent_get_input(s->c->cbev), ws_arrived_up_cb,
-	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(s->obev),
+	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(EXCHANGE_OBEV(s->x)),
 	    ws_arrived_down_cb, s) == NULL) {
 		session_close(s, CLOSE_NO_MEMORY);
 		return;
@@ -761,13 +761,13 @@ ws_relay_start(struct session *s)
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->c->cbev, ws_read_cb, ws_write_cb, ws_event_cb, s);
-	bufferevent_setcb(s->obev, ws_read_cb, ws_write_cb, ws_event_cb, s);
+	bufferevent_setcb(EXCHANGE_OBEV(s->x), ws_read_cb, ws_write_cb, ws_event_cb, s);
 	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(s->obev, EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(EXCHANGE_OBEV(s->x), EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_enable(s->obev, EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
 	/* Frames that came with the 101, or right after the request. */
-	ws_pump(s, s->obev, 0);
+	ws_pump(s, EXCHANGE_OBEV(s->x), 0);
 	if (ws_live(s))
 		ws_pump(s, s->c->cbev, 0);
 }

@@ -25,7 +25,7 @@ front_client_read(struct bufferevent *bev, void *arg)
 		http_head_read(s);
 		break;
 	case S_FORWARD:
-		if (s->h2o != NULL)
+		if (s->x->h2o != NULL)
 			h2o_client_read(s);
 		else
 			forward_client_read(s);

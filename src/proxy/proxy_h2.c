@@ -138,7 +138,7 @@ st_maybe_release(struct h2_stream *st)
 		return;
 	st->sess = NULL;
 	k->h2st = NULL;
-	(void)upstream_keep_in(k, &k->c->pool);	/* or closed with k */
+	(void)upstream_keep_in(k);	/* or closed with k */
 	session_close(k, CLOSE_DONE);
 }
 

@@ -182,9 +182,12 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	forward_prepare(s, req);
-	/* A stream's: an origin connection a finished stream left for it. */
-	if (s->is_stream)
-		(void)upstream_take(s, &s->c->pool);
+	/*
+	 * An origin connection an earlier exchange of this connection left
+	 * in its pool, opened for this same decision (a finished stream's, or
+	 * the previous request's in this tunnel).
+	 */
+	(void)upstream_take(s);
 	if (s->is_stream && !upstream_reusable(s)) {
 		/*
 		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
@@ -212,6 +215,7 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	s->c->kind = KIND_CONNECT;
 	/* A tunnel is a new decision: what absolute form opened is not for it. */
 	upstream_drop(s);
+	origin_pool_clear(s->c);
 	in.host = req->host.p;
 	in.hostlen = req->host.len;
 	in.port = req->port;

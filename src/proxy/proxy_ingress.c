@@ -287,6 +287,7 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 		session_set_idle(s);
 	}
 	(void)exchange_set_addrs(s->x, &ing->address, 1);	/* inline */
+	(void)upstream_take(s);	/* the guest's connection a request left */
 	if (upstream_reusable(s)) {
 		forward_start(s);
 		return;

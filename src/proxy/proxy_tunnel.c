@@ -52,7 +52,7 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		    "no client bytes within 5s and the rule is not opaque");
 		return;
 	}
-	if (s->obev == NULL)	/* report mode: what would be refused passes */
+	if (EXCHANGE_OBEV(s->x) == NULL)	/* report mode: what would be refused passes */
 		upstream_connect(s, relay_start);
 }
 
@@ -62,8 +62,8 @@ sniff_client_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct session *s = arg;
 
-	if (s->obev != NULL)
-		bufferevent_enable(s->obev, EV_READ);
+	if (EXCHANGE_OBEV(s->x) != NULL)
+		bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
 }
 
 static void
@@ -78,7 +78,7 @@ sniff_begin(struct session *s)
 		return;
 	}
 	evtimer_add(s->c->timer, &tv);
-	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, s->obev != NULL ?
+	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, EXCHANGE_OBEV(s->x) != NULL ?
 	    sniff_client_write_cb : NULL, session_client_event_cb, s);
 	bufferevent_enable(s->c->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
@@ -120,9 +120,9 @@ sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
 void
 tunnel_origin_speaks(struct session *s)
 {
-	bufferevent_setcb(s->obev, sniff_origin_read_cb, NULL,
+	bufferevent_setcb(EXCHANGE_OBEV(s->x), sniff_origin_read_cb, NULL,
 	    sniff_origin_event_cb, s);
-	bufferevent_enable(s->obev, EV_READ);
+	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
 	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, sniff_client_write_cb,
 	    session_client_event_cb, s);
 }
@@ -198,7 +198,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		return;
 	}
 	evtimer_del(s->c->timer);
-	if (s->obev != NULL)
+	if (EXCHANGE_OBEV(s->x) != NULL)
 		relay_start(s);
 	else
 		upstream_connect(s, relay_start);
@@ -249,7 +249,7 @@ tunnel_sniff(struct session *s)
 		return;
 	}
 	/* Opaque: connected already (tunnel_start); report mode: now. */
-	if (s->obev != NULL)
+	if (EXCHANGE_OBEV(s->x) != NULL)
 		relay_start(s);
 	else
 		upstream_connect(s, relay_start);

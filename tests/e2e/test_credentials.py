@@ -215,6 +215,9 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
             "seen": seen_secret(self.headers, self.path)}
         with srv.lock:
             srv.requests.append(rec)
+        if self.path.startswith("/echo/early"):
+            self._early()
+            return
         self._read_body(rec)
         rec["complete"] = True
         m = re.match(r"^/echo/drip/([0-9]+)$", self.path)
@@ -237,6 +240,22 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _early(self):
+        """
+        Answered before the request body is read, the connection left
+        open: what the body still owes is in the socket, and for a second
+        nothing reads it -- a request sent on this connection meanwhile
+        lands behind it and is read as garbage.
+        """
+        body = b"early\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        time.sleep(1.0)
 
     def _drip(self, n):
         """n chunks "piece i\\n", half a second apart."""

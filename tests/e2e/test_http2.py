@@ -608,6 +608,29 @@ class Http2Test(unittest.TestCase):
         self.assertEqual(H2.status(st), 200, st)
         self.assertEqual(self.origin.find("/echo/kept-close-7")[0]["port"], p1)
 
+    def test_origin_answering_before_body_not_kept(self):
+        # An HTTP/1.1 origin answers a stream's POST before its body came:
+        # the origin connection still owes that body's end and is no
+        # longer in step, so it is not kept for the streams after. A
+        # stream sent while the origin still has the half body in its
+        # socket must go on a connection of its own, and get its answer.
+        h = H2(self, "bound.test", self.origin.port)
+        h.send(frame(HEADERS, END_HEADERS, 1, h.block(1, "POST",
+                                                      "/echo/early-1")))
+        h.send(frame(DATA, 0, 1, b"first part of a body"))
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 200, st)
+        self.assertEqual(st["data"], b"early\n")
+        p1 = self.origin.find("/echo/early-1")[0]["port"]
+        for sid in (3, 5):
+            h.request(sid, path="/echo/after-early-%d" % sid)
+            st, = h.wait(sid)
+            self.assertEqual(H2.status(st), 200, st)
+            got = self.origin.find("/echo/after-early-%d" % sid)
+            self.assertEqual(len(got), 1, got)
+            self.assertNotEqual(got[0]["port"], p1)
+        self.assertFalse(h.closed)
+
     def test_kept_origin_released_after_keepalive_timeout(self):
         # upstream.keepalive_timeout (5 s by default) bounds how long a
         # finished stream's origin connection waits: the origin sees it

@@ -528,6 +528,55 @@ class HttpProxyTest(unittest.TestCase):
         self.allowed(client, p2, len(r2.body))
         self.audit.check()
 
+    def _origin_conns(self):
+        """Connections origin a holds open (the gateway's)."""
+        with self.a.srv.lock:
+            return len(self.a.srv.open_socks)
+
+    def test_keepalive_kept_origins_bounded(self):
+        # One client connection walking through destinations, each a
+        # decision of its own (host names, an IP literal) on one origin:
+        # every response leaves its origin connection kept alive for the
+        # next request, but the client connection keeps one, not one per
+        # destination it ever asked for -- else a client could pin an
+        # origin socket per name it cycles through. And a destination
+        # asked for again after others is answered, on a new connection.
+        pa = self.a.port
+        dests = [("allowed.test", pa, "127.0.0.2", "main:allow[0]", self.a),
+                 ("a.wild.test", pa, "127.0.0.2", "main:allow[1]", self.a),
+                 ("127.0.0.2", pa, "127.0.0.2", "main:allow[3]", self.a),
+                 ("deep.sub.wild.test", pa, "127.0.0.2", "main:allow[1]",
+                  self.a),
+                 ("allowed.test", pa, "127.0.0.2", "main:allow[0]", self.a)]
+        deadline = time.time() + 10 * T.SLOW
+        while self._origin_conns() > 0 and time.time() < deadline:
+            time.sleep(0.05)        # what earlier tests' connections left
+        c = T.Conn(self.gw.port)
+        done = []
+        try:
+            client = AC.client_of_conn(c)
+            for host, port, ip, rule, origin in dests:
+                p = uniq("kept-bound")
+                r = c.request("GET http://%s:%d%s HTTP/1.1\r\nHost: %s:%d\r\n"
+                              "\r\n" % (host, port, p, host, port))
+                self.assertOrigin(r, origin, p, "%s:%d" % (host, port))
+                done.append((p, len(r.body), host, port, ip, rule))
+                # the origin closes its side once the gateway closed its
+                # own: poll until the count settles, for less than
+                # upstream.keepalive_timeout (5 s), which would release
+                # every kept connection anyway
+                deadline = time.time() + 3
+                while self._origin_conns() > 1 and time.time() < deadline:
+                    time.sleep(0.05)
+                self.assertLessEqual(self._origin_conns(), 1,
+                                     "origin connections kept after %s" % host)
+        finally:
+            c.close()
+        for p, down, host, port, ip, rule in done:
+            self.allowed(client, p, down, host=host, port=port, ip=ip,
+                         rule=rule)
+        self.audit.check()
+
     def test_keepalive_then_refused_same_connection(self):
         # each request's row describes that request, not the one before it
         pa = self.a.port
