@@ -2,7 +2,7 @@
  * Placeholder snapshots (cred_phs.h): building one, publishing it by
  * pointer and reclaiming the old ones once no reader looks at them, and
  * finding placeholders in bytes by their fixed prefix plus a hash lookup.
- * Owns every struct cred_ph; knows nothing of sessions or policies.
+ * Owns every struct cred_ph; knows nothing of connections, exchanges or policies.
  *
  * A snapshot is two arrays of SHARDS shard pointers (random placeholders by
  * their hash, live ones by their sandbox's) and the list of fixed ones. A

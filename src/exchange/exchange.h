@@ -1,10 +1,12 @@
 /*
  * The public header of src/exchange/: the gateway's workers and their
- * client connections (struct session), each connection's current decision
- * (struct exchange), and what carries a decided exchange to its origin --
- * the decision pipeline, credential plans, request building, forwarding,
- * origin connections, TLS, relays. A session has one owner (its worker's
- * event loop) and one exit (session_close). The front-ends above
+ * client connections (struct conn), each decision on them (struct
+ * exchange: a request, a tunnel, an HTTP/2 stream), and what carries a
+ * decided exchange to its origin -- the decision pipeline, credential
+ * plans, request building, forwarding, origin connections (struct
+ * origin), TLS, relays. Everything of a connection has one owner (its
+ * worker's event loop); an exchange has one exit (exchange_close, or
+ * exchange_next for the one a new request follows). The front-ends above
  * (src/proxy/front.h) call down into this; it reaches them only through
  * the table p->fe (struct front_ops).
  */
@@ -80,7 +82,7 @@ struct worker {
 	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
 	struct event		*trim_ev;	/* give freed memory back (proxy_worker_trim) */
 	uint64_t		 next_session;
-	TAILQ_HEAD(, session)	 sessions;	/* every live session of this loop */
+	TAILQ_HEAD(exchange_tq, exchange) exchanges;	/* every live exchange of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
 	struct ssl_ctx_st	*tls_origin_ctx;	/* faces origins (verifying client) */
 	struct tls_sess_slot	 tls_sessions[PROXY_TLS_SESSIONS];
@@ -152,7 +154,7 @@ struct proxy {
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 	struct proxy_watch	*watch;		/* policies_watch, main thread */
 	const struct front_ops	*fe;		/* the front-ends, handed down (proxy_new) */
-	const struct session_parts *parts;	/* ... and this folder's parts above sessions */
+	const struct exchange_parts *parts;	/* ... and this folder's parts above exchanges */
 	void			(*on_free)(void *);	/* the daemon's, before the event loop goes */
 	void			*on_free_arg;
 };
@@ -160,7 +162,7 @@ struct proxy {
 /* The current policy, with a reference the caller must drop. */
 struct policy	*proxy_policy_get(struct proxy *);
 
-enum session_state {
+enum exchange_state {
 	S_HEAD,			/* waiting for a request head */
 	S_RESOLVING,
 	S_CONNECTING,
@@ -173,7 +175,7 @@ enum session_state {
 	S_SOCKS_REQUEST		/* SOCKS5: the CONNECT request */
 };
 
-enum session_kind {
+enum conn_kind {
 	KIND_HTTP,		/* absolute-form request on the explicit proxy */
 	KIND_CONNECT,		/* CONNECT tunnel on the explicit proxy */
 	KIND_SOCKS5,		/* SOCKS5 tunnel */
@@ -200,7 +202,7 @@ struct policy_credential;
 /*
  * The part of a plan only a request to a credential's host needs (3 KiB):
  * allocated by cred_request then, freed by cred_plan_free, so that other
- * sessions (and idle ones) do not carry it.
+ * exchanges (and idle ones) do not carry it.
  */
 struct cred_plan_ext {
 	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* placeholders of bound[] */
@@ -269,11 +271,11 @@ struct forward {
 };
 
 /*
- * Where the time of an intercepted session goes: each phase's first moment,
+ * Where the time of an intercepted connection goes: each phase's first moment,
  * in microseconds after accept (plus one; 0: not reached). Kept only with
- * `serve -d`, logged when the session closes; bench/run.py reads the lines.
+ * `serve -d`, logged when the connection closes; bench/run.py reads the lines.
  */
-enum session_mark {
+enum phase_mark {
 	MARK_HELLO,		/* the ClientHello decided: interception starts */
 	MARK_LEAF,		/* the leaf certificate and key in hand */
 	MARK_CLIENT_TLS,	/* the client's handshake done */
@@ -319,18 +321,30 @@ struct origin {
 TAILQ_HEAD(origin_pool, origin);
 
 /*
- * One exchange: one decision and what it carries -- its target and
+ * One exchange: one decision -- a request, a tunnel, a SOCKS5 connect, an
+ * HTTP/2 stream, a DNS query -- and everything it carries: its target and
  * verdict, the request and response it forwards (credential plan,
  * scrubber, path, counters), the checked addresses it may connect to, the
- * tail of the body it scanned. A session has exactly one (s->x) from
- * session_new to its free; a new request replaces it whole
- * (exchange_next), in memory of its own freed as one unit, so that nothing
- * of one request is there for the next. What a tunnel decided for the
- * requests inside it is the connection's (struct session, tun_*).
+ * origin connection it writes to, its lookup, its relay, its timers. It
+ * is made when its decision starts (a connection accepted, a request head
+ * begun, a stream opened), allocated whole, writes its own row when it
+ * ends, and is freed as one unit: nothing of one request is there for the
+ * next, and nothing in it is reset by hand. A client connection (struct
+ * conn) has one current own exchange (c->x) at a time; an HTTP/2
+ * connection's streams have one each, beside it (is_stream). What a tunnel
+ * decided for the requests inside it is the connection's (c->tun).
  */
 #define EXCHANGE_INLINE_ADDRS	4	/* more than this many: allocated */
 
 struct exchange {
+	uint64_t		 id;		/* its connection's; a stream's own */
+	TAILQ_ENTRY(exchange)	 entry;		/* on its worker's list while live */
+	struct worker		*w;		/* NULL: a DNS query's (proxy_dns.c) */
+	struct proxy		*p;
+	struct conn		*c;		/* the client connection */
+	enum exchange_state	 state;
+	int			 closing;	/* ended: nothing acts on it any more */
+	struct event		*free_ev;	/* deferred free once it ended */
 	/*
 	 * Who asks, under which policy: the policy it decides on (a reference
 	 * held, dropped with it) and the identity that made it. A request on
@@ -343,9 +357,9 @@ struct exchange {
 	struct policy_target	 target;
 	struct policy_verdict	 verdict;
 	/*
-	 * Its row's own measures: when it began (exchange_new) and the bytes
-	 * it moved -- a request's head and body each way, a tunnel's or an
-	 * upgraded connection's relayed bytes -- never the connection's.
+	 * Its row's own measures: when it began and the bytes it moved -- a
+	 * request's head and body each way, a tunnel's or an upgraded
+	 * connection's relayed bytes -- never the connection's.
 	 */
 	struct timespec		 started;
 	uint64_t		 up;
@@ -357,15 +371,33 @@ struct exchange {
 	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
 	struct netaddr		*addr_more;	/* room for PROXY_MAX_ADDRS, once needed */
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
+	/* The lookup of its target: the query in flight and its deadline. */
+	struct resolver_query	*rq;
+	struct event		*dns_timer;
+	void			(*on_connected)(struct exchange *);
 	/*
 	 * The origin connection it writes to (NULL: none yet), bound to its
-	 * decision: opened for it, taken from the connection's pool, or left
-	 * to it by the exchange before on the same connection (exchange_next);
-	 * let go of (upstream_drop, upstream_keep_in) before it is freed.
-	 * Toward an HTTP/2 origin, its stream there (proxy_h2_origin.c).
+	 * decision: opened for it, or taken from the connection's pool where
+	 * an earlier exchange left it; let go of (upstream_drop,
+	 * upstream_keep_in) before it is freed. Toward an HTTP/2 origin, its
+	 * stream there (proxy_h2_origin.c).
 	 */
 	struct origin		*o;
 	struct h2o		*h2o;
+	/* upstream.idle_timeout (or idle_ms): no traffic either way. */
+	struct event		*idle_ev;
+	struct timeval		 last_active;
+	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
+	/* A tunnel's relay (proxy_relay.c), a WebSocket's (proxy_ws.c). */
+	struct splice_relay	*splice;	/* the relay moved to splice */
+	int			 splice_off;	/* splicing failed once: copy to the end */
+	int			 eof_client;	/* relay half-close bookkeeping */
+	int			 eof_origin;
+	struct ws_relay		*ws;
+	enum sg_close		 close_reason;	/* NONE until it ends */
+	/* An HTTP/2 stream's (proxy_h2.c): its stream. */
+	struct h2_stream	*h2st;
+	int			 is_stream;
 	/*
 	 * Its own memory (exchange_alloc): the path, the body tail, the
 	 * addresses beyond the inline ones. Freed with it as one unit; nothing
@@ -379,7 +411,7 @@ struct exchange {
 /*
  * What a tunnel decided for the requests inside it: each of their
  * exchanges starts from its target, rule and checked addresses. Allocated once
- * a tunnel carries HTTP (session_tunnel_http), with room for its own
+ * a tunnel carries HTTP (conn_tunnel_http), with room for its own
  * addresses only, so that other connections do not carry it.
  */
 struct tunnel_decision {
@@ -397,15 +429,20 @@ struct tunnel_decision {
  * A client connection: its socket's peer, what its front-end learnt of it
  * (the first bytes, the original destination, the tunnel and what the
  * tunnel decided), its TLS state toward the client, its timers before a
- * request (sniff, head), its fair-share counts and its HTTP/2 state. Its
- * own session (owner) holds it from accept to close; an HTTP/2 stream's
- * session shares it, never copies it (refs: the last session freed frees
- * it).
+ * request (sniff, head), its fair-share counts, its HTTP/2 state and the
+ * origin connections its exchanges left. Its current own exchange (x)
+ * runs it; every exchange on it -- its own, one after another, and an
+ * HTTP/2 connection's streams -- holds a reference (refs: the last one
+ * freed frees it).
  */
 struct conn {
 	int			 refs;
-	struct session		*owner;		/* the connection's own session */
-	enum session_kind	 kind;
+	struct exchange		*x;		/* its current own exchange; NULL once it closed */
+	uint64_t		 id;		/* for the log */
+	struct timespec		 started;	/* accepted */
+	uint32_t		 marks[MARK_N];	/* serve -d: see enum phase_mark */
+	int			 origin_resumed;	/* an origin TLS session was resumed */
+	enum conn_kind	 kind;
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
 	struct bufferevent	*cbev;		/* the client socket (TLS: its filter) */
@@ -439,46 +476,6 @@ struct conn {
 };
 
 /*
- * One session: a connection's own (c->owner), or an HTTP/2 stream's on
- * the connection it shares (is_stream). It runs the current exchange
- * toward the origin (the exchange holds the origin connection): its
- * lookup, its timers, its relay.
- */
-struct session {
-	uint64_t		 id;
-	TAILQ_ENTRY(session)	 entry;
-	struct worker		*w;
-	struct proxy		*p;
-	struct conn		*c;		/* the client connection, never NULL */
-	enum session_state	 state;
-	int			 closing;
-	struct event		*free_ev;	/* deferred free after session_close */
-
-	struct exchange		*x;		/* the current decision: never NULL */
-
-	struct resolver_query	*rq;
-	void			(*on_connected)(struct session *);
-
-	struct event		*dns_timer;	/* the lookup's deadline */
-	struct event		*idle_ev;
-	struct timeval		 last_active;
-	uint32_t		 idle_ms;	/* 0: upstream.idle_timeout */
-
-	struct splice_relay	*splice;	/* the relay moved to splice (proxy_relay.c) */
-	int			 splice_off;	/* splicing failed once: copy to the end */
-	int			 eof_client;	/* relay half-close bookkeeping */
-	int			 eof_origin;
-	struct timespec		 started;
-	enum sg_close		 close_reason;	/* NONE until it ends */
-	struct ws_relay		*ws;		/* a WebSocket upgrade's relay (proxy_ws.c) */
-	uint32_t		 marks[MARK_N];	/* serve -d: see enum session_mark */
-	int			 origin_resumed;	/* the origin TLS session was resumed */
-	/* an HTTP/2 stream's session (proxy_h2.c) */
-	struct h2_stream	*h2st;		/* its stream */
-	int			 is_stream;	/* an HTTP/2 stream's (no tunnel row of its own) */
-};
-
-/*
  * proxy_forward.c: decode the chunked body in `in` (all of it, or up to its
  * end) into its payload in `out`, draining what was decoded; *done at the
  * last chunk. -1: bad framing.
@@ -507,73 +504,74 @@ void		 proxy_worker_trim_cb(evutil_socket_t, short, void *);
  * proxy_conn.c: what a connection records about itself (the bottom of
  * this folder: it calls nothing above it).
  */
-void		 session_touch(struct session *);
-/* Note the first time the session reaches m (only with `serve -d`). */
-void		 session_mark(struct session *, enum session_mark m);
-void		 session_set_idle(struct session *);
+void		 exchange_touch(struct exchange *);
+/* Note the first time the connection reaches m (only with `serve -d`). */
+void		 exchange_mark(struct exchange *, enum phase_mark m);
+void		 exchange_set_idle(struct exchange *);
 /* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
-int		 session_tunnel_http(struct session *);
+int		 conn_tunnel_http(struct exchange *);
 /* s->tun with room for n addresses: 0, or -1 out of memory (s->tun as it was). */
-int		 session_tun_reserve(struct session *, size_t n);
+int		 conn_tun_reserve(struct exchange *, size_t n);
 /* A tunnel's decision and its policy reference (NULL: nothing). */
 void		 tunnel_decision_free(struct tunnel_decision *);
-/* s->x->target from the destination as written (escaped when invalid). */
-void		 session_note_target(struct session *, const char *host,
+/* s->target from the destination as written (escaped when invalid). */
+void		 exchange_note_target(struct exchange *, const char *host,
 		    size_t len, uint16_t port);
 /*
- * A connection for its own session (refs 1); a reference dropped, the
- * connection freed with its tunnel decision at the last; its timers freed
- * (from its owner's session_close).
+ * A connection (refs 0: each exchange on it takes one, exchange_open); a
+ * reference dropped, the connection freed with its tunnel decision at the
+ * last; its timers freed (from its own exchange's exchange_close).
  */
-struct conn	*conn_new(struct session *owner);
+struct conn	*conn_new(void);
 void		 conn_unref(struct conn *);
 void		 conn_close_timers(struct conn *);
-/* The source's count taken by session_fair_source, given back once. */
-void		 session_fair_release_source(struct session *);
+/* The source's count taken by conn_fair_source, given back once. */
+void		 conn_fair_release_source(struct exchange *);
 /*
- * From session_close only: the counts taken (proxy_fair.c), if any; none
- * for a stream's session (its connection's owner gives them back).
+ * From exchange_close only: the counts taken (proxy_fair.c), if any; none
+ * for a stream's exchange (its connection's own exchange gives them back).
  */
-void		 session_fair_release(struct session *);
+void		 conn_fair_release(struct exchange *);
 
 /*
  * proxy_session.c: a connection's life -- made, answered, finished,
  * closed -- and its rows.
  */
-struct session	*session_new(struct worker *, enum listener_kind,
+struct exchange	*conn_make(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
-void		 session_close(struct session *, enum sg_close);
+void		 exchange_close(struct exchange *, enum sg_close);
 /*
- * A session made by the gateway itself (an HTTP/2 stream's request) joins
- * its worker: events, idle timer, the session list. 0, or -1 (s and its
- * cbev freed).
+ * A new exchange on c, of worker w: its events, on the worker's list, a
+ * reference to c taken; its idle timer not yet armed (exchange_set_idle).
+ * An HTTP/2 stream's (stream) is counted as a connection is
+ * (limits.max_connections). NULL out of memory.
  */
-int		 session_adopt(struct session *);
+struct exchange	*exchange_open(struct worker *, struct conn *, int stream);
 /* Send a complete HTTP error answer, then close once it is written. */
-void		 session_http_error(struct session *, int status,
+void		 exchange_http_error(struct exchange *, int status,
 		    enum sg_reason, const char *detail);
 /* Write what is queued to the client, then close. */
-void		 session_finish(struct session *, enum sg_close);
+void		 exchange_finish(struct exchange *, enum sg_close);
 /* The client side's EOF/error handler outside the relay. */
-void		 session_client_event_cb(struct bufferevent *, short, void *);
+void		 client_event_cb(struct bufferevent *, short, void *);
 /*
  * The exchange's row, written once: its decision, status and reason with
- * the exchange's own measures (s->x: started, up, down), and the log line.
+ * the exchange's own measures (s: started, up, down), and the log line.
  */
-void		 exchange_log(struct session *, enum sg_verdict, int status,
+void		 exchange_log(struct exchange *, enum sg_verdict, int status,
 		    enum sg_reason);
 /* The origin connection closed and forgotten (nothing when there is none). */
-void		 upstream_drop(struct session *);
+void		 upstream_drop(struct exchange *);
 
 /* proxy_fair.c: limits.per_sandbox and limits.head_timeout */
 /*
- * A connection accepted on a listener: its session made (session_new),
+ * A connection accepted on a listener: it and its first exchange made (conn_make),
  * its head timed, counted against its source address until its sandbox is
  * known (refused and answered when over its share), then its front-end's
- * first step (front_ops.start). NULL only when no session could be made;
- * the session may be closing already (the caller only counts).
+ * first step (front_ops.start). NULL only when none could be made;
+ * the exchange may be closing already (the caller only counts).
  */
-struct session	*session_accept(struct worker *, enum listener_kind,
+struct exchange	*conn_accept(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
 /*
  * max_connections is reached: 0 when a worker was asked to close one
@@ -586,31 +584,40 @@ void		 proxy_fair_evict_cb(evutil_socket_t, short, void *);
  * Count s against its sandbox once identified, and no longer against its
  * source: 0, or -1 refused (answered).
  */
-int		 session_fair_admit(struct session *);
+int		 conn_fair_admit(struct exchange *);
 /* A request head starts (no-op while one is timed); complete. */
-void		 session_head_begin(struct session *);
-void		 session_head_done(struct session *);
+void		 conn_head_begin(struct exchange *);
+void		 conn_head_done(struct exchange *);
 
-/* Log the denial and answer it in the session's protocol, then close. */
-void		 session_deny(struct session *, int status, enum sg_reason,
+/* Log the denial and answer it in the connection's protocol, then close. */
+void		 exchange_deny(struct exchange *, int status, enum sg_reason,
 		    const char *detail);
 
 /* proxy_forward.c: one request to the origin and its response back. */
-void		 forward_start(struct session *);
-/* The request's framing and keep-alive into s->x->fwd (proxy_request.c). */
-void		 forward_prepare(struct session *, const struct http_request *);
-void		 forward_client_read(struct session *);
+void		 forward_start(struct exchange *);
+/* The request's framing and keep-alive into s->fwd (proxy_request.c). */
+void		 forward_prepare(struct exchange *, const struct http_request *);
+void		 forward_client_read(struct exchange *);
 /* proxy_exchange.c */
 struct exchange	*exchange_new(void);
 /* What it holds (credential plan and snapshot, scrubber, path), and it. */
 void		 exchange_free(struct exchange *);
 /*
- * proxy_session.c: s's next exchange: the current one ends (its row
- * written if it reached an origin and has none) and is freed whole, a new
- * one starts from what the connection decided (inside a tunnel: its
- * target, rule and addresses). 0, or -1 out of memory (s keeps the old one).
+ * proxy_session.c: the connection's next exchange, after s (its current
+ * own one): s ends -- its row written if it reached an origin and has
+ * none, its origin connection left in the connection's pool or closed --
+ * and is freed from the loop; the new one starts from what the
+ * connection decided (inside a tunnel: its target, rule and addresses),
+ * and the client socket's callbacks are its from now on. The new
+ * exchange, or NULL out of memory (s goes on).
  */
-int		 exchange_next(struct session *);
+struct exchange	*exchange_next(struct exchange *);
+/*
+ * s has ended without its connection (exchange_next; its row written or
+ * not to be): off its worker's list, its timers gone, inert from now on
+ * (closing), freed from the loop with its reference to the connection.
+ */
+void		 exchange_retire(struct exchange *);
 /*
  * The decision a row records: an allowed exchange under mode: report is
  * "report", with the reason the policy would have given when it has none.
@@ -656,10 +663,10 @@ char		*exchange_strndup(struct exchange *, const char *s, size_t n);
 void		 exchange_mem_free(struct exchange *);
 
 /* proxy_upstream.c: resolution and connection of the origin side. */
-void		 upstream_resolve(struct session *, void (*next)(struct session *));
-void		 upstream_connect(struct session *, void (*next)(struct session *));
+void		 upstream_resolve(struct exchange *, void (*next)(struct exchange *));
+void		 upstream_connect(struct exchange *, void (*next)(struct exchange *));
 /* Steps 4 and 5 (internal ranges, countries, ASNs) over addrs; 1 allow. */
-int		 upstream_check_addrs(struct session *, const struct netaddr *,
+int		 upstream_check_addrs(struct exchange *, const struct netaddr *,
 		    size_t n);
 
 /*
@@ -667,7 +674,7 @@ int		 upstream_check_addrs(struct session *, const struct netaddr *,
  * made", steps 1-3.
  */
 struct decide_in {
-	const char	*host;		/* as the client wrote it; NULL: s->x->target as it is */
+	const char	*host;		/* as the client wrote it; NULL: s->target as it is */
 	size_t		 hostlen;
 	uint16_t	 port;
 	const char	*method;	/* NULL: a tunnel, before its requests */
@@ -679,26 +686,26 @@ struct decide_in {
 	size_t		 tunnel_abs_len;
 };
 /*
- * Fills s->x->target (as written when invalid) and s->x->verdict (rule named
+ * Fills s->target (as written when invalid) and s->verdict (rule named
  * default-deny when no rule decided), and returns the reason: REASON_NONE
  * when allowed so far.
  */
-enum sg_reason	 proxy_decide(struct session *, const struct decide_in *);
+enum sg_reason	 proxy_decide(struct exchange *, const struct decide_in *);
 /*
  * The part of it that comes before any destination is known: audit.db
  * cannot take rows and audit.on_failure is deny. REASON_AUDIT_UNAVAILABLE
- * (s->x->verdict set), or REASON_NONE.
+ * (s->verdict set), or REASON_NONE.
  */
-enum sg_reason	 proxy_decide_audit(struct session *);
+enum sg_reason	 proxy_decide_audit(struct exchange *);
 
 /* proxy_origin.c: an origin connection serves only its own decision. */
 int		 origin_bind_match(const struct origin_bind *have,
 		    const struct origin_bind *want, const struct netaddr *addrs,
 		    size_t n);
-void		 origin_bind_want(const struct session *, struct origin_bind *);
-void		 origin_bind_set(struct session *, const struct netaddr *);
-/* 1 when s->x->o was opened for the current decision (address in s->x->addrs). */
-int		 upstream_reusable(struct session *);
+void		 origin_bind_want(const struct exchange *, struct origin_bind *);
+void		 origin_bind_set(struct exchange *, const struct netaddr *);
+/* 1 when s->o was opened for the current decision (address in s->addrs). */
+int		 upstream_reusable(struct exchange *);
 /*
  * A kept-alive origin connection for a new exchange of the same decision
  * (sandbox, host, port, TLS, credentials; its own or one from the pool,
@@ -706,21 +713,21 @@ int		 upstream_reusable(struct session *);
  * connected to becomes the exchange's only one, for its address stage to
  * check; 0 when it was opened for another decision (or there is none).
  */
-int		 upstream_keep(struct session *);
-/* Before any byte goes to the origin: 0, or -1 (audited, session closed). */
-int		 upstream_guard(struct session *);
+int		 upstream_keep(struct exchange *);
+/* Before any byte goes to the origin: 0, or -1 (audited, exchange closed). */
+int		 upstream_guard(struct exchange *);
 /*
  * The exchange's origin connection, idle after its response, moved into
  * its client connection's pool (the exchange has none after), the oldest
  * kept there closed when the pool is full: 0; -1 when it is not worth
  * keeping (the exchange keeps it).
  */
-int		 upstream_keep_in(struct session *);
+int		 upstream_keep_in(struct exchange *);
 /*
  * A kept connection bound for s's current decision (upstream_reusable
  * holds after) moved into its exchange, which has none: 1; 0 when none is.
  */
-int		 upstream_take(struct session *);
+int		 upstream_take(struct exchange *);
 /* Every connection the pool keeps, closed. */
 void		 origin_pool_clear(struct conn *);
 /*
@@ -745,7 +752,7 @@ int		 cred_in_name(struct proxy *, const char *host, char *cred,
 int		 cred_in_bytes(struct proxy *, const char *buf, size_t n,
 		    char *cred, size_t credlen);
 /* 0: go on (plan filled); -1: refuse with *reason, plan->cred naming the credential. */
-int		 cred_request(struct session *, const struct http_request *,
+int		 cred_request(struct exchange *, const struct http_request *,
 		    struct cred_plan *, enum sg_reason *reason);
 void		 cred_plan_clear(struct cred_plan *);
 /* cred_plan_clear, and the plan's extension freed. */
@@ -753,15 +760,15 @@ void		 cred_plan_free(struct cred_plan *);
 void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
-int		 cred_host_bound(const struct session *);
+int		 cred_host_bound(const struct exchange *);
 /* secrets[i], phs[i] of the credentials bound to the request's host; how many. */
-size_t		 cred_scrub_lists(const struct session *, const char **secrets,
+size_t		 cred_scrub_lists(const struct exchange *, const char **secrets,
 		    const char **phs);
 
 
 
 /* proxy_cred.c: search buf[0..n) (and the tail of what moved before); moved bytes go on. */
-int		 cred_in_body(struct session *, struct evbuffer *, size_t n,
+int		 cred_in_body(struct exchange *, struct evbuffer *, size_t n,
 		    size_t moved, char *cred, size_t credlen);
 size_t		 cred_holdback(struct proxy *, struct evbuffer *, size_t len);
 
@@ -778,17 +785,17 @@ void		 proxy_tls_worker_free(struct worker *);
  * client's events go to on_event from then on. 0, or -1 (nothing handed
  * over: the caller refuses the tunnel).
  */
-int		 proxy_tls_intercept_client(struct session *,
+int		 proxy_tls_intercept_client(struct exchange *,
 		    bufferevent_event_cb on_event);
-struct bufferevent *proxy_tls_origin_bev(struct session *);
+struct bufferevent *proxy_tls_origin_bev(struct exchange *);
 const char	*proxy_tls_origin_error(struct bufferevent *, char *, size_t);
-void		 proxy_tls_origin_connected(struct session *, struct bufferevent *);
+void		 proxy_tls_origin_connected(struct exchange *, struct bufferevent *);
 /* An origin connection (TLS or not) freed, its TLS session kept resumable. */
 void		 proxy_tls_origin_close(struct bufferevent *);
 /* In a read callback, before the input is drained: size the filter's next reads. */
 void		 proxy_tls_read_size(struct bufferevent *);
 /* Ciphertext not yet written to an intercepted client's socket. */
-size_t		 proxy_tls_client_unsent(struct session *);
+size_t		 proxy_tls_client_unsent(struct exchange *);
 /* Free cbev or obev (and the socket under its TLS filter). */
 void		 proxy_tls_bev_free(struct bufferevent *);
 /* bufferevent_socket_connect, also for proxy_tls_origin_bev's filter. */
@@ -796,75 +803,75 @@ int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
 		    int);
 
 /*
- * The client socket a session answers on: its connection's, or NULL for
- * an HTTP/2 stream's session, whose answer goes to its stream (the
+ * The client socket an exchange answers on: its connection's, or NULL for
+ * an HTTP/2 stream's exchange, whose answer goes to its stream (the
  * connection's socket is its owner's, carrying every stream).
  */
 /* The origin socket its exchange writes to, or NULL. */
 #define EXCHANGE_OBEV(x)	((x)->o != NULL ? (x)->o->bev : NULL)
-#define SESSION_CBEV(s)		((s)->is_stream ? NULL : (s)->c->cbev)
+#define EXCHANGE_CBEV(s)		((s)->is_stream ? NULL : (s)->c->cbev)
 
-/* 1 when a session answers HTTP requests one by one (rows per request). */
-#define SESSION_IS_HTTP(s)	((s)->c->kind == KIND_HTTP || \
+/* 1 when its connection answers HTTP requests one by one (rows per request). */
+#define EXCHANGE_IS_HTTP(s)	((s)->c->kind == KIND_HTTP || \
 				 (s)->c->kind == KIND_INGRESS || (s)->c->tunnel_http)
 
 /* proxy_ws.c: WebSocket upgrades, their checks and their framed relay. */
 struct ws_relay;
 /* A request's Upgrade, once its credential plan is known: 0, or -1 refused. */
-int		 ws_request_check(struct session *, const struct http_request *);
+int		 ws_request_check(struct exchange *, const struct http_request *);
 /* The origin's 101: 1 a WebSocket relay, 0 bytes (relay_start), -1 refused. */
-int		 ws_upgrade_check(struct session *, const struct http_response *);
+int		 ws_upgrade_check(struct exchange *, const struct http_response *);
 /* Refuse the origin's 101: 502 upgrade-refused, decision error; closes. */
-void		 ws_upgrade_refuse(struct session *, const char *detail);
-void		 ws_relay_start(struct session *);
-void		 ws_relay_free(struct session *);
+void		 ws_upgrade_refuse(struct exchange *, const char *detail);
+void		 ws_relay_start(struct exchange *);
+void		 ws_relay_free(struct exchange *);
 
 /* proxy_forward.c: the client took bytes; a paused origin is read again. */
-void		 forward_resume(struct session *);
+void		 forward_resume(struct exchange *);
 /*
  * proxy_h2_origin.c, for a stream: more of the client's body is there (or
  * its end); the client took response bytes. To the stream's HTTP/2 origin
- * session when it has one, else to proxy_forward.c.
+ * stream when it has one, else to proxy_forward.c.
  */
-void		 stream_client_body(struct session *);
-void		 stream_resume(struct session *);
+void		 stream_client_body(struct exchange *);
+void		 stream_resume(struct exchange *);
 
 /*
  * proxy_h2_origin.c: an HTTP/2 stream forwarded to an HTTP/2 origin. After
  * the decision and the plan; only_h2 (gRPC): an origin without h2 is a
- * 502, else it gets the HTTP/1.1 head already in s->x->fwd.head.
+ * 502, else it gets the HTTP/1.1 head already in s->fwd.head.
  */
 struct h2o;
-void		 h2o_request(struct session *, const struct http_request *,
+void		 h2o_request(struct exchange *, const struct http_request *,
 		    int n, int only_h2);
-void		 h2o_client_read(struct session *);
+void		 h2o_client_read(struct exchange *);
 /* The client took response bytes: the origin may send more. */
-void		 h2o_resume(struct session *);
-void		 h2o_free(struct session *);
+void		 h2o_resume(struct exchange *);
+void		 h2o_free(struct exchange *);
 /* An h2 client connection ends: its origin connection goes when idle. */
 struct h2up;
-void		 h2up_release(struct session *);
+void		 h2up_release(struct exchange *);
 /* proxy_request.c: the request's fields for it, swapped ("name\0value\0" pairs). */
 struct vault_wbuf;
-int		 http_h2_fields(struct session *, const struct http_request *,
+int		 http_h2_fields(struct exchange *, const struct http_request *,
 		    struct vault_wbuf *, size_t *n);
 
 /*
  * proxy_request.c: the credential plan of a decided request (placeholders
  * swapped where they belong, refused elsewhere: answered, -1), and its
- * head for the origin in s->x->fwd.head (replace_host: Host names the
+ * head for the origin in s->fwd.head (replace_host: Host names the
  * target): 0, or -1 out of memory.
  */
-int		 request_cred_check(struct session *, const struct http_request *);
-int		 request_build_head(struct session *, const struct http_request *,
+int		 request_cred_check(struct exchange *, const struct http_request *);
+int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 
 /* proxy_relay.c: the decided, connected tunnel's bytes both ways. */
-void		 relay_start(struct session *);
+void		 relay_start(struct exchange *);
 /* proxy_relay.c: bulk through tunnels the gateway does not read (splice) */
-int		 splice_ready(const struct session *);
-int		 splice_start(struct session *);
-void		 splice_free(struct session *);
+int		 splice_ready(const struct exchange *);
+int		 splice_start(struct exchange *);
+void		 splice_free(struct exchange *);
 
 /*
  * What the layer below the front-ends (the exchange: decide, forward,
@@ -875,90 +882,90 @@ void		 splice_free(struct session *);
  */
 struct front_ops {
 	/* A new connection's first step for its listener (may close it). */
-	void		(*start)(struct session *);
+	void		(*start)(struct exchange *);
 	/* Reads request heads from the client (HTTP/1.1). */
 	bufferevent_data_cb client_read;
 	/* A response is done and the connection is kept: the next request. */
-	void		(*next_request)(struct session *);
+	void		(*next_request)(struct exchange *);
 	/* Refusals in the listener's own protocol before any HTTP. */
-	void		(*refuse_socks5)(struct session *, enum sg_reason);
-	void		(*refuse_transparent)(struct session *, enum sg_reason);
-	/* From session_close: a connection's streams, a stream's place. */
-	void		(*closed)(struct session *);
+	void		(*refuse_socks5)(struct exchange *, enum sg_reason);
+	void		(*refuse_transparent)(struct exchange *, enum sg_reason);
+	/* From exchange_close: a connection's streams, a stream's place. */
+	void		(*closed)(struct exchange *);
 	/* An HTTP/2 stream's answer and request body (proxy_h2.c, h2_stream_*). */
-	int		(*stream_head)(struct session *, const nghttp2_nv *, size_t,
+	int		(*stream_head)(struct exchange *, const nghttp2_nv *, size_t,
 			    int);
-	int		(*stream_response)(struct session *,
+	int		(*stream_response)(struct exchange *,
 			    const struct http_response *);
-	int		(*stream_data)(struct session *, struct evbuffer *);
-	int		(*stream_end)(struct session *, const nghttp2_nv *, size_t);
-	size_t		(*stream_pending)(struct session *);
-	int		(*stream_full)(struct session *);
-	struct evbuffer	*(*stream_body)(struct session *);
-	int		(*stream_body_end)(struct session *, const char **,
+	int		(*stream_data)(struct exchange *, struct evbuffer *);
+	int		(*stream_end)(struct exchange *, const nghttp2_nv *, size_t);
+	size_t		(*stream_pending)(struct exchange *);
+	int		(*stream_full)(struct exchange *);
+	struct evbuffer	*(*stream_body)(struct exchange *);
+	int		(*stream_body_end)(struct exchange *, const char **,
 			    size_t *);
-	void		(*stream_poke)(struct session *);
-	struct session	*(*stream_parent)(struct session *);
+	void		(*stream_poke)(struct exchange *);
+	struct exchange	*(*stream_parent)(struct exchange *);
 };
 
 /*
- * What a session's close (proxy_session.c) lets go of that the parts
- * above it hung on the session, handed down by proxy_new() as p->parts
- * (proxy_parts.c): the session's life calls nothing above it by name.
+ * What an exchange's close (proxy_session.c) lets go of that the parts
+ * above it hung on the exchange, handed down by proxy_new() as p->parts
+ * (proxy_parts.c): the exchange's life calls nothing above it by name.
  */
-struct session_parts {
-	void		(*release)(struct session *);
+struct exchange_parts {
+	void		(*release)(struct exchange *);
 };
-extern const struct session_parts proxy_session_parts;
+extern const struct exchange_parts proxy_exchange_parts;
 
 /* The exchange layer's way to a stream's front-end (see struct front_ops). */
 static inline int
-fe_stream_head(struct session *s, const nghttp2_nv *nv, size_t n, int end)
+fe_stream_head(struct exchange *s, const nghttp2_nv *nv, size_t n, int end)
 {
 	return s->p->fe->stream_head(s, nv, n, end);
 }
 static inline int
-fe_stream_response(struct session *s, const struct http_response *r)
+fe_stream_response(struct exchange *s, const struct http_response *r)
 {
 	return s->p->fe->stream_response(s, r);
 }
 static inline int
-fe_stream_data(struct session *s, struct evbuffer *b)
+fe_stream_data(struct exchange *s, struct evbuffer *b)
 {
 	return s->p->fe->stream_data(s, b);
 }
 static inline int
-fe_stream_end(struct session *s, const nghttp2_nv *nv, size_t n)
+fe_stream_end(struct exchange *s, const nghttp2_nv *nv, size_t n)
 {
 	return s->p->fe->stream_end(s, nv, n);
 }
 static inline size_t
-fe_stream_pending(struct session *s)
+fe_stream_pending(struct exchange *s)
 {
 	return s->p->fe->stream_pending(s);
 }
 static inline int
-fe_stream_full(struct session *s)
+fe_stream_full(struct exchange *s)
 {
 	return s->p->fe->stream_full(s);
 }
 static inline struct evbuffer *
-fe_stream_body(struct session *s)
+fe_stream_body(struct exchange *s)
 {
 	return s->p->fe->stream_body(s);
 }
 static inline int
-fe_stream_body_end(struct session *s, const char **tr, size_t *len)
+fe_stream_body_end(struct exchange *s, const char **tr, size_t *len)
 {
 	return s->p->fe->stream_body_end(s, tr, len);
 }
 static inline void
-fe_stream_poke(struct session *s)
+fe_stream_poke(struct exchange *s)
 {
 	s->p->fe->stream_poke(s);
 }
-static inline struct session *
-fe_stream_parent(struct session *s)
+static inline struct exchange *
+fe_stream_parent(struct exchange *s)
 {
 	return s->p->fe->stream_parent(s);
 }

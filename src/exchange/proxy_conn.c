@@ -15,22 +15,24 @@
 #include "exchange/exchange.h"
 
 void
-session_mark(struct session *s, enum session_mark m)
+exchange_mark(struct exchange *s, enum phase_mark m)
 {
 	struct timespec now;
 	int64_t us;
 
-	if (s->marks[m] != 0 || !log_enabled(LOG_LVL_DEBUG))
+	struct conn *c = s->c;
+
+	if (c->marks[m] != 0 || !log_enabled(LOG_LVL_DEBUG))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	us = (int64_t)(now.tv_sec - s->started.tv_sec) * 1000000 +
-	    (now.tv_nsec - s->started.tv_nsec) / 1000;
-	s->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
+	us = (int64_t)(now.tv_sec - c->started.tv_sec) * 1000000 +
+	    (now.tv_nsec - c->started.tv_nsec) / 1000;
+	c->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
 	    (uint32_t)us + 1;
 }
 
 int
-session_tun_reserve(struct session *s, size_t n)
+conn_tun_reserve(struct exchange *s, size_t n)
 {
 	struct tunnel_decision *t;
 
@@ -56,29 +58,29 @@ tunnel_decision_free(struct tunnel_decision *t)
 
 /* From here the tunnel carries HTTP, decided request by request. */
 int
-session_tunnel_http(struct session *s)
+conn_tunnel_http(struct exchange *s)
 {
-	if (session_tun_reserve(s, s->x->n_addrs) == -1)
+	if (conn_tun_reserve(s, s->n_addrs) == -1)
 		return -1;
 	s->c->tunnel_http = 1;
 	/* Its requests are the tunnel's identity's, on the tunnel's policy. */
-	if (s->c->tun->pol != s->x->pol) {
+	if (s->c->tun->pol != s->pol) {
 		policy_unref(s->c->tun->pol);
-		s->c->tun->pol = s->x->pol;
+		s->c->tun->pol = s->pol;
 		policy_ref(s->c->tun->pol);
 	}
-	s->c->tun->has_ident = s->x->has_ident;
-	s->c->tun->ident = s->x->ident;
-	s->c->tun->target = s->x->target;
-	memcpy(s->c->tun->addrs, s->x->addrs, s->x->n_addrs *
+	s->c->tun->has_ident = s->has_ident;
+	s->c->tun->ident = s->ident;
+	s->c->tun->target = s->target;
+	memcpy(s->c->tun->addrs, s->addrs, s->n_addrs *
 	    sizeof(s->c->tun->addrs[0]));
-	s->c->tun->n_addrs = s->x->n_addrs;
-	memcpy(s->c->tun->rule, s->x->verdict.rule, sizeof(s->c->tun->rule));
+	s->c->tun->n_addrs = s->n_addrs;
+	memcpy(s->c->tun->rule, s->verdict.rule, sizeof(s->c->tun->rule));
 	return 0;
 }
 
 void
-session_touch(struct session *s)
+exchange_touch(struct exchange *s)
 {
 	event_base_gettimeofday_cached(s->w->base, &s->last_active);
 }
@@ -88,14 +90,14 @@ session_touch(struct session *s)
  * name or address, otherwise escaped, so a refused row never says null.
  */
 void
-session_note_target(struct session *s, const char *host, size_t len,
+exchange_note_target(struct exchange *s, const char *host, size_t len,
     uint16_t port)
 {
-	(void)decide_note_target(&s->x->target, host, len, port);
+	(void)decide_note_target(&s->target, host, len, port);
 }
 
 void
-session_set_idle(struct session *s)
+exchange_set_idle(struct exchange *s)
 {
 	struct timeval tv;
 	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
@@ -106,9 +108,9 @@ session_set_idle(struct session *s)
 	evtimer_add(s->idle_ev, &tv);
 }
 
-/* The source's count, taken by session_fair_source, given back once. */
+/* The source's count, taken by conn_fair_source, given back once. */
 void
-session_fair_release_source(struct session *s)
+conn_fair_release_source(struct exchange *s)
 {
 	if (!s->c->fair_src_counted)
 		return;
@@ -117,11 +119,11 @@ session_fair_release_source(struct session *s)
 }
 
 void
-session_fair_release(struct session *s)
+conn_fair_release(struct exchange *s)
 {
-	if (s->c->owner != s)
-		return;		/* a stream's session: the connection counts */
-	session_fair_release_source(s);
+	if (s->c->x != s)
+		return;		/* a stream's: the connection counts */
+	conn_fair_release_source(s);
 	if (!s->c->fair_counted)
 		return;
 	s->c->fair_counted = 0;
@@ -129,14 +131,13 @@ session_fair_release(struct session *s)
 }
 
 struct conn *
-conn_new(struct session *owner)
+conn_new(void)
 {
 	struct conn *c;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
-	c->refs = 1;
-	c->owner = owner;
+	clock_gettime(CLOCK_MONOTONIC, &c->started);
 	TAILQ_INIT(&c->pool);
 	return c;
 }

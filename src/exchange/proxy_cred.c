@@ -250,12 +250,12 @@ cred_in_bytes(struct proxy *p, const char *buf, size_t n, char *cred,
 }
 
 static const struct policy_credential *
-own_cred(const struct session *s, const char *name)
+own_cred(const struct exchange *s, const char *name)
 {
 	const struct policy_credential *const *cv;
 	size_t i, n;
 
-	cv = policy_credentials(s->x->pol, s->x->ident.policy, &n);
+	cv = policy_credentials(s->pol, s->ident.policy, &n);
 	for (i = 0; i < n; i++)
 		if (strcmp(cv[i]->name, name) == 0)
 			return cv[i];
@@ -264,16 +264,16 @@ own_cred(const struct session *s, const char *name)
 
 /* May placeholder e be swapped here? */
 static int
-swap_allowed(const struct session *s, const struct cred_phs *ps,
+swap_allowed(const struct exchange *s, const struct cred_phs *ps,
     const struct cred_ph *e, const struct policy_credential **cp)
 {
 	const struct policy_credential *c;
 
-	if (!cred_phs_mine(ps, e, s->x->ident.sandbox) || !s->c->intercepted ||
-	    s->x->target.is_ip)
+	if (!cred_phs_mine(ps, e, s->ident.sandbox) || !s->c->intercepted ||
+	    s->target.is_ip)
 		return 0;
 	if ((c = own_cred(s, e->cred)) == NULL ||
-	    !policy_credential_bound(c, s->x->target.host))
+	    !policy_credential_bound(c, s->target.host))
 		return 0;
 	*cp = c;
 	return 1;
@@ -281,23 +281,23 @@ swap_allowed(const struct session *s, const struct cred_phs *ps,
 
 /* 0, or -1: no memory. */
 static int
-plan_bound(struct session *s, const struct cred_phs *ps,
+plan_bound(struct exchange *s, const struct cred_phs *ps,
     struct cred_plan *plan)
 {
 	const struct policy_credential *const *cv;
 	size_t i, n;
 
-	cv = policy_credentials(s->x->pol, s->x->ident.policy, &n);
+	cv = policy_credentials(s->pol, s->ident.policy, &n);
 	for (i = 0; i < n && plan->n_bound < CRED_MAX_BOUND; i++) {
 		const struct cred_ph *e;
 
-		if (s->x->target.is_ip || !policy_credential_bound(cv[i],
-		    s->x->target.host))
+		if (s->target.is_ip || !policy_credential_bound(cv[i],
+		    s->target.host))
 			continue;
 		if (plan->x == NULL &&
 		    (plan->x = calloc(1, sizeof(*plan->x))) == NULL)
 			return -1;
-		e = cred_phs_get(ps, s->x->ident.sandbox, cv[i]->name);
+		e = cred_phs_get(ps, s->ident.sandbox, cv[i]->name);
 		plan->bound[plan->n_bound] = cv[i];
 		snprintf(plan->x->ph[plan->n_bound], sizeof(plan->x->ph[0]),
 		    "%s", e != NULL ? e->ph : "");
@@ -314,7 +314,7 @@ enum scan_at {
 };
 
 struct scan {
-	struct session			*s;
+	struct exchange			*s;
 	const struct cred_phs		*ps;
 	const struct http_request	*req;
 	struct cred_plan		*plan;
@@ -327,13 +327,13 @@ static int
 scan_cb(const struct cred_ph *e, void *arg)
 {
 	struct scan *sc = arg;
-	const struct session *s = sc->s;
+	const struct exchange *s = sc->s;
 	const struct policy_credential *c = NULL;
 	const struct http_header *h;
 
 	/* A fixed placeholder is shared: judge it by our own entry. */
-	if (!cred_phs_mine(sc->ps, e, s->x->ident.sandbox) &&
-	    cred_phs_owned(sc->ps, s->x->ident.sandbox, e->ph, e->phlen))
+	if (!cred_phs_mine(sc->ps, e, s->ident.sandbox) &&
+	    cred_phs_owned(sc->ps, s->ident.sandbox, e->ph, e->phlen))
 		return 0;
 	snprintf(sc->plan->cred, sizeof(sc->plan->cred), "%s", e->cred);
 	switch (sc->at) {
@@ -391,7 +391,7 @@ scan_request(struct scan *sc)
 }
 
 int
-cred_request(struct session *s, const struct http_request *req,
+cred_request(struct exchange *s, const struct http_request *req,
     struct cred_plan *plan, enum sg_reason *reason)
 {
 	const struct policy_credential *c = NULL;
@@ -516,10 +516,10 @@ body_has(const struct cred_phs *ps, struct evbuffer *buf, size_t n,
  * what moved before, so a placeholder split across reads is found too.
  */
 int
-cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
+cred_in_body(struct exchange *s, struct evbuffer *buf, size_t n, size_t moved,
     char *cred, size_t credlen)
 {
-	struct cred_body_tail *t = s->x->body_tail;
+	struct cred_body_tail *t = s->body_tail;
 	struct found f = { cred, credlen };
 	const struct cred_phs *ps;
 	char edge[2 * CRED_PH_MAX];
@@ -529,7 +529,7 @@ cred_in_body(struct session *s, struct evbuffer *buf, size_t n, size_t moved,
 	if (atomic_load(&s->p->n_phs) == 0 || n == 0)
 		return 0;
 	/* The tail is the exchange's, made when its first body bytes are seen. */
-	if (t == NULL && (t = s->x->body_tail = exchange_alloc(s->x,
+	if (t == NULL && (t = s->body_tail = exchange_alloc(s,
 	    sizeof(*t))) == NULL) {
 		if (credlen > 0)
 			cred[0] = '\0';
@@ -663,10 +663,10 @@ cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
 
 /* The secrets of the credentials bound to this request's host, and their placeholders. */
 size_t
-cred_scrub_lists(const struct session *s, const char **secrets,
+cred_scrub_lists(const struct exchange *s, const char **secrets,
     const char **phs)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 	size_t j;
 
 	for (j = 0; j < plan->n_bound; j++) {

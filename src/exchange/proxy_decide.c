@@ -1,7 +1,7 @@
 /*
- * The session's side of the one decision (core/decide.c): what a session
+ * The exchange's side of the one decision (core/decide.c): what an exchange
  * knows goes in as a decide_q, the decision comes back into the fields the
- * audit row is built from (s->x->target, s->x->verdict, the credential a misuse
+ * audit row is built from (s->target, s->verdict, the credential a misuse
  * names). Every way a destination reaches the gateway comes through here:
  * absolute form, CONNECT, SOCKS5, the transparent listener's names and
  * addresses, and HTTP requests inside tunnels.
@@ -23,10 +23,10 @@ name_has_placeholder(void *arg, const char *host, char *cred, size_t len)
 }
 
 static void
-env_of(const struct session *s, struct decide_env *env)
+env_of(const struct exchange *s, struct decide_env *env)
 {
 	memset(env, 0, sizeof(*env));
-	env->pol = s->x->pol;
+	env->pol = s->pol;
 	env->geoip = s->p->geoip;
 	env->audit_refuses = audit_refuses(s->p->audit);
 	env->keeper_up = keeper_client_up(s->p->kc);
@@ -35,7 +35,7 @@ env_of(const struct session *s, struct decide_env *env)
 }
 
 static enum decide_listener
-listener_of(const struct session *s)
+listener_of(const struct exchange *s)
 {
 	switch (s->c->kind) {
 	case KIND_CONNECT:
@@ -70,18 +70,18 @@ split(const char *v, size_t len, struct decide_authority *a)
  * anywhere: the same 503 whatever the policy would say, rule "audit".
  */
 enum sg_reason
-proxy_decide_audit(struct session *s)
+proxy_decide_audit(struct exchange *s)
 {
 	if (!audit_refuses(s->p->audit))
 		return REASON_NONE;
-	s->x->verdict.allow = 0;
-	s->x->verdict.reason = REASON_AUDIT_UNAVAILABLE;
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "audit");
+	s->verdict.allow = 0;
+	s->verdict.reason = REASON_AUDIT_UNAVAILABLE;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "audit");
 	return REASON_AUDIT_UNAVAILABLE;
 }
 
 enum sg_reason
-proxy_decide(struct session *s, const struct decide_in *in)
+proxy_decide(struct exchange *s, const struct decide_in *in)
 {
 	struct decide_authority host, abs;
 	struct decide_env env;
@@ -91,13 +91,13 @@ proxy_decide(struct session *s, const struct decide_in *in)
 	env_of(s, &env);
 	memset(&q, 0, sizeof(q));
 	q.listener = listener_of(s);
-	q.id = s->x->has_ident ? &s->x->ident : NULL;
+	q.id = s->has_ident ? &s->ident : NULL;
 	q.method = in->method;
 	q.path = in->path;
 	if (in->tunnel_host != NULL || in->tunnel_request) {
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		q.listener = DECIDE_TUNNEL;
-		q.target = &s->x->target;
+		q.target = &s->target;
 		q.tunnel_rule = s->c->tun != NULL ? s->c->tun->rule : "";
 		if (in->tunnel_host != NULL) {
 			split(in->tunnel_host, in->tunnel_host_len, &host);
@@ -112,32 +112,32 @@ proxy_decide(struct session *s, const struct decide_in *in)
 		q.hostlen = in->hostlen;
 		q.port = in->port;
 	} else
-		q.target = &s->x->target;
+		q.target = &s->target;
 	(void)decide(&env, &q, &d);
-	s->x->target = d.target;
-	s->x->verdict = d.v;
-	snprintf(s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred), "%s", d.cred);
+	s->target = d.target;
+	s->verdict = d.v;
+	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
 	return d.reason;
 }
 
 /*
  * The decision's address stage for addrs (core/decide.c): every address
  * must be reachable (allow_private) and outside denied countries and
- * ASNs. 1 allow; 0 deny, s->x->fwd.ip naming the first address refused.
+ * ASNs. 1 allow; 0 deny, s->fwd.ip naming the first address refused.
  */
 int
-upstream_check_addrs(struct session *s, const struct netaddr *addrs, size_t n)
+upstream_check_addrs(struct exchange *s, const struct netaddr *addrs, size_t n)
 {
 	struct decide_env env;
 
 	env_of(s, &env);
-	return exchange_check_addrs(s->x, &env, addrs, n) == REASON_NONE;
+	return exchange_check_addrs(s, &env, addrs, n) == REASON_NONE;
 }
 
 /* docs/tls.md: a credential of this sandbox's policy bound to the host. */
 int
-cred_host_bound(const struct session *s)
+cred_host_bound(const struct exchange *s)
 {
-	return s->x->has_ident && decide_cred_bound(s->x->pol, &s->x->ident,
-	    &s->x->target);
+	return s->has_ident && decide_cred_bound(s->pol, &s->ident,
+	    &s->target);
 }

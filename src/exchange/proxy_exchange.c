@@ -1,8 +1,10 @@
 /*
- * The exchange: one decision and what it carries, in memory of its own
- * (struct exchange in exchange.h). A session holds exactly one; a new
- * request gets a new one and the old one goes whole, so no field of a
- * request is reset by hand for the next, and none survives it.
+ * The exchange as data: one decision and what it carries, in memory of its
+ * own (struct exchange in exchange.h), made and freed whole; its
+ * address stage and its row. A connection has one current own exchange; a
+ * new request gets a new one and the old one goes whole
+ * (proxy_session.c), so no field of a request is reset by hand for the
+ * next, and none survives it.
  */
 #include <stddef.h>
 #include <stdint.h>

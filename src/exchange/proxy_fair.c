@@ -1,8 +1,8 @@
 /*
- * Fair share for sessions: a session counts against its source address's
+ * Fair share for connections: a connection counts against its source address's
  * share from accept until its sandbox is known, then against its
- * sandbox's limits.per_sandbox until session_close; each request head must
- * be complete within limits.head_timeout of its start. Owns the session's
+ * sandbox's limits.per_sandbox until exchange_close; each request head must
+ * be complete within limits.head_timeout of its start. Owns the connection's
  * two counts and its head timer.
  */
 #include <stdio.h>
@@ -14,11 +14,11 @@
 #include "exchange/exchange.h"
 
 /*
- * Answer a refused session in its listener's protocol (status and reason
+ * Answer a refused connection in its listener's protocol (status and reason
  * for HTTP); the row is the caller's.
  */
 static void
-fair_answer(struct session *s, int status, enum sg_reason reason,
+fair_answer(struct exchange *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	switch (s->c->kind) {
@@ -30,22 +30,22 @@ fair_answer(struct session *s, int status, enum sg_reason reason,
 		break;
 	case KIND_INGRESS:
 		/* Refused at accept, before its TLS: nothing it could read. */
-		session_close(s, CLOSE_REFUSED);
+		exchange_close(s, CLOSE_REFUSED);
 		break;
 	default:
-		session_http_error(s, status, reason, detail);
+		exchange_http_error(s, status, reason, detail);
 		break;
 	}
 }
 
 static void
-fair_refuse(struct session *s, enum fair_verdict v,
+fair_refuse(struct exchange *s, enum fair_verdict v,
     const struct fair_refusal *ref)
 {
 	const struct config *cfg = s->p->cfg;
 	char detail[160], abuf[NETADDR_STRLEN];
 
-	if (!s->x->has_ident)
+	if (!s->has_ident)
 		snprintf(detail, sizeof(detail), "source %s has %u connections "
 		    "open whose sandbox is not known yet (limits.per_sandbox."
 		    "max_connections, at most half of limits.max_connections)",
@@ -54,14 +54,14 @@ fair_refuse(struct session *s, enum fair_verdict v,
 	else if (v == FAIR_OVER_CONNS)
 		snprintf(detail, sizeof(detail), "sandbox %s has %u connections "
 		    "open (limits.per_sandbox.max_connections)",
-		    s->x->ident.sandbox, cfg->sandbox_max_connections);
+		    s->ident.sandbox, cfg->sandbox_max_connections);
 	else
 		snprintf(detail, sizeof(detail), "sandbox %s opens more than %u "
 		    "connections per second (limits.per_sandbox."
-		    "connections_per_second)", s->x->ident.sandbox,
+		    "connections_per_second)", s->ident.sandbox,
 		    cfg->sandbox_conn_rate);
-	s->x->verdict.allow = 0;
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
 	/* One row per sandbox per second while it lasts; the rest are counted. */
 	if (ref->audit) {
 		log_info("rate-limited: %s; %llu more refusal%s since the "
@@ -70,7 +70,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
 		    ref->suppressed == 1 ? "" : "s");
 		exchange_log(s, VERDICT_DENY, 429, REASON_RATE_LIMITED);
 	} else
-		s->x->logged = 1;
+		s->logged = 1;
 	fair_answer(s, 429, REASON_RATE_LIMITED, detail);
 }
 
@@ -83,7 +83,7 @@ fair_refuse(struct session *s, enum fair_verdict v,
  * its connections count against the sandbox from the start.
  */
 static int
-session_fair_source(struct session *s)
+conn_fair_source(struct exchange *s)
 {
 	struct fair_refusal ref;
 	enum fair_verdict v;
@@ -100,39 +100,39 @@ session_fair_source(struct session *s)
 	return -1;
 }
 
-struct session *
-session_accept(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
+struct exchange *
+conn_accept(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
     const struct sockaddr *sa, int socklen)
 {
-	struct session *s;
+	struct exchange *s;
 
-	if ((s = session_new(w, lk, fd, sa, socklen)) == NULL)
+	if ((s = conn_make(w, lk, fd, sa, socklen)) == NULL)
 		return NULL;
 	/* The first head is timed from accept; transparent's first bytes from their start. */
 	if (s->c->kind != KIND_TRANSPARENT)
-		session_head_begin(s);
-	if (session_fair_source(s) == -1)
+		conn_head_begin(s);
+	if (conn_fair_source(s) == -1)
 		return s;	/* refused and answered: the caller only counts */
 	s->p->fe->start(s);	/* may close s: the caller only counts */
 	return s;
 }
 
 int
-session_fair_admit(struct session *s)
+conn_fair_admit(struct exchange *s)
 {
 	struct fair_refusal ref;
 	enum fair_verdict v;
 
 	/* Ingress is traffic toward a sandbox: it never spends the guest's share. */
-	if (s->c->fair_counted || !s->x->has_ident || s->c->kind == KIND_INGRESS ||
+	if (s->c->fair_counted || !s->has_ident || s->c->kind == KIND_INGRESS ||
 	    s->p->fair == NULL)
 		return 0;
-	v = fairshare_conn_open(s->p->fair, s->x->ident.sandbox,
+	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
 	    fairshare_now_ms(), &ref);
 	/* Known now: the sandbox's share holds it (or it is refused). */
-	session_fair_release_source(s);
+	conn_fair_release_source(s);
 	if (v == FAIR_OK) {
-		memcpy(s->c->fair_sandbox, s->x->ident.sandbox,
+		memcpy(s->c->fair_sandbox, s->ident.sandbox,
 		    sizeof(s->c->fair_sandbox));
 		s->c->fair_counted = 1;
 		return 0;
@@ -142,9 +142,9 @@ session_fair_admit(struct session *s)
 }
 
 
-/* Is the session waiting for a request head (or a SOCKS5 exchange)? */
+/* Is the exchange waiting for a request head (or a SOCKS5 exchange)? */
 static int
-head_pending(const struct session *s)
+head_pending(const struct exchange *s)
 {
 	switch (s->state) {
 	case S_HEAD:
@@ -162,21 +162,22 @@ head_pending(const struct session *s)
 static void
 head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct conn *c = arg;		/* its current exchange's head */
+	struct exchange *s = c->x;
 
-	s->c->head_armed = 0;
-	if (s->closing || !head_pending(s))
+	c->head_armed = 0;
+	if (s == NULL || s->closing || !head_pending(s))
 		return;
 	/* Not a byte since accept: nothing was asked, nothing to answer. */
 	if ((s->state == S_HEAD || s->state == S_SOCKS_GREETING) &&
-	    (SESSION_CBEV(s) == NULL ||
+	    (EXCHANGE_CBEV(s) == NULL ||
 	    evbuffer_get_length(bufferevent_get_input(s->c->cbev)) == 0)) {
-		session_close(s, CLOSE_TIMEOUT);
+		exchange_close(s, CLOSE_TIMEOUT);
 		return;
 	}
-	s->x->verdict.allow = 0;
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
-	session_deny(s, 408, REASON_HEAD_TIMEOUT, "the request head was not "
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
+	exchange_deny(s, 408, REASON_HEAD_TIMEOUT, "the request head was not "
 	    "complete within limits.head_timeout");
 }
 
@@ -186,16 +187,16 @@ head_timeout_cb(evutil_socket_t fd, short ev, void *arg)
  * trickle in: a client sending a byte every second still runs out.
  */
 void
-session_head_begin(struct session *s)
+conn_head_begin(struct exchange *s)
 {
 	uint32_t ms = s->p->cfg->head_timeout_ms;
 	struct timeval tv;
 
-	if (ms == 0 || s->c->head_armed || s->closing || s->c->owner != s)
+	if (ms == 0 || s->c->head_armed || s->closing || s->c->x != s)
 		return;		/* a stream's head comes whole, as fields */
-	/* Without a timer the idle timeout still bounds the session. */
+	/* Without a timer the idle timeout still bounds the exchange. */
 	if (s->c->head_ev == NULL &&
-	    (s->c->head_ev = evtimer_new(s->w->base, head_timeout_cb, s)) == NULL)
+	    (s->c->head_ev = evtimer_new(s->w->base, head_timeout_cb, s->c)) == NULL)
 		return;
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
@@ -204,13 +205,13 @@ session_head_begin(struct session *s)
 }
 
 void
-session_head_done(struct session *s)
+conn_head_done(struct exchange *s)
 {
-	if (s->c->owner != s)
+	if (s->c->x != s)
 		return;		/* a stream's: the connection's head is done */
 	/* An ingress head names its sandbox, whose share it never spends. */
 	if (s->c->kind == KIND_INGRESS)
-		session_fair_release_source(s);
+		conn_fair_release_source(s);
 	if (!s->c->head_armed)
 		return;
 	evtimer_del(s->c->head_ev);
@@ -266,9 +267,9 @@ evict_claim(struct proxy *p)
 	return 0;
 }
 
-/* Close the session: refused in its listener's protocol, with its row. */
+/* Close the connection: refused in its listener's protocol, with its row. */
 static void
-fair_evict(struct session *s, const struct netaddr *a, unsigned held)
+fair_evict(struct exchange *s, const struct netaddr *a, unsigned held)
 {
 	char detail[200], abuf[NETADDR_STRLEN];
 
@@ -278,8 +279,8 @@ fair_evict(struct session *s, const struct netaddr *a, unsigned held)
 	    sizeof(abuf)), held);
 	log_info("too-many-connections: %s", detail);
 	atomic_fetch_add(&s->p->n_evicted, 1);
-	s->x->verdict.allow = 0;
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "limits");
+	s->verdict.allow = 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "limits");
 	exchange_log(s, VERDICT_DENY, 503, REASON_TOO_MANY_CONN);
 	fair_answer(s, 503, REASON_TOO_MANY_CONN, detail);
 }
@@ -293,7 +294,7 @@ proxy_fair_evict_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	struct proxy *p = w->proxy;
-	struct session *s;
+	struct exchange *s;
 	struct netaddr a;
 	unsigned held;
 
@@ -303,9 +304,9 @@ proxy_fair_evict_cb(evutil_socket_t fd, short what, void *arg)
 	a = p->evict_addr;
 	held = p->evict_live;
 	pthread_mutex_unlock(&p->evict_mtx);
-	TAILQ_FOREACH(s, &w->sessions, entry) {
-		if (s->closing || s->c->owner != s ||
-		    !s->c->fair_src_counted || s->x->has_ident ||
+	TAILQ_FOREACH(s, &w->exchanges, entry) {
+		if (s->closing || s->c->x != s ||
+		    !s->c->fair_src_counted || s->has_ident ||
 		    netaddr_cmp(&s->c->client_addr, &a) != 0)
 			continue;
 		if (evict_claim(p))

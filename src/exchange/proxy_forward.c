@@ -19,7 +19,7 @@ static void	origin_read_cb(struct bufferevent *, void *);
 static void	origin_write_cb(struct bufferevent *, void *);
 static void	origin_event_cb(struct bufferevent *, short, void *);
 static void	client_write_cb(struct bufferevent *, void *);
-static void	forward_done(struct session *);
+static void	forward_done(struct exchange *);
 
 /*
  * Move the body bytes of one message from src to dst, at most what the
@@ -148,27 +148,27 @@ forward_body_decode(enum http_framing framing, uint64_t *left,
 }
 
 void
-forward_start(struct session *s)
+forward_start(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 
 	if (upstream_guard(s) == -1)
 		return;
 	s->state = S_FORWARD;
-	f->ip = s->x->o->bind.addr;	/* upstream_guard: bound, so there */
-	bufferevent_setcb(EXCHANGE_OBEV(s->x), origin_read_cb, origin_write_cb,
+	f->ip = s->o->bind.addr;	/* upstream_guard: bound, so there */
+	bufferevent_setcb(EXCHANGE_OBEV(s), origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
-	evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s->x)), f->head);
+	evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s)), f->head);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
-	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
 	/*
 	 * Reading stays on (no epoll churn per request): pipelined requests wait
 	 * in the input buffer, bounded by its high-water mark. An HTTP/2
-	 * stream's session has no client socket: its stream hands the body on.
+	 * stream's exchange has no client socket: its stream hands the body on.
 	 */
-	if (SESSION_CBEV(s) != NULL) {
+	if (EXCHANGE_CBEV(s) != NULL) {
 		bufferevent_setcb(s->c->cbev, s->p->fe->client_read, client_write_cb,
-		    session_client_event_cb, s);
+		    client_event_cb, s);
 		bufferevent_enable(s->c->cbev, EV_READ);
 	}
 	if (!f->req_done)
@@ -221,10 +221,10 @@ raw_for_payload(const struct payload_map *m, size_t payload, size_t raw_all)
  * whole (at most 8 KiB) until the body ends, then searched too.
  */
 static int
-trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
+trailer_has_placeholder(struct exchange *s, const struct http_chunked *dry,
     size_t raw, int done, size_t *limit)
 {
-	size_t tl = dry->trailer_len - s->x->fwd.req_chunk.trailer_len;
+	size_t tl = dry->trailer_len - s->fwd.req_chunk.trailer_len;
 	struct evbuffer_ptr at;
 	char *t;
 	int found;
@@ -244,8 +244,8 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
 		free(t);
 		return 1;
 	}
-	found = cred_in_bytes(s->p, t, tl, s->x->fwd.plan.cred,
-	    sizeof(s->x->fwd.plan.cred));
+	found = cred_in_bytes(s->p, t, tl, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred));
 	free(t);
 	return found;
 }
@@ -258,9 +258,9 @@ trailer_has_placeholder(struct session *s, const struct http_chunked *dry,
  * arrives (or the body ends).
  */
 static int
-body_has_placeholder(struct session *s, size_t *limit)
+body_has_placeholder(struct exchange *s, size_t *limit)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct evbuffer_iovec iov[16];
 	struct evbuffer_ptr at;
@@ -318,16 +318,16 @@ body_has_placeholder(struct session *s, size_t *limit)
 
 /* A placeholder in a request body: refused, answered if it still can be. */
 static void
-body_refused(struct session *s)
+body_refused(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 
 	if (!f->resp_head_done)
-		session_deny(s, 403, REASON_CRED_MISUSE,
+		exchange_deny(s, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in a request body");
 	else {
 		exchange_log(s, VERDICT_DENY, f->status, REASON_CRED_MISUSE);
-		session_close(s, CLOSE_REFUSED);
+		exchange_close(s, CLOSE_REFUSED);
 	}
 }
 
@@ -338,17 +338,17 @@ body_refused(struct session *s)
  * as chunks with the stream's trailers after the last.
  */
 static void
-stream_client_read(struct session *s)
+stream_client_read(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	struct evbuffer *in = fe_stream_body(s), *out;
 	const char *tr;
 	size_t avail, hold, trlen;
 	int ended, n;
 
-	if (f->req_done || EXCHANGE_OBEV(s->x) == NULL || in == NULL)
+	if (f->req_done || EXCHANGE_OBEV(s) == NULL || in == NULL)
 		return;
-	out = bufferevent_get_output(EXCHANGE_OBEV(s->x));
+	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return;		/* origin_write_cb comes back */
 	ended = fe_stream_body_end(s, &tr, &trlen);
@@ -357,7 +357,7 @@ stream_client_read(struct session *s)
 	    (ended && avail < f->req_left))) ||
 	    (f->req_framing == HTTP_BODY_NONE && avail > 0)) {
 		/* nghttp2 holds DATA to content-length: not reached. */
-		session_deny(s, 400, REASON_BAD_REQUEST,
+		exchange_deny(s, 400, REASON_BAD_REQUEST,
 		    "request body unlike its content-length");
 		return;
 	}
@@ -372,15 +372,15 @@ stream_client_read(struct session *s)
 	if (avail > 0) {
 		if (f->req_framing == HTTP_BODY_CHUNKED) {
 			if ((n = evbuffer_add_printf(out, "%zx\r\n", avail)) > 0)
-				s->x->up += (uint64_t)n;
+				s->up += (uint64_t)n;
 		}
 		evbuffer_remove_buffer(in, out, avail);
-		s->x->up += avail;
+		s->up += avail;
 		if (f->req_framing == HTTP_BODY_LENGTH)
 			f->req_left -= avail;
 		if (f->req_framing == HTTP_BODY_CHUNKED) {
 			evbuffer_add(out, "\r\n", 2);
-			s->x->up += 2;
+			s->up += 2;
 		}
 	}
 	if (!ended || evbuffer_get_length(in) > 0)
@@ -389,7 +389,7 @@ stream_client_read(struct session *s)
 		evbuffer_add(out, "0\r\n", 3);
 		evbuffer_add(out, tr, trlen);
 		evbuffer_add(out, "\r\n", 2);
-		s->x->up += 5 + trlen;
+		s->up += 5 + trlen;
 	}
 	f->req_done = 1;
 	if (f->resp_done)
@@ -397,9 +397,9 @@ stream_client_read(struct session *s)
 }
 
 void
-forward_client_read(struct session *s)
+forward_client_read(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	struct evbuffer *out;
 	size_t limit;
 	ssize_t n;
@@ -409,7 +409,7 @@ forward_client_read(struct session *s)
 		stream_client_read(s);
 		return;
 	}
-	if (f->req_done || EXCHANGE_OBEV(s->x) == NULL)
+	if (f->req_done || EXCHANGE_OBEV(s) == NULL)
 		return;
 	limit = SIZE_MAX;
 	{
@@ -419,18 +419,18 @@ forward_client_read(struct session *s)
 			return;
 		}
 	}
-	out = bufferevent_get_output(EXCHANGE_OBEV(s->x));
+	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,
 	    &f->req_left, &f->req_chunk, &done, limit);
 	if (n < 0) {
 		if (!f->resp_head_done)
-			session_deny(s, 400, REASON_BAD_REQUEST,
+			exchange_deny(s, 400, REASON_BAD_REQUEST,
 			    "malformed chunked request body");
 		else
-			session_close(s, CLOSE_REFUSED);
+			exchange_close(s, CLOSE_REFUSED);
 		return;
 	}
-	s->x->up += (uint64_t)n;
+	s->up += (uint64_t)n;
 	if (done) {
 		f->req_done = 1;
 		if (f->resp_done)
@@ -444,9 +444,9 @@ forward_client_read(struct session *s)
 static void
 origin_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
-	if (s->state != S_FORWARD || s->x->fwd.req_done)
+	if (s->state != S_FORWARD || s->fwd.req_done)
 		return;
 	if (s->is_stream)
 		fe_stream_poke(s);	/* from the loop, as the stream's bytes come */
@@ -455,10 +455,10 @@ origin_write_cb(struct bufferevent *bev, void *arg)
 }
 
 void
-forward_resume(struct session *s)
+forward_resume(struct exchange *s)
 {
-	if (s->state == S_FORWARD && !s->x->fwd.resp_done && EXCHANGE_OBEV(s->x) != NULL)
-		bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
+	if (s->state == S_FORWARD && !s->fwd.resp_done && EXCHANGE_OBEV(s) != NULL)
+		bufferevent_enable(EXCHANGE_OBEV(s), EV_READ);
 }
 
 static void
@@ -468,12 +468,12 @@ client_write_cb(struct bufferevent *bev, void *arg)
 }
 
 static void
-scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
+scrub_string(struct exchange *s, const char *v, size_t len, struct evbuffer *out)
 {
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n = cred_scrub_lists(s, secrets, phs);
 
-	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n, v, len,
+	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, v, len,
 	    out) == -1)
 		evbuffer_add(out, "-", 1);	/* never the unscrubbed value */
 }
@@ -483,9 +483,9 @@ scrub_string(struct session *s, const char *v, size_t len, struct evbuffer *out)
  * Compressed bodies cannot be scrubbed and are refused.
  */
 static int
-scrub_setup(struct session *s, const struct http_response *r)
+scrub_setup(struct exchange *s, const struct http_response *r)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n;
 
@@ -493,13 +493,13 @@ scrub_setup(struct session *s, const struct http_response *r)
 	    r->framing == HTTP_BODY_NONE)
 		return 0;
 	if (!http_identity_encoded(r->headers, r->n_headers)) {
-		session_deny(s, 502, REASON_UPSTREAM_ENCODING, "a credential's "
+		exchange_deny(s, 502, REASON_UPSTREAM_ENCODING, "a credential's "
 		    "host sent an encoded body, which cannot be scrubbed");
 		return -1;
 	}
 	n = cred_scrub_lists(s, secrets, phs);
 	if ((f->scrub = vault_scrubber_new(f->plan.snap, secrets, phs, n)) == NULL) {
-		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+		exchange_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
 	if (s->is_stream)
@@ -512,7 +512,7 @@ scrub_setup(struct session *s, const struct http_response *r)
 }
 
 static void
-scrub_emit(struct session *s, struct evbuffer *clean)
+scrub_emit(struct exchange *s, struct evbuffer *clean)
 {
 	struct evbuffer *out;
 	size_t n = evbuffer_get_length(clean);
@@ -524,27 +524,27 @@ scrub_emit(struct session *s, struct evbuffer *clean)
 		return;
 	}
 	out = bufferevent_get_output(s->c->cbev);
-	if (s->x->fwd.scrub_chunked)
+	if (s->fwd.scrub_chunked)
 		evbuffer_add_printf(out, "%zx\r\n", n);
 	evbuffer_add_buffer(out, clean);
-	if (s->x->fwd.scrub_chunked)
+	if (s->fwd.scrub_chunked)
 		evbuffer_add(out, "\r\n", 2);
 }
 
 static void
-scrub_end(struct session *s)
+scrub_end(struct exchange *s)
 {
 	struct evbuffer *clean = evbuffer_new();
 
 	if (clean != NULL) {
-		if (vault_scrub_finish(s->x->fwd.scrub, clean) == 0)
+		if (vault_scrub_finish(s->fwd.scrub, clean) == 0)
 			scrub_emit(s, clean);
 		evbuffer_free(clean);
 	}
-	if (s->x->fwd.scrub_chunked && SESSION_CBEV(s) != NULL)
+	if (s->fwd.scrub_chunked && EXCHANGE_CBEV(s) != NULL)
 		evbuffer_add(bufferevent_get_output(s->c->cbev), "0\r\n\r\n", 5);
-	vault_scrubber_free(s->x->fwd.scrub);
-	s->x->fwd.scrub = NULL;
+	vault_scrubber_free(s->fwd.scrub);
+	s->fwd.scrub = NULL;
 }
 
 static void
@@ -555,9 +555,9 @@ payload_cb(const char *p, size_t n, void *arg)
 
 /* The origin's body, payload only, through the scrubber to the client. */
 static ssize_t
-scrub_body(struct session *s, struct evbuffer *src, int *done)
+scrub_body(struct exchange *s, struct evbuffer *src, int *done)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	struct evbuffer *raw, *clean;
 	struct evbuffer_iovec iov[16];
 	size_t avail = evbuffer_get_length(src), take = 0;
@@ -657,9 +657,9 @@ hb_str(struct headbuf *hb, const char *str)
 
 /* A header value (or the reason phrase) toward the client, scrubbed on bound hosts. */
 static void
-hb_value(struct session *s, struct headbuf *hb, const char *v, size_t len)
+hb_value(struct exchange *s, struct headbuf *hb, const char *v, size_t len)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 
 	if (plan->n_bound > 0 && plan->snap != NULL) {
 		hb_flush(hb);
@@ -674,13 +674,13 @@ hb_value(struct session *s, struct headbuf *hb, const char *v, size_t len)
  * hop-by-hop.
  */
 static void
-hb_framing(struct session *s, struct headbuf *hb, const struct http_response *r)
+hb_framing(struct exchange *s, struct headbuf *hb, const struct http_response *r)
 {
 	char fr[48];
 	int n;
 
-	if (s->x->fwd.scrub != NULL) {
-		if (s->x->fwd.scrub_chunked)
+	if (s->fwd.scrub != NULL) {
+		if (s->fwd.scrub_chunked)
 			hb_str(hb, "Transfer-Encoding: chunked\r\n");
 		return;
 	}
@@ -704,9 +704,9 @@ hb_framing(struct session *s, struct headbuf *hb, const struct http_response *r)
  * payload will come (a scrubbed body's length is not the origin's).
  */
 static int
-stream_head(struct session *s, const struct http_response *r)
+stream_head(struct exchange *s, const struct http_response *r)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 	struct http_response c;
 	struct evbuffer *mem;
 	size_t i, off[HTTP_MAX_HEADERS], end[HTTP_MAX_HEADERS];
@@ -715,7 +715,7 @@ stream_head(struct session *s, const struct http_response *r)
 
 	if (plan->n_bound == 0 || plan->snap == NULL) {
 		c = *r;
-		if (s->x->fwd.scrub != NULL)
+		if (s->fwd.scrub != NULL)
 			c.framing = HTTP_BODY_CHUNKED;
 		return fe_stream_response(s, &c);
 	}
@@ -733,7 +733,7 @@ stream_head(struct session *s, const struct http_response *r)
 		c.headers[i].value.p = base != NULL ? base + off[i] : "";
 		c.headers[i].value.len = end[i] - off[i];
 	}
-	if (s->x->fwd.scrub != NULL)
+	if (s->fwd.scrub != NULL)
 		c.framing = HTTP_BODY_CHUNKED;
 	rv = fe_stream_response(s, &c);
 	evbuffer_free(mem);
@@ -742,7 +742,7 @@ stream_head(struct session *s, const struct http_response *r)
 
 /* Status line and headers for the client, from the origin's. */
 static void
-write_client_head(struct session *s, const struct http_response *r, int final)
+write_client_head(struct exchange *s, const struct http_response *r, int final)
 {
 	struct headbuf hb;
 	char status[16];
@@ -774,7 +774,7 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 		}
 	} else if (final) {
 		hb_framing(s, &hb, r);
-		if (!s->x->fwd.client_keep_alive)
+		if (!s->fwd.client_keep_alive)
 			hb_str(&hb, "Connection: close\r\n");
 	}
 	hb_str(&hb, "Via: 1.1 sandgate\r\n\r\n");
@@ -783,10 +783,10 @@ write_client_head(struct session *s, const struct http_response *r, int final)
 
 /* 1 when the head was handled and the body may follow, 0 to wait, -1 closed. */
 static int
-origin_head(struct session *s)
+origin_head(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
-	struct evbuffer *in = bufferevent_get_input(EXCHANGE_OBEV(s->x));
+	struct forward *f = &s->fwd;
+	struct evbuffer *in = bufferevent_get_input(EXCHANGE_OBEV(s));
 	struct http_response r;
 	struct http_limits lim;
 	size_t len, want;
@@ -805,13 +805,13 @@ origin_head(struct session *s)
 		if (n == HTTP_NEED_MORE)
 			return 0;
 		if (n < 0) {
-			session_deny(s, 502, REASON_UPSTREAM_ERROR,
+			exchange_deny(s, 502, REASON_UPSTREAM_ERROR,
 			    "the origin sent a malformed response");
 			return -1;
 		}
 		if (r.te_other) {
 			/* Relayed as chunked alone, the client would misread it. */
-			session_deny(s, 502, REASON_UPSTREAM_ENCODING,
+			exchange_deny(s, 502, REASON_UPSTREAM_ENCODING,
 			    "the origin used a transfer coding other than chunked");
 			return -1;
 		}
@@ -840,13 +840,13 @@ origin_head(struct session *s)
 		if (!s->is_stream)
 			write_client_head(s, &r, 1);
 		else if (stream_head(s, &r) == -1) {
-			session_close(s, CLOSE_CLIENT_RESET);	/* the stream is gone */
+			exchange_close(s, CLOSE_CLIENT_RESET);	/* the stream is gone */
 			return -1;
 		}
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
 		if (s->c->intercepted)
-			session_mark(s, MARK_RESPONSE_HEAD);
+			exchange_mark(s, MARK_RESPONSE_HEAD);
 		f->resp_framing = r.framing;
 		f->resp_left = r.content_length;
 		http_chunked_init(&f->resp_chunk);
@@ -864,9 +864,9 @@ origin_head(struct session *s)
 
 /* The origin's body, payload only, to an HTTP/2 stream: bytes read, or -1. */
 static ssize_t
-stream_body(struct session *s, struct evbuffer *src, int *done)
+stream_body(struct exchange *s, struct evbuffer *src, int *done)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 	struct evbuffer *payload;
 	size_t used;
 
@@ -884,34 +884,34 @@ stream_body(struct session *s, struct evbuffer *src, int *done)
 }
 
 static void
-origin_body(struct session *s)
+origin_body(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
-	struct evbuffer *out = SESSION_CBEV(s) != NULL ?
+	struct forward *f = &s->fwd;
+	struct evbuffer *out = EXCHANGE_CBEV(s) != NULL ?
 	    bufferevent_get_output(s->c->cbev) : NULL;
 	ssize_t n;
 	int done;
 
 	if (f->scrub != NULL)
-		n = scrub_body(s, bufferevent_get_input(EXCHANGE_OBEV(s->x)), &done);
+		n = scrub_body(s, bufferevent_get_input(EXCHANGE_OBEV(s)), &done);
 	else if (s->is_stream)
-		n = stream_body(s, bufferevent_get_input(EXCHANGE_OBEV(s->x)), &done);
+		n = stream_body(s, bufferevent_get_input(EXCHANGE_OBEV(s)), &done);
 	else
-		n = move_body(bufferevent_get_input(EXCHANGE_OBEV(s->x)), out,
+		n = move_body(bufferevent_get_input(EXCHANGE_OBEV(s)), out,
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
 		    SIZE_MAX);
 	if (n < 0) {
 		exchange_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR);
-		session_finish(s, CLOSE_FAILED);
+		exchange_finish(s, CLOSE_FAILED);
 		return;
 	}
-	s->x->down += (uint64_t)n;
+	s->down += (uint64_t)n;
 	if (done) {
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
 		if (s->c->intercepted)
-			session_mark(s, MARK_RESPONSE_DONE);
+			exchange_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
 		else {
@@ -929,7 +929,7 @@ origin_body(struct session *s)
 	}
 	if (s->is_stream ? fe_stream_full(s) : evbuffer_get_length(out) >
 	    PROXY_HWM)
-		bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ);	/* forward_resume resumes */
+		bufferevent_disable(EXCHANGE_OBEV(s), EV_READ);	/* forward_resume resumes */
 }
 
 /*
@@ -941,21 +941,21 @@ origin_body(struct session *s)
 #define CLIENT_RECORD_MAX	16384
 
 static int
-client_cork(struct session *s)
+client_cork(struct exchange *s)
 {
-	if (!s->c->intercepted || SESSION_CBEV(s) == NULL)
+	if (!s->c->intercepted || EXCHANGE_CBEV(s) == NULL)
 		return 0;
 	bufferevent_disable(s->c->cbev, EV_WRITE);
 	return 1;
 }
 
 static void
-client_uncork(struct session *s, int corked)
+client_uncork(struct exchange *s, int corked)
 {
 	struct evbuffer *out;
 	size_t len;
 
-	if (!corked || s->closing || SESSION_CBEV(s) == NULL)
+	if (!corked || EXCHANGE_CBEV(s) == NULL)	/* ended: the connection goes on */
 		return;
 	out = bufferevent_get_output(s->c->cbev);
 	len = evbuffer_get_length(out);
@@ -968,10 +968,10 @@ client_uncork(struct session *s, int corked)
 static void
 origin_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	int corked;
 
-	session_touch(s);
+	exchange_touch(s);
 	if (s->c->intercepted)
 		proxy_tls_read_size(bev);
 	if (s->state != S_FORWARD) {
@@ -980,7 +980,7 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	corked = client_cork(s);
-	if (s->x->fwd.resp_head_done || origin_head(s) == 1)
+	if (s->fwd.resp_head_done || origin_head(s) == 1)
 		origin_body(s);
 	client_uncork(s, corked);
 }
@@ -988,8 +988,8 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 static void
 origin_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
-	struct forward *f = &s->x->fwd;
+	struct exchange *s = arg;
+	struct forward *f = &s->fwd;
 	int corked;
 
 	if (s->state != S_FORWARD) {
@@ -998,13 +998,11 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if ((what & BEV_EVENT_EOF) && f->resp_head_done &&
 	    f->resp_framing == HTTP_BODY_UNTIL_CLOSE) {
-		struct exchange *x = s->x;
-
 		corked = client_cork(s);
 		origin_body(s);
 		client_uncork(s, corked);
-		/* Ended, or another request's exchange by now: not ours to end. */
-		if (s->closing || s->x != x || s->state != S_FORWARD)
+		/* Ended (another request's exchange by now): not ours to end. */
+		if (s->closing || s->state != S_FORWARD)
 			return;
 		if (f->scrub != NULL)
 			scrub_end(s);
@@ -1017,20 +1015,20 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (!f->resp_head_done) {
 		int timeout = (what & BEV_EVENT_TIMEOUT) != 0;
-		session_deny(s, timeout ? 504 : 502, timeout ?
+		exchange_deny(s, timeout ? 504 : 502, timeout ?
 		    REASON_UPSTREAM_TIMEOUT : REASON_UPSTREAM_ERROR,
 		    "the origin closed the connection without a response");
 		return;
 	}
 	/* Cut short mid-body: the client cannot be told otherwise. */
 	exchange_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR);
-	session_finish(s, CLOSE_FAILED);
+	exchange_finish(s, CLOSE_FAILED);
 }
 
 static void
-forward_done(struct session *s)
+forward_done(struct exchange *s)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 
 	if (s->is_stream)
 		(void)fe_stream_end(s, NULL, 0);
@@ -1048,7 +1046,7 @@ forward_done(struct session *s)
 	if (!f->origin_keep_alive || upstream_keep_in(s) == -1)
 		upstream_drop(s);
 	if (!f->client_keep_alive) {
-		session_finish(s, CLOSE_DONE);
+		exchange_finish(s, CLOSE_DONE);
 		return;
 	}
 	s->p->fe->next_request(s);

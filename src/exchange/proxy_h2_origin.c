@@ -1,5 +1,5 @@
 /*
- * HTTP/2 streams to HTTP/2 origins: a stream session whose request was
+ * HTTP/2 streams to HTTP/2 origins: a stream's exchange whose request was
  * decided and whose credential plan is made (proxy_http.c) offers h2 (and
  * http/1.1, except for gRPC) on its own TLS connection to the origin; when
  * the origin picks h2 it speaks HTTP/2 and answers its client stream itself
@@ -37,7 +37,7 @@
  */
 struct h2up {
 	struct worker		*w;
-	struct session		*owner;		/* the client connection; NULL: none */
+	struct exchange		*owner;		/* the client connection; NULL: none */
 	struct origin		*og;		/* the connection, what it was opened for */
 	nghttp2_session		*ng;
 	struct event		*flush_ev;
@@ -50,12 +50,12 @@ struct h2up {
 
 /*
  * What nghttp2 holds for a stream (its user data, its body's source): it
- * outlives the stream session when that goes first, keeps the swapped
+ * outlives the stream's exchange when that goes first, keeps the swapped
  * fields a HEADERS still queued points at, and is freed when nghttp2 is
  * done with the stream (closed, or never sent) or with the connection.
  */
 struct h2o_hd {
-	struct h2o		*o;		/* NULL: the stream session went */
+	struct h2o		*o;		/* NULL: the stream's exchange went */
 	struct h2up		*up;
 	int32_t			 sid;
 	struct evbuffer		*fields;	/* o's, once o went */
@@ -63,7 +63,7 @@ struct h2o_hd {
 };
 
 struct h2o {
-	struct session		*s;
+	struct exchange		*s;
 	struct h2up		*up;
 	struct h2o_hd		*hd;		/* while nghttp2 has the stream */
 	TAILQ_ENTRY(h2o)	 entry;		/* on up->streams */
@@ -106,7 +106,7 @@ static void
 end_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct h2o *o = arg;
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	enum sg_reason r = o->end_reason;
 
 	if (s->closing)
@@ -116,18 +116,18 @@ end_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (r == REASON_NONE) {
-		exchange_log(s, VERDICT_ALLOW, s->x->fwd.status, REASON_NONE);
-		session_finish(s, CLOSE_DONE);
+		exchange_log(s, VERDICT_ALLOW, s->fwd.status, REASON_NONE);
+		exchange_finish(s, CLOSE_DONE);
 		return;
 	}
-	if (!s->x->fwd.resp_head_done) {
+	if (!s->fwd.resp_head_done) {
 		/* Through the stream's HTTP/1.1 answer (proxy_h2.c translates). */
-		session_deny(s, o->end_status, r, o->end_detail);
+		exchange_deny(s, o->end_status, r, o->end_detail);
 		return;
 	}
 	/* Its head is out: the stream ends with RST_STREAM (proxy_h2.c). */
-	exchange_log(s, reason_verdict(r), s->x->fwd.status, r);
-	session_close(s, reason_close(r));
+	exchange_log(s, reason_verdict(r), s->fwd.status, r);
+	exchange_close(s, reason_close(r));
 }
 
 static void
@@ -156,13 +156,13 @@ h2o_done(struct h2o *o)
 
 
 void
-h2o_free(struct session *s)
+h2o_free(struct exchange *s)
 {
-	struct h2o *o = s->x->h2o;
+	struct h2o *o = s->h2o;
 
 	if (o == NULL)
 		return;
-	s->x->h2o = NULL;
+	s->h2o = NULL;
 	if (o->hd != NULL) {
 		/* Still nghttp2's: only this stream goes, its fields stay with it. */
 		o->hd->o = NULL;
@@ -198,14 +198,14 @@ h2o_free(struct session *s)
 /* ---- response: origin -> client stream ------------------------------ */
 
 static int
-scrubbing(const struct session *s)
+scrubbing(const struct exchange *s)
 {
-	return s->x->fwd.plan.n_bound > 0 && s->x->fwd.plan.snap != NULL;
+	return s->fwd.plan.n_bound > 0 && s->fwd.plan.snap != NULL;
 }
 
 /* A value toward the client: scrubbed on credential hosts. */
 static void
-clean_value(struct session *s, const uint8_t *v, size_t len, struct evbuffer *out)
+clean_value(struct exchange *s, const uint8_t *v, size_t len, struct evbuffer *out)
 {
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n;
@@ -215,7 +215,7 @@ clean_value(struct session *s, const uint8_t *v, size_t len, struct evbuffer *ou
 		return;
 	}
 	n = cred_scrub_lists(s, secrets, phs);
-	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n,
+	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n,
 	    (const char *)v, len, out) == -1)
 		evbuffer_add(out, "-", 1);	/* never the unscrubbed value */
 }
@@ -228,7 +228,7 @@ clean_value(struct session *s, const uint8_t *v, size_t len, struct evbuffer *ou
 static int
 block_nv(struct h2o *o, nghttp2_nv *nv, size_t *n, struct evbuffer **mem)
 {
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	struct evbuffer *m;
 	size_t i, off = 0, len = evbuffer_get_length(o->rh), k = 0;
 	size_t noff[H2O_FIELDS], nlen[H2O_FIELDS], voff[H2O_FIELDS], vlen[H2O_FIELDS];
@@ -292,7 +292,7 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	if (o == NULL)
 		return 0;
 	if (nl == 7 && memcmp(name, ":status", 7) == 0) {
-		o->s->x->fwd.status = atoi((const char *)value);
+		o->s->fwd.status = atoi((const char *)value);
 	} else if (nl > 0 && name[0] == ':') {
 		return 0;
 	}
@@ -314,12 +314,12 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 static void
 response_head(struct h2o *o, int end)
 {
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	nghttp2_nv nv[H2O_FIELDS];
 	struct evbuffer *mem = NULL;
 	size_t n = 0;
 
-	if (s->x->fwd.status < 200) {		/* 1xx: not relayed */
+	if (s->fwd.status < 200) {		/* 1xx: not relayed */
 		evbuffer_drain(o->rh, evbuffer_get_length(o->rh));
 		o->rn = 0;
 		return;
@@ -329,11 +329,11 @@ response_head(struct h2o *o, int end)
 		    "answered compressed, which cannot be scrubbed");
 		return;
 	}
-	if (scrubbing(s) && !s->x->fwd.grpc && !end) {
+	if (scrubbing(s) && !s->fwd.grpc && !end) {
 		const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 		size_t k = cred_scrub_lists(s, secrets, phs);
 
-		if ((o->scrub = vault_scrubber_new(s->x->fwd.plan.snap, secrets,
+		if ((o->scrub = vault_scrubber_new(s->fwd.plan.snap, secrets,
 		    phs, k)) == NULL) {
 			evbuffer_free(mem);
 			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
@@ -341,7 +341,7 @@ response_head(struct h2o *o, int end)
 		}
 	}
 	o->head_done = 1;
-	s->x->fwd.resp_head_done = 1;
+	s->fwd.resp_head_done = 1;
 	/* Answered: the swapped values (kept for a retry) need not stay. */
 	if (o->fields != NULL) {
 		evbuffer_free(o->fields);
@@ -399,7 +399,7 @@ response_end(struct h2o *o)
 static int
 response_data(struct h2o *o, const uint8_t *data, size_t len)
 {
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	struct evbuffer *out;
 	uint8_t hdr[5];
 	uint32_t mlen;
@@ -424,7 +424,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_free(raw);
 		} else
 			evbuffer_add(out, data, len);
-		s->x->down += len;
+		s->down += len;
 		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -465,7 +465,7 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 			evbuffer_add_buffer(out, clean);
 			evbuffer_free(clean);
 		}
-		s->x->down += 5 + mlen;
+		s->down += 5 + mlen;
 		if (fe_stream_data(s, out) == -1) {
 			evbuffer_free(out);
 			return -1;
@@ -532,9 +532,9 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 static int
 h2o_may_retry(const struct h2o *o, int idempotent_only)
 {
-	const char *m = o->s->x->fwd.method;
+	const char *m = o->s->fwd.method;
 
-	if (o->done || o->head_done || o->s->x->up > 0 ||
+	if (o->done || o->head_done || o->s->up > 0 ||
 	    o->retried >= H2O_RETRIES || o->fields == NULL)
 		return 0;
 	return !idempotent_only || strcmp(m, "GET") == 0 ||
@@ -642,7 +642,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* RST_STREAM */
 	if ((n = evbuffer_remove(o->ready, buf, length)) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	o->s->x->up += (uint64_t)n;
+	o->s->up += (uint64_t)n;
 	if (evbuffer_get_length(o->ready) == 0 && o->up_done)
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	else if (n == 0) {
@@ -663,7 +663,7 @@ body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 static int
 body_decode(struct h2o *o)
 {
-	struct forward *f = &o->s->x->fwd;
+	struct forward *f = &o->s->fwd;
 	struct evbuffer *in = fe_stream_body(o->s);
 	size_t avail;
 	int ended;
@@ -685,9 +685,9 @@ body_decode(struct h2o *o)
 }
 
 void
-h2o_client_read(struct session *s)
+h2o_client_read(struct exchange *s)
 {
-	struct h2o *o = s->x->h2o;
+	struct h2o *o = s->h2o;
 	size_t len, hold;
 	int found;
 
@@ -704,7 +704,7 @@ h2o_client_read(struct session *s)
 	hold = o->up_done ? 0 : cred_holdback(s->p, o->up_body, len);
 	/* A placeholder in a body is never swapped: refused (docs/credentials.md). */
 	found = s->p->n_phs > 0 && cred_in_body(s, o->up_body, len, len - hold,
-	    s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred));
+	    s->fwd.plan.cred, sizeof(s->fwd.plan.cred));
 	if (found) {
 		h2o_fail(o, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in a request body");
@@ -719,9 +719,9 @@ h2o_client_read(struct session *s)
 }
 
 void
-h2o_resume(struct session *s)
+h2o_resume(struct exchange *s)
 {
-	struct h2o *o = s->x->h2o;
+	struct h2o *o = s->h2o;
 
 	if (o == NULL || o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
 	    fe_stream_pending(s) > H2O_BUF / 2)
@@ -764,7 +764,7 @@ h2up_unref(struct h2up *up)
 
 /* Who it belongs to; its TLS session tickets are filed under that name. */
 static void
-h2up_owner(struct h2up *up, struct session *owner)
+h2up_owner(struct h2up *up, struct exchange *owner)
 {
 	SSL *ssl;
 
@@ -776,14 +776,14 @@ h2up_owner(struct h2up *up, struct session *owner)
 		SSL_set_app_data(ssl, owner);
 }
 
-/* The client connection that owned it ends (session_close). */
+/* The client connection that owned it ends (exchange_close). */
 void
-h2up_release(struct session *owner)
+h2up_release(struct exchange *owner)
 {
 	struct h2up *up = owner->c->h2up;
 
-	if (up == NULL || owner->c->owner != owner)
-		return;		/* a stream's session: the connection's stays */
+	if (up == NULL || owner->c->x != owner)
+		return;		/* a stream's exchange: the connection's stays */
 	owner->c->h2up = NULL;
 	h2up_owner(up, NULL);
 	up->refs++;
@@ -848,7 +848,7 @@ up_read_cb(struct bufferevent *bev, void *arg)
 	if (up->dead)
 		return;
 	if (up->owner != NULL)
-		session_touch(up->owner);
+		exchange_touch(up->owner);
 	r = nghttp2_session_mem_recv(up->ng, evbuffer_pullup(in, -1),
 	    evbuffer_get_length(in));
 	evbuffer_drain(in, evbuffer_get_length(in));
@@ -877,9 +877,9 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 	    REASON_UPSTREAM_ERROR, "the origin closed the connection");
 }
 
-/* A connection that just picked h2: the stream session hands it over. */
+/* A connection that just picked h2: the stream's exchange hands it over. */
 static struct h2up *
-h2up_new(struct session *s)
+h2up_new(struct exchange *s)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
@@ -930,12 +930,12 @@ h2up_new(struct session *s)
 	/*
 	 * The connection and what it was opened for move to the h2up. Its
 	 * resumable sessions (origin_new_session_cb) are filed for the owner
-	 * while there is one (h2up_owner): the stream session goes first.
+	 * while there is one (h2up_owner): the stream's exchange goes first.
 	 */
-	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s->x))) != NULL)
+	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s))) != NULL)
 		SSL_set_app_data(ssl, NULL);
-	up->og = s->x->o;	/* bound: h2up_new is called on a bound connection */
-	s->x->o = NULL;
+	up->og = s->o;	/* bound: h2up_new is called on a bound connection */
+	s->o = NULL;
 	bufferevent_setcb(up->og->bev, up_read_cb, up_write_cb, up_event_cb, up);
 	bufferevent_enable(up->og->bev, EV_READ | EV_WRITE);
 	return up;
@@ -974,7 +974,7 @@ request_nv(struct h2o *o, nghttp2_nv *nv, size_t *n)
 static void
 h2o_start(struct h2o *o, struct h2up *up)
 {
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	nghttp2_nv nv[H2O_FIELDS];
 	nghttp2_data_provider dp;
 	size_t n;
@@ -983,7 +983,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 	up->refs++;
 	TAILQ_INSERT_TAIL(&up->streams, o, entry);
 	s->state = S_FORWARD;
-	s->x->fwd.ip = up->og->bind.addr;
+	s->fwd.ip = up->og->bind.addr;
 	if ((o->hd = calloc(1, sizeof(*o->hd))) == NULL) {
 		h2o_fail(o, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
@@ -995,7 +995,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 	dp.source.ptr = o->hd;
 	dp.read_callback = body_cb;
 	o->sid = nghttp2_submit_request(up->ng, NULL, nv, n,
-	    s->x->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o->hd);
+	    s->fwd.req_framing == HTTP_BODY_NONE ? NULL : &dp, o->hd);
 	if (o->sid < 0) {
 		hd_free(o->hd);
 		o->hd = NULL;
@@ -1009,10 +1009,10 @@ h2o_start(struct h2o *o, struct h2up *up)
 }
 
 static void
-h2o_connected(struct session *s)
+h2o_connected(struct exchange *s)
 {
-	struct h2o *o = s->x->h2o;
-	struct session *owner;
+	struct h2o *o = s->h2o;
+	struct exchange *owner;
 	const unsigned char *alpn = NULL;
 	unsigned int alen = 0;
 	struct h2up *up;
@@ -1020,7 +1020,7 @@ h2o_connected(struct session *s)
 
 	if (upstream_guard(s) == -1 || o == NULL)
 		return;
-	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s->x))) != NULL)
+	if ((ssl = bufferevent_openssl_get_ssl(EXCHANGE_OBEV(s))) != NULL)
 		SSL_get0_alpn_selected(ssl, &alpn, &alen);
 	if (alen != 2 || memcmp(alpn, "h2", 2) != 0) {
 		if (o->only_h2) {
@@ -1045,9 +1045,9 @@ h2o_connected(struct session *s)
 
 /* The client connection's origin connection, when this stream may use it. */
 static struct h2up *
-h2up_for(struct session *s)
+h2up_for(struct exchange *s)
 {
-	struct session *owner = fe_stream_parent(s);
+	struct exchange *owner = fe_stream_parent(s);
 	struct origin_bind want;
 	struct h2up *up;
 
@@ -1064,7 +1064,7 @@ h2up_for(struct session *s)
 	if (up->refs >= H2UP_STREAMS)
 		return NULL;
 	origin_bind_want(s, &want);
-	if (!origin_bind_match(&up->og->bind, &want, s->x->addrs, s->x->n_addrs))
+	if (!origin_bind_match(&up->og->bind, &want, s->addrs, s->n_addrs))
 		return NULL;
 	return up;
 }
@@ -1073,7 +1073,7 @@ h2up_for(struct session *s)
 static void
 h2o_retry(struct h2o *o)
 {
-	struct session *s = o->s;
+	struct exchange *s = o->s;
 	struct h2up *up = o->up;
 
 	log_debug("session %llu: a stream the origin refused goes again",
@@ -1090,7 +1090,7 @@ h2o_retry(struct h2o *o)
 		h2o_start(o, up);
 		return;
 	}
-	s->x->fwd.origin_alpn = o->only_h2 ? 1 : 2;
+	s->fwd.origin_alpn = o->only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }
 
@@ -1100,7 +1100,7 @@ h2o_retry(struct h2o *o)
  * connection's origin connection, or waits for one of its own.
  */
 void
-h2o_request(struct session *s, const struct http_request *req, int n,
+h2o_request(struct exchange *s, const struct http_request *req, int n,
     int only_h2)
 {
 	struct vault_wbuf *wb;
@@ -1114,43 +1114,43 @@ h2o_request(struct session *s, const struct http_request *req, int n,
 	    (o->rh = evbuffer_new()) == NULL ||
 	    (o->msg = evbuffer_new()) == NULL ||
 	    (o->end_ev = event_new(s->w->base, -1, 0, end_cb, o)) == NULL) {
-		s->x->h2o = o;
+		s->h2o = o;
 		h2o_free(s);
-		session_deny(s, 502, REASON_INTERNAL_ERROR, "out of memory");
+		exchange_deny(s, 502, REASON_INTERNAL_ERROR, "out of memory");
 		return;
 	}
 	o->s = s;
 	o->sid = -1;
 	o->only_h2 = only_h2;
-	s->x->h2o = o;
+	s->h2o = o;
 	if ((wb = vault_wbuf_new()) == NULL ||
 	    http_h2_fields(s, req, wb, &o->n_fields) == -1 ||
 	    vault_wbuf_hand(wb, o->fields) == -1) {
 		if (wb != NULL)
 			vault_wbuf_free(wb);
 		h2o_free(s);
-		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
+		exchange_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
 	}
-	if (n > 0 && SESSION_CBEV(s) != NULL)
+	if (n > 0 && EXCHANGE_CBEV(s) != NULL)
 		evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	if ((up = h2up_for(s)) != NULL) {
 		h2o_start(o, up);
 		return;
 	}
-	s->x->fwd.origin_alpn = only_h2 ? 1 : 2;
+	s->fwd.origin_alpn = only_h2 ? 1 : 2;
 	upstream_connect(s, h2o_connected);
 }
 
 /*
  * A stream's request payload came (or its end): to its HTTP/2 origin
- * session, or to the HTTP/1.1 forward.
+ * stream, or to the HTTP/1.1 forward.
  */
 void
-stream_client_body(struct session *s)
+stream_client_body(struct exchange *s)
 {
-	if (s->x->h2o != NULL)
+	if (s->h2o != NULL)
 		h2o_client_read(s);
 	else
 		forward_client_read(s);
@@ -1158,9 +1158,9 @@ stream_client_body(struct session *s)
 
 /* The client took a stream's response bytes: its origin may send more. */
 void
-stream_resume(struct session *s)
+stream_resume(struct exchange *s)
 {
-	if (s->x->h2o != NULL)
+	if (s->h2o != NULL)
 		h2o_resume(s);
 	else
 		forward_resume(s);

@@ -39,16 +39,16 @@ origin_bind_match(const struct origin_bind *have, const struct origin_bind *want
 	return 0;
 }
 
-/* The binding the session's current decision asks for (address aside). */
+/* The binding the exchange's decision asks for (address aside). */
 void
-origin_bind_want(const struct session *s, struct origin_bind *b)
+origin_bind_want(const struct exchange *s, struct origin_bind *b)
 {
 	memset(b, 0, sizeof(*b));
-	if (s->x->has_ident)
-		memcpy(b->sandbox, s->x->ident.sandbox, sizeof(b->sandbox));
-	memcpy(b->host, s->x->target.host, sizeof(b->host));
-	b->port = s->x->target.port;
-	b->is_ip = s->x->target.is_ip;
+	if (s->has_ident)
+		memcpy(b->sandbox, s->ident.sandbox, sizeof(b->sandbox));
+	memcpy(b->host, s->target.host, sizeof(b->host));
+	b->port = s->target.port;
+	b->is_ip = s->target.is_ip;
 	b->ingress = s->c->kind == KIND_INGRESS;
 	/* Ingress TLS ends at the gateway; the guest is spoken to in plain. */
 	b->tls = s->c->intercepted && !b->ingress;
@@ -57,31 +57,31 @@ origin_bind_want(const struct session *s, struct origin_bind *b)
 
 /* Record what the connection that just opened was opened for, in it. */
 void
-origin_bind_set(struct session *s, const struct netaddr *addr)
+origin_bind_set(struct exchange *s, const struct netaddr *addr)
 {
-	s->x->fwd.ip = *addr;	/* the exchange's row names where it went */
-	if (s->x->o == NULL)
+	s->fwd.ip = *addr;	/* the exchange's row names where it went */
+	if (s->o == NULL)
 		return;
-	origin_bind_want(s, &s->x->o->bind);
-	s->x->o->bind.addr = *addr;
+	origin_bind_want(s, &s->o->bind);
+	s->o->bind.addr = *addr;
 }
 
 /* 1 when the exchange's origin was opened for its decision, at one of addrs. */
 static int
-bound_for(struct session *s, const struct netaddr *addrs, size_t n)
+bound_for(struct exchange *s, const struct netaddr *addrs, size_t n)
 {
 	struct origin_bind want;
 
-	if (s->x->o == NULL)
+	if (s->o == NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	return origin_bind_match(&s->x->o->bind, &want, addrs, n);
+	return origin_bind_match(&s->o->bind, &want, addrs, n);
 }
 
 int
-upstream_reusable(struct session *s)
+upstream_reusable(struct exchange *s)
 {
-	return bound_for(s, s->x->addrs, s->x->n_addrs);
+	return bound_for(s, s->addrs, s->n_addrs);
 }
 
 struct origin *
@@ -161,7 +161,7 @@ kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
  * many decisions it goes through.
  */
 static size_t
-pool_cap(const struct session *s)
+pool_cap(const struct exchange *s)
 {
 	if (s->c->h2 != NULL && s->p->cfg->h2_max_streams > 1)
 		return s->p->cfg->h2_max_streams;
@@ -169,17 +169,17 @@ pool_cap(const struct session *s)
 }
 
 int
-upstream_keep_in(struct session *s)
+upstream_keep_in(struct exchange *s)
 {
 	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
-	struct origin *o = s->x->o;
+	struct origin *o = s->o;
 	struct conn *c = s->c;
 	struct timeval tv;
 	SSL *ssl;
 
 	/* A connection closing keeps nothing (its pool is cleared once). */
 	if (ms == 0 || o == NULL || o->bind.host[0] == '\0' ||
-	    c->owner == NULL || c->owner->closing ||
+	    c->x == NULL || c->x->closing ||
 	    evbuffer_get_length(bufferevent_get_input(o->bev)) > 0)
 		return -1;
 	tv.tv_sec = ms / 1000;
@@ -191,8 +191,8 @@ upstream_keep_in(struct session *s)
 		return -1;
 	while (c->n_pool >= pool_cap(s) && !TAILQ_EMPTY(&c->pool))
 		kept_free(TAILQ_FIRST(&c->pool));
-	s->x->o = NULL;
-	/* No session answers for it now (origin_new_session_cb). */
+	s->o = NULL;
+	/* No exchange answers for it now (origin_new_session_cb). */
 	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
 		SSL_set_app_data(ssl, NULL);
 	bufferevent_setcb(o->bev, kept_read_cb, NULL, kept_event_cb, o);
@@ -205,32 +205,32 @@ upstream_keep_in(struct session *s)
 
 /* o, kept, becomes s's exchange's. */
 static void
-take(struct session *s, struct origin *o)
+take(struct exchange *s, struct origin *o)
 {
 	SSL *ssl;
 
 	kept_remove(o);
 	evtimer_del(o->timer);
-	s->x->o = o;
+	s->o = o;
 	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
 		SSL_set_app_data(ssl, s);
-	/* Quiet until the session's forwarding sets its own callbacks. */
+	/* Quiet until the exchange's forwarding sets its own callbacks. */
 	bufferevent_disable(o->bev, EV_READ | EV_WRITE);
 	bufferevent_setcb(o->bev, NULL, NULL, NULL, NULL);
 }
 
 int
-upstream_take(struct session *s)
+upstream_take(struct exchange *s)
 {
 	struct origin_bind want;
 	struct origin *o;
 
-	if (s->x->o != NULL)
+	if (s->o != NULL)
 		return 0;
 	origin_bind_want(s, &want);
 	TAILQ_FOREACH(o, &s->c->pool, entry)
-		if (origin_bind_match(&o->bind, &want, s->x->addrs,
-		    s->x->n_addrs))
+		if (origin_bind_match(&o->bind, &want, s->addrs,
+		    s->n_addrs))
 			break;
 	if (o == NULL)
 		return 0;
@@ -239,12 +239,12 @@ upstream_take(struct session *s)
 }
 
 int
-upstream_keep(struct session *s)
+upstream_keep(struct exchange *s)
 {
 	struct origin_bind want;
 	struct origin *o;
 
-	if (s->x->o == NULL) {
+	if (s->o == NULL) {
 		origin_bind_want(s, &want);
 		TAILQ_FOREACH(o, &s->c->pool, entry)
 			if (origin_bind_match(&o->bind, &want, &o->bind.addr, 1))
@@ -253,10 +253,10 @@ upstream_keep(struct session *s)
 			return 0;
 		take(s, o);
 	}
-	if (!bound_for(s, &s->x->o->bind.addr, 1))
+	if (!bound_for(s, &s->o->bind.addr, 1))
 		return 0;
-	(void)exchange_set_addrs(s->x, &s->x->o->bind.addr, 1);	/* inline */
-	s->x->addr_next = 1;
+	(void)exchange_set_addrs(s, &s->o->bind.addr, 1);	/* inline */
+	s->addr_next = 1;
 	return 1;
 }
 

@@ -1,21 +1,21 @@
 /*
- * The parts of src/exchange/ that hang state on a session, let go of when
- * it closes (struct session_parts): the top of this folder, so that the
- * session's life below calls none of them by name.
+ * The parts of src/exchange/ that hang state on an exchange, let go of when
+ * it closes (struct exchange_parts): the top of this folder, so that the
+ * exchange's life below calls none of them by name.
  */
 #include "exchange/exchange.h"
 
 static void
-parts_release(struct session *s)
+parts_release(struct exchange *s)
 {
 	h2o_free(s);		/* a stream's HTTP/2 origin session */
 	h2up_release(s);	/* an h2 connection's origin connection */
-	if (s->c->owner == s)	/* what its streams left (after them) */
+	if (s->c->x == s)	/* what its streams left (after them) */
 		origin_pool_clear(s->c);
 	ws_relay_free(s);
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 }
 
-const struct session_parts proxy_session_parts = {
+const struct exchange_parts proxy_exchange_parts = {
 	.release = parts_release,
 };

@@ -13,7 +13,7 @@
  * cannot be had (EMFILE, the user's pipe pages), the tunnel stays as it is;
  * if splice itself fails (refused by a seccomp filter, not supported), what
  * the pipes hold goes to the bufferevents and the tunnel is copied to its
- * end. Only when that drain fails is a byte lost: then the session ends
+ * end. Only when that drain fails is a byte lost: then the exchange ends
  * with an error row, never as an allowed tunnel cut short.
  */
 #include <errno.h>
@@ -33,7 +33,7 @@ static void	relay_write_cb(struct bufferevent *, void *);
 static void	relay_event_cb(struct bufferevent *, short, void *);
 
 void
-relay_start(struct session *s)
+relay_start(struct exchange *s)
 {
 	if (upstream_guard(s) == -1)
 		return;
@@ -42,41 +42,41 @@ relay_start(struct session *s)
 		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->c->cbev, relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
-	bufferevent_setcb(EXCHANGE_OBEV(s->x), relay_read_cb, relay_write_cb,
+	bufferevent_setcb(EXCHANGE_OBEV(s), relay_read_cb, relay_write_cb,
 	    relay_event_cb, s);
 	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(EXCHANGE_OBEV(s->x), EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(EXCHANGE_OBEV(s), EV_READ, 0, PROXY_READ_HWM);
 	if (!s->c->intercepted) {
 		/* Bulk moves in large reads and writes: a quarter of the calls. */
 		bufferevent_set_max_single_read(s->c->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_read(EXCHANGE_OBEV(s->x), PROXY_RELAY_IO);
+		bufferevent_set_max_single_read(EXCHANGE_OBEV(s), PROXY_RELAY_IO);
 		bufferevent_set_max_single_write(s->c->cbev, PROXY_RELAY_IO);
-		bufferevent_set_max_single_write(EXCHANGE_OBEV(s->x), PROXY_RELAY_IO);
+		bufferevent_set_max_single_write(EXCHANGE_OBEV(s), PROXY_RELAY_IO);
 	}
 	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
 	/* Bytes that arrived before the tunnel opened (the ClientHello) go first. */
 	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		relay_read_cb(s->c->cbev, s);
-	if (!s->closing && EXCHANGE_OBEV(s->x) != NULL &&
-	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x))) > 0)
-		relay_read_cb(EXCHANGE_OBEV(s->x), s);
+	if (!s->closing && EXCHANGE_OBEV(s) != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s))) > 0)
+		relay_read_cb(EXCHANGE_OBEV(s), s);
 }
 
 static struct bufferevent *
-relay_peer(struct session *s, struct bufferevent *bev)
+relay_peer(struct exchange *s, struct bufferevent *bev)
 {
-	return bev == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
+	return bev == s->c->cbev ? EXCHANGE_OBEV(s) : s->c->cbev;
 }
 
 /* Both directions ended and everything was written: the tunnel is done. */
 static int
-relay_maybe_done(struct session *s)
+relay_maybe_done(struct exchange *s)
 {
 	if (s->eof_client && s->eof_origin &&
 	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0) {
-		session_close(s, CLOSE_DONE);
+	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s))) == 0) {
+		exchange_close(s, CLOSE_DONE);
 		return 1;
 	}
 	return 0;
@@ -85,18 +85,18 @@ relay_maybe_done(struct session *s)
 static void
 relay_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct bufferevent *peer = relay_peer(s, bev);
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer *out = bufferevent_get_output(peer);
 	size_t n = evbuffer_get_length(in);
 
-	session_touch(s);
+	exchange_touch(s);
 	evbuffer_add_buffer(out, in);
 	if (bev == s->c->cbev)
-		s->x->up += n;
+		s->up += n;
 	else
-		s->x->down += n;
+		s->down += n;
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);	/* relay_write_cb resumes */
 }
@@ -104,7 +104,7 @@ relay_read_cb(struct bufferevent *bev, void *arg)
 static void
 relay_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct bufferevent *peer = relay_peer(s, bev);
 	int peer_eof = bev == s->c->cbev ? s->eof_origin : s->eof_client;
 
@@ -123,11 +123,11 @@ relay_write_cb(struct bufferevent *bev, void *arg)
 static void
 relay_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct bufferevent *peer = relay_peer(s, bev);
 
 	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s,
+		exchange_close(s,
 		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
 		    bev == s->c->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
@@ -142,12 +142,12 @@ relay_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (s->c->intercepted) {
 		/* TLS has no half-close: what is queued goes out, then both close. */
 		s->eof_client = s->eof_origin = 1;
-		if (bev == EXCHANGE_OBEV(s->x)) {
+		if (bev == EXCHANGE_OBEV(s)) {
 			/* What the origin sent goes out, then close_notify. */
-			session_finish(s, CLOSE_DONE);
+			exchange_finish(s, CLOSE_DONE);
 			return;
 		}
-		session_close(s, CLOSE_DONE);
+		exchange_close(s, CLOSE_DONE);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_output(peer)) == 0)
@@ -174,7 +174,7 @@ struct splice_dir {
 };
 
 struct splice_relay {
-	struct session	 *s;
+	struct exchange	 *s;
 	struct splice_dir d[2];		/* [0] up, [1] down */
 };
 
@@ -202,11 +202,11 @@ splice_peer_error(int e)
 static void
 splice_done_check(struct splice_relay *sr)
 {
-	struct session *s = sr->s;
+	struct exchange *s = sr->s;
 
 	if (sr->d[0].eof && sr->d[1].eof && sr->d[0].queued == 0 &&
 	    sr->d[1].queued == 0)
-		session_close(s, CLOSE_DONE);
+		exchange_close(s, CLOSE_DONE);
 }
 
 static void
@@ -228,11 +228,11 @@ splice_read_cb(evutil_socket_t fd, short what, void *arg)
 static void
 splice_pump(struct splice_relay *sr, struct splice_dir *d)
 {
-	struct session *s = sr->s;
+	struct exchange *s = sr->s;
 	int drained = 0;
 	ssize_t n;
 
-	session_touch(s);
+	exchange_touch(s);
 	for (;;) {
 		while (d->queued > 0) {
 			n = splice(d->rp, NULL, d->to, NULL, d->queued,
@@ -252,7 +252,7 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 				splice_fallback(sr, errno);
 				return;
 			}
-			session_close(s,
+			exchange_close(s,
 			    d->up ? CLOSE_ORIGIN_ERROR : CLOSE_CLIENT_ERROR);
 			return;
 		}
@@ -278,9 +278,9 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 			d->queued += (size_t)n;
 			drained = (size_t)n < d->cap;
 			if (d->up)
-				s->x->up += (uint64_t)n;
+				s->up += (uint64_t)n;
 			else
-				s->x->down += (uint64_t)n;
+				s->down += (uint64_t)n;
 			continue;
 		}
 		if (n == -1 && errno == EINTR)
@@ -298,7 +298,7 @@ splice_pump(struct splice_relay *sr, struct splice_dir *d)
 			splice_fallback(sr, errno);
 			return;
 		}
-		session_close(s,
+		exchange_close(s,
 		    d->up ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
 	}
@@ -350,7 +350,7 @@ splice_drain(struct splice_dir *d, struct bufferevent *to)
 static void
 splice_fallback(struct splice_relay *sr, int err)
 {
-	struct session *s = sr->s;
+	struct exchange *s = sr->s;
 	int cfd = sr->d[0].from, ofd = sr->d[0].to, refused, lost, nr, derr;
 	size_t held;
 
@@ -365,13 +365,13 @@ splice_fallback(struct splice_relay *sr, int err)
 	held = sr->d[0].queued + sr->d[1].queued;
 	atomic_fetch_add(&s->p->n_splice_fallback, 1);
 	s->splice_off = 1;
-	lost = splice_drain(&sr->d[0], EXCHANGE_OBEV(s->x)) == -1 ||
+	lost = splice_drain(&sr->d[0], EXCHANGE_OBEV(s)) == -1 ||
 	    splice_drain(&sr->d[1], s->c->cbev) == -1;
 	derr = errno;
 	log_info("session %llu: splice failed (%s) after %llu bytes: relaying "
 	    "by copying, %zu bytes taken back from its pipes",
 	    (unsigned long long)s->id, strerror(err),
-	    (unsigned long long)(s->x->up + s->x->down),
+	    (unsigned long long)(s->up + s->down),
 	    held - sr->d[0].queued - sr->d[1].queued);
 	if (sr->d[0].eof)
 		s->eof_client = 1;
@@ -383,13 +383,13 @@ splice_fallback(struct splice_relay *sr, int err)
 	free(sr);
 	s->splice = NULL;
 	bufferevent_setfd(s->c->cbev, cfd);
-	bufferevent_setfd(EXCHANGE_OBEV(s->x), ofd);
+	bufferevent_setfd(EXCHANGE_OBEV(s), ofd);
 	if (lost) {
 		log_warnx("session %llu: bytes held in a splice pipe could not be "
 		    "read back (%s): the tunnel is cut", (unsigned long long)s->id,
 		    strerror(derr));
 		exchange_log(s, VERDICT_ERROR, 0, REASON_RELAY_ERROR);
-		session_close(s, CLOSE_FAILED);
+		exchange_close(s, CLOSE_FAILED);
 		return;
 	}
 	relay_start(s);
@@ -398,11 +398,11 @@ splice_fallback(struct splice_relay *sr, int err)
 	if (s->eof_client)
 		bufferevent_disable(s->c->cbev, EV_READ);
 	if (s->eof_origin)
-		bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ);
+		bufferevent_disable(EXCHANGE_OBEV(s), EV_READ);
 }
 
 void
-splice_free(struct session *s)
+splice_free(struct exchange *s)
 {
 	struct splice_relay *sr = s->splice;
 
@@ -419,19 +419,19 @@ splice_free(struct session *s)
 
 /* 1 when the relay may move to splice now: nothing buffered on either side. */
 int
-splice_ready(const struct session *s)
+splice_ready(const struct exchange *s)
 {
 	/* Cheapest first: this runs each time a relayed output drains. */
-	return s->x->up + s->x->down >= PROXY_SPLICE_AFTER &&
+	return s->up + s->down >= PROXY_SPLICE_AFTER &&
 	    s->splice == NULL && !s->splice_off && !s->c->intercepted &&
 	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->c->kind == KIND_CONNECT || s->c->kind == KIND_SOCKS5 ||
-	    s->c->kind == KIND_TRANSPARENT) && EXCHANGE_OBEV(s->x) != NULL &&
+	    s->c->kind == KIND_TRANSPARENT) && EXCHANGE_OBEV(s) != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(s->c->cbev)) == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x))) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0;
+	    evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s))) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s))) == 0;
 }
 
 static int
@@ -463,10 +463,10 @@ splice_dir_init(struct splice_relay *sr, struct splice_dir *d, int from,
  * splice. 0, or -1 when it cannot (then nothing changed).
  */
 int
-splice_start(struct session *s)
+splice_start(struct exchange *s)
 {
 	struct splice_relay *sr;
-	int cfd = bufferevent_getfd(s->c->cbev), ofd = bufferevent_getfd(EXCHANGE_OBEV(s->x));
+	int cfd = bufferevent_getfd(s->c->cbev), ofd = bufferevent_getfd(EXCHANGE_OBEV(s));
 
 	if (cfd < 0 || ofd < 0 || (sr = calloc(1, sizeof(*sr))) == NULL)
 		return -1;
@@ -486,12 +486,12 @@ splice_start(struct session *s)
 		return -1;
 	}
 	bufferevent_disable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_disable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
+	bufferevent_disable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
 	bufferevent_setcb(s->c->cbev, NULL, NULL, NULL, NULL);
-	bufferevent_setcb(EXCHANGE_OBEV(s->x), NULL, NULL, NULL, NULL);
+	bufferevent_setcb(EXCHANGE_OBEV(s), NULL, NULL, NULL, NULL);
 	/* The bufferevents keep no descriptor: freeing them closes nothing. */
 	bufferevent_setfd(s->c->cbev, -1);
-	bufferevent_setfd(EXCHANGE_OBEV(s->x), -1);
+	bufferevent_setfd(EXCHANGE_OBEV(s), -1);
 	s->splice = sr;
 	atomic_fetch_add(&s->p->n_spliced, 1);
 	event_add(sr->d[0].rev, NULL);

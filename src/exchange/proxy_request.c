@@ -16,10 +16,10 @@
 
 /* The placeholder of credential c for this sandbox, swapped for the secret. */
 static int
-swap_into(struct session *s, const struct policy_credential *c,
+swap_into(struct exchange *s, const struct policy_credential *c,
     const char *v, size_t len, int query, struct vault_wbuf *out)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 	size_t j;
 	int r;
 
@@ -38,27 +38,27 @@ swap_into(struct session *s, const struct policy_credential *c,
 
 /* The request target, with the query's placeholder swapped when allowed. */
 static int
-write_target(struct session *s, const struct http_request *req,
+write_target(struct exchange *s, const struct http_request *req,
     struct vault_wbuf *h)
 {
 	const char *q = memchr(req->path.p, '?', req->path.len);
 	size_t qoff;
 
-	if (s->x->fwd.plan.query_cred == NULL || q == NULL) {
+	if (s->fwd.plan.query_cred == NULL || q == NULL) {
 		vault_wbuf_add(h, req->path.p, req->path.len);
 		return 0;
 	}
 	qoff = (size_t)(q - req->path.p);
 	vault_wbuf_add(h, req->path.p, qoff);
-	return swap_into(s, s->x->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
+	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
 }
 
 /* The request head the origin gets: hop-by-hop removed, Via added. */
 static int
-write_origin_head(struct session *s, const struct http_request *req,
+write_origin_head(struct exchange *s, const struct http_request *req,
     int replace_host, struct vault_wbuf *h)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 	char fr[48];
 	size_t i;
 	int v6, fl;
@@ -87,7 +87,7 @@ write_origin_head(struct session *s, const struct http_request *req,
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
 		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
 			continue;
-		if (s->x->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
+		if (s->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
 			continue;
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
@@ -109,7 +109,7 @@ write_origin_head(struct session *s, const struct http_request *req,
 	    sizeof(fr))) < 0)
 		return -1;
 	vault_wbuf_add(h, fr, (size_t)fl);
-	if (req->upgrade && !s->x->fwd.drop_upgrade) {
+	if (req->upgrade && !s->fwd.drop_upgrade) {
 		const struct http_header *u = http_header_find(req->headers,
 		    req->n_headers, "Upgrade");
 		vault_wbuf_printf(h, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
@@ -128,10 +128,10 @@ write_origin_head(struct session *s, const struct http_request *req,
  * lower-case; *n pairs. The origin answers uncompressed on bound hosts.
  */
 int
-http_h2_fields(struct session *s, const struct http_request *req,
+http_h2_fields(struct exchange *s, const struct http_request *req,
     struct vault_wbuf *h, size_t *n)
 {
-	const struct cred_plan *plan = &s->x->fwd.plan;
+	const struct cred_plan *plan = &s->fwd.plan;
 	size_t i, j;
 
 	*n = 0;
@@ -178,19 +178,19 @@ http_h2_fields(struct session *s, const struct http_request *req,
  * (docs/credentials.md, "Where a secret value is in memory").
  */
 int
-request_build_head(struct session *s, const struct http_request *req,
+request_build_head(struct exchange *s, const struct http_request *req,
     int replace_host)
 {
 	struct vault_wbuf *h;
 
 	/* One head per exchange: built once, never over another's. */
-	if (s->x->fwd.head != NULL ||
-	    (s->x->fwd.head = evbuffer_new()) == NULL)
+	if (s->fwd.head != NULL ||
+	    (s->fwd.head = evbuffer_new()) == NULL)
 		return -1;
 	if ((h = vault_wbuf_new()) == NULL)
 		return -1;
 	if (write_origin_head(s, req, replace_host, h) == -1 ||
-	    vault_wbuf_hand(h, s->x->fwd.head) == -1) {
+	    vault_wbuf_hand(h, s->fwd.head) == -1) {
 		vault_wbuf_free(h);
 		return -1;
 	}
@@ -199,31 +199,31 @@ request_build_head(struct session *s, const struct http_request *req,
 
 /* Placeholders: swapped where they belong, refused everywhere else. */
 int
-request_cred_check(struct session *s, const struct http_request *req)
+request_cred_check(struct exchange *s, const struct http_request *req)
 {
 	enum sg_reason reason;
 	char detail[256];
 
-	if (cred_request(s, req, &s->x->fwd.plan, &reason) == 0)
+	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
 		return ws_request_check(s, req);
 	if (reason == REASON_KEEPER_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: the key keeper is not available", s->x->fwd.plan.cred);
+		    "in: the key keeper is not available", s->fwd.plan.cred);
 	else if (reason == REASON_CRED_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
-		    "in: its secret is not loaded", s->x->fwd.plan.cred);
+		    "in: its secret is not loaded", s->fwd.plan.cred);
 	else
 		snprintf(detail, sizeof(detail), "credential %s may not be used "
-		    "here", s->x->fwd.plan.cred);
+		    "here", s->fwd.plan.cred);
 	/* The table's status: 403 for misuse, 502 / 503 for what failed. */
-	session_deny(s, 0, reason, detail);
+	exchange_deny(s, 0, reason, detail);
 	return -1;
 }
 
 void
-forward_prepare(struct session *s, const struct http_request *req)
+forward_prepare(struct exchange *s, const struct http_request *req)
 {
-	struct forward *f = &s->x->fwd;
+	struct forward *f = &s->fwd;
 
 	f->req_framing = req->framing;
 	f->req_left = req->content_length;

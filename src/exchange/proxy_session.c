@@ -1,7 +1,10 @@
 /*
- * Session life cycle: creation on accept, the single exit session_close(),
- * deferred freeing, idle timing, error answers and the one log line per
- * decision.
+ * The life of exchanges on a connection: the connection and its first
+ * exchange made on accept (conn_make), a stream's (exchange_open), the
+ * next one at each request head (exchange_next, the old one ending), the
+ * single exit exchange_close() (the connection's too for its own
+ * exchange), deferred freeing, idle timing, error answers and the one row
+ * per decision.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,113 +23,143 @@
 #include "core/refusal.h"
 #include "exchange/exchange.h"
 
-static void	session_free_cb(evutil_socket_t, short, void *);
-static void	session_idle_cb(evutil_socket_t, short, void *);
+static void	exchange_free_cb(evutil_socket_t, short, void *);
+static void	exchange_discard(struct exchange *);
+static void	exchange_idle_cb(evutil_socket_t, short, void *);
 
-struct session *
-session_new(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
-    const struct sockaddr *sa, int socklen)
-{
-	struct session *s;
-	uint16_t port = 0;
-	char abuf[NETADDR_STRLEN];
-
-	if ((s = calloc(1, sizeof(*s))) == NULL)
-		return NULL;
-	if ((s->c = conn_new(s)) == NULL || (s->x = exchange_new()) == NULL) {
-		conn_unref(s->c);
-		free(s);
-		return NULL;
-	}
-	s->w = w;
-	s->p = w->proxy;
-	s->id = ++w->next_session * (uint64_t)s->p->n_workers + (uint64_t)w->index;
-	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
-	s->c->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
-	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
-	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
-	clock_gettime(CLOCK_MONOTONIC, &s->started);
-	s->x->started = s->started;
-	netaddr_from_sockaddr(sa, &s->c->client_addr, &port);
-	netaddr_ntop(&s->c->client_addr, abuf, sizeof(abuf));
-	snprintf(s->c->client_str, sizeof(s->c->client_str),
-	    s->c->client_addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", abuf, port);
-
-	s->free_ev = event_new(w->base, -1, 0, session_free_cb, s);
-	s->idle_ev = evtimer_new(w->base, session_idle_cb, s);
-	s->c->cbev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (s->free_ev == NULL || s->idle_ev == NULL || s->c->cbev == NULL) {
-		if (s->c->cbev != NULL) {
-			/* fd now belongs to the bufferevent: keep it from being closed twice. */
-			bufferevent_setfd(s->c->cbev, -1);
-			bufferevent_free(s->c->cbev);
-		}
-		if (s->free_ev)
-			event_free(s->free_ev);
-		if (s->idle_ev)
-			event_free(s->idle_ev);
-		exchange_free(s->x);
-		conn_unref(s->c);
-		free(s);
-		return NULL;
-	}
-	s->x->pol = proxy_policy_get(s->p);
-	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
-	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, NULL, session_client_event_cb, s);
-	/* A whole request head must fit before reads pause. */
-	bufferevent_setwatermark(s->c->cbev, EV_READ, 0,
-	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
-	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
-	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
-	session_set_idle(s);
-	return s;
-}
-
-int
-session_adopt(struct session *s)
-{
-	s->free_ev = event_new(s->w->base, -1, 0, session_free_cb, s);
-	s->idle_ev = evtimer_new(s->w->base, session_idle_cb, s);
-	if (s->free_ev == NULL || s->idle_ev == NULL) {
-		if (s->free_ev != NULL)
-			event_free(s->free_ev);
-		if (s->idle_ev != NULL)
-			event_free(s->idle_ev);
-		exchange_free(s->x);
-		conn_unref(s->c);
-		free(s);
-		return -1;
-	}
-	atomic_fetch_add(&s->p->n_conns, 1);
-	TAILQ_INSERT_TAIL(&s->w->sessions, s, entry);
-	session_set_idle(s);
-	return 0;
-}
-
-int
-exchange_next(struct session *s)
+struct exchange *
+exchange_open(struct worker *w, struct conn *c, int stream)
 {
 	struct exchange *x;
 
 	if ((x = exchange_new()) == NULL)
-		return -1;
-	if (s->c->kind == KIND_INGRESS)
+		return NULL;
+	x->w = w;
+	x->p = w->proxy;
+	x->c = c;
+	x->is_stream = stream;
+	x->free_ev = event_new(w->base, -1, 0, exchange_free_cb, x);
+	x->idle_ev = evtimer_new(w->base, exchange_idle_cb, x);
+	if (x->free_ev == NULL || x->idle_ev == NULL) {
+		if (x->free_ev != NULL)
+			event_free(x->free_ev);
+		if (x->idle_ev != NULL)
+			event_free(x->idle_ev);
+		exchange_free(x);
+		return NULL;
+	}
+	c->refs++;
+	if (stream)
+		atomic_fetch_add(&x->p->n_conns, 1);
+	TAILQ_INSERT_TAIL(&w->exchanges, x, entry);
+	return x;
+}
+
+/* Made but never run (conn_make failing): gone at once. */
+static void
+exchange_discard(struct exchange *x)
+{
+	struct conn *c = x->c;
+
+	TAILQ_REMOVE(&x->w->exchanges, x, entry);
+	event_free(x->free_ev);
+	event_free(x->idle_ev);
+	exchange_free(x);
+	if (c->x == x)
+		c->x = NULL;
+	conn_unref(c);
+}
+
+struct exchange *
+conn_make(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
+    const struct sockaddr *sa, int socklen)
+{
+	struct exchange *s;
+	struct conn *c;
+	uint16_t port = 0;
+	char abuf[NETADDR_STRLEN];
+
+	(void)socklen;
+	if ((c = conn_new()) == NULL)
+		return NULL;
+	if ((s = exchange_open(w, c, 0)) == NULL) {
+		free(c);	/* no reference taken */
+		return NULL;
+	}
+	c->x = s;
+	c->id = ++w->next_session * (uint64_t)w->proxy->n_workers +
+	    (uint64_t)w->index;
+	s->id = c->id;
+	s->state = lk == LISTENER_SOCKS5 ? S_SOCKS_GREETING : S_HEAD;
+	c->kind = lk == LISTENER_SOCKS5 ? KIND_SOCKS5 :
+	    lk == LISTENER_TRANSPARENT ? KIND_TRANSPARENT :
+	    lk == LISTENER_INGRESS ? KIND_INGRESS : KIND_HTTP;
+	netaddr_from_sockaddr(sa, &c->client_addr, &port);
+	netaddr_ntop(&c->client_addr, abuf, sizeof(abuf));
+	snprintf(c->client_str, sizeof(c->client_str),
+	    c->client_addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", abuf, port);
+	c->cbev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->cbev == NULL) {
+		exchange_discard(s);
+		return NULL;
+	}
+	s->pol = proxy_policy_get(s->p);
+	bufferevent_setcb(c->cbev, s->p->fe->client_read, NULL,
+	    client_event_cb, s);
+	/* A whole request head must fit before reads pause. */
+	bufferevent_setwatermark(c->cbev, EV_READ, 0,
+	    PROXY_READ_HWM > s->p->cfg->max_header_bytes + 1024 ?
+	    PROXY_READ_HWM : s->p->cfg->max_header_bytes + 1024);
+	bufferevent_enable(c->cbev, EV_READ | EV_WRITE);
+	exchange_set_idle(s);
+	return s;
+}
+
+/* Callers up the stack may still look at s: it is freed from the loop. */
+void
+exchange_retire(struct exchange *s)
+{
+	s->closing = 1;
+	TAILQ_REMOVE(&s->w->exchanges, s, entry);
+	if (s->dns_timer != NULL)
+		event_free(s->dns_timer);
+	s->dns_timer = NULL;
+	if (s->idle_ev != NULL)
+		event_free(s->idle_ev);
+	s->idle_ev = NULL;
+	event_active(s->free_ev, EV_TIMEOUT, 0);
+}
+
+struct exchange *
+exchange_next(struct exchange *s)
+{
+	struct conn *c = s->c;
+	bufferevent_data_cb rcb, wcb;
+	bufferevent_event_cb ecb;
+	struct exchange *x;
+	void *arg;
+
+	if ((x = exchange_open(s->w, c, 0)) == NULL)
+		return NULL;
+	x->id = s->id;
+	x->state = S_HEAD;
+	if (c->kind == KIND_INGRESS)
 		snprintf(x->verdict.rule, sizeof(x->verdict.rule), "ingress");
-	if (s->c->tunnel_http && s->c->tun != NULL && s->c->kind != KIND_INGRESS) {
+	if (c->tunnel_http && c->tun != NULL && c->kind != KIND_INGRESS) {
 		/*
 		 * The tunnel's identity and policy; refused before its own
 		 * decision: the tunnel's rule.
 		 */
-		x->pol = s->c->tun->pol;
+		x->pol = c->tun->pol;
 		policy_ref(x->pol);
-		x->has_ident = s->c->tun->has_ident;
-		x->ident = s->c->tun->ident;
-		memcpy(x->verdict.rule, s->c->tun->rule, sizeof(x->verdict.rule));
-		x->target = s->c->tun->target;
-		if (exchange_set_addrs(x, s->c->tun->addrs, s->c->tun->n_addrs) ==
+		x->has_ident = c->tun->has_ident;
+		x->ident = c->tun->ident;
+		memcpy(x->verdict.rule, c->tun->rule, sizeof(x->verdict.rule));
+		x->target = c->tun->target;
+		if (exchange_set_addrs(x, c->tun->addrs, c->tun->n_addrs) ==
 		    -1) {
-			exchange_free(x);
-			return -1;
+			exchange_discard(x);
+			return NULL;
 		}
 	}
 	/*
@@ -144,37 +177,46 @@ exchange_next(struct session *s)
 	 * exchange that reached its origin has written its row by the time
 	 * the next head starts.)
 	 */
-	if (!s->x->logged && s->x->verdict.allow && s->x->fwd.ip.family != 0)
+	if (!s->logged && s->verdict.allow && s->fwd.ip.family != 0)
 		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
 	/*
-	 * Its origin connection passes to the next exchange on this
-	 * connection, bound to the decision it was opened for: used only by
-	 * an exchange of that decision (upstream_guard), dropped by any other.
+	 * Its origin connection waits in the connection's pool, bound to the
+	 * decision it was opened for, for an exchange of that same decision
+	 * (upstream_take); one not worth keeping is closed.
 	 */
-	x->o = s->x->o;
-	s->x->o = NULL;
-	exchange_free(s->x);
-	s->x = x;
-	return 0;
+	if (s->o != NULL && upstream_keep_in(s) == -1)
+		upstream_drop(s);
+	/* The client socket's callbacks act on the connection's current exchange. */
+	if (c->cbev != NULL) {
+		bufferevent_getcb(c->cbev, &rcb, &wcb, &ecb, &arg);
+		if (arg == s)
+			bufferevent_setcb(c->cbev, rcb, wcb, ecb, x);
+	}
+	c->x = x;
+	exchange_retire(s);
+	exchange_set_idle(x);
+	return x;
 }
 
 static void
-session_free_cb(evutil_socket_t fd, short ev, void *arg)
+exchange_free_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
+	struct conn *c = s->c;
 
+	(void)fd;
+	(void)ev;
 	event_free(s->free_ev);
-	exchange_free(s->x);	/* its row is written: it goes whole */
-	if (s->c->owner == s)
-		s->c->owner = NULL;
-	conn_unref(s->c);
-	free(s);
+	exchange_free(s);	/* its row is written: it goes whole */
+	if (c->x == s)
+		c->x = NULL;
+	conn_unref(c);
 }
 
 
-/* One line per intercepted session with its phases (serve -d). */
+/* One line per intercepted connection with its phases (serve -d). */
 static void
-session_log_marks(const struct session *s)
+conn_log_marks(const struct conn *s)
 {
 	static const char *const names[MARK_N] = { "hello", "leaf",
 	    "client-tls", "request", "origin-connect", "origin-tls",
@@ -201,7 +243,7 @@ session_log_marks(const struct session *s)
 
 /* A close that is a failure of the relay rather than an end. */
 static int
-session_close_is_error(enum sg_close c)
+close_is_error(enum sg_close c)
 {
 	return c == CLOSE_CLIENT_ERROR || c == CLOSE_ORIGIN_ERROR;
 }
@@ -218,43 +260,44 @@ session_close_is_error(enum sg_close c)
  * (refusal_take: the call that just failed).
  */
 static void
-exchange_end(struct session *s, enum sg_close reason)
+exchange_end(struct exchange *s, enum sg_close reason)
 {
-	struct exchange *x = s->x;
+	struct exchange *x = s;
 
 	if (x->fwd.switched) {
 		x->fwd.switched = 0;
 		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
 	}
-	if (SESSION_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
+	if (EXCHANGE_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
 		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS || x->logged ||
 	    !x->verdict.allow || s->is_stream)
 		return;
-	if (session_close_is_error(reason) && refusal_pending())
+	if (close_is_error(reason) && refusal_pending())
 		exchange_log(s, VERDICT_ERROR, 0, REASON_SYSCALL_REFUSED);
 	else
 		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
 }
 
 void
-session_close(struct session *s, enum sg_close reason)
+exchange_close(struct exchange *s, enum sg_close reason)
 {
 	if (s->closing)
 		return;
 	s->closing = 1;
-	session_log_marks(s);
+	if (s->c->x == s)
+		conn_log_marks(s->c);
 	if (s->close_reason == CLOSE_NONE)
 		s->close_reason = reason;
 	log_debug("session %llu: closed: %s", (unsigned long long)s->id,
 	    close_word(s->close_reason));
-	TAILQ_REMOVE(&s->w->sessions, s, entry);
+	TAILQ_REMOVE(&s->w->exchanges, s, entry);
 	if (s->rq != NULL) {
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
 	exchange_end(s, reason);
-	if (s->c->owner == s)
+	if (s->c->x == s)
 		conn_close_timers(s->c);
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
@@ -269,26 +312,26 @@ session_close(struct session *s, enum sg_close reason)
 	 * owns the sockets then).
 	 */
 	s->p->parts->release(s);
-	if (s->c->owner == s && s->c->cbev != NULL) {
+	if (s->c->x == s && s->c->cbev != NULL) {
 		proxy_tls_bev_free(s->c->cbev);
 		s->c->cbev = NULL;
 	}
 	upstream_drop(s);
 	s->idle_ev = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
-	session_fair_release(s);
+	conn_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */
 	event_active(s->free_ev, EV_TIMEOUT, 0);
 }
 
 void
-session_client_event_cb(struct bufferevent *bev, short what, void *arg)
+client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
 		s->c->tls_client_ok = 1;	/* intercepted: the client trusted our leaf */
-		session_mark(s, MARK_CLIENT_TLS);
+		exchange_mark(s, MARK_CLIENT_TLS);
 		return;
 	}
 	if (s->c->intercepted && !s->c->tls_client_ok) {
@@ -299,21 +342,21 @@ session_client_event_cb(struct bufferevent *bev, short what, void *arg)
 		else
 			log_warnx("session %llu: client TLS handshake for %s "
 			    "failed (does the client trust the sandgate CA?)",
-			    (unsigned long long)s->id, s->x->target.host);
-		s->x->verdict.allow = 0;
+			    (unsigned long long)s->id, s->target.host);
+		s->verdict.allow = 0;
 		exchange_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS);
-		session_close(s, CLOSE_FAILED);
+		exchange_close(s, CLOSE_FAILED);
 		return;
 	}
 	if (what & BEV_EVENT_EOF)
-		session_close(s, CLOSE_CLIENT_CLOSED);
+		exchange_close(s, CLOSE_CLIENT_CLOSED);
 	else
-		session_close(s, CLOSE_CLIENT_ERROR);
+		exchange_close(s, CLOSE_CLIENT_ERROR);
 }
 
 /* Bytes still on their way to the client, through a TLS filter too. */
 static size_t
-client_pending(struct session *s)
+client_pending(struct exchange *s)
 {
 	struct bufferevent *u = bufferevent_get_underlying(s->c->cbev);
 	size_t n = evbuffer_get_length(bufferevent_get_output(s->c->cbev));
@@ -328,7 +371,7 @@ client_pending(struct session *s)
 static void
 finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct timeval tv = { 0, 10000 };
 	SSL *ssl;
 
@@ -344,13 +387,13 @@ finish_check_cb(evutil_socket_t fd, short ev, void *arg)
 		ERR_clear_error();
 	}
 	if (client_pending(s) == 0) {
-		session_close(s, s->close_reason);
+		exchange_close(s, s->close_reason);
 		return;
 	}
 	/* A filter's socket drains without telling us: look again shortly. */
 	if (s->c->finish_ev == NULL &&
 	    (s->c->finish_ev = evtimer_new(s->w->base, finish_check_cb, s)) == NULL) {
-		session_close(s, s->close_reason);
+		exchange_close(s, s->close_reason);
 		return;
 	}
 	if (bufferevent_get_underlying(s->c->cbev) != NULL)
@@ -364,7 +407,7 @@ finish_write_cb(struct bufferevent *bev, void *arg)
 }
 
 void
-session_finish(struct session *s, enum sg_close reason)
+exchange_finish(struct exchange *s, enum sg_close reason)
 {
 	struct timeval tv = { 5, 0 };
 
@@ -378,19 +421,19 @@ session_finish(struct session *s, enum sg_close reason)
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
-	if (SESSION_CBEV(s) == NULL) {
-		/* An HTTP/2 stream's session: its answer is with the stream. */
-		session_close(s, reason);
+	if (EXCHANGE_CBEV(s) == NULL) {
+		/* An HTTP/2 stream's exchange: its answer is with the stream. */
+		exchange_close(s, reason);
 		return;
 	}
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
 	bufferevent_disable(s->c->cbev, EV_READ);
 	if (client_pending(s) == 0 && !(s->c->intercepted && s->c->tls_client_ok)) {
-		session_close(s, reason);
+		exchange_close(s, reason);
 		return;
 	}
-	bufferevent_setcb(s->c->cbev, NULL, finish_write_cb, session_client_event_cb, s);
+	bufferevent_setcb(s->c->cbev, NULL, finish_write_cb, client_event_cb, s);
 	if (evbuffer_get_length(bufferevent_get_output(s->c->cbev)) == 0 ||
 	    s->c->intercepted) {
 		finish_check_cb(-1, 0, s);
@@ -398,7 +441,7 @@ session_finish(struct session *s, enum sg_close reason)
 			return;		/* all of it was out already */
 	}
 	bufferevent_setwatermark(s->c->cbev, EV_WRITE, 0, 0);
-	/* A client that never reads its answer does not hold the session. */
+	/* A client that never reads its answer does not hold the connection. */
 	evtimer_add(s->idle_ev, &tv);
 }
 
@@ -438,7 +481,7 @@ hdr_set(struct http_header *h, const char *name, const char *value)
 
 /* The gateway's answer on an HTTP/2 stream: fields and payload (proxy_h2.c). */
 static void
-stream_error(struct session *s, int status, const char *reason,
+stream_error(struct exchange *s, int status, const char *reason,
     const char *body, size_t len)
 {
 	struct http_response r;
@@ -467,7 +510,7 @@ stream_error(struct session *s, int status, const char *reason,
 }
 
 void
-session_http_error(struct session *s, int status, enum sg_reason r,
+exchange_http_error(struct exchange *s, int status, enum sg_reason r,
     const char *detail)
 {
 	const char *reason = reason_word(r);
@@ -483,7 +526,7 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 		n = (int)strlen(body);
 	if (s->h2st != NULL) {
 		stream_error(s, status, reason, body, (size_t)n);
-		session_finish(s, reason_close(r));
+		exchange_finish(s, reason_close(r));
 		return;
 	}
 	out = bufferevent_get_output(s->c->cbev);
@@ -499,20 +542,20 @@ session_http_error(struct session *s, int status, enum sg_reason r,
 	    status == 407 ? "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n" : "",
 	    status == 429 ? "Retry-After: 1\r\n" : "",
 	    body);
-	session_finish(s, reason_close(r));
+	exchange_finish(s, reason_close(r));
 }
 
 
 
 static void
-session_idle_cb(evutil_socket_t fd, short ev, void *arg)
+exchange_idle_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct timeval now, idle, left;
 	uint32_t ms = s->idle_ms ? s->idle_ms : s->p->cfg->idle_timeout_ms;
 
 	if (s->state == S_FINISHING) {
-		session_close(s, s->close_reason);
+		exchange_close(s, s->close_reason);
 		return;
 	}
 	/* Activity only stamps a time; the timer re-arms for what is left. */
@@ -525,11 +568,11 @@ session_idle_cb(evutil_socket_t fd, short ev, void *arg)
 		evtimer_add(s->idle_ev, &left);
 		return;
 	}
-	session_close(s, CLOSE_TIMEOUT);
+	exchange_close(s, CLOSE_TIMEOUT);
 }
 
 static const char *
-kind_name(const struct session *s)
+kind_name(const struct exchange *s)
 {
 	return s->c->kind == KIND_CONNECT ? "connect" :
 	    s->c->kind == KIND_SOCKS5 ? "socks5" :
@@ -542,12 +585,12 @@ kind_name(const struct session *s)
  * "CONNECT" only for a tunnel's row, never for a request inside one.
  */
 static const char *
-session_method(const struct session *s)
+exchange_method(const struct exchange *s)
 {
-	if (SESSION_IS_HTTP(s) && s->x->fwd.method[0])
-		return s->x->fwd.method;
+	if (EXCHANGE_IS_HTTP(s) && s->fwd.method[0])
+		return s->fwd.method;
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS ||
-	    (s->c->tunnel_http && s->x->fwd.request))
+	    (s->c->tunnel_http && s->fwd.request))
 		return NULL;
 	return "CONNECT";
 }
@@ -557,36 +600,36 @@ session_method(const struct session *s)
  * writes it, with its log line (exchange_audit).
  */
 static void
-session_audit(struct session *s, enum sg_verdict decision, int status,
+exchange_row(struct exchange *s, enum sg_verdict decision, int status,
     enum sg_reason reason, const char *ip)
 {
 	struct audit_event ev;
 	struct geoip_result geo;
-	int http = SESSION_IS_HTTP(s);
+	int http = EXCHANGE_IS_HTTP(s);
 
 	memset(&ev, 0, sizeof(ev));
-	ev.sandbox = s->x->has_ident ? s->x->ident.sandbox : NULL;
+	ev.sandbox = s->has_ident ? s->ident.sandbox : NULL;
 	ev.kind = kind_name(s);
 	ev.client = s->c->client_str;
 	ev.ip = strcmp(ip, "-") != 0 ? ip : NULL;
-	ev.port = s->x->target.port ? s->x->target.port : -1;
+	ev.port = s->target.port ? s->target.port : -1;
 	ev.asn = -1;
 	if (s->p->geoip != NULL && ev.ip != NULL &&
-	    geoip_lookup(s->p->geoip, &s->x->fwd.ip, &geo) == 0) {
+	    geoip_lookup(s->p->geoip, &s->fwd.ip, &geo) == 0) {
 		ev.country = geo.country[0] ? geo.country : NULL;
 		ev.asn = geo.asn ? (int64_t)geo.asn : -1;
 	}
-	ev.method = session_method(s);
-	ev.path = http && s->x->fwd.path != NULL && s->x->fwd.path[0] ?
-	    s->x->fwd.path : NULL;
+	ev.method = exchange_method(s);
+	ev.path = http && s->fwd.path != NULL && s->fwd.path[0] ?
+	    s->fwd.path : NULL;
 	ev.status = status > 0 ? status : -1;
-	ev.bytes_up = (int64_t)s->x->up;
-	ev.bytes_down = (int64_t)s->x->down;
-	(void)exchange_audit(s->x, s->p->audit, &ev, decision, reason);
+	ev.bytes_up = (int64_t)s->up;
+	ev.bytes_down = (int64_t)s->down;
+	(void)exchange_audit(s, s->p->audit, &ev, decision, reason);
 }
 
 void
-exchange_log(struct session *s, enum sg_verdict decision, int status,
+exchange_log(struct exchange *s, enum sg_verdict decision, int status,
     enum sg_reason reason)
 {
 	char ip[NETADDR_STRLEN] = "-";
@@ -607,18 +650,18 @@ exchange_log(struct session *s, enum sg_verdict decision, int status,
 	 * never the connection's last origin (a CONNECT refused after a
 	 * request on the connection names none).
 	 */
-	if (s->x->fwd.ip.family != 0)
-		netaddr_ntop(&s->x->fwd.ip, ip, sizeof(ip));
-	session_audit(s, decision, status, reason, ip);
+	if (s->fwd.ip.family != 0)
+		netaddr_ntop(&s->fwd.ip, ip, sizeof(ip));
+	exchange_row(s, decision, status, reason, ip);
 }
 
 void
-session_deny(struct session *s, int status, enum sg_reason reason,
+exchange_deny(struct exchange *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	/* A decision no rule made is named default-deny (docs/policy.md). */
-	if (s->x->verdict.rule[0] == '\0')
-		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "default-deny");
+	if (s->verdict.rule[0] == '\0')
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
 	if (status == 0)
 		status = reason_status(reason);
 	exchange_log(s, reason_verdict(reason), status,
@@ -632,12 +675,12 @@ session_deny(struct session *s, int status, enum sg_reason reason,
 		s->p->fe->refuse_transparent(s, reason);
 		return;
 	}
-	session_http_error(s, status, reason, detail);
+	exchange_http_error(s, status, reason, detail);
 }
 
 void
-upstream_drop(struct session *s)
+upstream_drop(struct exchange *s)
 {
-	origin_close(s->x->o);
-	s->x->o = NULL;
+	origin_close(s->o);
+	s->o = NULL;
 }

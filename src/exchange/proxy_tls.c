@@ -59,19 +59,19 @@ sess_slot(const char *host, uint16_t port)
 static int
 origin_new_session_cb(SSL *ssl, SSL_SESSION *sess)
 {
-	struct session *s = SSL_get_app_data(ssl);
+	struct exchange *s = SSL_get_app_data(ssl);
 	struct tls_sess_slot *slot;
 
 	if (s == NULL || s->closing)
 		return 0;
 	log_debug("session %llu: origin %s:%u: new resumable session",
-	    (unsigned long long)s->id, s->x->target.host, s->x->target.port);
-	slot = &s->w->tls_sessions[sess_slot(s->x->target.host, s->x->target.port)];
+	    (unsigned long long)s->id, s->target.host, s->target.port);
+	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
 	if (slot->sess != NULL)
 		SSL_SESSION_free(slot->sess);
 	slot->sess = sess;
-	snprintf(slot->host, sizeof(slot->host), "%s", s->x->target.host);
-	slot->port = s->x->target.port;
+	snprintf(slot->host, sizeof(slot->host), "%s", s->target.host);
+	slot->port = s->target.port;
 	return 1;	/* we keep the reference */
 }
 
@@ -180,7 +180,7 @@ csock_error(struct csock *cs, short what)
 {
 	event_del(cs->rev);
 	event_del(cs->wev);
-	/* The filter hears it as from a socket, and tells the session. */
+	/* The filter hears it as from a socket, and tells the exchange. */
 	bufferevent_trigger_event(cs->near, what | BEV_EVENT_ERROR, 0);
 }
 
@@ -397,7 +397,7 @@ csock_new(struct event_base *base, evutil_socket_t fd)
 		csock_destroy(cs);
 		return NULL;
 	}
-	/* The filter's output stops at the pair: backpressure reaches the session. */
+	/* The filter's output stops at the pair: backpressure reaches the exchange. */
 	bufferevent_setwatermark(cs->near, EV_WRITE, 0, CSOCK_HWM);
 	bufferevent_setcb(cs->far, csock_far_read_cb, csock_far_write_cb, NULL, cs);
 	bufferevent_enable(cs->far, EV_READ | EV_WRITE);
@@ -434,7 +434,7 @@ csock_under(struct bufferevent *bev)
 }
 
 size_t
-proxy_tls_client_unsent(struct session *s)
+proxy_tls_client_unsent(struct exchange *s)
 {
 	struct csock *cs = csock_under(s->c->cbev);
 
@@ -457,7 +457,7 @@ proxy_tls_bev_free(struct bufferevent *bev)
  * ClientHello, already read, goes to the filter first.
  */
 int
-proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
+proxy_tls_intercept_client(struct exchange *s, bufferevent_event_cb on_event)
 {
 	struct bufferevent *f, *under, *old = s->c->cbev;
 	struct evbuffer *hello = NULL;
@@ -466,19 +466,19 @@ proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 	EVP_PKEY *key = NULL;
 	SSL *ssl;
 
-	session_mark(s, MARK_HELLO);
+	exchange_mark(s, MARK_HELLO);
 	/* The tunnel's decision for its requests, before anything is handed over. */
-	if (session_tun_reserve(s, s->x->n_addrs) == -1)
+	if (conn_tun_reserve(s, s->n_addrs) == -1)
 		return -1;
 	/* Not with a cached leaf either: the keeper's absence is absolute. */
 	if (!keeper_client_up(s->p->kc))
 		return -1;
-	if (ca_leaf(s->p->ca, s->x->target.host, s->x->target.is_ip, &leaf, &key) == -1) {
+	if (ca_leaf(s->p->ca, s->target.host, s->target.is_ip, &leaf, &key) == -1) {
 		log_warnx("session %llu: cannot mint a certificate for %s",
-		    (unsigned long long)s->id, s->x->target.host);
+		    (unsigned long long)s->id, s->target.host);
 		return -1;
 	}
-	session_mark(s, MARK_LEAF);
+	exchange_mark(s, MARK_LEAF);
 	if ((ssl = SSL_new(s->w->tls_client_ctx)) == NULL ||
 	    SSL_use_certificate(ssl, leaf) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1 ||
@@ -523,7 +523,7 @@ proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
 	}
 	s->c->cbev = f;
 	s->c->intercepted = 1;
-	(void)session_tunnel_http(s);	/* s->tun is there: it cannot fail */
+	(void)conn_tunnel_http(s);	/* s->tun is there: it cannot fail */
 	s->state = S_HEAD;
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
@@ -545,7 +545,7 @@ proxy_tls_intercept_client(struct session *s, bufferevent_event_cb on_event)
  * opens; the ClientHello waits in the pair until then.
  */
 struct bufferevent *
-proxy_tls_origin_bev(struct session *s)
+proxy_tls_origin_bev(struct exchange *s)
 {
 	struct bufferevent *bev;
 	struct tls_sess_slot *slot;
@@ -563,25 +563,25 @@ proxy_tls_origin_bev(struct session *s)
 	 */
 	if (cred_host_bound(s))
 		SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT);
-	if (!s->x->target.is_ip && SSL_set_tlsext_host_name(ssl, s->x->target.host) != 1)
+	if (!s->target.is_ip && SSL_set_tlsext_host_name(ssl, s->target.host) != 1)
 		goto fail;
-	if (s->x->target.is_ip) {
+	if (s->target.is_ip) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
-		    s->x->target.host) != 1)
+		    s->target.host) != 1)
 			goto fail;
-	} else if (SSL_set1_host(ssl, s->x->target.host) != 1)
+	} else if (SSL_set1_host(ssl, s->target.host) != 1)
 		goto fail;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	/* An HTTP/2 stream's origin (proxy_h2_origin.c): h2 (gRPC: only h2). */
-	if (s->x->fwd.origin_alpn == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	if (s->fwd.origin_alpn == 1 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2", 3) != 0)
 		goto fail;
-	if (s->x->fwd.origin_alpn == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
+	if (s->fwd.origin_alpn == 2 && SSL_set_alpn_protos(ssl, (const unsigned char *)
 	    "\x02h2\x08http/1.1", 12) != 0)
 		goto fail;
-	slot = &s->w->tls_sessions[sess_slot(s->x->target.host, s->x->target.port)];
-	if (slot->sess != NULL && slot->port == s->x->target.port &&
-	    strcmp(slot->host, s->x->target.host) == 0 &&
+	slot = &s->w->tls_sessions[sess_slot(s->target.host, s->target.port)];
+	if (slot->sess != NULL && slot->port == s->target.port &&
+	    strcmp(slot->host, s->target.host) == 0 &&
 	    SSL_SESSION_is_resumable(slot->sess))
 		SSL_set_session(ssl, slot->sess);
 	if ((cs = csock_new(s->w->base, -1)) == NULL)
@@ -681,16 +681,16 @@ proxy_tls_origin_error(struct bufferevent *bev, char *buf, size_t len)
 
 /* After the origin handshake: note whether the cached session was resumed. */
 void
-proxy_tls_origin_connected(struct session *s, struct bufferevent *bev)
+proxy_tls_origin_connected(struct exchange *s, struct bufferevent *bev)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
 	if (ssl != NULL && SSL_session_reused(ssl))
-		s->origin_resumed = 1;
-	session_mark(s, MARK_ORIGIN_TLS);
+		s->c->origin_resumed = 1;
+	exchange_mark(s, MARK_ORIGIN_TLS);
 	if (ssl != NULL && log_enabled(LOG_LVL_DEBUG))
 		log_debug("session %llu: origin %s:%u: %s, %s",
-		    (unsigned long long)s->id, s->x->target.host, s->x->target.port,
+		    (unsigned long long)s->id, s->target.host, s->target.port,
 		    SSL_get_version(ssl), SSL_session_reused(ssl) ?
 		    "session resumed" : "full handshake");
 }

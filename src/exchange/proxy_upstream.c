@@ -1,5 +1,5 @@
 /*
- * The origin side of a session: resolve the target once, check every
+ * The origin side of an exchange: resolve the target once, check every
  * address against the policy, and connect only to an address that was
  * checked (tried in order, with the configured connect timeout).
  */
@@ -11,17 +11,17 @@
 #include "core/reason.h"
 #include "exchange/exchange.h"
 
-static void	try_next_addr(struct session *);
+static void	try_next_addr(struct exchange *);
 
 static void
-resolved(struct session *s, void (*next)(struct session *))
+resolved(struct exchange *s, void (*next)(struct exchange *))
 {
 	char detail[512];
 
-	if (!upstream_check_addrs(s, s->x->addrs, s->x->n_addrs)) {
+	if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
 		snprintf(detail, sizeof(detail), "%s resolves to an address "
-		    "this policy may not reach", s->x->target.host);
-		session_deny(s, 403, s->x->verdict.reason, detail);
+		    "this policy may not reach", s->target.host);
+		exchange_deny(s, 403, s->verdict.reason, detail);
 		return;
 	}
 	next(s);
@@ -31,7 +31,7 @@ resolved(struct session *s, void (*next)(struct session *))
 static void
 resolve_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	char detail[512];
 
 	if (s->rq == NULL)
@@ -39,16 +39,16 @@ resolve_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 	resolver_cancel(s->rq);
 	s->rq = NULL;
 	snprintf(detail, sizeof(detail), "cannot resolve %s: timeout",
-	    s->x->target.host);
-	session_deny(s, 504, REASON_DNS_ERROR, detail);
+	    s->target.host);
+	exchange_deny(s, 504, REASON_DNS_ERROR, detail);
 }
 
 static void
 resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
     void *arg)
 {
-	struct session *s = arg;
-	void (*next)(struct session *) = s->on_connected;
+	struct exchange *s = arg;
+	void (*next)(struct exchange *) = s->on_connected;
 	char detail[512];
 
 	s->rq = NULL;
@@ -56,44 +56,44 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 		evtimer_del(s->dns_timer);
 	if (result != RESOLVER_OK || n == 0) {
 		snprintf(detail, sizeof(detail), "cannot resolve %s: %s",
-		    s->x->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
+		    s->target.host, result == RESOLVER_ENOTFOUND ? "no such name" :
 		    result == RESOLVER_ETIMEOUT ? "timeout" : "lookup failed");
-		session_deny(s, result == RESOLVER_ETIMEOUT ? 504 : 502,
+		exchange_deny(s, result == RESOLVER_ETIMEOUT ? 504 : 502,
 		    REASON_DNS_ERROR, detail);
 		return;
 	}
-	if (exchange_set_addrs(s->x, addrs, n) == -1) {
-		session_close(s, CLOSE_NO_MEMORY);
+	if (exchange_set_addrs(s, addrs, n) == -1) {
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	resolved(s, next);
 }
 
 void
-upstream_resolve(struct session *s, void (*next)(struct session *))
+upstream_resolve(struct exchange *s, void (*next)(struct exchange *))
 {
 	uint32_t ms = s->p->cfg->connect_timeout_ms;
 	struct timeval tv;
 
 	s->state = S_RESOLVING;
-	if (SESSION_CBEV(s) != NULL)
+	if (EXCHANGE_CBEV(s) != NULL)
 		bufferevent_disable(s->c->cbev, EV_READ);
-	s->x->addr_next = 0;
-	if (s->x->target.is_ip) {
-		(void)exchange_set_addrs(s->x, &s->x->target.ip, 1);	/* inline */
+	s->addr_next = 0;
+	if (s->target.is_ip) {
+		(void)exchange_set_addrs(s, &s->target.ip, 1);	/* inline */
 		resolved(s, next);
 		return;
 	}
 	s->on_connected = next;
-	s->rq = resolver_lookup(s->w->resolver, s->x->target.host, resolve_cb, s);
+	s->rq = resolver_lookup(s->w->resolver, s->target.host, resolve_cb, s);
 	if (s->rq == NULL) {
-		session_deny(s, 502, REASON_DNS_ERROR, "resolver unavailable");
+		exchange_deny(s, 502, REASON_DNS_ERROR, "resolver unavailable");
 		return;
 	}
 	if (s->dns_timer == NULL &&
 	    (s->dns_timer = evtimer_new(s->w->base, resolve_deadline_cb,
 	    s)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	tv.tv_sec = ms / 1000;
@@ -103,7 +103,7 @@ upstream_resolve(struct session *s, void (*next)(struct session *))
 
 
 static void
-connect_failed(struct session *s, int timed_out)
+connect_failed(struct exchange *s, int timed_out)
 {
 	char detail[512];
 	int status = timed_out ? 504 : 502;
@@ -111,26 +111,26 @@ connect_failed(struct session *s, int timed_out)
 	    REASON_UPSTREAM_CONNECT;
 
 	snprintf(detail, sizeof(detail), "cannot connect to %s:%u",
-	    s->x->target.host, s->x->target.port);
+	    s->target.host, s->target.port);
 	if (s->c->tunnel_open && !s->c->tunnel_http) {
 		/* The 200 is already out: all a tunnel can do is close. */
-		s->x->verdict.allow = 0;
+		s->verdict.allow = 0;
 		exchange_log(s, VERDICT_ERROR, status, reason);
-		session_close(s, reason_close(reason));
+		exchange_close(s, reason_close(reason));
 		return;
 	}
-	session_deny(s, status, reason, detail);
+	exchange_deny(s, status, reason, detail);
 }
 
 static void
 connect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
 		if (s->c->intercepted && s->c->kind != KIND_INGRESS)
 			proxy_tls_origin_connected(s, bev);
-		origin_bind_set(s, &s->x->addrs[s->x->addr_next - 1]);
+		origin_bind_set(s, &s->addrs[s->addr_next - 1]);
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_HWM);
 		s->on_connected(s);
@@ -143,17 +143,17 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (strstr(why, "rejected") != NULL ||
 		    strcmp(why, "origin TLS handshake failed") != 0) {
 			/* A bad origin certificate is never retried elsewhere. */
-			s->x->fwd.ip = s->x->addrs[s->x->addr_next - 1];
+			s->fwd.ip = s->addrs[s->addr_next - 1];
 			upstream_drop(s);
 			log_warnx("session %llu: %s:%u: %s",
-			    (unsigned long long)s->id, s->x->target.host,
-			    s->x->target.port, why);
-			session_deny(s, 502, REASON_UPSTREAM_TLS, why);
+			    (unsigned long long)s->id, s->target.host,
+			    s->target.port, why);
+			exchange_deny(s, 502, REASON_UPSTREAM_TLS, why);
 			return;
 		}
 	}
 	upstream_drop(s);
-	if (s->x->addr_next >= s->x->n_addrs) {
+	if (s->addr_next >= s->n_addrs) {
 		connect_failed(s, (what & BEV_EVENT_TIMEOUT) != 0);
 		return;
 	}
@@ -161,36 +161,36 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 static void
-try_next_addr(struct session *s)
+try_next_addr(struct exchange *s)
 {
 	struct sockaddr_storage ss;
 	struct timeval tv;
 	socklen_t sslen;
 	uint32_t ms = s->p->cfg->connect_timeout_ms;
 
-	while (s->x->addr_next < s->x->n_addrs) {
-		const struct netaddr *a = &s->x->addrs[s->x->addr_next++];
+	while (s->addr_next < s->n_addrs) {
+		const struct netaddr *a = &s->addrs[s->addr_next++];
 		struct bufferevent *bev;
 
-		sslen = netaddr_to_sockaddr(a, s->x->target.port, &ss);
+		sslen = netaddr_to_sockaddr(a, s->target.port, &ss);
 		/* Ingress TLS ends at the gateway: the guest speaks plain HTTP. */
 		bev = s->c->intercepted && s->c->kind != KIND_INGRESS ?
 		    proxy_tls_origin_bev(s) :
 		    bufferevent_socket_new(s->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (bev == NULL)
 			break;
-		if ((s->x->o = origin_new(s->w, bev)) == NULL) {
+		if ((s->o = origin_new(s->w, bev)) == NULL) {
 			proxy_tls_bev_free(bev);
 			break;
 		}
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;
-		bufferevent_setcb(EXCHANGE_OBEV(s->x), NULL, NULL, connect_event_cb, s);
+		bufferevent_setcb(EXCHANGE_OBEV(s), NULL, NULL, connect_event_cb, s);
 		/* The read timeout bounds a TLS handshake that stalls. */
-		bufferevent_set_timeouts(EXCHANGE_OBEV(s->x), s->c->intercepted ? &tv : NULL, &tv);
+		bufferevent_set_timeouts(EXCHANGE_OBEV(s), s->c->intercepted ? &tv : NULL, &tv);
 		if (s->c->intercepted)
-			session_mark(s, MARK_ORIGIN_CONNECT);
-		if (proxy_tls_connect(EXCHANGE_OBEV(s->x),
+			exchange_mark(s, MARK_ORIGIN_CONNECT);
+		if (proxy_tls_connect(EXCHANGE_OBEV(s),
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;
 		upstream_drop(s);
@@ -199,33 +199,33 @@ try_next_addr(struct session *s)
 }
 
 void
-upstream_connect(struct session *s, void (*next)(struct session *))
+upstream_connect(struct exchange *s, void (*next)(struct exchange *))
 {
 	s->state = S_CONNECTING;
 	s->on_connected = next;
-	if (SESSION_CBEV(s) != NULL)
+	if (EXCHANGE_CBEV(s) != NULL)
 		bufferevent_disable(s->c->cbev, EV_READ);
 	upstream_drop(s);
-	s->x->addr_next = 0;
+	s->addr_next = 0;
 	try_next_addr(s);
 }
 
 int
-upstream_guard(struct session *s)
+upstream_guard(struct exchange *s)
 {
 	if (upstream_reusable(s))
 		return 0;
 	/* A broken invariant, not a peer's doing: fail closed, never write. */
 	log_warnx("session %llu: origin connection not opened for %s:%u; "
 	    "closed before any byte was written", (unsigned long long)s->id,
-	    s->x->target.host, s->x->target.port);
-	s->x->verdict.allow = 0;
-	if (SESSION_IS_HTTP(s) && !s->x->fwd.resp_head_done) {
-		session_deny(s, 502, REASON_INTERNAL_ERROR,
+	    s->target.host, s->target.port);
+	s->verdict.allow = 0;
+	if (EXCHANGE_IS_HTTP(s) && !s->fwd.resp_head_done) {
+		exchange_deny(s, 502, REASON_INTERNAL_ERROR,
 		    "internal error: origin connection mismatch");
 		return -1;
 	}
 	exchange_log(s, VERDICT_ERROR, 502, REASON_INTERNAL_ERROR);
-	session_close(s, CLOSE_FAILED);
+	exchange_close(s, CLOSE_FAILED);
 	return -1;
 }

@@ -82,7 +82,7 @@ ws_extension_named(const struct http_header *hv, size_t n)
 }
 
 void
-ws_relay_free(struct session *s)
+ws_relay_free(struct exchange *s)
 {
 	struct ws_relay *ws = s->ws;
 
@@ -106,17 +106,17 @@ ws_relay_free(struct session *s)
  * Made before the 101 goes out, so that failing is still a 502.
  */
 static int
-ws_scrub_setup(struct session *s)
+ws_scrub_setup(struct exchange *s)
 {
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	size_t n;
 
-	if (s->x->fwd.plan.n_bound == 0 || s->x->fwd.plan.snap == NULL)
+	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
 		return 0;
 	n = cred_scrub_lists(s, secrets, phs);
-	if (s->x->fwd.scrub == NULL && (s->x->fwd.scrub = vault_scrubber_new(
-	    s->x->fwd.plan.snap, secrets, phs, n)) == NULL) {
-		session_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
+	if (s->fwd.scrub == NULL && (s->fwd.scrub = vault_scrubber_new(
+	    s->fwd.plan.snap, secrets, phs, n)) == NULL) {
+		exchange_deny(s, 502, REASON_UPSTREAM_ERROR, "cannot scrub");
 		return -1;
 	}
 	return 0;
@@ -130,11 +130,11 @@ ws_scrub_setup(struct session *s)
  * Ingress reaches a sandbox's own published port, which no rule reads.
  */
 static int
-ws_raw_allowed(const struct session *s)
+ws_raw_allowed(const struct exchange *s)
 {
 	if (s->c->kind == KIND_INGRESS)
 		return 1;
-	return !s->x->verdict.inspect && s->x->fwd.plan.n_bound == 0 &&
+	return !s->verdict.inspect && s->fwd.plan.n_bound == 0 &&
 	    !s->c->intercepted;
 }
 
@@ -161,18 +161,18 @@ ws_upgrade_exact(const struct http_header *hv, size_t n)
 
 /* Why an offer other than exactly "websocket" cannot pass here. */
 static const char *
-ws_refusal(const struct session *s)
+ws_refusal(const struct exchange *s)
 {
-	if (s->x->verdict.inspect)
+	if (s->verdict.inspect)
 		return "the rule limits methods or paths: only Upgrade: "
 		    "websocket may pass";
-	if (s->x->fwd.plan.n_bound > 0)
+	if (s->fwd.plan.n_bound > 0)
 		return "only Upgrade: websocket may reach a credential's host";
 	return "an intercepted connection: only Upgrade: websocket may pass";
 }
 
 int
-ws_request_check(struct session *s, const struct http_request *req)
+ws_request_check(struct exchange *s, const struct http_request *req)
 {
 	const struct http_header *u;
 
@@ -187,7 +187,7 @@ ws_request_check(struct session *s, const struct http_request *req)
 	 */
 	if (u != NULL && u->value.len == 3 && strncasecmp(u->value.p, "h2c",
 	    3) == 0) {
-		s->x->fwd.drop_upgrade = 1;
+		s->fwd.drop_upgrade = 1;
 		return 0;
 	}
 	/*
@@ -197,13 +197,13 @@ ws_request_check(struct session *s, const struct http_request *req)
 	 */
 	if (!ws_raw_allowed(s) && !ws_upgrade_exact(req->headers,
 	    req->n_headers)) {
-		session_deny(s, 403, REASON_UPGRADE_REFUSED, ws_refusal(s));
+		exchange_deny(s, 403, REASON_UPGRADE_REFUSED, ws_refusal(s));
 		return -1;
 	}
 	if (u == NULL || !ws_upgrade_names(u, 0))
 		return 0;
 	if ((s->ws = calloc(1, sizeof(*s->ws))) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return -1;
 	}
 	return 0;
@@ -212,17 +212,17 @@ ws_request_check(struct session *s, const struct http_request *req)
 /*
  * The request went out, its answer is refused: decision error (as for an
  * origin's broken answer), the 101 never reaches the client, and the
- * origin connection closes with the session.
+ * origin connection closes with the exchange.
  */
 void
-ws_upgrade_refuse(struct session *s, const char *detail)
+ws_upgrade_refuse(struct exchange *s, const char *detail)
 {
 	exchange_log(s, VERDICT_ERROR, 502, REASON_UPGRADE_REFUSED);
-	session_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
+	exchange_http_error(s, 502, REASON_UPGRADE_REFUSED, detail);
 }
 
 int
-ws_upgrade_check(struct session *s, const struct http_response *r)
+ws_upgrade_check(struct exchange *s, const struct http_response *r)
 {
 	int ws;
 
@@ -239,7 +239,7 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
 	}
 	/* None was offered: compressed frames would hide from both checks. */
 	if (ws_extension_named(r->headers, r->n_headers)) {
-		session_deny(s, 502, REASON_UPSTREAM_ENCODING,
+		exchange_deny(s, 502, REASON_UPSTREAM_ENCODING,
 		    "the origin negotiated a WebSocket extension");
 		return -1;
 	}
@@ -252,7 +252,7 @@ ws_upgrade_check(struct session *s, const struct http_response *r)
  * what is queued goes out and both sides close.
  */
 static void
-ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
+ws_end(struct exchange *s, enum sg_verdict decision, enum sg_reason reason,
     unsigned code, const char *detail)
 {
 	struct ws_relay *ws = s->ws;
@@ -262,9 +262,9 @@ ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
 	size_t n;
 
 	log_info("session %llu: websocket to %s:%u closed: %s",
-	    (unsigned long long)s->id, s->x->target.host, s->x->target.port, detail);
-	exchange_log(s, decision, s->x->fwd.status, reason);
-	s->x->fwd.switched = 0;	/* its row is this one */
+	    (unsigned long long)s->id, s->target.host, s->target.port, detail);
+	exchange_log(s, decision, s->fwd.status, reason);
+	s->fwd.switched = 0;	/* its row is this one */
 	s->state = S_FINISHING;	/* a write callback run by the adds stays out */
 	evbuffer_add_buffer(out, ws->down.stage);
 	if (ws->scrub || !ws->down.in_frame) {
@@ -277,11 +277,11 @@ ws_end(struct session *s, enum sg_verdict decision, enum sg_reason reason,
 		buf[n++] = (uint8_t)code;
 		evbuffer_add(out, buf, n);
 	}
-	session_finish(s, reason_close(reason));
+	exchange_finish(s, reason_close(reason));
 }
 
 static void
-ws_protocol_error(struct session *s, struct ws_dir *d, const char *detail)
+ws_protocol_error(struct exchange *s, struct ws_dir *d, const char *detail)
 {
 	if (d->from == WS_FROM_CLIENT)
 		ws_end(s, VERDICT_DENY, REASON_WS_PROTOCOL, WS_CLOSE_PROTOCOL,
@@ -292,7 +292,7 @@ ws_protocol_error(struct session *s, struct ws_dir *d, const char *detail)
 }
 
 static void
-ws_misuse(struct session *s)
+ws_misuse(struct exchange *s)
 {
 	ws_end(s, VERDICT_DENY, REASON_CRED_MISUSE, WS_CLOSE_POLICY,
 	    "a credential placeholder in a client frame");
@@ -333,7 +333,7 @@ ws_sequence_error(const struct ws_dir *d, const struct ws_frame *f)
 
 /* Unmasked copy of n payload bytes of in (after skip) into ws->tmp. */
 static int
-ws_unmask_copy(struct session *s, struct ws_dir *d, struct evbuffer *in,
+ws_unmask_copy(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
     size_t skip, size_t n, uint64_t off)
 {
 	struct evbuffer *tmp = s->ws->tmp;
@@ -357,9 +357,9 @@ ws_unmask_copy(struct session *s, struct ws_dir *d, struct evbuffer *in,
  * fragments is not part of the data stream's carried tail.
  */
 static int
-ws_control_has_ph(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_control_has_ph(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
-	struct cred_body_tail saved, *t = s->x->body_tail;
+	struct cred_body_tail saved, *t = s->body_tail;
 	size_t len = (size_t)d->fr.len;
 	int found;
 
@@ -371,13 +371,13 @@ ws_control_has_ph(struct session *s, struct ws_dir *d, struct evbuffer *in)
 		saved = *t;
 		t->len = 0;
 	}
-	found = cred_in_body(s, s->ws->tmp, len, len, s->x->fwd.plan.cred,
-	    sizeof(s->x->fwd.plan.cred));
+	found = cred_in_body(s, s->ws->tmp, len, len, s->fwd.plan.cred,
+	    sizeof(s->fwd.plan.cred));
 	/* The data stream's tail as it was (none: none). */
 	if (t != NULL)
 		*t = saved;
-	else if (s->x->body_tail != NULL)
-		s->x->body_tail->len = 0;
+	else if (s->body_tail != NULL)
+		s->body_tail->len = 0;
 	return found;
 }
 
@@ -407,7 +407,7 @@ ws_emit_data(struct ws_dir *d, struct evbuffer *payload, int fin)
 
 /* A control frame from the origin, whole in in[0..hlen+len), scrubbed. */
 static int
-ws_scrub_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_scrub_control(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
 	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
 	struct ws_relay *ws = s->ws;
@@ -421,7 +421,7 @@ ws_scrub_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	evbuffer_add(ws->clean, pl, keep);
 	n = cred_scrub_lists(s, secrets, phs);
-	if (vault_scrub_string(s->x->fwd.plan.snap, secrets, phs, n,
+	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n,
 	    (const char *)pl + keep, len - keep, ws->clean) == -1)
 		return -1;
 	if (evbuffer_get_length(ws->clean) > WS_CONTROL_MAX)
@@ -432,7 +432,7 @@ ws_scrub_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 
 /* A control frame (ping, pong, close): whole, checked, then relayed. */
 static int
-ws_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_control(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
 	struct ws_frame *f = &d->fr;
 	size_t len = (size_t)f->len;
@@ -461,7 +461,7 @@ ws_control(struct session *s, struct ws_dir *d, struct evbuffer *in)
 
 /* A data frame's header: passed on as it is, or (scrubbing) re-framed later. */
 static void
-ws_data_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_data_header(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
 	int rebuild = d->from == WS_FROM_SERVER && s->ws->scrub;
 
@@ -480,7 +480,7 @@ ws_data_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
 
 /* The next frame header: 1 consumed (control frames whole), 0 wait, -1 end. */
 static int
-ws_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_header(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
 	uint8_t hdr[WS_HDR_MAX];
 	const char *bad;
@@ -511,7 +511,7 @@ ws_header(struct session *s, struct ws_dir *d, struct evbuffer *in)
  * frames the carried tail finds it. Bytes moved, or -1 (ended).
  */
 static ssize_t
-ws_client_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
+ws_client_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
     size_t avail)
 {
 	uint64_t left = d->fr.len - d->off;
@@ -525,7 +525,7 @@ ws_client_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 			if (left > avail)
 				hold = cred_holdback(s->p, s->ws->tmp, avail);
 			found = cred_in_body(s, s->ws->tmp, avail, avail - hold,
-			    s->x->fwd.plan.cred, sizeof(s->x->fwd.plan.cred));
+			    s->fwd.plan.cred, sizeof(s->fwd.plan.cred));
 		}
 		if (found) {
 			ws_misuse(s);
@@ -538,7 +538,7 @@ ws_client_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 
 /* Origin payload bytes of a credential host: scrubbed, re-framed. */
 static ssize_t
-ws_origin_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
+ws_origin_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
     size_t avail)
 {
 	struct ws_relay *ws = s->ws;
@@ -546,7 +546,7 @@ ws_origin_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 	evbuffer_drain(ws->tmp, evbuffer_get_length(ws->tmp));
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
 	evbuffer_remove_buffer(in, ws->tmp, avail);
-	if (vault_scrub(s->x->fwd.scrub, ws->tmp, ws->clean) == -1) {
+	if (vault_scrub(s->fwd.scrub, ws->tmp, ws->clean) == -1) {
 		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
 		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
@@ -558,7 +558,7 @@ ws_origin_payload(struct session *s, struct ws_dir *d, struct evbuffer *in,
 
 /* The end of a data frame, and with FIN of its message. */
 static int
-ws_frame_end(struct session *s, struct ws_dir *d)
+ws_frame_end(struct exchange *s, struct ws_dir *d)
 {
 	struct ws_relay *ws = s->ws;
 
@@ -573,7 +573,7 @@ ws_frame_end(struct session *s, struct ws_dir *d)
 	 * finishing also starts it afresh for the next message.
 	 */
 	evbuffer_drain(ws->clean, evbuffer_get_length(ws->clean));
-	if (vault_scrub_finish(s->x->fwd.scrub, ws->clean) == -1) {
+	if (vault_scrub_finish(s->fwd.scrub, ws->clean) == -1) {
 		ws_end(s, VERDICT_ERROR, REASON_UPSTREAM_ERROR,
 		    WS_CLOSE_BAD_GATEWAY,
 		    "cannot scrub");
@@ -585,7 +585,7 @@ ws_frame_end(struct session *s, struct ws_dir *d)
 
 /* Payload of the current data frame: 1 progress, 0 wait, -1 ended. */
 static int
-ws_payload(struct session *s, struct ws_dir *d, struct evbuffer *in)
+ws_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
 	uint64_t left = d->fr.len - d->off;
 	size_t len = evbuffer_get_length(in), avail;
@@ -608,9 +608,9 @@ ws_payload(struct session *s, struct ws_dir *d, struct evbuffer *in)
 	return n > 0;
 }
 
-/* The relay still runs: nothing above ended or freed the session's sides. */
+/* The relay still runs: nothing above ended or freed the exchange's sides. */
 static int
-ws_live(const struct session *s)
+ws_live(const struct exchange *s)
 {
 	return !s->closing && s->state == S_RELAY;
 }
@@ -618,14 +618,14 @@ ws_live(const struct session *s)
 /*
  * Frame by frame from src to its peer, until the input runs out, the
  * peer's output is over PROXY_HWM (reads pause; ws_write_cb resumes;
- * all: at EOF, no pause) or the session ended.
+ * all: at EOF, no pause) or the exchange ended.
  */
 static void
-ws_pump(struct session *s, struct bufferevent *src, int all)
+ws_pump(struct exchange *s, struct bufferevent *src, int all)
 {
 	struct ws_relay *ws = s->ws;
 	struct ws_dir *d = src == s->c->cbev ? &ws->up : &ws->down;
-	struct bufferevent *dst = src == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
+	struct bufferevent *dst = src == s->c->cbev ? EXCHANGE_OBEV(s) : s->c->cbev;
 	struct evbuffer *in = bufferevent_get_input(src);
 	struct evbuffer *out = bufferevent_get_output(dst);
 	int r = 1;
@@ -649,9 +649,9 @@ ws_pump(struct session *s, struct bufferevent *src, int all)
 static void
 ws_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
-	session_touch(s);
+	exchange_touch(s);
 	if (ws_live(s))
 		ws_pump(s, bev, 0);
 }
@@ -659,14 +659,14 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 static void
 ws_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
-	struct bufferevent *peer = bev == s->c->cbev ? EXCHANGE_OBEV(s->x) : s->c->cbev;
+	struct exchange *s = arg;
+	struct bufferevent *peer = bev == s->c->cbev ? EXCHANGE_OBEV(s) : s->c->cbev;
 
 	if (!ws_live(s))
 		return;
-	if (bev == EXCHANGE_OBEV(s->x) && s->eof_client) {
+	if (bev == EXCHANGE_OBEV(s) && s->eof_client) {
 		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			session_close(s, CLOSE_DONE);
+			exchange_close(s, CLOSE_DONE);
 		return;
 	}
 	/* Output drained: the other side reads again, and what waited goes. */
@@ -677,10 +677,10 @@ ws_write_cb(struct bufferevent *bev, void *arg)
 static void
 ws_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	if (!(what & BEV_EVENT_EOF)) {
-		session_close(s,
+		exchange_close(s,
 		    (what & BEV_EVENT_TIMEOUT) ? CLOSE_TIMEOUT :
 		    bev == s->c->cbev ? CLOSE_CLIENT_ERROR : CLOSE_ORIGIN_ERROR);
 		return;
@@ -689,46 +689,46 @@ ws_event_cb(struct bufferevent *bev, short what, void *arg)
 		ws_pump(s, bev, 1);
 	if (!ws_live(s))
 		return;
-	if (bev == EXCHANGE_OBEV(s->x)) {
+	if (bev == EXCHANGE_OBEV(s)) {
 		/* What the origin sent goes out (and close_notify), then close. */
-		session_finish(s, CLOSE_DONE);
+		exchange_finish(s, CLOSE_DONE);
 		return;
 	}
 	/* What the client sent goes to the origin, then both close. */
 	s->eof_client = 1;
 	bufferevent_disable(bev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s->x))) == 0)
-		session_close(s, CLOSE_DONE);
+	if (evbuffer_get_length(bufferevent_get_output(EXCHANGE_OBEV(s))) == 0)
+		exchange_close(s, CLOSE_DONE);
 }
 
 /*
  * The row counts every byte of frames that arrived from each side, as
  * they arrive: a count of what a pass consumed misses what a TLS filter
- * adds to the input during the pass, and the last pass of a session that
+ * adds to the input during the pass, and the last pass of an exchange that
  * ends in it.
  */
 static void
 ws_arrived_up_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
     void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	(void)b;
-	s->x->up += info->n_added;
+	s->up += info->n_added;
 }
 
 static void
 ws_arrived_down_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
     void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	(void)b;
-	s->x->down += info->n_added;
+	s->down += info->n_added;
 }
 
 void
-ws_relay_start(struct session *s)
+ws_relay_start(struct exchange *s)
 {
 	struct ws_relay *ws = s->ws;
 
@@ -742,32 +742,32 @@ ws_relay_start(struct session *s)
 	ws->clean = evbuffer_new();
 	if (ws->up.stage == NULL || ws->down.stage == NULL || ws->tmp == NULL ||
 	    ws->clean == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	ws->scrub = s->x->fwd.scrub != NULL;
+	ws->scrub = s->fwd.scrub != NULL;
 	/* Frames that came with the 101, or right after the request, too. */
-	s->x->up += evbuffer_get_length(bufferevent_get_input(s->c->cbev));
-	s->x->down += evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s->x)));
+	s->up += evbuffer_get_length(bufferevent_get_input(s->c->cbev));
+	s->down += evbuffer_get_length(bufferevent_get_input(EXCHANGE_OBEV(s)));
 	if (evbuffer_add_cb(bufferevent_get_input(s->c->cbev), ws_arrived_up_cb,
-	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(EXCHANGE_OBEV(s->x)),
+	    s) == NULL || evbuffer_add_cb(bufferevent_get_input(EXCHANGE_OBEV(s)),
 	    ws_arrived_down_cb, s) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
-	if (s->x->body_tail != NULL)
-		s->x->body_tail->len = 0;
+	if (s->body_tail != NULL)
+		s->body_tail->len = 0;
 	s->state = S_RELAY;
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);
 	bufferevent_setcb(s->c->cbev, ws_read_cb, ws_write_cb, ws_event_cb, s);
-	bufferevent_setcb(EXCHANGE_OBEV(s->x), ws_read_cb, ws_write_cb, ws_event_cb, s);
+	bufferevent_setcb(EXCHANGE_OBEV(s), ws_read_cb, ws_write_cb, ws_event_cb, s);
 	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
-	bufferevent_setwatermark(EXCHANGE_OBEV(s->x), EV_READ, 0, PROXY_READ_HWM);
+	bufferevent_setwatermark(EXCHANGE_OBEV(s), EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
-	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ | EV_WRITE);
+	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
 	/* Frames that came with the 101, or right after the request. */
-	ws_pump(s, EXCHANGE_OBEV(s->x), 0);
+	ws_pump(s, EXCHANGE_OBEV(s), 0);
 	if (ws_live(s))
 		ws_pump(s, s->c->cbev, 0);
 }

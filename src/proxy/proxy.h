@@ -1,7 +1,7 @@
 /*
  * The gateway runtime: worker threads with one event loop each, the
  * listeners they share through SO_REUSEPORT, and the current policy that a
- * reload swaps. Owns every session; see docs/architecture.md.
+ * reload swaps. Owns every connection and exchange; see docs/architecture.md.
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H

@@ -11,9 +11,9 @@
 static void
 front_client_read(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
-	session_touch(s);
+	exchange_touch(s);
 	if (s->c->intercepted)
 		proxy_tls_read_size(bev);
 	switch (s->state) {
@@ -25,7 +25,7 @@ front_client_read(struct bufferevent *bev, void *arg)
 		http_head_read(s);
 		break;
 	case S_FORWARD:
-		if (s->x->h2o != NULL)
+		if (s->h2o != NULL)
 			h2o_client_read(s);
 		else
 			forward_client_read(s);
@@ -47,14 +47,14 @@ front_client_read(struct bufferevent *bev, void *arg)
 }
 
 static void
-front_next_request(struct session *s)
+front_next_request(struct exchange *s)
 {
 	s->state = S_HEAD;
 	/* A stream's next head comes as fields (http_stream_request). */
-	if (SESSION_CBEV(s) == NULL)
+	if (EXCHANGE_CBEV(s) == NULL)
 		return;
 	bufferevent_setcb(s->c->cbev, front_client_read, NULL,
-	    session_client_event_cb, s);
+	    client_event_cb, s);
 	bufferevent_enable(s->c->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		http_head_read(s);
@@ -62,7 +62,7 @@ front_next_request(struct session *s)
 
 /* A new connection's first step beyond reading a head, by listener. */
 static void
-front_start(struct session *s)
+front_start(struct exchange *s)
 {
 	if (s->c->kind == KIND_TRANSPARENT)
 		transparent_start(s);

@@ -1,10 +1,10 @@
 /*
  * HTTP/2 on intercepted sessions (docs/tls.md, docs/protocols.md): nghttp2
  * speaks the protocol toward the client; every stream's fields become one
- * struct http_request (parse/h2_req.h), handed as it is to a stream session
- * of its own -- a struct session like an in-tunnel request's -- so that it
+ * struct http_request (parse/h2_req.h), handed as it is to a stream's exchange
+ * of its own -- a struct exchange like an in-tunnel request's -- so that it
  * is decided, swapped, scrubbed, forwarded and audited by the very code an
- * HTTP/1.1 request is. The stream session has no client socket: its
+ * HTTP/1.1 request is. The stream's exchange has no client socket: its
  * request's payload waits in the stream (h2_stream_body), and its answer
  * comes back as fields and payload (h2_stream_response/_data/_end), never
  * as HTTP/1.1 text. Owns the nghttp2 session, the streams, their buffers,
@@ -38,9 +38,9 @@ struct h2_bucket {
 struct h2_stream;
 
 struct h2_conn {
-	struct session		*s;		/* the intercepted connection */
+	struct exchange		*s;		/* the intercepted connection */
 	nghttp2_session		*ng;
-	struct event		*pump_ev;	/* stream sessions ended: look again */
+	struct event		*pump_ev;	/* stream exchanges ended: look again */
 	TAILQ_HEAD(, h2_stream)	 streams;
 	struct h2_bucket	 resets;	/* RST_STREAM frames received */
 	struct h2_bucket	 control;	/* SETTINGS and PING frames */
@@ -51,8 +51,8 @@ struct h2_stream {
 	TAILQ_ENTRY(h2_stream)	 entry;
 	struct h2_conn		*c;
 	int32_t			 id;
-	struct session		*sess;		/* its session; NULL once it ended */
-	struct evbuffer		*reqbody;	/* the request's payload, for its session */
+	struct exchange		*x;		/* its exchange; NULL once it ended */
+	struct evbuffer		*reqbody;	/* the request's payload, for its exchange */
 	int			 body_new;	/* ... more of it (or its end) came */
 	struct h2_req		*req;		/* while the header block comes in */
 	char			 method[H2_REQ_METHOD_MAX + 1];
@@ -61,10 +61,10 @@ struct h2_stream {
 	char			*trailers;
 	size_t			 trailers_len, trailers_cap;
 	int			 trailers_bad;
-	int			 sess_done;
-	/* the response, handed over by the stream session (h2_stream_*) */
+	int			 x_done;
+	/* the response, handed over by the stream's exchange (h2_stream_*) */
 	int			 head_sent;
-	int			 discard;	/* the rest of what its session says */
+	int			 discard;	/* the rest of what its exchange says */
 	struct evbuffer		*body;		/* payload, waiting for the window */
 	int			 eof;
 	int			 deferred;
@@ -118,11 +118,11 @@ h2_calm(struct h2_conn *c, const char *what)
 	nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
-/* ---- stream sessions ------------------------------------------------ */
+/* ---- stream exchanges ----------------------------------------------- */
 
 /*
- * A stream whose request and response are both complete ends its session:
- * the session lives as long as its stream. Its origin connection, if it
+ * A stream whose request and response are both complete ends its exchange:
+ * the exchange lives as long as its stream. Its origin connection, if it
  * is kept alive, waits in the connection's pool, bound to the decision it
  * was opened for, for a later stream's exchange of that same decision
  * (tunnel_request: upstream_take).
@@ -130,86 +130,75 @@ h2_calm(struct h2_conn *c, const char *what)
 static void
 st_maybe_release(struct h2_stream *st)
 {
-	struct session *k = st->sess;
+	struct exchange *k = st->x;
 
 	if (k == NULL || k->closing || st->h2_origin || !st->eof ||
 	    !st->req_ended || k->state != S_HEAD ||
 	    evbuffer_get_length(st->reqbody) > 0)
 		return;
-	st->sess = NULL;
+	st->x = NULL;
 	k->h2st = NULL;
 	(void)upstream_keep_in(k);	/* or closed with k */
-	session_close(k, CLOSE_DONE);
+	exchange_close(k, CLOSE_DONE);
 }
 
-/* The stream's request session: the tunnel's identity, name and addresses. */
-static struct session *
-stream_session_new(struct h2_stream *st)
+/*
+ * The stream's exchange, on the same connection: its client, its tunnel
+ * and what the tunnel decided are the connection's, shared, and start the
+ * exchange -- identity, policy, target, rule and addresses.
+ */
+static struct exchange *
+stream_exchange_new(struct h2_stream *st)
 {
-	struct session *p = st->c->s, *k;
+	struct exchange *p = st->c->s, *k;
+	struct conn *c = p->c;
 
-	if (p->c->tun == NULL || (k = calloc(1, sizeof(*k))) == NULL)
+	if (c->tun == NULL || (k = exchange_open(p->w, c, 1)) == NULL)
 		return NULL;
-	if ((k->x = exchange_new()) == NULL ||
-	    exchange_set_addrs(k->x, p->c->tun->addrs,
-	    p->c->tun->n_addrs) == -1) {
-		exchange_free(k->x);
-		free(k);
-		return NULL;
-	}
-	k->w = p->w;
-	k->p = p->p;
 	k->id = ++p->w->next_session * (uint64_t)p->p->n_workers +
 	    (uint64_t)p->w->index;
 	k->state = S_HEAD;
-	/*
-	 * The stream is a session on the same connection: its client, its
-	 * tunnel and what the tunnel decided are the connection's, shared,
-	 * and start each of the stream's exchanges: identity, policy,
-	 * target, rule and addresses.
-	 */
-	k->c = p->c;
-	k->c->refs++;
-	k->x->pol = k->c->tun->pol;
-	policy_ref(k->x->pol);
-	k->x->has_ident = k->c->tun->has_ident;
-	k->x->ident = k->c->tun->ident;
-	k->x->target = k->c->tun->target;
-	memcpy(k->x->verdict.rule, k->c->tun->rule, sizeof(k->x->verdict.rule));
+	k->pol = c->tun->pol;
+	policy_ref(k->pol);
+	k->has_ident = c->tun->has_ident;
+	k->ident = c->tun->ident;
+	k->target = c->tun->target;
+	memcpy(k->verdict.rule, c->tun->rule, sizeof(k->verdict.rule));
 	k->idle_ms = p->idle_ms;
-	k->is_stream = 1;
-	k->h2st = st;
-	clock_gettime(CLOCK_MONOTONIC, &k->started);
-	k->x->started = k->started;
-	if (session_adopt(k) == -1)
+	k->fwd.request = 1;
+	if (exchange_set_addrs(k, c->tun->addrs, c->tun->n_addrs) == -1) {
+		exchange_close(k, CLOSE_NO_MEMORY);
 		return NULL;
+	}
+	k->h2st = st;
+	exchange_set_idle(k);
 	return k;
 }
 
-/* From session_close: the stream's request session is ending. */
+/* From exchange_close: the stream's exchange is ending. */
 static void
-stream_session_gone(struct session *k)
+stream_exchange_gone(struct exchange *k)
 {
 	struct h2_stream *st = k->h2st;
 
 	k->h2st = NULL;
 	if (st == NULL)
 		return;
-	st->sess = NULL;
-	st->sess_done = 1;
+	st->x = NULL;
+	st->x_done = 1;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 }
 
 static void
-stream_session_close(struct h2_stream *st, enum sg_close why)
+stream_exchange_close(struct h2_stream *st, enum sg_close why)
 {
-	struct session *k = st->sess;
+	struct exchange *k = st->x;
 
 	if (k == NULL)
 		return;
-	st->sess = NULL;
+	st->x = NULL;
 	k->h2st = NULL;
-	session_close(k, why);
+	exchange_close(k, why);
 }
 
 /* Body bytes nobody will read: their window goes back to the connection. */
@@ -227,7 +216,7 @@ st_free(struct h2_stream *st)
 	/* Its answer may have gone out before the loop came round to it. */
 	if (st->eof)
 		st_maybe_release(st);
-	stream_session_close(st, CLOSE_CLIENT_RESET);
+	stream_exchange_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
 	if (st->reqbody != NULL)
@@ -245,10 +234,10 @@ st_reset(struct h2_stream *st, uint32_t code)
 {
 	st->discard = 1;
 	nghttp2_submit_rst_stream(st->c->ng, NGHTTP2_FLAG_NONE, st->id, code);
-	stream_session_close(st, CLOSE_CLIENT_RESET);
+	stream_exchange_close(st, CLOSE_CLIENT_RESET);
 }
 
-/* ---- the response: HTTP/1.1 from the stream session -> HTTP/2 ------- */
+/* ---- the response: from the stream's exchange -> HTTP/2 ------------ */
 
 static ssize_t
 st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
@@ -272,10 +261,10 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 		st->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
 	}
-	/* Room again: the stream session reads on from its origin. */
-	if (n > 0 && st->sess != NULL && evbuffer_get_length(st->body) <
+	/* Room again: the stream's exchange reads on from its origin. */
+	if (n > 0 && st->x != NULL && evbuffer_get_length(st->body) <
 	    H2_BUF / 2)
-		stream_resume(st->sess);
+		stream_resume(st->x);
 	return n;
 }
 
@@ -359,31 +348,31 @@ st_submit_head(struct h2_stream *st, const struct http_response *r)
 }
 
 /*
- * The stream's side of its stream session: request payload handed on (and
+ * The stream's side of its exchange: request payload handed on (and
  * its window given back once taken), the answer's DATA resumed, a stream
- * session that ended before its answer did cuts the stream short.
+ * exchange that ended before its answer did cuts the stream short.
  */
 static void
 st_pump(struct h2_stream *st)
 {
-	struct session *k = st->sess;
+	struct exchange *k = st->x;
 
-	if (st->sess_done)
+	if (st->x_done)
 		evbuffer_drain(st->reqbody, evbuffer_get_length(st->reqbody));
 	/* Taken down to half: the window the client used comes back. */
-	if (st->unconsumed > 0 && (st->sess_done ||
+	if (st->unconsumed > 0 && (st->x_done ||
 	    evbuffer_get_length(st->reqbody) <= H2_BUF / 2)) {
 		nghttp2_session_consume(st->c->ng, st->id, st->unconsumed);
 		st->unconsumed = 0;
 	}
 	if (k != NULL && st->body_new && k->state == S_FORWARD) {
 		st->body_new = 0;
-		session_touch(k);	/* the client is sending: not idle */
+		exchange_touch(k);	/* the client is sending: not idle */
 		stream_client_body(k);
-		if (st->sess == NULL && !st->sess_done)
+		if (st->x == NULL && !st->x_done)
 			return;		/* the stream is being reset */
 	}
-	if (st->sess_done && !st->eof && !st->discard) {
+	if (st->x_done && !st->eof && !st->discard) {
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);	/* cut short */
 		return;
 	}
@@ -406,11 +395,11 @@ pump_cb(evutil_socket_t fd, short what, void *arg)
 	h2_flush(c);
 }
 
-/* ---- the stream session's answer: fields and payload, no HTTP/1.1 ---- */
+/* ---- the stream exchange's answer: fields and payload, no HTTP/1.1 -- */
 
 /* A response from an HTTP/2 origin: its fields as they are to go out. */
 int
-h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
+h2_stream_head(struct exchange *k, const nghttp2_nv *nv, size_t n, int end)
 {
 	struct h2_stream *st = k->h2st;
 	nghttp2_data_provider dp;
@@ -435,7 +424,7 @@ h2_stream_head(struct session *k, const nghttp2_nv *nv, size_t n, int end)
  * says whether a body follows and, when LENGTH, its content-length.
  */
 int
-h2_stream_response(struct session *k, const struct http_response *r)
+h2_stream_response(struct exchange *k, const struct http_response *r)
 {
 	struct h2_stream *st = k->h2st;
 
@@ -451,7 +440,7 @@ h2_stream_response(struct session *k, const struct http_response *r)
 
 /* Payload for the stream; dropped when its answer takes none (trailers-only). */
 int
-h2_stream_data(struct session *k, struct evbuffer *b)
+h2_stream_data(struct exchange *k, struct evbuffer *b)
 {
 	struct h2_stream *st = k->h2st;
 
@@ -462,14 +451,14 @@ h2_stream_data(struct session *k, struct evbuffer *b)
 		return 0;
 	}
 	evbuffer_add_buffer(st->body, b);
-	session_touch(st->c->s);	/* an answer flowing: the connection is not idle */
+	exchange_touch(st->c->s);	/* an answer flowing: the connection is not idle */
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
 }
 
 /* The trailers are copied whole: names and values in one block after the array. */
 int
-h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
+h2_stream_end(struct exchange *k, const nghttp2_nv *nv, size_t n)
 {
 	struct h2_stream *st = k->h2st;
 	size_t i, total = 0;
@@ -501,20 +490,20 @@ h2_stream_end(struct session *k, const nghttp2_nv *nv, size_t n)
 	return 0;
 }
 
-struct session *
-h2_parent(struct session *k)
+struct exchange *
+h2_parent(struct exchange *k)
 {
 	return k->h2st != NULL ? k->h2st->c->s : NULL;
 }
 
 struct evbuffer *
-h2_stream_body(struct session *k)
+h2_stream_body(struct exchange *k)
 {
 	return k->h2st != NULL ? k->h2st->reqbody : NULL;
 }
 
 int
-h2_stream_body_end(struct session *k, const char **trailers, size_t *len)
+h2_stream_body_end(struct exchange *k, const char **trailers, size_t *len)
 {
 	struct h2_stream *st = k->h2st;
 
@@ -526,7 +515,7 @@ h2_stream_body_end(struct session *k, const char **trailers, size_t *len)
 }
 
 void
-h2_stream_poke(struct session *k)
+h2_stream_poke(struct exchange *k)
 {
 	if (k->h2st != NULL) {
 		k->h2st->body_new = 1;
@@ -535,13 +524,13 @@ h2_stream_poke(struct session *k)
 }
 
 int
-h2_stream_full(struct session *k)
+h2_stream_full(struct exchange *k)
 {
 	return h2_stream_pending(k) >= H2_BUF;
 }
 
 size_t
-h2_stream_pending(struct session *k)
+h2_stream_pending(struct exchange *k)
 {
 	return k->h2st != NULL ? evbuffer_get_length(k->h2st->body) : 0;
 }
@@ -559,18 +548,14 @@ static void
 st_refuse(struct h2_stream *st, struct h2_req *q, int status,
     enum sg_reason reason, const char *detail)
 {
-	struct session *k = st->sess;
+	struct exchange *k = st->x;
 
-	/* The refusal is an exchange of its own, as every request is. */
-	if (exchange_next(k) == -1) {
-		session_close(k, CLOSE_NO_MEMORY);
-		return;
-	}
-	snprintf(k->x->fwd.method, sizeof(k->x->fwd.method), "%s",
+	/* The refusal is the stream's exchange, as every request is one. */
+	snprintf(k->fwd.method, sizeof(k->fwd.method), "%s",
 	    q->has_method ? q->method : "-");
-	k->x->fwd.path = exchange_strndup(k->x, q->has_path ? q->path : "",
+	k->fwd.path = exchange_strndup(k, q->has_path ? q->path : "",
 	    q->has_path ? strlen(q->path) : 0);
-	session_deny(k, status, reason, detail);
+	exchange_deny(k, status, reason, detail);
 }
 
 /* The size req's HTTP/1.1 head would have: limits.max_header_bytes holds for it too. */
@@ -589,18 +574,18 @@ head_size(const struct http_request *req)
 static void
 st_request(struct h2_stream *st, int end_stream)
 {
-	struct session *k;
+	struct exchange *k;
 	struct h2_req *q = st->req;
 	struct http_request req;
 
 	st->req = NULL;
-	if ((st->sess = stream_session_new(st)) == NULL) {
+	if ((st->x = stream_exchange_new(st)) == NULL) {
 		free(q);
 		st_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
-	st->c->s->x->logged = 1;	/* the connection's rows are its streams' */
-	k = st->sess;
+	st->c->s->logged = 1;	/* the connection's rows are its streams' */
+	k = st->x;
 	if (h2_req_request(q, end_stream, &req) == 0 &&
 	    head_size(&req) > st->c->s->p->cfg->max_header_bytes)
 		q->err = H2_REQ_ERR_TOO_LARGE;
@@ -639,7 +624,7 @@ st_request(struct h2_stream *st, int end_stream)
 	free(q);
 }
 
-/* END_STREAM: the request is whole; its stream session hears it from the loop. */
+/* END_STREAM: the request is whole; its exchange hears it from the loop. */
 static void
 st_data_end(struct h2_stream *st)
 {
@@ -650,12 +635,12 @@ st_data_end(struct h2_stream *st)
 
 /*
  * Trailers are never swapped into: a placeholder in them is refused like
- * one in a body (the stream session's rules, docs/credentials.md).
+ * one in a body (the stream exchange's rules, docs/credentials.md).
  */
 static int
 st_trailers_check(struct h2_stream *st)
 {
-	struct session *k = st->sess;
+	struct exchange *k = st->x;
 	struct evbuffer *b;
 	int found;
 
@@ -669,19 +654,19 @@ st_trailers_check(struct h2_stream *st)
 		return st->trailers_len == 0 ? 0 : -1;
 	evbuffer_add(b, st->trailers, st->trailers_len);
 	found = cred_in_body(k, b, st->trailers_len, st->trailers_len,
-	    k->x->fwd.plan.cred, sizeof(k->x->fwd.plan.cred));
+	    k->fwd.plan.cred, sizeof(k->fwd.plan.cred));
 	evbuffer_free(b);
 	if (!found)
 		return 0;
 	/* The head was decided when it came (st_request): the row names it. */
 	if (k->closing)
 		return -1;
-	if (!k->x->fwd.resp_head_done && k->state != S_HEAD) {
-		session_deny(k, 403, REASON_CRED_MISUSE,
+	if (!k->fwd.resp_head_done && k->state != S_HEAD) {
+		exchange_deny(k, 403, REASON_CRED_MISUSE,
 		    "a credential placeholder in request trailers");
 		return -1;
 	}
-	exchange_log(k, VERDICT_DENY, k->x->fwd.status, REASON_CRED_MISUSE);
+	exchange_log(k, VERDICT_DENY, k->fwd.status, REASON_CRED_MISUSE);
 	st_reset(st, NGHTTP2_REFUSED_STREAM);
 	return -1;
 }
@@ -788,13 +773,13 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 	struct h2_conn *c = arg;
 	struct h2_stream *st = stream_of(c, id);
 
-	if (st == NULL || st->sess == NULL) {
+	if (st == NULL || st->x == NULL) {
 		nghttp2_session_consume(ng, id, len);	/* nobody reads it */
 		return 0;
 	}
 	if (evbuffer_add(st->reqbody, data, len) == -1)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	/* Past H2_BUF the window comes back once the stream session took them. */
+	/* Past H2_BUF the window comes back once the stream's exchange took them. */
 	if (evbuffer_get_length(st->reqbody) <= H2_BUF)
 		nghttp2_session_consume(ng, id, len);
 	else
@@ -836,17 +821,17 @@ on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags,
 static void
 h2_flush(struct h2_conn *c)
 {
-	struct session *s = c->s;
+	struct exchange *s = c->s;
 
 	if (s->closing || s->state == S_FINISHING)
 		return;
 	if (nghttp2_session_send(c->ng) != 0) {
-		session_close(s, CLOSE_CLIENT_ERROR);
+		exchange_close(s, CLOSE_CLIENT_ERROR);
 		return;
 	}
 	if (!nghttp2_session_want_read(c->ng) &&
 	    !nghttp2_session_want_write(c->ng))
-		session_finish(s, CLOSE_DONE);
+		exchange_finish(s, CLOSE_DONE);
 }
 
 /* The GOAWAY code for what ended reading: a flood is not a mistake. */
@@ -866,14 +851,14 @@ h2_fatal_code(int err)
 static void
 h2_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct h2_conn *c = s->c->h2;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_iovec v[8];
 	ssize_t r;
 	int i, n;
 
-	session_touch(s);
+	exchange_touch(s);
 	while (evbuffer_get_length(in) > 0 && !s->closing) {
 		n = evbuffer_peek(in, -1, NULL, v, 8);
 		if (n > 8)
@@ -891,7 +876,7 @@ h2_read_cb(struct bufferevent *bev, void *arg)
 					    h2_fatal_code((int)r));
 				c->terminated = 1;
 				(void)nghttp2_session_send(c->ng);
-				session_finish(s, CLOSE_CLIENT_ERROR);
+				exchange_finish(s, CLOSE_CLIENT_ERROR);
 				return;
 			}
 			if (s->closing)
@@ -906,7 +891,7 @@ h2_read_cb(struct bufferevent *bev, void *arg)
 static void
 h2_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	if (s->c->h2 != NULL && nghttp2_session_want_write(s->c->h2->ng))
 		h2_flush(s->c->h2);
@@ -967,12 +952,12 @@ h2_session_new(struct h2_conn *c)
 
 /* The client chose h2 in ALPN: from here the connection is HTTP/2. */
 void
-h2_start(struct session *s)
+h2_start(struct exchange *s)
 {
 	struct h2_conn *c;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	c->s = s;
@@ -980,12 +965,12 @@ h2_start(struct session *s)
 	s->c->h2 = c;
 	if ((c->pump_ev = event_new(s->w->base, -1, 0, pump_cb, c)) == NULL ||
 	    h2_session_new(c) == -1 || h2_settings(c) != 0) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	s->state = S_RELAY;
 	bufferevent_setcb(s->c->cbev, h2_read_cb, h2_write_cb,
-	    session_client_event_cb, s);
+	    client_event_cb, s);
 	bufferevent_setwatermark(s->c->cbev, EV_READ, 0, PROXY_READ_HWM);
 	bufferevent_setwatermark(s->c->cbev, EV_WRITE, PROXY_HWM / 2, 0);
 	bufferevent_enable(s->c->cbev, EV_READ | EV_WRITE);
@@ -994,7 +979,7 @@ h2_start(struct session *s)
 
 /* 1 when the client chose h2 (checked once, before the first request). */
 int
-h2_chosen(struct session *s)
+h2_chosen(struct exchange *s)
 {
 	const unsigned char *alpn;
 	unsigned int len;
@@ -1010,18 +995,18 @@ h2_chosen(struct session *s)
 	return len == 2 && memcmp(alpn, "h2", 2) == 0;
 }
 
-/* From session_close: the streams' sessions end with the connection. */
+/* From exchange_close: the streams' exchanges end with the connection. */
 static void
-h2_free(struct session *s)
+h2_free(struct exchange *s)
 {
 	struct h2_conn *c = s->c->h2;
 	struct h2_stream *st;
 
-	if (c == NULL || s->c->owner != s)
-		return;		/* a stream's session: the streams stay */
+	if (c == NULL || s->c->x != s)
+		return;		/* a stream's exchange: the streams stay */
 	s->c->h2 = NULL;
 	while ((st = TAILQ_FIRST(&c->streams)) != NULL) {
-		stream_session_close(st, CLOSE_CLIENT_CLOSED);
+		stream_exchange_close(st, CLOSE_CLIENT_CLOSED);
 		st_free(st);
 	}
 	if (c->ng != NULL)
@@ -1032,9 +1017,9 @@ h2_free(struct session *s)
 }
 
 void
-h2_closed(struct session *s)
+h2_closed(struct exchange *s)
 {
 	if (s->h2st != NULL)
-		stream_session_gone(s);	/* its stream reads what is left */
+		stream_exchange_gone(s);	/* its stream reads what is left */
 	h2_free(s);		/* a connection's streams end with it */
 }

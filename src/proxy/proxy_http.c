@@ -18,9 +18,9 @@
 #include "proxy/front.h"
 #include "vault/vault.h"
 
-static void	connect_resolved(struct session *);
-static void	forward_resolved(struct session *);
-static void	request_run(struct session *, const struct http_request *, int);
+static void	connect_resolved(struct exchange *);
+static void	forward_resolved(struct exchange *);
+static void	request_run(struct exchange *, const struct http_request *, int);
 
 static void
 slice_copy(char *dst, size_t dstlen, const struct http_slice *sl)
@@ -85,9 +85,9 @@ basic_credentials(const struct http_request *req, unsigned char *dec,
 
 /* The destination as written, for rows about requests refused before a decision. */
 static void
-target_note(struct session *s, const struct http_request *req)
+target_note(struct exchange *s, const struct http_request *req)
 {
-	session_note_target(s, req->host.p, req->host.len, req->port);
+	exchange_note_target(s, req->host.p, req->host.len, req->port);
 }
 
 /*
@@ -95,7 +95,7 @@ target_note(struct session *s, const struct http_request *req)
  * Proxy-Authorization that is present decides, else the source address.
  */
 static int
-identify(struct session *s, const struct http_request *req)
+identify(struct exchange *s, const struct http_request *req)
 {
 	unsigned char dec[768];
 	struct decide_cred c;
@@ -103,18 +103,18 @@ identify(struct session *s, const struct http_request *req)
 	int presented;
 
 	presented = basic_credentials(req, dec, sizeof(dec), &c);
-	r = decide_identify(s->x->pol, &s->c->client_addr, presented ? &c : NULL,
-	    &s->x->ident);
+	r = decide_identify(s->pol, &s->c->client_addr, presented ? &c : NULL,
+	    &s->ident);
 	OPENSSL_cleanse(dec, sizeof(dec));
 	if (r != REASON_NONE) {
-		s->x->has_ident = 0;
-		snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "no-identity");
-		session_deny(s, 407, r, r == REASON_AUTH_FAILED ?
+		s->has_ident = 0;
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
+		exchange_deny(s, 407, r, r == REASON_AUTH_FAILED ?
 		    "proxy credentials not accepted" :
 		    "no sandbox identity: send Proxy-Authorization");
 		return -1;
 	}
-	s->x->has_ident = 1;
+	s->has_ident = 1;
 	return 0;
 }
 
@@ -138,18 +138,18 @@ absolute_authority(const struct http_request *req, const char **a, size_t *len)
 
 /* A request inside a CONNECT tunnel: same name, decided afresh. */
 static void
-tunnel_request(struct session *s, const struct http_request *req, int n)
+tunnel_request(struct exchange *s, const struct http_request *req, int n)
 {
 	struct decide_in in = { 0 };
 	enum sg_reason r;
 	char detail[512];
 
 	if (req->form == HTTP_TARGET_AUTHORITY) {
-		session_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
+		exchange_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
 		return;
 	}
-	in.method = s->x->fwd.method;
-	in.path = s->x->fwd.path;
+	in.method = s->fwd.method;
+	in.path = s->fwd.path;
 	in.tunnel_request = 1;
 	if (req->has_host) {
 		in.tunnel_host = req->host_header.p;
@@ -160,24 +160,24 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		if (r == REASON_HOST_MISMATCH)
 			snprintf(detail, sizeof(detail), "Host does not match "
-			    "the tunnel to %s:%u", s->x->target.host, s->x->target.port);
+			    "the tunnel to %s:%u", s->target.host, s->target.port);
 		else
 			snprintf(detail, sizeof(detail), "%s %s:%u denied by %s",
-			    s->x->fwd.method, s->x->target.host, s->x->target.port,
-			    s->x->verdict.rule);
-		session_deny(s, 0, r, detail);
+			    s->fwd.method, s->target.host, s->target.port,
+			    s->verdict.rule);
+		exchange_deny(s, 0, r, detail);
 		return;
 	}
 	if (request_cred_check(s, req) == -1)
 		return;
-	if (s->x->fwd.grpc) {
+	if (s->fwd.grpc) {
 		/* gRPC needs HTTP/2 to the origin (trailers). */
 		forward_prepare(s, req);
 		h2o_request(s, req, n, 1);
 		return;
 	}
 	if (request_build_head(s, req, 0) == -1) {
-		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
+		exchange_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
 	}
@@ -191,7 +191,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 	if (s->is_stream && !upstream_reusable(s)) {
 		/*
 		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
-		 * HTTP/1.1 origin connection kept from this stream session's
+		 * HTTP/1.1 origin connection kept from an earlier stream's
 		 * last stream, opened for the same decision, is used as it is).
 		 */
 		h2o_request(s, req, n, 0);
@@ -206,7 +206,7 @@ tunnel_request(struct session *s, const struct http_request *req, int n)
 }
 
 static void
-connect_request(struct session *s, const struct http_request *req, int n)
+connect_request(struct exchange *s, const struct http_request *req, int n)
 {
 	struct decide_in in = { 0 };
 	enum sg_reason r;
@@ -221,8 +221,8 @@ connect_request(struct session *s, const struct http_request *req, int n)
 	in.port = req->port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
-		    s->x->target.host, s->x->target.port, s->x->verdict.rule);
-		session_deny(s, 0, r, detail);
+		    s->target.host, s->target.port, s->verdict.rule);
+		exchange_deny(s, 0, r, detail);
 		return;
 	}
 	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
@@ -230,7 +230,7 @@ connect_request(struct session *s, const struct http_request *req, int n)
 }
 
 static void
-connect_resolved(struct session *s)
+connect_resolved(struct exchange *s)
 {
 	evbuffer_add_printf(bufferevent_get_output(s->c->cbev),
 	    "HTTP/1.1 200 Connection established\r\n\r\n");
@@ -239,32 +239,32 @@ connect_resolved(struct session *s)
 }
 
 static void
-absolute_request(struct session *s, const struct http_request *req, int n)
+absolute_request(struct exchange *s, const struct http_request *req, int n)
 {
 	struct decide_in in = { 0 };
 	enum sg_reason r;
 	char detail[512];
 
 	if (req->scheme.len != 4 || strncasecmp(req->scheme.p, "http", 4) != 0) {
-		session_deny(s, 400, REASON_BAD_REQUEST,
+		exchange_deny(s, 400, REASON_BAD_REQUEST,
 		    "only http:// URLs are forwarded; use CONNECT for https");
 		return;
 	}
 	in.host = req->host.p;
 	in.hostlen = req->host.len;
 	in.port = req->port;
-	in.method = s->x->fwd.method;
-	in.path = s->x->fwd.path;
+	in.method = s->fwd.method;
+	in.path = s->fwd.path;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
-		    s->x->fwd.method, s->x->target.host, s->x->target.port, s->x->verdict.rule);
-		session_deny(s, 0, r, detail);
+		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
+		exchange_deny(s, 0, r, detail);
 		return;
 	}
 	if (request_cred_check(s, req) == -1)
 		return;
 	if (request_build_head(s, req, 1) == -1) {
-		session_deny(s, 502, REASON_CRED_UNAVAILABLE,
+		exchange_deny(s, 502, REASON_CRED_UNAVAILABLE,
 		    "the credential could not be swapped in");
 		return;
 	}
@@ -272,8 +272,8 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	/* Keep-alive to the same origin: its address is checked again. */
 	if (upstream_keep(s)) {
-		if (!upstream_check_addrs(s, s->x->addrs, s->x->n_addrs)) {
-			session_deny(s, 403, s->x->verdict.reason,
+		if (!upstream_check_addrs(s, s->addrs, s->n_addrs)) {
+			exchange_deny(s, 403, s->verdict.reason,
 			    "destination address not allowed");
 			return;
 		}
@@ -285,13 +285,13 @@ absolute_request(struct session *s, const struct http_request *req, int n)
 }
 
 static void
-forward_resolved(struct session *s)
+forward_resolved(struct exchange *s)
 {
 	upstream_connect(s, forward_start);
 }
 
 void
-http_head_read(struct session *s)
+http_head_read(struct exchange *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct http_request req;
@@ -302,12 +302,12 @@ http_head_read(struct session *s)
 
 	if (len == 0)
 		return;
-	session_head_begin(s);
+	conn_head_begin(s);
 	lim.max_line = PROXY_MAX_LINE;
 	lim.max_head = s->p->cfg->max_header_bytes;
 	want = len < lim.max_head + 1 ? len : lim.max_head + 1;
 	if ((buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	/*
@@ -317,33 +317,36 @@ http_head_read(struct session *s)
 	 * the current policy; one inside a tunnel from the tunnel's name,
 	 * addresses, identity and policy (exchange_next).
 	 */
-	if (!s->x->head_pending) {
-		if (exchange_next(s) == -1) {
-			session_close(s, CLOSE_NO_MEMORY);
+	if (!s->head_pending) {
+		struct exchange *x;
+
+		if ((x = exchange_next(s)) == NULL) {
+			exchange_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
-		s->x->fwd.request = 1;
-		s->x->head_pending = 1;	/* its row times it from here (exchange_new) */
+		s = x;
+		s->fwd.request = 1;
+		s->head_pending = 1;	/* its row times it from here (exchange_new) */
 	}
 	n = http_parse_request(buf, want, &lim, &req);
 	if (n > 0 && s->c->intercepted)
-		session_mark(s, MARK_REQUEST);
+		exchange_mark(s, MARK_REQUEST);
 	if (n == HTTP_NEED_MORE)
 		return;
-	s->x->head_pending = 0;
+	s->head_pending = 0;
 	switch (n) {
 	case HTTP_ERR_URI_TOO_LONG:
-		session_deny(s, 414, REASON_URI_TOO_LONG, "request line too long");
+		exchange_deny(s, 414, REASON_URI_TOO_LONG, "request line too long");
 		return;
 	case HTTP_ERR_HEAD_TOO_LARGE:
-		session_deny(s, 431, REASON_HEAD_TOO_LARGE, "request head too large");
+		exchange_deny(s, 431, REASON_HEAD_TOO_LARGE, "request head too large");
 		return;
 	case HTTP_ERR_VERSION:
-		session_deny(s, 505, REASON_BAD_REQUEST, "only HTTP/1.0 and 1.1");
+		exchange_deny(s, 505, REASON_BAD_REQUEST, "only HTTP/1.0 and 1.1");
 		return;
 	default:
 		if (n < 0) {
-			session_deny(s, 400, REASON_BAD_REQUEST, "malformed request");
+			exchange_deny(s, 400, REASON_BAD_REQUEST, "malformed request");
 			return;
 		}
 	}
@@ -356,22 +359,22 @@ http_head_read(struct session *s)
  * decided and sent on.
  */
 static void
-request_run(struct session *s, const struct http_request *req, int n)
+request_run(struct exchange *s, const struct http_request *req, int n)
 {
-	if (req->method.len >= sizeof(s->x->fwd.method)) {
+	if (req->method.len >= sizeof(s->fwd.method)) {
 		/* Decided and logged as written, or not at all. */
-		session_deny(s, 501, REASON_METHOD_NOT_SUPPORTED,
+		exchange_deny(s, 501, REASON_METHOD_NOT_SUPPORTED,
 		    "method name too long");
 		return;
 	}
-	session_head_done(s);
-	slice_copy(s->x->fwd.method, sizeof(s->x->fwd.method), &req->method);
+	conn_head_done(s);
+	slice_copy(s->fwd.method, sizeof(s->fwd.method), &req->method);
 	/* The whole path: rules match on it, and the row keeps it. */
-	s->x->fwd.path = exchange_strndup(s->x, req->form ==
+	s->fwd.path = exchange_strndup(s, req->form ==
 	    HTTP_TARGET_AUTHORITY ? "" : req->path.p, req->form ==
 	    HTTP_TARGET_AUTHORITY ? 0 : req->path.len);
-	if (s->x->fwd.path == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+	if (s->fwd.path == NULL) {
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 
@@ -388,7 +391,7 @@ request_run(struct session *s, const struct http_request *req, int n)
 		s->c->kind = KIND_CONNECT;
 	if (req->form == HTTP_TARGET_AUTHORITY || req->form == HTTP_TARGET_ABSOLUTE)
 		target_note(s, req);
-	if (identify(s, req) == -1 || session_fair_admit(s) == -1)
+	if (identify(s, req) == -1 || conn_fair_admit(s) == -1)
 		return;
 	switch (req->form) {
 	case HTTP_TARGET_AUTHORITY:
@@ -398,7 +401,7 @@ request_run(struct session *s, const struct http_request *req, int n)
 		absolute_request(s, req, n);
 		break;
 	default:
-		session_deny(s, 400, REASON_BAD_REQUEST,
+		exchange_deny(s, 400, REASON_BAD_REQUEST,
 		    "not a proxy request: use an absolute URL or CONNECT");
 		break;
 	}
@@ -406,20 +409,15 @@ request_run(struct session *s, const struct http_request *req, int n)
 
 /*
  * An HTTP/2 stream's request (proxy_h2.c), as its fields made it: a new
- * exchange of the stream session, decided by the code above. Its body, if
+ * the stream's exchange, decided by the code above. Its body, if
  * any, waits in the stream (h2_stream_body) for stream_client_body.
  */
 void
-http_stream_request(struct session *s, const struct http_request *req,
+http_stream_request(struct exchange *s, const struct http_request *req,
     int grpc)
 {
-	if (exchange_next(s) == -1) {
-		session_close(s, CLOSE_NO_MEMORY);
-		return;
-	}
-	s->x->fwd.request = 1;
-	s->x->fwd.grpc = grpc;	/* gRPC needs HTTP/2 toward the origin */
+	s->fwd.grpc = grpc;	/* gRPC needs HTTP/2 toward the origin */
 	if (s->c->intercepted)
-		session_mark(s, MARK_REQUEST);
+		exchange_mark(s, MARK_REQUEST);
 	request_run(s, req, 0);
 }

@@ -71,25 +71,25 @@ ingress_worker_free(struct worker *w)
 
 /* A new ingress connection: TLS first when the listener has a certificate. */
 void
-ingress_start(struct session *s)
+ingress_start(struct exchange *s)
 {
 	struct bufferevent *f;
 	SSL *ssl;
 
-	/* Every row of this session, a malformed request's too, says ingress. */
-	snprintf(s->x->verdict.rule, sizeof(s->x->verdict.rule), "ingress");
+	/* Every row of this connection, a malformed request's too, says ingress. */
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "ingress");
 	if (s->w->tls_ingress_ctx == NULL)
 		return;
 	if ((ssl = SSL_new(s->w->tls_ingress_ctx)) == NULL) {
 		log_openssl("ingress SSL_new");
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	f = bufferevent_openssl_filter_new(s->w->base, s->c->cbev, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	if (f == NULL) {
 		SSL_free(ssl);
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	/* From here the filter owns ssl and the socket bufferevent. */
@@ -99,22 +99,22 @@ ingress_start(struct session *s)
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >
 	    s->p->cfg->max_header_bytes + 1024 ? PROXY_READ_HWM :
 	    s->p->cfg->max_header_bytes + 1024);
-	bufferevent_setcb(f, s->p->fe->client_read, NULL, session_client_event_cb, s);
+	bufferevent_setcb(f, s->p->fe->client_read, NULL, client_event_cb, s);
 	bufferevent_enable(f, EV_READ | EV_WRITE);
 }
 
 /* Deny (4xx) or error (5xx): one row, an answer, then close. */
 static void
-ingress_refuse(struct session *s, int status, enum sg_reason reason,
+ingress_refuse(struct exchange *s, int status, enum sg_reason reason,
     const char *detail)
 {
 	exchange_log(s, reason_verdict(reason), status, reason);
-	session_http_error(s, status, reason, detail);
+	exchange_http_error(s, status, reason, detail);
 }
 
 /* 302 to the same target without sg_token, and the token as a cookie. */
 static void
-ingress_redirect(struct session *s, const char *target, const char *tok,
+ingress_redirect(struct exchange *s, const char *target, const char *tok,
     size_t toklen)
 {
 	struct evbuffer *out = bufferevent_get_output(s->c->cbev);
@@ -128,7 +128,7 @@ ingress_redirect(struct session *s, const char *target, const char *tok,
 	    "Connection: close\r\n\r\n",
 	    target[0] != '\0' ? target : "/", (int)toklen, tok,
 	    s->c->intercepted ? "; Secure" : "");
-	session_finish(s, CLOSE_DONE);
+	exchange_finish(s, CLOSE_DONE);
 }
 
 static int
@@ -145,7 +145,7 @@ header_is_forwarding(const struct http_header *h)
  * token's header and cookie removed, X-Forwarded-* set by us alone.
  */
 static int
-build_guest_head(struct session *s, const struct http_request *req,
+build_guest_head(struct exchange *s, const struct http_request *req,
     const char *target, const char *fhost, size_t fhostlen)
 {
 	struct evbuffer *h;
@@ -155,9 +155,9 @@ build_guest_head(struct session *s, const struct http_request *req,
 	int n;
 
 	/* One head per exchange: built once, never over another's. */
-	if (s->x->fwd.head != NULL || (s->x->fwd.head = evbuffer_new()) == NULL)
+	if (s->fwd.head != NULL || (s->fwd.head = evbuffer_new()) == NULL)
 		return -1;
-	h = s->x->fwd.head;
+	h = s->fwd.head;
 	evbuffer_add_printf(h, "%.*s %s HTTP/1.%d\r\n", (int)req->method.len,
 	    req->method.p, target, req->version_minor);
 	if (req->form == HTTP_TARGET_ABSOLUTE)
@@ -249,7 +249,7 @@ find_token(const struct http_request *req, const char *qtok, size_t qlen,
 
 /* The authority the client named: absolute-form's, else the Host header. */
 static int
-request_authority(struct session *s, const struct http_request *req,
+request_authority(struct exchange *s, const struct http_request *req,
     char *buf, size_t len, const char **host, size_t *hostlen)
 {
 	int v6, n;
@@ -275,18 +275,18 @@ request_authority(struct session *s, const struct http_request *req,
 
 /* Connect to the guest, or go on over the kept-alive connection to it. */
 static void
-ingress_forward(struct session *s, const struct policy_ingress *ing,
+ingress_forward(struct exchange *s, const struct policy_ingress *ing,
     const struct http_request *req, int n)
 {
 	forward_prepare(s, req);
 	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
-	s->x->fwd.ip = ing->address;	/* the row names the guest even on 502 */
+	s->fwd.ip = ing->address;	/* the row names the guest even on 502 */
 	if (req->upgrade) {
 		/* A relayed WebSocket idles on its own clock. */
 		s->idle_ms = s->p->cfg->ingress_upgrade_idle_ms;
-		session_set_idle(s);
+		exchange_set_idle(s);
 	}
-	(void)exchange_set_addrs(s->x, &ing->address, 1);	/* inline */
+	(void)exchange_set_addrs(s, &ing->address, 1);	/* inline */
 	(void)upstream_take(s);	/* the guest's connection a request left */
 	if (upstream_reusable(s)) {
 		forward_start(s);
@@ -297,7 +297,7 @@ ingress_forward(struct session *s, const struct policy_ingress *ing,
 
 /* What the decision says toward a sandbox, answered. */
 static void
-ingress_refused(struct session *s, enum sg_reason r, const char *id)
+ingress_refused(struct exchange *s, enum sg_reason r, const char *id)
 {
 	char detail[256];
 
@@ -307,7 +307,7 @@ ingress_refused(struct session *s, enum sg_reason r, const char *id)
 		break;
 	case REASON_INGRESS_PORT:
 		snprintf(detail, sizeof(detail), "port %u of sandbox %s is not "
-		    "published", s->x->target.port, id);
+		    "published", s->target.port, id);
 		ingress_refuse(s, 404, r, detail);
 		break;
 	case REASON_INGRESS_NOT_RUNNING:
@@ -328,7 +328,7 @@ ingress_refused(struct session *s, enum sg_reason r, const char *id)
 }
 
 void
-ingress_request(struct session *s, const struct http_request *req, int n)
+ingress_request(struct exchange *s, const struct http_request *req, int n)
 {
 	struct policy_ingress ing;
 	struct ingress_host ih;
@@ -346,14 +346,14 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	 * policy and registry, and no identity until this request gives one.
 	 */
 	/* The token leaves the target first: no row or log line shows it. */
-	if ((target = exchange_alloc(s->x, req->path.len + 1)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+	if ((target = exchange_alloc(s, req->path.len + 1)) == NULL) {
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	r = ingress_strip_query(req->path.p, req->path.len, target,
 	    req->path.len + 1, &qtok, &qlen);
 	if (r < 0) {	/* cannot happen: the output is never longer */
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (qtok == NULL) {
@@ -362,9 +362,9 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		target[req->path.len] = '\0';
 	}
 	/* The path as sent held the token: its bytes go before the target replaces it. */
-	if (s->x->fwd.path != NULL)
-		explicit_bzero(s->x->fwd.path, strlen(s->x->fwd.path));
-	s->x->fwd.path = target;	/* both in the exchange's memory */
+	if (s->fwd.path != NULL)
+		explicit_bzero(s->fwd.path, strlen(s->fwd.path));
+	s->fwd.path = target;	/* both in the exchange's memory */
 
 	if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE) {
 		ingress_refuse(s, 400, REASON_BAD_REQUEST,
@@ -383,13 +383,13 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	}
 	r = ingress_host_parse(fhost, fhostlen, s->p->cfg->ingress_domain, &ih);
 	if (r == INGRESS_HOST_BAD) {
-		log_escape_word(fhost, fhostlen, s->x->target.host,
-		    sizeof(s->x->target.host));
+		log_escape_word(fhost, fhostlen, s->target.host,
+		    sizeof(s->target.host));
 		ingress_refuse(s, 400, REASON_BAD_REQUEST, "malformed Host");
 		return;
 	}
-	snprintf(s->x->target.host, sizeof(s->x->target.host), "%s", ih.name);
-	s->x->target.port = ih.port;
+	snprintf(s->target.host, sizeof(s->target.host), "%s", ih.name);
+	s->target.port = ih.port;
 	if (r != INGRESS_HOST_OK) {
 		snprintf(detail, sizeof(detail), "the host is not PORT-ID.%s",
 		    s->p->cfg->ingress_domain);
@@ -399,21 +399,21 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 	/* The one decision, toward a sandbox (core/decide.c). */
 	find_token(req, qtok, qlen, &tok, cbuf, sizeof(cbuf));
 	memset(&env, 0, sizeof(env));
-	env.pol = s->x->pol;
+	env.pol = s->pol;
 	env.audit_refuses = audit_refuses(s->p->audit);
 	env.keeper_up = 1;
 	memset(&q, 0, sizeof(q));
 	q.listener = DECIDE_INGRESS;
-	q.target = &s->x->target;
+	q.target = &s->target;
 	q.ingress_id = ih.id;
 	q.token = tok.p;
 	q.token_len = tok.len;
 	q.token_malformed = tok.p != NULL &&
 	    !ingress_token_syntax_ok(tok.p, tok.len);
 	r = decide(&env, &q, &d);
-	s->x->verdict = d.v;
-	if ((s->x->has_ident = d.has_ident))
-		s->x->ident = d.ident;
+	s->verdict = d.v;
+	if ((s->has_ident = d.has_ident))
+		s->ident = d.ident;
 	if (r != REASON_NONE) {
 		ingress_refused(s, r, ih.id);
 		return;
@@ -425,7 +425,7 @@ ingress_request(struct session *s, const struct http_request *req, int n)
 		return;
 	}
 	if (build_guest_head(s, req, target, fhost, fhostlen) == -1) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	ingress_forward(s, &ing, req, n);

@@ -95,7 +95,7 @@ accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (session_accept(w, lc->kind, fd, sa, socklen) == NULL) {
+	if (conn_accept(w, lc->kind, fd, sa, socklen) == NULL) {
 		atomic_fetch_sub(&p->n_conns, 1);
 		close(fd);
 	}
@@ -147,7 +147,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 
 	w->proxy = p;
 	w->index = index;
-	TAILQ_INIT(&w->sessions);
+	TAILQ_INIT(&w->exchanges);
 	if ((w->base = event_base_new()) == NULL) {
 		log_warnx("worker %d: event_base_new failed", index);
 		return -1;
@@ -300,7 +300,7 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	p->cfg = cfg;
 	p->pol = pol;
 	p->fe = &proxy_front_ops;
-	p->parts = &proxy_session_parts;
+	p->parts = &proxy_exchange_parts;
 	p->audit = parts->audit;
 	p->ship = parts->ship;
 	p->ca = parts->ca;
@@ -505,8 +505,8 @@ proxy_free(struct proxy *p)
 			if (w->listeners[k] != NULL)
 				evconnlistener_free(w->listeners[k]);
 		/* Sessions still open at shutdown are closed, not leaked. */
-		while (w->base != NULL && !TAILQ_EMPTY(&w->sessions))
-			session_close(TAILQ_FIRST(&w->sessions),
+		while (w->base != NULL && !TAILQ_EMPTY(&w->exchanges))
+			exchange_close(TAILQ_FIRST(&w->exchanges),
 			    CLOSE_SHUTDOWN);
 		if (w->dns != NULL)
 			dns_server_free(w->dns);
@@ -547,7 +547,7 @@ proxy_free(struct proxy *p)
 		p->on_free(p->on_free_arg);
 	if (p->main_base != NULL)
 		event_base_free(p->main_base);
-	/* After the workers: every session's row is queued before the flush. */
+	/* After the workers: every exchange's row is queued before the flush. */
 	if (p->audit != NULL)
 		audit_close(p->audit);
 	/* Then the shipper, briefly; what it leaves waits for the next start. */

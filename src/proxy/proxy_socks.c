@@ -1,5 +1,5 @@
 /*
- * The SOCKS5 listener's sessions (RFC 1928/1929): method negotiation,
+ * The SOCKS5 listener's connections (RFC 1928/1929): method negotiation,
  * username/password identity, the CONNECT request decided by the same
  * policy as the HTTP proxy, then the same first-bytes checks and relay as a
  * CONNECT tunnel.
@@ -16,7 +16,7 @@
 #include "parse/socks5.h"
 
 static void
-socks_send(struct session *s, uint8_t rep)
+socks_send(struct exchange *s, uint8_t rep)
 {
 	uint8_t r[10];
 
@@ -26,16 +26,16 @@ socks_send(struct session *s, uint8_t rep)
 
 /* The SOCKS answer to a refusal (already logged), then close. */
 void
-socks_deny(struct session *s, enum sg_reason reason)
+socks_deny(struct exchange *s, enum sg_reason reason)
 {
 	if (s->state == S_SOCKS_REQUEST || s->state == S_RESOLVING ||
 	    s->state == S_CONNECTING)
 		socks_send(s, reason_info(reason)->socks_rep);
-	session_finish(s, reason_close(reason));
+	exchange_finish(s, reason_close(reason));
 }
 
 static void
-socks_resolved(struct session *s)
+socks_resolved(struct exchange *s)
 {
 	socks_send(s, SOCKS5_REP_OK);
 	s->c->tunnel_open = 1;
@@ -43,7 +43,7 @@ socks_resolved(struct session *s)
 }
 
 static int
-socks_greeting(struct session *s, const uint8_t *p, size_t len)
+socks_greeting(struct exchange *s, const uint8_t *p, size_t len)
 {
 	struct socks5_greeting g;
 	uint8_t reply[2] = { 5, SOCKS5_METHOD_REJECT };
@@ -54,7 +54,7 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
 			bufferevent_write(s->c->cbev, reply, sizeof(reply));
 			exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
-			session_finish(s, CLOSE_REFUSED);
+			exchange_finish(s, CLOSE_REFUSED);
 		}
 		return n < 0 ? -1 : 0;
 	}
@@ -71,14 +71,14 @@ socks_greeting(struct session *s, const uint8_t *p, size_t len)
 	bufferevent_write(s->c->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
 		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
-		session_finish(s, CLOSE_REFUSED);
+		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	return n;
 }
 
 static int
-socks_auth(struct session *s, const uint8_t *p, size_t len)
+socks_auth(struct exchange *s, const uint8_t *p, size_t len)
 {
 	struct socks5_auth a;
 	struct decide_cred c;
@@ -87,25 +87,25 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 
 	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
 		if (n < 0)
-			session_close(s, CLOSE_REFUSED);
+			exchange_close(s, CLOSE_REFUSED);
 		return n;
 	}
 	c.id = a.user;
 	c.idlen = a.ulen;
 	c.token = a.pass;
 	c.tokenlen = a.plen;
-	if (decide_identify(s->x->pol, &s->c->client_addr, &c, &s->x->ident) !=
+	if (decide_identify(s->pol, &s->c->client_addr, &c, &s->ident) !=
 	    REASON_NONE) {
 		OPENSSL_cleanse(&a, sizeof(a));
 		reply[1] = 1;
 		bufferevent_write(s->c->cbev, reply, sizeof(reply));
-		s->x->has_ident = 0;
+		s->has_ident = 0;
 		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
-		session_finish(s, CLOSE_REFUSED);
+		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	OPENSSL_cleanse(&a, sizeof(a));
-	s->x->has_ident = 1;
+	s->has_ident = 1;
 	s->c->socks_auth_ok = 1;
 	bufferevent_write(s->c->cbev, reply, sizeof(reply));
 	s->state = S_SOCKS_REQUEST;
@@ -113,7 +113,7 @@ socks_auth(struct session *s, const uint8_t *p, size_t len)
 }
 
 static int
-socks_request(struct session *s, const uint8_t *p, size_t len)
+socks_request(struct exchange *s, const uint8_t *p, size_t len)
 {
 	struct socks5_request r;
 	struct decide_in in = { 0 };
@@ -127,30 +127,30 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
 		exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
-		session_finish(s, CLOSE_REFUSED);
+		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	if (n < 0) {
-		session_close(s, CLOSE_REFUSED);
+		exchange_close(s, CLOSE_REFUSED);
 		return -1;
 	}
 	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
-	session_head_done(s);
+	conn_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
 		exchange_log(s, VERDICT_DENY, 0, REASON_METHOD_NOT_SUPPORTED);
-		session_finish(s, CLOSE_REFUSED);
+		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}
 	if (!s->c->socks_auth_ok) {
-		if (decide_identify(s->x->pol, &s->c->client_addr, NULL,
-		    &s->x->ident) != REASON_NONE) {
-			session_deny(s, 407, REASON_NO_IDENTITY, NULL);
+		if (decide_identify(s->pol, &s->c->client_addr, NULL,
+		    &s->ident) != REASON_NONE) {
+			exchange_deny(s, 407, REASON_NO_IDENTITY, NULL);
 			return -1;
 		}
-		s->x->has_ident = 1;
+		s->has_ident = 1;
 	}
-	if (session_fair_admit(s) == -1)
+	if (conn_fair_admit(s) == -1)
 		return -1;
 	if (r.atyp == SOCKS5_ATYP_DOMAIN) {
 		in.host = r.host;
@@ -161,17 +161,17 @@ socks_request(struct session *s, const uint8_t *p, size_t len)
 	}
 	in.port = r.port;
 	if ((why = proxy_decide(s, &in)) != REASON_NONE) {
-		snprintf(detail, sizeof(detail), "%s:%u", s->x->target.host,
-		    s->x->target.port);
-		session_deny(s, 0, why, detail);
+		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
+		    s->target.port);
+		exchange_deny(s, 0, why, detail);
 		return -1;
 	}
 	upstream_resolve(s, socks_resolved);
-	return -1;	/* the session moved on: stop parsing here */
+	return -1;	/* the exchange moved on: stop parsing here */
 }
 
 void
-socks_read(struct session *s)
+socks_read(struct exchange *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	const uint8_t *p;
@@ -185,7 +185,7 @@ socks_read(struct session *s)
 		if (len > 600)
 			len = 600;
 		if ((p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL) {
-			session_close(s, CLOSE_NO_MEMORY);
+			exchange_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
 		switch (s->state) {

@@ -30,31 +30,31 @@ static const unsigned char tls_alert_access_denied[] = {
 
 /* Refuse in the protocol the client speaks: alert, 403, or a reset. */
 void
-transparent_refuse(struct session *s, enum sg_reason reason)
+transparent_refuse(struct exchange *s, enum sg_reason reason)
 {
 	struct linger lg = { 1, 0 };
 
 	if (s->c->sniffed == SNIFF_TLS) {
 		bufferevent_write(s->c->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-		session_finish(s, reason_close(reason));
+		exchange_finish(s, reason_close(reason));
 		return;
 	}
 	(void)setsockopt(bufferevent_getfd(s->c->cbev), SOL_SOCKET, SO_LINGER,
 	    &lg, sizeof(lg));
-	session_close(s, reason_close(reason));
+	exchange_close(s, reason_close(reason));
 }
 
 static void
-deny(struct session *s, int status, enum sg_reason reason, const char *detail)
+deny(struct exchange *s, int status, enum sg_reason reason, const char *detail)
 {
-	s->x->verdict.allow = 0;
+	s->verdict.allow = 0;
 	if (s->c->sniffed == SNIFF_HTTP) {
-		session_deny(s, status, reason, detail);
+		exchange_deny(s, status, reason, detail);
 		return;
 	}
-	s->x->logged = 1;
-	s->x->fwd.ip = s->c->orig_dst;	/* the row names the address refused */
+	s->logged = 1;
+	s->fwd.ip = s->c->orig_dst;	/* the row names the address refused */
 	exchange_log(s, reason_verdict(reason), status, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id,
 	    detail ? detail : reason_word(reason));
@@ -62,15 +62,15 @@ deny(struct session *s, int status, enum sg_reason reason, const char *detail)
 }
 
 static int
-orig_listed(const struct session *s)
+orig_listed(const struct exchange *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->x->n_addrs; i++)
-		if (netaddr_cmp(&s->x->addrs[i], &s->c->orig_dst) == 0)
+	for (i = 0; i < s->n_addrs; i++)
+		if (netaddr_cmp(&s->addrs[i], &s->c->orig_dst) == 0)
 			return 1;
 	return s->p->addrmem != NULL && addrmem_has(s->p->addrmem,
-	    s->x->ident.sandbox, s->x->target.host, &s->c->orig_dst);
+	    s->ident.sandbox, s->target.host, &s->c->orig_dst);
 }
 
 /*
@@ -80,7 +80,7 @@ orig_listed(const struct session *s)
  * (that name) when so.
  */
 static int
-handed_out_intercepted(struct session *s, struct policy_target *t)
+handed_out_intercepted(struct exchange *s, struct policy_target *t)
 {
 	char name[POLICY_HOST_MAX + 1];
 	struct decide_env env;
@@ -88,14 +88,14 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 	struct decision d;
 
 	if (s->p->addrmem == NULL || addrmem_lookup(s->p->addrmem,
-	    s->x->ident.sandbox, &s->c->orig_dst, name, sizeof(name)) == -1)
+	    s->ident.sandbox, &s->c->orig_dst, name, sizeof(name)) == -1)
 		return 0;
 	memset(&env, 0, sizeof(env));
-	env.pol = s->x->pol;
+	env.pol = s->pol;
 	env.keeper_up = 1;	/* asked only: would the name be intercepted */
 	memset(&q, 0, sizeof(q));
 	q.listener = DECIDE_TRANSPARENT;
-	q.id = &s->x->ident;
+	q.id = &s->ident;
 	q.host = name;
 	q.hostlen = strlen(name);
 	q.port = s->c->orig_port;
@@ -106,17 +106,17 @@ handed_out_intercepted(struct session *s, struct policy_target *t)
 }
 
 static void
-intercept(struct session *s)
+intercept(struct exchange *s)
 {
 	s->c->tunnel_open = 1;
-	if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
+	if (proxy_tls_intercept_client(s, client_event_cb) == -1)
 		deny(s, 502, keeper_client_up(s->p->kc) ? REASON_CLIENT_TLS :
 		    REASON_KEEPER_UNAVAILABLE, "cannot set up interception");
 }
 
 /* The original destination as the target: an address, decided by cidr rules. */
 static enum sg_reason
-decide_addr(struct session *s)
+decide_addr(struct exchange *s)
 {
 	struct decide_in in = { 0 };
 	char ip[NETADDR_STRLEN];
@@ -129,7 +129,7 @@ decide_addr(struct session *s)
 
 /* The name was allowed and all its addresses passed: is orig_dst one of them? */
 static void
-named_resolved(struct session *s)
+named_resolved(struct exchange *s)
 {
 	struct netaddr orig = s->c->orig_dst;
 	struct policy_target t;
@@ -138,25 +138,25 @@ named_resolved(struct session *s)
 	if (!orig_listed(s)) {
 		netaddr_ntop(&orig, ip, sizeof(ip));
 		snprintf(detail, sizeof(detail), "%s is not an address of %s",
-		    ip, s->x->target.host);
+		    ip, s->target.host);
 		deny(s, 403, REASON_IP_PROHIBITED, detail);
 		return;
 	}
-	(void)exchange_set_addrs(s->x, &orig, 1);	/* inline */
-	if (!upstream_check_addrs(s, s->x->addrs, 1)) {
-		deny(s, 403, s->x->verdict.reason, "original destination not allowed");
+	(void)exchange_set_addrs(s, &orig, 1);	/* inline */
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
+		deny(s, 403, s->verdict.reason, "original destination not allowed");
 		return;
 	}
 	s->c->tunnel_open = 1;
 	if (s->c->sniffed == SNIFF_HTTP) {
-		if (session_tunnel_http(s) == -1) {
-			session_close(s, CLOSE_NO_MEMORY);
+		if (conn_tunnel_http(s) == -1) {
+			exchange_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
 		s->p->fe->next_request(s);
 		return;
 	}
-	if (s->x->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||
+	if (s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s) ||
 	    handed_out_intercepted(s, &t)) {
 		intercept(s);
 		return;
@@ -170,7 +170,7 @@ named_resolved(struct session *s)
  * they come (transparent_sniff).
  */
 static void
-silent_connected(struct session *s)
+silent_connected(struct exchange *s)
 {
 	if (upstream_guard(s) == -1)
 		return;
@@ -183,10 +183,10 @@ silent_connected(struct session *s)
 
 /* Bytes the rule lets through unseen: to the original address, once checked. */
 static void
-pass_unseen(struct session *s)
+pass_unseen(struct exchange *s)
 {
-	if (!upstream_check_addrs(s, s->x->addrs, 1)) {
-		deny(s, 403, s->x->verdict.reason, "address not allowed");
+	if (!upstream_check_addrs(s, s->addrs, 1)) {
+		deny(s, 403, s->verdict.reason, "address not allowed");
 		return;
 	}
 	s->c->tunnel_open = 1;
@@ -199,14 +199,14 @@ pass_unseen(struct session *s)
  * handed out for a name that is intercepted, which it then is.
  */
 static void
-decide_no_sni(struct session *s)
+decide_no_sni(struct exchange *s)
 {
 	struct decide_in in = { 0 };
 	struct policy_target t;
 	enum sg_reason r;
 	int icpt;
 
-	(void)exchange_set_addrs(s->x, &s->c->orig_dst, 1);	/* inline */
+	(void)exchange_set_addrs(s, &s->c->orig_dst, 1);	/* inline */
 	/* The one path here that does not pass proxy_decide first. */
 	if (proxy_decide_audit(s) != REASON_NONE) {
 		deny(s, 503, REASON_AUDIT_UNAVAILABLE, NULL);
@@ -220,17 +220,17 @@ decide_no_sni(struct session *s)
 			deny(s, 403, r, "address not allowed");
 			return;
 		}
-		if (!upstream_check_addrs(s, s->x->addrs, 1)) {
-			deny(s, 403, s->x->verdict.reason, "address not allowed");
+		if (!upstream_check_addrs(s, s->addrs, 1)) {
+			deny(s, 403, s->verdict.reason, "address not allowed");
 			return;
 		}
 		intercept(s);
 		return;
 	}
-	if (decide_addr(s) != REASON_NONE || decide_first_bytes(&s->x->verdict,
-	    &s->x->target, &(struct decide_bytes){ .kind = DECIDE_BYTES_TLS,
+	if (decide_addr(s) != REASON_NONE || decide_first_bytes(&s->verdict,
+	    &s->target, &(struct decide_bytes){ .kind = DECIDE_BYTES_TLS,
 	    .hello_ok = 1, .sni_names = 1 }, &icpt) != REASON_NONE) {
-		s->x->verdict.allow = 0;
+		s->verdict.allow = 0;
 		deny(s, 403, REASON_SNI_MISSING, "a ClientHello without SNI "
 		    "passes only where a cidr rule with opaque: true allows it");
 		return;
@@ -240,7 +240,7 @@ decide_no_sni(struct session *s)
 
 /* The name the first bytes gave (SNI, or Host), on the original port. */
 static void
-decide_name(struct session *s, const char *host, size_t len)
+decide_name(struct exchange *s, const char *host, size_t len)
 {
 	struct decide_in in = { 0 };
 	struct decide_bytes b = { 0 };
@@ -253,7 +253,7 @@ decide_name(struct session *s, const char *host, size_t len)
 	in.port = s->c->orig_port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
-		    s->x->target.host, s->x->target.port, s->x->verdict.rule);
+		    s->target.host, s->target.port, s->verdict.rule);
 		deny(s, 0, r, detail);
 		return;
 	}
@@ -263,7 +263,7 @@ decide_name(struct session *s, const char *host, size_t len)
 	b.sni = host;
 	b.sni_len = len;
 	b.cred_bound = cred_host_bound(s);
-	if ((r = decide_first_bytes(&s->x->verdict, &s->x->target, &b,
+	if ((r = decide_first_bytes(&s->verdict, &s->target, &b,
 	    &icpt)) != REASON_NONE) {
 		deny(s, r == REASON_INVALID_HOST ? 0 : 403, r,
 		    r == REASON_INVALID_HOST ? "an address as SNI" :
@@ -275,7 +275,7 @@ decide_name(struct session *s, const char *host, size_t len)
 
 /* Neither a named TLS nor HTTP: the address alone must be allowed, and opaque. */
 static void
-decide_opaque(struct session *s)
+decide_opaque(struct exchange *s)
 {
 	struct decide_in in = { 0 };
 	char name[POLICY_HOST_MAX + 1];
@@ -284,7 +284,7 @@ decide_opaque(struct session *s)
 
 	r = decide_addr(s);
 	if (r != REASON_NONE && s->p->addrmem != NULL &&
-	    addrmem_lookup(s->p->addrmem, s->x->ident.sandbox, &s->c->orig_dst, name,
+	    addrmem_lookup(s->p->addrmem, s->ident.sandbox, &s->c->orig_dst, name,
 	    sizeof(name)) == 0) {
 		/* An address the DNS listener handed out: its name's rule. */
 		in.host = name;
@@ -297,20 +297,24 @@ decide_opaque(struct session *s)
 		return;
 	}
 	/* Neither TLS nor HTTP (or silence): the first-bytes stage. */
-	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	if (decide_first_bytes(&s->verdict, &s->target,
 	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &icpt) !=
 	    REASON_NONE) {
 		deny(s, 403, REASON_PROTOCOL_DENY, "the rule is not opaque");
 		return;
 	}
-	(void)exchange_set_addrs(s->x, &s->c->orig_dst, 1);	/* inline */
+	(void)exchange_set_addrs(s, &s->c->orig_dst, 1);	/* inline */
 	pass_unseen(s);
 }
 
 static void
 transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct conn *c = arg;		/* the connection, its current exchange */
+	struct exchange *s = c->x;
+
+	if (s == NULL || s->closing)
+		return;
 
 	/* The client says nothing: a server-speaks-first protocol. */
 	s->c->sniffed = SNIFF_OTHER;
@@ -321,7 +325,7 @@ transparent_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 
 /* The Host of the first request names the destination (port: the original). */
 static int
-sniff_http_host(struct session *s, const char *p, size_t len,
+sniff_http_host(struct exchange *s, const char *p, size_t len,
     struct http_slice *host)
 {
 	struct http_request req;
@@ -341,7 +345,7 @@ sniff_http_host(struct session *s, const char *p, size_t len,
 }
 
 void
-transparent_sniff(struct session *s)
+transparent_sniff(struct exchange *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	struct tls_client_hello ch;
@@ -354,7 +358,7 @@ transparent_sniff(struct session *s)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
 	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (s->c->sniff_silent) {
@@ -400,11 +404,11 @@ transparent_sniff(struct session *s)
 		/* An HTTP head: limits.head_timeout times it, not the sniff timer. */
 		if (s->p->cfg->head_timeout_ms != 0)
 			evtimer_del(s->c->timer);
-		session_head_begin(s);
+		conn_head_begin(s);
 		if ((r = sniff_http_host(s, (const char *)p, want, &host)) != 1)
 			return;
 		evtimer_del(s->c->timer);
-		session_head_done(s);
+		conn_head_done(s);
 		bufferevent_disable(s->c->cbev, EV_READ);
 		decide_name(s, host.p, host.len);
 		return;
@@ -416,7 +420,7 @@ transparent_sniff(struct session *s)
 }
 
 static int
-original_dst(struct session *s)
+original_dst(struct exchange *s)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -436,19 +440,19 @@ original_dst(struct session *s)
 }
 
 void
-transparent_start(struct session *s)
+transparent_start(struct exchange *s)
 {
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
 	s->c->sniffed = SNIFF_OTHER;
-	if (decide_identify(s->x->pol, &s->c->client_addr, NULL, &s->x->ident) !=
+	if (decide_identify(s->pol, &s->c->client_addr, NULL, &s->ident) !=
 	    REASON_NONE) {
 		deny(s, 403, REASON_NO_IDENTITY, "no sandbox has this source");
 		return;
 	}
-	s->x->has_ident = 1;
+	s->has_ident = 1;
 	/* Counted from accept: the source alone names the sandbox here. */
-	if (session_fair_admit(s) == -1)
+	if (conn_fair_admit(s) == -1)
 		return;
 	if (original_dst(s) == -1) {
 		log_warn("session %llu: SO_ORIGINAL_DST", (unsigned long long)s->id);
@@ -457,8 +461,8 @@ transparent_start(struct session *s)
 	}
 	s->state = S_SNIFF;
 	s->c->sniffed = SNIFF_NONE;
-	if ((s->c->timer = evtimer_new(s->w->base, transparent_timeout_cb, s)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+	if ((s->c->timer = evtimer_new(s->w->base, transparent_timeout_cb, s->c)) == NULL) {
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	evtimer_add(s->c->timer, &tv);

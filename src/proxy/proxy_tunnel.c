@@ -21,23 +21,27 @@ static const unsigned char tls_alert_access_denied[] = {
 };
 
 static void
-tunnel_refuse(struct session *s, int tls, enum sg_reason reason,
+tunnel_refuse(struct exchange *s, int tls, enum sg_reason reason,
     const char *detail)
 {
-	s->x->verdict.allow = 0;
+	s->verdict.allow = 0;
 	exchange_log(s, VERDICT_DENY, 403, reason);
 	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
 	if (tls)
 		bufferevent_write(s->c->cbev, tls_alert_access_denied,
 		    sizeof(tls_alert_access_denied));
-	session_finish(s, reason_close(reason));
+	exchange_finish(s, reason_close(reason));
 }
 
 static void
 sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct session *s = arg;
+	struct conn *c = arg;		/* the tunnel, its current exchange */
+	struct exchange *s = c->x;
 	int icpt;
+
+	if (s == NULL || s->closing)
+		return;
 
 	/*
 	 * Nothing from the client: a server-speaks-first protocol. An opaque
@@ -45,14 +49,14 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 	 * the client's first bytes, whenever they come, are classified as any
 	 * others -- waiting is no way around the SNI or Host check.
 	 */
-	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	if (decide_first_bytes(&s->verdict, &s->target,
 	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &icpt) !=
 	    REASON_NONE) {
 		tunnel_refuse(s, 0, REASON_PROTOCOL_DENY,
 		    "no client bytes within 5s and the rule is not opaque");
 		return;
 	}
-	if (EXCHANGE_OBEV(s->x) == NULL)	/* report mode: what would be refused passes */
+	if (EXCHANGE_OBEV(s) == NULL)	/* report mode: what would be refused passes */
 		upstream_connect(s, relay_start);
 }
 
@@ -60,26 +64,26 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 sniff_client_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
-	if (EXCHANGE_OBEV(s->x) != NULL)
-		bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
+	if (EXCHANGE_OBEV(s) != NULL)
+		bufferevent_enable(EXCHANGE_OBEV(s), EV_READ);
 }
 
 static void
-sniff_begin(struct session *s)
+sniff_begin(struct exchange *s)
 {
 	struct timeval tv = { PROXY_SNIFF_SECS, 0 };
 
 	s->state = S_SNIFF;
 	if (s->c->timer == NULL &&
-	    (s->c->timer = evtimer_new(s->w->base, sniff_timeout_cb, s)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+	    (s->c->timer = evtimer_new(s->w->base, sniff_timeout_cb, s->c)) == NULL) {
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	evtimer_add(s->c->timer, &tv);
-	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, EXCHANGE_OBEV(s->x) != NULL ?
-	    sniff_client_write_cb : NULL, session_client_event_cb, s);
+	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, EXCHANGE_OBEV(s) != NULL ?
+	    sniff_client_write_cb : NULL, client_event_cb, s);
 	bufferevent_enable(s->c->cbev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->c->cbev)) > 0)
 		s->p->fe->client_read(s->c->cbev, s);	/* the bytes already there */
@@ -89,11 +93,11 @@ sniff_begin(struct session *s)
 static void
 sniff_origin_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 
-	session_touch(s);
-	s->x->down += evbuffer_get_length(in);
+	exchange_touch(s);
+	s->down += evbuffer_get_length(in);
 	evbuffer_add_buffer(bufferevent_get_output(s->c->cbev), in);
 	if (evbuffer_get_length(bufferevent_get_output(s->c->cbev)) > PROXY_HWM)
 		bufferevent_disable(bev, EV_READ);
@@ -102,14 +106,14 @@ sniff_origin_read_cb(struct bufferevent *bev, void *arg)
 static void
 sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct session *s = arg;
+	struct exchange *s = arg;
 
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 		sniff_origin_read_cb(bev, s);
 	if (what & BEV_EVENT_EOF)
-		session_finish(s, CLOSE_DONE);
+		exchange_finish(s, CLOSE_DONE);
 	else
-		session_close(s, CLOSE_ORIGIN_ERROR);
+		exchange_close(s, CLOSE_ORIGIN_ERROR);
 }
 
 /*
@@ -118,17 +122,17 @@ sniff_origin_event_cb(struct bufferevent *bev, short what, void *arg)
  * classified: opaque lets non-TLS, non-HTTP bytes pass, nothing more.
  */
 void
-tunnel_origin_speaks(struct session *s)
+tunnel_origin_speaks(struct exchange *s)
 {
-	bufferevent_setcb(EXCHANGE_OBEV(s->x), sniff_origin_read_cb, NULL,
+	bufferevent_setcb(EXCHANGE_OBEV(s), sniff_origin_read_cb, NULL,
 	    sniff_origin_event_cb, s);
-	bufferevent_enable(EXCHANGE_OBEV(s->x), EV_READ);
+	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ);
 	bufferevent_setcb(s->c->cbev, s->p->fe->client_read, sniff_client_write_cb,
-	    session_client_event_cb, s);
+	    client_event_cb, s);
 }
 
 static void
-opaque_connected(struct session *s)
+opaque_connected(struct exchange *s)
 {
 	if (upstream_guard(s) == -1)
 		return;
@@ -137,9 +141,9 @@ opaque_connected(struct session *s)
 }
 
 void
-tunnel_start(struct session *s)
+tunnel_start(struct exchange *s)
 {
-	if (s->x->verdict.opaque) {
+	if (s->verdict.opaque) {
 		upstream_connect(s, opaque_connected);
 		return;
 	}
@@ -148,11 +152,11 @@ tunnel_start(struct session *s)
 
 /* The log line's words for a first-bytes refusal. */
 static const char *
-first_bytes_detail(const struct session *s, enum sg_reason r)
+first_bytes_detail(const struct exchange *s, enum sg_reason r)
 {
 	switch (r) {
 	case REASON_SNI_MISMATCH:
-		return s->x->target.is_ip ? "SNI present in a tunnel to an IP "
+		return s->target.is_ip ? "SNI present in a tunnel to an IP "
 		    "address" : "SNI differs from the tunnel's name";
 	case REASON_NEEDS_INTERCEPT:
 		return "the rule limits methods or paths: it needs tls: intercept";
@@ -165,7 +169,7 @@ first_bytes_detail(const struct session *s, enum sg_reason r)
 }
 
 static void
-sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
+sniff_tls(struct exchange *s, const uint8_t *p, size_t len, size_t total)
 {
 	struct tls_client_hello ch;
 	struct decide_bytes b = { .kind = DECIDE_BYTES_TLS };
@@ -183,7 +187,7 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 		b.cred_bound = cred_host_bound(s);
 	}
 	/* The decision's first-bytes stage (core/decide.c). */
-	reason = decide_first_bytes(&s->x->verdict, &s->x->target, &b, &icpt);
+	reason = decide_first_bytes(&s->verdict, &s->target, &b, &icpt);
 	if (reason != REASON_NONE) {
 		tunnel_refuse(s, 1, reason, first_bytes_detail(s, reason));
 		return;
@@ -191,21 +195,21 @@ sniff_tls(struct session *s, const uint8_t *p, size_t len, size_t total)
 	if (icpt) {
 		evtimer_del(s->c->timer);
 		upstream_drop(s);	/* an opaque rule's plain connection */
-		if (proxy_tls_intercept_client(s, session_client_event_cb) == -1)
+		if (proxy_tls_intercept_client(s, client_event_cb) == -1)
 			tunnel_refuse(s, 1, keeper_client_up(s->p->kc) ?
 			    REASON_CLIENT_TLS : REASON_KEEPER_UNAVAILABLE,
 			    "cannot set up interception");
 		return;
 	}
 	evtimer_del(s->c->timer);
-	if (EXCHANGE_OBEV(s->x) != NULL)
+	if (EXCHANGE_OBEV(s) != NULL)
 		relay_start(s);
 	else
 		upstream_connect(s, relay_start);
 }
 
 void
-tunnel_sniff(struct session *s)
+tunnel_sniff(struct exchange *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
 	size_t len = evbuffer_get_length(in), want;
@@ -216,7 +220,7 @@ tunnel_sniff(struct session *s)
 		return;
 	want = len < TLS_CH_MAX_LEN ? len : TLS_CH_MAX_LEN;
 	if ((p = evbuffer_pullup(in, (ev_ssize_t)want)) == NULL) {
-		session_close(s, CLOSE_NO_MEMORY);
+		exchange_close(s, CLOSE_NO_MEMORY);
 		return;
 	}
 	if (p[0] == 0x16) {
@@ -233,15 +237,15 @@ tunnel_sniff(struct session *s)
 		 * each on an origin connection opened for it.
 		 */
 		upstream_drop(s);
-		if (session_tunnel_http(s) == -1) {
-			session_close(s, CLOSE_NO_MEMORY);
+		if (conn_tunnel_http(s) == -1) {
+			exchange_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
 		s->p->fe->next_request(s);
 		return;
 	}
 	/* Neither TLS nor HTTP: the first-bytes stage (core/decide.c). */
-	if (decide_first_bytes(&s->x->verdict, &s->x->target,
+	if (decide_first_bytes(&s->verdict, &s->target,
 	    &(struct decide_bytes){ .kind = DECIDE_BYTES_OTHER }, &r) !=
 	    REASON_NONE) {
 		tunnel_refuse(s, 0, REASON_PROTOCOL_DENY, "tunnel bytes are "
@@ -249,7 +253,7 @@ tunnel_sniff(struct session *s)
 		return;
 	}
 	/* Opaque: connected already (tunnel_start); report mode: now. */
-	if (EXCHANGE_OBEV(s->x) != NULL)
+	if (EXCHANGE_OBEV(s) != NULL)
 		relay_start(s);
 	else
 		upstream_connect(s, relay_start);

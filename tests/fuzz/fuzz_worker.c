@@ -286,7 +286,7 @@ static struct {
 	unsigned char	 rawresp[256];
 	size_t		 rawresp_len;
 	struct fz_rq	*rqs;
-	/* the socket whose SO_ORIGINAL_DST is asked for, while session_accept runs */
+	/* the socket whose SO_ORIGINAL_DST is asked for, while conn_accept runs */
 	int		 odst_fd;
 	struct sockaddr_in odst;
 } fz;
@@ -1191,7 +1191,7 @@ client_new(int listener)
 	c->tunnel_host = -1;
 	c->listener = listener;
 	fz.odst_fd = sp[0];
-	if (session_accept(fz.w, (enum listener_kind)listener, sp[0],
+	if (conn_accept(fz.w, (enum listener_kind)listener, sp[0],
 	    (struct sockaddr *)&sin, sizeof(sin)) == NULL)
 		abort();
 	fz.odst_fd = -1;
@@ -1553,10 +1553,10 @@ op_opaque(struct fz_peer *c, struct fz_in *in)
 static void
 op_time_passes(void)
 {
-	struct session *s, *next;
+	struct exchange *s, *next;
 
 	fz_run();
-	for (s = TAILQ_FIRST(&fz.w->sessions); s != NULL; s = next) {
+	for (s = TAILQ_FIRST(&fz.w->exchanges); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, entry);
 		if (s->c->timer != NULL && evtimer_pending(s->c->timer, NULL))
 			event_active(s->c->timer, EV_TIMEOUT, 1);
@@ -2602,8 +2602,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fz.clients[i].fd = -1;
 	}
 	fz_run();
-	if (!TAILQ_EMPTY(&fz.w->sessions))
-		fz_fail("a session outlived both of its peers");
+	if (!TAILQ_EMPTY(&fz.w->exchanges))
+		fz_fail("an exchange outlived both of its peers");
 	event_base_loop(fz.w->base, EVLOOP_NONBLOCK);
 	fz.active = 0;
 

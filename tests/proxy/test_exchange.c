@@ -22,6 +22,7 @@
 #include "exchange/exchange.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 /* The gateway the sessions belong to: only its current policy is asked. */
 static struct proxy	 px;
@@ -113,35 +114,70 @@ check_fresh(const struct exchange *x, const char *name)
 	CHECK_MSG(x->logged == 0, "%s: row", name);
 }
 
-static struct session *
-session_of(enum session_kind kind)
+/* Client socket callbacks: only their argument is looked at. */
+static void
+on_read(struct bufferevent *bev, void *arg)
 {
-	struct session *s = calloc(1, sizeof(*s));
-
-	CHECK(s != NULL);
-	s->c = conn_new(s);
-	CHECK(s->c != NULL);
-	s->c->kind = kind;
-	s->p = &px;
-	s->x = exchange_new();
-	CHECK(s->x != NULL);
-	s->x->pol = proxy_policy_get(&px);
-	return s;
+	(void)bev;
+	(void)arg;
 }
 
 static void
-done(struct session *s)
+on_event(struct bufferevent *bev, short what, void *arg)
 {
-	exchange_free(s->x);
-	conn_unref(s->c);	/* and the tunnel's decision */
-	free(s);
+	(void)bev;
+	(void)what;
+	(void)arg;
+}
+
+/* The worker the exchanges run on: its loop frees the ones that ended. */
+static struct worker	 wk;
+static struct config	 cfg;
+
+static struct exchange *
+session_of(enum conn_kind kind)
+{
+	struct conn *c = conn_new();
+	struct exchange *s;
+
+	CHECK(c != NULL);
+	c->kind = kind;
+	s = exchange_open(&wk, c, 0);
+	CHECK(s != NULL);
+	c->x = s;
+	s->pol = proxy_policy_get(&px);
+	return s;
+}
+
+/*
+ * The connection's next exchange: a new one, current, on the worker's
+ * list; the old one ended (inert, off the list), freed by the loop.
+ */
+static struct exchange *
+next_of(struct exchange *s)
+{
+	struct exchange *n = exchange_next(s);
+
+	CHECK(n != NULL && n != s);
+	CHECK(s->closing && n->c == s->c && s->c->x == n && !n->closing);
+	CHECK(TAILQ_LAST(&wk.exchanges, exchange_tq) == n);
+	return n;
+}
+
+static void
+done(struct exchange *s)
+{
+	exchange_retire(s);
+	/* The ended ones freed, with the connection and its tunnel's decision. */
+	CHECK(event_base_loop(wk.base, EVLOOP_NONBLOCK) != -1);
+	CHECK(TAILQ_EMPTY(&wk.exchanges));
 }
 
 int
 main(void)
 {
 	struct exchange *old;
-	struct session *s;
+	struct exchange *s;
 	char ip[32];
 	size_t i;
 
@@ -149,35 +185,71 @@ main(void)
 	pol_b = load_policy("second");
 	pthread_mutex_init(&px.pol_mtx, NULL);
 	px.pol = pol_a;
+	px.n_workers = 1;
+	cfg.idle_timeout_ms = 60000;
+	px.cfg = &cfg;
+	wk.proxy = &px;
+	CHECK((wk.base = event_base_new()) != NULL);
+	TAILQ_INIT(&wk.exchanges);
 
 	/*
 	 * The explicit proxy: nothing carried at all -- no identity, and the
 	 * policy current when the request came, not the last request's.
 	 */
 	s = session_of(KIND_HTTP);
-	dirty(s->x);
-	old = s->x;
-	CHECK(s->x->pol == pol_a);
+	dirty(s);
+	old = s;
+	CHECK(s->pol == pol_a);
 	px.pol = pol_b;			/* a reload between two requests */
-	CHECK_INT(exchange_next(s), 0);
-	CHECK(s->x != old);
-	check_fresh(s->x, "http");
-	CHECK_STR(s->x->target.host, "");
-	CHECK_STR(s->x->verdict.rule, "");
-	CHECK_INT((int)s->x->n_addrs, 0);
-	CHECK_MSG(s->x->has_ident == 0 && s->x->ident.sandbox[0] == '\0',
+	s = next_of(s);
+	CHECK(s != old);
+	check_fresh(s, "http");
+	CHECK_STR(s->target.host, "");
+	CHECK_STR(s->verdict.rule, "");
+	CHECK_INT((int)s->n_addrs, 0);
+	CHECK_MSG(s->has_ident == 0 && s->ident.sandbox[0] == '\0',
 	    "http: identity carried");
-	CHECK_MSG(s->x->pol == pol_b, "http: not the current policy");
+	CHECK_MSG(s->pol == pol_b, "http: not the current policy");
 	done(s);
 	px.pol = pol_a;
 
+	/*
+	 * The client socket follows the connection's current exchange: its
+	 * callbacks, set with the old one, act on the new one (never on an
+	 * exchange that ended); a socket set up for something else is left
+	 * alone. Nothing of the old one's origin side is the new one's.
+	 */
+	{
+		struct bufferevent *pair[2];
+		bufferevent_data_cb rcb;
+		bufferevent_event_cb ecb;
+		void *arg;
+
+		s = session_of(KIND_HTTP);
+		CHECK_INT(bufferevent_pair_new(wk.base, 0, pair), 0);
+		s->c->cbev = pair[0];
+		bufferevent_setcb(pair[0], on_read, NULL, on_event, s);
+		s = next_of(s);
+		bufferevent_getcb(pair[0], &rcb, NULL, &ecb, &arg);
+		CHECK(arg == s && rcb == on_read && ecb == on_event);
+		CHECK(s->o == NULL && s->h2o == NULL && s->rq == NULL);
+		bufferevent_setcb(pair[0], on_read, NULL, on_event, &wk);
+		s = next_of(s);
+		bufferevent_getcb(pair[0], NULL, NULL, NULL, &arg);
+		CHECK(arg == (void *)&wk);
+		s->c->cbev = NULL;
+		done(s);
+		bufferevent_free(pair[0]);
+		bufferevent_free(pair[1]);
+	}
+
 	/* Ingress: its rule, nothing else. */
 	s = session_of(KIND_INGRESS);
-	dirty(s->x);
-	CHECK_INT(exchange_next(s), 0);
-	check_fresh(s->x, "ingress");
-	CHECK_STR(s->x->verdict.rule, "ingress");
-	CHECK_STR(s->x->target.host, "");
+	dirty(s);
+	s = next_of(s);
+	check_fresh(s, "ingress");
+	CHECK_STR(s->verdict.rule, "ingress");
+	CHECK_STR(s->target.host, "");
 	done(s);
 
 	/*
@@ -186,10 +258,10 @@ main(void)
 	 */
 	s = session_of(KIND_CONNECT);
 	s->c->tunnel_http = 1;
-	CHECK_INT(session_tun_reserve(s, 2), 0);
+	CHECK_INT(conn_tun_reserve(s, 2), 0);
 	CHECK(s->c->tun != NULL && s->c->tun->cap == 2 && s->c->tun->n_addrs == 0);
 	strcpy(s->c->tun->rule, "p:allow[0]");
-	s->c->tun->pol = pol_a;		/* what session_tunnel_http hands it */
+	s->c->tun->pol = pol_a;		/* what conn_tunnel_http hands it */
 	policy_ref(pol_a);
 	s->c->tun->has_ident = 1;
 	strcpy(s->c->tun->ident.sandbox, "tunnel-sb");
@@ -198,46 +270,46 @@ main(void)
 	CHECK_INT(netaddr_parse("198.18.0.1", 10, &s->c->tun->addrs[0]), 0);
 	CHECK_INT(netaddr_parse("198.18.0.2", 10, &s->c->tun->addrs[1]), 0);
 	s->c->tun->n_addrs = 2;
-	dirty(s->x);
-	CHECK_INT(exchange_next(s), 0);
-	check_fresh(s->x, "tunnel");
-	CHECK_STR(s->x->verdict.rule, "p:allow[0]");
-	CHECK_STR(s->x->target.host, "tunnel.example.com");
-	CHECK_INT(s->x->target.port, 8443);
-	CHECK_INT((int)s->x->n_addrs, 2);
-	CHECK(netaddr_cmp(&s->x->addrs[1], &s->c->tun->addrs[1]) == 0);
-	CHECK_STR(s->x->ident.sandbox, "tunnel-sb");
-	CHECK(s->x->has_ident == 1);
+	dirty(s);
+	s = next_of(s);
+	check_fresh(s, "tunnel");
+	CHECK_STR(s->verdict.rule, "p:allow[0]");
+	CHECK_STR(s->target.host, "tunnel.example.com");
+	CHECK_INT(s->target.port, 8443);
+	CHECK_INT((int)s->n_addrs, 2);
+	CHECK(netaddr_cmp(&s->addrs[1], &s->c->tun->addrs[1]) == 0);
+	CHECK_STR(s->ident.sandbox, "tunnel-sb");
+	CHECK(s->has_ident == 1);
 	/* ... and again: each request starts from the tunnel, not the last one. */
-	dirty(s->x);
+	dirty(s);
 	px.pol = pol_b;			/* a reload: the tunnel keeps its policy */
-	CHECK_INT(exchange_next(s), 0);
-	CHECK_MSG(s->x->pol == pol_a, "tunnel: not the tunnel's policy");
-	CHECK_STR(s->x->ident.sandbox, "tunnel-sb");
+	s = next_of(s);
+	CHECK_MSG(s->pol == pol_a, "tunnel: not the tunnel's policy");
+	CHECK_STR(s->ident.sandbox, "tunnel-sb");
 	px.pol = pol_a;
-	check_fresh(s->x, "tunnel, second");
-	CHECK_STR(s->x->target.host, "tunnel.example.com");
-	CHECK_INT((int)s->x->n_addrs, 2);
+	check_fresh(s, "tunnel, second");
+	CHECK_STR(s->target.host, "tunnel.example.com");
+	CHECK_INT((int)s->n_addrs, 2);
 	done(s);
 
 	/* More addresses than fit inline: their own memory, freed with it. */
 	s = session_of(KIND_CONNECT);
 	s->c->tunnel_http = 1;
-	CHECK_INT(session_tun_reserve(s, 6), 0);
+	CHECK_INT(conn_tun_reserve(s, 6), 0);
 	for (i = 0; i < 6; i++) {
 		snprintf(ip, sizeof(ip), "198.18.1.%zu", i + 1);
 		CHECK_INT(netaddr_parse(ip, strlen(ip), &s->c->tun->addrs[i]), 0);
 	}
 	s->c->tun->n_addrs = 6;
-	CHECK_INT(exchange_next(s), 0);
-	CHECK_INT((int)s->x->n_addrs, 6);
-	CHECK(s->x->addrs != s->x->addr_inline);
-	CHECK(netaddr_cmp(&s->x->addrs[5], &s->c->tun->addrs[5]) == 0);
-	CHECK_INT(exchange_set_addrs(s->x, &s->c->tun->addrs[2], 1), 0);
-	CHECK(s->x->addrs == s->x->addr_inline && s->x->n_addrs == 1);
-	CHECK(netaddr_cmp(&s->x->addrs[0], &s->c->tun->addrs[2]) == 0);
-	CHECK_INT(exchange_set_addrs(s->x, s->c->tun->addrs, 6), 0);
-	CHECK_INT(exchange_next(s), 0);	/* the old one's array goes with it */
+	s = next_of(s);
+	CHECK_INT((int)s->n_addrs, 6);
+	CHECK(s->addrs != s->addr_inline);
+	CHECK(netaddr_cmp(&s->addrs[5], &s->c->tun->addrs[5]) == 0);
+	CHECK_INT(exchange_set_addrs(s, &s->c->tun->addrs[2], 1), 0);
+	CHECK(s->addrs == s->addr_inline && s->n_addrs == 1);
+	CHECK(netaddr_cmp(&s->addrs[0], &s->c->tun->addrs[2]) == 0);
+	CHECK_INT(exchange_set_addrs(s, s->c->tun->addrs, 6), 0);
+	s = next_of(s);	/* the old one's array goes with it */
 	done(s);
 
 	/*
