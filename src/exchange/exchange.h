@@ -534,8 +534,10 @@ void		 conn_fair_release_source(struct exchange *);
 void		 conn_fair_release(struct exchange *);
 
 /*
- * proxy_session.c: a connection's life -- made, answered, finished,
- * closed -- and its rows.
+ * proxy_life.c: the life of exchanges on a connection -- the connection
+ * and its first exchange made, the next one at each request, answered,
+ * finished, closed -- and their rows. conn_make: the connection accepted
+ * on fd and its first exchange (its current own), or NULL.
  */
 struct exchange	*conn_make(struct worker *, enum listener_kind,
 		    evutil_socket_t, const struct sockaddr *, int socklen);
@@ -603,7 +605,7 @@ struct exchange	*exchange_new(void);
 /* What it holds (credential plan and snapshot, scrubber, path), and it. */
 void		 exchange_free(struct exchange *);
 /*
- * proxy_session.c: the connection's next exchange, after s (its current
+ * proxy_life.c: the connection's next exchange, after s (its current
  * own one): s ends -- its row written if it reached an origin and has
  * none, its origin connection left in the connection's pool or closed --
  * and is freed from the loop; the new one starts from what the
@@ -909,7 +911,7 @@ struct front_ops {
 };
 
 /*
- * What an exchange's close (proxy_session.c) lets go of that the parts
+ * What an exchange's close (proxy_life.c) lets go of that the parts
  * above it hung on the exchange, handed down by proxy_new() as p->parts
  * (proxy_parts.c): the exchange's life calls nothing above it by name.
  */

@@ -3,7 +3,7 @@
  * own (struct exchange in exchange.h), made and freed whole; its
  * address stage and its row. A connection has one current own exchange; a
  * new request gets a new one and the old one goes whole
- * (proxy_session.c), so no field of a request is reset by hand for the
+ * (proxy_life.c), so no field of a request is reset by hand for the
  * next, and none survives it.
  */
 #include <stddef.h>
