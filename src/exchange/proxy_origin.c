@@ -120,18 +120,12 @@ kept_remove(struct origin *o)
 	o->kept_by = NULL;
 }
 
-static void
-kept_free(struct origin *o)
-{
-	origin_close(o);	/* out of the pool first */
-}
-
 /* Bytes nobody asked for, its close or its timeout: it cannot be reused. */
 static void
 kept_read_cb(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
-	kept_free(arg);
+	origin_close(arg);
 }
 
 static void
@@ -139,7 +133,7 @@ kept_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	(void)what;
-	kept_free(arg);
+	origin_close(arg);
 }
 
 static void
@@ -150,7 +144,7 @@ kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	kept_free(o);
+	origin_close(o);
 	proxy_worker_trim(w);
 }
 
@@ -190,7 +184,7 @@ upstream_keep_in(struct exchange *s)
 	if (evtimer_add(o->timer, &tv) == -1)
 		return -1;
 	while (c->n_pool >= pool_cap(s) && !TAILQ_EMPTY(&c->pool))
-		kept_free(TAILQ_FIRST(&c->pool));
+		origin_close(TAILQ_FIRST(&c->pool));
 	s->o = NULL;
 	/* No exchange answers for it now (origin_new_session_cb). */
 	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
@@ -264,5 +258,5 @@ void
 origin_pool_clear(struct conn *c)
 {
 	while (!TAILQ_EMPTY(&c->pool))
-		kept_free(TAILQ_FIRST(&c->pool));
+		origin_close(TAILQ_FIRST(&c->pool));
 }
