@@ -208,8 +208,11 @@ take(struct exchange *s, struct origin *o)
 	s->o = o;
 	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
 		SSL_set_app_data(ssl, s);
-	/* Quiet until the exchange's forwarding sets its own callbacks. */
-	bufferevent_disable(o->bev, EV_READ | EV_WRITE);
+	/*
+	 * No callbacks of the pool's (they would close it under the
+	 * exchange): the exchange's forwarding sets its own, in this same
+	 * pass; reading stays on, so that taking it costs no system call.
+	 */
 	bufferevent_setcb(o->bev, NULL, NULL, NULL, NULL);
 }
 
