@@ -55,7 +55,7 @@ exchange_open(struct worker *w, struct conn *c, int stream)
 	return x;
 }
 
-/* Made but never run (conn_make failing): gone at once. */
+/* Made but never run (conn_make, exchange_next failing): gone at once. */
 static void
 exchange_discard(struct exchange *x)
 {
