@@ -121,6 +121,17 @@ exchange_retire(struct exchange *s)
 {
 	s->closing = 1;
 	TAILQ_REMOVE(&s->w->exchanges, s, entry);
+	/*
+	 * Nothing outlives it by accident: a lookup, what the parts above
+	 * hung on it, an origin connection (exchange_next left its own in the
+	 * pool already; none of these is there on the paths that get here).
+	 */
+	if (s->rq != NULL) {
+		resolver_cancel(s->rq);
+		s->rq = NULL;
+	}
+	s->p->parts->release(s);
+	upstream_drop(s);
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;

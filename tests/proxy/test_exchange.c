@@ -188,6 +188,7 @@ main(void)
 	px.n_workers = 1;
 	cfg.idle_timeout_ms = 60000;
 	px.cfg = &cfg;
+	px.parts = &proxy_exchange_parts;
 	wk.proxy = &px;
 	CHECK((wk.base = event_base_new()) != NULL);
 	TAILQ_INIT(&wk.exchanges);
