@@ -115,29 +115,39 @@ conn_make(struct worker *w, enum listener_kind lk, evutil_socket_t fd,
 	return s;
 }
 
-/* Callers up the stack may still look at s: it is freed from the loop. */
-void
-exchange_retire(struct exchange *s)
+/*
+ * The start of every exchange's end (exchange_close, exchange_retire):
+ * inert from now on, off its worker's list, its lookup and timers gone.
+ */
+static void
+exchange_stop(struct exchange *s)
 {
 	s->closing = 1;
 	TAILQ_REMOVE(&s->w->exchanges, s, entry);
-	/*
-	 * Nothing outlives it by accident: a lookup, what the parts above
-	 * hung on it, an origin connection (exchange_next left its own in the
-	 * pool already; none of these is there on the paths that get here).
-	 */
 	if (s->rq != NULL) {
 		resolver_cancel(s->rq);
 		s->rq = NULL;
 	}
-	s->p->parts->release(s);
-	upstream_drop(s);
 	if (s->dns_timer != NULL)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;
 	if (s->idle_ev != NULL)
 		event_free(s->idle_ev);
 	s->idle_ev = NULL;
+}
+
+/* Callers up the stack may still look at s: it is freed from the loop. */
+void
+exchange_retire(struct exchange *s)
+{
+	exchange_stop(s);
+	/*
+	 * Nothing outlives it by accident: what the parts above hung on it,
+	 * an origin connection (exchange_next left its own in the pool
+	 * already; none of these is there on the paths that get here).
+	 */
+	s->p->parts->release(s);
+	upstream_drop(s);
 	event_active(s->free_ev, EV_TIMEOUT, 0);
 }
 
@@ -295,26 +305,16 @@ exchange_close(struct exchange *s, enum sg_close reason)
 {
 	if (s->closing)
 		return;
-	s->closing = 1;
+	exchange_stop(s);
 	if (s->c->x == s)
 		conn_log_marks(s->c);
 	if (s->close_reason == CLOSE_NONE)
 		s->close_reason = reason;
 	log_debug("session %llu: closed: %s", (unsigned long long)s->id,
 	    close_word(s->close_reason));
-	TAILQ_REMOVE(&s->w->exchanges, s, entry);
-	if (s->rq != NULL) {
-		resolver_cancel(s->rq);
-		s->rq = NULL;
-	}
 	exchange_end(s, reason);
 	if (s->c->x == s)
 		conn_close_timers(s->c);
-	if (s->dns_timer != NULL)
-		event_free(s->dns_timer);
-	s->dns_timer = NULL;
-	if (s->idle_ev != NULL)
-		event_free(s->idle_ev);
 	s->p->fe->closed(s);	/* a stream's place, a connection's streams */
 	/*
 	 * What the parts above hang on it: an HTTP/2 origin session, an h2
@@ -328,7 +328,6 @@ exchange_close(struct exchange *s, enum sg_close reason)
 		s->c->cbev = NULL;
 	}
 	upstream_drop(s);
-	s->idle_ev = NULL;
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	conn_fair_release(s);
 	/* Callers up the stack may still look at *s: free it from the loop. */
