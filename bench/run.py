@@ -739,6 +739,13 @@ def request(flow):
                     res["held"] = int(line.split("=")[1])
                 elif "first error" in line:
                     res["first_error"] = line
+            # N more beside them, on the heap the first N left: what a
+            # tunnel adds once the heap holds what earlier connections
+            # freed (the first figure includes the heap's growth).
+            if self.a.idle_next and res.get("held"):
+                res["held_next"], r2 = self.idle_batch(scn, target, tag + ".next", n)
+                if res["held_next"] and r1 and r2:
+                    res["rss_kib_next"] = (r2 - r1) / res["held_next"]
         finally:
             proc.stop()
         held = res.get("held", 0)
@@ -746,6 +753,26 @@ def request(flow):
         res["rss_before"], res["rss_after"] = r0, r1
         self.expected[tag] = (int(res.get("ok", 0)), int(res.get("errors", 0)))
         return res
+
+    def idle_batch(self, scn, target, tag, n):
+        """Open N more idle tunnels; (how many were held, RSS after)."""
+        argv = self.client_argv(scn, target, "/r/s/" + tag, "idle", 4, 600, n)
+        out = self.path("idle-%s.out" % tag)
+        proc = Proc("client", argv, out)
+        held = 0
+        try:
+            end = time.time() + 600
+            while time.time() < end and proc.alive():
+                with open(out) as f:
+                    text = f.read()
+                if "ready held=" in text:
+                    held = int(text.split("ready held=")[1].split()[0])
+                    break
+                time.sleep(0.2)
+            time.sleep(self.a.idle_settle)
+            return held, rss_kib(self.pid_of(target))
+        finally:
+            proc.stop()
 
     def record(self, scn, target, res):
         self.results.setdefault((scn.key, target), []).append(res)
@@ -758,6 +785,9 @@ def request(flow):
             msg = "no result"
         if res.get("cpu_s") is not None:
             msg += ", proxy CPU %.2f s" % res["cpu_s"]
+        if res.get("rss_kib_next") is not None:
+            msg += "; %d more beside them: %.1f KiB each" % (res["held_next"],
+                                                             res["rss_kib_next"])
         if res.get("errors"):
             msg += ", %d errors (%s)" % (res["errors"], res.get("first_error", ""))
         log("%-4s %-16s %s" % (scn.label, target, msg))
@@ -1110,6 +1140,13 @@ def report(b, micro, started):
                 s.label, LABEL[t], fmt(rate), fmt(p50), fmt(p99), fmt(mbps, 1), cpu_s,
                 "%s KiB" % fmt(rss, 1) if rss is not None else "–", c))
     w("")
+    for s in SCENARIOS:
+        for t in (s.targets if s.kind == "idle" and s.key in a.only else []):
+            nxt = med(r.get("rss_kib_next") for r in b.results.get((s.key, t), []))
+            if nxt is not None:
+                w("(%s) %s: as many tunnels again, opened beside the first on the heap "
+                  "they left: %s KiB each." % (s.label, LABEL[t], fmt(nxt, 1)))
+    w("")
     w("| scenario | target | sandgate | baseline | ratio | per round | holds | CPU: baseline / sandgate |")
     w("| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: |")
     for s in SCENARIOS:
@@ -1216,6 +1253,9 @@ def main():
     ap.add_argument("--tunnels", type=int, help="idle tunnels per proxy (full: 2000)")
     ap.add_argument("--idle-settle", type=float, default=1.0, metavar="S",
                     help="seconds between the last idle tunnel and the RSS reading (1)")
+    ap.add_argument("--idle-next", type=int, default=1, choices=(0, 1),
+                    help="after the idle tunnels' reading, open as many again beside "
+                    "them and read what each adds (1; 0: skip)")
     ap.add_argument("--bulk-mib", type=int, help="bulk body size (full: 256)")
     ap.add_argument("--only", help="comma-separated scenarios: " +
                     ",".join(s.label for s in SCENARIOS) + ",policy,audit")
