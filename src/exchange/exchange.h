@@ -105,6 +105,7 @@ struct keeper_client;
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
+	struct stats		*stats;		/* what /metrics counts of exchanges */
 	struct audit_ship	*ship;
 	struct keeper_client	*kc;		/* the keys: signs leaves and checkpoints, hands out secrets */
 	atomic_int		 keeper_pid;	/* for the admin API and metrics; 0: none */
@@ -335,6 +336,7 @@ TAILQ_HEAD(origin_pool, origin);
  * decided for the requests inside it is the connection's (c->tun).
  */
 #define EXCHANGE_INLINE_ADDRS	4	/* more than this many: allocated */
+#define EXCHANGE_EVENTS		2	/* free_ev, idle_ev: after the struct */
 
 struct exchange {
 	uint64_t		 id;		/* its connection's; a stream's own */
@@ -362,6 +364,15 @@ struct exchange {
 	 * connection's relayed bytes -- never the connection's.
 	 */
 	struct timespec		 started;
+	/* Since started, in µs, 0: not (yet) -- for /metrics (exchange_stamp). */
+	struct exchange_times {
+		int64_t		 decided;	/* its verdict */
+		int64_t		 connect;	/* its first origin connect began */
+		int64_t		 tcp;		/* ... the TCP connect was done */
+		int64_t		 tls;		/* ... the origin's handshake was */
+		int64_t		 sent;		/* its request went to the origin */
+		int64_t		 head;		/* the response head came back */
+	}			 t;
 	uint64_t		 up;
 	uint64_t		 down;
 	struct forward		 fwd;
@@ -602,6 +613,7 @@ void		 forward_prepare(struct exchange *, const struct http_request *);
 void		 forward_client_read(struct exchange *);
 /* proxy_exchange.c */
 struct exchange	*exchange_new(void);
+struct event	*exchange_event_room(struct exchange *, int);
 /* What it holds (credential plan and snapshot, scrubber, path), and it. */
 void		 exchange_free(struct exchange *);
 /*
@@ -645,8 +657,18 @@ struct decide_env;
 enum sg_reason	 exchange_check_addrs(struct exchange *,
 		    const struct decide_env *, const struct netaddr *, size_t);
 struct audit_event;
+struct stats;
+/* Its row to a (NULL: the log line only), counted in st (NULL: not). */
 int		 exchange_audit(struct exchange *, struct audit *,
-		    struct audit_event *, enum sg_verdict, enum sg_reason);
+		    struct stats *, struct audit_event *, enum sg_verdict,
+		    enum sg_reason);
+/*
+ * *at = now (or when, if not NULL), as µs since the exchange started,
+ * unless set already: the first of each moment counts (core/stats.h).
+ */
+void		 exchange_stamp(struct exchange *, int64_t *at,
+		    const struct timespec *when);
+#define exchange_decided(x)	exchange_stamp((x), &(x)->t.decided, NULL)
 /*
  * The addresses this exchange may connect to, a[0..n) copied (at most
  * PROXY_MAX_ADDRS): 0, or -1 out of memory (never for n <=
@@ -803,6 +825,8 @@ void		 proxy_tls_bev_free(struct bufferevent *);
 /* bufferevent_socket_connect, also for proxy_tls_origin_bev's filter. */
 int		 proxy_tls_connect(struct bufferevent *, const struct sockaddr *,
 		    int);
+/* When a TLS origin's socket took its first bytes (its TCP connect done): 0, or -1. */
+int		 proxy_tls_tcp_connected(struct bufferevent *, struct timespec *);
 
 /*
  * The client socket an exchange answers on: its connection's, or NULL for

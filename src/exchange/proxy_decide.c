@@ -114,6 +114,7 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	} else
 		q.target = &s->target;
 	(void)decide(&env, &q, &d);
+	exchange_decided(s);
 	s->target = d.target;
 	s->verdict = d.v;
 	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);

@@ -17,19 +17,34 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/stats.h"
 #include "exchange/exchange.h"
 #include "vault/vault.h"
 
+/*
+ * Room for the two events exchange_open() assigns (free_ev, idle_ev) after
+ * the struct, in the same allocation: a request costs one malloc less per
+ * event. libevent gives struct event's size at run time.
+ */
 struct exchange *
 exchange_new(void)
 {
 	struct exchange *x;
 
-	if ((x = calloc(1, sizeof(*x))) == NULL)
+	if ((x = calloc(1, sizeof(*x) + EXCHANGE_EVENTS *
+	    event_get_struct_event_size())) == NULL)
 		return NULL;
 	x->addrs = x->addr_inline;
 	clock_gettime(CLOCK_MONOTONIC, &x->started);
 	return x;
+}
+
+/* The i-th event's room after the struct (exchange_new). */
+struct event *
+exchange_event_room(struct exchange *x, int i)
+{
+	return (struct event *)(void *)((char *)(x + 1) +
+	    (size_t)i * event_get_struct_event_size());
 }
 
 int
@@ -106,11 +121,46 @@ exchange_log_line(const struct audit_event *ev)
 	    (long long)ev->duration_ms);
 }
 
-int
-exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
-    enum sg_verdict decision, enum sg_reason reason)
+static int64_t
+between_us(const struct timespec *t0, const struct timespec *t1)
+{
+	return (int64_t)(t1->tv_sec - t0->tv_sec) * 1000000 +
+	    (t1->tv_nsec - t0->tv_nsec) / 1000;
+}
+
+static int64_t
+since_us(const struct timespec *t0)
 {
 	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return between_us(t0, &now);
+}
+
+void
+exchange_stamp(struct exchange *x, int64_t *at, const struct timespec *when)
+{
+	int64_t us;
+
+	if (*at != 0)
+		return;
+	us = when != NULL ? between_us(&x->started, when) : since_us(&x->started);
+	*at = us < 1 ? 1 : us;
+}
+
+/* b - a when both happened in that order, else -1 (not observed). */
+static int64_t
+span(int64_t a, int64_t b)
+{
+	return a != 0 && b != 0 && b >= a ? b - a : -1;
+}
+
+int
+exchange_audit(struct exchange *x, struct audit *a, struct stats *st,
+    struct audit_event *ev, enum sg_verdict decision, enum sg_reason reason)
+{
+	struct stats_exchange se;
+	int64_t us;
 
 	x->logged = 1;
 	exchange_verdict(x, &decision, &reason);
@@ -120,10 +170,24 @@ exchange_audit(struct exchange *x, struct audit *a, struct audit_event *ev,
 	ev->reason = reason_word(reason);
 	ev->rule = x->verdict.rule[0] != '\0' ? x->verdict.rule : NULL;
 	ev->credential = x->fwd.plan.cred[0] != '\0' ? x->fwd.plan.cred : NULL;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ev->duration_ms = (int64_t)(now.tv_sec - x->started.tv_sec) * 1000 +
-	    (now.tv_nsec - x->started.tv_nsec) / 1000000;
+	us = since_us(&x->started);
+	ev->duration_ms = us / 1000;
 	exchange_log_line(ev);
+	if (st != NULL) {
+		se.kind = ev->kind;
+		se.decision = decision;
+		se.reason = reason;
+		se.sandbox = ev->sandbox;
+		se.credential = ev->credential;
+		se.bytes_up = ev->bytes_up;
+		se.bytes_down = ev->bytes_down;
+		se.decision_us = x->t.decided != 0 ? x->t.decided : -1;
+		se.exchange_us = us;
+		se.connect_us = span(x->t.connect, x->t.tcp);
+		se.tls_us = span(x->t.tcp, x->t.tls);
+		se.first_byte_us = span(x->t.sent, x->t.head);
+		stats_count(st, &se);
+	}
 	if (a == NULL)
 		return 0;
 	return audit_submit(a, ev);

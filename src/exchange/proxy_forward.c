@@ -159,6 +159,7 @@ forward_start(struct exchange *s)
 	bufferevent_setcb(EXCHANGE_OBEV(s), origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
 	evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s)), f->head);
+	exchange_stamp(s, &s->t.sent, NULL);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
 	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
 	/*
@@ -845,6 +846,7 @@ origin_head(struct exchange *s)
 		}
 		evbuffer_drain(in, (size_t)n);
 		f->resp_head_done = 1;
+		exchange_stamp(s, &s->t.head, NULL);
 		if (s->c->intercepted)
 			exchange_mark(s, MARK_RESPONSE_HEAD);
 		f->resp_framing = r.framing;

@@ -342,6 +342,7 @@ response_head(struct h2o *o, int end)
 	}
 	o->head_done = 1;
 	s->fwd.resp_head_done = 1;
+	exchange_stamp(s, &s->t.head, NULL);
 	/* Answered: the swapped values (kept for a retry) need not stay. */
 	if (o->fields != NULL) {
 		evbuffer_free(o->fields);
@@ -1003,6 +1004,7 @@ h2o_start(struct h2o *o, struct h2up *up)
 		h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "cannot open a stream");
 		return;
 	}
+	exchange_stamp(s, &s->t.sent, NULL);
 	o->hd->sid = o->sid;
 	h2o_client_read(s);
 	h2up_flush(up);

@@ -38,13 +38,11 @@ exchange_open(struct worker *w, struct conn *c, int stream)
 	x->p = w->proxy;
 	x->c = c;
 	x->is_stream = stream;
-	x->free_ev = event_new(w->base, -1, 0, exchange_free_cb, x);
-	x->idle_ev = evtimer_new(w->base, exchange_idle_cb, x);
-	if (x->free_ev == NULL || x->idle_ev == NULL) {
-		if (x->free_ev != NULL)
-			event_free(x->free_ev);
-		if (x->idle_ev != NULL)
-			event_free(x->idle_ev);
+	/* In the exchange's own memory (exchange_new): nothing to free. */
+	x->free_ev = exchange_event_room(x, 0);
+	x->idle_ev = exchange_event_room(x, 1);
+	if (event_assign(x->free_ev, w->base, -1, 0, exchange_free_cb, x) == -1 ||
+	    evtimer_assign(x->idle_ev, w->base, exchange_idle_cb, x) == -1) {
 		exchange_free(x);
 		return NULL;
 	}
@@ -62,8 +60,7 @@ exchange_discard(struct exchange *x)
 	struct conn *c = x->c;
 
 	TAILQ_REMOVE(&x->w->exchanges, x, entry);
-	event_free(x->free_ev);
-	event_free(x->idle_ev);
+	event_del(x->idle_ev);
 	exchange_free(x);
 	if (c->x == x)
 		c->x = NULL;
@@ -132,7 +129,7 @@ exchange_stop(struct exchange *s)
 		event_free(s->dns_timer);
 	s->dns_timer = NULL;
 	if (s->idle_ev != NULL)
-		event_free(s->idle_ev);
+		event_del(s->idle_ev);	/* its room goes with the exchange */
 	s->idle_ev = NULL;
 }
 
@@ -227,8 +224,7 @@ exchange_free_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	event_free(s->free_ev);
-	exchange_free(s);	/* its row is written: it goes whole */
+	exchange_free(s);	/* its row is written: it goes whole, events too */
 	if (c->x == s)
 		c->x = NULL;
 	conn_unref(c);
@@ -635,7 +631,8 @@ exchange_row(struct exchange *s, enum sg_verdict decision, int status,
 	ev.status = status > 0 ? status : -1;
 	ev.bytes_up = (int64_t)s->up;
 	ev.bytes_down = (int64_t)s->down;
-	(void)exchange_audit(s, s->p->audit, &ev, decision, reason);
+	(void)exchange_audit(s, s->p->audit, s->p->stats, &ev, decision,
+	    reason);
 }
 
 void

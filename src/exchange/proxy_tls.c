@@ -173,6 +173,7 @@ struct csock {
 	struct event		*later_ev;	/* deferred free, or tidying */
 	int			 read_paused;
 	int			 dead;		/* connection gone; freed next loop turn */
+	struct timespec		 wrote;		/* the first write: connected (0: not yet) */
 };
 
 static void
@@ -194,8 +195,11 @@ csock_flush(struct csock *cs)
 	if (cs->fd == -1)
 		return;			/* not connected yet: it waits */
 	while (evbuffer_get_length(in) > 0) {
-		if ((n = evbuffer_write(in, cs->fd)) > 0)
+		if ((n = evbuffer_write(in, cs->fd)) > 0) {
+			if (cs->wrote.tv_sec == 0)
+				clock_gettime(CLOCK_MONOTONIC, &cs->wrote);
 			continue;
+		}
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -650,6 +654,17 @@ proxy_tls_connect(struct bufferevent *bev, const struct sockaddr *sa,
 	bufferevent_trigger(cs->near, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 	if (!cs->dead)
 		csock_flush(cs);
+	return 0;
+}
+
+int
+proxy_tls_tcp_connected(struct bufferevent *bev, struct timespec *at)
+{
+	struct csock *cs = csock_under(bev);
+
+	if (cs == NULL || cs->wrote.tv_sec == 0)
+		return -1;
+	*at = cs->wrote;
 	return 0;
 }
 

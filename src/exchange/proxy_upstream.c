@@ -128,8 +128,16 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct exchange *s = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
-		if (s->c->intercepted && s->c->kind != KIND_INGRESS)
+		struct timespec tcp;
+
+		if (s->c->intercepted && s->c->kind != KIND_INGRESS) {
+			/* TCP when its socket took the ClientHello; TLS now */
+			if (proxy_tls_tcp_connected(bev, &tcp) == 0)
+				exchange_stamp(s, &s->t.tcp, &tcp);
+			exchange_stamp(s, &s->t.tls, NULL);
 			proxy_tls_origin_connected(s, bev);
+		} else
+			exchange_stamp(s, &s->t.tcp, NULL);
 		origin_bind_set(s, &s->addrs[s->addr_next - 1]);
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_HWM);
@@ -190,6 +198,7 @@ try_next_addr(struct exchange *s)
 		bufferevent_set_timeouts(EXCHANGE_OBEV(s), s->c->intercepted ? &tv : NULL, &tv);
 		if (s->c->intercepted)
 			exchange_mark(s, MARK_ORIGIN_CONNECT);
+		exchange_stamp(s, &s->t.connect, NULL);	/* the first try's */
 		if (proxy_tls_connect(EXCHANGE_OBEV(s),
 		    (struct sockaddr *)&ss, (int)sslen) == 0)
 			return;

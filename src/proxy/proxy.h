@@ -114,12 +114,14 @@ struct audit;
 struct geoip;
 struct fairshare;
 struct addrmem;
+struct stats;
 
 struct dns_server_env {
 	struct event_base	*base;
 	struct resolver		*resolver;	/* the worker's own */
 	struct addrmem		*mem;
 	struct audit		*audit;
+	struct stats		*stats;		/* what /metrics counts; NULL: nothing */
 	/* The current policy, with a reference the caller drops (policy_unref). */
 	struct policy		*(*policy_get)(void *arg);
 	void			*policy_arg;

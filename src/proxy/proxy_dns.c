@@ -149,8 +149,8 @@ dns_audit(struct dns_pending *p, const struct dns_outcome *o,
 	ev.status = o->rcode;
 	ev.bytes_up = -1;
 	ev.bytes_down = -1;
-	if (exchange_audit(p->x, p->srv->env.audit, &ev, o->decision,
-	    o->reason) == -1)
+	if (exchange_audit(p->x, p->srv->env.audit, p->srv->env.stats, &ev,
+	    o->decision, o->reason) == -1)
 		log_debug("dns: row for %s not queued (audit closing, or "
 		    "audit.db unwritable with the queue full)", p->client);
 }
@@ -538,6 +538,7 @@ dns_decide(struct dns_pending *p)
 	q.qtype = m->qtype;
 	q.qclass = m->qclass;
 	(void)decide(&env, &q, &d);
+	exchange_decided(p->x);
 	p->x->verdict = d.v;
 	if (d.target_ok)
 		p->x->target = d.target;

@@ -411,6 +411,7 @@ ingress_request(struct exchange *s, const struct http_request *req, int n)
 	q.token_malformed = tok.p != NULL &&
 	    !ingress_token_syntax_ok(tok.p, tok.len);
 	r = decide(&env, &q, &d);
+	exchange_decided(s);
 	s->verdict = d.v;
 	if ((s->has_ident = d.has_ident))
 		s->ident = d.ident;

@@ -22,6 +22,7 @@
 #include "audit/audit_store.h"
 #include "core/fairshare.h"
 #include "core/geoip.h"
+#include "core/stats.h"
 #include "dns/dns.h"
 #include "vault/ca.h"
 #include "vault/keeper.h"
@@ -174,6 +175,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.resolver = w->resolver;
 		env.mem = p->addrmem;
 		env.audit = p->audit;
+		env.stats = p->stats;
 		env.policy_get = dns_policy_get;
 		env.policy_arg = p;
 		env.name_check = dns_name_check;
@@ -323,7 +325,8 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 			p->listen_fds[k][i] = -1;
 	for (i = 0; i < 64; i++)
 		p->dns_fds[0][i] = p->dns_fds[1][i] = -1;
-	if ((p->addrmem = addrmem_new(100000)) == NULL)
+	if ((p->addrmem = addrmem_new(100000)) == NULL ||
+	    (p->stats = stats_new()) == NULL)
 		goto fail;
 	{
 		/*
@@ -534,6 +537,7 @@ proxy_free(struct proxy *p)
 	}
 	if (p->addrmem != NULL)
 		addrmem_free(p->addrmem);
+	stats_free(p->stats);	/* after the workers: their last rows count */
 	fairshare_free(p->fair);
 	for (k = 0; k < LISTENER_MAX; k++)
 		for (i = 0; i < 64; i++)

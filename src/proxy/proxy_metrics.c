@@ -17,7 +17,9 @@
 #include "audit/audit_store.h"
 #include "core/fairshare.h"
 #include "core/log.h"
+#include "core/reason.h"
 #include "core/refusal.h"
+#include "core/stats.h"
 #include "vault/ca.h"
 #include "proxy/front.h"
 #include "vault/keeper.h"
@@ -63,6 +65,177 @@ sample(struct evbuffer *out, const char *name, const char *label,
 		evbuffer_add(out, "\"}", 2);
 	}
 	evbuffer_add_printf(out, " %llu\n", n);
+}
+
+/* name{k1="v1",k2="v2",...} n: labels is NULL-terminated pairs. */
+static void
+sample_labels(struct evbuffer *out, const char *name,
+    const char *const *labels, const char *n)
+{
+	int i;
+
+	evbuffer_add_printf(out, "sandgate_%s{", name);
+	for (i = 0; labels[i] != NULL; i += 2) {
+		evbuffer_add_printf(out, "%s%s=\"", i > 0 ? "," : "",
+		    labels[i]);
+		label_value(out, labels[i + 1]);
+		evbuffer_add(out, "\"", 1);
+	}
+	evbuffer_add_printf(out, "} %s\n", n);
+}
+
+static void
+sample_ull(struct evbuffer *out, const char *name,
+    const char *const *labels, unsigned long long n)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%llu", n);
+	sample_labels(out, name, labels, num);
+}
+
+static const char *
+verdict_label(enum sg_verdict v)
+{
+	return v == VERDICT_NONE ? "none" : verdict_word(v);
+}
+
+static void
+decision_cb(enum stats_listener lk, enum sg_verdict v, enum sg_reason r,
+    unsigned long long n, void *arg)
+{
+	const char *l[] = { "listener", stats_listener_word(lk), "decision",
+	    verdict_label(v), "reason", r == REASON_NONE ? "none" :
+	    reason_word(r), NULL };
+
+	sample_ull(arg, "requests_total", l, n);
+}
+
+static void
+sandbox_cb(const char *sb, enum sg_verdict v, unsigned long long n, void *arg)
+{
+	const char *l[] = { "sandbox", sb, "decision", verdict_label(v), NULL };
+
+	sample_ull(arg, "sandbox_requests_total", l, n);
+}
+
+static void
+sandbox_bytes_cb(const char *sb, unsigned long long up,
+    unsigned long long down, void *arg)
+{
+	const char *u[] = { "sandbox", sb, "direction", "up", NULL };
+	const char *d[] = { "sandbox", sb, "direction", "down", NULL };
+
+	sample_ull(arg, "sandbox_bytes_total", u, up);
+	sample_ull(arg, "sandbox_bytes_total", d, down);
+}
+
+static void
+credential_cb(const char *cred, enum stats_cred_outcome o,
+    unsigned long long n, void *arg)
+{
+	const char *l[] = { "credential", cred, "outcome",
+	    stats_cred_outcome_word(o), NULL };
+
+	sample_ull(arg, "credential_requests_total", l, n);
+}
+
+static void
+histogram(struct evbuffer *out, struct stats *st, enum stats_hist which,
+    const char *name)
+{
+	const double *b = stats_bounds();
+	unsigned long long cum[STATS_BUCKETS], count;
+	char le[32], fname[64], sum[40];
+	double s;
+	int lk, i;
+
+	for (lk = 0; lk < STATS_LK_N; lk++) {
+		const char *lw = stats_listener_word(lk);
+
+		if (!stats_hist(st, which, lk, cum, &count, &s))
+			continue;
+		snprintf(fname, sizeof(fname), "%s_bucket", name);
+		for (i = 0; i < STATS_BUCKETS; i++) {
+			const char *l[] = { "listener", lw, "le", le, NULL };
+
+			snprintf(le, sizeof(le), "%g", b[i]);
+			sample_ull(out, fname, l, cum[i]);
+		}
+		{
+			const char *l[] = { "listener", lw, "le", "+Inf", NULL };
+			const char *m[] = { "listener", lw, NULL };
+
+			sample_ull(out, fname, l, count);
+			snprintf(fname, sizeof(fname), "%s_sum", name);
+			snprintf(sum, sizeof(sum), "%.6f", s);
+			sample_labels(out, fname, m, sum);
+			snprintf(fname, sizeof(fname), "%s_count", name);
+			sample_ull(out, fname, m, count);
+		}
+	}
+}
+
+/* What exchanges decided and moved (core/stats.h). */
+static void
+metrics_traffic(struct proxy *p, struct evbuffer *out)
+{
+	unsigned long long up, down;
+	int lk;
+
+	if (p->stats == NULL)
+		return;
+	family(out, "requests_total", "counter", "Exchanges ended -- HTTP "
+	    "requests, tunnels, SOCKS5 connects, DNS queries, HTTP/2 streams "
+	    "-- by listener, decision (allow, deny, error, report) and "
+	    "reason (none when allowed); one per audit row.");
+	stats_foreach_decision(p->stats, decision_cb, out);
+	family(out, "sandbox_requests_total", "counter", "The same by "
+	    "sandbox and decision; the first 100 sandboxes by name, the "
+	    "rest as sandbox=\"other\".");
+	stats_foreach_sandbox(p->stats, sandbox_cb, out);
+	family(out, "bytes_total", "counter", "Bytes relayed by exchanges "
+	    "that ended, by listener and direction (up: toward the origin).");
+	for (lk = 0; lk < STATS_LK_N; lk++) {
+		const char *u[] = { "listener", stats_listener_word(lk),
+		    "direction", "up", NULL };
+		const char *d[] = { "listener", stats_listener_word(lk),
+		    "direction", "down", NULL };
+
+		stats_bytes(p->stats, lk, &up, &down);
+		if (up == 0 && down == 0)
+			continue;
+		sample_ull(out, "bytes_total", u, up);
+		sample_ull(out, "bytes_total", d, down);
+	}
+	family(out, "sandbox_bytes_total", "counter", "The same by sandbox "
+	    "(capped as sandbox_requests_total).");
+	stats_foreach_sandbox_bytes(p->stats, sandbox_bytes_cb, out);
+	family(out, "credential_requests_total", "counter", "Exchanges whose "
+	    "row names a credential, by credential and outcome: swapped (the "
+	    "secret went in), misuse (its placeholder toward a host it is not "
+	    "bound to), foreign (a key of the sandbox's own toward its host), "
+	    "unavailable, refused; the first 100 names, the rest as "
+	    "credential=\"other\".");
+	stats_foreach_credential(p->stats, credential_cb, out);
+	family(out, "decision_seconds", "histogram", "From an exchange's "
+	    "start (its request head, CONNECT, SOCKS5 request or DNS query "
+	    "read) to its verdict, by listener.");
+	histogram(out, p->stats, STATS_H_DECISION, "decision_seconds");
+	family(out, "exchange_seconds", "histogram", "From an exchange's "
+	    "start to its end (its audit row), by listener.");
+	histogram(out, p->stats, STATS_H_EXCHANGE, "exchange_seconds");
+	family(out, "upstream_connect_seconds", "histogram", "An exchange's "
+	    "TCP connect to its origin, from the first try to connected (a "
+	    "kept connection taken from the pool: not counted).");
+	histogram(out, p->stats, STATS_H_CONNECT, "upstream_connect_seconds");
+	family(out, "origin_tls_seconds", "histogram", "The TLS handshake "
+	    "with an intercepted exchange's origin, after its TCP connect.");
+	histogram(out, p->stats, STATS_H_TLS, "origin_tls_seconds");
+	family(out, "first_byte_seconds", "histogram", "From an exchange's "
+	    "request sent to the origin to its response head read (HTTP "
+	    "requests, intercepted or not).");
+	histogram(out, p->stats, STATS_H_FIRST_BYTE, "first_byte_seconds");
 }
 
 static void
@@ -201,6 +374,7 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "be written.");
 	sample(out, "audit_rows_dropped_total", NULL, NULL, as.rows_dropped);
 	metrics_ship(p, out);
+	metrics_traffic(p, out);
 	family(out, "sandboxes", "gauge", "Sandboxes known: static (policy "
 	    "files) and registered (admin API).");
 	sample(out, "sandboxes", "kind", "static", n_static);

@@ -22,6 +22,7 @@ import sgtest as T  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
 MAX_CONNS = 4
+PLACEHOLDER = "sgtest-metrics-placeholder-0001"
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL_VALUE = r'"(?:[^"\\\n]|\\[\\"n])*"'
@@ -63,7 +64,19 @@ EXPECTED = {
     "sandgate_tls_leaf_cache_entries": ("gauge", [()]),
     "sandgate_policy_reloads_total": ("counter", [(("result", "ok"),),
                                                   (("result", "error"),)]),
+    # by what traffic came: label sets checked by the tests below
+    "sandgate_requests_total": ("counter", None),
+    "sandgate_sandbox_requests_total": ("counter", None),
+    "sandgate_bytes_total": ("counter", None),
+    "sandgate_sandbox_bytes_total": ("counter", None),
+    "sandgate_credential_requests_total": ("counter", None),
+    "sandgate_decision_seconds": ("histogram", None),
+    "sandgate_upstream_connect_seconds": ("histogram", None),
+    "sandgate_origin_tls_seconds": ("histogram", None),
+    "sandgate_first_byte_seconds": ("histogram", None),
+    "sandgate_exchange_seconds": ("histogram", None),
 }
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 def unescape(v):
@@ -91,13 +104,21 @@ def parse_exposition(test, text):
         name, labels_text, value = m.group(1), m.group(2) or "", m.group(3)
         labels = tuple(sorted((k, unescape(v))
                               for k, v in LABEL_RX.findall(labels_text)))
-        test.assertIn(name, helps, "sample before its # HELP: %r" % line)
-        test.assertIn(name, types, "sample before its # TYPE: %r" % line)
+        fam = name
+        for suf in HISTOGRAM_SUFFIXES:
+            base = name[:-len(suf)]
+            if name.endswith(suf) and types.get(base) == "histogram":
+                fam = base
+                test.assertEqual(suf == "_bucket", "le" in dict(labels), line)
+        test.assertIn(fam, helps, "sample before its # HELP: %r" % line)
+        test.assertIn(fam, types, "sample before its # TYPE: %r" % line)
+        test.assertTrue(types[fam] != "histogram" or fam != name,
+                        "a histogram's sample without its suffix: %r" % line)
         test.assertTrue(name.startswith("sandgate_"), line)
         key = (name, labels)
         test.assertNotIn(key, samples, "duplicate sample: %r" % line)
         samples[key] = float(value)
-        if types[name] == "counter":
+        if types[fam] == "counter":
             test.assertTrue(name.endswith("_total"), line)
             test.assertGreaterEqual(samples[key], 0, line)
     return samples, types
@@ -125,16 +146,25 @@ class MetricsTest(unittest.TestCase):
         d = cls.td.path
         cls.origin = T.Origin("plain", host=ORIGIN_HOST)
         cls.addClassCleanup(cls.origin.stop)
+        cls.cert, cls.key = T.make_cert(d, cn="keys.test", names=["keys.test"])
+        cls.tls = T.Origin("tls", host=ORIGIN_HOST, cert=cls.cert, key=cls.key)
+        cls.addClassCleanup(cls.tls.stop)
         cls.dns = T.Dnsmasq(d, [("allowed.test", ORIGIN_HOST),
-                                ("denied.test", ORIGIN_HOST)])
+                                ("denied.test", ORIGIN_HOST),
+                                ("keys.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.mport = T.free_port()
         cls.sock = os.path.join(d, "adm.sock")
         cls.gw = T.Gateway(d, cls.dns, {"main.yaml": cls.policy_doc()},
             extra={"listen": {"metrics": "127.0.0.1:%d" % cls.mport,
                               "admin": cls.sock},
-                   "limits": {"max_connections": MAX_CONNS}},
+                   "limits": {"max_connections": MAX_CONNS},
+                   "upstream": {"ca_bundle": cls.cert}},
             workers=2)
+        r = T.run_sandgate("vault", "set", "apikey-secret", "-c",
+                           cls.gw.cfg_path, input="the-real-key\n")
+        if r.returncode != 0:
+            raise RuntimeError("vault set: " + r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         if not T.wait_tcp("127.0.0.1", cls.mport, 10 * T.SLOW, cls.gw.proc):
@@ -145,10 +175,17 @@ class MetricsTest(unittest.TestCase):
     @classmethod
     def policy_doc(cls, broken=False):
         doc = {"sandboxes": [T.local_sandbox("main")],
+               "credentials": [{"name": "apikey", "secret": "apikey-secret",
+                                "hosts": ["keys.test"],
+                                "placeholder": PLACEHOLDER}],
                "policies": [{"name": "main",
                              "allow": [{"host": "allowed.test",
-                                        "ports": [cls.origin.port]}],
-                             "allow_private": [ORIGIN_HOST + "/32"]}]}
+                                        "ports": [cls.origin.port]},
+                                       {"host": "keys.test",
+                                        "ports": [cls.tls.port],
+                                        "tls": "intercept"}],
+                             "allow_private": [ORIGIN_HOST + "/32"],
+                             "credentials": ["apikey"]}]}
         if broken:
             doc["policies"][0]["no_such_key"] = 1
         return doc
@@ -231,6 +268,134 @@ class MetricsTest(unittest.TestCase):
         self.assertGreaterEqual(after, before + 1)
         self.assertEqual(self.value(self.scrape(),
                                     "sandgate_audit_producer_stalls_total"), 0)
+
+    def get(self, samples, name, **labels):
+        """A sample's value, 0 when the gateway has not shown it yet."""
+        return samples.get((name, tuple(sorted(labels.items()))), 0)
+
+    def check_histogram(self, samples, name, listener):
+        """Buckets cumulative, +Inf equal to _count; the count."""
+        buckets = sorted((float(dict(k[1])["le"]), v) for k, v in samples.items()
+                         if k[0] == name + "_bucket"
+                         and dict(k[1])["listener"] == listener)
+        self.assertTrue(buckets, name)
+        self.assertEqual(buckets[-1][0], float("inf"))
+        for (_, a), (_, b) in zip(buckets, buckets[1:]):
+            self.assertLessEqual(a, b, buckets)
+        count = self.value(samples, name + "_count", listener=listener)
+        self.assertEqual(buckets[-1][1], count)
+        self.assertGreaterEqual(self.value(samples, name + "_sum",
+                                           listener=listener), 0)
+        return count
+
+    def test_decisions_counted_by_listener_reason_sandbox(self):
+        """Each exchange counted once: by listener, decision and reason, by
+        sandbox, its bytes, and in both histograms."""
+        s0 = self.scrape()
+        body = 1000
+        r = T.curl("http://allowed.test:%d/bytes/%d" % (self.origin.port, body),
+                   proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+        for _ in range(2):
+            r = T.curl("https://denied.test:443/", proxy=self.gw.url,
+                       tmp=self.td.path)
+            self.assertEqual(r.status, 403, r)
+        # a target that is no host name: refused before any rule
+        with socket.create_connection(("127.0.0.1", self.gw.port), 10) as c:
+            c.sendall(b"GET http://bad_host!.test/ HTTP/1.1\r\n"
+                      b"Host: bad_host!.test\r\nConnection: close\r\n\r\n")
+            head = c.recv(4096)
+        self.assertTrue(head.startswith(b"HTTP/1.1 400 "), head)
+        self.assertIn(b"x-sandgate-reason: bad-request", head.lower())
+        self.gw.wait_audit(kind="http", host="allowed.test", decision="allow")
+
+        def moved(s):
+            return (self.get(s, "sandgate_requests_total", listener="connect",
+                             decision="deny", reason="policy-deny")
+                    - self.get(s0, "sandgate_requests_total", listener="connect",
+                               decision="deny", reason="policy-deny") >= 2)
+        s1 = eventually(lambda: (lambda s: s if moved(s) else None)(self.scrape()))
+        self.assertTrue(s1, "the denied CONNECTs were not counted")
+
+        def delta(name, **labels):
+            return self.get(s1, name, **labels) - self.get(s0, name, **labels)
+        self.assertEqual(delta("sandgate_requests_total", listener="connect",
+                               decision="deny", reason="policy-deny"), 2)
+        self.assertEqual(delta("sandgate_requests_total", listener="http",
+                               decision="allow", reason="none"), 1)
+        self.assertEqual(delta("sandgate_requests_total", listener="http",
+                               decision="deny", reason="bad-request"), 1)
+        # the malformed request named no sandbox: not in a sandbox's count
+        self.assertEqual(delta("sandgate_sandbox_requests_total", sandbox="local",
+                               decision="deny"), 2)
+        self.assertEqual(delta("sandgate_sandbox_requests_total", sandbox="local",
+                               decision="allow"), 1)
+        # only sandbox names the policy has, no free text from requests
+        names = {dict(k[1])["sandbox"] for k in s1
+                 if k[0] == "sandgate_sandbox_requests_total"}
+        self.assertEqual(names, {"local"})
+        self.assertGreaterEqual(delta("sandgate_bytes_total", listener="http",
+                                      direction="down"), body)
+        self.assertGreaterEqual(delta("sandgate_sandbox_bytes_total",
+                                      sandbox="local", direction="down"), body)
+        # a row per exchange: the histograms' counts move with them
+        n0 = self.get(s0, "sandgate_decision_seconds_count", listener="connect")
+        self.assertEqual(self.check_histogram(s1, "sandgate_decision_seconds",
+                                              "connect") - n0, 2)
+        n0 = self.get(s0, "sandgate_exchange_seconds_count", listener="http")
+        self.assertEqual(self.check_histogram(s1, "sandgate_exchange_seconds",
+                                              "http") - n0, 2)
+        # a placeholder toward a host its credential is not bound to
+        n0 = self.get(s1, "sandgate_credential_requests_total",
+                      credential="apikey", outcome="misuse")
+        r = T.curl("http://allowed.test:%d/leak" % self.origin.port,
+                   proxy=self.gw.url, tmp=self.td.path,
+                   args=["-H", "Authorization: Bearer " + PLACEHOLDER])
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "credential-misuse")
+        s1 = eventually(lambda: (lambda s: s if self.get(
+            s, "sandgate_credential_requests_total", credential="apikey",
+            outcome="misuse") > n0 else None)(self.scrape()))
+        self.assertTrue(s1, "the misuse was not counted")
+        self.assertEqual(self.get(s1, "sandgate_credential_requests_total",
+                                  credential="apikey", outcome="misuse"), n0 + 1)
+        self.assertEqual(self.get(s1, "sandgate_credential_requests_total",
+                                  credential="apikey", outcome="swapped"), 0)
+        # an intercepted request: its origin's connect, TLS handshake and
+        # first byte, and its placeholder swapped
+        s2 = self.scrape()
+        r = T.curl("https://keys.test:%d/k" % self.tls.port, proxy=self.gw.url,
+                   tmp=self.td.path, args=["--cacert", self.gw.ca_path(),
+                                           "-H", "Authorization: Bearer " +
+                                           PLACEHOLDER])
+        self.assertEqual(r.status, 200, r)
+        self.gw.wait_audit(kind="connect", host="keys.test", path="/k")
+        s3 = eventually(lambda: (lambda s: s if self.get(
+            s, "sandgate_first_byte_seconds_count", listener="connect") >
+            self.get(s2, "sandgate_first_byte_seconds_count",
+                     listener="connect") else None)(self.scrape()))
+        self.assertTrue(s3, "the intercepted request's first byte not counted")
+        for fam in ("sandgate_upstream_connect_seconds",
+                    "sandgate_origin_tls_seconds",
+                    "sandgate_first_byte_seconds"):
+            with self.subTest(family=fam):
+                n0 = self.get(s2, fam + "_count", listener="connect")
+                self.assertEqual(self.check_histogram(s3, fam, "connect") - n0,
+                                 1)
+        self.assertEqual(self.get(s3, "sandgate_credential_requests_total",
+                                  credential="apikey", outcome="swapped") -
+                         self.get(s2, "sandgate_credential_requests_total",
+                                  credential="apikey", outcome="swapped"), 1)
+        # the plain request had a connect and a first byte, no TLS
+        self.assertGreaterEqual(self.check_histogram(
+            s3, "sandgate_first_byte_seconds", "http"), 1)
+        self.assertEqual(self.get(s3, "sandgate_origin_tls_seconds_count",
+                                  listener="http"), 0)
+        # the sum of every decision is the audit's count of rows
+        total = sum(v for k, v in s1.items() if k[0] == "sandgate_requests_total")
+        by_sandbox = sum(v for k, v in s1.items()
+                         if k[0] == "sandgate_sandbox_requests_total")
+        self.assertGreaterEqual(total, by_sandbox)
 
     def test_connections_gauge_and_refusals(self):
         base = self.wait_value("sandgate_connections", lambda v: v == 0)

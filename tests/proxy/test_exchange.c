@@ -18,6 +18,7 @@
 
 #include "audit/audit.h"
 #include "check.h"
+#include "core/stats.h"
 #include "core/diag.h"
 #include "exchange/exchange.h"
 
@@ -171,6 +172,25 @@ done(struct exchange *s)
 	/* The ended ones freed, with the connection and its tunnel's decision. */
 	CHECK(event_base_loop(wk.base, EVLOOP_NONBLOCK) != -1);
 	CHECK(TAILQ_EMPTY(&wk.exchanges));
+}
+
+struct counted {
+	int			 n;
+	enum stats_listener	 lk;
+	enum sg_verdict		 v;
+	enum sg_reason		 r;
+};
+
+static void
+count_cb(enum stats_listener lk, enum sg_verdict v, enum sg_reason r,
+    unsigned long long n, void *arg)
+{
+	struct counted *c = arg;
+
+	c->n += (int)n;
+	c->lk = lk;
+	c->v = v;
+	c->r = r;
 }
 
 int
@@ -367,7 +387,11 @@ main(void)
 	 */
 	{
 		struct exchange *x = exchange_new();
+		struct stats *st = stats_new();
 		struct audit_event ev;
+		struct counted seen;
+		unsigned long long cum[STATS_BUCKETS], cnt, up, down;
+		double sum;
 		enum sg_verdict d;
 		enum sg_reason r;
 
@@ -380,7 +404,7 @@ main(void)
 		memset(&ev, 0, sizeof(ev));
 		ev.kind = "dns";
 		ev.status = 3;
-		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_ALLOW,
+		CHECK_INT(exchange_audit(x, NULL, NULL, &ev, VERDICT_ALLOW,
 		    REASON_NONE), 0);
 		CHECK(x->logged);
 		CHECK_STR(ev.kind, "dns");
@@ -395,10 +419,28 @@ main(void)
 		/* A name the listener names itself is kept (an invalid one). */
 		memset(&ev, 0, sizeof(ev));
 		ev.host = "as asked";
-		/* mode: report: allowed, recorded with the reason it would have had. */
+		/*
+		 * mode: report: allowed, recorded with the reason it would have
+		 * had, and counted for /metrics as the row says (core/stats.h).
+		 */
 		x->verdict.report = REASON_POLICY_DENY;
-		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_ALLOW,
+		ev.kind = "connect";
+		ev.sandbox = "sb";
+		ev.bytes_up = 7;
+		exchange_decided(x);
+		CHECK(x->t.decided > 0);
+		CHECK_INT(exchange_audit(x, NULL, st, &ev, VERDICT_ALLOW,
 		    REASON_NONE), 0);
+		memset(&seen, 0, sizeof(seen));
+		stats_foreach_decision(st, count_cb, &seen);
+		CHECK_INT(seen.n, 1);
+		CHECK(seen.lk == STATS_LK_CONNECT && seen.v == VERDICT_REPORT &&
+		    seen.r == REASON_POLICY_DENY);
+		CHECK_INT(stats_hist(st, STATS_H_DECISION, STATS_LK_CONNECT, cum,
+		    &cnt, &sum), 1);
+		CHECK_INT(cnt, 1);
+		stats_bytes(st, STATS_LK_CONNECT, &up, &down);
+		CHECK_INT(up, 7);
 		CHECK_STR(ev.host, "as asked");
 		CHECK(ev.decision == VERDICT_REPORT);
 		CHECK_STR(ev.reason, "policy-deny");
@@ -415,11 +457,12 @@ main(void)
 		x->verdict.rule[0] = '\0';
 		x->fwd.plan.cred[0] = '\0';
 		memset(&ev, 0, sizeof(ev));
-		CHECK_INT(exchange_audit(x, NULL, &ev, VERDICT_DENY,
+		CHECK_INT(exchange_audit(x, NULL, NULL, &ev, VERDICT_DENY,
 		    REASON_POLICY_DENY), 0);
 		CHECK(ev.rule == NULL && ev.credential == NULL);
 		CHECK_STR(ev.reason, "policy-deny");
 		exchange_free(x);
+		stats_free(st);
 	}
 
 	exchange_free(NULL);
