@@ -24,6 +24,7 @@
 #include "audit/audit_query.h"
 #include "audit/audit_syslog.h"
 #include "core/log.h"
+#include "core/stats.h"
 
 #define AUDIT_QUEUE_ROWS	65536		/* ring entries */
 #define AUDIT_QUEUE_BYTES	(64u << 20)	/* and at most this much copied text */
@@ -101,6 +102,7 @@ struct audit {
 	size_t			 held;		/* rows in the transaction being tried */
 	size_t			 high_water;
 	double			 batch_ms_sum, batch_ms_max;
+	struct sg_hist		 write_hist;	/* transactions of rows, retries included */
 };
 
 static const char schema_sql[] =
@@ -807,6 +809,7 @@ commit_rows(struct audit *a, struct audit_row **rows, size_t n)
 	if (ms > a->batch_ms_max)
 		a->batch_ms_max = ms;
 	pthread_mutex_unlock(&a->mtx);
+	sg_hist_observe(&a->write_hist, (int64_t)(ms * 1000));
 out:
 	for (i = 0; i < n; i++)
 		free(rows[i]);
@@ -1392,6 +1395,12 @@ audit_close(struct audit *a)
 		log_warnx("audit: %" PRIu64 " rows were lost at shutdown",
 		    a->lost);
 	audit_free(a);
+}
+
+struct sg_hist *
+audit_write_hist(struct audit *a)
+{
+	return a != NULL ? &a->write_hist : NULL;
 }
 
 void

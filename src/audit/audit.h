@@ -130,5 +130,8 @@ struct audit_stats {
 	int64_t		syslog_last_id;	/* ... the last of them */
 };
 void		 audit_get_stats(struct audit *, struct audit_stats *);
+/* How long its transactions of rows took, retries included (core/stats.h). */
+struct sg_hist;
+struct sg_hist	*audit_write_hist(struct audit *);
 
 #endif

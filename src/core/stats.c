@@ -14,11 +14,6 @@
 
 typedef _Atomic unsigned long long counter;
 
-struct hist {
-	counter		 bucket[STATS_BUCKETS + 1];	/* the last: +Inf */
-	counter		 sum_us;
-};
-
 /* A sandbox's: [verdict], then bytes; a credential's: [outcome]. */
 #define NC_UP		VERDICT_MAX
 #define NC_DOWN		(VERDICT_MAX + 1)
@@ -40,7 +35,8 @@ struct names {
 struct stats {
 	counter		 decisions[STATS_LK_N][VERDICT_MAX][REASON_MAX];
 	counter		 up[STATS_LK_N], down[STATS_LK_N];
-	struct hist	 hist[STATS_H_N][STATS_LK_N];
+	struct sg_hist	 hist[STATS_H_N][STATS_LK_N];
+	_Atomic long long tunnels[STATS_LK_N][STATS_TUN_N];
 
 	struct names	 sandboxes;
 	struct names	 creds;
@@ -73,6 +69,51 @@ stats_listener_of(const char *kind)
 		if (strcmp(kind, listener_words[i]) == 0)
 			return (enum stats_listener)i;
 	return STATS_LK_OTHER;
+}
+
+void
+stats_tunnel(struct stats *st, enum stats_listener lk, enum stats_tunnel k,
+    int delta)
+{
+	if (st == NULL || lk < 0 || lk >= STATS_LK_N || k < 0 ||
+	    k >= STATS_TUN_N)
+		return;
+	atomic_fetch_add_explicit(&st->tunnels[lk][k], delta,
+	    memory_order_relaxed);
+}
+
+unsigned long long
+stats_tunnels_open(struct stats *st, enum stats_listener lk,
+    enum stats_tunnel k)
+{
+	long long n = atomic_load_explicit(&st->tunnels[lk][k],
+	    memory_order_relaxed);
+
+	return n > 0 ? (unsigned long long)n : 0;
+}
+
+unsigned long long
+stats_reason_total(struct stats *st, enum sg_reason r)
+{
+	unsigned long long n = 0;
+	int lk, v;
+
+	if (r < 0 || r >= REASON_MAX)
+		return 0;
+	for (lk = 0; lk < STATS_LK_N; lk++)
+		for (v = 0; v < VERDICT_MAX; v++)
+			n += atomic_load_explicit(&st->decisions[lk][v][r],
+			    memory_order_relaxed);
+	return n;
+}
+
+const char *
+stats_tunnel_word(enum stats_tunnel k)
+{
+	static const char *const words[STATS_TUN_N] = { "intercepted",
+	    "relayed", "websocket" };
+
+	return k >= 0 && k < STATS_TUN_N ? words[k] : "relayed";
 }
 
 const double *
@@ -168,8 +209,8 @@ add(counter *c, unsigned long long n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-static void
-observe(struct hist *h, int64_t us)
+void
+sg_hist_observe(struct sg_hist *h, int64_t us)
 {
 	int i;
 
@@ -219,11 +260,11 @@ stats_count(struct stats *st, const struct stats_exchange *e)
 		add(&st->up[lk], (unsigned long long)e->bytes_up);
 	if (e->bytes_down > 0)
 		add(&st->down[lk], (unsigned long long)e->bytes_down);
-	observe(&st->hist[STATS_H_DECISION][lk], e->decision_us);
-	observe(&st->hist[STATS_H_EXCHANGE][lk], e->exchange_us);
-	observe(&st->hist[STATS_H_CONNECT][lk], e->connect_us);
-	observe(&st->hist[STATS_H_TLS][lk], e->tls_us);
-	observe(&st->hist[STATS_H_FIRST_BYTE][lk], e->first_byte_us);
+	sg_hist_observe(&st->hist[STATS_H_DECISION][lk], e->decision_us);
+	sg_hist_observe(&st->hist[STATS_H_EXCHANGE][lk], e->exchange_us);
+	sg_hist_observe(&st->hist[STATS_H_CONNECT][lk], e->connect_us);
+	sg_hist_observe(&st->hist[STATS_H_TLS][lk], e->tls_us);
+	sg_hist_observe(&st->hist[STATS_H_FIRST_BYTE][lk], e->first_byte_us);
 	if (e->credential != NULL && e->credential[0] != '\0')
 		add(&named(&st->creds, e->credential)->c[cred_outcome(v, r)], 1);
 	if (e->sandbox == NULL)
@@ -363,11 +404,9 @@ stats_bytes(struct stats *st, enum stats_listener lk, unsigned long long *up,
 }
 
 int
-stats_hist(struct stats *st, enum stats_hist which, enum stats_listener lk,
-    unsigned long long cum[STATS_BUCKETS], unsigned long long *count,
-    double *sum_seconds)
+sg_hist_read(struct sg_hist *h, unsigned long long cum[STATS_BUCKETS],
+    unsigned long long *count, double *sum_seconds)
 {
-	struct hist *h = &st->hist[which][lk];
 	unsigned long long run = 0;
 	int i;
 
@@ -382,4 +421,18 @@ stats_hist(struct stats *st, enum stats_hist which, enum stats_listener lk,
 	*sum_seconds = (double)atomic_load_explicit(&h->sum_us,
 	    memory_order_relaxed) / 1e6;
 	return run != 0;
+}
+
+struct sg_hist *
+stats_hist_of(struct stats *st, enum stats_hist which, enum stats_listener lk)
+{
+	return &st->hist[which][lk];
+}
+
+int
+stats_hist(struct stats *st, enum stats_hist which, enum stats_listener lk,
+    unsigned long long cum[STATS_BUCKETS], unsigned long long *count,
+    double *sum_seconds)
+{
+	return sg_hist_read(&st->hist[which][lk], cum, count, sum_seconds);
 }

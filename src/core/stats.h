@@ -12,6 +12,7 @@
 #ifndef SG_STATS_H
 #define SG_STATS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/reason.h"
@@ -41,6 +42,14 @@ enum stats_hist {
 	STATS_H_N
 };
 
+/* What a connection open now carries, once it is a tunnel. */
+enum stats_tunnel {
+	STATS_TUN_INTERCEPTED,	/* TLS terminated: requests read inside */
+	STATS_TUN_RELAYED,	/* bytes not read: TLS passed through, opaque, an upgrade */
+	STATS_TUN_WEBSOCKET,	/* WebSocket frames read and relayed */
+	STATS_TUN_N
+};
+
 /* What a row with a credential says became of it. */
 enum stats_cred_outcome {
 	STATS_CRED_SWAPPED,	/* allowed: the secret went in */
@@ -63,12 +72,35 @@ struct stats_exchange {
 	int64_t		 connect_us, tls_us, first_byte_us;
 };
 
+/*
+ * One histogram of durations on the bounds of stats_bounds(), for any
+ * module (the audit writer's transactions, the keeper's round trips):
+ * zeroed memory is an empty one; observing is lock-free.
+ */
+struct sg_hist {
+	_Atomic unsigned long long bucket[STATS_BUCKETS + 1];	/* the last: +Inf */
+	_Atomic unsigned long long sum_us;
+};
+void	sg_hist_observe(struct sg_hist *, int64_t us);	/* us < 0: nothing */
+/* Cumulative counts, the count (+Inf) and the sum; 0 when it is empty. */
+int	sg_hist_read(struct sg_hist *, unsigned long long cum[STATS_BUCKETS],
+	    unsigned long long *count, double *sum_seconds);
+
 struct stats;
 
 struct stats	*stats_new(void);
 void		 stats_free(struct stats *);
 void		 stats_count(struct stats *, const struct stats_exchange *);
 
+/* A tunnel opened (delta 1) or closed (-1): the gauge of open ones. */
+void		 stats_tunnel(struct stats *, enum stats_listener,
+		    enum stats_tunnel, int delta);
+/* Exchanges ended with reason r, every listener and decision. */
+unsigned long long stats_reason_total(struct stats *, enum sg_reason r);
+/* Open tunnels now; never below 0. */
+unsigned long long stats_tunnels_open(struct stats *, enum stats_listener,
+		    enum stats_tunnel);
+const char	*stats_tunnel_word(enum stats_tunnel);
 const char	*stats_listener_word(enum stats_listener);
 enum stats_listener stats_listener_of(const char *kind);
 /* The histograms' upper bounds in seconds, STATS_BUCKETS of them. */
@@ -86,6 +118,9 @@ void	stats_foreach_credential(struct stats *, void (*)(const char *cred,
 const char *stats_cred_outcome_word(enum stats_cred_outcome);
 void	stats_bytes(struct stats *, enum stats_listener,
 	    unsigned long long *up, unsigned long long *down);
+/* One of its histograms, to read with sg_hist_read. */
+struct sg_hist	*stats_hist_of(struct stats *, enum stats_hist,
+		    enum stats_listener);
 /* Cumulative bucket counts (STATS_BUCKETS of them), the count and sum. */
 int	stats_hist(struct stats *, enum stats_hist, enum stats_listener,
 	    unsigned long long cum[STATS_BUCKETS], unsigned long long *count,

@@ -473,6 +473,7 @@ struct conn {
 	struct netaddr		 orig_dst;	/* transparent: SO_ORIGINAL_DST */
 	uint16_t		 orig_port;
 	int			 intercepted;	/* TLS terminated on both sides */
+	uint8_t			 tun_kind;	/* counted open as this stats_tunnel + 1; 0: not */
 	int			 sniff_silent;	/* transparent: no client bytes in 5 s */
 	int			 tls_client_ok;	/* the client's handshake completed */
 	int			 tls_shutdown_sent;	/* close_notify queued */
@@ -518,6 +519,10 @@ void		 proxy_worker_trim_cb(evutil_socket_t, short, void *);
 void		 exchange_touch(struct exchange *);
 /* Note the first time the connection reaches m (only with `serve -d`). */
 void		 exchange_mark(struct exchange *, enum phase_mark m);
+/* Its connection is now a tunnel of kind k (an enum stats_tunnel), once;
+ * ..._closed when the connection closes (sandgate_tunnels_open). */
+void		 conn_tunnel_opened(struct exchange *, int k);
+void		 conn_tunnel_closed(struct exchange *);
 void		 exchange_set_idle(struct exchange *);
 /* From here the tunnel carries HTTP: 0, or -1 out of memory (nothing changed). */
 int		 conn_tunnel_http(struct exchange *);

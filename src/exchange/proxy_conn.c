@@ -12,6 +12,7 @@
 #include "core/decide.h"
 #include "core/fairshare.h"
 #include "core/log.h"
+#include "core/stats.h"
 #include "exchange/exchange.h"
 
 void
@@ -29,6 +30,46 @@ exchange_mark(struct exchange *s, enum phase_mark m)
 	    (now.tv_nsec - c->started.tv_nsec) / 1000;
 	c->marks[m] = us < 0 ? 1 : us >= UINT32_MAX - 1 ? UINT32_MAX :
 	    (uint32_t)us + 1;
+}
+
+static enum stats_listener
+conn_listener(const struct conn *c)
+{
+	switch (c->kind) {
+	case KIND_CONNECT:
+		return STATS_LK_CONNECT;
+	case KIND_SOCKS5:
+		return STATS_LK_SOCKS5;
+	case KIND_TRANSPARENT:
+		return STATS_LK_TRANSPARENT;
+	case KIND_INGRESS:
+		return STATS_LK_INGRESS;
+	default:
+		return STATS_LK_HTTP;
+	}
+}
+
+void
+conn_tunnel_opened(struct exchange *s, int k)
+{
+	struct conn *c = s->c;
+
+	if (c->tun_kind != 0 || s->is_stream)
+		return;
+	c->tun_kind = (uint8_t)(k + 1);
+	stats_tunnel(s->p->stats, conn_listener(c), (enum stats_tunnel)k, 1);
+}
+
+void
+conn_tunnel_closed(struct exchange *s)
+{
+	struct conn *c = s->c;
+
+	if (c->tun_kind == 0)
+		return;
+	stats_tunnel(s->p->stats, conn_listener(c),
+	    (enum stats_tunnel)(c->tun_kind - 1), -1);
+	c->tun_kind = 0;
 }
 
 int

@@ -323,6 +323,8 @@ exchange_close(struct exchange *s, enum sg_close reason)
 		proxy_tls_bev_free(s->c->cbev);
 		s->c->cbev = NULL;
 	}
+	if (s->c->x == s)
+		conn_tunnel_closed(s);
 	upstream_drop(s);
 	atomic_fetch_sub(&s->p->n_conns, 1);
 	conn_fair_release(s);

@@ -25,6 +25,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/stats.h"
 #include "core/refusal.h"
 #include "exchange/exchange.h"
 
@@ -37,6 +38,7 @@ relay_start(struct exchange *s)
 {
 	if (upstream_guard(s) == -1)
 		return;
+	conn_tunnel_opened(s, STATS_TUN_RELAYED);
 	s->state = S_RELAY;
 	if (s->c->timer != NULL)
 		evtimer_del(s->c->timer);

@@ -20,6 +20,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/stats.h"
 #include "exchange/exchange.h"
 #include "vault/keeper.h"
 #include "vault/ca.h"
@@ -527,6 +528,7 @@ proxy_tls_intercept_client(struct exchange *s, bufferevent_event_cb on_event)
 	}
 	s->c->cbev = f;
 	s->c->intercepted = 1;
+	conn_tunnel_opened(s, STATS_TUN_INTERCEPTED);
 	(void)conn_tunnel_http(s);	/* s->tun is there: it cannot fail */
 	s->state = S_HEAD;
 	bufferevent_setwatermark(f, EV_READ, 0, PROXY_READ_HWM >

@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/stats.h"
 #include "exchange/exchange.h"
 #include "parse/ws_frame.h"
 #include "vault/vault.h"
@@ -734,6 +735,7 @@ ws_relay_start(struct exchange *s)
 
 	if (upstream_guard(s) == -1)
 		return;
+	conn_tunnel_opened(s, STATS_TUN_WEBSOCKET);
 	ws->up.from = WS_FROM_CLIENT;
 	ws->down.from = WS_FROM_SERVER;
 	ws->up.stage = evbuffer_new();

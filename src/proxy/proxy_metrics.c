@@ -140,40 +140,49 @@ credential_cb(const char *cred, enum stats_cred_outcome o,
 	sample_ull(arg, "credential_requests_total", l, n);
 }
 
+/* One histogram's samples; lw: its listener label, or NULL for none. */
 static void
-histogram(struct evbuffer *out, struct stats *st, enum stats_hist which,
-    const char *name)
+hist_samples(struct evbuffer *out, const char *name, const char *lw,
+    struct sg_hist *h)
 {
 	const double *b = stats_bounds();
 	unsigned long long cum[STATS_BUCKETS], count;
 	char le[32], fname[64], sum[40];
+	const char *l[] = { "listener", lw, "le", le, NULL };
+	const char *m[] = { "listener", lw, NULL };
+	const char *const *bl = lw != NULL ? l : l + 2;
+	const char *const *ml = lw != NULL ? m : m + 2;
 	double s;
-	int lk, i;
+	int i;
 
-	for (lk = 0; lk < STATS_LK_N; lk++) {
-		const char *lw = stats_listener_word(lk);
-
-		if (!stats_hist(st, which, lk, cum, &count, &s))
-			continue;
-		snprintf(fname, sizeof(fname), "%s_bucket", name);
-		for (i = 0; i < STATS_BUCKETS; i++) {
-			const char *l[] = { "listener", lw, "le", le, NULL };
-
-			snprintf(le, sizeof(le), "%g", b[i]);
-			sample_ull(out, fname, l, cum[i]);
-		}
-		{
-			const char *l[] = { "listener", lw, "le", "+Inf", NULL };
-			const char *m[] = { "listener", lw, NULL };
-
-			sample_ull(out, fname, l, count);
-			snprintf(fname, sizeof(fname), "%s_sum", name);
-			snprintf(sum, sizeof(sum), "%.6f", s);
-			sample_labels(out, fname, m, sum);
-			snprintf(fname, sizeof(fname), "%s_count", name);
-			sample_ull(out, fname, m, count);
-		}
+	(void)sg_hist_read(h, cum, &count, &s);
+	snprintf(fname, sizeof(fname), "%s_bucket", name);
+	for (i = 0; i < STATS_BUCKETS; i++) {
+		snprintf(le, sizeof(le), "%g", b[i]);
+		sample_ull(out, fname, bl, cum[i]);
 	}
+	snprintf(le, sizeof(le), "+Inf");
+	sample_ull(out, fname, bl, count);
+	snprintf(fname, sizeof(fname), "%s_sum", name);
+	snprintf(sum, sizeof(sum), "%.6f", s);
+	sample_labels(out, fname, ml, sum);
+	snprintf(fname, sizeof(fname), "%s_count", name);
+	sample_ull(out, fname, ml, count);
+}
+
+/* By listener: only the listeners that observed something. */
+static void
+histogram(struct evbuffer *out, struct stats *st, enum stats_hist which,
+    const char *name)
+{
+	unsigned long long cum[STATS_BUCKETS], count;
+	double s;
+	int lk;
+
+	for (lk = 0; lk < STATS_LK_N; lk++)
+		if (stats_hist(st, which, lk, cum, &count, &s))
+			hist_samples(out, name, stats_listener_word(lk),
+			    stats_hist_of(st, which, lk));
 }
 
 /* What exchanges decided and moved (core/stats.h). */
@@ -181,7 +190,7 @@ static void
 metrics_traffic(struct proxy *p, struct evbuffer *out)
 {
 	unsigned long long up, down;
-	int lk;
+	int lk, k;
 
 	if (p->stats == NULL)
 		return;
@@ -211,6 +220,50 @@ metrics_traffic(struct proxy *p, struct evbuffer *out)
 	family(out, "sandbox_bytes_total", "counter", "The same by sandbox "
 	    "(capped as sandbox_requests_total).");
 	stats_foreach_sandbox_bytes(p->stats, sandbox_bytes_cb, out);
+	family(out, "limit_refusals_total", "counter", "Refusals by the limit "
+	    "that made them: max_connections (at accept, no row), per_sandbox "
+	    "(limits.per_sandbox connections or rate, DNS included), "
+	    "head_timeout, max_header_bytes (a head or URI too large), "
+	    "idle_timeout (a connection closed idle with its exchange "
+	    "unanswered).");
+	{
+		struct fair_stats fs;
+		const char *l[] = { "limit", NULL, NULL };
+
+		memset(&fs, 0, sizeof(fs));
+		if (p->fair != NULL)
+			fairshare_stats(p->fair, &fs);
+		l[1] = "max_connections";
+		sample_ull(out, "limit_refusals_total", l,
+		    atomic_load(&p->n_refused));
+		l[1] = "per_sandbox";
+		sample_ull(out, "limit_refusals_total", l, fs.refused);
+		l[1] = "head_timeout";
+		sample_ull(out, "limit_refusals_total", l,
+		    stats_reason_total(p->stats, REASON_HEAD_TIMEOUT));
+		l[1] = "max_header_bytes";
+		sample_ull(out, "limit_refusals_total", l,
+		    stats_reason_total(p->stats, REASON_HEAD_TOO_LARGE) +
+		    stats_reason_total(p->stats, REASON_URI_TOO_LONG));
+		l[1] = "idle_timeout";
+		sample_ull(out, "limit_refusals_total", l,
+		    stats_reason_total(p->stats, REASON_IDLE_TIMEOUT));
+	}
+	family(out, "tunnels_open", "gauge", "Client connections open now "
+	    "that became tunnels, by listener and kind: intercepted (TLS "
+	    "terminated, requests read inside), relayed (bytes not read: TLS "
+	    "passed through, opaque, an upgrade), websocket (frames read).");
+	for (lk = 0; lk < STATS_LK_N; lk++) {
+		if (lk == STATS_LK_DNS || lk == STATS_LK_OTHER)
+			continue;
+		for (k = 0; k < STATS_TUN_N; k++) {
+			const char *l[] = { "listener", stats_listener_word(lk),
+			    "kind", stats_tunnel_word(k), NULL };
+
+			sample_ull(out, "tunnels_open", l,
+			    stats_tunnels_open(p->stats, lk, k));
+		}
+	}
 	family(out, "credential_requests_total", "counter", "Exchanges whose "
 	    "row names a credential, by credential and outcome: swapped (the "
 	    "secret went in), misuse (its placeholder toward a host it is not "
@@ -327,6 +380,10 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	sample(out, "workers", NULL, NULL, (unsigned long long)p->n_workers);
 	family(out, "connections", "gauge", "Client connections open now.");
 	sample(out, "connections", NULL, NULL, atomic_load(&p->n_conns));
+	family(out, "connections_limit", "gauge", "limits.max_connections: "
+	    "client connections beyond it are refused.");
+	sample(out, "connections_limit", NULL, NULL,
+	    (unsigned long long)p->cfg->max_connections);
 	family(out, "connections_refused_total", "counter", "Client connections "
 	    "refused because max_connections was reached.");
 	sample(out, "connections_refused_total", NULL, NULL,
@@ -369,6 +426,13 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "being written now.");
 	sample(out, "audit_rows_waiting", NULL, NULL,
 	    (unsigned long long)as.rows_waiting);
+	if (audit_write_hist(p->audit) != NULL) {
+		family(out, "audit_write_seconds", "histogram", "The audit "
+		    "writer's transactions of rows, from the first try to "
+		    "committed.");
+		hist_samples(out, "audit_write_seconds", NULL,
+		    audit_write_hist(p->audit));
+	}
 	family(out, "audit_rows_dropped_total", "counter", "Audit rows "
 	    "dropped because the queue was full while audit.db could not "
 	    "be written.");
@@ -396,6 +460,13 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "interceptions and credential swaps are refused.");
 	sample(out, "keeper_up", NULL, NULL, (unsigned long long)
 	    keeper_client_up(p->kc));
+	if (keeper_client_rtt(p->kc) != NULL) {
+		family(out, "keeper_rtt_seconds", "histogram", "The key "
+		    "keeper's answered requests (leaf signatures, secrets, "
+		    "checkpoint signatures), from sent to answered.");
+		hist_samples(out, "keeper_rtt_seconds", NULL,
+		    keeper_client_rtt(p->kc));
+	}
 	family(out, "keeper_restarts_total", "counter", "Key keepers adopted "
 	    "after the one before was lost.");
 	sample(out, "keeper_restarts_total", NULL, NULL,

@@ -54,7 +54,10 @@ void		 keeper_send_error(int fd, const char *msg);
 struct keeper_client *keeper_client_new(int fd, const char **errstr);
 void		 keeper_client_free(struct keeper_client *);
 /* 1 while a keeper answers; 0 after it was lost, until one is adopted. */
+struct sg_hist;
 int		 keeper_client_up(struct keeper_client *);
+/* Its answered requests' round trips (core/stats.h); NULL without kc. */
+struct sg_hist	*keeper_client_rtt(struct keeper_client *);
 /*
  * A new keeper's socket (after a restart): hello again with the same leaf
  * key; the CA certificate must not have changed. 0, or -1 (fd closed).

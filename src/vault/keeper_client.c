@@ -21,6 +21,7 @@
 #include <openssl/x509.h>
 
 #include "core/log.h"
+#include "core/stats.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
 #include "vault/vault.h"
@@ -43,7 +44,18 @@ struct keeper_client {
 	X509		*ca_cert;
 	uint8_t		 audit_pub[KEEPER_AUDIT_PUB];
 	char		 err[KEEPER_ERROR_MAX + 1];
+	struct sg_hist	 rtt;		/* answered requests, send to answer */
 };
+
+static int64_t
+us_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000 +
+	    (t.tv_nsec - t0->tv_nsec) / 1000;
+}
 
 static long
 ms_since(const struct timespec *t0)
@@ -169,6 +181,7 @@ kc_call(struct keeper_client *kc, enum keeper_type type, const void *a,
 			kc_drop(kc, "an answer to another request");
 			return -1;
 		}
+		sg_hist_observe(&kc->rtt, us_since(&t0));
 		return 0;
 	}
 }
@@ -274,6 +287,12 @@ keeper_client_free(struct keeper_client *kc)
 	X509_free(kc->ca_cert);
 	pthread_mutex_destroy(&kc->mtx);
 	free(kc);
+}
+
+struct sg_hist *
+keeper_client_rtt(struct keeper_client *kc)
+{
+	return kc != NULL ? &kc->rtt : NULL;
 }
 
 int

@@ -119,6 +119,10 @@ test_decisions(void)
 	CHECK_INT(s.error_dns, 1);
 	CHECK_INT(s.other_listener, 2);
 	CHECK_INT(s.total, 6);
+	CHECK_INT(stats_reason_total(st, REASON_POLICY_DENY), 1);
+	CHECK_INT(stats_reason_total(st, REASON_NONE), 3);	/* http x2, gopher */
+	CHECK_INT(stats_reason_total(st, REASON_INTERNAL_ERROR), 1);	/* 999 */
+	CHECK_INT(stats_reason_total(st, (enum sg_reason)-1), 0);
 	CHECK_INT(s.rows, 5);
 	stats_bytes(st, STATS_LK_HTTP, &up, &down);
 	CHECK_INT(up, 200);
@@ -210,6 +214,26 @@ test_histogram(void)
 	CHECK_INT(stats_hist(st, STATS_H_EXCHANGE, STATS_LK_DNS, cum, &count,
 	    &sum), 0);
 	stats_free(st);
+}
+
+/* A histogram of any module's: zeroed memory is an empty one. */
+static void
+test_standalone_hist(void)
+{
+	static struct sg_hist h;
+	unsigned long long cum[STATS_BUCKETS], count;
+	double sum;
+
+	CHECK_INT(sg_hist_read(&h, cum, &count, &sum), 0);
+	CHECK_INT(count, 0);
+	sg_hist_observe(&h, 0);			/* the first bucket */
+	sg_hist_observe(&h, 31000000);		/* over 30 s: +Inf */
+	sg_hist_observe(&h, -7);		/* nothing */
+	CHECK_INT(sg_hist_read(&h, cum, &count, &sum), 1);
+	CHECK_INT(count, 2);
+	CHECK_INT(cum[0], 1);
+	CHECK_INT(cum[STATS_BUCKETS - 1], 1);
+	CHECK_MSG(sum > 30.99 && sum < 31.01, "sum %g", sum);
 }
 
 struct credseen {
@@ -345,6 +369,7 @@ main(void)
 	test_sandbox_cap();
 	test_histogram();
 	test_credentials();
+	test_standalone_hist();
 	test_threads();
 	return check_summary();
 }

@@ -39,6 +39,7 @@ EXPECTED = {
     "sandgate_build_info": ("gauge", None),
     "sandgate_workers": ("gauge", [()]),
     "sandgate_connections": ("gauge", [()]),
+    "sandgate_connections_limit": ("gauge", [()]),
     "sandgate_connections_refused_total": ("counter", [()]),
     "sandgate_connections_evicted_total": ("counter", [()]),
     "sandgate_rate_limited_total": ("counter", [()]),
@@ -50,6 +51,7 @@ EXPECTED = {
     "sandgate_audit_unavailable": ("gauge", [()]),
     "sandgate_audit_write_failures_total": ("counter", [()]),
     "sandgate_audit_rows_waiting": ("gauge", [()]),
+    "sandgate_audit_write_seconds": ("histogram", None),
     "sandgate_audit_rows_dropped_total": ("counter", [()]),
     "sandgate_sandboxes": ("gauge", [(("kind", "static"),),
                                      (("kind", "registered"),)]),
@@ -58,6 +60,7 @@ EXPECTED = {
     # one sample per refused call: a healthy gateway has none
     "sandgate_seccomp_refused_total": ("counter", []),
     "sandgate_keeper_up": ("gauge", [()]),
+    "sandgate_keeper_rtt_seconds": ("histogram", None),
     "sandgate_keeper_restarts_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_hits_total": ("counter", [()]),
     "sandgate_tls_leaf_cache_misses_total": ("counter", [()]),
@@ -69,6 +72,13 @@ EXPECTED = {
     "sandgate_sandbox_requests_total": ("counter", None),
     "sandgate_bytes_total": ("counter", None),
     "sandgate_sandbox_bytes_total": ("counter", None),
+    "sandgate_limit_refusals_total": ("counter", [
+        (("limit", l),) for l in ("max_connections", "per_sandbox", "head_timeout",
+                                  "max_header_bytes", "idle_timeout")]),
+    "sandgate_tunnels_open": ("gauge", [
+        (("kind", k), ("listener", l))
+        for l in ("http", "connect", "socks5", "transparent", "ingress")
+        for k in ("intercepted", "relayed", "websocket")]),
     "sandgate_credential_requests_total": ("counter", None),
     "sandgate_decision_seconds": ("histogram", None),
     "sandgate_upstream_connect_seconds": ("histogram", None),
@@ -146,12 +156,14 @@ class MetricsTest(unittest.TestCase):
         d = cls.td.path
         cls.origin = T.Origin("plain", host=ORIGIN_HOST)
         cls.addClassCleanup(cls.origin.stop)
-        cls.cert, cls.key = T.make_cert(d, cn="keys.test", names=["keys.test"])
+        cls.cert, cls.key = T.make_cert(d, cn="keys.test",
+                                       names=["keys.test", "pass.test"])
         cls.tls = T.Origin("tls", host=ORIGIN_HOST, cert=cls.cert, key=cls.key)
         cls.addClassCleanup(cls.tls.stop)
         cls.dns = T.Dnsmasq(d, [("allowed.test", ORIGIN_HOST),
                                 ("denied.test", ORIGIN_HOST),
-                                ("keys.test", ORIGIN_HOST)])
+                                ("keys.test", ORIGIN_HOST),
+                                ("pass.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.mport = T.free_port()
         cls.sock = os.path.join(d, "adm.sock")
@@ -183,7 +195,9 @@ class MetricsTest(unittest.TestCase):
                                         "ports": [cls.origin.port]},
                                        {"host": "keys.test",
                                         "ports": [cls.tls.port],
-                                        "tls": "intercept"}],
+                                        "tls": "intercept"},
+                                       {"host": "pass.test",
+                                        "ports": [cls.tls.port]}],
                              "allow_private": [ORIGIN_HOST + "/32"],
                              "credentials": ["apikey"]}]}
         if broken:
@@ -242,6 +256,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(self.value(s, "sandgate_workers"), 2)
         self.assertEqual(self.value(s, "sandgate_workers"), status["workers"])
         self.assertEqual(self.value(s, "sandgate_sandboxes", kind="static"), 1)
+        self.assertEqual(self.value(s, "sandgate_connections_limit"), MAX_CONNS)
 
     def test_output_is_deterministic(self):
         """Two scrapes list the same lines in the same order (values aside)."""
@@ -391,11 +406,83 @@ class MetricsTest(unittest.TestCase):
             s3, "sandgate_first_byte_seconds", "http"), 1)
         self.assertEqual(self.get(s3, "sandgate_origin_tls_seconds_count",
                                   listener="http"), 0)
+        # the keeper signed the leaf and handed out the secret; the audit
+        # writer committed the rows: both histograms without a label
+        for fam in ("sandgate_keeper_rtt_seconds", "sandgate_audit_write_seconds"):
+            with self.subTest(family=fam):
+                buckets = sorted(
+                    (float(dict(k[1])["le"]), v) for k, v in s3.items()
+                    if k[0] == fam + "_bucket")
+                self.assertEqual(buckets[-1][0], float("inf"))
+                for (_, a), (_, b) in zip(buckets, buckets[1:]):
+                    self.assertLessEqual(a, b, buckets)
+                self.assertEqual(buckets[-1][1], self.value(s3, fam + "_count"))
+                self.assertGreaterEqual(self.value(s3, fam + "_count"), 1)
+                self.assertGreater(self.value(s3, fam + "_sum"), 0)
+        n0 = self.get(s2, "sandgate_keeper_rtt_seconds_count")
+        self.assertGreaterEqual(self.get(s3, "sandgate_keeper_rtt_seconds_count")
+                                - n0, 1, "the leaf for keys.test was signed")
         # the sum of every decision is the audit's count of rows
         total = sum(v for k, v in s1.items() if k[0] == "sandgate_requests_total")
         by_sandbox = sum(v for k, v in s1.items()
                          if k[0] == "sandgate_sandbox_requests_total")
         self.assertGreaterEqual(total, by_sandbox)
+
+    def tunnel(self, host, port, ca=None):
+        """A CONNECT tunnel with TLS through it and one request answered;
+        the socket, left open."""
+        import ssl
+        raw = socket.create_connection(("127.0.0.1", self.gw.port), 10)
+        raw.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n"
+                    % (host.encode(), port, host.encode(), port))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = raw.recv(4096)
+            self.assertTrue(chunk, head)
+            head += chunk
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        ctx = ssl.create_default_context(cafile=ca or self.cert)
+        tls = ctx.wrap_socket(raw, server_hostname=host)
+        tls.sendall(b"GET /t HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+        self.assertTrue(tls.recv(4096).startswith(b"HTTP/1.1 200"))
+        return tls
+
+    def test_limit_refusals_by_limit(self):
+        """A head over limits.max_header_bytes: a refusal of that limit."""
+        def n():
+            return self.value(self.scrape(), "sandgate_limit_refusals_total",
+                              limit="max_header_bytes")
+        n0 = n()
+        with socket.create_connection(("127.0.0.1", self.gw.port), 10) as c:
+            c.sendall(b"GET http://allowed.test:%d/ HTTP/1.1\r\nHost: x\r\n"
+                      % self.origin.port + b"X-Pad: " + b"a" * 70000 + b"\r\n\r\n")
+            head = c.recv(4096)
+        self.assertTrue(head.startswith(b"HTTP/1.1 431 "), head)
+        self.assertEqual(eventually(lambda: n() == n0 + 1), True)
+
+    def test_tunnels_open_by_kind(self):
+        """The gauge follows tunnels held open, by kind, and comes back."""
+        def open_now(kind):
+            return self.value(self.scrape(), "sandgate_tunnels_open",
+                              listener="connect", kind=kind)
+        base = {k: open_now(k) for k in ("intercepted", "relayed", "websocket")}
+        # TLS passed through: relayed; TLS intercepted: intercepted
+        t1 = self.tunnel("pass.test", self.tls.port)
+        t2 = self.tunnel("keys.test", self.tls.port, ca=self.gw.ca_path())
+        try:
+            self.assertEqual(eventually(lambda: open_now("relayed") ==
+                                        base["relayed"] + 1), True)
+            self.assertEqual(open_now("intercepted"), base["intercepted"] + 1)
+            self.assertEqual(open_now("websocket"), base["websocket"])
+        finally:
+            t1.close()
+            t2.close()
+        self.assertEqual(eventually(lambda: open_now("relayed") ==
+                                    base["relayed"] and
+                                    open_now("intercepted") ==
+                                    base["intercepted"]), True,
+                         {k: v for k, v in self.scrape().items()
+                          if k[0] == "sandgate_tunnels_open"})
 
     def test_connections_gauge_and_refusals(self):
         base = self.wait_value("sandgate_connections", lambda v: v == 0)
@@ -423,6 +510,10 @@ class MetricsTest(unittest.TestCase):
             refused = self.wait_value("sandgate_connections_refused_total",
                                       lambda v: v == refused0 + 1)
             self.assertEqual(refused, refused0 + 1)
+            # the same refusal, by the limit that made it
+            self.assertEqual(self.value(self.scrape(),
+                                        "sandgate_limit_refusals_total",
+                                        limit="max_connections"), refused)
             self.assertEqual(self.value(self.scrape(), "sandgate_connections"),
                              MAX_CONNS)
         finally:
