@@ -13,7 +13,8 @@ python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx
 libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
 debhelper lintian mandoc bash-completion fakeroot strace
 publicsuffix rsyslog
-libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client"
+libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
+prometheus"
 
 # kubectl renders deploy/kubernetes in a test; Debian's kubernetes-client
 # would clash with a kubectl another package already installed, which serves.
@@ -37,6 +38,16 @@ if [ -n "$missing" ]; then
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
+
+# Debian's prometheus starts a service on 127.0.0.1:9090 where systemd runs:
+# the tests start their own, and 9090 is the gateway's default metrics port.
+case "$missing" in
+*" prometheus"*)
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+		echo "stopping and disabling the prometheus service the package started" >&2
+		$SUDO systemctl disable --now prometheus.service || true
+	fi ;;
+esac
 
 # The unprivileged account of the network process: no home, no shell.
 if ! getent passwd sandgate >/dev/null; then
