@@ -718,13 +718,7 @@ def request(flow):
         proc = Proc("client", argv, out)
         res = {"ok": 0, "errors": 0}
         try:
-            end = time.time() + 600
-            while time.time() < end and proc.alive():
-                with open(out) as f:
-                    text = f.read()
-                if "ready held=" in text:
-                    break
-                time.sleep(0.2)
+            self.wait_ready(proc, out)
             # Let deferred work settle; --idle-settle past
             # upstream.keepalive_timeout (5 s) measures the tunnels once
             # their idle origin connections are gone.
@@ -754,21 +748,28 @@ def request(flow):
         self.expected[tag] = (int(res.get("ok", 0)), int(res.get("errors", 0)))
         return res
 
+    @staticmethod
+    def wait_ready(proc, out):
+        """Until the idle client holds its tunnels (or ends); its output."""
+        end = time.time() + 600
+        text = ""
+        while time.time() < end and proc.alive():
+            with open(out) as f:
+                text = f.read()
+            if "ready held=" in text:
+                break
+            time.sleep(0.2)
+        return text
+
     def idle_batch(self, scn, target, tag, n):
         """Open N more idle tunnels; (how many were held, RSS after)."""
         argv = self.client_argv(scn, target, "/r/s/" + tag, "idle", 4, 600, n)
         out = self.path("idle-%s.out" % tag)
         proc = Proc("client", argv, out)
-        held = 0
         try:
-            end = time.time() + 600
-            while time.time() < end and proc.alive():
-                with open(out) as f:
-                    text = f.read()
-                if "ready held=" in text:
-                    held = int(text.split("ready held=")[1].split()[0])
-                    break
-                time.sleep(0.2)
+            text = self.wait_ready(proc, out)
+            held = int(text.split("ready held=")[1].split()[0]) \
+                if "ready held=" in text else 0
             time.sleep(self.a.idle_settle)
             return held, rss_kib(self.pid_of(target))
         finally:

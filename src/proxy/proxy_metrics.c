@@ -185,6 +185,25 @@ histogram(struct evbuffer *out, struct stats *st, enum stats_hist which,
 			    stats_hist_of(st, which, lk));
 }
 
+/* The exchanges' histograms, by listener, in enum stats_hist's order. */
+static const struct {
+	const char	*name, *help;
+} hists[STATS_H_N] = {
+	[STATS_H_DECISION] = { "decision_seconds", "From an exchange's start "
+	    "(its request head, CONNECT, SOCKS5 request or DNS query read) to "
+	    "its verdict, by listener." },
+	[STATS_H_EXCHANGE] = { "exchange_seconds", "From an exchange's start "
+	    "to its end (its audit row), by listener." },
+	[STATS_H_CONNECT] = { "upstream_connect_seconds", "An exchange's TCP "
+	    "connect to its origin, from the first try to connected (a kept "
+	    "connection taken from the pool: not counted)." },
+	[STATS_H_TLS] = { "origin_tls_seconds", "The TLS handshake with an "
+	    "intercepted exchange's origin, after its TCP connect." },
+	[STATS_H_FIRST_BYTE] = { "first_byte_seconds", "From an exchange's "
+	    "request sent to the origin to its response head read (HTTP "
+	    "requests, intercepted or not)." },
+};
+
 /* What exchanges decided and moved (core/stats.h). */
 static void
 metrics_traffic(struct proxy *p, struct evbuffer *out)
@@ -271,24 +290,10 @@ metrics_traffic(struct proxy *p, struct evbuffer *out)
 	    "unavailable, refused; the first 100 names, the rest as "
 	    "credential=\"other\".");
 	stats_foreach_credential(p->stats, credential_cb, out);
-	family(out, "decision_seconds", "histogram", "From an exchange's "
-	    "start (its request head, CONNECT, SOCKS5 request or DNS query "
-	    "read) to its verdict, by listener.");
-	histogram(out, p->stats, STATS_H_DECISION, "decision_seconds");
-	family(out, "exchange_seconds", "histogram", "From an exchange's "
-	    "start to its end (its audit row), by listener.");
-	histogram(out, p->stats, STATS_H_EXCHANGE, "exchange_seconds");
-	family(out, "upstream_connect_seconds", "histogram", "An exchange's "
-	    "TCP connect to its origin, from the first try to connected (a "
-	    "kept connection taken from the pool: not counted).");
-	histogram(out, p->stats, STATS_H_CONNECT, "upstream_connect_seconds");
-	family(out, "origin_tls_seconds", "histogram", "The TLS handshake "
-	    "with an intercepted exchange's origin, after its TCP connect.");
-	histogram(out, p->stats, STATS_H_TLS, "origin_tls_seconds");
-	family(out, "first_byte_seconds", "histogram", "From an exchange's "
-	    "request sent to the origin to its response head read (HTTP "
-	    "requests, intercepted or not).");
-	histogram(out, p->stats, STATS_H_FIRST_BYTE, "first_byte_seconds");
+	for (k = 0; k < STATS_H_N; k++) {
+		family(out, hists[k].name, "histogram", hists[k].help);
+		histogram(out, p->stats, k, hists[k].name);
+	}
 }
 
 static void
