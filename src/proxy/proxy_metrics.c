@@ -170,6 +170,17 @@ hist_samples(struct evbuffer *out, const char *name, const char *lw,
 	sample_ull(out, fname, ml, count);
 }
 
+/* A family of one histogram without labels; none when h is NULL. */
+static void
+lone_histogram(struct evbuffer *out, const char *name, const char *help,
+    struct sg_hist *h)
+{
+	if (h == NULL)
+		return;
+	family(out, name, "histogram", help);
+	hist_samples(out, name, NULL, h);
+}
+
 /* By listener: only the listeners that observed something. */
 static void
 histogram(struct evbuffer *out, struct stats *st, enum stats_hist which,
@@ -431,13 +442,9 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "being written now.");
 	sample(out, "audit_rows_waiting", NULL, NULL,
 	    (unsigned long long)as.rows_waiting);
-	if (audit_write_hist(p->audit) != NULL) {
-		family(out, "audit_write_seconds", "histogram", "The audit "
-		    "writer's transactions of rows, from the first try to "
-		    "committed.");
-		hist_samples(out, "audit_write_seconds", NULL,
-		    audit_write_hist(p->audit));
-	}
+	lone_histogram(out, "audit_write_seconds", "The audit writer's "
+	    "transactions of rows, from the first try to committed.",
+	    audit_write_hist(p->audit));
 	family(out, "audit_rows_dropped_total", "counter", "Audit rows "
 	    "dropped because the queue was full while audit.db could not "
 	    "be written.");
@@ -465,13 +472,9 @@ metrics_render(struct proxy *p, struct evbuffer *out)
 	    "interceptions and credential swaps are refused.");
 	sample(out, "keeper_up", NULL, NULL, (unsigned long long)
 	    keeper_client_up(p->kc));
-	if (keeper_client_rtt(p->kc) != NULL) {
-		family(out, "keeper_rtt_seconds", "histogram", "The key "
-		    "keeper's answered requests (leaf signatures, secrets, "
-		    "checkpoint signatures), from sent to answered.");
-		hist_samples(out, "keeper_rtt_seconds", NULL,
-		    keeper_client_rtt(p->kc));
-	}
+	lone_histogram(out, "keeper_rtt_seconds", "The key keeper's answered "
+	    "requests (leaf signatures, secrets, checkpoint signatures), from "
+	    "sent to answered.", keeper_client_rtt(p->kc));
 	family(out, "keeper_restarts_total", "counter", "Key keepers adopted "
 	    "after the one before was lost.");
 	sample(out, "keeper_restarts_total", NULL, NULL,
