@@ -18,7 +18,9 @@ import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
 import sgtest as T  # noqa: E402
+import transparent_helpers as H  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
 MAX_CONNS = 4
@@ -166,10 +168,12 @@ class MetricsTest(unittest.TestCase):
                                 ("pass.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.mport = T.free_port()
+        cls.dport = T.free_port(udp_too=True)
         cls.sock = os.path.join(d, "adm.sock")
         cls.gw = T.Gateway(d, cls.dns, {"main.yaml": cls.policy_doc()},
             extra={"listen": {"metrics": "127.0.0.1:%d" % cls.mport,
-                              "admin": cls.sock},
+                              "admin": cls.sock,
+                              "dns": "127.0.0.1:%d" % cls.dport},
                    "limits": {"max_connections": MAX_CONNS},
                    "upstream": {"ca_bundle": cls.cert}},
             workers=2)
@@ -446,6 +450,30 @@ class MetricsTest(unittest.TestCase):
         tls.sendall(b"GET /t HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
         self.assertTrue(tls.recv(4096).startswith(b"HTTP/1.1 200"))
         return tls
+
+    def test_dns_queries_counted(self):
+        """The DNS listener's queries: an answered one and a refused one,
+        each once, under listener dns."""
+        def count(s, **labels):
+            return self.get(s, "sandgate_requests_total", listener="dns",
+                            **labels)
+        s0 = self.scrape()
+        q = H.dig(["@127.0.0.1", "-p", str(self.dport), "allowed.test", "A"])
+        self.assertEqual(q.status, "NOERROR", q)
+        q = H.dig(["@127.0.0.1", "-p", str(self.dport), "denied.test", "A"])
+        self.assertEqual(q.status, "NXDOMAIN", q)
+        s1 = eventually(lambda: (lambda s: s if count(
+            s, decision="deny", reason="policy-deny") > count(
+            s0, decision="deny", reason="policy-deny") else None)(self.scrape()))
+        self.assertTrue(s1, "the refused query was not counted")
+        self.assertEqual(count(s1, decision="deny", reason="policy-deny") -
+                         count(s0, decision="deny", reason="policy-deny"), 1)
+        self.assertEqual(count(s1, decision="allow", reason="none") -
+                         count(s0, decision="allow", reason="none"), 1)
+        self.assertEqual(self.get(s1, "sandgate_decision_seconds_count",
+                                  listener="dns") -
+                         self.get(s0, "sandgate_decision_seconds_count",
+                                  listener="dns"), 2)
 
     def test_limit_refusals_by_limit(self):
         """A head over limits.max_header_bytes: a refusal of that limit."""
