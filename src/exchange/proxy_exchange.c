@@ -91,20 +91,25 @@ row_num(int64_t v, char *buf, size_t len)
 }
 
 /*
- * The row's log line: every denial and error at info, allowed traffic
- * only at debug (a write per request is the largest cost on a kept-alive
- * connection). The path is escaped only when a line is written.
+ * The row's log line: every denial and error at info, a credential's
+ * misuse (its placeholder toward another host, a key of the sandbox's own
+ * toward its host) at warning, allowed traffic only at debug (a write per
+ * request is the largest cost on a kept-alive connection). The path is
+ * escaped only when a line is written.
  */
 static void
-exchange_log_line(const struct audit_event *ev)
+exchange_log_line(const struct audit_event *ev, enum sg_reason reason)
 {
+	void (*line)(const char *, ...) __attribute__((format(printf, 1, 2))) =
+	    reason == REASON_CRED_MISUSE ||
+	    reason == REASON_FOREIGN_CRED ? log_warnx : log_info;
 	char path[256] = "-", port[24], status[24], up[24], down[24];
 
 	if (ev->decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))
 		return;
 	if (ev->path != NULL)
 		log_escape(ev->path, strlen(ev->path), path, sizeof(path));
-	log_info("%s %s sandbox=%s client=%s host=%s port=%s ip=%s method=%s "
+	line("%s %s sandbox=%s client=%s host=%s port=%s ip=%s method=%s "
 	    "path=%s status=%s rule=%s reason=%s up=%s down=%s ms=%lld",
 	    verdict_word(ev->decision), ev->kind,
 	    ev->sandbox != NULL ? ev->sandbox : "-",
@@ -172,7 +177,7 @@ exchange_audit(struct exchange *x, struct audit *a, struct stats *st,
 	ev->credential = x->fwd.plan.cred[0] != '\0' ? x->fwd.plan.cred : NULL;
 	us = since_us(&x->started);
 	ev->duration_ms = us / 1000;
-	exchange_log_line(ev);
+	exchange_log_line(ev, reason);
 	if (st != NULL) {
 		se.kind = ev->kind;
 		se.decision = decision;

@@ -372,6 +372,13 @@ class MetricsTest(unittest.TestCase):
                    args=["-H", "Authorization: Bearer " + PLACEHOLDER])
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "credential-misuse")
+        # a misuse is logged at warning, other denials at info
+        self.assertTrue(self.gw.wait_log(
+            r"sandgate warn: deny http .*path=/leak .*reason=credential-misuse"),
+            self.gw.log_tail())
+        self.assertTrue(self.gw.wait_log(
+            r"sandgate info: deny connect .*host=denied\.test .*reason=policy-deny"),
+            self.gw.log_tail())
         s1 = eventually(lambda: (lambda s: s if self.get(
             s, "sandgate_credential_requests_total", credential="apikey",
             outcome="misuse") > n0 else None)(self.scrape()))
