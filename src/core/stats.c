@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/stats.h"
 
 #define SB_NAME_MAX	128	/* longer names count under "other" */
@@ -161,16 +162,6 @@ stats_free(struct stats *st)
 	free(st);
 }
 
-static unsigned
-name_hash(const char *s)
-{
-	unsigned h = 2166136261u;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* The name's counters: its own while there is room, else "other". */
 static struct named *
 named(struct names *t, const char *name)
@@ -183,7 +174,7 @@ named(struct names *t, const char *name)
 	if (len == 0 || len >= SB_NAME_MAX)
 		return e;
 	pthread_mutex_lock(&t->mu);
-	for (i = name_hash(name) % SB_SLOTS; t->slot[i] != -1;
+	for (i = hash_fnv1a(name, len) % SB_SLOTS; t->slot[i] != -1;
 	    i = (i + 1) % SB_SLOTS) {
 		if (strcmp(t->e[t->slot[i]].name, name) == 0) {
 			e = &t->e[t->slot[i]];
