@@ -18,6 +18,8 @@ static const char usage_text[] =
     "\n"
     "The gateway:\n"
     "  serve [-c FILE] [-d]              run the gateway in the foreground\n"
+    "  status [-c FILE] [--json]         one screen of the running gateway\n"
+    "  reload [-c FILE]                  reload its policies; errors as FILE:LINE:COL\n"
     "Policies:\n"
     "  policy check [-c FILE]            validate the config and every policy file\n"
     "  policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
@@ -97,7 +99,8 @@ static const struct {
 } commands[] = {
 	{ "serve", cmd_serve }, { "policy", cmd_policy },
 	{ "audit", cmd_audit }, { "ca", cmd_ca }, { "vault", cmd_vault },
-	{ "sandbox", cmd_sandbox }, { "version", cmd_version },
+	{ "sandbox", cmd_sandbox }, { "status", cmd_status },
+	{ "reload", cmd_reload }, { "version", cmd_version },
 	{ "help", cmd_help },
 };
 

@@ -20,6 +20,8 @@ int	cmd_audit_stats(const char *db_path, const char *pub_path,
 int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);
+int	cmd_status(int argc, char *argv[]);	/* cmd_status.c */
+int	cmd_reload(int argc, char *argv[]);	/* cmd_status.c */
 
 /*
  * Is -h or --help among argv[1..] before any "--"? Then the dispatcher

@@ -36,6 +36,12 @@ void		 policy_ref(struct policy *);
 void		 policy_unref(struct policy *);
 /* "3 files, 2 sandboxes, 1 policy, 12 rules, 1 credential" */
 void		 policy_summary(const struct policy *, char *buf, size_t len);
+/* The same as numbers (policies: defined ones, not the implicit "default"). */
+struct policy_counts {
+	size_t		 files, sandboxes, policies, rules, credentials;
+	size_t		 report;	/* policies in mode: report */
+};
+void		 policy_counts(const struct policy *, struct policy_counts *);
 
 /* Who a client is: a plain value a session copies. */
 struct policy_identity {

@@ -1578,6 +1578,22 @@ policy_unref(struct policy *p)
 }
 
 void
+policy_counts(const struct policy *p, struct policy_counts *c)
+{
+	size_t i;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < p->n_defs; i++) {
+		c->rules += p->defs[i].n_allow + p->defs[i].n_deny;
+		c->policies += !p->defs[i].implicit;
+		c->report += p->defs[i].report != 0;
+	}
+	c->files = p->n_files;
+	c->sandboxes = p->n_sandboxes;
+	c->credentials = p->n_creds;
+}
+
+void
 policy_summary(const struct policy *p, char *buf, size_t len)
 {
 	size_t i, rules = 0, defs = 0, report = 0;

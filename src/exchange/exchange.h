@@ -27,6 +27,7 @@
 
 #include "core/config.h"
 #include "core/policy.h"
+#include "core/rate.h"
 #include "core/reason.h"
 #include "dns/resolver.h"
 #include "parse/http_parse.h"
@@ -102,6 +103,16 @@ struct geoip;
 struct fairshare;
 struct keeper_client;
 
+/* The last policy reload's outcome, for the admin API's status (main thread). */
+struct proxy_reload_last {
+	time_t			 at;		/* 0: none since start-up */
+	int			 ok;
+	const char		*source;	/* "signal", "admin" or "watch" */
+	unsigned		 n_errors;	/* a failed one's */
+	unsigned		 n_restart;	/* an applied one's keys left for a restart */
+	char			 first_error[512];	/* FILE:LINE:COL: message */
+};
+
 struct proxy {
 	struct config		*cfg;
 	struct audit		*audit;
@@ -152,6 +163,9 @@ struct proxy {
 	int			 metrics_fd;	/* bound at start-up until evhttp owns it */
 	atomic_ullong		 n_reload_ok;	/* policy reloads, for metrics */
 	atomic_ullong		 n_reload_err;
+	struct proxy_reload_last last_reload;
+	time_t			 started;	/* wall clock, for status */
+	struct rate_ring	 rate;		/* requests, denials: sampled each second (main thread) */
 	struct nflog		*nflog;		/* sandbox drops -> audit, main thread */
 	struct proxy_watch	*watch;		/* policies_watch, main thread */
 	const struct front_ops	*fe;		/* the front-ends, handed down (proxy_new) */

@@ -47,6 +47,8 @@ const struct config *proxy_config(struct proxy *);
 void		 proxy_parts_free(struct proxy_parts *);
 /* The services on the main thread, started by the daemon after proxy_new. */
 int		 proxy_admin_start(struct proxy *);
+/* Once a second on the main thread: the totals behind status's rates. */
+void		 proxy_admin_tick(struct proxy *);
 int		 proxy_metrics_start(struct proxy *);
 /*
  * policies_watch: inotify on the policy paths, a reload when they change.
@@ -85,10 +87,11 @@ struct proxy_reload_info {
  * is logged ("needs a restart: listen.metrics") and, when info is not NULL,
  * put there. On failure the errors are logged as FILE:LINE:COL lines and the
  * old policy stays. 0 or -1. errs, when not NULL (an initialised diag the
- * caller frees), gets every error too.
+ * caller frees), gets every error too. source ("signal", "admin", "watch")
+ * is kept with the outcome for the admin API's status.
  */
-int		 proxy_reload(struct proxy *, struct diag *errs,
-		    struct proxy_reload_info *info);
+int		 proxy_reload(struct proxy *, const char *source,
+		    struct diag *errs, struct proxy_reload_info *info);
 
 /* The main thread's event loop (signals, admin API, the keeper's monitor). */
 struct event_base *proxy_main_base(struct proxy *);

@@ -20,6 +20,8 @@
 
 #include "audit/audit.h"
 #include "core/log.h"
+#include "core/rate.h"
+#include "core/stats.h"
 #include "core/reason.h"
 #include "proxy/front.h"
 #include "vault/keeper.h"
@@ -341,26 +343,152 @@ set_state(struct proxy *p, struct evhttp_request *req, const char *id)
 	reply_json(req, 200, json_pack("{s:s,s:b}", "id", id, "running", running));
 }
 
+/* Exchanges ended, and those denied, every listener: the rates' totals. */
+static void
+totals_cb(enum stats_listener lk, enum sg_verdict v, enum sg_reason r,
+    unsigned long long n, void *arg)
+{
+	uint64_t *tot = arg;
+
+	(void)lk;
+	(void)r;
+	tot[0] += n;
+	if (v == VERDICT_DENY)
+		tot[1] += n;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+proxy_admin_tick(struct proxy *p)
+{
+	uint64_t tot[RATE_SERIES] = { 0, 0 };
+
+	stats_foreach_decision(p->stats, totals_cb, tot);
+	rate_sample(&p->rate, mono_ms(), tot);
+}
+
+static json_t *
+rfc3339(time_t t)
+{
+	struct tm tm;
+	char buf[32];
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		return json_null();
+	return json_string(buf);
+}
+
+static json_t *
+listen_json(const struct config_listen *l)
+{
+	return l->enabled ? json_string(l->text) : json_null();
+}
+
+static void
+count_dynamic(const struct policy_identity *id, const struct netaddr *src,
+    int64_t created, void *arg)
+{
+	(void)id;
+	(void)src;
+	(void)created;
+	(*(size_t *)arg)++;
+}
+
+static json_t *
+last_reload_json(const struct proxy_reload_last *l)
+{
+	if (l->at == 0)
+		return json_null();
+	return json_pack("{s:o,s:b,s:s,s:i,s:i,s:o}", "at", rfc3339(l->at),
+	    "ok", l->ok, "source", l->source, "errors", (int)l->n_errors,
+	    "needs_restart", (int)l->n_restart, "first_error",
+	    l->first_error[0] != '\0' ? json_string(l->first_error) :
+	    json_null());
+}
+
+/*
+ * GET /v1/status: what `sandgate status` prints (docs/admin-api.md). The
+ * rates are over the last minute (less since start-up), from the totals
+ * proxy_admin_tick samples each second and the totals now.
+ */
 static void
 status(struct proxy *p, struct evhttp_request *req)
 {
+	const struct config *c = p->cfg;
 	struct policy *pol = proxy_policy_get(p);
+	struct policy_counts pc;
 	struct audit_stats as;
+	uint64_t tot[RATE_SERIES] = { 0, 0 };
+	double rates[RATE_SERIES], span;
+	size_t dynamic = 0;
 	char sum[256];
+	time_t now = time(NULL);
+	json_t *lis, *pols, *rate, *audit, *j;
 
 	policy_summary(pol, sum, sizeof(sum));
+	policy_counts(pol, &pc);
 	policy_unref(pol);
+	policy_registry_foreach(count_dynamic, &dynamic);
 	audit_get_stats(p->audit, &as);
-	reply_json(req, 200, json_pack("{s:s,s:i,s:I,s:I,s:s,s:{s:I,s:I},s:i,"
-	    "s:{s:b,s:i,s:I}}",
-	    "version", SANDGATE_VERSION, "workers", p->n_workers,
+	stats_foreach_decision(p->stats, totals_cb, tot);
+	(void)rate_read(&p->rate, mono_ms(), tot, rates, &span);
+	lis = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:s?}",
+	    "http", listen_json(&c->listen_http),
+	    "socks5", listen_json(&c->listen_socks5),
+	    "dns", listen_json(&c->listen_dns),
+	    "transparent", listen_json(&c->listen_transparent),
+	    "ingress", listen_json(&c->listen_ingress),
+	    "metrics", listen_json(&c->listen_metrics),
+	    "admin", c->admin_socket);
+	pols = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "files", (json_int_t)pc.files, "sandboxes", (json_int_t)pc.sandboxes,
+	    "dynamic_sandboxes", (json_int_t)dynamic,
+	    "policies", (json_int_t)pc.policies, "rules", (json_int_t)pc.rules,
+	    "credentials", (json_int_t)pc.credentials,
+	    "report", (json_int_t)pc.report);
+	rate = json_pack("{s:f,s:f,s:f,s:I,s:I}", "window_s", span,
+	    "requests_per_s", rates[0], "denials_per_s", rates[1],
+	    "requests_total", (json_int_t)tot[0],
+	    "denials_total", (json_int_t)tot[1]);
+	audit = json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "healthy", !as.unavailable && as.checkpoint_failures == 0,
+	    "unavailable", as.unavailable,
+	    "rows_written", (json_int_t)as.rows_written,
+	    "rows_waiting", (json_int_t)as.rows_waiting,
+	    "rows_dropped", (json_int_t)as.rows_dropped,
+	    "write_failures", (json_int_t)as.write_failures,
+	    "unavailable_episodes", (json_int_t)as.unavailable_episodes,
+	    "checkpoint_failures", (json_int_t)as.checkpoint_failures,
+	    "stalls", (json_int_t)as.stalls);
+	j = json_pack("{s:s,s:o,s:I,s:i,s:I,s:I,s:I,s:o,s:s,s:o,s:o,s:o,s:i,"
+	    "s:{s:b,s:i,s:I},s:o}",
+	    "version", SANDGATE_VERSION, "started", rfc3339(p->started),
+	    "uptime_s", (json_int_t)(now > p->started ? now - p->started : 0),
+	    "workers", p->n_workers,
 	    "connections", (json_int_t)atomic_load(&p->n_conns),
-	    "refused", (json_int_t)atomic_load(&p->n_refused), "policy", sum,
-	    "audit", "rows_written", (json_int_t)as.rows_written, "stalls",
-	    (json_int_t)as.stalls, "nflog_group", proxy_nflog_group(p),
+	    "max_connections", (json_int_t)c->max_connections,
+	    "refused", (json_int_t)atomic_load(&p->n_refused),
+	    "listeners", lis, "policy", sum, "policies", pols,
+	    "rates", rate, "audit", audit,
+	    "nflog_group", proxy_nflog_group(p),
 	    "keeper", "up", keeper_client_up(p->kc), "pid",
 	    atomic_load(&p->keeper_pid), "restarts",
-	    (json_int_t)atomic_load(&p->n_keeper_restarts)));
+	    (json_int_t)atomic_load(&p->n_keeper_restarts),
+	    "last_reload", last_reload_json(&p->last_reload));
+	if (j == NULL) {
+		reply_error(req, 500, "out of memory");
+		return;
+	}
+	reply_json(req, 200, j);
 }
 
 /* A JSON string of s; bytes that are not UTF-8 become '?', never lost. */
@@ -424,7 +552,7 @@ reload(struct proxy *p, struct evhttp_request *req)
 	size_t i;
 
 	diag_init(&d);
-	if (proxy_reload(p, &d, &ri) == 0) {
+	if (proxy_reload(p, "admin", &d, &ri) == 0) {
 		reply_json(req, 200, reload_ok_json(&ri));
 		diag_free(&d);
 		return;

@@ -318,6 +318,7 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	atomic_init(&p->evict_pending, 0);
 	atomic_init(&p->n_reload_ok, 0);
 	atomic_init(&p->n_reload_err, 0);
+	p->started = time(NULL);
 	p->metrics_fd = -1;
 	p->n_workers = cfg->workers < 1 ? 1 : cfg->workers > 64 ? 64 : cfg->workers;
 	for (k = 0; k < LISTENER_MAX; k++)
@@ -381,6 +382,7 @@ vault_watch_cb(evutil_socket_t fd, short ev, void *arg)
 	fairshare_sweep(p->fair, fairshare_now_ms());
 	/* Closes no worker found a connection for within a second: given up. */
 	atomic_store(&p->evict_pending, 0);
+	proxy_admin_tick(p);
 }
 
 /* READY=1 with the policy in force as the service's status line. */
@@ -414,7 +416,7 @@ signal_cb(evutil_socket_t sig, short ev, void *arg)
 		/* systemd's ExecReload waits for READY=1 after RELOADING=1. */
 		if (p->life != NULL && p->life->reloading != NULL)
 			p->life->reloading();
-		proxy_reload(p, NULL, NULL);
+		proxy_reload(p, "signal", NULL, NULL);
 		notify_ready(p);
 		return;
 	}
@@ -442,6 +444,7 @@ proxy_run(struct proxy *p)
 	watch = event_new(p->main_base, -1, EV_PERSIST, vault_watch_cb, p);
 	if (watch != NULL)
 		event_add(watch, &sec);
+	proxy_admin_tick(p);	/* status's rates count from start-up */
 	if (sighup == NULL || sigterm == NULL || sigint == NULL ||
 	    evsignal_add(sighup, NULL) == -1 || evsignal_add(sigterm, NULL) == -1 ||
 	    evsignal_add(sigint, NULL) == -1) {

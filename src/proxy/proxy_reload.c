@@ -6,6 +6,8 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "proxy/front.h"
@@ -32,8 +34,27 @@ reload_log_restart(const struct proxy_reload_info *ri, const char *sum)
 	    keys);
 }
 
+/* Kept for the admin API's status: when, from where, and how it went. */
+static void
+reload_remember(struct proxy *p, const char *source, int ok,
+    const struct diag *d, size_t n_restart)
+{
+	struct proxy_reload_last *l = &p->last_reload;
+
+	memset(l, 0, sizeof(*l));
+	l->at = time(NULL);
+	l->ok = ok;
+	l->source = source != NULL ? source : "signal";
+	l->n_errors = ok ? 0 : (unsigned)d->n;
+	l->n_restart = (unsigned)n_restart;
+	if (!ok && d->n > 0)
+		(void)diag_format(&d->v[0], l->first_error,
+		    sizeof(l->first_error));
+}
+
 int
-proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
+proxy_reload(struct proxy *p, const char *source, struct diag *errs,
+    struct proxy_reload_info *info)
 {
 	struct proxy_reload_info own_info;
 	struct config *ncfg;
@@ -53,6 +74,7 @@ proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
 		}
 		log_warnx("reload failed with %zu error%s; the previous policy "
 		    "stays in force", d->n, d->n == 1 ? "" : "s");
+		reload_remember(p, source, 0, d, 0);
 		diag_free(&own);
 		config_free(ncfg);
 		atomic_fetch_add(&p->n_reload_err, 1);
@@ -80,6 +102,7 @@ proxy_reload(struct proxy *p, struct diag *errs, struct proxy_reload_info *info)
 		reload_log_restart(ri, sum);
 	else
 		log_info("reload: new policy in force: %s", sum);
+	reload_remember(p, source, 1, d, ri->n_restart);
 	atomic_fetch_add(&p->n_reload_ok, 1);
 	return 0;
 }

@@ -66,7 +66,7 @@ watch_quiet_cb(evutil_socket_t fd, short ev, void *arg)
 	struct proxy_watch *w = arg;
 
 	log_info("policies_watch: policy files changed: reloading");
-	(void)proxy_reload(w->p, NULL, NULL);
+	(void)proxy_reload(w->p, "watch", NULL, NULL);
 }
 
 static void

@@ -1,7 +1,7 @@
 /*
  * Driving the outside world for a sandbox: the OCI runtime (runsc or crun,
  * fork/exec with a fixed argv and the same global flags every time, signals
- * forwarded) and the gateway's admin socket (a small HTTP/1.1 client).
+ * forwarded) and the gateway's admin socket (core/admin_client.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <linux/magic.h>
 
+#include "core/admin_client.h"
 #include "sandbox/sandbox.h"
 
-#define ADMIN_MAX_REPLY	(1 << 20)
 #define RUNSC_PATH	"/usr/bin/runsc"
 #define CRUN_PATH	"/usr/bin/crun"
 
@@ -62,123 +62,12 @@ sandbox_signals_install(void)
 
 /* ---------------------------------------------------------------- admin */
 
-static int
-admin_connect(const char *path)
-{
-	struct sockaddr_un sun;
-	struct timeval tv = { 10, 0 };
-	int fd;
-
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (path == NULL || strlen(path) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/*
- * One request with Connection: close; returns the status and the body
- * (NUL-terminated, caller frees), or -1.
- */
-static int
-admin_request(const char *sock, const char *method, const char *path,
-    const char *body, char **out)
-{
-	char head[512], *buf = NULL, *p, *eoh, *cl;
-	size_t len = 0, cap = 0, blen = body != NULL ? strlen(body) : 0;
-	int fd, status;
-	ssize_t r;
-
-	*out = NULL;
-	if ((fd = admin_connect(sock)) == -1)
-		return -1;
-	r = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: sandgate\r\n"
-	    "Connection: close\r\nContent-Type: application/json\r\n"
-	    "Content-Length: %zu\r\n\r\n", method, path, blen);
-	if (r < 0 || (size_t)r >= sizeof(head) ||
-	    write_all(fd, head, (size_t)r) == -1 ||
-	    (blen > 0 && write_all(fd, body, blen) == -1))
-		goto fail;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			if (cap >= ADMIN_MAX_REPLY)
-				goto fail;
-			cap = cap == 0 ? 8192 : cap * 2;
-			if ((p = realloc(buf, cap)) == NULL)
-				goto fail;
-			buf = p;
-		}
-		r = read(fd, buf + len, cap - len - 1);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			goto fail;
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	fd = -1;
-	if (buf == NULL)
-		goto fail;
-	buf[len] = '\0';
-	if (sscanf(buf, "HTTP/1.%*1[01] %3d", &status) != 1 ||
-	    (eoh = strstr(buf, "\r\n\r\n")) == NULL)
-		goto fail;
-	*eoh = '\0';
-	eoh += 4;
-	if ((cl = strcasestr(buf, "\r\nContent-Length:")) != NULL) {
-		size_t want = strtoul(cl + 17, NULL, 10);
-		if (want < (size_t)(buf + len - eoh))
-			eoh[want] = '\0';
-	}
-	if ((*out = strdup(eoh)) == NULL)
-		goto fail;
-	free(buf);
-	return status;
-fail:
-	if (fd != -1)
-		close(fd);
-	free(buf);
-	return -1;
-}
-
 int
 sandbox_admin_ping(const char *sock, int *nflog_group)
 {
 	char *body;
 	json_t *j;
-	int st = admin_request(sock, "GET", "/v1/status", NULL, &body);
+	int st = admin_call(sock, "GET", "/v1/status", NULL, &body);
 
 	if (nflog_group != NULL) {
 		*nflog_group = 0;
@@ -280,7 +169,7 @@ sandbox_admin_register(const char *sock, const char *id, const char *policy,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	st = admin_request(sock, "POST", "/v1/sandboxes", body, &reply);
+	st = admin_call(sock, "POST", "/v1/sandboxes", body, &reply);
 	if (st == -1) {
 		snprintf(err, errlen, "admin socket %s: %s", sock,
 		    strerror(errno));
@@ -322,7 +211,7 @@ sandbox_admin_unregister(const char *sock, const char *id)
 	if (!sandbox_valid_id(id))
 		return -1;
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-	st = admin_request(sock, "DELETE", path, NULL, &body);
+	st = admin_call(sock, "DELETE", path, NULL, &body);
 	free(body);
 	return st == 200 || st == 404 ? 0 : -1;
 }
@@ -336,7 +225,7 @@ sandbox_admin_set_running(const char *sock, const char *id, int running)
 	if (!sandbox_valid_id(id))
 		return -1;
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/state", id);
-	st = admin_request(sock, "POST", path, running ? "{\"running\":true}" :
+	st = admin_call(sock, "POST", path, running ? "{\"running\":true}" :
 	    "{\"running\":false}", &body);
 	free(body);
 	return st == 200 ? 0 : -1;
