@@ -1,6 +1,8 @@
 # Front door for a fresh Debian 12 machine:
-#   make run   install packages, build, run the gateway on built-in defaults
-#   make test  install packages, build, run the whole CTest suite, then again
+#   make run   install what building and running need, build the binary alone,
+#              run the gateway on built-in defaults
+#   make test  install that and the tests' packages, build everything, run the
+#              whole CTest suite, then again
 #              under ASan + UBSan, then replay and briefly fuzz every parser
 #   make fuzz-long  fuzz the whole-worker target (fuzz_worker) for 10 minutes
 #   make deb   the Debian package build-deb/sandgate_VERSION_ARCH.deb
@@ -16,12 +18,15 @@ FUZZ_LONG_SECONDS ?= 600
 
 DEB_BUILD  ?= build-deb
 
-.PHONY: all deps build build-asan run test test-plain test-asan fuzz fuzz-build fuzz-long bench deb clean
+.PHONY: all deps deps-run build build-run build-asan run test test-plain test-asan fuzz fuzz-build fuzz-long bench deb clean
 
 all: build
 
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh test
+
+deps-run:
+	@./scripts/install-deps.sh run
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -31,7 +36,12 @@ build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSANDGATE_SANITIZE=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-run: build
+# The binary alone: no test, fuzz replay or benchmark is compiled.
+build-run: deps-run
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS) --target sandgate
+
+run: build-run
 	$(BUILD)/sandgate serve
 
 test: test-plain test-asan fuzz

@@ -1,20 +1,40 @@
 #!/bin/sh
-# Installs the Debian 12 packages sandgate needs to build and test, and
-# creates the system user `sandgate` that `sandgate serve` drops to (config
-# `user:`). Runs apt-get only when something is missing; then it updates the
-# lists first.
+# Installs the Debian 12 packages sandgate needs, and creates the system user
+# `sandgate` that `sandgate serve` drops to (config `user:`). Runs apt-get
+# only when something is missing; then it updates the lists first.
+#
+#   install-deps.sh run    what building and running need (make run)
+#   install-deps.sh        that and what the tests need (make test)
 set -eu
 
-PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
-libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev sqlite3
+MODE=${1:-test}
+case "$MODE" in
+run | test) ;;
+*) echo "usage: $0 [run|test]" >&2; exit 2 ;;
+esac
+
+# Building: the compiler and the libraries the binary links. Running: the
+# launcher execs runsc or crun and drives ip and nft; curl is the
+# quick start's client.
+RUN_PKGS="build-essential cmake pkg-config
+libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev libsystemd-dev
-curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
+libnghttp2-dev libpq-dev
+crun runsc iproute2 nftables curl"
+
+# The tests' clients, servers and tools; the sanitizer and fuzz builds (clang);
+# the package build.
+TEST_PKGS="clang libclang-rt-14-dev sqlite3
+git bind9-dnsutils dnsmasq-base openssl procps
 python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
-libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
+nghttp2-client libmaxmind-db-writer-perl
 debhelper lintian mandoc bash-completion fakeroot strace
 publicsuffix rsyslog
-libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
+postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
 prometheus"
+
+PKGS=$RUN_PKGS
+[ "$MODE" = run ] || PKGS="$RUN_PKGS $TEST_PKGS"
 
 # kubectl renders deploy/kubernetes in a test; Debian's kubernetes-client
 # would clash with a kubectl another package already installed, which serves.
