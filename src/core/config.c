@@ -722,6 +722,9 @@ cf_ship(struct cload *l, const struct ynode *n)
 		ycheck_err(&l->c, n, "out of memory");
 }
 
+static void	cf_account(struct cload *, const struct ynode *, const char *,
+		    char **);
+
 static void
 cf_audit(struct cload *l, const struct ynode *n)
 {
@@ -754,6 +757,8 @@ cf_audit(struct cload *l, const struct ynode *n)
 				l->set_audit_public_key = 1;
 		} else if (strcmp(c->key->str, "ship") == 0)
 			cf_ship(l, c);
+		else if (strcmp(c->key->str, "read_group") == 0)
+			cf_account(l, c, "read_group", &l->cfg->audit_read_group);
 		else
 			ycheck_unknown(&l->c, c, "audit");
 	}
@@ -1020,38 +1025,47 @@ cf_policies_watch(struct cload *l, const struct ynode *n)
 }
 
 /*
- * user: the account `serve` switches to once its sockets are bound; null or
- * "" keeps the process as it was started. A name as useradd takes it.
+ * An account's name as useradd and groupadd take it, or null / "" for none:
+ * user (the account `serve` switches to once its sockets are bound) and
+ * audit.read_group (the group that may read audit.db).
  */
 static void
-cf_user(struct cload *l, const struct ynode *n)
+cf_account(struct cload *l, const struct ynode *n, const char *what,
+    char **field)
 {
 	char esc[80], *p;
 	const char *s;
 	size_t i;
 
 	if (ynode_is_null(n) || (n->type == YNODE_SCALAR && n->len == 0)) {
-		free(l->cfg->user);
-		l->cfg->user = NULL;
+		free(*field);
+		*field = NULL;
 		return;
 	}
-	if (ycheck_str(&l->c, n, "user", 32, &s) == -1)
+	if (ycheck_str(&l->c, n, what, 32, &s) == -1)
 		return;
 	for (i = 0; s[i] != '\0'; i++)
 		if (!isalnum((unsigned char)s[i]) && (i == 0 ||
 		    strchr("._-", s[i]) == NULL))
 			break;
 	if (s[i] != '\0') {
-		ycheck_err(&l->c, n, "user: \"%s\" is not a user name",
-		    ycheck_esc(s, esc, sizeof(esc)));
+		ycheck_err(&l->c, n, "%s: \"%s\" is not a%s name", what,
+		    ycheck_esc(s, esc, sizeof(esc)),
+		    strcmp(what, "user") == 0 ? " user" : " group");
 		return;
 	}
 	if ((p = strdup(s)) == NULL) {
 		ycheck_err(&l->c, n, "out of memory");
 		return;
 	}
-	free(l->cfg->user);
-	l->cfg->user = p;
+	free(*field);
+	*field = p;
+}
+
+static void
+cf_user(struct cload *l, const struct ynode *n)
+{
+	cf_account(l, n, "user", &l->cfg->user);
 }
 
 static void
@@ -1283,5 +1297,6 @@ config_free(struct config *cfg)
 	free(cfg->sandbox_runtime);
 	free(cfg->sandbox_rootfs);
 	free(cfg->user);
+	free(cfg->audit_read_group);
 	free(cfg);
 }

@@ -59,6 +59,7 @@ struct config {
 	uint64_t	 audit_checkpoint_ms;	/* 0: a checkpoint only at shutdown */
 	char		*audit_signing_key;	/* Ed25519, beside ca.key by default */
 	char		*audit_public_key;
+	char		*audit_read_group;	/* may read audit.db (0640); NULL: none */
 	int		 audit_on_failure_allow;	/* on_failure: 0 deny, 1 allow */
 	/* audit.syslog: every row forwarded (audit/audit_syslog.c) */
 	int		 audit_syslog;		/* 0: null (off) */

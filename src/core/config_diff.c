@@ -60,6 +60,7 @@ static const struct {
 	K("audit.checkpoint_interval", CD_U64, audit_checkpoint_ms),
 	K("audit.signing_key", CD_STR, audit_signing_key),
 	K("audit.public_key", CD_STR, audit_public_key),
+	K("audit.read_group", CD_STR, audit_read_group),
 	K("audit.on_failure", CD_INT, audit_on_failure_allow),
 	K("audit.syslog", CD_SYSLOG_ON, audit_syslog),
 	K("audit.syslog.address", CD_SYSLOG_SS, audit_syslog_ss),

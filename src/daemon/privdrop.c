@@ -1,6 +1,7 @@
 /*
  * The privilege drop of `sandgate serve`: resolves config `user:`, gives the
- * state directory to that user's group, switches uid and gid, clears every
+ * state directory to that user's group (or to audit.read_group, which the
+ * user then joins), switches uid and gid, clears every
  * capability set and proves the key files cannot be opened afterwards.
  * The system-call filter that follows is in privdrop_seccomp.c.
  */
@@ -27,6 +28,8 @@ struct privdrop {
 	char	user[64];
 	uid_t	uid;
 	gid_t	gid;
+	int	audit_group;	/* audit.read_group is set: ... */
+	gid_t	audit_gid;	/* its gid, the user's one supplementary group */
 };
 
 /* Start-up only, one thread: one message at a time is enough. */
@@ -61,6 +64,37 @@ bounding_set_drop(void)
 	return 0;
 }
 
+/* audit.read_group: the group must exist and not be root's. */
+static int
+read_group_resolve(const struct config *cfg, struct privdrop *pd,
+    const char **errstr)
+{
+	struct group *gr;
+
+	if (cfg->audit_read_group == NULL)
+		return 0;
+	errno = 0;
+	if ((gr = getgrnam(cfg->audit_read_group)) == NULL) {
+		if (errno != 0 && errno != ENOENT && errno != ESRCH)
+			*errstr = pd_err("cannot look up group \"%s\": %s",
+			    cfg->audit_read_group, strerror(errno));
+		else
+			*errstr = pd_err("audit.read_group: group \"%s\" does "
+			    "not exist (create it: groupadd --system %s; or set "
+			    "audit.read_group: null)", cfg->audit_read_group,
+			    cfg->audit_read_group);
+		return -1;
+	}
+	if (gr->gr_gid == 0) {
+		*errstr = pd_err("audit.read_group: \"%s\" is gid 0: name a "
+		    "group of its own", cfg->audit_read_group);
+		return -1;
+	}
+	pd->audit_group = 1;
+	pd->audit_gid = gr->gr_gid;
+	return 0;
+}
+
 int
 privdrop_prepare(const struct config *cfg, struct privdrop **out,
     const char **errstr)
@@ -72,9 +106,15 @@ privdrop_prepare(const struct config *cfg, struct privdrop **out,
 	if (cfg->user == NULL) {
 		log_info("user: null: the gateway keeps the privileges it was "
 		    "started with (uid %u)", (unsigned)geteuid());
+		if (cfg->audit_read_group != NULL)
+			log_warnx("audit.read_group applies only with the "
+			    "privilege drop (user:): audit.db stays 0600");
 		return 0;
 	}
 	if (geteuid() != 0) {
+		if (cfg->audit_read_group != NULL)
+			log_warnx("audit.read_group applies only when serve "
+			    "starts as root: audit.db stays as it is");
 		log_info("user: %s: not started as root (uid %u): no privileges "
 		    "to drop", cfg->user, (unsigned)geteuid());
 		return 0;
@@ -103,6 +143,10 @@ privdrop_prepare(const struct config *cfg, struct privdrop **out,
 	snprintf(pd->user, sizeof(pd->user), "%s", pw->pw_name);
 	pd->uid = pw->pw_uid;
 	pd->gid = pw->pw_gid;
+	if (read_group_resolve(cfg, pd, errstr) == -1) {
+		free(pd);
+		return -1;
+	}
 	if (bounding_set_drop() == -1) {
 		*errstr = pd_err("cannot drop the capability bounding set: %s",
 		    strerror(errno));
@@ -117,10 +161,12 @@ privdrop_prepare(const struct config *cfg, struct privdrop **out,
  * state_dir stays root's but joins the user's group with search permission:
  * the dropped process can stat vault.db (rotation) and reach the files it
  * already holds open, but cannot create, rename or remove anything there,
- * where root's commands (vault set, sandbox run) write.
+ * where root's commands (vault set, sandbox run) write. With
+ * audit.read_group the directory is that group's instead, and the user joins
+ * it: its members (analysts) may then reach audit.db, and nothing else.
  */
 static int
-state_dir_share(const struct privdrop *pd, const char *dir)
+state_dir_share(const char *dir, gid_t gid)
 {
 	struct stat st;
 	mode_t mode;
@@ -134,10 +180,10 @@ state_dir_share(const struct privdrop *pd, const char *dir)
 		goto done;
 	}
 	mode = st.st_mode & 07777;
-	if (st.st_gid != pd->gid) {
+	if (st.st_gid != gid) {
 		/* The old group's rights are not the new group's to inherit. */
 		mode &= ~(mode_t)070;
-		if (fchown(fd, (uid_t)-1, pd->gid) == -1)
+		if (fchown(fd, (uid_t)-1, gid) == -1)
 			goto done;
 	}
 	mode |= 010;
@@ -153,21 +199,67 @@ done:
 	return rc;
 }
 
+/*
+ * audit.read_group: audit.db and its -wal and -shm become root:GROUP 0640
+ * (SQLite gives a -wal or -shm it creates later the database's owner and
+ * mode). Readers open it read-only; a file that is not a regular one is
+ * not touched.
+ */
+static int
+audit_share(const struct privdrop *pd, const char *db, const char *group)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	char path[4096];
+	struct stat st;
+	size_t i;
+	int fd, rc;
+
+	for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		rc = snprintf(path, sizeof(path), "%s%s", db, suffix[i]);
+		if (rc < 0 || (size_t)rc >= sizeof(path)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		    O_CLOEXEC)) == -1) {
+			if (errno == ENOENT && i > 0)
+				continue;
+			return -1;
+		}
+		errno = 0;
+		rc = fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+		    fchown(fd, (uid_t)-1, pd->audit_gid) == -1 ||
+		    fchmod(fd, 0640) == -1 ? -1 : 0;
+		if (rc == -1 && errno == 0)
+			errno = EINVAL;
+		close(fd);
+		if (rc == -1)
+			return -1;
+	}
+	log_info("audit.read_group: %s is root:%s 0640 (readable by the "
+	    "group's members)", db, group);
+	return 0;
+}
+
 static int
 identity_switch(const struct privdrop *pd)
 {
 	uid_t r, e, s;
 	gid_t rg, eg, sg;
 
+	gid_t groups[1] = { pd->audit_gid }, got[2];
+	int n = pd->audit_group ? 1 : 0;
+
 	/* glibc applies each of these to every thread (the audit writer too). */
-	if (setgroups(0, NULL) == -1 ||
+	if (setgroups((size_t)n, groups) == -1 ||
 	    setresgid(pd->gid, pd->gid, pd->gid) == -1 ||
 	    setresuid(pd->uid, pd->uid, pd->uid) == -1)
 		return -1;
 	if (getresuid(&r, &e, &s) == -1 || getresgid(&rg, &eg, &sg) == -1)
 		return -1;
 	if (r != pd->uid || e != pd->uid || s != pd->uid || rg != pd->gid ||
-	    eg != pd->gid || sg != pd->gid || getgroups(0, NULL) != 0) {
+	    eg != pd->gid || sg != pd->gid || getgroups(0, NULL) != n ||
+	    getgroups(2, got) != n || (n == 1 && got[0] != pd->audit_gid)) {
 		errno = EPERM;
 		return -1;
 	}
@@ -254,7 +346,14 @@ privdrop_apply(struct privdrop *pd, const struct config *cfg,
 
 	if (pd == NULL)
 		return 0;
-	if (state_dir_share(pd, cfg->state_dir) == -1) {
+	if (pd->audit_group && audit_share(pd, cfg->audit_db,
+	    cfg->audit_read_group) == -1) {
+		*errstr = pd_err("cannot give %s to audit.read_group %s: %s",
+		    cfg->audit_db, cfg->audit_read_group, strerror(errno));
+		return -1;
+	}
+	if (state_dir_share(cfg->state_dir, pd->audit_group ? pd->audit_gid :
+	    pd->gid) == -1) {
 		*errstr = pd_err("cannot give state_dir %s to group of user "
 		    "\"%s\": %s", cfg->state_dir, pd->user, strerror(errno));
 		return -1;

@@ -298,7 +298,9 @@ class PackageInstallTest(unittest.TestCase):
         self.assertEqual(pw[5:], ["/var/lib/sandgate", "/usr/sbin/nologin"], pw)
         self.assertNotEqual(pw[2], "0")
         st = self.chroot("stat", "-c", "%a %U %G", "/var/lib/sandgate").stdout.split()
-        self.assertEqual(st, ["710", "root", "sandgate"])
+        self.assertEqual(st, ["710", "root", "sandgate-audit"])
+        gr = self.chroot("getent", "group", "sandgate-audit").stdout.strip()
+        self.assertTrue(gr.startswith("sandgate-audit:"), gr)
         r = self.chroot("dpkg-query", "-W", "-f=${Conffiles}", "sandgate")
         self.assertIn("/etc/sandgate/sandgate.yaml", r.stdout)
         self.assertIn("/etc/sandgate/policies/README", r.stdout)
@@ -375,6 +377,11 @@ class PackageInstallTest(unittest.TestCase):
         r = self.chroot("stat", "-c", "%a %U", "/var/lib/sandgate/certs/ca.key",
                         "/var/lib/sandgate/certs/vault.key")
         self.assertEqual(r.stdout.split(), ["600", "root", "600", "root"], r)
+        # audit.read_group: sandgate-audit, as the packaged config says.
+        r = self.chroot("stat", "-c", "%a %U %G", "/var/lib/sandgate/audit.db")
+        self.assertEqual(r.stdout.split(), ["640", "root", "sandgate-audit"], r)
+        self.assertIn("audit.read_group: /var/lib/sandgate/audit.db is "
+                      "root:sandgate-audit 0640", log)
 
     def test_6_purge(self):
         r = self.chroot("dpkg", "--purge", "sandgate")
