@@ -12,7 +12,7 @@ curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
 python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
 libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
 debhelper lintian mandoc bash-completion fakeroot strace
-publicsuffix rsyslog
+publicsuffix rsyslog libncurses-dev tmux
 libpq-dev postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
 prometheus"
 
