@@ -20,6 +20,7 @@ int	cmd_audit_stats(const char *db_path, const char *pub_path,
 int	cmd_ca(int argc, char *argv[]);
 int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);
+int	cmd_top(int argc, char *argv[]);	/* top: the live console */
 
 /*
  * Is -h or --help among argv[1..] before any "--"? Then the dispatcher
