@@ -115,5 +115,11 @@ void	top_print_snapshot(const struct top *, const struct top_filter *,
  */
 int	top_metric_sum(const char *text, size_t len, const char *name,
 	    double *sum);
+/*
+ * Pure: an HTTP/1.x answer read to its end: its status and where its body
+ * starts (after the blank line). 0, or -1 when it is not one.
+ */
+int	top_http_split(const char *buf, size_t len, int *status,
+	    size_t *body_off);
 
 #endif

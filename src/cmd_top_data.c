@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,9 +344,9 @@ static char *
 http_get(const struct sockaddr *sa, socklen_t salen, const char *path,
     size_t *blen, char *msg, size_t msglen)
 {
-	char req[256], *buf = NULL, *body;
+	char req[256], *buf = NULL;
 	struct pollfd pfd;
-	size_t len = 0, sent = 0;
+	size_t len = 0, sent = 0, off;
 	ssize_t n;
 	int fd, reqlen, status;
 	double deadline = mono_s() + TOP_NET_TIMEOUT_MS / 1000.0;
@@ -393,8 +392,7 @@ http_get(const struct sockaddr *sa, socklen_t salen, const char *path,
 	}
 	close(fd);
 	buf[len] = '\0';
-	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 ||
-	    (body = strstr(buf, "\r\n\r\n")) == NULL) {
+	if (top_http_split(buf, len, &status, &off) == -1) {
 		snprintf(msg, msglen, "not an HTTP answer");
 		free(buf);
 		return NULL;
@@ -404,9 +402,8 @@ http_get(const struct sockaddr *sa, socklen_t salen, const char *path,
 		free(buf);
 		return NULL;
 	}
-	body += 4;
-	*blen = len - (size_t)(body - buf);
-	memmove(buf, body, *blen + 1);
+	*blen = len - off;
+	memmove(buf, buf + off, *blen + 1);
 	return buf;
 syserr:
 	snprintf(msg, msglen, "%s", strerror(errno));
@@ -475,41 +472,6 @@ poll_admin(struct top *t)
 	    "rows_written");
 	t->gw.admin_ok = 1;
 	json_decref(j);
-}
-
-int
-top_metric_sum(const char *text, size_t len, const char *name, double *sum)
-{
-	size_t nlen = strlen(name), i = 0, eol, j;
-	const char *val;
-	char num[64], *end;
-	int found = 0;
-	double d;
-
-	*sum = 0;
-	while (i < len) {
-		for (eol = i; eol < len && text[eol] != '\n'; eol++)
-			;
-		if (eol - i > nlen && memcmp(text + i, name, nlen) == 0 &&
-		    (text[i + nlen] == ' ' || text[i + nlen] == '{')) {
-			/* the value is the last word (no timestamps here) */
-			for (j = eol; j > i && text[j - 1] != ' '; j--)
-				;
-			val = text + j;
-			if (j > i + nlen && eol - j > 0 &&
-			    eol - j < sizeof(num)) {
-				memcpy(num, val, eol - j);
-				num[eol - j] = '\0';
-				d = strtod(num, &end);
-				if (*end == '\0' && end != num && isfinite(d)) {
-					*sum += d;
-					found++;
-				}
-			}
-		}
-		i = eol + 1;
-	}
-	return found;
 }
 
 static void
