@@ -425,6 +425,10 @@ class TopTest(unittest.TestCase):
         while time.time() < deadline and not self.tm.pane_dead():
             time.sleep(0.1)
         self.assertTrue(self.tm.pane_dead(), self.tm.capture())
+        # 0: no sanitizer report at exit either (leaks included)
+        st = self.tm.tmux("display-message", "-p", "-t", "top",
+                          "#{pane_dead_status}").stdout.strip()
+        self.assertEqual(st, "0", self.tm.capture())
         self.assertTrue(self.gw.alive())
 
 
