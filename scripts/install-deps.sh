@@ -19,7 +19,7 @@ esac
 RUN_PKGS="build-essential cmake pkg-config
 libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev libsystemd-dev
-libnghttp2-dev libpq-dev
+libnghttp2-dev libpq-dev libncurses-dev
 crun runsc iproute2 nftables curl"
 
 # The tests' clients, servers and tools; the sanitizer and fuzz builds (clang);
@@ -29,7 +29,7 @@ git bind9-dnsutils dnsmasq-base openssl procps
 python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
 nghttp2-client libmaxmind-db-writer-perl
 debhelper lintian mandoc bash-completion fakeroot strace
-publicsuffix rsyslog
+publicsuffix rsyslog tmux
 postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
 prometheus"
 

@@ -59,6 +59,9 @@ static const char usage_text[] =
     "  sandbox ls [--format table|json]  list the sandboxes\n"
     "  sandbox rm ID...                  stop sandboxes and remove what they made\n"
     "  sandbox logs [-f] ID              the output of a created sandbox\n"
+    "The console:\n"
+    "  top [-c FILE] [--interval S] [--once]\n"
+    "                                    live sandboxes and decisions (ncurses)\n"
     "Other:\n"
     "  version                           print the version\n"
     "  help [COMMAND [SUBCOMMAND]]       print the usage of a command\n"
@@ -100,7 +103,8 @@ static const struct {
 	{ "serve", cmd_serve }, { "policy", cmd_policy },
 	{ "audit", cmd_audit }, { "ca", cmd_ca }, { "vault", cmd_vault },
 	{ "sandbox", cmd_sandbox }, { "status", cmd_status },
-	{ "reload", cmd_reload }, { "version", cmd_version },
+	{ "reload", cmd_reload }, { "top", cmd_top },
+	{ "version", cmd_version },
 	{ "help", cmd_help },
 };
 

@@ -22,6 +22,7 @@ int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);
 int	cmd_status(int argc, char *argv[]);	/* cmd_status.c */
 int	cmd_reload(int argc, char *argv[]);	/* cmd_status.c */
+int	cmd_top(int argc, char *argv[]);	/* top: the live console */
 
 /*
  * Is -h or --help among argv[1..] before any "--"? Then the dispatcher
