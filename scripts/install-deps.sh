@@ -9,7 +9,7 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev sqlite3
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev libsystemd-dev
 curl git bind9-dnsutils dnsmasq-base openssl iproute2 nftables procps
-python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
+python3 python3-requests python3-cryptography python3-grpcio python3-hpack python3-jsonschema nginx-light
 libnghttp2-dev nghttp2-client libmaxmind-db-writer-perl crun runsc
 debhelper lintian mandoc bash-completion fakeroot strace
 publicsuffix rsyslog

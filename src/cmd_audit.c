@@ -23,6 +23,8 @@
 #include "audit/audit_query.h"
 #include "audit/audit_store.h"
 #include "core/config.h"
+#include "core/diag.h"
+#include "core/policy.h"
 #include "sandgate.h"
 
 #define AUDIT_QUERY_USAGE \
@@ -275,16 +277,31 @@ audit_paths(const struct audit_opts *o, char **path, char **pubkey)
 	return 0;
 }
 
+/* The policies --format ocsf asks whether a rule intercepts TLS. */
+static struct policy *ocsf_policy;
+
+static int
+ocsf_rule_tls(void *arg, const char *rule)
+{
+	struct policy_rule_scope sc;
+
+	if (policy_rule_scope(arg, rule, &sc) == -1)
+		return -1;
+	return sc.tls == POLICY_TLS_INTERCEPT;
+}
+
 /*
  * For --format ocsf, what the rows do not say, from the config that is read
  * (-c, or the default one when there is no --db): the DNS listener that
- * answered the dns rows, and whether ingress speaks TLS.
+ * answered the dns rows, whether ingress speaks TLS, and the policies'
+ * rules (when they load: the export does not depend on them).
  */
 static int
 audit_ocsf_env(const struct audit_opts *o)
 {
 	struct audit_ocsf_env env;
 	struct config *cfg = NULL;
+	struct diag d;
 	const struct sockaddr_storage *ss;
 	const void *addr = NULL;
 
@@ -312,10 +329,28 @@ audit_ocsf_env(const struct audit_opts *o)
 	    sizeof(env.dns_ip)) == NULL)
 		env.dns_ip[0] = '\0';
 	env.ingress_tls = cfg->ingress_tls_cert != NULL;
+	diag_init(&d);
+	if ((ocsf_policy = policy_load(cfg, &d)) != NULL) {
+		env.rule_tls = ocsf_rule_tls;
+		env.rule_arg = ocsf_policy;
+	}
+	diag_free(&d);
 	config_free(cfg);
 done:
 	audit_ocsf_set_env(&env);
 	return 0;
+}
+
+static void
+audit_ocsf_env_free(void)
+{
+	struct audit_ocsf_env env;
+
+	memset(&env, 0, sizeof(env));
+	audit_ocsf_set_env(&env);
+	if (ocsf_policy != NULL)
+		policy_unref(ocsf_policy);
+	ocsf_policy = NULL;
 }
 
 static int
@@ -354,12 +389,16 @@ audit_cmd_query(struct audit_opts *o)
 		n = audit_store_query(o->store, o->gateway, &o->f, o->fmt,
 		    stdout, err, sizeof(err));
 	else {
-		if ((rc = audit_ocsf_env(o)) != 0 ||
-		    (rc = audit_open_db(o, "audit", &db)) != 0)
+		if ((rc = audit_ocsf_env(o)) != 0)
 			return rc;
+		if ((rc = audit_open_db(o, "audit", &db)) != 0) {
+			audit_ocsf_env_free();
+			return rc;
+		}
 		n = audit_query(db, &o->f, o->fmt, stdout, NULL, err,
 		    sizeof(err));
 		sqlite3_close(db);
+		audit_ocsf_env_free();
 	}
 	if (n == -1)
 		return cmd_error("audit: %s", err);
@@ -617,9 +656,12 @@ audit_cmd_export(struct audit_opts *o)
 		    "belongs to audit verify");
 	if (o->cursor != NULL && (rc = cursor_read(o->cursor, &after)) != 0)
 		return rc;
-	if ((rc = audit_ocsf_env(o)) != 0 ||
-	    (rc = audit_open_db(o, "audit export", &db)) != 0)
+	if ((rc = audit_ocsf_env(o)) != 0)
 		return rc;
+	if ((rc = audit_open_db(o, "audit export", &db)) != 0) {
+		audit_ocsf_env_free();
+		return rc;
+	}
 	o->f.limit = EXPORT_BATCH;
 	o->f.by_id = 1;
 	o->f.asc = 1;
@@ -627,6 +669,7 @@ audit_cmd_export(struct audit_opts *o)
 	if (after == 0 && o->follow && !o->f.has_since &&
 	    (after = audit_max_id(db, err, sizeof(err))) == -1) {
 		sqlite3_close(db);
+		audit_ocsf_env_free();
 		return cmd_error("audit export: %s", err);
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -648,6 +691,7 @@ audit_cmd_export(struct audit_opts *o)
 		sleep_ms(FOLLOW_POLL_MS);
 	}
 	sqlite3_close(db);
+	audit_ocsf_env_free();
 	return rc;
 }
 

@@ -387,15 +387,26 @@ ocsf_network(json_t *ev, const struct audit_val *row,
 /*
  * The row does not record whether a request came over TLS: an http row is
  * absolute-form plain HTTP, ingress is TLS when the exporter's config says
- * so, and a request inside a tunnel is https unless it went to port 80.
+ * so. A request seen inside a tunnel was intercepted TLS when its allow
+ * rule intercepts, plain HTTP when the rule passes TLS through (nothing
+ * else can be read); without such a rule, https unless it went to port 80.
  */
 static const char *
 url_scheme(const struct audit_val *row, const struct ocsf_kind *k)
 {
+	char rule[128];
+	int tls = -1;
+
 	if (strcmp(k->kind, "http") == 0)
 		return "http";
 	if (strcmp(k->kind, "ingress") == 0)
 		return ocsf_env.ingress_tls ? "https" : "http";
+	if (ocsf_env.rule_tls != NULL && row[AUDIT_COL_RULE].len <
+	    sizeof(rule) && ctext(&row[AUDIT_COL_RULE], rule,
+	    sizeof(rule)) != NULL)
+		tls = ocsf_env.rule_tls(ocsf_env.rule_arg, rule);
+	if (tls != -1)
+		return tls ? "https" : "http";
 	return row[AUDIT_COL_PORT].type == AUDIT_V_INT &&
 	    row[AUDIT_COL_PORT].i == 80 ? "http" : "https";
 }

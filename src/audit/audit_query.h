@@ -164,12 +164,19 @@ void	audit_write_ocsf(FILE *, const struct audit_val row[AUDIT_NCOLS]);
 /*
  * What the exporter knows that a row does not, from its config: the DNS
  * listener (a dns row's resolver; dns_ip "" when unknown or a wildcard,
- * dns_port 0 when unknown) and whether the ingress listener speaks TLS.
+ * dns_port 0 when unknown), whether the ingress listener speaks TLS and
+ * whether a rule intercepts (so a request in a tunnel was https).
  */
 struct audit_ocsf_env {
 	char		 dns_ip[64];
 	int		 dns_port;
 	int		 ingress_tls;
+	/*
+	 * Whether the allow rule named rule ("P:allow[N]") intercepts TLS: 1,
+	 * passes it through: 0, or not known: -1. NULL: never known.
+	 */
+	int		(*rule_tls)(void *arg, const char *rule);
+	void		*rule_arg;
 };
 void	audit_ocsf_set_env(const struct audit_ocsf_env *);
 void	audit_write_csv_header(FILE *);

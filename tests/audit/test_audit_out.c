@@ -270,10 +270,19 @@ ips_ok(json_t *o)
 	return 1;
 }
 
+/* p:allow[1] intercepts, p:allow[0] passes TLS through, others: unknown. */
+static int
+fake_rule_tls(void *arg, const char *rule)
+{
+	(void)arg;
+	return strcmp(rule, "p:allow[1]") == 0 ? 1 :
+	    strcmp(rule, "p:allow[0]") == 0 ? 0 : -1;
+}
+
 static void
 test_ocsf_shape(void)
 {
-	struct audit_ocsf_env env = { "127.0.0.1", 5353, 0 };
+	struct audit_ocsf_env env = { "127.0.0.1", 5353, 0, NULL, NULL };
 	struct trow adm = { 20, "admin", "admin.sock", NULL, NULL, "POST",
 	    "/v1/sandboxes", "allow", NULL, NULL, NULL, "box", -1, 201 };
 	struct trow dns = { 21, "dns", "127.0.0.1:4000", "ok.test",
@@ -337,6 +346,21 @@ test_ocsf_shape(void)
 	if ((o = ocsf_of(&tun)) != NULL) {
 		CHECK_STR(jstr(o, "http_request.url.url_string"),
 		    "https://api.test/v1");
+		json_decref(o);
+	}
+	/* in a tunnel: the rule says whether the request was TLS */
+	env.rule_tls = fake_rule_tls;
+	audit_ocsf_set_env(&env);
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "http://api.test:443/v1");
+		json_decref(o);
+	}
+	tun.rule = "p:allow[1]";
+	tun.port = 8443;
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "https://api.test:8443/v1");
 		json_decref(o);
 	}
 	/* a request without a response: Network Activity with its url */
