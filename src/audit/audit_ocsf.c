@@ -38,6 +38,8 @@ jbytes(const unsigned char *p, size_t len)
 	json_t *j;
 	size_t i;
 
+	if (len == 0)
+		return json_string("");
 	if ((j = json_stringn((const char *)p, len)) != NULL)
 		return j;
 	if ((buf = malloc(len + 1)) == NULL)
@@ -433,7 +435,7 @@ ocsf_url(const struct audit_val *row, const struct ocsf_kind *k)
 			snprintf(pbuf, sizeof(pbuf), ":%lld",
 			    (long long)row[AUDIT_COL_PORT].i);
 	}
-	if (path->type == AUDIT_V_TEXT) {
+	if (path->type == AUDIT_V_TEXT && path->len > 0) {
 		q = memchr(path->p, '?', path->len);
 		plen = q ? (size_t)(q - (const char *)path->p) : path->len;
 		if (plen > 0)
@@ -445,7 +447,7 @@ ocsf_url(const struct audit_val *row, const struct ocsf_kind *k)
 	if (host->type != AUDIT_V_TEXT)
 		return url;
 	hlen = host->len;
-	bracket = memchr(host->p, ':', hlen) != NULL;
+	bracket = hlen > 0 && memchr(host->p, ':', hlen) != NULL;
 	n = strlen(scheme) + 3 + hlen + 2 + strlen(pbuf) +
 	    (path->type == AUDIT_V_TEXT ? path->len : 0) + 2;
 	if ((s = malloc(n)) == NULL)
@@ -454,7 +456,7 @@ ocsf_url(const struct audit_val *row, const struct ocsf_kind *k)
 	    "", (int)hlen, (const char *)host->p, bracket ? "]" : "", pbuf);
 	if (path->type == AUDIT_V_TEXT && path->len > 0 && path->p[0] != '/')
 		s[n++] = '/';
-	if (path->type == AUDIT_V_TEXT) {
+	if (path->type == AUDIT_V_TEXT && path->len > 0) {
 		memcpy(s + n, path->p, path->len);
 		n += path->len;
 	} else
