@@ -28,8 +28,8 @@ audit_ocsf_set_env(const struct audit_ocsf_env *env)
 }
 
 /*
- * Bytes as a JSON string; when they are not UTF-8 every byte outside
- * printable ASCII becomes '?'.
+ * Bytes as a JSON string; when they are not UTF-8, or hold a NUL, every
+ * byte outside printable ASCII becomes '?'.
  */
 static json_t *
 jbytes(const unsigned char *p, size_t len)
@@ -40,7 +40,9 @@ jbytes(const unsigned char *p, size_t len)
 
 	if (len == 0)
 		return json_string("");
-	if ((j = json_stringn((const char *)p, len)) != NULL)
+	/* NUL is valid JSON (\u0000), but many readers refuse it. */
+	if (memchr(p, '\0', len) == NULL &&
+	    (j = json_stringn((const char *)p, len)) != NULL)
 		return j;
 	if ((buf = malloc(len + 1)) == NULL)
 		return NULL;
@@ -359,6 +361,7 @@ ocsf_network(json_t *ev, const struct audit_val *row,
 	const struct audit_val *up = &row[AUDIT_COL_BYTES_UP];
 	const struct audit_val *down = &row[AUDIT_COL_BYTES_DOWN];
 	int inbound = strcmp(k->kind, "ingress") == 0;
+	int64_t a, b, sum;
 	json_t *o;
 
 	o = endpoint_of_client(&row[AUDIT_COL_CLIENT]);
@@ -377,12 +380,14 @@ ocsf_network(json_t *ev, const struct audit_val *row,
 	json_object_set_new(ev, "connection_info", o);
 	if (up->type != AUDIT_V_INT && down->type != AUDIT_V_INT)
 		return;
+	a = up->type == AUDIT_V_INT ? up->i : 0;
+	b = down->type == AUDIT_V_INT ? down->i : 0;
 	o = json_object();
 	set_int(o, "bytes_out", up);
 	set_int(o, "bytes_in", down);
-	json_object_set_new(o, "bytes", json_integer(
-	    (up->type == AUDIT_V_INT ? up->i : 0) +
-	    (down->type == AUDIT_V_INT ? down->i : 0)));
+	/* A damaged row's counts must not overflow the sum. */
+	if (!__builtin_add_overflow(a, b, &sum))
+		json_object_set_new(o, "bytes", json_integer(sum));
 	json_object_set_new(ev, "traffic", o);
 }
 
