@@ -26,7 +26,7 @@ crun runsc iproute2 nftables curl"
 # the package build.
 TEST_PKGS="clang libclang-rt-14-dev sqlite3
 git bind9-dnsutils dnsmasq-base openssl procps
-python3 python3-requests python3-cryptography python3-grpcio python3-hpack nginx-light
+python3 python3-requests python3-cryptography python3-grpcio python3-hpack python3-jsonschema nginx-light
 nghttp2-client libmaxmind-db-writer-perl
 debhelper lintian mandoc bash-completion fakeroot strace
 publicsuffix rsyslog tmux

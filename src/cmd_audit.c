@@ -4,10 +4,12 @@
  * JSON lines, following new ones with a cursor file so that a restarted
  * exporter never prints a row twice.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,17 +23,21 @@
 #include "audit/audit_query.h"
 #include "audit/audit_store.h"
 #include "core/config.h"
+#include "core/diag.h"
+#include "core/policy.h"
 #include "sandgate.h"
 
 #define AUDIT_QUERY_USAGE \
     "usage: sandgate audit [-c FILE] [--db PATH] [--sandbox ID] [--since T]\n" \
     "                      [--until T] [--decision allow|deny|report|error]\n" \
-    "                      [--kind KIND] [--host GLOB] [--credential NAME]\n" \
+    "                      [--kind KINDS] [--host GLOB] [--credential NAME]\n" \
     "                      [--limit N] [--asc]\n" \
     "                      [--format table|json|csv|ocsf]\n" \
     "  Rows are newest first (--asc: oldest first); --limit defaults to 100\n" \
     "  (0 = all). T is a duration before now (15m, 2h, 7d) or an RFC 3339\n" \
-    "  time. ocsf: as audit export --format ocsf prints them.\n"
+    "  time. KINDS: kinds separated by commas (http,connect); -KIND leaves\n" \
+    "  one out (-admin,-vault: no Base Events in ocsf). ocsf: as audit\n" \
+    "  export --format ocsf prints them.\n"
 #define AUDIT_VERIFY_USAGE \
     "usage: sandgate audit verify [-c FILE] [--db PATH | --store URL\n" \
     "                      [--gateway NAME]] [--pubkey FILE]...\n" \
@@ -47,8 +53,9 @@
     "  Print rows as JSON lines in id order; --follow keeps printing rows as\n" \
     "  they are committed, starting after the newest unless --since or\n" \
     "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n" \
-    "  --format ocsf prints OCSF 1.1 HTTP, Network and DNS Activity events\n" \
-    "  (docs/audit.md).\n"
+    "  --format ocsf prints OCSF 1.1 HTTP, Network and DNS Activity events,\n" \
+    "  and admin and vault rows as Base Events (--kind -admin,-vault leaves\n" \
+    "  them out; docs/audit.md).\n"
 #define AUDIT_STATS_USAGE \
     "usage: sandgate audit stats [-c FILE] [--db PATH] [--sandbox ID]\n" \
     "                      [--since T] [--until T] [--pubkey FILE]\n" \
@@ -165,12 +172,16 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			}
 			o->f.decision = val;
 		} else if (strcmp(opt, "kind") == 0) {
-			if (!audit_valid_kind(val)) {
-				cmd_usage_error(audit_usage, "audit: unknown "
-				    "--kind %s", val);
+			char bad[32];
+
+			if (audit_parse_kinds(val, &o->f.kinds_in,
+			    &o->f.kinds_out, bad, sizeof(bad)) == -1) {
+				cmd_usage_error(audit_usage, "audit: --kind: "
+				    "unknown kind \"%s\" (http, connect, socks5, "
+				    "dns, transparent, ingress, admin, vault; "
+				    "-KIND leaves one out)", bad);
 				return -1;
 			}
-			o->f.kind = val;
 		} else if (strcmp(opt, "host") == 0)
 			o->f.host_glob = val;
 		else if (strcmp(opt, "credential") == 0)
@@ -266,6 +277,82 @@ audit_paths(const struct audit_opts *o, char **path, char **pubkey)
 	return 0;
 }
 
+/* The policies --format ocsf asks whether a rule intercepts TLS. */
+static struct policy *ocsf_policy;
+
+static int
+ocsf_rule_tls(void *arg, const char *rule)
+{
+	struct policy_rule_scope sc;
+
+	if (policy_rule_scope(arg, rule, &sc) == -1)
+		return -1;
+	return sc.tls == POLICY_TLS_INTERCEPT;
+}
+
+/*
+ * For --format ocsf, what the rows do not say, from the config that is read
+ * (-c, or the default one when there is no --db): the DNS listener that
+ * answered the dns rows, whether ingress speaks TLS, and the policies'
+ * rules (when they load: the export does not depend on them).
+ */
+static int
+audit_ocsf_env(const struct audit_opts *o)
+{
+	struct audit_ocsf_env env;
+	struct config *cfg = NULL;
+	struct diag d;
+	const struct sockaddr_storage *ss;
+	const void *addr = NULL;
+
+	memset(&env, 0, sizeof(env));
+	if (o->fmt != AUDIT_FMT_OCSF || (o->db_path != NULL &&
+	    o->cfg_path == NULL))
+		goto done;
+	if (cmd_load(o->cfg_path, &cfg, NULL) == -1)
+		return 1;
+	ss = &cfg->listen_dns.ss;
+	if (cfg->listen_dns.enabled && ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)ss;
+
+		env.dns_port = ntohs(sin->sin_port);
+		if (sin->sin_addr.s_addr != htonl(INADDR_ANY))
+			addr = &sin->sin_addr;
+	} else if (cfg->listen_dns.enabled && ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+		env.dns_port = ntohs(sin6->sin6_port);
+		if (!IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
+			addr = &sin6->sin6_addr;
+	}
+	if (addr != NULL && inet_ntop(ss->ss_family, addr, env.dns_ip,
+	    sizeof(env.dns_ip)) == NULL)
+		env.dns_ip[0] = '\0';
+	env.ingress_tls = cfg->ingress_tls_cert != NULL;
+	diag_init(&d);
+	if ((ocsf_policy = policy_load(cfg, &d)) != NULL) {
+		env.rule_tls = ocsf_rule_tls;
+		env.rule_arg = ocsf_policy;
+	}
+	diag_free(&d);
+	config_free(cfg);
+done:
+	audit_ocsf_set_env(&env);
+	return 0;
+}
+
+static void
+audit_ocsf_env_free(void)
+{
+	struct audit_ocsf_env env;
+
+	memset(&env, 0, sizeof(env));
+	audit_ocsf_set_env(&env);
+	if (ocsf_policy != NULL)
+		policy_unref(ocsf_policy);
+	ocsf_policy = NULL;
+}
+
 static int
 audit_open_db(const struct audit_opts *o, const char *what, sqlite3 **db)
 {
@@ -302,11 +389,16 @@ audit_cmd_query(struct audit_opts *o)
 		n = audit_store_query(o->store, o->gateway, &o->f, o->fmt,
 		    stdout, err, sizeof(err));
 	else {
-		if ((rc = audit_open_db(o, "audit", &db)) != 0)
+		if ((rc = audit_ocsf_env(o)) != 0)
 			return rc;
+		if ((rc = audit_open_db(o, "audit", &db)) != 0) {
+			audit_ocsf_env_free();
+			return rc;
+		}
 		n = audit_query(db, &o->f, o->fmt, stdout, NULL, err,
 		    sizeof(err));
 		sqlite3_close(db);
+		audit_ocsf_env_free();
 	}
 	if (n == -1)
 		return cmd_error("audit: %s", err);
@@ -364,8 +456,9 @@ audit_cmd_verify(struct audit_opts *o)
 	int rc;
 
 	if (o->f.sandbox || o->f.has_since || o->f.has_until || o->f.decision ||
-	    o->f.kind || o->f.host_glob || o->f.credential || o->have_limit ||
-	    o->f.asc || o->have_format || o->cursor || o->follow)
+	    o->f.kinds_in || o->f.kinds_out || o->f.host_glob ||
+	    o->f.credential || o->have_limit || o->f.asc || o->have_format ||
+	    o->cursor || o->follow)
 		return cmd_usage_error(audit_usage, "audit verify: takes no "
 		    "filters; it checks every row");
 	if (o->store != NULL)
@@ -563,8 +656,12 @@ audit_cmd_export(struct audit_opts *o)
 		    "belongs to audit verify");
 	if (o->cursor != NULL && (rc = cursor_read(o->cursor, &after)) != 0)
 		return rc;
-	if ((rc = audit_open_db(o, "audit export", &db)) != 0)
+	if ((rc = audit_ocsf_env(o)) != 0)
 		return rc;
+	if ((rc = audit_open_db(o, "audit export", &db)) != 0) {
+		audit_ocsf_env_free();
+		return rc;
+	}
 	o->f.limit = EXPORT_BATCH;
 	o->f.by_id = 1;
 	o->f.asc = 1;
@@ -572,6 +669,7 @@ audit_cmd_export(struct audit_opts *o)
 	if (after == 0 && o->follow && !o->f.has_since &&
 	    (after = audit_max_id(db, err, sizeof(err))) == -1) {
 		sqlite3_close(db);
+		audit_ocsf_env_free();
 		return cmd_error("audit export: %s", err);
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -593,6 +691,7 @@ audit_cmd_export(struct audit_opts *o)
 		sleep_ms(FOLLOW_POLL_MS);
 	}
 	sqlite3_close(db);
+	audit_ocsf_env_free();
 	return rc;
 }
 
@@ -625,8 +724,9 @@ audit_cmd_stats(struct audit_opts *o)
 	char *path = NULL, *pubpath = NULL;
 	int rc;
 
-	if (o->f.decision || o->f.kind || o->f.host_glob || o->f.credential ||
-	    o->have_limit || o->f.asc || o->cursor || o->follow)
+	if (o->f.decision || o->f.kinds_in || o->f.kinds_out ||
+	    o->f.host_glob || o->f.credential || o->have_limit || o->f.asc ||
+	    o->cursor || o->follow)
 		return cmd_usage_error(audit_usage, "audit stats: takes "
 		    "--sandbox, --since and --until only");
 	if (o->have_format && o->fmt != AUDIT_FMT_TABLE &&

@@ -25,13 +25,44 @@ in_words(const char *const *words, const char *s)
 	return 0;
 }
 
+const char *const audit_kinds[] = { "http", "connect", "socks5", "dns",
+    "transparent", "ingress", "admin", "vault", NULL };
+
 int
 audit_valid_kind(const char *s)
 {
-	static const char *const kinds[] = { "http", "connect", "socks5",
-	    "dns", "transparent", "ingress", "admin", "vault", NULL };
+	return s != NULL && in_words(audit_kinds, s);
+}
 
-	return s != NULL && in_words(kinds, s);
+int
+audit_parse_kinds(const char *list, unsigned *in, unsigned *out, char *bad,
+    size_t badlen)
+{
+	const char *p = list, *end;
+	size_t n, i;
+	int neg;
+
+	*in = *out = 0;
+	for (;;) {
+		end = p + strcspn(p, ",");
+		neg = *p == '-';
+		n = (size_t)(end - p) - (size_t)neg;
+		for (i = 0; audit_kinds[i] != NULL; i++)
+			if (strlen(audit_kinds[i]) == n &&
+			    strncmp(audit_kinds[i], p + neg, n) == 0)
+				break;
+		if (audit_kinds[i] == NULL) {
+			snprintf(bad, badlen, "%.*s", (int)(end - p), p);
+			return -1;
+		}
+		if (neg)
+			*out |= AUDIT_KIND_BIT(i);
+		else
+			*in |= AUDIT_KIND_BIT(i);
+		if (*end == '\0')
+			return 0;
+		p = end + 1;
+	}
 }
 
 int
@@ -205,6 +236,28 @@ sqlb_host(struct sqlb *b, const char *host_glob)
 	return sqlb_where(b, "host ~ ", re, 0, 0);
 }
 
+/*
+ * "AND kind [NOT] IN ('a', 'b')": the words are the fixed vocabulary's,
+ * never the caller's text, so they are written in place.
+ */
+static void
+sqlb_kinds(struct sqlb *b, const char *cond, unsigned set)
+{
+	size_t i;
+	int n = 0;
+
+	sqlb_add(b, b->n_where++ == 0 ? " WHERE " : " AND ");
+	sqlb_add(b, cond);
+	for (i = 0; audit_kinds[i] != NULL; i++) {
+		if (!(set & AUDIT_KIND_BIT(i)))
+			continue;
+		sqlb_add(b, n++ ? ", '" : "'");
+		sqlb_add(b, audit_kinds[i]);
+		sqlb_add(b, "'");
+	}
+	sqlb_add(b, ")");
+}
+
 int
 audit_build_select(const struct audit_filter *f, struct audit_sql *q,
     const char **errstr)
@@ -231,6 +284,10 @@ audit_build_select(const struct audit_filter *f, struct audit_sql *q,
 		rc |= sqlb_where(&b, "decision = ", f->decision, 0, 0);
 	if (f->kind != NULL)
 		rc |= sqlb_where(&b, "kind = ", f->kind, 0, 0);
+	if (f->kinds_in != 0)
+		sqlb_kinds(&b, "kind IN (", f->kinds_in);
+	if (f->kinds_out != 0)
+		sqlb_kinds(&b, "kind NOT IN (", f->kinds_out);
 	if (f->host_glob != NULL)
 		rc |= sqlb_host(&b, f->host_glob);
 	if (f->credential != NULL)

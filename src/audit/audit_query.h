@@ -79,12 +79,24 @@ int64_t	audit_now_ms(void);
 /* Vocabularies the CLI validates against. */
 int	audit_valid_kind(const char *);
 int	audit_valid_decision(const char *);
+/* The kinds, in the order of their bits (audit_filter.kinds_in/out). */
+extern const char *const audit_kinds[];
+#define AUDIT_KIND_BIT(i)	(1u << (i))
+/*
+ * Pure: a --kind value, "KIND[,KIND...]" where a kind prefixed with "-" is
+ * left out: "http,connect", "-admin,-vault". 0 with the two sets, or -1
+ * with the word that is not a kind in bad (size badlen).
+ */
+int	audit_parse_kinds(const char *list, unsigned *in, unsigned *out,
+	    char *bad, size_t badlen);
 
 /* A query: NULL / 0 fields do not filter. */
 struct audit_filter {
 	const char	*sandbox;
 	const char	*decision;
 	const char	*kind;
+	unsigned	 kinds_in;	/* AUDIT_KIND_BIT: kind is one of these */
+	unsigned	 kinds_out;	/* kind is none of these */
 	const char	*host_glob;	/* SQL GLOB, case-insensitive */
 	const char	*credential;
 	int		 has_since, has_until;
@@ -143,12 +155,30 @@ int	audit_format_parse(const char *, enum audit_format *);
 void	audit_write_json(FILE *, const struct audit_val row[AUDIT_NCOLS]);
 /*
  * One row as an OCSF 1.1 event on one line (audit_ocsf.c, jansson):
- * HTTP Activity (4002) for http rows and requests, Network Activity
- * (4001) for tunnels, DNS Activity (4003) for dns rows, and the
- * gateway's own admin/vault rows as Network Activity "Other". The
- * mapping is in docs/audit.md.
+ * HTTP Activity (4002) for answered requests, Network Activity (4001) for
+ * tunnels and unanswered requests, DNS Activity (4003) for dns rows, and
+ * the gateway's own admin/vault rows as Base Event (0). The mapping is in
+ * docs/audit.md; tests/e2e/data/ocsf/ has a JSON Schema per class.
  */
 void	audit_write_ocsf(FILE *, const struct audit_val row[AUDIT_NCOLS]);
+/*
+ * What the exporter knows that a row does not, from its config: the DNS
+ * listener (a dns row's resolver; dns_ip "" when unknown or a wildcard,
+ * dns_port 0 when unknown), whether the ingress listener speaks TLS and
+ * whether a rule intercepts (so a request in a tunnel was https).
+ */
+struct audit_ocsf_env {
+	char		 dns_ip[64];
+	int		 dns_port;
+	int		 ingress_tls;
+	/*
+	 * Whether the allow rule named rule ("P:allow[N]") intercepts TLS: 1,
+	 * passes it through: 0, or not known: -1. NULL: never known.
+	 */
+	int		(*rule_tls)(void *arg, const char *rule);
+	void		*rule_arg;
+};
+void	audit_ocsf_set_env(const struct audit_ocsf_env *);
 void	audit_write_csv_header(FILE *);
 void	audit_write_csv(FILE *, const struct audit_val row[AUDIT_NCOLS]);
 

@@ -463,6 +463,38 @@ test_build_select(void)
 	f.sandbox = big;
 	CHECK(audit_build_select(&f, &q, &err) == -1);
 	free(big);
+	/* --kind lists: the vocabulary's words in place, never the caller's */
+	{
+		unsigned in, out;
+		char bad[32];
+
+		CHECK(audit_parse_kinds("http,connect", &in, &out, bad,
+		    sizeof(bad)) == 0 && in == 3 && out == 0);
+		CHECK(audit_parse_kinds("-admin,-vault", &in, &out, bad,
+		    sizeof(bad)) == 0 && in == 0 && out == (1u << 6 | 1u << 7));
+		CHECK(audit_parse_kinds("dns,-dnsx", &in, &out, bad,
+		    sizeof(bad)) == -1);
+		CHECK_STR(bad, "-dnsx");
+		CHECK(audit_parse_kinds("http,", &in, &out, bad,
+		    sizeof(bad)) == -1);
+		CHECK(audit_parse_kinds("", &in, &out, bad, sizeof(bad)) == -1);
+		CHECK(audit_parse_kinds("x') OR 1=1 --", &in, &out, bad,
+		    sizeof(bad)) == -1);
+		memset(&f, 0, sizeof(f));
+		f.kinds_in = 1u << 3 | 1u << 0;
+		f.kinds_out = 1u << 6;
+		f.sandbox = "b";
+		CHECK(audit_build_select(&f, &q, &err) == 0);
+		snprintf(want, sizeof(want), "%s WHERE sandbox = ? AND kind IN "
+		    "('http', 'dns') AND kind NOT IN ('admin') ORDER BY ts DESC, "
+		    "id DESC", sel);
+		CHECK_STR(q.text, want);
+		CHECK(q.n_binds == 1);
+		f.store = 1;
+		CHECK(audit_build_select(&f, &q, &err) == 0);
+		CHECK(strstr(q.text, "sandbox = $1 AND kind IN ('http', 'dns') "
+		    "AND kind NOT IN ('admin')") != NULL);
+	}
 	CHECK(audit_glob_lower("API.Example.COM*", got, sizeof(got)) == 0);
 	CHECK_STR(got, "api.example.com*");
 	CHECK(audit_glob_lower("abcdef", got, 6) == -1);

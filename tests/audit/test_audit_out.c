@@ -3,7 +3,8 @@
  * JSON syslog message (audit_syslog_format: escaping of what sandboxes
  * sent, severity, absent columns) and as an OCSF event (audit_write_ocsf:
  * class, activity, type_uid, severity, status per docs/audit.md, invalid
- * UTF-8), and policy suggest's document (core/policy_suggest.c) for rows
+ * UTF-8, no non-IP in an ip field, the DNS resolver and answers, the url
+ * object), and policy suggest's document (core/policy_suggest.c) for rows
  * that try to smuggle YAML.
  */
 #include <stdio.h>
@@ -176,7 +177,7 @@ static const struct ocsf_case ocsf_cases[] = {
 	    4003, 2, 2, 1, 1 },
 	{ { 7, "http", "127.0.0.1:5006", "api.test", NULL, "PATCH", "/c",
 	    "deny", "p:allow[0]", "credential-misuse", "key", "box", 80, 403 },
-	    4002, 9, 4, 2, 2 },
+	    4002, 99, 4, 2, 2 },	/* PATCH is no OCSF 1.1 activity */
 	{ { 8, "http", "127.0.0.1:5007", "api.test", NULL, "PROPFIND", "/c",
 	    "allow", "p:allow[0]", NULL, NULL, "box", 80, 207 },
 	    4002, 99, 1, 1, 1 },
@@ -227,6 +228,151 @@ test_ocsf(void)
 		}
 		json_decref(o);
 	}
+}
+
+static const char *
+jstr(json_t *o, const char *path)
+{
+	char key[64];
+	size_t n;
+
+	while (o != NULL && (n = strcspn(path, ".")) < strlen(path)) {
+		snprintf(key, sizeof(key), "%.*s", (int)n, path);
+		o = json_object_get(o, key);
+		path += n + 1;
+	}
+	return json_string_value(json_object_get(o, path));
+}
+
+/* Every "ip" key anywhere holds an address; 0 when one does not. */
+static int
+ips_ok(json_t *o)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_array(o)) {
+		json_array_foreach(o, i, v)
+			if (!ips_ok(v))
+				return 0;
+		return 1;
+	}
+	json_object_foreach(o, k, v) {
+		if (strcmp(k, "ip") == 0 && (!json_is_string(v) ||
+		    (strchr(json_string_value(v), '.') == NULL &&
+		    strchr(json_string_value(v), ':') == NULL) ||
+		    strstr(json_string_value(v), ".sock") != NULL))
+			return 0;
+		if ((json_is_object(v) || json_is_array(v)) && !ips_ok(v))
+			return 0;
+	}
+	return 1;
+}
+
+/* p:allow[1] intercepts, p:allow[0] passes TLS through, others: unknown. */
+static int
+fake_rule_tls(void *arg, const char *rule)
+{
+	(void)arg;
+	return strcmp(rule, "p:allow[1]") == 0 ? 1 :
+	    strcmp(rule, "p:allow[0]") == 0 ? 0 : -1;
+}
+
+static void
+test_ocsf_shape(void)
+{
+	struct audit_ocsf_env env = { "127.0.0.1", 5353, 0, NULL, NULL };
+	struct trow adm = { 20, "admin", "admin.sock", NULL, NULL, "POST",
+	    "/v1/sandboxes", "allow", NULL, NULL, NULL, "box", -1, 201 };
+	struct trow dns = { 21, "dns", "127.0.0.1:4000", "ok.test",
+	    "198.18.0.7", "A", NULL, "allow", "p:allow[0]", NULL, NULL, "box",
+	    -1, 0 };
+	struct trow nx = { 22, "dns", "127.0.0.1:4001", "no.test", NULL, "A",
+	    NULL, "deny", "default-deny", "policy-deny", NULL, "box", -1, 3 };
+	struct trow h = { 23, "http", "[::1]:4002", "ok.test", "host.test",
+	    "GET", "/a/b?x=1&y=2", "allow", "p:allow[0]", NULL, NULL, "box",
+	    8080, 200 };
+	struct trow tun = { 24, "connect", "127.0.0.1:4003", "api.test", NULL,
+	    "POST", "/v1", "allow", "p:allow[0]", NULL, NULL, "box", 443, 201 };
+	struct trow unans = { 25, "http", "127.0.0.1:4004", "ok.test", NULL,
+	    "GET", "/slow", "error", "p:allow[0]", "upstream-timeout", NULL,
+	    "box", 80, -1 };
+	json_t *o, *a;
+
+	audit_ocsf_set_env(&env);
+	/* admin rows: a Base Event, the socket nowhere as an ip */
+	if ((o = ocsf_of(&adm)) != NULL) {
+		CHECK(jint(o, "class_uid") == 0 && jint(o, "type_uid") == 99);
+		CHECK(json_object_get(o, "src_endpoint") == NULL);
+		CHECK(json_object_get(o, "dst_endpoint") == NULL);
+		CHECK(json_object_get(o, "action_id") == NULL);
+		CHECK(ips_ok(o));
+		CHECK_STR(jstr(o, "unmapped.client"), "admin.sock");
+		CHECK_STR(jstr(o, "message"), "admin POST /v1/sandboxes");
+		json_decref(o);
+	}
+	/* dns: the resolver is the destination, the name the query */
+	if ((o = ocsf_of(&dns)) != NULL) {
+		CHECK_STR(jstr(o, "dst_endpoint.ip"), "127.0.0.1");
+		CHECK(jint(json_object_get(o, "dst_endpoint"), "port") == 5353);
+		CHECK(jstr(o, "dst_endpoint.hostname") == NULL);
+		CHECK_STR(jstr(o, "query.hostname"), "ok.test");
+		CHECK_STR(jstr(o, "query.type"), "A");
+		a = json_object_get(o, "answers");
+		CHECK(json_array_size(a) == 1);
+		CHECK_STR(jstr(json_array_get(a, 0), "rdata"), "198.18.0.7");
+		CHECK_STR(jstr(o, "src_endpoint.ip"), "127.0.0.1");
+		CHECK(ips_ok(o));
+		json_decref(o);
+	}
+	if ((o = ocsf_of(&nx)) != NULL) {
+		CHECK(json_object_get(o, "answers") == NULL);
+		CHECK_STR(jstr(o, "rcode"), "NXDomain");
+		json_decref(o);
+	}
+	/* http: a whole url; "host.test" in the ip column is no address */
+	if ((o = ocsf_of(&h)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "http://ok.test:8080/a/b?x=1&y=2");
+		CHECK_STR(jstr(o, "http_request.url.scheme"), "http");
+		CHECK_STR(jstr(o, "http_request.url.path"), "/a/b");
+		CHECK_STR(jstr(o, "http_request.url.query_string"), "x=1&y=2");
+		CHECK_STR(jstr(o, "src_endpoint.ip"), "::1");
+		CHECK(jstr(o, "dst_endpoint.ip") == NULL);
+		CHECK(ips_ok(o));
+		json_decref(o);
+	}
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "https://api.test/v1");
+		json_decref(o);
+	}
+	/* in a tunnel: the rule says whether the request was TLS */
+	env.rule_tls = fake_rule_tls;
+	audit_ocsf_set_env(&env);
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "http://api.test:443/v1");
+		json_decref(o);
+	}
+	tun.rule = "p:allow[1]";
+	tun.port = 8443;
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "https://api.test:8443/v1");
+		json_decref(o);
+	}
+	/* a request without a response: Network Activity with its url */
+	if ((o = ocsf_of(&unans)) != NULL) {
+		CHECK(jint(o, "class_uid") == 4001 && jint(o, "activity_id") ==
+		    4);
+		CHECK(json_object_get(o, "http_request") == NULL);
+		CHECK_STR(jstr(o, "url.url_string"), "http://ok.test/slow");
+		json_decref(o);
+	}
+	memset(&env, 0, sizeof(env));
+	audit_ocsf_set_env(&env);
 }
 
 static void
@@ -289,6 +435,7 @@ main(void)
 {
 	test_syslog();
 	test_ocsf();
+	test_ocsf_shape();
 	test_ocsf_bad_utf8();
 	test_suggest_hostile();
 	return check_summary();

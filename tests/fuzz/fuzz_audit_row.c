@@ -1,13 +1,17 @@
 /*
  * libFuzzer target for the rows the fleet store hands back: a row's raw
  * canonical encoding (audit_decode_row) must re-encode to the same bytes,
- * and its store form (audit_pg_row_build) must hold whatever it decoded;
+ * and its store form (audit_pg_row_build) must hold whatever it decoded,
+ * and its OCSF event (audit_write_ocsf) must be one line of valid JSON;
  * and a host glob turned into a PostgreSQL regular expression
  * (audit_glob_to_regex) must stay anchored and within bounds.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "audit/audit_pg.h"
 #include "audit/audit_query.h"
@@ -27,6 +31,27 @@ check_glob(const uint8_t *data, size_t len)
 	rlen = strlen(re);
 	if (rlen < 2 || re[0] != '^' || re[rlen - 1] != '$')
 		abort();
+}
+
+static void
+check_ocsf(const struct audit_val *row)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	json_error_t e;
+	json_t *o;
+	FILE *f;
+
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		return;
+	audit_write_ocsf(f, row);
+	fclose(f);
+	if (len == 0 || buf[len - 1] != '\n' || memchr(buf, '\n', len - 1))
+		abort();
+	if ((o = json_loadb(buf, len, 0, &e)) == NULL)
+		abort();
+	json_decref(o);
+	free(buf);
 }
 
 int
@@ -54,5 +79,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (audit_pg_row_build(row, &pr) == 0)
 		audit_pg_row_free(&pr);
+	check_ocsf(row);
 	return 0;
 }
