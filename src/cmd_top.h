@@ -35,6 +35,7 @@ struct top_sandbox {
 	uint64_t up, down;
 	uint64_t iv_total, iv_denied;	/* in the interval being counted */
 	double	 rate, deny_rate;	/* per second over the last interval */
+	long long open;			/* connections open now (/metrics); -1: unknown */
 };
 
 /* What the gateway publishes (admin API, /metrics); -1 for unknown. */
@@ -43,6 +44,7 @@ struct top_gateway {
 	char	 admin_msg[160];	/* why not, when !admin_ok */
 	char	 version[32];
 	long long workers, connections, refused, keeper_up, rows_written;
+	long long uptime;		/* seconds; -1: unknown */
 	int	 metrics_ok;
 	char	 metrics_msg[160];
 	long long tunnels;
@@ -115,6 +117,15 @@ void	top_print_snapshot(const struct top *, const struct top_filter *,
  */
 int	top_metric_sum(const char *text, size_t len, const char *name,
 	    double *sum);
+/*
+ * Pure: each sample of family name with a label of that name, as
+ * cb(its value, the sample's number): the value unescaped only if it needs
+ * no unescaping (a value with a backslash is skipped), at most 127 bytes.
+ * The number of samples passed on.
+ */
+int	top_metric_each(const char *text, size_t len, const char *name,
+	    const char *label, void (*cb)(const char *value, double v, void *),
+	    void *arg);
 /*
  * Pure: an HTTP/1.x answer read to its end: its status and where its body
  * starts (after the blank line). 0, or -1 when it is not one.

@@ -437,6 +437,7 @@ poll_admin(struct top *t)
 	size_t blen;
 
 	t->gw.admin_ok = 0;
+	t->gw.uptime = -1;
 	if (t->admin_path == NULL) {
 		snprintf(t->gw.admin_msg, sizeof(t->gw.admin_msg), "no "
 		    "admin_socket in the config");
@@ -465,6 +466,7 @@ poll_admin(struct top *t)
 	log_escape(ver ? ver : "?", ver ? strlen(ver) : 1, t->gw.version,
 	    sizeof(t->gw.version));
 	t->gw.workers = json_num(j, "workers");
+	t->gw.uptime = json_num(j, "uptime_s");
 	t->gw.connections = json_num(j, "connections");
 	t->gw.refused = json_num(j, "refused");
 	t->gw.keeper_up = json_num(json_object_get(j, "keeper"), "up");
@@ -474,15 +476,40 @@ poll_admin(struct top *t)
 	json_decref(j);
 }
 
+/*
+ * A sandbox's open connections: a sandbox with some open gets its row even
+ * before any of its rows is written (a tunnel's is written when it ends).
+ */
+static void
+sandbox_open_cb(const char *sandbox, double v, void *arg)
+{
+	struct top *t = arg;
+	char name[128];
+	struct top_sandbox *s;
+	size_t i;
+
+	log_escape(sandbox, strlen(sandbox), name, sizeof(name));
+	for (i = 0; i < t->n_sb; i++)
+		if (strcmp(t->sb[i].name, name) == 0)
+			break;
+	if (i == t->n_sb && v < 1)
+		return;
+	s = sandbox_slot(t, name);	/* or "other", which sums the rest */
+	if (v >= 1)
+		s->open += (long long)v;
+}
+
 static void
 poll_metrics(struct top *t)
 {
 	char *body;
-	size_t blen;
+	size_t blen, i;
 	double v;
 
 	t->gw.metrics_ok = 0;
 	t->gw.tunnels = -1;
+	for (i = 0; i < t->n_sb; i++)
+		t->sb[i].open = -1;
 	if (t->metrics_len == 0) {
 		snprintf(t->gw.metrics_msg, sizeof(t->gw.metrics_msg), "no "
 		    "metrics listener in the config");
@@ -493,6 +520,10 @@ poll_metrics(struct top *t)
 	    sizeof(t->gw.metrics_msg))) == NULL)
 		return;
 	t->gw.metrics_ok = 1;
+	for (i = 0; i < t->n_sb; i++)
+		t->sb[i].open = 0;
+	(void)top_metric_each(body, blen, "sandgate_sandbox_connections_open",
+	    "sandbox", sandbox_open_cb, t);
 	if (top_metric_sum(body, blen, "sandgate_tunnels_open", &v) > 0)
 		t->gw.tunnels = (long long)v;
 	/* without the admin socket, what /metrics says of the same things */
@@ -591,14 +622,23 @@ num_or_q(long long v, char *buf, size_t len)
 void
 top_header_line(const struct top *t, char *buf, size_t len)
 {
-	char conns[24], tun[24], workers[24];
+	char conns[24], tun[24], workers[24], up[32];
+	long long s = t->gw.uptime;
 
+	if (s < 0)
+		snprintf(up, sizeof(up), "?");
+	else if (s >= 86400)
+		snprintf(up, sizeof(up), "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+	else if (s >= 3600)
+		snprintf(up, sizeof(up), "%lldh%02lldm", s / 3600, s % 3600 / 60);
+	else
+		snprintf(up, sizeof(up), "%lldm%02llds", s / 60, s % 60);
 	num_or_q(t->gw.connections, conns, sizeof(conns));
 	num_or_q(t->gw.tunnels, tun, sizeof(tun));
 	num_or_q(t->gw.workers, workers, sizeof(workers));
-	snprintf(buf, len, "sandgate %s  workers %s  connections %s  tunnels "
-	    "%s  keeper %s  rows read %" PRIu64 "%s%s",
-	    t->gw.version[0] ? t->gw.version : "?", workers, conns, tun,
+	snprintf(buf, len, "sandgate %s  up %s  workers %s  connections %s  "
+	    "tunnels %s  keeper %s  rows read %" PRIu64 "%s%s",
+	    t->gw.version[0] ? t->gw.version : "?", up, workers, conns, tun,
 	    t->gw.keeper_up == 1 ? "up" : t->gw.keeper_up == 0 ? "DOWN" : "?",
 	    t->rows_read, t->db_msg[0] ? "  audit: " : "", t->db_msg);
 }
@@ -606,22 +646,24 @@ top_header_line(const struct top *t, char *buf, size_t len)
 void
 top_table_title(char *buf, size_t len)
 {
-	snprintf(buf, len, "%-24s %8s %8s %8s %8s %8s %8s %8s", "SANDBOX",
-	    "REQ/S", "DENY/S", "REQS", "DENIED", "ERRORS", "UP", "DOWN");
+	snprintf(buf, len, "%-24s %8s %8s %8s %8s %8s %8s %8s %6s", "SANDBOX",
+	    "REQ/S", "DENY/S", "REQS", "DENIED", "ERRORS", "UP", "DOWN",
+	    "OPEN");
 }
 
 void
 top_table_line(const struct top_sandbox *s, char *buf, size_t len)
 {
-	char tot[16], den[16], err[16], up[16], down[16];
+	char tot[16], den[16], err[16], up[16], down[16], open[24];
 
 	top_human(s->total, tot, sizeof(tot));
 	top_human(s->denied, den, sizeof(den));
 	top_human(s->errors, err, sizeof(err));
 	top_human(s->up, up, sizeof(up));
 	top_human(s->down, down, sizeof(down));
-	snprintf(buf, len, "%-24.24s %8.1f %8.1f %8s %8s %8s %8s %8s",
-	    s->name, s->rate, s->deny_rate, tot, den, err, up, down);
+	num_or_q(s->open, open, sizeof(open));
+	snprintf(buf, len, "%-24.24s %8.1f %8.1f %8s %8s %8s %8s %8s %6s",
+	    s->name, s->rate, s->deny_rate, tot, den, err, up, down, open);
 }
 
 void

@@ -23,6 +23,8 @@ typedef _Atomic unsigned long long counter;
 struct named {
 	char		 name[SB_NAME_MAX];
 	counter		 c[NC_N];
+	_Atomic long long open;		/* a sandbox's: connections open now */
+	_Atomic int	 had_open;	/* ... ever: its gauge is shown, 0 too */
 };
 
 /* Label values met at run time, the first STATS_MAX_NAMES of them. */
@@ -306,6 +308,7 @@ get(counter *c)
 
 struct each {
 	struct stats	*st;
+	void		(*open_cb)(const char *, unsigned long long, void *);
 	void		(*verdict_cb)(const char *, enum sg_verdict,
 			    unsigned long long, void *);
 	void		(*bytes_cb)(const char *, unsigned long long,
@@ -366,6 +369,34 @@ stats_foreach_sandbox_bytes(struct stats *st, void (*cb)(const char *,
 	struct each a = { .st = st, .bytes_cb = cb, .arg = arg };
 
 	names_each(&st->sandboxes, sandbox_bytes, &a);
+}
+
+void
+stats_sandbox_conns(struct stats *st, const char *sandbox, int delta)
+{
+	struct named *e = named(&st->sandboxes, sandbox);
+
+	atomic_store_explicit(&e->had_open, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->open, delta, memory_order_relaxed);
+}
+
+static void
+sandbox_open(struct named *e, void *arg)
+{
+	struct each *a = arg;
+	long long n = atomic_load_explicit(&e->open, memory_order_relaxed);
+
+	if (atomic_load_explicit(&e->had_open, memory_order_relaxed))
+		a->open_cb(e->name, n > 0 ? (unsigned long long)n : 0, a->arg);
+}
+
+void
+stats_foreach_sandbox_conns(struct stats *st, void (*cb)(const char *,
+    unsigned long long, void *), void *arg)
+{
+	struct each a = { .st = st, .open_cb = cb, .arg = arg };
+
+	names_each(&st->sandboxes, sandbox_open, &a);
 }
 
 void

@@ -95,6 +95,16 @@ void		 stats_count(struct stats *, const struct stats_exchange *);
 /* A tunnel opened (delta 1) or closed (-1): the gauge of open ones. */
 void		 stats_tunnel(struct stats *, enum stats_listener,
 		    enum stats_tunnel, int delta);
+/*
+ * A client connection identified as sandbox's opened (delta 1) or closed
+ * (-1): the gauge of its open connections (capped names as the rest).
+ */
+void		 stats_sandbox_conns(struct stats *, const char *sandbox,
+		    int delta);
+/* Each sandbox that ever had one counted, with its open connections now. */
+void		 stats_foreach_sandbox_conns(struct stats *,
+		    void (*)(const char *sandbox, unsigned long long open,
+		    void *), void *);
 /* Exchanges ended with reason r, every listener and decision. */
 unsigned long long stats_reason_total(struct stats *, enum sg_reason r);
 /* Open tunnels now; never below 0. */

@@ -488,6 +488,7 @@ struct conn {
 	uint16_t		 orig_port;
 	int			 intercepted;	/* TLS terminated on both sides */
 	uint8_t			 tun_kind;	/* counted open as this stats_tunnel + 1; 0: not */
+	uint8_t			 sb_counted;	/* counted open for fair_sandbox in stats */
 	int			 sniff_silent;	/* transparent: no client bytes in 5 s */
 	int			 tls_client_ok;	/* the client's handshake completed */
 	int			 tls_shutdown_sent;	/* close_notify queued */

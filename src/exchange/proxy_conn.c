@@ -165,6 +165,10 @@ conn_fair_release(struct exchange *s)
 	if (s->c->x != s)
 		return;		/* a stream's: the connection counts */
 	conn_fair_release_source(s);
+	if (s->c->sb_counted) {
+		s->c->sb_counted = 0;
+		stats_sandbox_conns(s->p->stats, s->c->fair_sandbox, -1);
+	}
 	if (!s->c->fair_counted)
 		return;
 	s->c->fair_counted = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/fairshare.h"
+#include "core/stats.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/exchange.h"
@@ -124,16 +125,22 @@ conn_fair_admit(struct exchange *s)
 	enum fair_verdict v;
 
 	/* Ingress is traffic toward a sandbox: it never spends the guest's share. */
-	if (s->c->fair_counted || !s->has_ident || s->c->kind == KIND_INGRESS ||
-	    s->p->fair == NULL)
+	if (s->c->fair_counted || !s->has_ident || s->c->kind == KIND_INGRESS)
+		return 0;
+	/* Open connections by sandbox (/metrics, top): the first identity. */
+	if (!s->c->sb_counted) {
+		memcpy(s->c->fair_sandbox, s->ident.sandbox,
+		    sizeof(s->c->fair_sandbox));
+		stats_sandbox_conns(s->p->stats, s->c->fair_sandbox, 1);
+		s->c->sb_counted = 1;
+	}
+	if (s->p->fair == NULL)
 		return 0;
 	v = fairshare_conn_open(s->p->fair, s->ident.sandbox,
 	    fairshare_now_ms(), &ref);
 	/* Known now: the sandbox's share holds it (or it is refused). */
 	conn_fair_release_source(s);
 	if (v == FAIR_OK) {
-		memcpy(s->c->fair_sandbox, s->ident.sandbox,
-		    sizeof(s->c->fair_sandbox));
 		s->c->fair_counted = 1;
 		return 0;
 	}

@@ -131,6 +131,14 @@ sandbox_bytes_cb(const char *sb, unsigned long long up,
 }
 
 static void
+sandbox_open_cb(const char *sb, unsigned long long open, void *arg)
+{
+	const char *l[] = { "sandbox", sb, NULL };
+
+	sample_ull(arg, "sandbox_connections_open", l, open);
+}
+
+static void
 credential_cb(const char *cred, enum stats_cred_outcome o,
     unsigned long long n, void *arg)
 {
@@ -250,6 +258,10 @@ metrics_traffic(struct proxy *p, struct evbuffer *out)
 	family(out, "sandbox_bytes_total", "counter", "The same by sandbox "
 	    "(capped as sandbox_requests_total).");
 	stats_foreach_sandbox_bytes(p->stats, sandbox_bytes_cb, out);
+	family(out, "sandbox_connections_open", "gauge", "Client connections "
+	    "open now by the sandbox that first identified itself on them "
+	    "(capped as sandbox_requests_total; ingress not counted).");
+	stats_foreach_sandbox_conns(p->stats, sandbox_open_cb, out);
 	family(out, "limit_refusals_total", "counter", "Refusals by the limit "
 	    "that made them: max_connections (at accept, no row), per_sandbox "
 	    "(limits.per_sandbox connections or rate, DNS included), "

@@ -74,6 +74,7 @@ EXPECTED = {
     "sandgate_sandbox_requests_total": ("counter", None),
     "sandgate_bytes_total": ("counter", None),
     "sandgate_sandbox_bytes_total": ("counter", None),
+    "sandgate_sandbox_connections_open": ("gauge", None),
     "sandgate_limit_refusals_total": ("counter", [
         (("limit", l),) for l in ("max_connections", "per_sandbox", "head_timeout",
                                   "max_header_bytes", "idle_timeout")]),
@@ -518,6 +519,37 @@ class MetricsTest(unittest.TestCase):
                                     base["intercepted"]), True,
                          {k: v for k, v in self.scrape().items()
                           if k[0] == "sandgate_tunnels_open"})
+
+    def test_sandbox_connections_open(self):
+        """Open connections by the sandbox they identified as: two tunnels
+        and a kept-alive request connection of sandbox local count 3 (a
+        denial would close its connection); an
+        unidentified connection (no request yet) does not count; all back
+        to the base when they close, and the series stays (0 is a value)."""
+        def open_now():
+            return self.value(self.scrape(), "sandgate_sandbox_connections_open",
+                              sandbox="local") or 0
+        base = self.wait_value("sandgate_connections", lambda v: v == 0)
+        self.assertEqual(base, 0)
+        self.assertEqual(eventually(lambda: open_now() == 0), True)
+        t1 = self.tunnel("pass.test", self.tls.port)
+        t2 = self.tunnel("keys.test", self.tls.port, ca=self.gw.ca_path())
+        idle = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        kept = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+        try:
+            url = "allowed.test:%d" % self.origin.port
+            kept.sendall(("GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n" %
+                          (url, url)).encode())
+            self.assertTrue(kept.recv(4096).startswith(b"HTTP/1.1 200 "))
+            self.assertEqual(eventually(lambda: open_now() == 3), True,
+                             open_now())
+            self.assertEqual(self.value(self.scrape(), "sandgate_connections"), 4)
+        finally:
+            for c in (t1, t2, idle, kept):
+                c.close()
+        self.assertEqual(eventually(lambda: open_now() == 0), True, open_now())
+        self.assertIn(("sandgate_sandbox_connections_open",
+                       (("sandbox", "local"),)), self.scrape())
 
     def test_connections_gauge_and_refusals(self):
         base = self.wait_value("sandgate_connections", lambda v: v == 0)
