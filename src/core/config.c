@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
 
@@ -1012,6 +1013,39 @@ cf_workers(struct cload *l, const struct ynode *n)
 		l->cfg->workers = (int)v;
 }
 
+/* log_level, log_format: serve's --log-level and --log-format win. */
+static void
+cf_log_level(struct cload *l, const struct ynode *n)
+{
+	enum log_level v;
+	const char *s;
+	char esc[80];
+
+	if (ycheck_str(&l->c, n, "log_level", 16, &s) == -1)
+		return;
+	if (log_level_parse(s, &v) == -1)
+		ycheck_err(&l->c, n, "log_level: expected debug, info, warn or "
+		    "error, got \"%s\"", ycheck_esc(s, esc, sizeof(esc)));
+	else
+		l->cfg->log_level = (int)v;
+}
+
+static void
+cf_log_format(struct cload *l, const struct ynode *n)
+{
+	enum log_format v;
+	const char *s;
+	char esc[80];
+
+	if (ycheck_str(&l->c, n, "log_format", 16, &s) == -1)
+		return;
+	if (log_format_parse(s, &v) == -1)
+		ycheck_err(&l->c, n, "log_format: expected text or json, got "
+		    "\"%s\"", ycheck_esc(s, esc, sizeof(esc)));
+	else
+		l->cfg->log_format = (int)v;
+}
+
 /* policies_watch: reload when a policy file or directory changes. */
 static void
 cf_policies_watch(struct cload *l, const struct ynode *n)
@@ -1071,6 +1105,7 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
 		{ "workers", cf_workers }, { "user", cf_user },
 		{ "policies_watch", cf_policies_watch },
+		{ "log_level", cf_log_level }, { "log_format", cf_log_format },
 	};
 	const struct ynode *c;
 	size_t i;
@@ -1144,6 +1179,8 @@ cf_defaults(struct cload *l)
 	cfg->sandbox_conn_rate = 200;
 	cfg->sandbox_dns_rate = 500;
 	cfg->workers = cf_cores();
+	cfg->log_level = -1;
+	cfg->log_format = -1;
 	return 0;
 }
 
