@@ -152,6 +152,9 @@ main(int argc, char *argv[])
 		return cmd_help(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
+	/* hidden: the build's completion script, the tests' option table */
+	if (strcmp(argv[1], "__complete") == 0)
+		return cmd_complete(argc - 1, argv + 1);
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 1, argv + 1);
