@@ -302,7 +302,8 @@ cf_listen(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, cf_listeners[i].name) == 0)
 				break;
 		if (i == sizeof(cf_listeners) / sizeof(cf_listeners[0])) {
-			ycheck_unknown(&l->c, c, "listen");
+			ycheck_unknown_of(&l->c, c, "listen",
+			    "http|socks5|dns|transparent|ingress|metrics|admin");
 			continue;
 		}
 		cl = (struct config_listen *)((char *)l->cfg +
@@ -361,7 +362,8 @@ cf_ingress_tls(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "key") == 0)
 			cf_path(l, c, "key", &l->cfg->ingress_tls_key);
 		else
-			ycheck_unknown(&l->c, c, "ingress_tls");
+			ycheck_unknown_of(&l->c, c, "ingress_tls",
+			    "cert|key");
 	}
 	if (ynode_map_get(n, "cert") == NULL || ynode_map_get(n, "key") == NULL)
 		ycheck_err(&l->c, n, "ingress_tls: both cert and key are required");
@@ -411,7 +413,8 @@ cf_ca(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "key") == 0)
 			cf_path(l, c, "key", &l->cfg->ca_key);
 		else
-			ycheck_unknown(&l->c, c, "ca");
+			ycheck_unknown_of(&l->c, c, "ca",
+			    "cert|key");
 	}
 }
 
@@ -429,7 +432,8 @@ cf_vault(struct cload *l, const struct ynode *n)
 		} else if (strcmp(c->key->str, "key_file") == 0)
 			cf_path(l, c, "key_file", &l->cfg->vault_key_file);
 		else
-			ycheck_unknown(&l->c, c, "vault");
+			ycheck_unknown_of(&l->c, c, "vault",
+			    "db|key_file");
 	}
 }
 
@@ -545,7 +549,9 @@ cf_upstream(struct cload *l, const struct ynode *n)
 			    UINT32_MAX, &ms) == 0)
 				cfg->keepalive_timeout_ms = (uint32_t)ms;
 		} else
-			ycheck_unknown(&l->c, c, "upstream");
+			ycheck_unknown_of(&l->c, c, "upstream",
+			    "resolvers|ca_bundle|connect_timeout|idle_timeout|"
+			    "keepalive_timeout");
 	}
 }
 
@@ -629,7 +635,8 @@ cf_syslog(struct cload *l, const struct ynode *n)
 				ycheck_err(&l->c, c, "transport: expected tcp "
 				    "or udp");
 		} else
-			ycheck_unknown(&l->c, c, "syslog");
+			ycheck_unknown_of(&l->c, c, "syslog",
+			    "address|format|transport");
 	}
 	if (addr == NULL)
 		ycheck_err(&l->c, n, "syslog: address is required");
@@ -709,7 +716,8 @@ cf_ship(struct cload *l, const struct ynode *n)
 			else if ((cfg->audit_ship_gateway = strdup(s)) == NULL)
 				ycheck_err(&l->c, c, "out of memory");
 		} else
-			ycheck_unknown(&l->c, c, "ship");
+			ycheck_unknown_of(&l->c, c, "ship",
+			    "url|gateway");
 	}
 	if (url == NULL)
 		ycheck_err(&l->c, n, "ship: url is required (postgresql://...)");
@@ -756,7 +764,9 @@ cf_audit(struct cload *l, const struct ynode *n)
 		} else if (strcmp(c->key->str, "ship") == 0)
 			cf_ship(l, c);
 		else
-			ycheck_unknown(&l->c, c, "audit");
+			ycheck_unknown_of(&l->c, c, "audit",
+			    "db|retention|checkpoint_interval|syslog|"
+			    "on_failure|signing_key|public_key|ship");
 	}
 }
 
@@ -774,7 +784,8 @@ cf_geoip(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "asn_db") == 0)
 			cf_opt_path(l, c, "asn_db", &l->cfg->geoip_asn_db);
 		else
-			ycheck_unknown(&l->c, c, "geoip");
+			ycheck_unknown_of(&l->c, c, "geoip",
+			    "country_db|asn_db");
 	}
 }
 
@@ -782,15 +793,19 @@ static void
 cf_subnet(struct cload *l, const struct ynode *n)
 {
 	const char *s, *errstr = NULL;
-	char esc[80];
+	char esc[80], net[64];
 	struct cidr c;
 
 	if (ycheck_str(&l->c, n, "subnet", 64, &s) == -1)
 		return;
 	ycheck_esc(s, esc, sizeof(esc));
 	if (cidr_parse(s, &c, &errstr) == -1) {
-		ycheck_err(&l->c, n, "subnet: bad CIDR \"%s\"%s%s", esc,
-		    errstr ? ": " : "", errstr ? errstr : "");
+		if (cidr_network_of(s, net, sizeof(net)) != NULL)
+			ycheck_err(&l->c, n, "subnet: \"%s\" has host bits "
+			    "set; did you mean %s?", esc, net);
+		else
+			ycheck_err(&l->c, n, "subnet: bad CIDR \"%s\"%s%s",
+			    esc, errstr ? ": " : "", errstr ? errstr : "");
 		return;
 	}
 	if (c.addr.family != AF_INET || c.bits > 30) {
@@ -843,7 +858,8 @@ cf_sandbox(struct cload *l, const struct ynode *n)
 			} else
 				cf_setpath(l, &cfg->sandbox_rootfs, s, c);
 		} else
-			ycheck_unknown(&l->c, c, "sandbox");
+			ycheck_unknown_of(&l->c, c, "sandbox",
+			    "runtime|subnet|rootfs");
 	}
 }
 
@@ -874,7 +890,9 @@ cf_per_sandbox(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0])) {
-			ycheck_unknown(&l->c, c, "limits.per_sandbox");
+			ycheck_unknown_of(&l->c, c, "limits.per_sandbox",
+			    "max_connections|"
+			    "connections_per_second|dns_queries_per_second");
 			continue;
 		}
 		if (ycheck_uint(&l->c, c, keys[i].key, 0, CF_MAX_PER_SANDBOX,
@@ -921,7 +939,10 @@ cf_http2(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0])) {
-			ycheck_unknown(&l->c, c, "limits.http2");
+			ycheck_unknown_of(&l->c, c, "limits.http2",
+			    "enabled|max_concurrent_streams|"
+			    "max_header_list_bytes|max_continuations|"
+			    "max_resets_per_second|max_control_per_second");
 			continue;
 		}
 		if (ycheck_uint(&l->c, c, keys[i].key, keys[i].min, keys[i].max,
@@ -971,7 +992,9 @@ cf_limits(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "http2") == 0)
 			cf_http2(l, c);
 		else
-			ycheck_unknown(&l->c, c, "limits");
+			ycheck_unknown_of(&l->c, c, "limits",
+			    "max_connections|max_header_bytes|"
+			    "head_timeout|per_sandbox|http2");
 	}
 }
 
@@ -1108,8 +1131,12 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "log_level", cf_log_level }, { "log_format", cf_log_format },
 	};
 	const struct ynode *c;
+	char known[512] = "state_dir";
 	size_t i;
 
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		snprintf(known + strlen(known), sizeof(known) - strlen(known),
+		    "|%s", keys[i].key);
 	if (root->type != YNODE_MAP) {
 		ycheck_err(&l->c, root, "the config file is a mapping of keys "
 		    "(see docs/config.md), got %s", ynode_type_name(root));
@@ -1124,7 +1151,7 @@ cf_top(struct cload *l, const struct ynode *root)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0]))
-			ycheck_unknown(&l->c, c, "the config file");
+			ycheck_unknown_of(&l->c, c, "the config file", known);
 		else
 			keys[i].fn(l, c);
 	}
