@@ -116,6 +116,55 @@ class CliTest(unittest.TestCase):
                 r = self.sg(*args)
                 self.assertEqual(r.returncode, 2, r)
                 self.assertTrue(r.stderr.strip(), r)
+                # one line, no usage dump: `sandgate help CMD` has the rest
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_usage_error_names_the_option(self):
+        """The option as written, dashes kept; exit 2; nothing on stdout."""
+        cases = [
+            (["serve", "-c"], "sandgate: -c: missing value"),
+            (["policy", "check", "--config"], "sandgate: --config: missing value"),
+            (["audit", "--format", "xml"],
+             "sandgate: --format: expected table|json|csv|ocsf, got xml"),
+            (["audit", "--format=xml"],
+             "sandgate: --format: expected table|json|csv|ocsf, got xml"),
+            (["audit", "stats", "--format", "csv"],
+             "sandgate: --format: expected text|json, got csv"),
+            (["audit", "export", "--format", "csv"],
+             "sandgate: --format: expected json|ocsf, got csv"),
+            (["audit", "--decision", "maybe"],
+             "sandgate: --decision: expected allow|deny|report|error, got maybe"),
+            (["audit", "--frobnicate"],
+             "sandgate: --frobnicate: unknown option (sandgate help audit)"),
+            (["audit", "--asc=1"], "sandgate: --asc: takes no value"),
+            (["policy", "explain", "-x"],
+             "sandgate: -x: unknown option (sandgate help policy explain)"),
+            (["policy", "explain", "--format", "yaml", "--sandbox", "d", "h"],
+             "sandgate: --format: expected text|json, got yaml"),
+            (["serve", "--log-level", "loud"],
+             "sandgate: --log-level: expected debug|info|warn|error, got loud"),
+            (["serve", "--log-format", "xml"],
+             "sandgate: --log-format: expected text|json, got xml"),
+            (["sandbox", "ls", "--format", "x"],
+             "sandgate: --format: expected table|json, got x"),
+            (["sandbox", "run", "--nope"],
+             "sandgate: --nope: unknown option (sandgate help sandbox run)"),
+            (["sandbox", "logs", "--since", "1h"],
+             "sandgate: --since: unknown option (sandgate help sandbox logs)"),
+            (["vault", "list", "--db", "x"],
+             "sandgate: --db: unknown option (sandgate help vault)"),
+        ]
+        for args, line in cases:
+            with self.subTest(args=args):
+                r = self.sg(*args)
+                self.assertEqual(r.returncode, 2, r)
+                self.assertEqual(r.stderr, line + "\n")
+                self.assertEqual(r.stdout, "")
+        # help CMD and CMD --help still print the whole usage, on stdout
+        for args in (["help", "audit"], ["audit", "--help"]):
+            r = self.sg(*args)
+            self.assertEqual(r.returncode, 0, r)
+            self.assertIn("--format table|json|csv|ocsf", r.stdout)
 
     # -------------------------------------------------------------- check
 
