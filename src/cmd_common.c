@@ -42,7 +42,8 @@ cmd_bad_option(const struct cmd_args *a, const char *opt)
 {
 	const char *hint = a->help ? a->help : a->argv[0];
 
-	if (strcmp(opt, "?") == 0 && a->why != NULL)
+	if (strcmp(opt, "?") == 0 && a->why != NULL && (strcmp(a->why,
+	    "takes no value") != 0 || cmd_table_has(hint, a->opt)))
 		say_err("%s: %s", a->opt[0] != '\0' ? a->opt : a->bad, a->why);
 	else
 		say_err("%s: unknown option (sandgate help %s)", a->opt, hint);

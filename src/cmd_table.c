@@ -394,6 +394,25 @@ print_bash(FILE *f)
 	    "\tcomplete -F _sandgate sandgate\n", f);
 }
 
+int
+cmd_table_has(const char *help, const char *opt)
+{
+	const struct cmd_opt *o;
+	const char *sp = strchr(help, ' ');
+	size_t i, clen = sp ? (size_t)(sp - help) : strlen(help);
+
+	for (i = 0; i < N_CMDS; i++) {
+		if (strlen(cmds[i].cmd) != clen ||
+		    strncmp(cmds[i].cmd, help, clen) != 0 ||
+		    (sp != NULL && !same(cmds[i].sub, sp + 1)))
+			continue;
+		for (o = cmds[i].opts; o->s != NULL || o->l != NULL; o++)
+			if (same(o->s, opt) || same(o->l, opt))
+				return 1;
+	}
+	return 0;
+}
+
 /* sandgate __complete bash|table: hidden, for the build and the tests. */
 int
 cmd_complete(int argc, char *argv[])

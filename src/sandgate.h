@@ -80,6 +80,8 @@ int		 cmd_opt_error(const struct cmd_args *, const char *fmt, ...)
 int		 cmd_in_list(const char *list, const char *s);
 /* The command table (src/cmd_table.c): completion and the option audit. */
 int		 cmd_complete(int argc, char *argv[]);
+/* Does the table give (sub)command help ("policy check") the option opt? */
+int		 cmd_table_has(const char *help, const char *opt);
 /*
  * Load config (with the search order of sandgate(8)) and policy, printing
  * diagnostics.

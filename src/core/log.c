@@ -321,6 +321,11 @@ fatalx(const char *fmt, ...)
 void
 vsay_err(const char *fmt, va_list ap)
 {
+	/* serve's failure with --log-format json: a JSON line, level error */
+	if (log_format == LOG_FMT_JSON) {
+		log_vwrite("error", fmt, ap, NULL);
+		return;
+	}
 	fputs("sandgate: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);

@@ -36,7 +36,8 @@ void	fatalx(const char *, ...)
 void	log_openssl(const char *what);
 /*
  * A command's one line for its user on stderr, "sandgate: MESSAGE\n", not
- * through the log (the CLI's errors and the launcher's).
+ * through the log (the CLI's errors and the launcher's); once serve set
+ * the JSON format, a JSON line of level "error" instead.
  */
 void	say_err(const char *, ...) __attribute__((format(printf, 1, 2)));
 void	vsay_err(const char *, va_list) __attribute__((format(printf, 1, 0)));

@@ -137,6 +137,8 @@ class CliTest(unittest.TestCase):
             (["audit", "--frobnicate"],
              "sandgate: --frobnicate: unknown option (sandgate help audit)"),
             (["audit", "--asc=1"], "sandgate: --asc: takes no value"),
+            (["audit", "--frobnicate=1"],
+             "sandgate: --frobnicate: unknown option (sandgate help audit)"),
             (["policy", "explain", "-x"],
              "sandgate: -x: unknown option (sandgate help policy explain)"),
             (["policy", "explain", "--format", "yaml", "--sandbox", "d", "h"],

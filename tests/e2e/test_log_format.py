@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-LEVELS = {"debug", "info", "warn", "fatal"}
+LEVELS = {"debug", "info", "warn", "error", "fatal"}
 
 
 def requests(gw, origin):
@@ -109,6 +109,27 @@ class LogFormatTest(unittest.TestCase):
         self.assertNotIn("debug", levels, text)
         self.assertIn("info", levels, text)
         self.assertTrue(any(o["msg"] == "ready" for o in objs), text)
+
+    def test_json_failure_is_json(self):
+        """serve that cannot start says why in a JSON line of level error."""
+        td = T.TempDir()
+        self.addCleanup(td.cleanup)
+        dns = T.Dnsmasq(td.path, [("allowed.test", "127.0.0.2")])
+        self.addCleanup(dns.stop)
+        gw = T.Gateway(td.path, dns, {})
+        import socket
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", gw.port))
+        s.listen(1)
+        r = T.run_sandgate("serve", "-c", gw.cfg_path, "--log-format", "json",
+                           cwd=td.path)
+        self.assertEqual(r.returncode, 1, r)
+        objs = json_lines(self, r.stderr)
+        self.assertTrue(objs, r)
+        self.assertEqual(objs[-1]["level"], "error", r.stderr)
+        self.assertIn(str(gw.port), objs[-1]["msg"], r.stderr)
 
     def test_text_at_warn(self):
         text = self.run_gateway({}, args=("--log-level", "warn"),
