@@ -73,6 +73,31 @@ class TableTest(unittest.TestCase):
         self.assertIn("ocsf", self.table[("audit", None)]["--format"][1])
         self.assertIn("report", self.table[("audit", None)]["--decision"][1])
 
+    def test_every_command_is_in_the_table(self):
+        """What `sandgate help` lists is what the table has: a command or
+        subcommand added to the CLI without the table fails here."""
+        r = self.sg("help")
+        self.assertEqual(r.returncode, 0, r)
+        listed = set()
+        for line in r.stdout.splitlines():
+            m = re.match(r"^  ([a-z]+)(?: ([a-z]+)\b)?", line)
+            if m:
+                listed.add((m.group(1), m.group(2)))
+        self.assertGreater(len(listed), 10, r.stdout)
+        cmds = {c for c, _ in self.table}
+        self.assertEqual({c for c, _ in listed}, cmds)
+        for c, s in listed:
+            with self.subTest(cmd=c, sub=s):
+                if s is not None:
+                    self.assertIn((c, s), self.table)
+                else:
+                    self.assertTrue(any(k[0] == c for k in self.table))
+        # every (sub)command the table names has its page
+        for c, s in self.table:
+            with self.subTest(page=(c, s)):
+                r = self.sg("help", *([c] + ([s] if s else [])))
+                self.assertEqual(r.returncode, 0, r)
+
     def test_every_table_option_is_accepted(self):
         """sandgate CMD [SUB] OPT [VALUE] never says unknown option."""
         for key, opts in sorted(self.table.items(), key=str):
