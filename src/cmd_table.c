@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "sandgate.h"
 
 /*
@@ -421,7 +422,10 @@ cmd_complete(int argc, char *argv[])
 		print_bash(stdout);
 	else if (argc == 2 && strcmp(argv[1], "table") == 0)
 		print_table(stdout);
-	else
-		return cmd_usage_error(NULL, "__complete: bash or table");
+	else {
+		/* not cmd_usage_error: cmd_common.c calls this file */
+		say_err("__complete: bash or table");
+		return EXIT_USAGE;
+	}
 	return fflush(stdout) == EOF ? 1 : 0;
 }
