@@ -1,8 +1,6 @@
 /*
- * The command table: every command, subcommand and option of the CLI with
- * the kind of value each takes. The build prints the bash completion from
- * it (`sandgate __complete bash`), and a test holds it against what the
- * commands really accept (`sandgate __complete table`), so neither drifts.
+ * The command table: every command, subcommand and option with its value's
+ * kind. The build prints the bash completion from it; tests hold it to the commands.
  */
 #include <stdio.h>
 #include <string.h>
