@@ -107,6 +107,7 @@ struct audit_opts {
 	struct audit_filter	 f;
 	enum audit_format	 fmt;
 	int			 have_format, have_limit, follow;
+	const char		*format;	/* as written */
 };
 
 static volatile sig_atomic_t audit_stop;
@@ -166,8 +167,7 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			o->f.has_until = 1;
 		} else if (strcmp(opt, "decision") == 0) {
 			if (!audit_valid_decision(val)) {
-				cmd_usage_error(audit_usage, "audit: --decision "
-				    "must be allow, deny, report or error, not %s", val);
+				cmd_bad_value(a, "allow|deny|report|error", val);
 				return -1;
 			}
 			o->f.decision = val;
@@ -176,10 +176,9 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 
 			if (audit_parse_kinds(val, &o->f.kinds_in,
 			    &o->f.kinds_out, bad, sizeof(bad)) == -1) {
-				cmd_usage_error(audit_usage, "audit: --kind: "
-				    "unknown kind \"%s\" (http, connect, socks5, "
-				    "dns, transparent, ingress, admin, vault; "
-				    "-KIND leaves one out)", bad);
+				cmd_opt_error(a, "unknown kind \"%s\" (http, "
+				    "connect, socks5, dns, transparent, ingress, "
+				    "admin, vault; -KIND leaves one out)", bad);
 				return -1;
 			}
 		} else if (strcmp(opt, "host") == 0)
@@ -188,25 +187,25 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 			o->f.credential = val;
 		else if (strcmp(opt, "limit") == 0) {
 			if (parse_limit(val, &o->f.limit) == -1) {
-				cmd_usage_error(audit_usage, "audit: --limit "
-				    "must be a number, not %s", val);
+				cmd_opt_error(a, "expected a number, got %s", val);
 				return -1;
 			}
 			o->have_limit = 1;
 		} else if (strcmp(opt, "format") == 0) {
 			if (audit_format_parse(val, &o->fmt) == -1) {
-				cmd_usage_error(audit_usage, "audit: --format "
-				    "must be table, json, csv or ocsf (stats: "
-				    "text or json), not %s", val);
+				cmd_bad_value(a, a->n_ops > 0 &&
+				    strcmp(a->ops[0], "stats") == 0 ? "text|json" :
+				    a->n_ops > 0 && strcmp(a->ops[0], "export") == 0 ?
+				    "json|ocsf" : "table|json|csv|ocsf", val);
 				return -1;
 			}
 			o->have_format = 1;
+			o->format = val;
 		} else if (strcmp(opt, "cursor") == 0)
 			o->cursor = val;
 		else if (strcmp(opt, "pubkey") == 0) {
 			if (o->n_pubkeys == AUDIT_MAX_PUBKEYS) {
-				cmd_usage_error(audit_usage, "audit: more than %d "
-				    "--pubkey", AUDIT_MAX_PUBKEYS);
+				cmd_opt_error(a, "at most %d", AUDIT_MAX_PUBKEYS);
 				return -1;
 			}
 			o->pubkey = val;
@@ -214,15 +213,13 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		} else if (strcmp(opt, "store") == 0) {
 			if (strncmp(val, "postgresql://", 13) != 0 &&
 			    strncmp(val, "postgres://", 11) != 0) {
-				cmd_usage_error(audit_usage, "audit: --store takes "
-				    "a postgresql:// URL");
+				cmd_opt_error(a, "expected a postgresql:// URL");
 				return -1;
 			}
 			o->store = val;
 		} else if (strcmp(opt, "gateway") == 0) {
 			if (!config_gateway_name_ok(val)) {
-				cmd_usage_error(audit_usage, "audit: --gateway: "
-				    "not a gateway name: %s", val);
+				cmd_opt_error(a, "not a gateway name: %s", val);
 				return -1;
 			}
 			o->gateway = val;
@@ -235,15 +232,14 @@ audit_parse(int argc, char *argv[], struct cmd_args *a, struct audit_opts *o,
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
 			*help = 1;
 		else {
-			cmd_usage_error(audit_usage, "audit: bad option: %s",
-			    strcmp(opt, "?") == 0 && a->bad ? a->bad : opt);
+			cmd_bad_option(a, opt);
 			return -1;
 		}
 	}
 	return 0;
 bad_time:
-	cmd_usage_error(audit_usage, "audit: bad time %s (want 15m, 2h, 7d or "
-	    "RFC 3339 like 2026-12-02T14:22:01Z)", val);
+	cmd_opt_error(a, "bad time %s (want 15m, 2h, 7d or RFC 3339 like "
+	    "2026-12-02T14:22:01Z)", val);
 	return -1;
 }
 
@@ -646,8 +642,8 @@ audit_cmd_export(struct audit_opts *o)
 
 	if (o->have_format && o->fmt != AUDIT_FMT_JSON &&
 	    o->fmt != AUDIT_FMT_OCSF)
-		return cmd_usage_error(audit_usage, "audit export: prints JSON "
-		    "lines (--format json or ocsf)");
+		return cmd_usage_error(audit_usage, "--format: expected "
+		    "json|ocsf, got %s", o->format);
 	if (o->have_limit || o->f.asc)
 		return cmd_usage_error(audit_usage, "audit export: --limit and "
 		    "--asc belong to audit queries");
@@ -731,8 +727,8 @@ audit_cmd_stats(struct audit_opts *o)
 		    "--sandbox, --since and --until only");
 	if (o->have_format && o->fmt != AUDIT_FMT_TABLE &&
 	    o->fmt != AUDIT_FMT_JSON)
-		return cmd_usage_error(audit_usage, "audit stats: --format is "
-		    "text or json");
+		return cmd_usage_error(audit_usage, "--format: expected "
+		    "text|json, got %s", o->format);
 	if ((rc = audit_paths(o, &path, &pubpath)) != 0)
 		return rc;
 	rc = cmd_audit_stats(path, pubpath, o->pubkey != NULL, &o->f, o->since,
@@ -819,6 +815,6 @@ cmd_audit(int argc, char *argv[])
 		return audit_cmd_export(&o);
 	if (strcmp(a.ops[0], "stats") == 0)
 		return audit_cmd_stats(&o);
-	return cmd_usage_error(audit_usage, "audit: unknown subcommand: %s",
-	    a.ops[0]);
+	return cmd_usage_error(audit_usage, "audit: unknown subcommand: %s "
+	    "(sandgate help audit)", a.ops[0]);
 }

@@ -113,8 +113,7 @@ cmd_ca(int argc, char *argv[])
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
 			help = 1;
 		else
-			return cmd_usage_error(ca_usage, "ca: bad option: %s",
-			    a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (help && (a.n_ops == 0 || strcmp(a.ops[0], "init") == 0)) {
 		fputs(ca_usage, stdout);
@@ -123,8 +122,8 @@ cmd_ca(int argc, char *argv[])
 	if (a.n_ops == 0)
 		return cmd_usage_error(ca_usage, "ca: no subcommand given");
 	if (strcmp(a.ops[0], "init") != 0)
-		return cmd_usage_error(ca_usage, "ca: unknown subcommand: %s",
-		    a.ops[0]);
+		return cmd_usage_error(ca_usage, "ca: unknown subcommand: %s "
+		    "(sandgate help ca)", a.ops[0]);
 	if (a.n_ops > 1)
 		return cmd_usage_error(ca_usage, "ca init: unexpected argument: "
 		    "%s", a.ops[1]);

@@ -30,11 +30,46 @@ cmd_usage_error(const char *usage, const char *fmt, ...)
 {
 	va_list ap;
 
+	(void)usage;	/* one line: `sandgate help CMD` prints the usage */
 	va_start(ap, fmt);
 	vsay_err(fmt, ap);
 	va_end(ap);
-	if (usage != NULL)
-		fputs(usage, stderr);
+	return EXIT_USAGE;
+}
+
+int
+cmd_bad_option(const struct cmd_args *a, const char *opt)
+{
+	const char *hint = a->help ? a->help : a->argv[0];
+
+	if (strcmp(opt, "?") == 0 && a->why != NULL && (strcmp(a->why,
+	    "takes no value") != 0 || cmd_table_has(hint, a->opt)))
+		say_err("%s: %s", a->opt[0] != '\0' ? a->opt : a->bad, a->why);
+	else
+		say_err("%s: unknown option (sandgate help %s)", a->opt, hint);
+	return EXIT_USAGE;
+}
+
+int
+cmd_bad_value(const struct cmd_args *a, const char *expected, const char *got)
+{
+	char esc[128];
+
+	say_err("%s: expected %s, got %s", a->opt, expected,
+	    log_escape(got, strlen(got), esc, sizeof(esc)));
+	return EXIT_USAGE;
+}
+
+int
+cmd_opt_error(const struct cmd_args *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sandgate: %s: ", a->opt);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 	return EXIT_USAGE;
 }
 
@@ -63,6 +98,12 @@ in_list(const char *list, const char *name, size_t len)
 	return 0;
 }
 
+int
+cmd_in_list(const char *list, const char *s)
+{
+	return in_list(list, s, strlen(s));
+}
+
 const char *
 cmd_args_next(struct cmd_args *a, const char *with_value, const char **val)
 {
@@ -76,6 +117,8 @@ cmd_args_next(struct cmd_args *a, const char *with_value, const char **val)
 		if (a->dashdash || arg[0] != '-' || arg[1] == '\0') {
 			if (a->n_ops >= 16) {
 				a->bad = arg;
+				a->why = "too many arguments";
+				a->opt[0] = '\0';
 				return "?";
 			}
 			a->ops[a->n_ops++] = arg;
@@ -85,11 +128,15 @@ cmd_args_next(struct cmd_args *a, const char *with_value, const char **val)
 			a->dashdash = 1;
 			continue;
 		}
-		arg += arg[1] == '-' ? 2 : 1;
 		eq = strchr(arg, '=');
+		len = eq ? (size_t)(eq - arg) : strlen(arg);
+		snprintf(a->opt, sizeof(a->opt), "%.*s",
+		    (int)(len < sizeof(a->opt) ? len : sizeof(a->opt) - 1), arg);
+		arg += arg[1] == '-' ? 2 : 1;
 		len = eq ? (size_t)(eq - arg) : strlen(arg);
 		if (len == 0 || len >= sizeof(name)) {
 			a->bad = a->argv[a->i - 1];
+			a->why = "unknown option";
 			return "?";
 		}
 		memcpy(name, arg, len);
@@ -101,10 +148,12 @@ cmd_args_next(struct cmd_args *a, const char *with_value, const char **val)
 				*val = a->argv[a->i++];
 			else {
 				a->bad = a->argv[a->i - 1];
+				a->why = "missing value";
 				return "?";
 			}
 		} else if (eq != NULL) {
 			a->bad = a->argv[a->i - 1];
+			a->why = "takes no value";
 			return "?";
 		}
 		return name;

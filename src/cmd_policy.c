@@ -57,6 +57,7 @@ policy_check(int argc, char *argv[])
 	char sum[256];
 
 	cmd_args_init(&a, argc, argv);
+	a.help = "policy check";
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
@@ -64,8 +65,7 @@ policy_check(int argc, char *argv[])
 			fputs(policy_check_usage, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(policy_check_usage, "policy check: bad "
-			    "option: %s", a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops > 0)
 		return cmd_usage_error(policy_check_usage, "policy check: unexpected "
@@ -395,6 +395,7 @@ policy_explain(int argc, char *argv[])
 	int rc = 0;
 
 	cmd_args_init(&a, argc, argv);
+	a.help = "policy explain";
 	while ((opt = cmd_args_next(&a, "c|config|sandbox|policy|method|path|format",
 	    &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
@@ -407,14 +408,16 @@ policy_explain(int argc, char *argv[])
 			method = val;
 		else if (strcmp(opt, "path") == 0)
 			path = val;
-		else if (strcmp(opt, "format") == 0)
+		else if (strcmp(opt, "format") == 0) {
+			if (!cmd_in_list("text|json", val))
+				return cmd_bad_value(&a, "text|json", val);
 			format = val;
+		}
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
 			fputs(policy_explain_usage, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(policy_explain_usage, "policy explain: bad "
-			    "option: %s", a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if ((sandbox == NULL) == (pname == NULL))
 		return cmd_usage_error(policy_explain_usage, "policy explain: give "
@@ -473,6 +476,6 @@ cmd_policy(int argc, char *argv[])
 		fputs(policy_usage, stdout);
 		return 0;
 	}
-	return cmd_usage_error(policy_usage, "policy: unknown subcommand: %s",
-	    argv[1]);
+	return cmd_usage_error(policy_usage, "policy: unknown subcommand: %s "
+	    "(sandgate help policy)", argv[1]);
 }

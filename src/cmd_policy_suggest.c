@@ -111,6 +111,7 @@ sugg_parse(int argc, char *argv[], struct sugg_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	cmd_args_init(&a, argc, argv);
+	a.help = "policy suggest";
 	while ((opt = cmd_args_next(&a, "c|config|db|sandbox|since|until|name|"
 	    "psl", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
@@ -128,17 +129,15 @@ sugg_parse(int argc, char *argv[], struct sugg_opts *o)
 
 			if (audit_parse_time(val, now, since ? &o->f.since_ms :
 			    &o->f.until_ms) == -1)
-				return cmd_usage_error(suggest_usage, "policy "
-				    "suggest: bad time %s (want 15m, 2h, 7d or "
-				    "RFC 3339)", val);
+				return cmd_opt_error(&a, "bad time %s (want "
+				    "15m, 2h, 7d or RFC 3339)", val);
 			*(since ? &o->f.has_since : &o->f.has_until) = 1;
 			*(since ? &o->since : &o->until) = val;
 		} else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
 			fputs(suggest_usage, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(suggest_usage, "policy suggest: "
-			    "bad option: %s", a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (o->sandbox == NULL)
 		return cmd_usage_error(suggest_usage, "policy suggest: --sandbox "

@@ -140,23 +140,23 @@ parse_option(struct sandbox_opts *o, const char *opt, const char *val,
 	else if (strcmp(opt, "env") == 0) {
 		if (!valid_env(val))
 			return cmd_usage_error(sandbox_usage,
-			    "--env wants NAME=VALUE: %s", val);
+			    "--env: expected NAME=VALUE, got %s", val);
 		if (o->n_env >= SANDBOX_MAX_ENV / 2)
-			return cmd_usage_error(sandbox_usage, "too many --env");
+			return cmd_usage_error(sandbox_usage, "--env: too many");
 		o->env[o->n_env++] = val;
 	} else if (strcmp(opt, "memory") == 0) {
 		if (sandbox_parse_size(val, &o->memory) == -1)
-			return cmd_usage_error(sandbox_usage, "bad --memory: %s",
+			return cmd_usage_error(sandbox_usage, "--memory: bad size %s",
 			    val);
 	} else if (strcmp(opt, "cpus") == 0) {
 		if (sandbox_parse_cpus(val, &o->cpu_millis) == -1)
-			return cmd_usage_error(sandbox_usage, "bad --cpus: %s",
+			return cmd_usage_error(sandbox_usage, "--cpus: bad count %s",
 			    val);
 	} else if (strcmp(opt, "pids") == 0) {
 		errno = 0;
 		v = strtoll(val, &end, 10);
 		if (errno != 0 || *end != '\0' || v < 1 || v > 1 << 22)
-			return cmd_usage_error(sandbox_usage, "bad --pids: %s",
+			return cmd_usage_error(sandbox_usage, "--pids: bad count %s",
 			    val);
 		o->pids = v;
 	} else if (strcmp(opt, "publish") == 0) {
@@ -164,19 +164,19 @@ parse_option(struct sandbox_opts *o, const char *opt, const char *val,
 		v = strtoll(val, &end, 10);
 		if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
 			return cmd_usage_error(sandbox_usage,
-			    "bad --publish (want a port 1-65535): %s", val);
+			    "--publish: expected a port 1-65535, got %s", val);
 		if (o->n_publish >= SANDBOX_MAX_PUBLISH)
 			return cmd_usage_error(sandbox_usage,
-			    "too many --publish (at most %d)",
+			    "--publish: at most %d",
 			    SANDBOX_MAX_PUBLISH);
 		o->publish[o->n_publish++] = (uint16_t)v;
 	} else if (strcmp(opt, "ttl") == 0) {
 		if (config_parse_duration_ms(val, &ms) == -1 || ms < 1000)
 			return cmd_usage_error(sandbox_usage,
-			    "bad --ttl (want 30s, 10m, 1h, 2d): %s", val);
+			    "--ttl: expected 30s, 10m, 1h or 2d, got %s", val);
 		o->ttl_ms = ms;
 	} else
-		return cmd_usage_error(sandbox_usage, "unknown option: --%s", opt);
+		return -1;	/* not an option of run/create */
 	return 0;
 }
 
@@ -194,18 +194,20 @@ up_parse(int argc, char *argv[], struct sandbox_opts *o, const char **cfg,
 	o->detach = detach;
 	nopt = split_cmd(argc, argv, &o->cmd, &o->n_cmd);
 	cmd_args_init(&a, nopt, argv);
+	a.help = detach ? "sandbox create" : "sandbox run";
 	while ((opt = cmd_args_next(&a, "c|config|policy|runtime|rootfs|id|"
 	    "workspace|env|memory|cpus|pids|publish|ttl", &val)) != NULL) {
 		if (strcmp(opt, "?") == 0)
-			return cmd_usage_error(sandbox_usage, "bad argument: %s",
-			    a.bad);
+			return cmd_bad_option(&a, opt);
 		if (strcmp(opt, "help") == 0 || strcmp(opt, "h") == 0) {
 			fputs(sandbox_usage, stdout);
 			exit(0);
 		}
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			*cfg = val;
-		else if ((rc = parse_option(o, opt, val, id)) != 0)
+		else if ((rc = parse_option(o, opt, val, id)) == -1)
+			return cmd_bad_option(&a, opt);
+		else if (rc != 0)
 			return rc;
 	}
 	if (o->cmd == NULL) {
@@ -227,7 +229,7 @@ up_parse(int argc, char *argv[], struct sandbox_opts *o, const char **cfg,
 		    "[a-z0-9][a-z0-9-], at most 40): %s", *id);
 	if (o->runtime != NULL && strcmp(o->runtime, "runsc") != 0 &&
 	    strcmp(o->runtime, "crun") != 0)
-		return cmd_usage_error(sandbox_usage, "bad --runtime: %s",
+		return cmd_usage_error(sandbox_usage, "--runtime: expected runsc|crun, got %s",
 		    o->runtime);
 	if (o->memory == 0)
 		o->memory = 512ull << 20;
@@ -473,15 +475,16 @@ sandbox_ls(int argc, char *argv[])
 	int k;
 
 	cmd_args_init(&a, argc, argv);
+	a.help = "sandbox ls";
 	while ((opt = cmd_args_next(&a, "c|config|format", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
-		else if (strcmp(opt, "format") == 0 && (strcmp(val, "table") ==
-		    0 || strcmp(val, "json") == 0))
+		else if (strcmp(opt, "format") == 0) {
+			if (!cmd_in_list("table|json", val))
+				return cmd_bad_value(&a, "table|json", val);
 			format = val;
-		else
-			return cmd_usage_error(sandbox_usage, "bad argument: %s",
-			    a.bad != NULL ? a.bad : opt);
+		} else
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops > 0)
 		return cmd_usage_error(sandbox_usage, "unexpected operand: %s",
@@ -606,12 +609,12 @@ sandbox_exec(int argc, char *argv[])
 
 	nopt = split_cmd(argc, argv, &cmd, &n_cmd);
 	cmd_args_init(&a, nopt, argv);
+	a.help = "sandbox exec";
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else
-			return cmd_usage_error(sandbox_usage, "bad argument: %s",
-			    a.bad != NULL ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops != 1 || cmd == NULL || n_cmd < 1)
 		return cmd_usage_error(sandbox_usage,
@@ -732,12 +735,12 @@ sandbox_rm(int argc, char *argv[])
 	int i, rc = 0;
 
 	cmd_args_init(&a, argc, argv);
+	a.help = "sandbox rm";
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else
-			return cmd_usage_error(sandbox_usage, "bad argument: %s",
-			    a.bad != NULL ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops < 1)
 		return cmd_usage_error(sandbox_usage, "sandbox rm wants an id");
@@ -782,14 +785,14 @@ sandbox_logs(int argc, char *argv[])
 	int fd, follow = 0;
 
 	cmd_args_init(&a, argc, argv);
+	a.help = "sandbox logs";
 	while ((opt = cmd_args_next(&a, "c|config", &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else if (strcmp(opt, "f") == 0 || strcmp(opt, "follow") == 0)
 			follow = 1;
 		else
-			return cmd_usage_error(sandbox_usage, "bad argument: %s",
-			    a.bad != NULL ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops != 1)
 		return cmd_usage_error(sandbox_usage, "sandbox logs wants an id");
@@ -852,6 +855,6 @@ cmd_sandbox(int argc, char *argv[])
 		fputs(sandbox_usage, stdout);
 		return 0;
 	}
-	return cmd_usage_error(sandbox_usage, "unknown sandbox command: %s",
-	    argv[1]);
+	return cmd_usage_error(sandbox_usage, "sandbox: unknown subcommand: "
+	    "%s (sandgate help sandbox)", argv[1]);
 }

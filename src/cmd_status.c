@@ -252,8 +252,7 @@ scan(int argc, char *argv[], const char *cmd, const char *usage,
 		else if (strcmp(opt, "json") == 0)
 			*json = 1;
 		else
-			return cmd_usage_error(usage, "%s: bad option: %s", cmd,
-			    a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops > 0)
 		return cmd_usage_error(usage, "%s: unexpected argument: %s",

@@ -480,25 +480,23 @@ cmd_top(int argc, char *argv[])
 			u.interval = strtod(val, &end);
 			if (*end != '\0' || end == val || !(u.interval >= 0.2 &&
 			    u.interval <= 3600))
-				return cmd_usage_error(TOP_USAGE, "top: "
-				    "--interval: seconds from 0.2 to 3600");
+				return cmd_opt_error(&a, "seconds from 0.2 to "
+				    "3600, got %s", val);
 		} else if (strcmp(opt, "sandbox") == 0)
 			snprintf(u.f.sandbox, sizeof(u.f.sandbox), "%s", val);
 		else if (strcmp(opt, "host") == 0)
 			snprintf(u.f.host, sizeof(u.f.host), "%s", val);
 		else if (strcmp(opt, "decision") == 0) {
 			if (parse_decision(val, &u.f.decision) == -1)
-				return cmd_usage_error(TOP_USAGE, "top: "
-				    "--decision: all, allow, deny, report or "
-				    "error");
+				return cmd_bad_value(&a,
+				    "all|allow|deny|report|error", val);
 		} else if (strcmp(opt, "once") == 0 || strcmp(opt, "batch") == 0)
 			once = 1;
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0) {
 			fputs(TOP_USAGE, stdout);
 			return 0;
 		} else
-			return cmd_usage_error(TOP_USAGE, "top: bad option: %s",
-			    strcmp(opt, "?") == 0 && a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (a.n_ops > 0)
 		return cmd_usage_error(TOP_USAGE, "top: unexpected argument: "

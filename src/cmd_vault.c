@@ -377,8 +377,7 @@ cmd_vault(int argc, char *argv[])
 		else if (strcmp(opt, "h") == 0 || strcmp(opt, "help") == 0)
 			help = 1;
 		else
-			return cmd_usage_error(vault_usage, "vault: bad "
-			    "option: %s", a.bad ? a.bad : opt);
+			return cmd_bad_option(&a, opt);
 	}
 	if (help)
 		return vault_help(&a);
@@ -393,7 +392,7 @@ cmd_vault(int argc, char *argv[])
 		want = 2;
 	else
 		return cmd_usage_error(vault_usage, "vault: unknown "
-		    "subcommand: %s", sub);
+		    "subcommand: %s (sandgate help vault)", sub);
 	if (a.n_ops < want)
 		return cmd_usage_error(vault_usage, "vault %s: no NAME given",
 		    sub);

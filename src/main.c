@@ -17,7 +17,8 @@ static const char usage_text[] =
     "usage: sandgate COMMAND [ARGS]\n"
     "\n"
     "The gateway:\n"
-    "  serve [-c FILE] [-d]              run the gateway in the foreground\n"
+    "  serve [-c FILE] [-d] [--log-level debug|info|warn|error]\n"
+    "        [--log-format text|json]    run the gateway in the foreground\n"
     "  status [-c FILE] [--json]         one screen of the running gateway\n"
     "  reload [-c FILE]                  reload its policies; errors as FILE:LINE:COL\n"
     "Policies:\n"
@@ -159,6 +160,9 @@ main(int argc, char *argv[])
 		return cmd_help(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
+	/* hidden: the build's completion script, the tests' option table */
+	if (strcmp(argv[1], "__complete") == 0)
+		return cmd_complete(argc - 1, argv + 1);
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 1, argv + 1);

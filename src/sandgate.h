@@ -34,7 +34,12 @@ int	cmd_wants_help(int argc, char *argv[]);
  * argv[1..3] becomes "CMD -c FILE ...", for the command's own scanner.
  */
 void	cmd_hoist_config(int argc, char *argv[]);
-/* "sandgate: " + message on stderr; returns 1 (or 2 for usage_error). */
+/*
+ * "sandgate: " + message on stderr, one line; returns 1 (or 2 for
+ * usage_error). A usage error never dumps the usage: the line names what
+ * was wrong, `sandgate help CMD` prints the rest. usage is kept for the
+ * callers' sake and ignored.
+ */
 int	cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int	cmd_usage_error(const char *usage, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
@@ -42,7 +47,9 @@ int	cmd_usage_error(const char *usage, const char *fmt, ...)
  * Option scanner that lets options stand before or after operands:
  * returns the option name (without dashes) and sets *val for options in
  * with_value ("c|sandbox|method"), or returns NULL when argv is exhausted;
- * operands are collected into ops (up to max). Returns "?" on a missing value.
+ * operands are collected into ops (up to max). Returns "?" on a missing
+ * value (or a value given to a flag, too many operands): why says which.
+ * opt is the option as the user wrote it, dashes kept, without "=value".
  */
 struct cmd_args {
 	int		 argc;
@@ -52,10 +59,32 @@ struct cmd_args {
 	const char	*ops[16];
 	int		 n_ops;
 	const char	*bad;		/* the offending argument when "?" is returned */
+	const char	*why;		/* what is wrong with it */
+	const char	*help;		/* "policy check": the usage error's hint;
+					   NULL: argv[0] */
+	char		 opt[72];	/* the current option as written */
 };
 void		 cmd_args_init(struct cmd_args *, int argc, char *argv[]);
 const char	*cmd_args_next(struct cmd_args *, const char *with_value,
 		    const char **val);
+/*
+ * The usage errors of an option, one line each, exit status 2:
+ *   cmd_bad_option: after "?" "sandgate: -c: missing value", else
+ *     "sandgate: --frobnicate: unknown option (sandgate help audit)";
+ *   cmd_bad_value: "sandgate: --format: expected table|json, got xml";
+ *   cmd_opt_error: "sandgate: --limit: " + the message.
+ */
+int		 cmd_bad_option(const struct cmd_args *, const char *opt);
+int		 cmd_bad_value(const struct cmd_args *, const char *expected,
+		    const char *got);
+int		 cmd_opt_error(const struct cmd_args *, const char *fmt, ...)
+		    __attribute__((format(printf, 2, 3)));
+/* Is s one of the words of list ("table|json|csv")? */
+int		 cmd_in_list(const char *list, const char *s);
+/* The command table (src/cmd_table.c): completion and the option audit. */
+int		 cmd_complete(int argc, char *argv[]);
+/* Does the table give (sub)command help ("policy check") the option opt? */
+int		 cmd_table_has(const char *help, const char *opt);
 /*
  * Load config (with the search order of sandgate(8)) and policy, printing
  * diagnostics.

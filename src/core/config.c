@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
 
@@ -301,7 +302,8 @@ cf_listen(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, cf_listeners[i].name) == 0)
 				break;
 		if (i == sizeof(cf_listeners) / sizeof(cf_listeners[0])) {
-			ycheck_unknown(&l->c, c, "listen");
+			ycheck_unknown_of(&l->c, c, "listen",
+			    "http|socks5|dns|transparent|ingress|metrics|admin");
 			continue;
 		}
 		cl = (struct config_listen *)((char *)l->cfg +
@@ -360,7 +362,8 @@ cf_ingress_tls(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "key") == 0)
 			cf_path(l, c, "key", &l->cfg->ingress_tls_key);
 		else
-			ycheck_unknown(&l->c, c, "ingress_tls");
+			ycheck_unknown_of(&l->c, c, "ingress_tls",
+			    "cert|key");
 	}
 	if (ynode_map_get(n, "cert") == NULL || ynode_map_get(n, "key") == NULL)
 		ycheck_err(&l->c, n, "ingress_tls: both cert and key are required");
@@ -410,7 +413,8 @@ cf_ca(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "key") == 0)
 			cf_path(l, c, "key", &l->cfg->ca_key);
 		else
-			ycheck_unknown(&l->c, c, "ca");
+			ycheck_unknown_of(&l->c, c, "ca",
+			    "cert|key");
 	}
 }
 
@@ -428,7 +432,8 @@ cf_vault(struct cload *l, const struct ynode *n)
 		} else if (strcmp(c->key->str, "key_file") == 0)
 			cf_path(l, c, "key_file", &l->cfg->vault_key_file);
 		else
-			ycheck_unknown(&l->c, c, "vault");
+			ycheck_unknown_of(&l->c, c, "vault",
+			    "db|key_file");
 	}
 }
 
@@ -544,7 +549,9 @@ cf_upstream(struct cload *l, const struct ynode *n)
 			    UINT32_MAX, &ms) == 0)
 				cfg->keepalive_timeout_ms = (uint32_t)ms;
 		} else
-			ycheck_unknown(&l->c, c, "upstream");
+			ycheck_unknown_of(&l->c, c, "upstream",
+			    "resolvers|ca_bundle|connect_timeout|idle_timeout|"
+			    "keepalive_timeout");
 	}
 }
 
@@ -628,7 +635,8 @@ cf_syslog(struct cload *l, const struct ynode *n)
 				ycheck_err(&l->c, c, "transport: expected tcp "
 				    "or udp");
 		} else
-			ycheck_unknown(&l->c, c, "syslog");
+			ycheck_unknown_of(&l->c, c, "syslog",
+			    "address|format|transport");
 	}
 	if (addr == NULL)
 		ycheck_err(&l->c, n, "syslog: address is required");
@@ -708,7 +716,8 @@ cf_ship(struct cload *l, const struct ynode *n)
 			else if ((cfg->audit_ship_gateway = strdup(s)) == NULL)
 				ycheck_err(&l->c, c, "out of memory");
 		} else
-			ycheck_unknown(&l->c, c, "ship");
+			ycheck_unknown_of(&l->c, c, "ship",
+			    "url|gateway");
 	}
 	if (url == NULL)
 		ycheck_err(&l->c, n, "ship: url is required (postgresql://...)");
@@ -760,7 +769,9 @@ cf_audit(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "read_group") == 0)
 			cf_account(l, c, "read_group", &l->cfg->audit_read_group);
 		else
-			ycheck_unknown(&l->c, c, "audit");
+			ycheck_unknown_of(&l->c, c, "audit",
+			    "db|retention|checkpoint_interval|syslog|"
+			    "on_failure|signing_key|public_key|ship");
 	}
 }
 
@@ -778,7 +789,8 @@ cf_geoip(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "asn_db") == 0)
 			cf_opt_path(l, c, "asn_db", &l->cfg->geoip_asn_db);
 		else
-			ycheck_unknown(&l->c, c, "geoip");
+			ycheck_unknown_of(&l->c, c, "geoip",
+			    "country_db|asn_db");
 	}
 }
 
@@ -786,15 +798,19 @@ static void
 cf_subnet(struct cload *l, const struct ynode *n)
 {
 	const char *s, *errstr = NULL;
-	char esc[80];
+	char esc[80], net[64];
 	struct cidr c;
 
 	if (ycheck_str(&l->c, n, "subnet", 64, &s) == -1)
 		return;
 	ycheck_esc(s, esc, sizeof(esc));
 	if (cidr_parse(s, &c, &errstr) == -1) {
-		ycheck_err(&l->c, n, "subnet: bad CIDR \"%s\"%s%s", esc,
-		    errstr ? ": " : "", errstr ? errstr : "");
+		if (cidr_network_of(s, net, sizeof(net)) != NULL)
+			ycheck_err(&l->c, n, "subnet: \"%s\" has host bits "
+			    "set; did you mean %s?", esc, net);
+		else
+			ycheck_err(&l->c, n, "subnet: bad CIDR \"%s\"%s%s",
+			    esc, errstr ? ": " : "", errstr ? errstr : "");
 		return;
 	}
 	if (c.addr.family != AF_INET || c.bits > 30) {
@@ -847,7 +863,8 @@ cf_sandbox(struct cload *l, const struct ynode *n)
 			} else
 				cf_setpath(l, &cfg->sandbox_rootfs, s, c);
 		} else
-			ycheck_unknown(&l->c, c, "sandbox");
+			ycheck_unknown_of(&l->c, c, "sandbox",
+			    "runtime|subnet|rootfs");
 	}
 }
 
@@ -878,7 +895,9 @@ cf_per_sandbox(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0])) {
-			ycheck_unknown(&l->c, c, "limits.per_sandbox");
+			ycheck_unknown_of(&l->c, c, "limits.per_sandbox",
+			    "max_connections|"
+			    "connections_per_second|dns_queries_per_second");
 			continue;
 		}
 		if (ycheck_uint(&l->c, c, keys[i].key, 0, CF_MAX_PER_SANDBOX,
@@ -925,7 +944,10 @@ cf_http2(struct cload *l, const struct ynode *n)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0])) {
-			ycheck_unknown(&l->c, c, "limits.http2");
+			ycheck_unknown_of(&l->c, c, "limits.http2",
+			    "enabled|max_concurrent_streams|"
+			    "max_header_list_bytes|max_continuations|"
+			    "max_resets_per_second|max_control_per_second");
 			continue;
 		}
 		if (ycheck_uint(&l->c, c, keys[i].key, keys[i].min, keys[i].max,
@@ -975,7 +997,9 @@ cf_limits(struct cload *l, const struct ynode *n)
 		else if (strcmp(c->key->str, "http2") == 0)
 			cf_http2(l, c);
 		else
-			ycheck_unknown(&l->c, c, "limits");
+			ycheck_unknown_of(&l->c, c, "limits",
+			    "max_connections|max_header_bytes|"
+			    "head_timeout|per_sandbox|http2");
 	}
 }
 
@@ -1015,6 +1039,39 @@ cf_workers(struct cload *l, const struct ynode *n)
 	}
 	if (ycheck_uint(&l->c, n, "workers", 1, CF_MAX_WORKERS, &v) == 0)
 		l->cfg->workers = (int)v;
+}
+
+/* log_level, log_format: serve's --log-level and --log-format win. */
+static void
+cf_log_level(struct cload *l, const struct ynode *n)
+{
+	enum log_level v;
+	const char *s;
+	char esc[80];
+
+	if (ycheck_str(&l->c, n, "log_level", 16, &s) == -1)
+		return;
+	if (log_level_parse(s, &v) == -1)
+		ycheck_err(&l->c, n, "log_level: expected debug, info, warn or "
+		    "error, got \"%s\"", ycheck_esc(s, esc, sizeof(esc)));
+	else
+		l->cfg->log_level = (int)v;
+}
+
+static void
+cf_log_format(struct cload *l, const struct ynode *n)
+{
+	enum log_format v;
+	const char *s;
+	char esc[80];
+
+	if (ycheck_str(&l->c, n, "log_format", 16, &s) == -1)
+		return;
+	if (log_format_parse(s, &v) == -1)
+		ycheck_err(&l->c, n, "log_format: expected text or json, got "
+		    "\"%s\"", ycheck_esc(s, esc, sizeof(esc)));
+	else
+		l->cfg->log_format = (int)v;
 }
 
 /* policies_watch: reload when a policy file or directory changes. */
@@ -1085,10 +1142,15 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
 		{ "workers", cf_workers }, { "user", cf_user },
 		{ "policies_watch", cf_policies_watch },
+		{ "log_level", cf_log_level }, { "log_format", cf_log_format },
 	};
 	const struct ynode *c;
+	char known[512] = "state_dir";
 	size_t i;
 
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		snprintf(known + strlen(known), sizeof(known) - strlen(known),
+		    "|%s", keys[i].key);
 	if (root->type != YNODE_MAP) {
 		ycheck_err(&l->c, root, "the config file is a mapping of keys "
 		    "(see docs/config.md), got %s", ynode_type_name(root));
@@ -1103,7 +1165,7 @@ cf_top(struct cload *l, const struct ynode *root)
 			if (strcmp(c->key->str, keys[i].key) == 0)
 				break;
 		if (i == sizeof(keys) / sizeof(keys[0]))
-			ycheck_unknown(&l->c, c, "the config file");
+			ycheck_unknown_of(&l->c, c, "the config file", known);
 		else
 			keys[i].fn(l, c);
 	}
@@ -1158,6 +1220,8 @@ cf_defaults(struct cload *l)
 	cfg->sandbox_conn_rate = 200;
 	cfg->sandbox_dns_rate = 500;
 	cfg->workers = cf_cores();
+	cfg->log_level = -1;
+	cfg->log_format = -1;
 	return 0;
 }
 

@@ -95,6 +95,8 @@ struct config {
 	int		 workers;		/* resolved: see config_auto_workers */
 	char		*user;		/* serve drops to this user; NULL: stays as started */
 	int		 policies_watch;	/* reload on policy file changes (inotify) */
+	int		 log_level;	/* enum log_level; -1: not set (info) */
+	int		 log_format;	/* enum log_format; -1: not set (text) */
 };
 
 /*

@@ -88,6 +88,8 @@ static const struct {
 	K("workers", CD_INT, workers),
 	K("user", CD_STR, user),
 	K("policies_watch", CD_INT, policies_watch),
+	K("log_level", CD_INT, log_level),
+	K("log_format", CD_INT, log_format),
 #undef K
 };
 

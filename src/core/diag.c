@@ -4,10 +4,12 @@
  * (FILE: message for an error about a whole file, such as one that cannot
  * be opened).
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/diag.h"
 
@@ -81,4 +83,74 @@ diag_print(const struct diag *d, FILE *fp)
 		(void)diag_format(&d->v[i], line, sizeof(line));
 		fprintf(fp, "%s\n", line);
 	}
+}
+
+int
+diag_distance(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int d[33][33];
+	size_t i, j;
+
+	if (alen > 32 || blen > 32)
+		return 99;
+	for (i = 0; i <= alen; i++)
+		d[i][0] = (int)i;
+	for (j = 0; j <= blen; j++)
+		d[0][j] = (int)j;
+	for (i = 1; i <= alen; i++)
+		for (j = 1; j <= blen; j++) {
+			int cost = tolower((unsigned char)a[i - 1]) !=
+			    tolower((unsigned char)b[j - 1]);
+			int v = d[i - 1][j] + 1;
+
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) ==
+			    tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) ==
+			    tolower((unsigned char)b[j - 1]) &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;	/* transposition */
+			d[i][j] = v;
+		}
+	return d[alen][blen];
+}
+
+const char *
+diag_nearest(const char *word, const char *known, char *out, size_t outlen)
+{
+	const char *p = known, *best = NULL, *prefix = NULL;
+	size_t wlen = strlen(word), best_len = 0, prefix_len = 0, n;
+	int best_d = 99, n_prefix = 0, max = wlen <= 3 ? 1 : 2, dist;
+
+	if (wlen == 0 || outlen == 0)
+		return NULL;
+	while (p != NULL && *p != '\0') {
+		const char *bar = strchr(p, '|');
+
+		n = bar ? (size_t)(bar - p) : strlen(p);
+		dist = diag_distance(word, wlen, p, n);
+		if (dist < best_d) {
+			best_d = dist;
+			best = p;
+			best_len = n;
+		}
+		if (wlen >= 3 && wlen < n && strncasecmp(word, p, wlen) == 0) {
+			prefix = p;
+			prefix_len = n;
+			n_prefix++;
+		}
+		p = bar ? bar + 1 : NULL;
+	}
+	if (best != NULL && best_d <= max)
+		;	/* the nearest; 0: the same word in other case */
+	else if (n_prefix == 1) {
+		best = prefix;
+		best_len = prefix_len;
+	} else
+		return NULL;
+	snprintf(out, outlen, "%.*s", (int)best_len, best);
+	return out;
 }

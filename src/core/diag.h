@@ -33,5 +33,15 @@ void	diag_add(struct diag *, const char *file, int line, int col,
 int	diag_format(const struct diag_entry *, char *buf, size_t len);
 /* One diag_format() line per entry. */
 void	diag_print(const struct diag *, FILE *);
+/*
+ * The word of known ('|'-separated) that word most likely meant, for "did
+ * you mean": the nearest by Damerau-Levenshtein distance (case aside), at
+ * most 1 for a word of up to 3 letters and 2 for a longer one, else the one
+ * word it is a clear prefix of (3 letters or more); NULL when none.
+ */
+const char *diag_nearest(const char *word, const char *known, char *out,
+	    size_t outlen);
+/* The distance itself (optimal string alignment), capped at 99. */
+int	diag_distance(const char *a, size_t alen, const char *b, size_t blen);
 
 #endif

@@ -574,6 +574,36 @@ cidr_ntop(const struct cidr *c, char *buf, size_t len)
 	return (r < 0 || (size_t)r >= len) ? NULL : buf;
 }
 
+const char *
+cidr_network_of(const char *s, char *buf, size_t len)
+{
+	struct cidr c;
+	char addr[NETADDR_STRLEN + 1];
+	const char *slash = s != NULL ? strchr(s, '/') : NULL;
+	uint8_t bits;
+	unsigned i, max;
+
+	if (slash == NULL || (size_t)(slash - s) > NETADDR_STRLEN)
+		return NULL;
+	memcpy(addr, s, (size_t)(slash - s));
+	addr[slash - s] = '\0';
+	/* the address alone is its full-length prefix: no host bits */
+	if (cidr_parse(addr, &c, NULL) == -1)
+		return NULL;
+	max = strchr(addr, ':') != NULL ? 128 : 32;
+	if (parse_bits(slash + 1, max, &bits) == -1)
+		return NULL;
+	if (max == 128 && c.addr.family == AF_INET) {	/* ::ffff:a.b.c.d */
+		if (bits < 96)
+			return NULL;
+		bits -= 96;
+	}
+	c.bits = bits;
+	for (i = bits; i < (c.addr.family == AF_INET ? 32u : 128u); i++)
+		c.addr.a[i / 8] &= (uint8_t)~(0x80 >> (i % 8));
+	return cidr_ntop(&c, buf, len);
+}
+
 /*
  * The prefix set: one binary trie per family, nodes in one array and linked
  * by index (0 is "none": the roots are never anybody's child). Values hang

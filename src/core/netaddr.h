@@ -55,6 +55,12 @@ int	netaddr_is_internal(const struct netaddr *);
 int	cidr_parse(const char *s, struct cidr *out, const char **errstr);
 int	cidr_contains(const struct cidr *, const struct netaddr *);
 const char *cidr_ntop(const struct cidr *, char *buf, size_t len);
+/*
+ * For a prefix refused for its host bits ("198.18.1.7/16"): the network
+ * it most likely meant ("198.18.0.0/16") into buf; NULL when s is no
+ * prefix at all.
+ */
+const char *cidr_network_of(const char *s, char *buf, size_t len);
 
 /*
  * A set of prefixes, each tagged with an int value (a rule index). Lookup

@@ -241,14 +241,20 @@ pl_cidr(struct pload *l, const struct ynode *n, const char *what,
     struct cidr *out)
 {
 	const char *s, *errstr = NULL;
-	char esc[80];
+	char esc[80], net[64];
 
 	if (ycheck_str(&l->c, n, what, 64, &s) == -1)
 		return -1;
 	if (cidr_parse(s, out, &errstr) == -1) {
-		ycheck_err(&l->c, n, "%s: bad CIDR \"%s\"%s%s", what,
-		    ycheck_esc(s, esc, sizeof(esc)), errstr ? ": " : "",
-		    errstr ? errstr : "");
+		/* refused, not normalised: an allowlist says what it means */
+		if (cidr_network_of(s, net, sizeof(net)) != NULL)
+			ycheck_err(&l->c, n, "%s: \"%s\" has host bits set; "
+			    "did you mean %s?", what,
+			    ycheck_esc(s, esc, sizeof(esc)), net);
+		else
+			ycheck_err(&l->c, n, "%s: bad CIDR \"%s\"%s%s", what,
+			    ycheck_esc(s, esc, sizeof(esc)), errstr ? ": " : "",
+			    errstr ? errstr : "");
 		return -1;
 	}
 	return 0;
@@ -496,7 +502,9 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 			ycheck_err(&l->c, c->key, "%s: only allow rules have "
 			    "this key", s);
 		else
-			ycheck_unknown(&l->c, c, what);
+			ycheck_unknown_of(&l->c, c, what, allow ?
+			    "host|cidr|ports|methods|paths|tls|opaque" :
+			    "host|cidr|ports|methods|paths");
 	}
 	/*
 	 * opaque only lets non-HTTP, non-TLS bytes through; methods and paths
@@ -631,8 +639,8 @@ pl_countries(struct pload *l, const struct ynode *n, struct policy_def *def)
 		return;
 	for (c = n->first; c != NULL; c = c->next) {
 		if (strcmp(c->key->str, "deny") != 0) {
-			ycheck_unknown(&l->c, c, "countries (only deny: is "
-			    "supported)");
+			ycheck_unknown_of(&l->c, c, "countries (only deny: is "
+			    "supported)", "deny");
 			continue;
 		}
 		if (ynode_is_null(c) || (cnt = pl_list(l, c, "deny", 1)) == 0)
@@ -689,8 +697,8 @@ pl_asns(struct pload *l, const struct ynode *n, struct policy_def *def)
 		return;
 	for (c = n->first; c != NULL; c = c->next) {
 		if (strcmp(c->key->str, "deny") != 0) {
-			ycheck_unknown(&l->c, c, "asns (only deny: is "
-			    "supported)");
+			ycheck_unknown_of(&l->c, c, "asns (only deny: is "
+			    "supported)", "deny");
 			continue;
 		}
 		if (ynode_is_null(c) || (cnt = pl_list(l, c, "deny", 1)) == 0)
@@ -802,7 +810,9 @@ pl_policy(struct pload *l, const struct ynode *n)
 		else if (strcmp(s, "credentials") == 0)
 			creds = c;
 		else
-			ycheck_unknown(&l->c, c, "policy");
+			ycheck_unknown_of(&l->c, c, "policy", "name|allow|deny|"
+			    "allow_private|dns_types|mode|countries|asns|"
+			    "credentials");
 	}
 	if (def->dns_types == NULL) {
 		if ((def->dns_types = pl_array(l, n, 2, sizeof(uint16_t))) !=
@@ -949,7 +959,8 @@ pl_ingress(struct pload *l, const struct ynode *n, struct policy_sandbox *sb)
 		} else if (strcmp(key, "public") == 0)
 			ycheck_bool(&l->c, c, "public", &ing->is_public);
 		else
-			ycheck_unknown(&l->c, c, "ingress");
+			ycheck_unknown_of(&l->c, c, "ingress",
+			    "address|ports|token_sha256|public");
 	}
 	if (!have_addr && ynode_map_get(n, "address") == NULL)
 		ycheck_err(&l->c, n, "ingress: address is required");
@@ -1000,7 +1011,8 @@ pl_sandbox(struct pload *l, const struct ynode *n)
 		else if (strcmp(s, "ingress") == 0)
 			pl_ingress(l, c, sb);
 		else
-			ycheck_unknown(&l->c, c, "sandbox");
+			ycheck_unknown_of(&l->c, c, "sandbox",
+			    "id|policy|token_sha256|source|ingress");
 	}
 	if (ynode_map_get(n, "id") == NULL)
 		ycheck_err(&l->c, n, "sandbox: id is required");
@@ -1173,7 +1185,9 @@ pl_credential(struct pload *l, const struct ynode *n)
 			if (cr->placeholder != NULL)
 				ph = c;
 		} else
-			ycheck_unknown(&l->c, c, "credential");
+			ycheck_unknown_of(&l->c, c, "credential",
+			    "name|secret|hosts|headers|query|exclusive|env|"
+			    "placeholder");
 	}
 	if (ynode_map_get(n, "name") == NULL)
 		ycheck_err(&l->c, n, "credential: name is required");
@@ -1268,8 +1282,9 @@ pl_file(struct pload *l, const char *path)
 		else if (strcmp(c->key->str, "credentials") == 0)
 			pl_section(l, c, pl_credential);
 		else
-			ycheck_unknown(&l->c, c, "policy document (expected "
-			    "sandboxes, policies or credentials)");
+			ycheck_unknown_of(&l->c, c, "policy document (expected "
+			    "sandboxes, policies or credentials)",
+			    "sandboxes|policies|credentials");
 	}
 out:
 	ytree_free(t);

@@ -626,6 +626,22 @@ ycheck_unknown(struct ycheck *c, const struct ynode *value, const char *what)
 	    ycheck_esc(k->str, esc, sizeof(esc)), what);
 }
 
+void
+ycheck_unknown_of(struct ycheck *c, const struct ynode *value,
+    const char *what, const char *known)
+{
+	const struct ynode *k = value->key ? value->key : value;
+	char esc[80], near[64];
+
+	if (k->str == NULL || diag_nearest(k->str, known, near,
+	    sizeof(near)) == NULL) {
+		ycheck_unknown(c, value, what);
+		return;
+	}
+	ycheck_err(c, k, "unknown key \"%s\" in %s (did you mean \"%s\"?)",
+	    ycheck_esc(k->str, esc, sizeof(esc)), what, near);
+}
+
 int
 ycheck_is(struct ycheck *c, const struct ynode *n, enum ynode_type type,
     const char *what)

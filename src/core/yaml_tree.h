@@ -89,6 +89,12 @@ const char *ycheck_esc(const char *s, char *buf, size_t len);
 /* "unknown key \"k\" in what" at the key's position. */
 void	ycheck_unknown(struct ycheck *, const struct ynode *value,
 	    const char *what);
+/*
+ * The same, with " (did you mean \"allow\"?)" when a word of known
+ * ("name|allow|deny", the keys that place takes) is near (diag_nearest).
+ */
+void	ycheck_unknown_of(struct ycheck *, const struct ynode *value,
+	    const char *what, const char *known);
 int	ycheck_is(struct ycheck *, const struct ynode *, enum ynode_type,
 	    const char *what);
 /* A non-null, non-empty scalar of at most maxlen bytes, no control chars. */

@@ -428,7 +428,7 @@ static const struct err_case err_cases[] = {
 	{ "subnet v6", "sandbox:\n  subnet: fd00::/64\n", 2, 11,
 	    "IPv4 prefix" },
 	{ "subnet host bits", "sandbox:\n  subnet: 198.18.0.1/16\n", 2, 11,
-	    "bad CIDR" },
+	    "has host bits set; did you mean 198.18.0.0/16?" },
 	{ "rootfs empty", "sandbox:\n  rootfs: \"\"\n", 2, 11,
 	    "must not be empty" },
 	{ "max_connections 0", "limits:\n  max_connections: 0\n", 2, 20,

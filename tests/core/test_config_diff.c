@@ -62,7 +62,9 @@ static const char base_yaml[] =
     "    max_resets_per_second: 100, max_control_per_second: 100 }\n"
     "workers: 2\n"
     "user: sandgate\n"
-    "policies_watch: false\n";
+    "policies_watch: false\n"
+    "log_level: info\n"
+    "log_format: text\n";
 
 /* Every restart-only key changed (and policies, sandbox.* too). */
 static const char changed_yaml[] =
@@ -109,7 +111,9 @@ static const char changed_yaml[] =
     "    max_resets_per_second: 101, max_control_per_second: 101 }\n"
     "workers: 3\n"
     "user: nobody\n"
-    "policies_watch: true\n";
+    "policies_watch: true\n"
+    "log_level: debug\n"
+    "log_format: json\n";
 
 static const char *const every_key[] = {
 	"state_dir", "listen.http", "listen.socks5", "listen.dns",
@@ -132,7 +136,7 @@ static const char *const every_key[] = {
 	"limits.http2.max_continuations",
 	"limits.http2.max_resets_per_second",
 	"limits.http2.max_control_per_second", "workers", "user",
-	"policies_watch",
+	"policies_watch", "log_level", "log_format",
 };
 
 static struct config *

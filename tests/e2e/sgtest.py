@@ -815,9 +815,11 @@ class Gateway:
         os.rename(tmp, path)
         return path
 
-    def start(self, timeout=10.0, wrap=()):
-        """wrap: argv that execs serve (e.g. FAULT_EXEC with its options)."""
-        self.proc = Proc(list(wrap) + [BIN, "serve", "-c", self.cfg_path],
+    def start(self, timeout=10.0, wrap=(), args=()):
+        """wrap: argv that execs serve (e.g. FAULT_EXEC with its options);
+        args: more options of serve."""
+        self.proc = Proc(list(wrap) + [BIN, "serve", "-c", self.cfg_path]
+            + list(args),
             self.log_path, cwd=self.tmp, env=clean_env())
         if not wait_tcp("127.0.0.1", self.port, timeout * SLOW, self.proc):
             tail = self.proc.log_tail()

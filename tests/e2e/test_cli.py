@@ -116,6 +116,57 @@ class CliTest(unittest.TestCase):
                 r = self.sg(*args)
                 self.assertEqual(r.returncode, 2, r)
                 self.assertTrue(r.stderr.strip(), r)
+                # one line, no usage dump: `sandgate help CMD` has the rest
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_usage_error_names_the_option(self):
+        """The option as written, dashes kept; exit 2; nothing on stdout."""
+        cases = [
+            (["serve", "-c"], "sandgate: -c: missing value"),
+            (["policy", "check", "--config"], "sandgate: --config: missing value"),
+            (["audit", "--format", "xml"],
+             "sandgate: --format: expected table|json|csv|ocsf, got xml"),
+            (["audit", "--format=xml"],
+             "sandgate: --format: expected table|json|csv|ocsf, got xml"),
+            (["audit", "stats", "--format", "csv"],
+             "sandgate: --format: expected text|json, got csv"),
+            (["audit", "export", "--format", "csv"],
+             "sandgate: --format: expected json|ocsf, got csv"),
+            (["audit", "--decision", "maybe"],
+             "sandgate: --decision: expected allow|deny|report|error, got maybe"),
+            (["audit", "--frobnicate"],
+             "sandgate: --frobnicate: unknown option (sandgate help audit)"),
+            (["audit", "--asc=1"], "sandgate: --asc: takes no value"),
+            (["audit", "--frobnicate=1"],
+             "sandgate: --frobnicate: unknown option (sandgate help audit)"),
+            (["policy", "explain", "-x"],
+             "sandgate: -x: unknown option (sandgate help policy explain)"),
+            (["policy", "explain", "--format", "yaml", "--sandbox", "d", "h"],
+             "sandgate: --format: expected text|json, got yaml"),
+            (["serve", "--log-level", "loud"],
+             "sandgate: --log-level: expected debug|info|warn|error, got loud"),
+            (["serve", "--log-format", "xml"],
+             "sandgate: --log-format: expected text|json, got xml"),
+            (["sandbox", "ls", "--format", "x"],
+             "sandgate: --format: expected table|json, got x"),
+            (["sandbox", "run", "--nope"],
+             "sandgate: --nope: unknown option (sandgate help sandbox run)"),
+            (["sandbox", "logs", "--since", "1h"],
+             "sandgate: --since: unknown option (sandgate help sandbox logs)"),
+            (["vault", "list", "--db", "x"],
+             "sandgate: --db: unknown option (sandgate help vault)"),
+        ]
+        for args, line in cases:
+            with self.subTest(args=args):
+                r = self.sg(*args)
+                self.assertEqual(r.returncode, 2, r)
+                self.assertEqual(r.stderr, line + "\n")
+                self.assertEqual(r.stdout, "")
+        # help CMD and CMD --help still print the whole usage, on stdout
+        for args in (["help", "audit"], ["audit", "--help"]):
+            r = self.sg(*args)
+            self.assertEqual(r.returncode, 0, r)
+            self.assertIn("--format table|json|csv|ocsf", r.stdout)
 
     # -------------------------------------------------------------- check
 
@@ -178,6 +229,66 @@ class CliTest(unittest.TestCase):
         ds = diags(r.stderr)
         self.assertEqual([(l, c) for _, l, c, _ in ds], [where(text, "prots")], r.stderr)
         self.assertIn("prots", ds[0][3])
+
+    def test_check_suggests_keys_and_networks(self):
+        """An unknown key names the nearest known one; a CIDR with host
+        bits set is refused with the network it most likely meant."""
+        text = (
+            "sandboxes:\n"
+            "  - id: dev\n"
+            "    polcy: p\n"
+            "    source: [198.18.1.7/16]\n"
+            "policies:\n"
+            "  - name: p\n"
+            "    alow:\n"
+            "      - host: ok.test\n"
+            "    allow:\n"
+            "      - host: ok.test\n"
+            "        prots: [443]\n"
+            "      - cidr: 2001:db8::1/32\n"
+            "      - host: other.test\n"
+            "        frobnicate: 1\n")
+        cfg, pfile = self.write_set("suggest", text)
+        r = self.sg("policy", "check", "-c", cfg)
+        self.assertEqual(r.returncode, 1, r)
+        got = {(l, c): (f, m) for f, l, c, m in diags(r.stderr)}
+        want = {
+            where(text, "id: dev"): "sandbox: policy is required",
+            where(text, "polcy"):
+                'unknown key "polcy" in sandbox (did you mean "policy"?)',
+            where(text, "198.18.1.7"):
+                'source: "198.18.1.7/16" has host bits set; did you mean '
+                '198.18.0.0/16?',
+            where(text, "alow"):
+                'unknown key "alow" in policy (did you mean "allow"?)',
+            where(text, "prots"):
+                'unknown key "prots" in allow rule (did you mean "ports"?)',
+            where(text, "2001:db8::1"):
+                'cidr: "2001:db8::1/32" has host bits set; did you mean '
+                '2001:db8::/32?',
+            where(text, "frobnicate"): 'unknown key "frobnicate" in allow rule',
+        }
+        self.assertEqual(sorted(got), sorted(want), r.stderr)
+        for pos, msg in want.items():
+            self.assertTrue(got[pos][0].endswith("p.yaml"), r.stderr)
+            self.assertEqual(got[pos][1], msg, r.stderr)
+        # the config's keys too
+        d = self.fresh("suggestcfg")
+        path = os.path.join(d, "sandgate.yaml")
+        ctext = ("upstream:\n  conect_timeout: 3s\nlog_levl: info\n"
+                 "sandbox:\n  subnet: 198.18.3.1/16\n")
+        with open(path, "w") as f:
+            f.write(ctext)
+        r = self.sg("policy", "check", "-c", path)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertEqual(
+            [(l, c, m) for _, l, c, m in diags(r.stderr)],
+            [where(ctext, "conect") + ('unknown key "conect_timeout" in '
+              'upstream (did you mean "connect_timeout"?)',),
+             where(ctext, "log_levl") + ('unknown key "log_levl" in the '
+              'config file (did you mean "log_level"?)',),
+             where(ctext, "198.18.3.1") + ('subnet: "198.18.3.1/16" has '
+              'host bits set; did you mean 198.18.0.0/16?',)], r.stderr)
 
     def test_check_config_errors(self):
         d = self.fresh("badcfg")

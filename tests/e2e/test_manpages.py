@@ -165,7 +165,8 @@ def parser_keys():
     keys = set()
     for m in re.finditer(r"\n[a-z_0-9]+\([^;{]*\)\n\{\n(.*?)\n\}\n", src, re.S):
         body = m.group(1)
-        sec = re.findall(r'ycheck_unknown\([^,]+,[^,]+,\s*"([^"]+)"\)', body)
+        sec = re.findall(r'ycheck_unknown(?:_of)?\([^,]+,[^,]+,\s*"([^"]+)"',
+                         body)
         if not sec:
             continue
         section = "" if sec[0] == "the config file" else sec[0]
@@ -353,6 +354,32 @@ class ManpagesTest(unittest.TestCase):
                     any(d.startswith(full + ".") or d.endswith("." + full)
                         for d in documented),
                     "config key %s is not in man/sandgate.yaml.5" % full)
+
+    def test_unknown_key_suggestions_know_every_key(self):
+        """The keys each ycheck_unknown_of() in config.c suggests from are
+        the keys its function takes: none missing, none made up."""
+        with open(os.path.join(T.SRC, "src", "core", "config.c")) as f:
+            src = f.read()
+        n = 0
+        for m in re.finditer(r"\n([a-z_0-9]+)\([^;{]*\)\n\{\n(.*?)\n\}\n",
+                             src, re.S):
+            body = m.group(2)
+            call = re.search(r'ycheck_unknown_of\([^,]+,[^,]+,\s*"[^"]+",'
+                             r'\s*((?:"[^"]*"\s*)+)\)', body)
+            if not call:
+                continue
+            n += 1
+            known = set("".join(re.findall(r'"([^"]*)"', call.group(1)))
+                        .split("|"))
+            names = set(re.findall(r'strcmp\(c->key->str,\s*"([a-z_0-9]+)"\)',
+                                   body))
+            names |= set(re.findall(r'\{\s*"([a-z_0-9]+)",', body))
+            if m.group(1) == "cf_listen":
+                names |= {"http", "socks5", "dns", "transparent", "ingress",
+                          "metrics"}
+            with self.subTest(function=m.group(1)):
+                self.assertEqual(known, names)
+        self.assertGreater(n, 10, "the scan of config.c found too little")
 
     def test_spec_keys_with_defaults(self):
         for key, default in SPEC_KEYS.items():
