@@ -36,8 +36,8 @@
     "  Rows are newest first (--asc: oldest first); --limit defaults to 100\n" \
     "  (0 = all). T is a duration before now (15m, 2h, 7d) or an RFC 3339\n" \
     "  time. KINDS: kinds separated by commas (http,connect); -KIND leaves\n" \
-    "  one out (-admin,-vault: no Base Events in ocsf). ocsf: as audit\n" \
-    "  export --format ocsf prints them.\n"
+    "  one out (--kind=-admin,-vault: no Base Events in ocsf). ocsf: as\n" \
+    "  audit export --format ocsf prints them.\n"
 #define AUDIT_VERIFY_USAGE \
     "usage: sandgate audit verify [-c FILE] [--db PATH | --store URL\n" \
     "                      [--gateway NAME]] [--pubkey FILE]...\n" \
@@ -54,7 +54,7 @@
     "  they are committed, starting after the newest unless --since or\n" \
     "  --cursor says otherwise; --cursor FILE keeps the last id printed.\n" \
     "  --format ocsf prints OCSF 1.1 HTTP, Network and DNS Activity events,\n" \
-    "  and admin and vault rows as Base Events (--kind -admin,-vault leaves\n" \
+    "  and admin and vault rows as Base Events (--kind=-admin,-vault leaves\n" \
     "  them out; docs/audit.md).\n"
 #define AUDIT_STATS_USAGE \
     "usage: sandgate audit stats [-c FILE] [--db PATH] [--sandbox ID]\n" \

@@ -771,7 +771,7 @@ cf_audit(struct cload *l, const struct ynode *n)
 		else
 			ycheck_unknown_of(&l->c, c, "audit",
 			    "db|retention|checkpoint_interval|syslog|"
-			    "on_failure|signing_key|public_key|ship");
+			    "on_failure|signing_key|public_key|ship|read_group");
 	}
 }
 

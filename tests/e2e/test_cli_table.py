@@ -19,7 +19,7 @@ import sgtest as T  # noqa: E402
 
 BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
 # An option in a usage text: -c, --log-level; not the "--" before a command.
-USAGE_OPT = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
+USAGE_OPT = re.compile(r"(?<![\w=,-])(--?[a-z][a-z0-9-]*)")  # not a value: --kind=-admin,-vault
 
 
 def load_table():
