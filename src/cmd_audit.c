@@ -277,12 +277,19 @@ audit_paths(const struct audit_opts *o, char **path, char **pubkey)
 static struct policy *ocsf_policy;
 
 static int
-ocsf_rule_tls(void *arg, const char *rule)
+ocsf_rule_tls(void *arg, const char *rule, const char *host)
 {
+	const struct policy_credential *cv;
 	struct policy_rule_scope sc;
+	size_t i, n;
 
 	if (policy_rule_scope(arg, rule, &sc) == -1)
 		return -1;
+	/* A host a credential is bound to is intercepted whatever the rule. */
+	cv = policy_all_credentials(arg, &n);
+	for (i = 0; i < n; i++)
+		if (policy_credential_bound(&cv[i], host))
+			return 1;
 	return sc.tls == POLICY_TLS_INTERCEPT;
 }
 

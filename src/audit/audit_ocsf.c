@@ -395,13 +395,14 @@ ocsf_network(json_t *ev, const struct audit_val *row,
  * The row does not record whether a request came over TLS: an http row is
  * absolute-form plain HTTP, ingress is TLS when the exporter's config says
  * so. A request seen inside a tunnel was intercepted TLS when its allow
- * rule intercepts, plain HTTP when the rule passes TLS through (nothing
- * else can be read); without such a rule, https unless it went to port 80.
+ * rule intercepts or a credential is bound to its host (always
+ * intercepted), plain HTTP when the rule passes TLS through (nothing else
+ * can be read); without such a rule, https unless it went to port 80.
  */
 static const char *
 url_scheme(const struct audit_val *row, const struct ocsf_kind *k)
 {
-	char rule[128];
+	char rule[128], host[256];
 	int tls = -1;
 
 	if (strcmp(k->kind, "http") == 0)
@@ -410,8 +411,9 @@ url_scheme(const struct audit_val *row, const struct ocsf_kind *k)
 		return ocsf_env.ingress_tls ? "https" : "http";
 	if (ocsf_env.rule_tls != NULL && row[AUDIT_COL_RULE].len <
 	    sizeof(rule) && ctext(&row[AUDIT_COL_RULE], rule,
-	    sizeof(rule)) != NULL)
-		tls = ocsf_env.rule_tls(ocsf_env.rule_arg, rule);
+	    sizeof(rule)) != NULL && row[AUDIT_COL_HOST].len < sizeof(host) &&
+	    ctext(&row[AUDIT_COL_HOST], host, sizeof(host)) != NULL)
+		tls = ocsf_env.rule_tls(ocsf_env.rule_arg, rule, host);
 	if (tls != -1)
 		return tls ? "https" : "http";
 	return row[AUDIT_COL_PORT].type == AUDIT_V_INT &&

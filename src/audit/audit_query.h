@@ -172,10 +172,12 @@ struct audit_ocsf_env {
 	int		 dns_port;
 	int		 ingress_tls;
 	/*
-	 * Whether the allow rule named rule ("P:allow[N]") intercepts TLS: 1,
-	 * passes it through: 0, or not known: -1. NULL: never known.
+	 * Whether a request to host under the allow rule named rule
+	 * ("P:allow[N]") came through intercepted TLS: 1 (the rule intercepts,
+	 * or a credential is bound to host: always intercepted), the rule
+	 * passes TLS through: 0, or not known: -1. NULL: never known.
 	 */
-	int		(*rule_tls)(void *arg, const char *rule);
+	int		(*rule_tls)(void *arg, const char *rule, const char *host);
 	void		*rule_arg;
 };
 void	audit_ocsf_set_env(const struct audit_ocsf_env *);

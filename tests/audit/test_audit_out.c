@@ -270,11 +270,17 @@ ips_ok(json_t *o)
 	return 1;
 }
 
-/* p:allow[1] intercepts, p:allow[0] passes TLS through, others: unknown. */
+/*
+ * p:allow[1] intercepts, p:allow[0] passes TLS through, others: unknown;
+ * keys.test is a credential's host: intercepted under any rule.
+ */
 static int
-fake_rule_tls(void *arg, const char *rule)
+fake_rule_tls(void *arg, const char *rule, const char *host)
 {
 	(void)arg;
+	if (strcmp(host, "keys.test") == 0 &&
+	    strncmp(rule, "p:allow[", 8) == 0)
+		return 1;
 	return strcmp(rule, "p:allow[1]") == 0 ? 1 :
 	    strcmp(rule, "p:allow[0]") == 0 ? 0 : -1;
 }
@@ -356,6 +362,14 @@ test_ocsf_shape(void)
 		    "http://api.test:443/v1");
 		json_decref(o);
 	}
+	/* the same rule toward a credential's host: intercepted */
+	tun.host = "keys.test";
+	if ((o = ocsf_of(&tun)) != NULL) {
+		CHECK_STR(jstr(o, "http_request.url.url_string"),
+		    "https://keys.test/v1");
+		json_decref(o);
+	}
+	tun.host = "api.test";
 	tun.rule = "p:allow[1]";
 	tun.port = 8443;
 	if ((o = ocsf_of(&tun)) != NULL) {

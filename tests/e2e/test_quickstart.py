@@ -34,6 +34,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import sgtest as T  # noqa: E402
+import test_ocsf_schema as O  # noqa: E402  (its schemas and checks)
 
 DOC = os.path.join(HERE, "..", "..", "docs", "quickstart.md")
 INNER = "SGTEST_QUICKSTART_INNER"
@@ -231,6 +232,32 @@ class Quickstart(unittest.TestCase):
                              self.serve.log_tail() if self.serve else ""))
             getattr(self, "check_" + name.replace("-", "_"))(r)
         type(self).stop_serve()
+        self.ocsf_of_the_run()
+
+    def ocsf_of_the_run(self):
+        """The rows this page made (transparent and DNS ones, from a real
+        sandbox) exported as OCSF, each valid for its class's schema."""
+        if O.jsonschema is None:
+            print("OCSF check skipped: python3-jsonschema is not installed",
+                  file=sys.stderr)
+            return
+        r = subprocess.run([os.path.join(self.dir, "build", "sandgate"),
+            "audit", "export", "--format", "ocsf"], cwd=self.dir,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            timeout=60, env=T.clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        validators = O.load_validators()
+        events = [json.loads(l) for l in r.stdout.splitlines()]
+        classes = {e["class_uid"] for e in events}
+        self.assertTrue({4002, 4003} <= classes, classes)
+        for e in events:
+            errs = sorted(str(x.message) for x in
+                          validators[e["class_uid"]].iter_errors(e))
+            self.assertEqual(errs, [], e)
+            self.assertEqual(O.bad_ips(e), [], e)
+        http = [e for e in events if e["class_uid"] == 4002]
+        self.assertIn("https://api.example.test/v1/models",
+                      [e["http_request"]["url"]["url_string"] for e in http])
 
 
 def enter_namespace():
