@@ -260,27 +260,43 @@ scan(int argc, char *argv[], const char *cmd, const char *usage,
 	return 0;
 }
 
+/*
+ * What status and reload share: --help, the options, the socket, the one
+ * call. -1 when the answer is in *st, *body and *j (the caller frees them);
+ * else the exit status (0 after --help).
+ */
+static int
+admin_cmd(int argc, char *argv[], const char *cmd, const char *usage,
+    const char *method, const char *uri, int *json, int *st, char **body,
+    json_t **j)
+{
+	const char *cfg_path = NULL, *sock = NULL;
+	char *path = NULL;
+	int rc;
+
+	if (cmd_wants_help(argc, argv)) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if ((rc = scan(argc, argv, cmd, usage, &cfg_path, &sock, json)) != 0 ||
+	    (rc = socket_path(cfg_path, sock, cmd, &path)) != 0)
+		return rc;
+	rc = call(cmd, path, method, uri, st, body, j);
+	free(path);
+	return rc != 0 ? rc : -1;
+}
+
 int
 cmd_status(int argc, char *argv[])
 {
-	const char *cfg_path = NULL, *sock = NULL;
-	char *path = NULL, *body;
+	char *body;
 	json_t *j;
 	int json = 0, rc, st;
 
-	if (cmd_wants_help(argc, argv)) {
-		fputs(status_usage, stdout);
-		return 0;
-	}
-	if ((rc = scan(argc, argv, "status", status_usage, &cfg_path, &sock,
-	    &json)) != 0)
+	if ((rc = admin_cmd(argc, argv, "status", status_usage, "GET",
+	    "/v1/status", &json, &st, &body, &j)) != -1)
 		return rc;
-	if ((rc = socket_path(cfg_path, sock, "status", &path)) != 0)
-		return rc;
-	rc = call("status", path, "GET", "/v1/status", &st, &body, &j);
-	free(path);
-	if (rc != 0)
-		return rc;
+	rc = 0;
 	if (st != 200)
 		rc = cmd_error("status: the admin API answered %d: %s", st,
 		    str(j, "error"));
@@ -296,24 +312,13 @@ cmd_status(int argc, char *argv[])
 int
 cmd_reload(int argc, char *argv[])
 {
-	const char *cfg_path = NULL, *sock = NULL;
-	char *path = NULL, *body;
+	char *body;
 	json_t *j, *e;
 	size_t i;
 	int json = 0, rc, st;
 
-	if (cmd_wants_help(argc, argv)) {
-		fputs(reload_usage, stdout);
-		return 0;
-	}
-	if ((rc = scan(argc, argv, "reload", reload_usage, &cfg_path, &sock,
-	    &json)) != 0)
-		return rc;
-	if ((rc = socket_path(cfg_path, sock, "reload", &path)) != 0)
-		return rc;
-	rc = call("reload", path, "POST", "/v1/reload", &st, &body, &j);
-	free(path);
-	if (rc != 0)
+	if ((rc = admin_cmd(argc, argv, "reload", reload_usage, "POST",
+	    "/v1/reload", &json, &st, &body, &j)) != -1)
 		return rc;
 	if (json)
 		fputs(body, stdout);
