@@ -168,6 +168,11 @@ struct policy_credential {
 	int		 exclusive;	/* default 1 */
 	char		*env;		/* NULL: none */
 	char		*placeholder;	/* NULL: random per sandbox */
+	int		 require;	/* a request without the placeholder is refused */
+	char		**scope_methods;	/* where it is swapped; 0: any */
+	size_t		 n_scope_methods;
+	char		**scope_paths;	/* canonical globs, as allow paths; 0: any */
+	size_t		 n_scope_paths;
 };
 
 /* The credentials the named policy lists (NULL and *n = 0 when none). */
@@ -180,6 +185,15 @@ const struct policy_credential *policy_all_credentials(const struct policy *,
 	    size_t *n);
 /* 1 when host (normalised) is one of c's hosts. */
 int	policy_credential_bound(const struct policy_credential *c, const char *host);
+/*
+ * 1 when a request (method, path as sent, query or not; not NUL-ended) is in
+ * c's scope: its method among scope_methods (exactly) and its path, in the
+ * canonical form allow rules match (policy_path.c), matched by one of
+ * scope_paths. A path that is ambiguous or malformed is outside any path
+ * scope. No scope: 1. policy_cred_scope.c
+ */
+int	policy_credential_in_scope(const struct policy_credential *c,
+	    const char *method, size_t mlen, const char *path, size_t plen);
 /* 1 when name is one of c's headers (case-insensitive). */
 int	policy_credential_header(const struct policy_credential *c,
 	    const char *name, size_t len);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "core/util.h"
@@ -1131,6 +1132,65 @@ pl_placeholder(struct pload *l, const struct ynode *n,
 	cr->placeholder = pl_strdup(l, n, s);
 }
 
+/*
+ * scope: {methods: [...], paths: [...]} of a credential (docs/credentials.md
+ * "require and scope"). Methods are the known HTTP words, stored upper-case;
+ * paths are globs in the canonical form allow rules' paths are (pl_paths).
+ */
+static void
+pl_cred_scope(struct pload *l, const struct ynode *n,
+    struct policy_credential *cr)
+{
+	static const char *const known[] = { "GET", "HEAD", "POST", "PUT",
+	    "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT" };
+	struct policy_rule tmp;
+	const struct ynode *c, *it;
+	const char *s;
+	char esc[80];
+	size_t cnt, i;
+
+	if (ycheck_is(&l->c, n, YNODE_MAP, "scope") == -1)
+		return;
+	if (n->first == NULL)
+		ycheck_err(&l->c, n, "scope: must not be empty (methods:, "
+		    "paths: or both)");
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "paths") == 0) {
+			memset(&tmp, 0, sizeof(tmp));
+			pl_paths(l, c, &tmp);
+			cr->scope_paths = tmp.paths;
+			cr->n_scope_paths = tmp.n_paths;
+			continue;
+		}
+		if (strcmp(c->key->str, "methods") != 0) {
+			ycheck_unknown_of(&l->c, c, "scope", "methods|paths");
+			continue;
+		}
+		if ((cnt = pl_list(l, c, "methods", 0)) == 0 ||
+		    (cr->scope_methods = pl_array(l, c, cnt,
+		    sizeof(char *))) == NULL)
+			continue;
+		PL_FOREACH(it, c) {
+			if (ycheck_str(&l->c, it, "methods", PL_MAX_METHOD,
+			    &s) == -1)
+				continue;
+			for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+				if (strcasecmp(known[i], s) == 0)
+					break;
+			if (i == sizeof(known) / sizeof(known[0])) {
+				ycheck_err(&l->c, it, "methods: \"%s\" is not "
+				    "an HTTP method (GET, HEAD, POST, PUT, "
+				    "PATCH, DELETE, OPTIONS, TRACE, CONNECT)",
+				    ycheck_esc(s, esc, sizeof(esc)));
+				continue;
+			}
+			if ((cr->scope_methods[cr->n_scope_methods] =
+			    pl_strdup(l, it, known[i])) != NULL)
+				cr->n_scope_methods++;
+		}
+	}
+}
+
 static void
 pl_credential(struct pload *l, const struct ynode *n)
 {
@@ -1170,6 +1230,10 @@ pl_credential(struct pload *l, const struct ynode *n)
 			ycheck_bool(&l->c, c, "query", &cr->query);
 		else if (strcmp(s, "exclusive") == 0)
 			ycheck_bool(&l->c, c, "exclusive", &cr->exclusive);
+		else if (strcmp(s, "require") == 0)
+			ycheck_bool(&l->c, c, "require", &cr->require);
+		else if (strcmp(s, "scope") == 0)
+			pl_cred_scope(l, c, cr);
 		else if (strcmp(s, "env") == 0) {
 			if (ynode_is_null(c))
 				continue;
@@ -1187,7 +1251,7 @@ pl_credential(struct pload *l, const struct ynode *n)
 		} else
 			ycheck_unknown_of(&l->c, c, "credential",
 			    "name|secret|hosts|headers|query|exclusive|env|"
-			    "placeholder");
+			    "placeholder|require|scope");
 	}
 	if (ynode_map_get(n, "name") == NULL)
 		ycheck_err(&l->c, n, "credential: name is required");
@@ -1503,6 +1567,9 @@ pl_free_policy(struct policy *p)
 		pl_free_strv(p->creds[i].headers, p->creds[i].n_headers);
 		free(p->creds[i].env);
 		free(p->creds[i].placeholder);
+		pl_free_strv(p->creds[i].scope_methods,
+		    p->creds[i].n_scope_methods);
+		pl_free_strv(p->creds[i].scope_paths, p->creds[i].n_scope_paths);
 	}
 	free(p->creds);
 	pl_free_strv(p->files, p->n_files);

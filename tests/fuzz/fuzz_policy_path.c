@@ -3,12 +3,14 @@
  * invariants that abort: an OK form is its own canonical form, holds no
  * dot segment, empty segment, ';', encoded '/' or '\', raw '\' or
  * control, and is absolute when the input was; a path rule and a path glob
- * agree with it.
+ * agree with it; a credential's scope (policy_cred_scope.c) holds a path
+ * only when its canonical form is under the scope's glob.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/policy.h"
 #include "core/policy_int.h"
 #include "core/util.h"
 
@@ -86,6 +88,28 @@ check_ok(const char *in, size_t len, const char *out, size_t olen)
 		abort();
 }
 
+/* No request path escapes a credential's scope: inside means canonical under it. */
+static void
+check_scope(const char *in, size_t len, enum policy_path rc, const char *out,
+    size_t olen)
+{
+	static char *methods[] = { "GET" };
+	static char *paths[] = { "/repos/acme/*" };
+	struct policy_credential c;
+
+	memset(&c, 0, sizeof(c));
+	c.scope_methods = methods;
+	c.n_scope_methods = 1;
+	c.scope_paths = paths;
+	c.n_scope_paths = 1;
+	if (policy_credential_in_scope(&c, "GET", 3, in, len) &&
+	    (rc != POLICY_PATH_OK || olen < 12 ||
+	    memcmp(out, "/repos/acme/", 12) != 0))
+		abort();
+	if (policy_credential_in_scope(&c, "POST", 4, in, len))
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
@@ -114,5 +138,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		abort();
 	if (rs == POLICY_PATH_AMBIGUOUS && rc != POLICY_PATH_AMBIGUOUS)
 		abort();
+	check_scope(in, len, rc, out, olen);
 	return 0;
 }
