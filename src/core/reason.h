@@ -42,6 +42,8 @@ enum sg_reason {
 	REASON_CLIENT_TLS,
 	REASON_CRED_MISUSE,
 	REASON_FOREIGN_CRED,
+	REASON_CRED_REQUIRED,		/* require: true, no placeholder swapped */
+	REASON_CRED_SCOPE,		/* placeholder outside the credential's scope */
 	REASON_CRED_UNAVAILABLE,	/* the vault lacks the secret */
 	REASON_TOO_MANY_CONN,
 	REASON_RATE_LIMITED,		/* over a limits.per_sandbox limit */

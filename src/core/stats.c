@@ -228,6 +228,9 @@ cred_outcome(enum sg_verdict v, enum sg_reason r)
 	case REASON_CRED_UNAVAILABLE:
 	case REASON_KEEPER_UNAVAILABLE:
 		return STATS_CRED_UNAVAILABLE;
+	case REASON_CRED_REQUIRED:
+	case REASON_CRED_SCOPE:
+		return STATS_CRED_REFUSED;
 	default:
 		return v == VERDICT_ALLOW || v == VERDICT_REPORT ?
 		    STATS_CRED_SWAPPED : STATS_CRED_REFUSED;

@@ -390,6 +390,51 @@ scan_request(struct scan *sc)
 	return 0;
 }
 
+/* 1 when the plan swaps c somewhere in req: a listed header, or the query. */
+static int
+carries(const struct cred_plan *plan, const struct http_request *req,
+    const struct policy_credential *c)
+{
+	size_t i;
+
+	if (plan->query_cred == c)
+		return 1;
+	for (i = 0; i < req->n_headers; i++)
+		if (cred_plan_swap(plan, i) == c)
+			return 1;
+	return 0;
+}
+
+/*
+ * require: true, a request to a bound host must carry the credential where it
+ * is swapped (a placeholder anywhere else was refused as misuse already);
+ * scope, a carried credential only for the methods and paths it names
+ * (docs/credentials.md "require and scope"). 0, or -1 with *reason set.
+ */
+static int
+require_scope(struct cred_plan *plan, const struct http_request *req,
+    enum sg_reason *reason)
+{
+	const struct policy_credential *c;
+	size_t j;
+
+	for (j = 0; j < plan->n_bound; j++) {
+		c = plan->bound[j];
+		if (!carries(plan, req, c)) {
+			if (!c->require)
+				continue;
+			*reason = REASON_CRED_REQUIRED;
+		} else if (!policy_credential_in_scope(c, req->method.p,
+		    req->method.len, req->path.p, req->path.len))
+			*reason = REASON_CRED_SCOPE;
+		else
+			continue;
+		snprintf(plan->cred, sizeof(plan->cred), "%s", c->name);
+		return -1;
+	}
+	return 0;
+}
+
 int
 cred_request(struct exchange *s, const struct http_request *req,
     struct cred_plan *plan, enum sg_reason *reason)
@@ -441,6 +486,8 @@ cred_request(struct exchange *s, const struct http_request *req,
 			}
 		}
 	}
+	if (rc == 0)
+		rc = require_scope(plan, req, reason);
 	/* A swap needs the keeper up: its secrets may be stale or revoked. */
 	if (rc == 0 && plan->cred[0] != '\0' && !keeper_client_up(s->p->kc)) {
 		*reason = REASON_KEEPER_UNAVAILABLE;

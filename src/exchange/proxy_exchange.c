@@ -92,8 +92,8 @@ row_num(int64_t v, char *buf, size_t len)
 
 /*
  * The row's log line: every denial and error at info, a credential's
- * misuse (its placeholder toward another host, a key of the sandbox's own
- * toward its host) at warning, allowed traffic only at debug (a write per
+ * misuse (its placeholder toward another host or outside its scope, a key
+ * of the sandbox's own or none toward its host) at warning, allowed traffic only at debug (a write per
  * request is the largest cost on a kept-alive connection). The path is
  * escaped only when a line is written.
  */
@@ -101,8 +101,9 @@ static void
 exchange_log_line(const struct audit_event *ev, enum sg_reason reason)
 {
 	void (*line)(const char *, ...) __attribute__((format(printf, 1, 2))) =
-	    reason == REASON_CRED_MISUSE ||
-	    reason == REASON_FOREIGN_CRED ? log_warnx : log_info;
+	    reason == REASON_CRED_MISUSE || reason == REASON_FOREIGN_CRED ||
+	    reason == REASON_CRED_REQUIRED || reason == REASON_CRED_SCOPE ?
+	    log_warnx : log_info;
 	char path[256] = "-", port[24], status[24], up[24], down[24];
 
 	if (ev->decision == VERDICT_ALLOW && !log_enabled(LOG_LVL_DEBUG))

@@ -212,6 +212,13 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	else if (reason == REASON_CRED_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
 		    "in: its secret is not loaded", s->fwd.plan.cred);
+	else if (reason == REASON_CRED_REQUIRED)
+		snprintf(detail, sizeof(detail), "credential %s is required: "
+		    "requests to this host carry its placeholder",
+		    s->fwd.plan.cred);
+	else if (reason == REASON_CRED_SCOPE)
+		snprintf(detail, sizeof(detail), "credential %s is not swapped "
+		    "for this method and path (its scope)", s->fwd.plan.cred);
 	else
 		snprintf(detail, sizeof(detail), "credential %s may not be used "
 		    "here", s->fwd.plan.cred);

@@ -286,6 +286,13 @@ test_credentials(void)
 	e = row("http", VERDICT_ERROR, REASON_UPSTREAM_CONNECT, NULL);
 	e.credential = "aws";
 	stats_count(st, &e);
+	/* require: and scope: refusals are refusals */
+	e = row("http", VERDICT_DENY, REASON_CRED_REQUIRED, NULL);
+	e.credential = "aws";
+	stats_count(st, &e);
+	e = row("http", VERDICT_DENY, REASON_CRED_SCOPE, NULL);
+	e.credential = "aws";
+	stats_count(st, &e);
 	/* no credential, an empty one: not counted here */
 	e = row("http", VERDICT_ALLOW, REASON_NONE, NULL);
 	stats_count(st, &e);
@@ -301,9 +308,9 @@ test_credentials(void)
 	CHECK_INT(c.gh_swapped, 3);
 	CHECK_INT(c.gh_misuse, 1);
 	CHECK_INT(c.aws_foreign, 1);
-	CHECK_INT(c.aws_refused, 1);
+	CHECK_INT(c.aws_refused, 3);
 	CHECK_INT(c.other, 5);		/* gh and aws took two of the 100 */
-	CHECK_INT(c.total, 6 + STATS_MAX_NAMES + 3);
+	CHECK_INT(c.total, 8 + STATS_MAX_NAMES + 3);
 	CHECK_STR(stats_cred_outcome_word(STATS_CRED_MISUSE), "misuse");
 	stats_free(st);
 }
