@@ -272,6 +272,19 @@ explain_text_cred(const struct explain *e, const struct policy_credential *c)
 	printf("\n  exclusive: %s\n", c->exclusive ? "yes: a key of the "
 	    "sandbox's own in those headers is refused (foreign-credential)" :
 	    "no");
+	printf("  require: %s\n", c->require ? "yes: a request to its hosts "
+	    "without the placeholder is refused (credential-required)" : "no");
+	if (c->n_scope_methods > 0 || c->n_scope_paths > 0) {
+		fputs("  scope: methods ", stdout);
+		text_list((const char *const *)c->scope_methods,
+		    c->n_scope_methods, "any");
+		fputs("; paths ", stdout);
+		text_list((const char *const *)c->scope_paths,
+		    c->n_scope_paths, "any");
+		puts(" (elsewhere on its hosts a request with the placeholder "
+		    "is refused: credential-scope)");
+	} else
+		puts("  scope: any method and path");
 }
 
 static void
@@ -339,6 +352,17 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 	printf(",\"query\":%s,\"exclusive\":%s,\"env\":", c->query ? "true" :
 	    "false", c->exclusive ? "true" : "false");
 	json_string(c->env);
+	printf(",\"require\":%s,\"scope\":", c->require ? "true" : "false");
+	if (c->n_scope_methods > 0 || c->n_scope_paths > 0) {
+		printf("{\"methods\":");
+		json_list((const char *const *)c->scope_methods,
+		    c->n_scope_methods, 1);
+		printf(",\"paths\":");
+		json_list((const char *const *)c->scope_paths,
+		    c->n_scope_paths, 1);
+		putchar('}');
+	} else
+		fputs("null", stdout);
 	printf(",\"placeholder\":\"%s\",\"swapped\":%s,\"not_swapped\":",
 	    c->placeholder != NULL ? "fixed" : "per-sandbox",
 	    explain_swapped(e) ? "true" : "false");

@@ -70,7 +70,7 @@ JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "credentials"}
 CRED_KEYS = {"name", "secret", "hosts", "headers", "query", "exclusive", "env",
-             "placeholder", "swapped", "not_swapped"}
+             "placeholder", "swapped", "not_swapped", "require", "scope"}
 
 
 class ExplainCredentialsTest(unittest.TestCase):
@@ -129,7 +129,8 @@ class ExplainCredentialsTest(unittest.TestCase):
             "secret": "llm-prod", "hosts": ["api.llm.test"],
             "headers": ["Authorization"], "query": False, "exclusive": True,
             "env": "LLM_API_KEY", "placeholder": "per-sandbox",
-            "swapped": True, "not_swapped": None}])
+            "swapped": True, "not_swapped": None, "require": False,
+            "scope": None}])
         self.assertIsNone(doc["methods"])
         self.assertIsNone(doc["paths"])
         # a fixed placeholder is said to be fixed, never printed
