@@ -161,6 +161,7 @@ struct explain {
 	struct policy_rule_scope scope;	/* of the allow rule that decided */
 	const struct policy_credential *bound[EXPLAIN_MAX_CREDS];
 	size_t		 n_bound;
+	const char	*method, *path;	/* --method/--path, NULL: none */
 };
 
 /*
@@ -236,6 +237,15 @@ explain_swapped(const struct explain *e)
 	return e->v->allow && e->intercept_by != NULL;
 }
 
+/* A request given with --method/--path outside c's scope: c is not swapped. */
+static int
+explain_out_of_scope(const struct explain *e, const struct policy_credential *c)
+{
+	return e->method != NULL && e->path != NULL &&
+	    !policy_credential_in_scope(c, e->method, strlen(e->method), e->path,
+	    strlen(e->path));
+}
+
 static void
 text_list(const char *const *v, size_t n, const char *none)
 {
@@ -253,7 +263,10 @@ explain_text_cred(const struct explain *e, const struct policy_credential *c)
 	printf("credential: %s\n  secret: vault entry %s (the value is never "
 	    "shown)\n  hosts: ", c->name, c->secret);
 	text_list((const char *const *)c->hosts, c->n_hosts, "-");
-	if (explain_swapped(e)) {
+	if (explain_swapped(e) && explain_out_of_scope(e, c))
+		printf("\n  swapped: no: this request is outside its scope (with "
+		    "the placeholder it is refused, credential-scope)\n");
+	else if (explain_swapped(e)) {
 		printf("\n  swapped: yes, %sover the intercepted TLS connection, "
 		    "in header%s ", e->has_scope && (e->scope.n_methods > 0 ||
 		    e->scope.n_paths > 0) ? "in the requests above, " : "",
@@ -365,8 +378,9 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 		fputs("null", stdout);
 	printf(",\"placeholder\":\"%s\",\"swapped\":%s,\"not_swapped\":",
 	    c->placeholder != NULL ? "fixed" : "per-sandbox",
-	    explain_swapped(e) ? "true" : "false");
-	json_string(explain_swapped(e) ? NULL : e->reason);
+	    explain_swapped(e) && !explain_out_of_scope(e, c) ? "true" : "false");
+	json_string(!explain_swapped(e) ? e->reason :
+	    explain_out_of_scope(e, c) ? "credential-scope" : NULL);
 	putchar('}');
 }
 
@@ -474,6 +488,8 @@ policy_explain(int argc, char *argv[])
 	}
 	explain_decide(pol, &id, host, hostlen, port, method, path, &d);
 	explain_build(&e, pol, &id, &d.target, &d.v, d.target_ok);
+	e.method = method;
+	e.path = path;
 	if (strcmp(format, "json") == 0)
 		explain_json(&e);
 	else

@@ -392,6 +392,24 @@ class RequireScopeTest(C.CredentialsTest):
         self.assertIn("credential-scope", r.stdout)
         for s in (REQ_SECRET, SCOPE_SECRET, BOTH_SECRET):
             self.assertNotIn(s, r.stdout)
+        # With --method/--path: swapped inside the scope, not outside.
+        for method, path, swapped in (("GET", "/repos/acme/x", True),
+                                      ("POST", "/repos/acme/x", False),
+                                      ("GET", "/repos/acme/%2e%2e/x", False)):
+            r = T.run_sandgate("policy", "explain", "-c", self.gw.cfg_path,
+                               "--sandbox", "box-a", "--format", "json",
+                               "--method", method, "--path", path,
+                               "scope.test:%d" % self.bound.port)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cred = json.loads(r.stdout)["credentials"][0]
+            self.assertEqual((cred["swapped"], cred["not_swapped"]),
+                             (swapped, None if swapped else
+                              "credential-scope"), (method, path))
+        r = T.run_sandgate("policy", "explain", "-c", self.gw.cfg_path,
+                           "--sandbox", "box-a", "--method", "DELETE",
+                           "--path", "/repos/acme/x",
+                           "scope.test:%d" % self.bound.port)
+        self.assertIn("swapped: no: this request is outside its scope", r.stdout)
 
     def test_x02_policy_check_errors_at_their_line(self):
         d = os.path.join(self.td.path, "check")
