@@ -168,6 +168,11 @@ struct policy_credential {
 	int		 exclusive;	/* default 1 */
 	char		*env;		/* NULL: none */
 	char		*placeholder;	/* NULL: random per sandbox */
+	/* placeholder_shape (docs/credentials.md); shape_prefix NULL: none */
+	char		*shape_prefix;
+	size_t		 shape_length;	/* in all, the prefix included */
+	const char	*shape_alphabet;	/* its characters (static) */
+	const char	*shape_alphabet_name;
 };
 
 /* The credentials the named policy lists (NULL and *n = 0 when none). */
