@@ -70,6 +70,7 @@ JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "credentials"}
 CRED_KEYS = {"name", "secret", "hosts", "headers", "query", "exclusive", "env",
+             "placeholder_shape",
              "placeholder", "swapped", "not_swapped"}
 
 
