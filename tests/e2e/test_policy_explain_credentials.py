@@ -130,7 +130,7 @@ class ExplainCredentialsTest(unittest.TestCase):
             "secret": "llm-prod", "hosts": ["api.llm.test"],
             "headers": ["Authorization"], "query": False, "exclusive": True,
             "env": "LLM_API_KEY", "placeholder": "per-sandbox",
-            "swapped": True, "not_swapped": None}])
+            "placeholder_shape": None, "swapped": True, "not_swapped": None}])
         self.assertIsNone(doc["methods"])
         self.assertIsNone(doc["paths"])
         # a fixed placeholder is said to be fixed, never printed
