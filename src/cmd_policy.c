@@ -278,8 +278,14 @@ explain_text_cred(const struct explain *e, const struct policy_credential *c)
 	} else
 		printf("\n  swapped: no: the request is denied (%s)\n",
 		    e->reason);
-	printf("  placeholder: %s", c->placeholder != NULL ?
-	    "fixed (written in the policy)" : "random, one per sandbox");
+	if (c->shape_prefix != NULL)
+		printf("  placeholder: random, one per sandbox, shaped: \"%s\" "
+		    "+ %zu %s characters (%zu in all)", c->shape_prefix,
+		    c->shape_length - strlen(c->shape_prefix),
+		    c->shape_alphabet_name, c->shape_length);
+	else
+		printf("  placeholder: %s", c->placeholder != NULL ?
+		    "fixed (written in the policy)" : "random, one per sandbox");
 	if (c->env != NULL)
 		printf(", in $%s", c->env);
 	printf("\n  exclusive: %s\n", c->exclusive ? "yes: a key of the "
@@ -376,8 +382,17 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 		putchar('}');
 	} else
 		fputs("null", stdout);
-	printf(",\"placeholder\":\"%s\",\"swapped\":%s,\"not_swapped\":",
-	    c->placeholder != NULL ? "fixed" : "per-sandbox",
+	printf(",\"placeholder\":\"%s\",\"placeholder_shape\":",
+	    c->placeholder != NULL ? "fixed" : c->shape_prefix != NULL ?
+	    "shaped" : "per-sandbox");
+	if (c->shape_prefix != NULL) {
+		printf("{\"prefix\":");
+		json_string(c->shape_prefix);
+		printf(",\"length\":%zu,\"alphabet\":\"%s\"}", c->shape_length,
+		    c->shape_alphabet_name);
+	} else
+		printf("null");
+	printf(",\"swapped\":%s,\"not_swapped\":",
 	    explain_swapped(e) && !explain_out_of_scope(e, c) ? "true" : "false");
 	json_string(!explain_swapped(e) ? e->reason :
 	    explain_out_of_scope(e, c) ? "credential-scope" : NULL);

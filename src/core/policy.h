@@ -173,6 +173,11 @@ struct policy_credential {
 	size_t		 n_scope_methods;
 	char		**scope_paths;	/* canonical globs, as allow paths; 0: any */
 	size_t		 n_scope_paths;
+	/* placeholder_shape (docs/credentials.md); shape_prefix NULL: none */
+	char		*shape_prefix;
+	size_t		 shape_length;	/* in all, the prefix included */
+	const char	*shape_alphabet;	/* its characters (static) */
+	const char	*shape_alphabet_name;
 };
 
 /* The credentials the named policy lists (NULL and *n = 0 when none). */

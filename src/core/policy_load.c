@@ -29,6 +29,9 @@
 #define PL_MAX_ENV		128
 #define PL_MIN_PLACEHOLDER	16
 #define PL_MAX_PLACEHOLDER	256
+#define PL_MIN_SHAPE_PREFIX	3
+#define PL_MAX_SHAPE_PREFIX	32	/* CRED_PHS_PREFIX_MAX */
+#define PL_MAX_SHAPE_LENGTH	128	/* CRED_PHS_SHAPED_MAX */
 
 /* A single value may stand for a one-item list. */
 #define PL_FOREACH(it, n)						\
@@ -1191,6 +1194,118 @@ pl_cred_scope(struct pload *l, const struct ynode *n,
 	}
 }
 
+/*
+ * The alphabets of placeholder_shape, and how many random characters of
+ * each give at least 128 bits (n * log2(size) >= 128).
+ */
+static const struct {
+	const char	*name;
+	const char	*chars;
+	size_t		 min;
+} pl_alphabets[] = {
+	{ "base62", "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "abcdefghijklmnopqrstuvwxyz", 22 },
+	{ "base36", "0123456789abcdefghijklmnopqrstuvwxyz", 25 },
+	{ "base32", "abcdefghijklmnopqrstuvwxyz234567", 26 },
+	{ "base32upper", "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 26 },
+	{ "hex", "0123456789abcdef", 32 },
+};
+#define PL_N_ALPHABETS	(sizeof(pl_alphabets) / sizeof(pl_alphabets[0]))
+
+/* Bytes a prefix may hold: unreserved in a URL, plain in a header value. */
+static int
+pl_is_prefix(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		    (*s >= '0' && *s <= '9') || *s == '-' || *s == '.' ||
+		    *s == '_' || *s == '~'))
+			return 0;
+	return 1;
+}
+
+/* placeholder_shape: {prefix: "ghp_", length: 40, alphabet: base62} */
+static void
+pl_shape(struct pload *l, const struct ynode *n, struct policy_credential *cr)
+{
+	const struct ynode *c, *len_node = NULL;
+	const char *s, *prefix = NULL;
+	uint64_t len = 0;
+	size_t i, a = PL_N_ALPHABETS, plen;
+	int bad = 0;
+
+	if (ycheck_is(&l->c, n, YNODE_MAP, "placeholder_shape") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		s = c->key->str;
+		if (strcmp(s, "prefix") == 0) {
+			if (ycheck_str(&l->c, c, "placeholder_shape: prefix",
+			    PL_MAX_SHAPE_PREFIX, &prefix) == -1)
+				bad = 1;
+			else if (!pl_is_prefix(prefix)) {
+				ycheck_err(&l->c, c, "placeholder_shape: prefix: "
+				    "only A-Z a-z 0-9 - . _ ~ (bytes a header "
+				    "value and a URL carry as they are)");
+				bad = 1;
+			} else if (strlen(prefix) < PL_MIN_SHAPE_PREFIX) {
+				ycheck_err(&l->c, c, "placeholder_shape: prefix: "
+				    "at least %d characters (placeholders are "
+				    "searched for by it)", PL_MIN_SHAPE_PREFIX);
+				bad = 1;
+			}
+		} else if (strcmp(s, "length") == 0) {
+			if (ycheck_uint(&l->c, c, "placeholder_shape: length",
+			    PL_MIN_PLACEHOLDER, PL_MAX_SHAPE_LENGTH, &len) == -1)
+				bad = 1;
+			len_node = c;
+		} else if (strcmp(s, "alphabet") == 0) {
+			if (ycheck_str(&l->c, c, "placeholder_shape: alphabet",
+			    32, &s) == -1) {
+				bad = 1;
+				continue;
+			}
+			for (a = 0; a < PL_N_ALPHABETS; a++)
+				if (strcmp(s, pl_alphabets[a].name) == 0)
+					break;
+			if (a == PL_N_ALPHABETS) {
+				ycheck_err(&l->c, c, "placeholder_shape: alphabet: "
+				    "unknown '%s' (base62|base36|base32|"
+				    "base32upper|hex)", s);
+				bad = 1;
+			}
+		} else {
+			ycheck_unknown_of(&l->c, c, "placeholder_shape",
+			    "prefix|length|alphabet");
+			bad = 1;
+		}
+	}
+	for (i = 0; i < 3; i++) {
+		static const char *const req[] = { "prefix", "length",
+		    "alphabet" };
+		if (ynode_map_get(n, req[i]) == NULL) {
+			ycheck_err(&l->c, n, "placeholder_shape: %s is "
+			    "required", req[i]);
+			bad = 1;
+		}
+	}
+	if (bad)
+		return;
+	plen = strlen(prefix);
+	if (len < plen + pl_alphabets[a].min) {
+		ycheck_err(&l->c, len_node, "placeholder_shape: length: %u "
+		    "leaves %zu random %s characters, fewer than 128 bits: "
+		    "with this prefix, at least %zu", (unsigned int)len,
+		    len > plen ? (size_t)len - plen : 0, pl_alphabets[a].name,
+		    plen + pl_alphabets[a].min);
+		return;
+	}
+	if ((cr->shape_prefix = pl_strdup(l, n, prefix)) == NULL)
+		return;
+	cr->shape_length = (size_t)len;
+	cr->shape_alphabet = pl_alphabets[a].chars;
+	cr->shape_alphabet_name = pl_alphabets[a].name;
+}
+
 static void
 pl_credential(struct pload *l, const struct ynode *n)
 {
@@ -1248,11 +1363,17 @@ pl_credential(struct pload *l, const struct ynode *n)
 			pl_placeholder(l, c, cr);
 			if (cr->placeholder != NULL)
 				ph = c;
-		} else
+		} else if (strcmp(s, "placeholder_shape") == 0)
+			pl_shape(l, c, cr);
+		else
 			ycheck_unknown_of(&l->c, c, "credential",
 			    "name|secret|hosts|headers|query|exclusive|env|"
-			    "placeholder|require|scope");
+			    "placeholder|placeholder_shape|require|scope");
 	}
+	if (ph != NULL && (c = ynode_map_get(n, "placeholder_shape")) != NULL)
+		ycheck_err(&l->c, c->key != NULL ? c->key : c,
+		    "placeholder_shape: not with a fixed placeholder (one "
+		    "or the other)");
 	if (ynode_map_get(n, "name") == NULL)
 		ycheck_err(&l->c, n, "credential: name is required");
 	if (ynode_map_get(n, "secret") == NULL)
@@ -1570,6 +1691,7 @@ pl_free_policy(struct policy *p)
 		pl_free_strv(p->creds[i].scope_methods,
 		    p->creds[i].n_scope_methods);
 		pl_free_strv(p->creds[i].scope_paths, p->creds[i].n_scope_paths);
+		free(p->creds[i].shape_prefix);
 	}
 	free(p->creds);
 	pl_free_strv(p->files, p->n_files);

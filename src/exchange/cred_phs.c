@@ -1,7 +1,8 @@
 /*
  * Placeholder snapshots (cred_phs.h): building one, publishing it by
  * pointer and reclaiming the old ones once no reader looks at them, and
- * finding placeholders in bytes by their fixed prefix plus a hash lookup.
+ * finding placeholders in bytes by their prefix (sg-ph-, or a shape's)
+ * plus a hash lookup.
  * Owns every struct cred_ph; knows nothing of connections, exchanges or policies.
  *
  * A snapshot is two arrays of SHARDS shard pointers (random placeholders by
@@ -69,13 +70,27 @@ struct phs_fixed {
 	struct cred_ph	*v[];
 };
 
+/* A shape of shaped placeholders, while some placeholder has it. */
+struct phs_shape {
+	char		 prefix[CRED_PHS_PREFIX_MAX];
+	size_t		 plen;
+	size_t		 len;
+	const char	*alphabet;
+	size_t		 n;		/* placeholders of this shape */
+	unsigned char	 in[256];	/* SHAPE_EXACT, SHAPE_FOLD */
+};
+#define SHAPE_EXACT	0x1	/* in the alphabet */
+#define SHAPE_FOLD	0x2	/* in it up to case */
+
 struct cred_phs {
-	struct phs_shard *by_ph[SHARDS];	/* random form, by h_ph */
+	struct phs_shard *by_ph[SHARDS];	/* random form and shaped, by h_ph */
 	struct phs_shard *by_sb[SHARDS];	/* live ones, by h_sb */
 	struct phs_fixed *fixed;		/* NULL: none */
 	size_t		 n_live;
 	size_t		 n_gone;
-	size_t		 n_random;
+	size_t		 n_random;	/* sg-ph- form */
+	struct phs_shape *shapes;		/* the draft's own copy */
+	size_t		 n_shapes;
 	uint64_t	 key[2];
 	/* the publisher's, under its mutex */
 	unsigned int	 pins;		/* readers without a hazard slot */
@@ -223,7 +238,8 @@ random_lookup(const struct cred_phs *s, const char key[KEY_LEN],
 		return 0;
 	for (i = (h >> SHARD_BITS) & sh->mask; (e = sh->slot[i]) != NULL;
 	    i = (i + 1) & sh->mask)
-		if (e->h_ph == h && memcmp(e->ph + PFX_LEN, key, KEY_LEN) == 0 &&
+		if (e->h_ph == h && e->alphabet == NULL &&
+		    memcmp(e->ph + PFX_LEN, key, KEY_LEN) == 0 &&
 		    (rc = cb(e, arg)) != 0)
 			return rc;
 	return 0;
@@ -264,6 +280,104 @@ search_random(const struct cred_phs *s, const char *b, size_t n, int fold,
 	return 0;
 }
 
+/* ------------------------------------------------------------ shaped ones */
+
+/* The keyed hash of ph[0..len) folded to lower case (DNS may fold it). */
+static uint64_t
+shaped_hash(const uint64_t k[2], const char *ph, size_t len)
+{
+	char low[CRED_PHS_SHAPED_MAX];
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		low[i] = (char)lower((unsigned char)ph[i]);
+	return phs_hash(k, low, len);
+}
+
+/* 1 when p[0..sh->len) has the shape (its prefix in any case with fold). */
+static int
+shape_at(const struct phs_shape *sh, const char *p, int fold)
+{
+	unsigned char want = fold ? SHAPE_FOLD : SHAPE_EXACT;
+	size_t i;
+
+	if (fold ? strncasecmp(p, sh->prefix, sh->plen) != 0 :
+	    memcmp(p, sh->prefix, sh->plen) != 0)
+		return 0;
+	for (i = sh->plen; i < sh->len; i++)
+		if (!(sh->in[(unsigned char)p[i]] & want))
+			return 0;
+	return 1;
+}
+
+/* The shaped placeholders that are p[0..len) (up to case with fold). */
+static int
+shaped_lookup(const struct cred_phs *s, const char *p, size_t len, int fold,
+    int (*cb)(const struct cred_ph *, void *), void *arg)
+{
+	const struct phs_shard *sh;
+	const struct cred_ph *e;
+	uint64_t h = shaped_hash(s->key, p, len);
+	size_t i;
+	int rc;
+
+	if ((sh = s->by_ph[h & (SHARDS - 1)]) == NULL)
+		return 0;
+	for (i = (h >> SHARD_BITS) & sh->mask; (e = sh->slot[i]) != NULL;
+	    i = (i + 1) & sh->mask)
+		if (e->h_ph == h && e->alphabet != NULL && e->phlen == len &&
+		    (fold ? strncasecmp(e->ph, p, len) == 0 :
+		    memcmp(e->ph, p, len) == 0) && (rc = cb(e, arg)) != 0)
+			return rc;
+	return 0;
+}
+
+/*
+ * Every shape's prefix in b[0..n), followed by characters of its alphabet
+ * up to its length, looked up. The cost is one scan per shape (a shape is
+ * a credential's, shared by all its sandboxes), whatever their number.
+ */
+static int
+search_shaped(const struct cred_phs *s, const char *b, size_t n, int fold,
+    int (*cb)(const struct cred_ph *, void *), void *arg)
+{
+	const struct phs_shape *sh;
+	const char *at;
+	size_t k, i;
+	int rc;
+
+	for (k = 0; k < s->n_shapes; k++) {
+		sh = &s->shapes[k];
+		for (i = 0; i + sh->len <= n; i++) {
+			if (!fold) {
+				if ((at = memmem(b + i, n - i, sh->prefix,
+				    sh->plen)) == NULL)
+					break;
+				i = (size_t)(at - b);
+				if (i + sh->len > n)
+					break;
+			}
+			if (shape_at(sh, b + i, fold) &&
+			    (rc = shaped_lookup(s, b + i, sh->len, fold, cb,
+			    arg)) != 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Both prefix forms: sg-ph- and the shapes'. */
+static int
+search_forms(const struct cred_phs *s, const char *b, size_t n, int fold,
+    int (*cb)(const struct cred_ph *, void *), void *arg)
+{
+	int rc;
+
+	if ((rc = search_random(s, b, n, fold, cb, arg)) != 0)
+		return rc;
+	return search_shaped(s, b, n, fold, cb, arg);
+}
+
 /*
  * Every %XX decoded: a placeholder that starts with a byte other than a hex
  * digit and holds no '%' is in v with some bytes escaped exactly when it is
@@ -294,10 +408,16 @@ search_pct(const struct cred_phs *s, const char *v, size_t n,
 	int rc;
 
 	if (memchr(v, '%', n) == NULL)
-		return search_random(s, v, n, 0, cb, arg);
+		return search_forms(s, v, n, 0, cb, arg);
+	/*
+	 * A shape's prefix may begin with two hex digits: a '%' put before
+	 * the placeholder would eat them in the decoded bytes. As is, too.
+	 */
+	if ((rc = search_shaped(s, v, n, 0, cb, arg)) != 0)
+		return rc;
 	if ((d = malloc(n)) == NULL)
 		return -1;
-	rc = search_random(s, d, pct_decode(v, n, d), 0, cb, arg);
+	rc = search_forms(s, d, pct_decode(v, n, d), 0, cb, arg);
 	free(d);
 	return rc;
 }
@@ -311,7 +431,7 @@ search_value(const struct cred_phs *s, const char *v, size_t n,
 	size_t declen;
 	int rc;
 
-	if (s->n_random == 0)
+	if (s->n_random == 0 && s->n_shapes == 0)
 		return 0;
 	if ((rc = search_pct(s, v, n, cb, arg)) != 0)
 		return rc;
@@ -436,10 +556,20 @@ int
 cred_phs_match(const struct cred_phs *s, const char *ph, size_t len,
     int (*cb)(const struct cred_ph *, void *), void *arg)
 {
+	size_t k;
 	long g;
+	int rc;
 
-	if (random_form(ph, len))
-		return random_lookup(s, ph + PFX_LEN, cb, arg);
+	if (random_form(ph, len) &&
+	    (rc = random_lookup(s, ph + PFX_LEN, cb, arg)) != 0)
+		return rc;
+	/* One lookup finds a shaped one, whatever its shape. */
+	for (k = 0; k < s->n_shapes; k++)
+		if (len == s->shapes[k].len && shape_at(&s->shapes[k], ph, 0)) {
+			if ((rc = shaped_lookup(s, ph, len, 0, cb, arg)) != 0)
+				return rc;
+			break;
+		}
 	if ((g = group_find(s, ph, len)) == -1)
 		return 0;
 	return group_each(s, (size_t)g, cb, arg);
@@ -488,7 +618,7 @@ cred_phs_search(const struct cred_phs *s, const char *buf, size_t len,
 	if (flags & CRED_PHS_VALUE)
 		rc = search_value(s, buf, len, cb, arg);
 	else
-		rc = search_random(s, buf, len, flags & CRED_PHS_FOLD, cb, arg);
+		rc = search_forms(s, buf, len, flags & CRED_PHS_FOLD, cb, arg);
 	for (g = 0; rc == 0 && g < n_groups(s); g++)
 		if (fixed_in(group_head(s, g), buf, len, flags))
 			rc = group_each(s, g, cb, arg);
@@ -510,6 +640,22 @@ cred_phs_fixed(const struct cred_phs *s, size_t i, size_t *len)
 	return group_head(s, i)->ph;
 }
 
+size_t
+cred_phs_n_shapes(const struct cred_phs *s)
+{
+	return s->n_shapes;
+}
+
+const char *
+cred_phs_shape(const struct cred_phs *s, size_t i, size_t *plen, size_t *len)
+{
+	if (i >= s->n_shapes)
+		return NULL;
+	*plen = s->shapes[i].plen;
+	*len = s->shapes[i].len;
+	return s->shapes[i].prefix;
+}
+
 int
 cred_phs_has_random(const struct cred_phs *s)
 {
@@ -528,14 +674,43 @@ random_prefix(const char *p, size_t k)
 	return 1;
 }
 
+/*
+ * The longest k (best < k < sh->len, k <= m) such that end[m-k..m) could
+ * begin a placeholder of shape sh; best when none. r: how many of the last
+ * bytes are in the alphabet, so only the starts that leave no more than r
+ * bytes after the prefix need a look.
+ */
+static size_t
+shape_holdback(const struct phs_shape *sh, const char *end, size_t m,
+    size_t best)
+{
+	size_t k, r = 0, top = m < sh->len - 1 ? m : sh->len - 1;
+
+	while (r < top && (sh->in[(unsigned char)end[m - 1 - r]] & SHAPE_EXACT))
+		r++;
+	for (k = top; k > best; k--) {
+		if (k > sh->plen) {
+			if (k - sh->plen > r)
+				continue;
+			if (memcmp(end + m - k, sh->prefix, sh->plen) == 0)
+				return k;
+		} else if (memcmp(end + m - k, sh->prefix, k) == 0)
+			return k;
+	}
+	return best;
+}
+
 size_t
 cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 {
 	const struct cred_ph *e;
 	size_t g, k, best = 0;
 
+	for (k = 0; k < s->n_shapes; k++)
+		best = shape_holdback(&s->shapes[k], end, m, best);
+
 	if (s->n_random > 0)
-		for (k = m < RND_LEN - 1 ? m : RND_LEN - 1; k > 0; k--)
+		for (k = m < RND_LEN - 1 ? m : RND_LEN - 1; k > best; k--)
 			if (random_prefix(end + m - k, k)) {
 				best = k;
 				break;
@@ -555,7 +730,7 @@ cred_phs_holdback(const struct cred_phs *s, const char *end, size_t m)
 
 static struct cred_ph *
 ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
-    const char *ph, int fixed, int is_static)
+    const char *ph, int fixed, int is_static, const struct cred_phs_want *shape)
 {
 	size_t ls = strlen(sandbox) + 1, lc = strlen(cred) + 1;
 	size_t lp = strlen(ph) + 1;
@@ -571,7 +746,12 @@ ph_new(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
 	e->phlen = lp - 1;
 	e->fixed = fixed;
 	e->is_static = is_static;
-	if ((e->hashed = random_form(ph, e->phlen)))
+	if (shape != NULL) {
+		e->hashed = 1;
+		e->alphabet = shape->alphabet;
+		e->plen = strlen(shape->prefix);
+		e->h_ph = shaped_hash(pub->key, ph, e->phlen);
+	} else if ((e->hashed = random_form(ph, e->phlen)))
 		e->h_ph = phs_hash(pub->key, ph + PFX_LEN, KEY_LEN);
 	e->h_sb = sb_hash(pub->key, sandbox);
 	e->seq = pub->seq++;
@@ -775,6 +955,7 @@ phs_free(struct cred_phs_pub *pub, struct cred_phs *s)
 		shard_unref(pub, s->by_sb[i]);
 	}
 	fixed_unref(pub, s->fixed);
+	free(s->shapes);
 	free(s);
 }
 
@@ -788,6 +969,16 @@ draft_new(const struct cred_phs *cur)
 	if ((d = malloc(sizeof(*d))) == NULL)
 		return NULL;
 	*d = *cur;
+	if (cur->n_shapes > 0) {
+		if ((d->shapes = calloc(cur->n_shapes, sizeof(*d->shapes))) ==
+		    NULL) {
+			free(d);
+			return NULL;
+		}
+		memcpy(d->shapes, cur->shapes, cur->n_shapes *
+		    sizeof(*d->shapes));
+	} else
+		d->shapes = NULL;
 	d->pins = 0;
 	d->next_retired = NULL;
 	for (i = 0; i < SHARDS; i++) {
@@ -801,6 +992,63 @@ draft_new(const struct cred_phs *cur)
 	return d;
 }
 
+/* The shape of e in d's list, or -1. */
+static long
+shape_find(const struct cred_phs *d, const struct cred_ph *e)
+{
+	const struct phs_shape *sh;
+	size_t k;
+
+	for (k = 0; k < d->n_shapes; k++) {
+		sh = &d->shapes[k];
+		if (sh->len == e->phlen && sh->plen == e->plen &&
+		    memcmp(sh->prefix, e->ph, e->plen) == 0 &&
+		    strcmp(sh->alphabet, e->alphabet) == 0)
+			return (long)k;
+	}
+	return -1;
+}
+
+/* Shaped e counted in (add) or out of d's shapes: a new one, or one less. */
+static int
+shape_count(struct cred_phs *d, const struct cred_ph *e, int add)
+{
+	struct phs_shape *v, *sh;
+	const unsigned char *a;
+	long k = shape_find(d, e);
+
+	if (k >= 0) {
+		sh = &d->shapes[k];
+		if (add)
+			sh->n++;
+		else if (--sh->n == 0) {
+			memmove(sh, sh + 1, (d->n_shapes - (size_t)k - 1) *
+			    sizeof(*sh));
+			d->n_shapes--;
+		}
+		return 0;
+	}
+	if (!add)
+		return 0;
+	if ((v = reallocarray(d->shapes, d->n_shapes + 1, sizeof(*v))) == NULL)
+		return -1;
+	d->shapes = v;
+	sh = &v[d->n_shapes++];
+	memset(sh, 0, sizeof(*sh));
+	memcpy(sh->prefix, e->ph, e->plen);
+	sh->plen = e->plen;
+	sh->len = e->phlen;
+	sh->alphabet = e->alphabet;
+	sh->n = 1;
+	for (a = (const unsigned char *)e->alphabet; *a != '\0'; a++) {
+		sh->in[*a] |= SHAPE_EXACT | SHAPE_FOLD;
+		sh->in[lower(*a)] |= SHAPE_FOLD;
+		if (*a >= 'a' && *a <= 'z')
+			sh->in[*a - ('a' - 'A')] |= SHAPE_FOLD;
+	}
+	return 0;
+}
+
 /* e into the tables that find placeholders, or out of them. */
 static int
 draft_ph(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph *add,
@@ -810,9 +1058,13 @@ draft_ph(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph *add,
 
 	if (!e->hashed)
 		return fixed_edit(pub, &d->fixed, add, del);
+	if (e->alphabet != NULL && shape_count(d, e, add != NULL) == -1)
+		return -1;
 	if (shard_edit(pub, &d->by_ph[e->h_ph & (SHARDS - 1)], add, del,
 	    1) == -1)
 		return -1;
+	if (e->alphabet != NULL)
+		return 0;
 	if (add != NULL)
 		d->n_random++;
 	else
@@ -1102,9 +1354,22 @@ commit(struct cred_phs_pub *pub, struct cred_phs *d, struct cred_ph **made,
 static int
 as_wanted(const struct cred_ph *e, const struct cred_phs_want *w)
 {
+	if (w->fixed == NULL && w->prefix != NULL)
+		return !e->fixed && e->alphabet != NULL &&
+		    strcmp(e->alphabet, w->alphabet) == 0 && e->phlen == w->len &&
+		    e->plen == strlen(w->prefix) &&
+		    memcmp(e->ph, w->prefix, e->plen) == 0;
 	if (w->fixed == NULL)
-		return !e->fixed;
+		return !e->fixed && e->alphabet == NULL;
 	return e->fixed && strcmp(e->ph, w->fixed) == 0;
+}
+
+static int
+any_cb(const struct cred_ph *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+	return 1;
 }
 
 /* One want into d: a new placeholder, replacing one not as wanted. */
@@ -1113,16 +1378,28 @@ issue_one(struct cred_phs_pub *pub, struct cred_phs *d,
     const struct cred_phs_want *w, int is_static, const struct cred_ph *old,
     struct cred_ph **made, size_t *k)
 {
-	char rnd[VAULT_PLACEHOLDER_LEN + 1];
+	char rnd[CRED_PHS_SHAPED_MAX + 1];
+	const struct cred_phs_want *shape = NULL;
 	struct cred_ph *e;
 
 	/* A policy's fixed value changed: the old one is removed, not lost. */
 	if (old != NULL && retire(pub, d, old, made, k) == -1)
 		return -1;
-	if (w->fixed == NULL)
+	if (w->fixed == NULL && w->prefix != NULL) {
+		if (w->len > CRED_PHS_SHAPED_MAX || strlen(w->prefix) >=
+		    w->len || strlen(w->prefix) > CRED_PHS_PREFIX_MAX ||
+		    strlen(w->alphabet) < 2 || strlen(w->alphabet) > 64)
+			return -1;	/* policy_load.c lets none through */
+		shape = w;
+		/* Unique among all issued, removed ones too (d has them all). */
+		do
+			vault_placeholder_shaped(rnd, w->prefix, w->len,
+			    w->alphabet);
+		while (cred_phs_match(d, rnd, w->len, any_cb, NULL) > 0);
+	} else if (w->fixed == NULL)
 		vault_placeholder_new(rnd);
 	if ((e = ph_new(pub, w->sandbox, w->cred, w->fixed != NULL ? w->fixed :
-	    rnd, w->fixed != NULL, is_static)) == NULL)
+	    rnd, w->fixed != NULL, is_static, shape)) == NULL)
 		return -1;
 	if (draft_add(pub, d, e) == -1) {
 		if (e->refs == 0)
@@ -1147,7 +1424,7 @@ static int
 listed(const struct cred_phs_want *const *sorted, size_t n,
     const struct cred_ph *e)
 {
-	struct cred_phs_want key = { e->sandbox, e->cred, NULL };
+	struct cred_phs_want key = { e->sandbox, e->cred, NULL, NULL, 0, NULL };
 	const struct cred_phs_want *kp = &key;
 
 	return bsearch(&kp, sorted, n, sizeof(*sorted), want_cmp) != NULL;

@@ -1,7 +1,9 @@
 /*
  * The placeholders the gateway issued (docs/credentials.md), as an immutable
  * snapshot: random ones (sg-ph- + 32 base32) in a table keyed by a keyed hash
- * of their 32 characters, fixed ones in a short sorted list, an index by
+ * of their 32 characters, shaped ones (a credential's prefix, length and
+ * alphabet) in the same table by a hash of the whole folded string, with
+ * the short list of distinct shapes to search for, fixed ones in a short sorted list, an index by
  * (sandbox, credential), and the last CRED_PHS_REMOVED_MAX placeholders of
  * sandboxes that went. Every change makes a new snapshot (sharing the parts it
  * does not touch) and publishes it by pointer; readers take no lock (a hazard
@@ -28,7 +30,9 @@ struct cred_ph {
 	/* cred_phs.c's own */
 	int		 fixed;		/* a policy's placeholder: value, not random */
 	int		 is_static;	/* a static sandbox's (cred_phs_set_static) */
-	int		 hashed;	/* sg-ph- + 32 base32: in the table */
+	int		 hashed;	/* sg-ph- + 32 base32, or shaped: in the table */
+	const char	*alphabet;	/* shaped: its alphabet (static); else NULL */
+	size_t		 plen;		/* shaped: its prefix's length */
 	uint64_t	 h_ph;		/* keyed hash of the 32 characters */
 	uint64_t	 h_sb;		/* keyed hash of the sandbox */
 	uint64_t	 seq;		/* issue order */
@@ -54,16 +58,23 @@ void		 cred_phs_leave(struct cred_phs_pub *, const struct cred_phs *);
 /*
  * Writers (serialised by the publisher's mutex). A (sandbox, credential)
  * that has no placeholder gets one: fixed when fixed is not NULL, random
- * otherwise; one that has a random one where fixed is asked for, or
- * another fixed one, or a fixed one where random is asked for, gets a new
- * one and the old one becomes removed. One new snapshot for the whole
+ * otherwise (shaped when prefix is not NULL: prefix, then characters of
+ * alphabet up to len in all, unique among all issued); one that has a
+ * placeholder of another kind or shape than asked for, or another fixed
+ * one, gets a new one and the old one becomes removed. One new snapshot for the whole
  * batch. 0, or -1: out of memory, nothing changed.
  */
 struct cred_phs_want {
 	const char	*sandbox;
 	const char	*cred;
 	const char	*fixed;		/* NULL: random */
+	/* Random in a shape: prefix NULL for sg-ph- + 32 base32. */
+	const char	*prefix;	/* 1..CRED_PHS_PREFIX_MAX bytes */
+	size_t		 len;		/* in all, at most CRED_PHS_SHAPED_MAX */
+	const char	*alphabet;	/* static storage, 2..64 distinct bytes */
 };
+#define CRED_PHS_PREFIX_MAX	32
+#define CRED_PHS_SHAPED_MAX	128
 int		 cred_phs_issue(struct cred_phs_pub *,
 		    const struct cred_phs_want *, size_t n);
 /*
@@ -113,11 +124,16 @@ int		 cred_phs_match(const struct cred_phs *, const char *ph,
 /* The distinct fixed placeholders (not of the random form): i < n. */
 size_t		 cred_phs_n_fixed(const struct cred_phs *);
 const char	*cred_phs_fixed(const struct cred_phs *, size_t i, size_t *len);
+/* The distinct shapes of shaped placeholders: i < n; prefix and length. */
+size_t		 cred_phs_n_shapes(const struct cred_phs *);
+const char	*cred_phs_shape(const struct cred_phs *, size_t i, size_t *plen,
+		    size_t *len);
 /* 1 when some placeholder has the random form (search for the prefix). */
 int		 cred_phs_has_random(const struct cred_phs *);
 /*
  * How many of the last bytes end[0..m) could begin a placeholder: a proper
- * prefix of a fixed one, or of sg-ph- and base32 characters.
+ * prefix of a fixed one, of sg-ph- and base32 characters, or of a shape's
+ * prefix and characters of its alphabet.
  */
 size_t		 cred_phs_holdback(const struct cred_phs *, const char *end,
 		    size_t m);

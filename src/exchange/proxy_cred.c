@@ -56,6 +56,10 @@ want_sandbox_cb(const char *id, const char *policy_name, void *arg)
 		w->cred = cv[i]->name;
 		/* A fixed placeholder is for static sandboxes; launched ones get their own. */
 		w->fixed = ws->dynamic ? NULL : cv[i]->placeholder;
+		/* placeholder_shape: every sandbox's in it (never with fixed). */
+		w->prefix = cv[i]->shape_prefix;
+		w->len = cv[i]->shape_length;
+		w->alphabet = cv[i]->shape_alphabet;
 	}
 }
 
@@ -528,8 +532,9 @@ body_has(const struct cred_phs *ps, struct evbuffer *buf, size_t n,
 	char cand[VAULT_PLACEHOLDER_LEN];
 	const size_t pl = sizeof(VAULT_PLACEHOLDER_PREFIX) - 1;
 	struct evbuffer_ptr pos, end;
+	char scand[CRED_PHS_SHAPED_MAX];
 	const char *fx;
-	size_t i, fl;
+	size_t i, fl, pl2;
 
 	if (evbuffer_ptr_set(buf, &end, n, EVBUFFER_PTR_SET) == -1)
 		return 0;
@@ -548,6 +553,21 @@ body_has(const struct cred_phs *ps, struct evbuffer *buf, size_t n,
 			break;
 		pos = evbuffer_search_range(buf, VAULT_PLACEHOLDER_PREFIX, pl,
 		    &pos, &end);
+	}
+	/* Each shape's prefix, then its length looked up. */
+	for (i = 0; (fx = cred_phs_shape(ps, i, &pl2, &fl)) != NULL; i++) {
+		pos = evbuffer_search_range(buf, fx, pl2, NULL, &end);
+		while (pos.pos != -1) {
+			if ((size_t)pos.pos + fl <= n &&
+			    evbuffer_copyout_from(buf, &pos, scand, fl) ==
+			    (ev_ssize_t)fl &&
+			    cred_phs_match(ps, scand, fl, found_cb, f) > 0)
+				return 1;
+			if (evbuffer_ptr_set(buf, &pos, 1, EVBUFFER_PTR_ADD) ==
+			    -1)
+				break;
+			pos = evbuffer_search_range(buf, fx, pl2, &pos, &end);
+		}
 	}
 	/* The few fixed ones, each. */
 	for (i = 0; (fx = cred_phs_fixed(ps, i, &fl)) != NULL; i++)

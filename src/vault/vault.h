@@ -69,6 +69,13 @@ int		 vault_check(struct vault *, const char *name, const char **errstr);
  */
 #define VAULT_PLACEHOLDER_LEN	(sizeof(VAULT_PLACEHOLDER_PREFIX) - 1 + 32)
 void		 vault_placeholder_new(char *out);
+/*
+ * A shaped placeholder (a credential's placeholder_shape): prefix, then
+ * len - strlen(prefix) characters drawn uniformly from alphabet (at most
+ * 64 distinct characters) by a CSPRNG. out must hold len + 1.
+ */
+void		 vault_placeholder_shaped(char *out, const char *prefix,
+		    size_t len, const char *alphabet);
 
 /*
  * Secrets loaded for the gateway: a snapshot of the values it needs,

@@ -177,6 +177,40 @@ vault_placeholder_new(char *out)
 	out[pfx + 32] = '\0';
 }
 
+/* n random bytes from the CSPRNG; no weak fallback. */
+static void
+ph_random(unsigned char *r, size_t n)
+{
+	if (RAND_bytes(r, (int)n) != 1) {
+		ERR_clear_error();
+		if (getrandom(r, n, 0) != (ssize_t)n)
+			abort();
+	}
+}
+
+void
+vault_placeholder_shaped(char *out, const char *prefix, size_t len,
+    const char *alphabet)
+{
+	unsigned char r[64];
+	size_t i = strlen(prefix), k = strlen(alphabet), j = sizeof(r);
+	/* Bytes at or above lim would favour the first characters. */
+	unsigned int lim = 256 - 256 % (unsigned int)k;
+
+	memcpy(out, prefix, i);
+	while (i < len) {
+		if (j == sizeof(r)) {
+			ph_random(r, sizeof(r));
+			j = 0;
+		}
+		if (r[j] < lim)
+			out[i++] = alphabet[r[j] % k];
+		j++;
+	}
+	out[len] = '\0';
+	OPENSSL_cleanse(r, sizeof(r));
+}
+
 /* ------------------------------------------------------------ matching */
 
 /*

@@ -70,6 +70,7 @@ JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "credentials"}
 CRED_KEYS = {"name", "secret", "hosts", "headers", "query", "exclusive", "env",
+             "placeholder_shape",
              "placeholder", "swapped", "not_swapped", "require", "scope"}
 
 
@@ -129,8 +130,8 @@ class ExplainCredentialsTest(unittest.TestCase):
             "secret": "llm-prod", "hosts": ["api.llm.test"],
             "headers": ["Authorization"], "query": False, "exclusive": True,
             "env": "LLM_API_KEY", "placeholder": "per-sandbox",
-            "swapped": True, "not_swapped": None, "require": False,
-            "scope": None}])
+            "placeholder_shape": None, "swapped": True, "not_swapped": None,
+            "require": False, "scope": None}])
         self.assertIsNone(doc["methods"])
         self.assertIsNone(doc["paths"])
         # a fixed placeholder is said to be fixed, never printed

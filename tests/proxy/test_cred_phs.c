@@ -3,8 +3,10 @@
  * (sandbox, credential), the prefix search across many placeholders as
  * written, %-escaped, in Basic credentials and in any case, fixed
  * placeholders shared by several sandboxes, the hold-back, forgetting
- * (removed ones stay found, the oldest beyond the bound go), and readers
- * that hold a snapshot while writers replace it (run it under ASan).
+ * (removed ones stay found, the oldest beyond the bound go), readers
+ * that hold a snapshot while writers replace it (run it under ASan), and
+ * shaped placeholders (issue 25 point 3): their shape, uniqueness, search,
+ * hold-back and removal.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -54,11 +56,19 @@ search(const struct cred_phs *s, const char *buf, int flags, struct hits *h)
 	return h->n;
 }
 
+/* e is sg-ph- and 32 base32. */
+static int
+regular_random(const struct cred_ph *e)
+{
+	return e != NULL && e->phlen == VAULT_PLACEHOLDER_LEN &&
+	    e->alphabet == NULL && strncmp(e->ph, "sg-ph-", 6) == 0;
+}
+
 static int
 issue1(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
     const char *fixed)
 {
-	struct cred_phs_want w = { sandbox, cred, fixed };
+	struct cred_phs_want w = { sandbox, cred, fixed, NULL, 0, NULL };
 
 	return cred_phs_issue(pub, &w, 1);
 }
@@ -80,10 +90,13 @@ test_lookup_and_forms(void)
 {
 	struct cred_phs_pub *pub = cred_phs_pub_new();
 	struct cred_phs_want w[] = {
-		{ "box-a", "echo", NULL }, { "box-a", "fixed", FIXED },
-		{ "box-a", "frnd", FIXED_RND }, { "box-b", "echo", NULL },
-		{ "box-b", "fixed", FIXED }, { "box-b", "frnd", FIXED_RND },
-		{ "box-a", "echo", NULL },	/* twice in one batch: once */
+		{ "box-a", "echo", NULL, NULL, 0, NULL },
+		{ "box-a", "fixed", FIXED, NULL, 0, NULL },
+		{ "box-a", "frnd", FIXED_RND, NULL, 0, NULL },
+		{ "box-b", "echo", NULL, NULL, 0, NULL },
+		{ "box-b", "fixed", FIXED, NULL, 0, NULL },
+		{ "box-b", "frnd", FIXED_RND, NULL, 0, NULL },
+		{ "box-a", "echo", NULL, NULL, 0, NULL },	/* twice in one batch: once */
 	};
 	const struct cred_phs *s;
 	const struct cred_ph *a, *b;
@@ -307,9 +320,10 @@ test_static_set(void)
 {
 	struct cred_phs_pub *pub = cred_phs_pub_new();
 	struct cred_phs_want two[] = {
-		{ "st-a", "echo", NULL }, { "st-b", "echo", NULL },
-		{ "st-b", "fixed", FIXED },
-	}, one[] = { { "st-a", "echo", NULL } };
+		{ "st-a", "echo", NULL, NULL, 0, NULL },
+		{ "st-b", "echo", NULL, NULL, 0, NULL },
+		{ "st-b", "fixed", FIXED, NULL, 0, NULL },
+	}, one[] = { { "st-a", "echo", NULL, NULL, 0, NULL } };
 	const struct cred_phs *s;
 	char pa[64], pb[64], pd[64], px[64];
 	struct hits h;
@@ -340,6 +354,266 @@ test_static_set(void)
 	CHECK_INT(issue1(pub, "st-b", "echo", NULL), 0);
 	CHECK(strcmp(ph_of(pub, "st-b", "echo", px), pb) != 0);
 	cred_phs_pub_free(pub);
+}
+
+/* ------------------------------------------------------------ shaped */
+
+#define B62	"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#define HEX	"0123456789abcdef"
+
+static int
+issue_shaped(struct cred_phs_pub *pub, const char *sandbox, const char *cred,
+    const char *prefix, size_t len, const char *alphabet)
+{
+	struct cred_phs_want w = { sandbox, cred, NULL, prefix, len, alphabet };
+
+	return cred_phs_issue(pub, &w, 1);
+}
+
+/* 1 when ph is prefix and len - strlen(prefix) characters of alphabet. */
+static int
+has_shape(const char *ph, const char *prefix, size_t len, const char *alphabet)
+{
+	size_t i, pl = strlen(prefix);
+
+	if (strlen(ph) != len || strncmp(ph, prefix, pl) != 0)
+		return 0;
+	for (i = pl; i < len; i++)
+		if (strchr(alphabet, ph[i]) == NULL)
+			return 0;
+	return 1;
+}
+
+static int
+strp_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The generator: the shape, every character of the alphabet used. */
+static void
+test_shaped_gen(void)
+{
+	char ph[CRED_PHS_SHAPED_MAX + 1];
+	int seen[256] = { 0 };
+	size_t i, j, n = 0;
+
+	for (i = 0; i < 2000; i++) {
+		vault_placeholder_shaped(ph, "ghp_", 40, B62);
+		CHECK(has_shape(ph, "ghp_", 40, B62));
+		for (j = 4; j < 40; j++)
+			seen[(unsigned char)ph[j]]++;
+	}
+	for (i = 0; i < 256; i++)
+		if (seen[i] > 0)
+			n++;
+	CHECK_INT(n, 62);
+	/* 72,000 draws of 62: each about 1161 times; far off means bias. */
+	for (i = 0; B62[i] != '\0'; i++)
+		CHECK_MSG(seen[(unsigned char)B62[i]] > 900 &&
+		    seen[(unsigned char)B62[i]] < 1450, "%c: %d", B62[i],
+		    seen[(unsigned char)B62[i]]);
+	vault_placeholder_shaped(ph, "sk-", 128, HEX);
+	CHECK(has_shape(ph, "sk-", 128, HEX));
+}
+
+static void
+test_shaped(void)
+{
+	struct cred_phs_pub *pub = cred_phs_pub_new();
+	const struct cred_phs *s;
+	const struct cred_ph *a, *b, *x;
+	char id[32], buf[512], up[64], b64[128], old[64], **all;
+	size_t i, n = 2000, k, held;
+	struct hits h;
+
+	for (i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "dyn-%zu", i);
+		CHECK_INT(issue_shaped(pub, id, "gh", "ghp_", 40, B62), 0);
+		CHECK_INT(issue1(pub, id, "echo", NULL), 0);
+	}
+	CHECK_INT(issue_shaped(pub, "dyn-0", "hexy", "sk-", 35, HEX), 0);
+	CHECK_INT(issue1(pub, "static", "fixed", FIXED), 0);
+	s = cred_phs_enter(pub);
+	CHECK_INT(cred_phs_n_shapes(s), 2);
+	/* Every one in its shape, and no two alike. */
+	all = calloc(n, sizeof(*all));
+	for (i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "dyn-%zu", i);
+		a = cred_phs_get(s, id, "gh");
+		CHECK(a != NULL && has_shape(a->ph, "ghp_", 40, B62));
+		CHECK_INT(a->phlen, 40);
+		all[i] = (char *)a->ph;
+	}
+	qsort(all, n, sizeof(*all), strp_cmp);
+	for (i = 1; i < n; i++)
+		CHECK(strcmp(all[i - 1], all[i]) != 0);
+	free(all);
+	a = cred_phs_get(s, "dyn-7", "gh");
+	b = cred_phs_get(s, "dyn-0", "hexy");
+	CHECK(b != NULL && has_shape(b->ph, "sk-", 35, HEX));
+	CHECK(regular_random(cred_phs_get(s, "dyn-7", "echo")));
+
+	/* Exact strings: one entry each. */
+	CHECK_INT(cred_phs_owned(s, "dyn-7", a->ph, a->phlen), 1);
+	CHECK_INT(cred_phs_owned(s, "dyn-8", a->ph, a->phlen), 0);
+	CHECK_INT(cred_phs_owned(s, "dyn-0", b->ph, b->phlen), 1);
+	/* As written: a header value, a body, a query. */
+	snprintf(buf, sizeof(buf), "token %s", a->ph);
+	CHECK_INT(search(s, buf, CRED_PHS_VALUE, &h), 1);
+	CHECK(h.v[0] == a);
+	snprintf(buf, sizeof(buf), "{\"k\":\"%s\",\"h\":\"%s\"}", a->ph, b->ph);
+	CHECK_INT(search(s, buf, 0, &h), 2);
+	CHECK(h.v[0] == a && h.v[1] == b);
+	snprintf(buf, sizeof(buf), "/x?q=%s&r=1", a->ph);
+	CHECK_INT(search(s, buf, CRED_PHS_VALUE, &h), 1);
+	/* %-escaped, and inside Basic. */
+	snprintf(buf, sizeof(buf), "/x?q=%%67hp_%s", a->ph + 4);
+	CHECK_INT(search(s, buf, CRED_PHS_VALUE, &h), 1);
+	CHECK_INT(search(s, buf, 0, &h), 0);
+	snprintf(buf, sizeof(buf), "x-access-token:%s", a->ph);
+	b64[vault_b64_encode((const unsigned char *)buf, strlen(buf),
+	    VAULT_B64_STD, 1, b64)] = '\0';
+	snprintf(buf, sizeof(buf), "Basic %s", b64);
+	CHECK_INT(search(s, buf, CRED_PHS_VALUE, &h), 1);
+	CHECK(h.v[0] == a);
+	/* A host name, any case. */
+	for (i = 0; a->ph[i] != '\0'; i++)
+		up[i] = (char)(a->ph[i] >= 'a' && a->ph[i] <= 'z' ?
+		    a->ph[i] - 32 : a->ph[i] >= 'A' && a->ph[i] <= 'Z' ?
+		    a->ph[i] + 32 : a->ph[i]);
+	up[i] = '\0';
+	snprintf(buf, sizeof(buf), "x.%s.evil.test", up);
+	CHECK_INT(search(s, buf, CRED_PHS_FOLD, &h), 1);
+	CHECK(h.v[0] == a);
+	CHECK_INT(search(s, buf, 0, &h), 0);
+	/* Not it: cut short, one character changed, an unissued one. */
+	snprintf(buf, sizeof(buf), "%.39s", a->ph);
+	CHECK_INT(search(s, buf, 0, &h), 0);
+	snprintf(buf, sizeof(buf), "%s", a->ph);
+	buf[20] = buf[20] == 'A' ? 'B' : 'A';
+	CHECK_INT(search(s, buf, 0, &h), 0);
+	CHECK_INT(search(s, "ghp_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA ghp_", 0,
+	    &h), 0);
+	/* After a decoy prefix and inside a longer run of the alphabet. */
+	snprintf(buf, sizeof(buf), "ghp_ghp_%s", a->ph);
+	CHECK_INT(search(s, buf, 0, &h), 1);
+
+	/* Hold-back: what could begin one, and every split point joins. */
+	CHECK_INT(cred_phs_holdback(s, "abc g", 5), 1);
+	CHECK_INT(cred_phs_holdback(s, "abc ghp", 7), 3);
+	CHECK_INT(cred_phs_holdback(s, "abc ghp_Zz9", 11), 7);
+	CHECK_INT(cred_phs_holdback(s, "abc ghp_Zz-", 11), 0);
+	CHECK_INT(cred_phs_holdback(s, "abc sk-0f", 9), 5);
+	CHECK_INT(cred_phs_holdback(s, "abc sk-0F", 9), 0);
+	snprintf(buf, sizeof(buf), "data=%s;", a->ph);
+	CHECK_INT(cred_phs_holdback(s, buf, strlen(buf)), 0);
+	for (k = 6; k < 5 + 40; k++) {
+		/* The first k bytes arrive: the placeholder's part waits. */
+		held = cred_phs_holdback(s, buf, k);
+		CHECK_MSG(held >= k - 5, "split at %zu: held %zu", k, held);
+		/* What went on holds no part of it; the rest completes it. */
+		CHECK_INT(search(s, buf + k - held, 0, &h), 1);
+	}
+	snprintf(old, sizeof(old), "%s", a->ph);
+	cred_phs_leave(pub, s);
+
+	/* Removed: still found, no longer its own. */
+	CHECK_INT(cred_phs_forget(pub, "dyn-7"), 0);
+	s = cred_phs_enter(pub);
+	CHECK_INT(search(s, old, 0, &h), 1);
+	CHECK(!cred_phs_mine(s, h.v[0], "dyn-7"));
+	CHECK_INT(cred_phs_owned(s, "dyn-7", old, strlen(old)), 0);
+	cred_phs_leave(pub, s);
+	/* A reload that changes the shape: a new one, the old one removed. */
+	CHECK_INT(issue_shaped(pub, "dyn-0", "hexy", "sk-", 40, HEX), 0);
+	CHECK_INT(issue_shaped(pub, "dyn-1", "gh", "ghp_", 40, B62), 0);
+	s = cred_phs_enter(pub);
+	x = cred_phs_get(s, "dyn-0", "hexy");
+	CHECK(x != NULL && has_shape(x->ph, "sk-", 40, HEX));
+	CHECK_INT(cred_phs_n_shapes(s), 3);
+	cred_phs_leave(pub, s);
+	/* ... to the sg-ph- form, then back. */
+	CHECK_INT(issue1(pub, "dyn-2", "gh", NULL), 0);
+	s = cred_phs_enter(pub);
+	CHECK(regular_random(cred_phs_get(s, "dyn-2", "gh")));
+	cred_phs_leave(pub, s);
+	CHECK_INT(issue_shaped(pub, "dyn-2", "gh", "ghp_", 40, B62), 0);
+	s = cred_phs_enter(pub);
+	CHECK(has_shape(cred_phs_get(s, "dyn-2", "gh")->ph, "ghp_", 40, B62));
+	cred_phs_leave(pub, s);
+	/* Shapes nobody holds any more leave the list. */
+	for (i = 0; i < CRED_PHS_REMOVED_MAX + 10; i++) {
+		snprintf(id, sizeof(id), "gone-%zu", i);
+		CHECK_INT(issue1(pub, id, "echo", NULL), 0);
+		CHECK_INT(cred_phs_forget(pub, id), 0);
+	}
+	s = cred_phs_enter(pub);
+	CHECK_INT(cred_phs_n_shapes(s), 2);
+	CHECK_INT(search(s, old, 0, &h), 0);
+	cred_phs_leave(pub, s);
+	cred_phs_pub_free(pub);
+}
+
+/*
+ * What a search costs with 10,000 sandboxes: a 64 KiB body of text, without
+ * and with one shape, and a body packed with tokens of the shape that are
+ * not issued (each one hashed and looked up). Printed, not bounded.
+ */
+static double	now_s(void);
+
+static double
+search_rate(const struct cred_phs *s, const char *buf, size_t n)
+{
+	double t0 = now_s(), t;
+	int i, rounds = 200;
+
+	for (i = 0; i < rounds; i++)
+		CHECK_INT(cred_phs_search(s, buf, n, 0, stop_cb, NULL), 0);
+	t = now_s() - t0;
+	return (double)n * rounds / t / 1e6;
+}
+
+static void
+test_shaped_cost(void)
+{
+	struct cred_phs_pub *pub = cred_phs_pub_new(), *pub2 = cred_phs_pub_new();
+	const struct cred_phs *s, *s2;
+	char id[32], tok[41], *text, *packed;
+	size_t i, n = 64 * 1024;
+	double plain, shaped, worst;
+
+	for (i = 0; i < 10000; i++) {
+		snprintf(id, sizeof(id), "dyn-%zu", i);
+		CHECK_INT(issue1(pub, id, "echo", NULL), 0);
+		CHECK_INT(issue1(pub2, id, "echo", NULL), 0);
+		CHECK_INT(issue_shaped(pub2, id, "gh", "ghp_", 40, B62), 0);
+	}
+	text = malloc(n + 1);
+	packed = malloc(n + 1);
+	for (i = 0; i < n; i++)
+		text[i] = "the quick brown fox jumps over the lazy dog, "
+		    "{\"k\": 12} "[i % 56];
+	for (i = 0; i + 41 <= n; i += 41) {
+		vault_placeholder_shaped(tok, "ghp_", 40, B62);
+		memcpy(packed + i, tok, 40);
+		packed[i + 40] = ' ';
+	}
+	memset(packed + i, ' ', n - i);
+	s = cred_phs_enter(pub);
+	plain = search_rate(s, text, n);
+	cred_phs_leave(pub, s);
+	s2 = cred_phs_enter(pub2);
+	shaped = search_rate(s2, text, n);
+	worst = search_rate(s2, packed, n);
+	cred_phs_leave(pub2, s2);
+	printf("search, 10,000 sandboxes, 64 KiB: sg-ph- only %.0f MB/s; "
+	    "with one shape %.0f MB/s; packed with ghp_ tokens not issued "
+	    "%.0f MB/s\n", plain, shaped, worst);
+	free(text);
+	free(packed);
+	cred_phs_pub_free(pub);
+	cred_phs_pub_free(pub2);
 }
 
 /* ------------------------------------------------------------ memory */
@@ -581,6 +855,9 @@ main(void)
 	test_many();
 	test_forget();
 	test_static_set();
+	test_shaped_gen();
+	test_shaped();
+	test_shaped_cost();
 	test_memory();
 	test_readers();
 	test_hold();
