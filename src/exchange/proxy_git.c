@@ -35,16 +35,20 @@ hexdig(char c)
 static int
 is_receive_pack(const struct http_request *req)
 {
-	const struct http_header *ct;
+	const struct http_header *h;
 	const char *p = req->path.p, *q;
 	char dec[512];
 	size_t n = 0, i, len = req->path.len, sl = strlen(GIT_SERVICE);
 	int hi, lo;
 
-	ct = http_header_find(req->headers, req->n_headers, "Content-Type");
-	if (ct != NULL && ct->value.len >= strlen(GIT_CTYPE) &&
-	    strncasecmp(ct->value.p, GIT_CTYPE, strlen(GIT_CTYPE)) == 0)
-		return 1;
+	/* Every Content-Type: origins differ in which of two they read. */
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (http_header_is(h, "Content-Type") &&
+		    h->value.len >= strlen(GIT_CTYPE) &&
+		    strncasecmp(h->value.p, GIT_CTYPE, strlen(GIT_CTYPE)) == 0)
+			return 1;
+	}
 	if ((q = memchr(p, '?', len)) != NULL)
 		len = (size_t)(q - p);
 	/* Only the tail matters: decode the last bytes of the path. */
@@ -66,7 +70,8 @@ void
 git_prepare(struct exchange *s, const struct http_request *req)
 {
 	struct policy_rule_scope sc;
-	const struct http_header *ce;
+	const struct http_header *h;
+	size_t i;
 
 	s->fwd.git_hold = 0;
 	if (s->c->kind == KIND_INGRESS || s->pol == NULL ||
@@ -74,10 +79,12 @@ git_prepare(struct exchange *s, const struct http_request *req)
 	    req->framing == HTTP_BODY_NONE || !is_receive_pack(req))
 		return;
 	s->fwd.git_hold = GIT_HOLD;
-	ce = http_header_find(req->headers, req->n_headers, "Content-Encoding");
-	if (ce != NULL && !(ce->value.len == 8 &&
-	    strncasecmp(ce->value.p, "identity", 8) == 0))
-		s->fwd.git_hold = GIT_HOLD_ENCODED;
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (http_header_is(h, "Content-Encoding") && !(h->value.len == 8 &&
+		    strncasecmp(h->value.p, "identity", 8) == 0))
+			s->fwd.git_hold = GIT_HOLD_ENCODED;
+	}
 }
 
 static void

@@ -355,6 +355,69 @@ class GitPushRefsTest(unittest.TestCase):
         self.assertTrue(self.gw.wait_audit(decision="deny",
             reason="git-ref-denied"))
 
+    def raw_post(self, path, body, headers=()):
+        """A hand-made receive-pack POST through the gateway with curl."""
+        bodyf = os.path.join(self.td.path, "raw-body")
+        with open(bodyf, "wb") as f:
+            f.write(body)
+        args = ["--http1.1", "-X", "POST", "--data-binary", "@" + bodyf]
+        if not any(h.lower().startswith("content-type:") for h in headers):
+            args += ["-H", "Content-Type: application/octet-stream"]
+        if self.SCHEME == "https":
+            args += ["--cacert", self.genv["GIT_SSL_CAINFO"]]
+        for h in headers:
+            args += ["-H", h]
+        return T.curl("%s://%s:%d%s" % (self.SCHEME, HOST, self.origin.port,
+            path), proxy=self.gw.url, args=args, tmp=self.td.path)
+
+    def test_08_hand_made_requests(self):
+        main = self.origin_ref("refs/heads/main")
+        bot = self.origin_ref("refs/heads/bot/x") or "1" * 40
+
+        def pkt(line):
+            return b"%04x" % (len(line) + 4) + line
+
+        to_main = pkt(("%s %s refs/heads/main\0report-status\n" % (
+            main, bot)).encode()) + b"0000"
+        to_bot = pkt(("%s %s refs/heads/bot/raw\0report-status\n" % (
+            "0" * 40, main)).encode()) + b"0000"
+        cases = [
+            # (what, path, body, extra headers)
+            ("escaped path", "/repo.git/git-receive-pac%6B", to_main, ()),
+            ("trailing slash, query", "/repo.git/git-receive-pack/?x=1",
+                to_main, ()),
+            ("content-type alone", "/repo.git/elsewhere", to_main,
+                ("Content-Type: application/x-git-receive-pack-request",)),
+            ("second content-type", "/repo.git/elsewhere", to_main,
+                ("Content-Type: text/plain", "Content-Type: "
+                 "application/x-git-receive-pack-request")),
+            ("encoded body", "/repo.git/git-receive-pack", to_bot,
+                ("Content-Encoding: gzip",)),
+            ("push certificate", "/repo.git/git-receive-pack",
+                pkt(b"push-cert\0report-status\n") + b"0000", ()),
+            ("malformed list", "/repo.git/git-receive-pack",
+                pkt(b"not a command\n") + b"0000", ()),
+            ("list cut short", "/repo.git/git-receive-pack", to_bot[:30], ()),
+        ]
+        for what, path, body, hdrs in cases:
+            with self.subTest(what):
+                since = len(self.origin.seen())
+                ids = self.denied_ids()
+                r = self.raw_post(path, body, hdrs)
+                self.assertEqual(r.status, 403, (r.rc, r.stderr, r.body))
+                self.assertEqual(r.header("X-Sandgate-Reason"),
+                    "git-ref-denied")
+                self.assertEqual(self.origin.seen()[since:], [])
+                self.assertTrue(self.gw.wait_audit(decision="deny",
+                    reason="git-ref-denied",
+                    pred=lambda x: x["id"] not in ids))
+        self.assertEqual(self.origin_ref("refs/heads/main"), main)
+        self.assertIsNone(self.origin_ref("refs/heads/bot/raw"))
+        # The same hand-made request to an allowed ref reaches the origin.
+        since = len(self.origin.seen())
+        r = self.raw_post("/repo.git/git-receive-pack", to_bot)
+        self.assertEqual(len(self.posts_since(since)), 1, (r.status, r.body))
+
     def test_07_policy_explain_shows_git(self):
         r = T.run_sandgate("policy", "explain", "-c", self.gw.cfg_path,
             "--sandbox", "pushbox", "--format", "json",
