@@ -330,6 +330,12 @@ explain_text(const struct explain *e)
 		text_list(e->scope.paths, e->scope.n_paths, "any");
 		putchar('\n');
 	}
+	if (e->has_scope && e->scope.git) {
+		fputs("git push: refs ", stdout);
+		text_list(e->scope.git_push, e->scope.n_git_push, "none");
+		printf("; delete: %s (other refs: refused, git-ref-denied)\n",
+		    e->scope.git_delete ? "yes" : "no");
+	}
 	for (i = 0; i < e->n_bound; i++)
 		explain_text_cred(e, e->bound[i]);
 	if (e->n_bound == 0 && !e->t->is_ip)
@@ -423,6 +429,14 @@ explain_json(const struct explain *e)
 	json_list(e->scope.methods, e->has_scope ? e->scope.n_methods : 0, 1);
 	printf(",\"paths\":");
 	json_list(e->scope.paths, e->has_scope ? e->scope.n_paths : 0, 1);
+	printf(",\"git\":");
+	if (e->has_scope && e->scope.git) {
+		printf("{\"push\":");
+		json_list(e->scope.git_push, e->scope.n_git_push, 0);
+		printf(",\"delete\":%s}", e->scope.git_delete ? "true" :
+		    "false");
+	} else
+		fputs("null", stdout);
 	printf(",\"credentials\":[");
 	for (i = 0; i < e->n_bound; i++) {
 		if (i > 0)

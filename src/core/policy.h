@@ -209,11 +209,24 @@ struct policy_rule_scope {
 	const char *const *paths;	/* globs, as policy_path matches them */
 	size_t		 n_paths;
 	enum policy_tls	 tls;
+	int		 git;		/* the rule has a git: key */
+	const char *const *git_push;	/* ref globs ('*' matches '/' too) */
+	size_t		 n_git_push;
+	int		 git_delete;
 };
 /* The scope of the allow rule named rule ("POLICY:allow[N]"); -1 for any
  * other name (a deny rule, default-deny, ...). policy_scope.c */
 int	policy_rule_scope(const struct policy *, const char *rule,
 	    struct policy_rule_scope *out);
+/*
+ * 1 when a git push under scope may do op to ref[0..len): the ref matches
+ * one of its push globs, and a delete needs delete: true. policy_scope.c
+ */
+#define POLICY_GIT_CREATE	0
+#define POLICY_GIT_UPDATE	1
+#define POLICY_GIT_DELETE	2
+int	policy_git_ref_allowed(const struct policy_rule_scope *scope, int op,
+	    const char *ref, size_t len);
 /* Static sandboxes: calls cb(sandbox id, policy name) for each. */
 void	policy_foreach_sandbox(const struct policy *,
 	    void (*cb)(const char *id, const char *policy, void *arg), void *arg);

@@ -29,6 +29,10 @@ struct policy_rule {
 	size_t		 n_paths;
 	enum policy_tls	 tls;
 	int		 opaque;
+	int		 git;		/* a git: key: pushes are read (proxy_git.c) */
+	char		**git_push;	/* ref globs a push may update; n == 0: none */
+	size_t		 n_git_push;
+	int		 git_delete;	/* a push may delete those refs */
 	const char	*file;		/* points into struct policy's files[] */
 	int		 line, col;
 };

@@ -20,6 +20,7 @@
 #include "core/hash.h"
 #include "core/policy_int.h"
 #include "core/yaml_tree.h"
+#include "parse/pktline.h"
 
 #define PL_MAX_FILES		4096
 #define PL_MAX_PATH		4096
@@ -455,13 +456,72 @@ pl_paths(struct pload *l, const struct ynode *n, struct policy_rule *r)
 	return 0;
 }
 
+/* A git: ref glob: "refs/..." (or "*..."), no spaces, controls or '?'. */
+static int
+pl_ref_glob(struct pload *l, const struct ynode *it, const char *s)
+{
+	char esc[80];
+	size_t i;
+
+	ycheck_esc(s, esc, sizeof(esc));
+	if (strncmp(s, "refs/", 5) != 0 && s[0] != '*') {
+		ycheck_err(&l->c, it, "git: push: \"%s\": a ref glob starts "
+		    "with \"refs/\" (e.g. refs/heads/bot/*)", esc);
+		return -1;
+	}
+	for (i = 0; s[i] != '\0'; i++)
+		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f) {
+			ycheck_err(&l->c, it, "git: push: \"%s\": a ref glob "
+			    "has no spaces or control characters", esc);
+			return -1;
+		}
+	return 0;
+}
+
+/* git: { push: [ref globs], delete: bool } (docs/policy.md, "git"). */
+static void
+pl_git(struct pload *l, const struct ynode *n, struct policy_rule *r)
+{
+	const struct ynode *c, *it;
+	const char *s;
+	size_t cnt;
+
+	r->git = 1;
+	if (ycheck_is(&l->c, n, YNODE_MAP, "git") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "push") == 0) {
+			if ((cnt = pl_list(l, c, "git: push", 0)) == 0)
+				continue;
+			if ((r->git_push = pl_array(l, c, cnt,
+			    sizeof(char *))) == NULL)
+				continue;
+			PL_FOREACH(it, c) {
+				if (ycheck_str(&l->c, it, "git: push",
+				    PKTLINE_REF_MAX, &s) == -1 ||
+				    pl_ref_glob(l, it, s) == -1)
+					continue;
+				if ((r->git_push[r->n_git_push] =
+				    pl_strdup(l, it, s)) != NULL)
+					r->n_git_push++;
+			}
+		} else if (strcmp(c->key->str, "delete") == 0)
+			ycheck_bool(&l->c, c, "git: delete", &r->git_delete);
+		else
+			ycheck_unknown_of(&l->c, c, "git", "push|delete");
+	}
+	if (ynode_map_get(n, "push") == NULL)
+		ycheck_err(&l->c, n, "git: push is required (the ref globs a "
+		    "push may update, e.g. [refs/heads/bot/*])");
+}
+
 static void
 pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
     int allow)
 {
 	const char *what = allow ? "allow rule" : "deny rule";
 	const struct ynode *c, *host = NULL, *cidr = NULL, *ports = NULL;
-	const struct ynode *opaque = NULL, *inspect = NULL;
+	const struct ynode *opaque = NULL, *inspect = NULL, *git = NULL;
 	const char *s;
 
 	r->file = l->c.file;
@@ -500,14 +560,17 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 		} else if (allow && strcmp(s, "opaque") == 0) {
 			ycheck_bool(&l->c, c, "opaque", &r->opaque);
 			opaque = c;
+		} else if (allow && strcmp(s, "git") == 0) {
+			pl_git(l, c, r);
+			git = c;
 		}
 		else if (!allow && (strcmp(s, "tls") == 0 ||
-		    strcmp(s, "opaque") == 0))
+		    strcmp(s, "opaque") == 0 || strcmp(s, "git") == 0))
 			ycheck_err(&l->c, c->key, "%s: only allow rules have "
 			    "this key", s);
 		else
 			ycheck_unknown_of(&l->c, c, what, allow ?
-			    "host|cidr|ports|methods|paths|tls|opaque" :
+			    "host|cidr|ports|methods|paths|tls|opaque|git" :
 			    "host|cidr|ports|methods|paths");
 	}
 	/*
@@ -518,6 +581,14 @@ pl_rule(struct pload *l, const struct ynode *n, struct policy_rule *r,
 		ycheck_err(&l->c, opaque->key, "opaque: true cannot go with "
 		    "methods: or paths: (opaque bytes have neither); write "
 		    "two rules");
+	/* A push in a passed-through TLS tunnel cannot be read. */
+	if (git != NULL && r->tls != POLICY_TLS_INTERCEPT)
+		ycheck_err(&l->c, git->key, "git: needs tls: intercept on this "
+		    "rule (a push inside a passed-through TLS connection cannot "
+		    "be read; plain HTTP is read either way)");
+	if (git != NULL && opaque != NULL && r->opaque)
+		ycheck_err(&l->c, opaque->key, "opaque: true cannot go with "
+		    "git: (opaque bytes are not read); write two rules");
 	if (host != NULL && cidr != NULL) {
 		ycheck_err(&l->c, cidr->key, "%s: has both host: and cidr:; "
 		    "write one rule for each", what);
@@ -1639,6 +1710,9 @@ pl_free_rules(struct policy_rule *r, size_t n)
 		for (j = 0; j < r[i].n_paths; j++)
 			free(r[i].paths[j]);
 		free(r[i].paths);
+		for (j = 0; j < r[i].n_git_push; j++)
+			free(r[i].git_push[j]);
+		free(r[i].git_push);
 	}
 	free(r);
 }

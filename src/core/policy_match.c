@@ -800,7 +800,8 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 	v->tls = r->tls;
 	v->opaque = r->opaque;
 	/* Also when a request-level deny rule could still apply. */
-	v->inspect = r->n_methods > 0 || r->n_paths > 0 || c.deferred;
+	v->inspect = r->n_methods > 0 || r->n_paths > 0 || r->git ||
+	    c.deferred;
 	return 1;
 }
 

@@ -1,7 +1,8 @@
 /*
  * What an allow rule limits, found by the name a verdict carries
  * ("POLICY:allow[N]"): its methods and paths, for `policy explain` to say
- * for which requests a credential is swapped. Read only; owns nothing.
+ * for which requests a credential is swapped; and which refs a git push
+ * may update under it (proxy_git.c). Read only; owns nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,27 @@ policy_rule_scope(const struct policy *p, const char *rule,
 		out->paths = (const char *const *)r->paths;
 		out->n_paths = r->n_paths;
 		out->tls = r->tls;
+		out->git = r->git;
+		out->git_push = (const char *const *)r->git_push;
+		out->n_git_push = r->n_git_push;
+		out->git_delete = r->git_delete;
 		return 0;
 	}
 	return -1;
+}
+
+int
+policy_git_ref_allowed(const struct policy_rule_scope *scope, int op,
+    const char *ref, size_t len)
+{
+	size_t i;
+
+	if (!scope->git)
+		return 1;
+	if (op == POLICY_GIT_DELETE && !scope->git_delete)
+		return 0;
+	for (i = 0; i < scope->n_git_push; i++)
+		if (policy_glob_match(scope->git_push[i], ref, len))
+			return 1;
+	return 0;
 }

@@ -68,6 +68,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_KEEPER_UNAVAILABLE] =	{ "keeper-unavailable", E, 503, FAIL },
 	[REASON_RELAY_ERROR] =		{ "relay-error", E, 502, FAIL },
 	[REASON_SYSCALL_REFUSED] =	{ "system-call-refused", E, 502, FAIL },
+	[REASON_GIT_REF_DENIED] =	{ "git-ref-denied", D, 403, NOT_ALLOWED },
 };
 
 const struct reason_info *

@@ -283,6 +283,12 @@ struct forward {
 	struct vault_scrubber	*scrub;		/* response scrubber for bound hosts */
 	int			 scrub_chunked;	/* scrubbed body re-framed as chunks */
 	int			 client_minor;	/* the client's HTTP/1.x */
+	/*
+	 * A git push under a rule with git: (proxy_git.c): GIT_HOLD while its
+	 * command list is read (head and body kept from the origin),
+	 * GIT_HOLD_ENCODED for a body that cannot be read; 0 otherwise.
+	 */
+	int			 git_hold;
 };
 
 /*
@@ -631,6 +637,18 @@ void		 forward_start(struct exchange *);
 /* The request's framing and keep-alive into s->fwd (proxy_request.c). */
 void		 forward_prepare(struct exchange *, const struct http_request *);
 void		 forward_client_read(struct exchange *);
+/*
+ * proxy_git.c: a git push under a rule with git: (docs/policy.md, "git").
+ * git_prepare sets s->fwd.git_hold from the decided request; git_gate,
+ * while it is set, reads the command list from the buffered body: 0 the
+ * push may go (the head is queued to the origin), 1 wait for more bytes,
+ * -1 refused (answered 403 git-ref-denied). Nothing reaches the origin
+ * before 0.
+ */
+#define GIT_HOLD		1
+#define GIT_HOLD_ENCODED	2
+void		 git_prepare(struct exchange *, const struct http_request *);
+int		 git_gate(struct exchange *);
 /* proxy_exchange.c */
 struct exchange	*exchange_new(void);
 struct event	*exchange_event_room(struct exchange *, int);

@@ -158,7 +158,10 @@ forward_start(struct exchange *s)
 	f->ip = s->o->bind.addr;	/* upstream_guard: bound, so there */
 	bufferevent_setcb(EXCHANGE_OBEV(s), origin_read_cb, origin_write_cb,
 	    origin_event_cb, s);
-	evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s)), f->head);
+	/* A held git push: its head waits for git_gate (proxy_git.c). */
+	if (!f->git_hold)
+		evbuffer_add_buffer(bufferevent_get_output(EXCHANGE_OBEV(s)),
+		    f->head);
 	exchange_stamp(s, &s->t.sent, NULL);
 	f->req_done = f->req_framing == HTTP_BODY_NONE;
 	bufferevent_enable(EXCHANGE_OBEV(s), EV_READ | EV_WRITE);
@@ -406,6 +409,10 @@ forward_client_read(struct exchange *s)
 	ssize_t n;
 	int done;
 
+	/* A git push's command list is read before anything goes on. */
+	if (f->git_hold && !f->req_done && EXCHANGE_OBEV(s) != NULL &&
+	    git_gate(s) != 0)
+		return;
 	if (s->is_stream) {
 		stream_client_read(s);
 		return;

@@ -238,5 +238,6 @@ forward_prepare(struct exchange *s, const struct http_request *req)
 	f->upgrade = req->upgrade && !f->drop_upgrade;
 	f->client_keep_alive = req->keep_alive && !f->upgrade;
 	f->client_minor = req->version_minor;
+	git_prepare(s, req);
 }
 

@@ -173,6 +173,12 @@ tunnel_request(struct exchange *s, const struct http_request *req, int n)
 	if (s->fwd.grpc) {
 		/* gRPC needs HTTP/2 to the origin (trailers). */
 		forward_prepare(s, req);
+		/* Its body would go to the origin unread. */
+		if (s->fwd.git_hold) {
+			exchange_deny(s, 403, REASON_GIT_REF_DENIED, "git push: "
+			    "a gRPC request is not read as a push");
+			return;
+		}
 		h2o_request(s, req, n, 1);
 		return;
 	}
@@ -188,7 +194,8 @@ tunnel_request(struct exchange *s, const struct http_request *req, int n)
 	 * the previous request's in this tunnel).
 	 */
 	(void)upstream_take(s);
-	if (s->is_stream && !upstream_reusable(s)) {
+	/* A held git push goes by HTTP/1.1: proxy_git.c reads its body. */
+	if (s->is_stream && !upstream_reusable(s) && !s->fwd.git_hold) {
 		/*
 		 * An HTTP/2 stream: HTTP/2 to the origin when it speaks it (an
 		 * HTTP/1.1 origin connection kept from an earlier stream's

@@ -417,6 +417,27 @@ static const struct err_case err_cases[] = {
 	    "        tls: intercept\n", 1, 5, 9, "only allow rules" },
 	{ "deny opaque", "policies:\n  - name: p\n    deny:\n      - cidr: "
 	    "1.0.0.0/8\n        opaque: true\n", 1, 5, 9, "only allow rules" },
+	{ "git no intercept", R "host: a.com\n        git: {push: "
+	    "[refs/heads/bot/*]}\n", 1, 5, 9, "git: needs tls: intercept" },
+	{ "git bad glob", R "host: a.com\n        tls: intercept\n        git:\n"
+	    "          push: [heads/bot]\n", 1, 7, 18, "starts with \"refs/\"" },
+	{ "git glob space", R "host: a.com\n        tls: intercept\n        git:\n"
+	    "          push: [\"refs/a b\"]\n", 1, 7, 18, "no spaces" },
+	{ "git no push", R "host: a.com\n        tls: intercept\n        git:\n"
+	    "          delete: true\n", 1, 7, 11, "push is required" },
+	{ "git delete yes", R "host: a.com\n        tls: intercept\n        git:\n"
+	    "          push: [refs/x]\n          delete: yes\n", 1, 8, 19,
+	    "expected true or false" },
+	{ "git unknown", R "host: a.com\n        tls: intercept\n        git:\n"
+	    "          push: [refs/x]\n          force: true\n", 1, 8, 11,
+	    "unknown key \"force\" in git" },
+	{ "git scalar", R "host: a.com\n        tls: intercept\n        git: "
+	    "refs/x\n", 1, 6, 14, "git: expected a mapping" },
+	{ "git opaque", R "host: a.com\n        tls: intercept\n        opaque: "
+	    "true\n        git: {push: [refs/x]}\n", 1, 6, 9,
+	    "cannot go with git:" },
+	{ "deny git", "policies:\n  - name: p\n    deny:\n      - host: a.com\n"
+	    "        git: {push: [refs/x]}\n", 1, 5, 9, "only allow rules" },
 	{ "allow not list", "policies:\n  - name: p\n    allow: a.com\n", 1,
 	    3, 12, "allow: expected a list" },
 
@@ -852,6 +873,60 @@ test_implicit_default(void)
 	diag_free(&d);
 }
 
+/* git: loaded, seen through the rule's scope, refs matched. */
+static void
+test_git(void)
+{
+	struct policy_rule_scope sc;
+	struct policy *p;
+	struct diag d;
+	const char *path;
+
+	diag_init(&d);
+	path = coretest_tmpfile("git.yaml", R "host: git.example.com\n"
+	    "        tls: intercept\n        git:\n          push: "
+	    "[\"refs/heads/bot/*\", refs/tags/v1]\n      - host: b.example.com\n"
+	    "        tls: intercept\n        git: {push: [\"refs/*\"], "
+	    "delete: true}\n      - host: c.example.com\n");
+	p = load_one(path, &d);
+	CHECK_MSG(p != NULL, "git policy did not load");
+	if (p == NULL) {
+		diag_free(&d);
+		return;
+	}
+	CHECK_INT(policy_rule_scope(p, "p:allow[0]", &sc), 0);
+	CHECK_INT(sc.git, 1);
+	CHECK_INT(sc.n_git_push, 2);
+	CHECK_STR(sc.git_push[0], "refs/heads/bot/*");
+	CHECK_INT(sc.git_delete, 0);
+	CHECK(policy_git_ref_allowed(&sc, POLICY_GIT_CREATE,
+	    "refs/heads/bot/x", 16));
+	CHECK(policy_git_ref_allowed(&sc, POLICY_GIT_UPDATE,
+	    "refs/heads/bot/a/b", 18));
+	CHECK(policy_git_ref_allowed(&sc, POLICY_GIT_UPDATE, "refs/tags/v1", 12));
+	CHECK(!policy_git_ref_allowed(&sc, POLICY_GIT_UPDATE, "refs/tags/v12",
+	    13));
+	CHECK(!policy_git_ref_allowed(&sc, POLICY_GIT_UPDATE,
+	    "refs/heads/main", 15));
+	CHECK(!policy_git_ref_allowed(&sc, POLICY_GIT_UPDATE, "refs/heads/bot",
+	    14));
+	CHECK(!policy_git_ref_allowed(&sc, POLICY_GIT_DELETE,
+	    "refs/heads/bot/x", 16));
+	/* A length that cuts the name: only those bytes are matched. */
+	CHECK(!policy_git_ref_allowed(&sc, POLICY_GIT_CREATE,
+	    "refs/heads/bot/x", 14));
+	CHECK_INT(policy_rule_scope(p, "p:allow[1]", &sc), 0);
+	CHECK_INT(sc.git_delete, 1);
+	CHECK(policy_git_ref_allowed(&sc, POLICY_GIT_DELETE,
+	    "refs/heads/main", 15));
+	CHECK_INT(policy_rule_scope(p, "p:allow[2]", &sc), 0);
+	CHECK_INT(sc.git, 0);
+	CHECK(policy_git_ref_allowed(&sc, POLICY_GIT_DELETE,
+	    "refs/heads/main", 15));
+	policy_unref(p);
+	diag_free(&d);
+}
+
 int
 main(void)
 {
@@ -867,5 +942,6 @@ main(void)
 	test_big();
 	test_example();
 	test_implicit_default();
+	test_git();
 	return check_summary();
 }

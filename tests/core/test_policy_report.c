@@ -158,6 +158,7 @@ test_relaxes(void)
 	CHECK(policy_verdict_report(&v, REASON_FOREIGN_CRED) == 0);
 	CHECK(policy_verdict_report(&v, REASON_IP_PROHIBITED) == 0);
 	CHECK(policy_verdict_report(&v, REASON_SNI_MISMATCH) == 0);
+	CHECK(policy_verdict_report(&v, REASON_GIT_REF_DENIED) == 0);
 	CHECK(v.report == REASON_NONE);
 	CHECK(policy_verdict_report(&v, REASON_PROTOCOL_DENY) == 1);
 	CHECK(policy_verdict_report(&v, REASON_POLICY_DENY) == 1);

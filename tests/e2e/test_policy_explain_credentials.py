@@ -68,7 +68,7 @@ credentials:
 
 JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
-             "credentials"}
+             "git", "credentials"}
 CRED_KEYS = {"name", "secret", "hosts", "headers", "query", "exclusive", "env",
              "placeholder_shape",
              "placeholder", "swapped", "not_swapped", "require", "scope"}
