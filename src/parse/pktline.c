@@ -5,22 +5,11 @@
  */
 #include <string.h>
 
+#include "core/util.h"
 #include "parse/pktline.h"
 
 #define PKT_HDR		4
 #define PKT_MAX		65520	/* LARGE_PACKET_MAX: git's longest pkt-line */
-
-static int
-hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /*
  * The pkt-line length at p[0..avail): checked digit by digit so a prefix
@@ -33,7 +22,7 @@ pkt_length(const uint8_t *p, size_t avail, size_t *plen)
 	int h;
 
 	for (i = 0; i < PKT_HDR && i < avail; i++) {
-		if ((h = hexval(p[i])) < 0)
+		if ((h = util_hexval(p[i])) < 0)
 			return -1;
 		v = v << 4 | (size_t)h;
 	}
