@@ -3,7 +3,6 @@
  * request under a rule with git: is held, head and body, until its command
  * list (parse/pktline.c) is read; a ref outside the rule refuses it whole.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,20 +10,12 @@
 #include <strings.h>
 
 #include "core/reason.h"
+#include "core/util.h"
 #include "exchange/exchange.h"
 #include "parse/pktline.h"
 
 #define GIT_SERVICE	"git-receive-pack"
 #define GIT_CTYPE	"application/x-git-receive-pack"
-
-static int
-hexdig(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (char)tolower((unsigned char)c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
 
 /*
  * 1 when the request is a receive-pack POST: its path (query cut,
@@ -55,7 +46,8 @@ is_receive_pack(const struct http_request *req)
 	i = len > sizeof(dec) ? len - sizeof(dec) : 0;
 	for (; i < len && n < sizeof(dec); i++) {
 		if (p[i] == '%' && i + 2 < len &&
-		    (hi = hexdig(p[i + 1])) >= 0 && (lo = hexdig(p[i + 2])) >= 0) {
+		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
+		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
 			dec[n++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else
