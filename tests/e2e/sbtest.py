@@ -102,7 +102,13 @@ def leftovers_many(sids):
     links = sh(IP, "-o", "link", "show").stdout
     addrs = sh(IP, "-o", "-4", "addr", "show").stdout
     for line in links.splitlines():
-        name = line.split(":")[1].strip().split("@")[0]
+        # "N: name[@peer]: ..." only: other test files run beside this one
+        # (ctest -j4), and a link that goes while ip lists it prints a
+        # message of its own on stderr (which sh() folds into stdout)
+        parts = line.split(":")
+        if len(parts) < 3 or not parts[0].strip().isdigit():
+            continue
+        name = parts[1].strip().split("@")[0]
         if name in veths:
             found.append("link %s (%s)" % (name, veths[name]))
     for line in addrs.splitlines():
