@@ -260,8 +260,9 @@ text_list(const char *const *v, size_t n, const char *none)
 static void
 explain_text_cred(const struct explain *e, const struct policy_credential *c)
 {
-	printf("credential: %s\n  secret: vault entry %s (the value is never "
-	    "shown)\n  hosts: ", c->name, c->secret);
+	printf("credential: %s\n  kind: %s\n  secret: vault entry %s (the "
+	    "value is never shown)\n  hosts: ", c->name,
+	    policy_cred_kind_name(c->kind), c->secret);
 	text_list((const char *const *)c->hosts, c->n_hosts, "-");
 	if (explain_swapped(e) && explain_out_of_scope(e, c))
 		printf("\n  swapped: no: this request is outside its scope (with "
@@ -368,7 +369,7 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 {
 	printf("{\"name\":");
 	json_string(c->name);
-	printf(",\"secret\":");
+	printf(",\"kind\":\"%s\",\"secret\":", policy_cred_kind_name(c->kind));
 	json_string(c->secret);
 	printf(",\"hosts\":");
 	json_list((const char *const *)c->hosts, c->n_hosts, 0);

@@ -157,8 +157,16 @@ int	policy_check_addrs(const struct policy *, const struct policy_identity *id,
  * A credential (docs/policy.md, docs/credentials.md): which vault entry is
  * swapped in where. Read only; lives as long as the policy it came from.
  */
+/* What a credential holds and how it is put into a request (kind:). */
+enum policy_cred_kind {
+	POLICY_CRED_STATIC,	/* a string swapped for its placeholder */
+	POLICY_CRED_AWS_SIGV4,	/* KEYID:SECRET[:TOKEN], requests re-signed */
+	POLICY_CRED_OAUTH2	/* tokens the gateway obtains and refreshes */
+};
+
 struct policy_credential {
 	char		*name;
+	enum policy_cred_kind kind;
 	char		*secret;	/* vault entry name, not the value */
 	char		**hosts;	/* normalised names */
 	size_t		 n_hosts;
@@ -179,6 +187,9 @@ struct policy_credential {
 	const char	*shape_alphabet;	/* its characters (static) */
 	const char	*shape_alphabet_name;
 };
+
+/* "static", "aws_sigv4", "oauth2" */
+const char *policy_cred_kind_name(enum policy_cred_kind);
 
 /* The credentials the named policy lists (NULL and *n = 0 when none). */
 const struct policy_credential *const *policy_credentials(const struct policy *,

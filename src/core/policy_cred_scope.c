@@ -36,3 +36,16 @@ policy_credential_in_scope(const struct policy_credential *c,
 			return 1;
 	return 0;
 }
+
+const char *
+policy_cred_kind_name(enum policy_cred_kind k)
+{
+	switch (k) {
+	case POLICY_CRED_AWS_SIGV4:
+		return "aws_sigv4";
+	case POLICY_CRED_OAUTH2:
+		return "oauth2";
+	default:
+		return "static";
+	}
+}

@@ -1406,6 +1406,18 @@ pl_credential(struct pload *l, const struct ynode *n)
 		} else if (strcmp(s, "secret") == 0) {
 			if (pl_name(l, c, "secret", &s) == 0)
 				cr->secret = pl_strdup(l, c, s);
+		} else if (strcmp(s, "kind") == 0) {
+			if (ycheck_str(&l->c, c, "kind", 32, &s) == -1)
+				continue;
+			if (strcmp(s, "static") == 0)
+				cr->kind = POLICY_CRED_STATIC;
+			else if (strcmp(s, "aws_sigv4") == 0)
+				cr->kind = POLICY_CRED_AWS_SIGV4;
+			else if (strcmp(s, "oauth2") == 0)
+				cr->kind = POLICY_CRED_OAUTH2;
+			else
+				ycheck_err(&l->c, c, "kind: %s is not one of "
+				    "static|aws_sigv4|oauth2", s);
 		} else if (strcmp(s, "hosts") == 0)
 			pl_cred_hosts(l, c, cr);
 		else if (strcmp(s, "headers") == 0)
@@ -1438,7 +1450,7 @@ pl_credential(struct pload *l, const struct ynode *n)
 			pl_shape(l, c, cr);
 		else
 			ycheck_unknown_of(&l->c, c, "credential",
-			    "name|secret|hosts|headers|query|exclusive|env|"
+			    "name|kind|secret|hosts|headers|query|exclusive|env|"
 			    "placeholder|placeholder_shape|require|scope");
 	}
 	if (ph != NULL && (c = ynode_map_get(n, "placeholder_shape")) != NULL)

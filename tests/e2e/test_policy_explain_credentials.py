@@ -69,7 +69,7 @@ credentials:
 JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "git", "credentials"}
-CRED_KEYS = {"name", "secret", "hosts", "headers", "query", "exclusive", "env",
+CRED_KEYS = {"name", "kind", "secret", "hosts", "headers", "query", "exclusive", "env",
              "placeholder_shape",
              "placeholder", "swapped", "not_swapped", "require", "scope"}
 
@@ -112,7 +112,7 @@ class ExplainCredentialsTest(unittest.TestCase):
         self.assertIn("tls: intercept (a credential is bound to this host)\n",
             out)
         self.assertIn("credential: llm\n", out)
-        self.assertIn("  secret: vault entry llm-prod", out)
+        self.assertIn("  kind: static\n  secret: vault entry llm-prod", out)
         self.assertIn("  hosts: api.llm.test\n", out)
         self.assertRegex(out, r"  swapped: yes, over the intercepted TLS "
             r"connection, in header Authorization\n")
@@ -127,7 +127,7 @@ class ExplainCredentialsTest(unittest.TestCase):
         self.assertEqual((doc["decision"], doc["tls"], doc["intercept"],
             doc["intercept_by"]), ("allow", "intercept", True, "credential"))
         self.assertEqual(doc["credentials"], [{"name": "llm",
-            "secret": "llm-prod", "hosts": ["api.llm.test"],
+            "kind": "static", "secret": "llm-prod", "hosts": ["api.llm.test"],
             "headers": ["Authorization"], "query": False, "exclusive": True,
             "env": "LLM_API_KEY", "placeholder": "per-sandbox",
             "placeholder_shape": None, "swapped": True, "not_swapped": None,
