@@ -175,6 +175,7 @@ struct policy_credential {
 	int		 query;
 	int		 exclusive;	/* default 1 */
 	char		*env;		/* NULL: none */
+	char		*secret_env;	/* aws_sigv4: the secret placeholder's; NULL: none */
 	char		*placeholder;	/* NULL: random per sandbox */
 	int		 require;	/* a request without the placeholder is refused */
 	char		**scope_methods;	/* where it is swapped; 0: any */

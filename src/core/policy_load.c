@@ -1442,6 +1442,16 @@ pl_credential(struct pload *l, const struct ynode *n)
 				else
 					cr->env = pl_strdup(l, c, s);
 			}
+		} else if (strcmp(s, "secret_env") == 0) {
+			if (ynode_is_null(c))
+				continue;
+			if (ycheck_str(&l->c, c, "secret_env", PL_MAX_ENV, &s) == 0) {
+				if (!pl_is_env(s))
+					ycheck_err(&l->c, c, "secret_env: not an "
+					    "environment variable name");
+				else
+					cr->secret_env = pl_strdup(l, c, s);
+			}
 		} else if (strcmp(s, "placeholder") == 0) {
 			pl_placeholder(l, c, cr);
 			if (cr->placeholder != NULL)
@@ -1451,7 +1461,8 @@ pl_credential(struct pload *l, const struct ynode *n)
 		else
 			ycheck_unknown_of(&l->c, c, "credential",
 			    "name|kind|secret|hosts|headers|query|exclusive|env|"
-			    "placeholder|placeholder_shape|require|scope");
+			    "secret_env|placeholder|placeholder_shape|require|"
+			    "scope");
 	}
 	if (ph != NULL && (c = ynode_map_get(n, "placeholder_shape")) != NULL)
 		ycheck_err(&l->c, c->key != NULL ? c->key : c,
@@ -1465,6 +1476,17 @@ pl_credential(struct pload *l, const struct ynode *n)
 	if (ynode_map_get(n, "hosts") == NULL)
 		ycheck_err(&l->c, n, "credential: hosts is required (where "
 		    "the secret may go)");
+	if (cr->kind == POLICY_CRED_AWS_SIGV4) {
+		/* The key id goes in SigV4's Authorization and X-Amz-Credential only. */
+		if ((c = ynode_map_get(n, "headers")) != NULL)
+			ycheck_err(&l->c, c->key != NULL ? c->key : c, "headers: "
+			    "not with kind aws_sigv4 (its key id is re-signed in "
+			    "Authorization, or in the query of a presigned URL)");
+		if (ynode_map_get(n, "query") == NULL)
+			cr->query = 1;
+	} else if ((c = ynode_map_get(n, "secret_env")) != NULL)
+		ycheck_err(&l->c, c->key != NULL ? c->key : c, "secret_env: only "
+		    "with kind aws_sigv4 (the secret-key placeholder)");
 	if (ynode_map_get(n, "headers") == NULL) {
 		if ((cr->headers = pl_array(l, n, 1, sizeof(char *))) != NULL &&
 		    (cr->headers[0] = pl_strdup(l, n, "Authorization")) != NULL)

@@ -222,7 +222,22 @@ struct policy_credential;
 struct cred_plan_ext {
 	char			 ph[CRED_MAX_BOUND][CRED_PH_MAX + 1];	/* placeholders of bound[] */
 	const struct policy_credential *swap[HTTP_MAX_HEADERS];	/* header i: swap this */
+	/*
+	 * An aws_sigv4 credential re-signed (proxy_sigv4.c): the Authorization
+	 * value or the query (from '?') that goes out instead of the sandbox's,
+	 * wiped when freed; sig_token: add the real X-Amz-Security-Token header.
+	 */
+	const struct policy_credential *sig_cred;
+	char			 sph[CRED_MAX_BOUND][48];	/* aws_sigv4: the secret placeholders */
+	char			 part[CRED_MAX_BOUND][3][80];	/* ... and its vault parts' names */
+	char			*sig_out;
+	size_t			 sig_len;
+	int			 sig_query;
+	int			 sig_token;
 };
+
+/* Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three. */
+#define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 3)
 
 /* What cred_request decided for one request (proxy_cred.c). */
 struct cred_plan {
@@ -289,6 +304,7 @@ struct forward {
 	 * GIT_HOLD_ENCODED for a body that cannot be read; 0 otherwise.
 	 */
 	int			 git_hold;
+	size_t			 head_len;	/* the request head's bytes (HTTP/1.1); 0: a stream */
 };
 
 /*
@@ -649,6 +665,17 @@ void		 forward_client_read(struct exchange *);
 #define GIT_HOLD_ENCODED	2
 void		 git_prepare(struct exchange *, const struct http_request *);
 int		 git_gate(struct exchange *);
+/*
+ * proxy_sigv4.c: an aws_sigv4 credential the plan swaps (docs/credentials.md
+ * "aws_sigv4"): the sandbox's signature checked with the placeholder secret,
+ * the request re-signed with the real key into plan->x->sig_out. 0, or -1
+ * with *reason and detail. sigv4_wants_body: 1 when an HTTP/1.1 request head
+ * signed with SigV4 needs its body hashed (read it whole before deciding).
+ */
+int		 sigv4_plan(struct exchange *, const struct http_request *,
+		    enum sg_reason *reason, char *detail, size_t dlen);
+int		 sigv4_wants_body(const struct http_request *);
+void		 sigv4_plan_free(struct cred_plan_ext *);
 /* proxy_exchange.c */
 struct exchange	*exchange_new(void);
 struct event	*exchange_event_room(struct exchange *, int);

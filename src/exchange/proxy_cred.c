@@ -20,6 +20,7 @@
 #include "exchange/exchange.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
+#include "vault/sigv4.h"
 #include "vault/vault.h"
 
 /* The (sandbox, credential) pairs that get placeholders. */
@@ -85,6 +86,37 @@ issue_static(struct proxy *p, const struct policy *pol)
 }
 
 /*
+ * The aws_sigv4 secrets' fields (KEYID:SECRET[:TOKEN]) as entries of their
+ * own beside the whole values; a value not in that form is logged and its
+ * credential never signs (credential-unavailable). names and st are
+ * scratch of n entries.
+ */
+static struct vault_snapshot *
+with_sigv4_parts(struct vault_snapshot *snap,
+    const struct policy_credential *all, size_t n, const char **names, int *st)
+{
+	struct vault_snapshot *ns;
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (all[i].kind == POLICY_CRED_AWS_SIGV4)
+			names[k++] = all[i].secret;
+	if (k == 0)
+		return snap;
+	if ((ns = vault_snapshot_with_parts(snap, names, k, st)) == NULL) {
+		log_warnx("vault: out of memory splitting aws_sigv4 secrets");
+		return snap;
+	}
+	for (i = 0; i < k; i++)
+		if (st[i])
+			log_warnx("vault: secret %s of an aws_sigv4 credential is "
+			    "not KEYID:SECRET[:TOKEN]: it will not be signed with",
+			    names[i]);
+	vault_snapshot_unref(snap);
+	return ns;
+}
+
+/*
  * Ask the keeper for the values of every secret the policy's credentials
  * name. A secret the vault lacks is logged and its credential is never
  * swapped (credential-unavailable): the gateway still starts.
@@ -120,6 +152,8 @@ snapshot_for(struct proxy *p, const struct policy *pol)
 			    "hand out secret %s: it will not be swapped in",
 			    all[i].name, all[i].secret);
 	}
+	if (snap != NULL)
+		snap = with_sigv4_parts(snap, all, n, names, st);
 	free(names);
 	free(st);
 	return snap;
@@ -283,6 +317,20 @@ swap_allowed(const struct exchange *s, const struct cred_phs *ps,
 	return 1;
 }
 
+/* An aws_sigv4 credential's secret placeholder and its vault parts' names. */
+static void
+sigv4_names(struct cred_plan_ext *x, size_t j, const struct policy_credential *c)
+{
+	static const char *const suffix[3] = { VAULT_PART_ID, VAULT_PART_KEY,
+	    VAULT_PART_TOKEN };
+	size_t k;
+
+	sigv4_secret_placeholder(x->ph[j], strlen(x->ph[j]), x->sph[j]);
+	for (k = 0; k < 3; k++)
+		snprintf(x->part[j][k], sizeof(x->part[j][k]), "%s%s", c->secret,
+		    suffix[k]);
+}
+
 /* 0, or -1: no memory. */
 static int
 plan_bound(struct exchange *s, const struct cred_phs *ps,
@@ -305,6 +353,8 @@ plan_bound(struct exchange *s, const struct cred_phs *ps,
 		plan->bound[plan->n_bound] = cv[i];
 		snprintf(plan->x->ph[plan->n_bound], sizeof(plan->x->ph[0]),
 		    "%s", e != NULL ? e->ph : "");
+		if (cv[i]->kind == POLICY_CRED_AWS_SIGV4)
+			sigv4_names(plan->x, plan->n_bound, cv[i]);
 		plan->n_bound++;
 	}
 	return 0;
@@ -439,6 +489,20 @@ require_scope(struct cred_plan *plan, const struct http_request *req,
 	return 0;
 }
 
+/* The snapshot entry a credential's swap needs: an aws_sigv4's secret key part. */
+static const char *
+cred_value_name(const struct cred_plan *plan, const struct policy_credential *c)
+{
+	size_t j;
+
+	if (c->kind != POLICY_CRED_AWS_SIGV4)
+		return c->secret;
+	for (j = 0; j < plan->n_bound; j++)
+		if (plan->bound[j] == c)
+			return plan->x->part[j][1];
+	return c->secret;
+}
+
 int
 cred_request(struct exchange *s, const struct http_request *req,
     struct cred_plan *plan, enum sg_reason *reason)
@@ -498,8 +562,8 @@ cred_request(struct exchange *s, const struct http_request *req,
 		rc = -1;
 	}
 	if (rc == 0 && plan->cred[0] != '\0' && (plan->snap == NULL ||
-	    !vault_snapshot_has(plan->snap, (plan->query_cred ? plan->query_cred :
-	    own_cred(s, plan->cred))->secret))) {
+	    !vault_snapshot_has(plan->snap, cred_value_name(plan,
+	    plan->query_cred ? plan->query_cred : own_cred(s, plan->cred))))) {
 		*reason = REASON_CRED_UNAVAILABLE;
 		rc = -1;
 	}
@@ -520,6 +584,7 @@ void
 cred_plan_free(struct cred_plan *plan)
 {
 	cred_plan_clear(plan);
+	sigv4_plan_free(plan->x);
 	free(plan->x);
 	plan->x = NULL;
 }
@@ -734,11 +799,21 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
     const char **phs)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
-	size_t j;
+	size_t j, k, n = 0;
 
 	for (j = 0; j < plan->n_bound; j++) {
-		secrets[j] = plan->bound[j]->secret;
-		phs[j] = plan->x->ph[j];
+		if (plan->bound[j]->kind != POLICY_CRED_AWS_SIGV4) {
+			secrets[n] = plan->bound[j]->secret;
+			phs[n++] = plan->x->ph[j];
+			continue;
+		}
+		/* The key id comes back as its placeholder, key and token as the secret's. */
+		for (k = 0; k < 3; k++) {
+			if (!vault_snapshot_has(plan->snap, plan->x->part[j][k]))
+				continue;
+			secrets[n] = plan->x->part[j][k];
+			phs[n++] = k == 0 ? plan->x->ph[j] : plan->x->sph[j];
+		}
 	}
-	return plan->n_bound;
+	return n;
 }

@@ -28,12 +28,50 @@ swap_into(struct exchange *s, const struct policy_credential *c,
 			break;
 	if (j == plan->n_bound || plan->snap == NULL)
 		return -1;
+	/* aws_sigv4: the request re-signed (proxy_sigv4.c), never the value. */
+	if (c->kind == POLICY_CRED_AWS_SIGV4) {
+		if (plan->x->sig_cred != c || plan->x->sig_out == NULL ||
+		    plan->x->sig_query != query)
+			return -1;
+		return vault_wbuf_add(out, plan->x->sig_out,
+		    strlen(plan->x->sig_out));
+	}
 	r = vault_swap(plan->snap, c->secret, plan->x->ph[j], v, len, query, out);
 	if (r < 0)
 		return -1;
 	if (r == 0)
 		vault_wbuf_add(out, v, len);
 	return 0;
+}
+
+/* An aws_sigv4 header form re-signed: the sandbox's session token is not sent. */
+static int
+sig_drops(const struct cred_plan *plan, const struct http_header *hd)
+{
+	return plan->x != NULL && plan->x->sig_cred != NULL &&
+	    !plan->x->sig_query && http_header_is(hd, "X-Amz-Security-Token");
+}
+
+/* ... the real one is, when the key has one: "name: value\r\n" or h2's pair. */
+static int
+sig_token(struct exchange *s, struct vault_wbuf *h, int h2)
+{
+	const struct cred_plan *plan = &s->fwd.plan;
+	const unsigned char *tok;
+	size_t j, len;
+
+	if (plan->x == NULL || !plan->x->sig_token)
+		return 0;
+	for (j = 0; j < plan->n_bound && plan->bound[j] != plan->x->sig_cred; j++)
+		;
+	if (j == plan->n_bound || (tok = vault_snapshot_value(plan->snap,
+	    plan->x->part[j][2], &len)) == NULL)
+		return -1;
+	vault_wbuf_add(h, h2 ? "x-amz-security-token\0" :
+	    "X-Amz-Security-Token: ", h2 ? 21 : 22);
+	vault_wbuf_add(h, tok, len);
+	vault_wbuf_add(h, h2 ? "\0" : "\r\n", h2 ? 1 : 2);
+	return 1;
 }
 
 /* The request target, with the query's placeholder swapped when allowed. */
@@ -50,6 +88,7 @@ write_target(struct exchange *s, const struct http_request *req,
 	}
 	qoff = (size_t)(q - req->path.p);
 	vault_wbuf_add(h, req->path.p, qoff);
+	/* A presigned URL's query goes out re-signed, '?' and all. */
 	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
 }
 
@@ -92,6 +131,8 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
 			continue;
+		if (sig_drops(plan, hd))
+			continue;
 		vault_wbuf_add(h, hd->name.p, hd->name.len);
 		vault_wbuf_add(h, ": ", 2);
 		if (cred_plan_swap(plan, i) != NULL) {
@@ -102,6 +143,8 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 			vault_wbuf_add(h, hd->value.p, hd->value.len);
 		vault_wbuf_add(h, "\r\n", 2);
 	}
+	if (sig_token(s, h, 0) == -1)
+		return -1;
 	if (plan->n_bound > 0)
 		vault_wbuf_add(h, "Accept-Encoding: identity\r\n", 27);
 	/* The framing the gateway relays by, whatever the client's headers said. */
@@ -150,6 +193,8 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
 		    http_header_is(hd, "grpc-accept-encoding")))
 			continue;
+		if (sig_drops(plan, hd))
+			continue;
 		for (j = 0; j < hd->name.len; j++) {
 			char c = (char)tolower((unsigned char)hd->name.p[j]);
 			vault_wbuf_add(h, &c, 1);
@@ -163,6 +208,13 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 			vault_wbuf_add(h, hd->value.p, hd->value.len);
 		vault_wbuf_add(h, "", 1);
 		(*n)++;
+	}
+	switch (sig_token(s, h, 1)) {
+	case -1:
+		return -1;
+	case 1:
+		(*n)++;
+		break;
 	}
 	if (plan->n_bound > 0) {
 		vault_wbuf_printf(h, "grpc-accept-encoding%cidentity%c"
@@ -204,8 +256,13 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
-	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
+	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {
+		if (sigv4_plan(s, req, &reason, detail, sizeof(detail)) == -1) {
+			exchange_deny(s, 0, reason, detail);
+			return -1;
+		}
 		return ws_request_check(s, req);
+	}
 	if (reason == REASON_KEEPER_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
 		    "in: the key keeper is not available", s->fwd.plan.cred);

@@ -24,6 +24,7 @@
 #include "core/stats.h"
 #include "core/reason.h"
 #include "proxy/front.h"
+#include "vault/sigv4.h"
 #include "vault/keeper.h"
 
 #define ADMIN_MAX_BODY	65536
@@ -91,6 +92,15 @@ placeholders_json(struct proxy *p, const struct policy *pol,
 		json_array_append_new(a, json_pack("{s:s,s:s?,s:s}",
 		    "credential", cv[i]->name, "env", cv[i]->env,
 		    "placeholder", ph));
+		/* aws_sigv4: the secret key's placeholder too, part "secret". */
+		if (cv[i]->kind == POLICY_CRED_AWS_SIGV4) {
+			char sph[SIGV4_SPH_LEN + 1];
+
+			sigv4_secret_placeholder(ph, strlen(ph), sph);
+			json_array_append_new(a, json_pack("{s:s,s:s?,s:s,s:s}",
+			    "credential", cv[i]->name, "env", cv[i]->secret_env,
+			    "placeholder", sph, "part", "secret"));
+		}
 	}
 	return a;
 }

@@ -148,6 +148,7 @@ tunnel_request(struct exchange *s, const struct http_request *req, int n)
 		exchange_deny(s, 400, REASON_BAD_REQUEST, "CONNECT inside a tunnel");
 		return;
 	}
+	s->fwd.head_len = (size_t)n;
 	in.method = s->fwd.method;
 	in.path = s->fwd.path;
 	in.tunnel_request = 1;
@@ -339,6 +340,15 @@ http_head_read(struct exchange *s)
 	if (n > 0 && s->c->intercepted)
 		exchange_mark(s, MARK_REQUEST);
 	if (n == HTTP_NEED_MORE)
+		return;
+	/*
+	 * A SigV4 request whose payload hash the gateway must compute to
+	 * re-sign it (docs/credentials.md "aws_sigv4"): decided once its body
+	 * (at most one read buffer) is here too.
+	 */
+	if (n > 0 && s->c->intercepted && sigv4_wants_body(&req) &&
+	    (size_t)n + req.content_length <= PROXY_READ_HWM &&
+	    len < (size_t)n + req.content_length)
 		return;
 	s->head_pending = 0;
 	switch (n) {

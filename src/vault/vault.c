@@ -815,6 +815,16 @@ vault_snapshot_find(const struct vault_snapshot *s, const char *name)
 	return NULL;
 }
 
+const unsigned char *
+vault_snapshot_value(const struct vault_snapshot *s, const char *name,
+    size_t *len)
+{
+	const struct vault_secret *e = vault_snapshot_find(s, name);
+
+	*len = e != NULL ? e->len : 0;
+	return e != NULL ? e->val : NULL;
+}
+
 int
 vault_snapshot_has(const struct vault_snapshot *s, const char *name)
 {
@@ -907,6 +917,82 @@ vault_snapshot_build(const char *const *names, const unsigned char *const *vals,
 		e->val = s->mem + off;
 		e->len = lens[i];
 		off += lens[i];
+	}
+	return s;
+}
+
+/* The colon-separated fields of an aws_sigv4 value; 0 when it is not one. */
+static size_t
+vault_parts(const unsigned char *v, size_t len, size_t off[3], size_t plen[3])
+{
+	size_t i, k = 0, start = 0;
+
+	for (i = 0; i <= len; i++) {
+		if (i < len && v[i] != ':') {
+			if (v[i] <= 0x20 || v[i] >= 0x7f)
+				return 0;
+			continue;
+		}
+		if (k == 3 || i == start)
+			return 0;
+		off[k] = start;
+		plen[k++] = i - start;
+		start = i + 1;
+	}
+	return k >= 2 ? k : 0;
+}
+
+struct vault_snapshot *
+vault_snapshot_with_parts(const struct vault_snapshot *src,
+    const char *const *names, size_t n, int *bad)
+{
+	static const char *const suffix[3] = { VAULT_PART_ID, VAULT_PART_KEY,
+	    VAULT_PART_TOKEN };
+	struct vault_snapshot *s;
+	const struct vault_secret *e;
+	size_t i, k, np, total = 0, extra = 0, off[3], plen[3];
+
+	for (i = 0; i < src->n; i++)
+		total += src->e[i].len;
+	for (i = 0; i < n; i++) {
+		bad[i] = 0;
+		if ((e = vault_snapshot_find(src, names[i])) == NULL)
+			continue;
+		if ((np = vault_parts(e->val, e->len, off, plen)) == 0) {
+			bad[i] = 1;
+			continue;
+		}
+		extra += np;
+		total += e->len;
+	}
+	if ((s = vault_snapshot_alloc(src->n + extra, total)) == NULL)
+		return NULL;
+	total = 0;
+	for (i = 0; i < src->n; i++) {
+		s->e[s->n] = src->e[i];
+		memcpy(s->mem + total, src->e[i].val, src->e[i].len);
+		s->e[s->n++].val = s->mem + total;
+		total += src->e[i].len;
+	}
+	for (i = 0; i < n; i++) {
+		if (bad[i] || (e = vault_snapshot_find(src, names[i])) == NULL ||
+		    vault_snapshot_find(s, names[i]) == NULL)
+			continue;
+		np = vault_parts(e->val, e->len, off, plen);
+		for (k = 0; k < np; k++) {
+			char nm[sizeof(s->e[0].name)];
+
+			if (snprintf(nm, sizeof(nm), "%s%s", names[i],
+			    suffix[k]) >= (int)sizeof(nm) ||
+			    vault_snapshot_find(s, nm) != NULL)
+				continue;
+			snprintf(s->e[s->n].name, sizeof(s->e[s->n].name), "%s",
+			    nm);
+			memcpy(s->mem + total, e->val + off[k], plen[k]);
+			s->e[s->n].val = s->mem + total;
+			s->e[s->n++].len = plen[k];
+			total += plen[k];
+		}
 	}
 	return s;
 }

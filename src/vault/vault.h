@@ -87,6 +87,20 @@ struct vault_snapshot *vault_snapshot_load(struct vault *, const char *const *na
 		    size_t n, const char **errstr);
 void		 vault_snapshot_ref(struct vault_snapshot *);
 void		 vault_snapshot_unref(struct vault_snapshot *);
+/*
+ * A new snapshot: src's entries, and for each of names (aws_sigv4 secrets,
+ * KEYID:SECRET[:TOKEN]) its fields as entries of their own, named name
+ * VAULT_PART_ID, ..._KEY, ..._TOKEN. bad[i] is 1 when names[i] is held but
+ * not in that form. NULL: no memory.
+ */
+#define VAULT_PART_ID		"#id"
+#define VAULT_PART_KEY		"#key"
+#define VAULT_PART_TOKEN	"#token"
+struct vault_snapshot *vault_snapshot_with_parts(const struct vault_snapshot *src,
+		    const char *const *names, size_t n, int *bad);
+/* The value of entry name (a part too); NULL when it has none. */
+const unsigned char *vault_snapshot_value(const struct vault_snapshot *,
+		    const char *name, size_t *len);
 /* 1 when the snapshot holds name. */
 int		 vault_snapshot_has(const struct vault_snapshot *, const char *name);
 

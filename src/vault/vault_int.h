@@ -17,7 +17,7 @@
 
 /* One secret of a snapshot; val points into the snapshot's wiped block. */
 struct vault_secret {
-	char		 name[VAULT_NAME_MAX + 1];
+	char		 name[VAULT_NAME_MAX + 8];	/* + a part's suffix */
 	const unsigned char *val;
 	size_t		 len;
 };

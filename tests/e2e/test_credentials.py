@@ -390,7 +390,10 @@ def admin_request(sock_path, method, path, body=None, timeout=10):
 
 
 def placeholders_of(entry):
-    return {p["credential"]: p for p in entry["placeholders"]}
+    """credential -> its placeholder entry (an aws_sigv4's key id; its
+    secret's entry, "part": "secret", is left out)."""
+    return {p["credential"]: p for p in entry["placeholders"]
+            if "part" not in p}
 
 
 # ---------------------------------------------------------------- the tests
