@@ -30,7 +30,7 @@ python3 python3-requests python3-cryptography python3-grpcio python3-hpack pytho
 nghttp2-client libmaxmind-db-writer-perl
 debhelper lintian mandoc bash-completion fakeroot strace
 publicsuffix rsyslog tmux
-postgresql-15 postgresql-client-15 python3-yaml kubernetes-client
+postgresql-15 postgresql-client-15 python3-yaml python3-boto3 kubernetes-client
 prometheus"
 
 PKGS=$RUN_PKGS
