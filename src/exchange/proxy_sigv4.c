@@ -35,7 +35,7 @@ ws_add(struct wstr *w, const void *p, size_t n)
 	char *np;
 	size_t cap;
 
-	if (w->err)
+	if (w->err || n == 0)
 		return;
 	if (w->len + n + 1 > w->cap) {
 		cap = w->cap ? w->cap * 2 : 512;

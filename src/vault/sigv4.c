@@ -29,7 +29,7 @@ sb_add(struct sbuf *b, const void *p, size_t n)
 	char *np;
 	size_t cap;
 
-	if (b->err)
+	if (b->err || n == 0)
 		return;
 	if (b->len + n > b->cap) {
 		cap = b->cap ? b->cap : 1024;

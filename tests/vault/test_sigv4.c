@@ -10,6 +10,8 @@
 
 #include "check.h"
 #include "vault/sigv4.h"
+#include "vault/vault.h"
+#include "vault/vault_int.h"
 
 #define SECRET	"wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define DATE	"20261205T101500Z"
@@ -179,9 +181,59 @@ test_secret_placeholder(void)
 	CHECK(strcmp(a, b) != 0);
 }
 
+static void
+test_snapshot_parts(void)
+{
+	const char *names[] = { "aws", "two", "bad", "empty", "four", "sp" };
+	const unsigned char *vals[] = { (const unsigned char *)"ID:SEC/+:TOK=",
+	    (const unsigned char *)"ID2:SEC2", (const unsigned char *)"nocolon",
+	    (const unsigned char *)"A::B", (const unsigned char *)"a:b:c:d",
+	    (const unsigned char *)"a b:c" };
+	size_t lens[6], n;
+	const char *want[] = { "aws", "two", "bad", "empty", "four", "sp", "gone" };
+	int bad[7], i;
+	struct vault_snapshot *s, *p;
+	const unsigned char *v;
+
+	for (i = 0; i < 6; i++)
+		lens[i] = strlen((const char *)vals[i]);
+	s = vault_snapshot_build(names, vals, lens, 6);
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	p = vault_snapshot_with_parts(s, want, 7, bad);
+	CHECK(p != NULL);
+	if (p == NULL) {
+		vault_snapshot_unref(s);
+		return;
+	}
+	CHECK_INT(bad[0], 0);
+	CHECK_INT(bad[1], 0);
+	CHECK_INT(bad[2], 1);	/* one field */
+	CHECK_INT(bad[3], 1);	/* an empty field */
+	CHECK_INT(bad[4], 1);	/* four */
+	CHECK_INT(bad[5], 1);	/* white space */
+	CHECK_INT(bad[6], 0);	/* not held: not bad, just absent */
+	v = vault_snapshot_value(p, "aws#id", &n);
+	CHECK(v != NULL && n == 2 && memcmp(v, "ID", 2) == 0);
+	v = vault_snapshot_value(p, "aws#key", &n);
+	CHECK(v != NULL && n == 5 && memcmp(v, "SEC/+", 5) == 0);
+	v = vault_snapshot_value(p, "aws#token", &n);
+	CHECK(v != NULL && n == 4 && memcmp(v, "TOK=", 4) == 0);
+	CHECK(vault_snapshot_value(p, "two#token", &n) == NULL);
+	CHECK(vault_snapshot_value(p, "two#key", &n) != NULL && n == 4);
+	CHECK(vault_snapshot_value(p, "bad#id", &n) == NULL);
+	/* The whole values stay. */
+	v = vault_snapshot_value(p, "aws", &n);
+	CHECK(v != NULL && n == lens[0]);
+	vault_snapshot_unref(s);
+	vault_snapshot_unref(p);
+}
+
 int
 main(void)
 {
+	test_snapshot_parts();
 	test_botocore_vectors();
 	test_parse_refusals();
 	test_missing_header();
