@@ -289,6 +289,10 @@ explain_text_cred(const struct explain *e, const struct policy_credential *c)
 		    "fixed (written in the policy)" : "random, one per sandbox");
 	if (c->env != NULL)
 		printf(", in $%s", c->env);
+	if (c->kind == POLICY_CRED_AWS_SIGV4)
+		printf("\n  signing: AWS SigV4, re-signed with the real key (the "
+		    "sandbox's placeholder secret%s%s)", c->secret_env != NULL ?
+		    " in $" : "", c->secret_env != NULL ? c->secret_env : "");
 	printf("\n  exclusive: %s\n", c->exclusive ? "yes: a key of the "
 	    "sandbox's own in those headers is refused (foreign-credential)" :
 	    "no");
@@ -378,6 +382,8 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 	printf(",\"query\":%s,\"exclusive\":%s,\"env\":", c->query ? "true" :
 	    "false", c->exclusive ? "true" : "false");
 	json_string(c->env);
+	printf(",\"secret_env\":");
+	json_string(c->secret_env);
 	printf(",\"require\":%s,\"scope\":", c->require ? "true" : "false");
 	if (c->n_scope_methods > 0 || c->n_scope_paths > 0) {
 		printf("{\"methods\":");

@@ -19,6 +19,7 @@ sent to a host it is not bound to (credential-misuse).
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -384,6 +385,91 @@ class SigV4Test(unittest.TestCase):
                            "--sandbox", "box-a", "s3.test:%d" % self.port)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("kind: aws_sigv4", r.stdout)
+        self.assertIn("re-signed with the real key", r.stdout)
+        self.assertIn("$AWS_SECRET_ACCESS_KEY", r.stdout)
+
+
+CHECK_HEAD = """\
+sandboxes:
+  - id: dev
+    policy: p
+    source: [127.0.0.1/32]
+policies:
+  - name: p
+    allow:
+      - host: s3.test
+    credentials: [aws]
+credentials:
+  - name: aws
+    secret: aws-prod
+    hosts: [s3.test]
+"""
+
+
+class SigV4CheckTest(unittest.TestCase):
+    """policy check and explain, offline."""
+
+    def setUp(self):
+        self.td = T.TempDir()
+        self.addCleanup(self.td.cleanup)
+        d = self.td.path
+        os.makedirs(os.path.join(d, "policies"))
+        self.pfile = os.path.join(d, "policies", "p.yaml")
+        self.cfg = os.path.join(d, "sandgate.yaml")
+        with open(self.cfg, "w") as f:
+            f.write("state_dir: ./var\npolicies: [./policies]\n")
+
+    def check(self, tail):
+        text = CHECK_HEAD + tail
+        with open(self.pfile, "w") as f:
+            f.write(text)
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        diags = []
+        for line in r.stderr.splitlines():
+            m = re.match(r"^(.+?):(\d+):(\d+): (\S.*)$", line)
+            if m and m.group(1).endswith("p.yaml"):
+                diags.append((int(m.group(2)), m.group(4)))
+        return text, r, diags
+
+    def test_good(self):
+        for tail in ("    kind: aws_sigv4\n",
+                     "    kind: aws_sigv4\n    env: AWS_ACCESS_KEY_ID\n"
+                     "    secret_env: AWS_SECRET_ACCESS_KEY\n"
+                     "    placeholder_shape: {prefix: AKIA, length: 30, "
+                     "alphabet: base32upper}\n",
+                     "    kind: aws_sigv4\n    query: false\n    require: true\n",
+                     "    kind: static\n"):
+            with self.subTest(tail=tail):
+                _, r, diags = self.check(tail)
+                self.assertEqual((r.returncode, diags), (0, []), r)
+
+    def test_errors_at_their_line(self):
+        cases = (
+            ("    kind: sigv4\n", "kind:", "not one of"),
+            ("    kind: aws_sigv4\n    headers: [Authorization]\n", "headers:",
+             "not with kind aws_sigv4"),
+            ("    secret_env: AWS_SECRET_ACCESS_KEY\n", "secret_env:",
+             "only with kind aws_sigv4"),
+            ("    kind: aws_sigv4\n    secret_env: \"9 bad\"\n", "secret_env:",
+             "not an environment variable name"),
+        )
+        for tail, marker, words in cases:
+            with self.subTest(tail=tail):
+                text, r, diags = self.check(tail)
+                self.assertEqual(r.returncode, 1, r)
+                want = text.count("\n", 0, text.index(marker)) + 1
+                self.assertTrue(any(ln == want and words in m for ln, m in diags),
+                                "want line %d with %r: %r" % (want, words,
+                                                              r.stderr))
+
+    def test_explain_json(self):
+        self.check("    kind: aws_sigv4\n    secret_env: AWS_SECRET_ACCESS_KEY\n")
+        r = T.run_sandgate("policy", "explain", "-c", self.cfg, "--sandbox",
+                           "dev", "--format", "json", "s3.test")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cred = json.loads(r.stdout)["credentials"][0]
+        self.assertEqual((cred["kind"], cred["query"], cred["secret_env"]),
+                         ("aws_sigv4", True, "AWS_SECRET_ACCESS_KEY"))
 
 
 if __name__ == "__main__":

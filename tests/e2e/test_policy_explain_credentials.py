@@ -69,7 +69,7 @@ credentials:
 JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "git", "credentials"}
-CRED_KEYS = {"name", "kind", "secret", "hosts", "headers", "query", "exclusive", "env",
+CRED_KEYS = {"name", "kind", "secret", "secret_env", "hosts", "headers", "query", "exclusive", "env",
              "placeholder_shape",
              "placeholder", "swapped", "not_swapped", "require", "scope"}
 
@@ -129,7 +129,8 @@ class ExplainCredentialsTest(unittest.TestCase):
         self.assertEqual(doc["credentials"], [{"name": "llm",
             "kind": "static", "secret": "llm-prod", "hosts": ["api.llm.test"],
             "headers": ["Authorization"], "query": False, "exclusive": True,
-            "env": "LLM_API_KEY", "placeholder": "per-sandbox",
+            "env": "LLM_API_KEY", "secret_env": None,
+            "placeholder": "per-sandbox",
             "placeholder_shape": None, "swapped": True, "not_swapped": None,
             "require": False, "scope": None}])
         self.assertIsNone(doc["methods"])
