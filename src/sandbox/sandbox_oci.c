@@ -179,6 +179,9 @@ process_json(const struct sandbox_spec *sp)
 		json_array_append_new(env, json_string(buf));
 		snprintf(buf, sizeof(buf), "NODE_EXTRA_CA_CERTS=%s", sp->ca_file);
 		json_array_append_new(env, json_string(buf));
+		/* boto3 and the AWS CLI read neither of the above. */
+		snprintf(buf, sizeof(buf), "AWS_CA_BUNDLE=%s", sp->ca_file);
+		json_array_append_new(env, json_string(buf));
 	}
 	snprintf(buf, sizeof(buf), "SANDGATE_SANDBOX=%s", sp->id);
 	json_array_append_new(env, json_string(buf));

@@ -131,6 +131,7 @@ class SandboxWorld(unittest.TestCase):
     POLICY = None
     EXTRA = {}
     USER = None
+    NAMES = ()  # more names dnsmasq answers with INET_ORIGIN
 
     @classmethod
     def setUpClass(cls):
@@ -140,7 +141,8 @@ class SandboxWorld(unittest.TestCase):
         os.chmod(d, 0o755)
         cls.fake_internet()
         cls.dns = T.Dnsmasq(d, [("allowed.test", INET_ORIGIN),
-            ("denied.test", INET_ORIGIN)])
+            ("denied.test", INET_ORIGIN)] + [(n, INET_ORIGIN)
+            for n in cls.NAMES])
         cls.addClassCleanup(cls.dns.stop)
         cls.sock = os.path.join(d, "adm.sock")
         tport = T.free_port("0.0.0.0")

@@ -198,7 +198,8 @@ class KubernetesTest(unittest.TestCase):
         cmname = vols["sandgate-ca"]["configMap"]["name"]
         bundle = self.obj("ConfigMap", cmname, "agents")["data"]
         self.assertIn(self.ca_pem.strip(), bundle["ca-bundle.crt"])
-        for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
+        for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                    "AWS_CA_BUNDLE"):
             self.assertEqual(vals[var], mount["mountPath"] + "/ca-bundle.crt")
 
     def test_sandbox_egress_only_gateway_and_dns(self):

@@ -141,6 +141,7 @@ test_config(void)
 		CHECK(has_string(env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"));
 		CHECK(has_string(env, "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt"));
 		CHECK(has_string(env, "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt"));
+		CHECK(has_string(env, "AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt"));
 		CHECK(has_string(env, "GH_TOKEN=sg-ph-abc"));
 		CHECK(has_string(env, "FOO=bar baz"));
 		CHECK(has_string(env, "SANDGATE_SANDBOX=agent-1"));
