@@ -69,10 +69,10 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_RELAY_ERROR] =		{ "relay-error", E, 502, FAIL },
 	[REASON_SYSCALL_REFUSED] =	{ "system-call-refused", E, 502, FAIL },
 	[REASON_GIT_REF_DENIED] =	{ "git-ref-denied", D, 403, NOT_ALLOWED },
-	[REASON_SIGV4_INVALID] =	{ "aws-signature-invalid", D, 403, NOT_ALLOWED },
-	[REASON_SIGV4_STREAMING] =	{ "aws-chunked-refused", D, 403, NOT_ALLOWED },
-	[REASON_SIGV4_BODY] =		{ "aws-body-too-large", D, 413, NOT_ALLOWED },
-	[REASON_SIGV4_UNSUPPORTED] =	{ "aws-signature-unsupported", D, 403, NOT_ALLOWED },
+	[REASON_AWS_SIG_INVALID] =	{ "aws-signature-invalid", D, 403, NOT_ALLOWED },
+	[REASON_AWS_CHUNKED] =	{ "aws-chunked-refused", D, 403, NOT_ALLOWED },
+	[REASON_AWS_BODY] =		{ "aws-body-too-large", D, 413, NOT_ALLOWED },
+	[REASON_AWS_SIG_UNSUPPORTED] =	{ "aws-signature-unsupported", D, 403, NOT_ALLOWED },
 };
 
 const struct reason_info *

@@ -64,10 +64,10 @@ enum sg_reason {
 	REASON_RELAY_ERROR,		/* the gateway lost bytes it was relaying (its own fault) */
 	REASON_SYSCALL_REFUSED,		/* the seccomp filter refused a call the session needed */
 	REASON_GIT_REF_DENIED,		/* a git push to a ref its rule's git: does not allow */
-	REASON_SIGV4_INVALID,		/* the placeholder's SigV4 signature does not verify */
-	REASON_SIGV4_STREAMING,		/* aws-chunked signed chunks: not re-signed */
-	REASON_SIGV4_BODY,		/* a body to hash that is too large or not buffered */
-	REASON_SIGV4_UNSUPPORTED,	/* SigV4a, malformed, a signed header not forwarded */
+	REASON_AWS_SIG_INVALID,		/* the placeholder's SigV4 signature does not verify */
+	REASON_AWS_CHUNKED,		/* aws-chunked signed chunks: not re-signed */
+	REASON_AWS_BODY,		/* a body to hash that is too large or not buffered */
+	REASON_AWS_SIG_UNSUPPORTED,	/* SigV4a, malformed, a signed header not forwarded */
 	REASON_MAX
 };
 

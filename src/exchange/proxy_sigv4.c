@@ -339,7 +339,7 @@ payload_of(struct sigctx *x)
 
 	h = header_one(x->req, "X-Amz-Content-SHA256", &n);
 	if (n > 1)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "more than one "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "more than one "
 		    "X-Amz-Content-SHA256");
 	if (h != NULL) {
 		x->payload.p = h->value.p;
@@ -350,11 +350,11 @@ payload_of(struct sigctx *x)
 		    "STREAMING-UNSIGNED-PAYLOAD-TRAILER", 34) == 0))
 			return 0;
 		if (h->value.len >= 10 && memcmp(h->value.p, "STREAMING-", 10) == 0)
-			return refuse(x, REASON_SIGV4_STREAMING, "aws-chunked "
+			return refuse(x, REASON_AWS_CHUNKED, "aws-chunked "
 			    "uploads sign each chunk with the key: they are not "
 			    "re-signed (send the payload's SHA-256 or "
 			    "UNSIGNED-PAYLOAD)");
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "X-Amz-Content-SHA256 "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "X-Amz-Content-SHA256 "
 		    "is not a SHA-256, UNSIGNED-PAYLOAD or a streaming mode");
 	}
 	if (x->presigned && sigv4_s3_style(&x->cred.service)) {
@@ -363,7 +363,7 @@ payload_of(struct sigctx *x)
 		return 0;
 	}
 	if (body_hash(x) == -1)
-		return refuse(x, REASON_SIGV4_BODY, "the body must be hashed to "
+		return refuse(x, REASON_AWS_BODY, "the body must be hashed to "
 		    "re-sign it: send X-Amz-Content-SHA256, or a body of at most "
 		    "64 KiB with Content-Length and without Expect over "
 		    "HTTP/1.1");
@@ -399,7 +399,7 @@ signed_forwardable(struct sigctx *x)
 				snprintf(why, sizeof(why), "signed header %.*s is "
 				    "not forwarded, so it cannot be re-signed",
 				    (int)(nl < 64 ? nl : 64), nm);
-				return refuse(x, REASON_SIGV4_UNSUPPORTED, why);
+				return refuse(x, REASON_AWS_SIG_UNSUPPORTED, why);
 			}
 		}
 	}
@@ -511,8 +511,8 @@ verify(struct sigctx *x, const struct sigv4_header *h, size_t nh)
 	request_view(x, &r, h, nh, x->qstart, x->qlen);
 	if ((rc = sigv4_canonical_hash(&r, &x->cred.service, &x->signed_headers,
 	    &x->payload, hash)) != SIGV4_OK)
-		return refuse(x, rc == SIGV4_E_MISSING ? REASON_SIGV4_INVALID :
-		    REASON_SIGV4_UNSUPPORTED, rc == SIGV4_E_MISSING ? "a signed "
+		return refuse(x, rc == SIGV4_E_MISSING ? REASON_AWS_SIG_INVALID :
+		    REASON_AWS_SIG_UNSUPPORTED, rc == SIGV4_E_MISSING ? "a signed "
 		    "header is missing" : "the request cannot be put in "
 		    "canonical form");
 	sigv4_secret_placeholder(x->cred.keyid.p, x->cred.keyid.len, sph);
@@ -520,7 +520,7 @@ verify(struct sigctx *x, const struct sigv4_header *h, size_t nh)
 	    sig) == -1)
 		return refuse(x, REASON_INTERNAL_ERROR, "signing failed");
 	if (!sigv4_equal(&x->their_sig, sig, SIGV4_HEX))
-		return refuse(x, REASON_SIGV4_INVALID, "the request's signature "
+		return refuse(x, REASON_AWS_SIG_INVALID, "the request's signature "
 		    "does not verify with the placeholder secret (altered "
 		    "after signing, or signed with another key)");
 	return 0;
@@ -635,7 +635,7 @@ resign(struct sigctx *x, const struct sigv4_header *hin, size_t nin)
 	if (sigv4_canonical_hash(&r, &x->cred.service, &sh, &x->payload,
 	    hash) != SIGV4_OK || sigv4_sign((const char *)key, keylen, &x->cred,
 	    &x->amz_date, hash, sig) == -1) {
-		rc = refuse(x, REASON_SIGV4_UNSUPPORTED, "the request cannot be "
+		rc = refuse(x, REASON_AWS_SIG_UNSUPPORTED, "the request cannot be "
 		    "re-signed");
 		goto done;
 	}
@@ -683,7 +683,7 @@ from_header(struct sigctx *x, const struct http_header *h)
 	int rc, n;
 
 	if ((rc = sigv4_parse_auth(h->value.p, h->value.len, &a)) != SIGV4_OK)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, rc == SIGV4_E_ALGO ?
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, rc == SIGV4_E_ALGO ?
 		    "only AWS4-HMAC-SHA256 is re-signed (not SigV4a)" :
 		    rc == SIGV4_E_HEADERS ? "SignedHeaders is not sorted, "
 		    "unique and lower-case" : "a malformed SigV4 Authorization");
@@ -691,7 +691,7 @@ from_header(struct sigctx *x, const struct http_header *h)
 	x->signed_headers = a.signed_headers;
 	x->their_sig = a.signature;
 	if ((d = header_one(x->req, "X-Amz-Date", &n)) == NULL || n != 1)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "one X-Amz-Date header "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "one X-Amz-Date header "
 		    "is needed");
 	x->amz_date.p = d->value.p;
 	x->amz_date.len = d->value.len;
@@ -705,15 +705,15 @@ from_query(struct sigctx *x, struct presigned *ps)
 	presigned_parse(x->qstart, x->qlen, ps);
 	if (ps->n_algo != 1 || ps->n_cred != 1 || ps->n_date != 1 ||
 	    ps->n_sh != 1 || ps->n_sig != 1 || ps->n_token > 1)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, ps->n_v2 > 0 ?
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, ps->n_v2 > 0 ?
 		    "a SigV2 presigned URL (AWSAccessKeyId=) is not re-signed: "
 		    "sign it with SigV4 (s3v4)" : "a presigned URL needs each "
 		    "X-Amz- parameter once");
 	if (strcmp(ps->algo, SIGV4_ALGO) != 0)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "only AWS4-HMAC-SHA256 "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "only AWS4-HMAC-SHA256 "
 		    "is re-signed (not SigV4a)");
 	if (sigv4_parse_cred(ps->cred, strlen(ps->cred), &x->cred) != SIGV4_OK)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "a malformed "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "a malformed "
 		    "X-Amz-Credential");
 	x->signed_headers.p = ps->signed_headers;
 	x->signed_headers.len = strlen(ps->signed_headers);
@@ -723,7 +723,7 @@ from_query(struct sigctx *x, struct presigned *ps)
 	x->amz_date.len = strlen(ps->date);
 	if (memmem(ps->signed_headers, x->signed_headers.len,
 	    "x-amz-security-token", 20) != NULL)
-		return refuse(x, REASON_SIGV4_UNSUPPORTED, "a presigned URL signs "
+		return refuse(x, REASON_AWS_SIG_UNSUPPORTED, "a presigned URL signs "
 		    "its token in the query, not a header");
 	return 0;
 }
@@ -756,7 +756,7 @@ sigv4_plan(struct exchange *s, const struct http_request *req,
 			continue;
 		if (x.c != NULL) {
 			x.c = c;
-			return refuse(&x, REASON_SIGV4_UNSUPPORTED, "one SigV4 "
+			return refuse(&x, REASON_AWS_SIG_UNSUPPORTED, "one SigV4 "
 			    "Authorization per request");
 		}
 		x.c = c;
@@ -766,7 +766,7 @@ sigv4_plan(struct exchange *s, const struct http_request *req,
 	    POLICY_CRED_AWS_SIGV4) {
 		if (x.c != NULL) {
 			x.c = plan->query_cred;
-			return refuse(&x, REASON_SIGV4_UNSUPPORTED, "signed both in "
+			return refuse(&x, REASON_AWS_SIG_UNSUPPORTED, "signed both in "
 			    "the header and the query");
 		}
 		x.c = plan->query_cred;
@@ -790,17 +790,17 @@ sigv4_plan(struct exchange *s, const struct http_request *req,
 	} else {
 		if (auth_is_sigv4(auth) == 0) {
 			/* A placeholder in Authorization that is not SigV4. */
-			return refuse(&x, REASON_SIGV4_UNSUPPORTED, "its key id is "
+			return refuse(&x, REASON_AWS_SIG_UNSUPPORTED, "its key id is "
 			    "re-signed in a SigV4 Authorization only");
 		}
 		rc = from_header(&x, auth);
 	}
 	if (rc == 0 && (x.cred.keyid.len != strlen(plan->x->ph[x.j]) ||
 	    memcmp(x.cred.keyid.p, plan->x->ph[x.j], x.cred.keyid.len) != 0))
-		rc = refuse(&x, REASON_SIGV4_INVALID, "the placeholder is not the "
+		rc = refuse(&x, REASON_AWS_SIG_INVALID, "the placeholder is not the "
 		    "signature's key id");
 	if (rc == 0 && !amz_date_ok(&x.amz_date, &x.cred))
-		rc = refuse(&x, REASON_SIGV4_UNSUPPORTED, "X-Amz-Date is not "
+		rc = refuse(&x, REASON_AWS_SIG_UNSUPPORTED, "X-Amz-Date is not "
 		    "YYYYMMDDTHHMMSSZ of the credential's day");
 	if (rc == 0)
 		rc = payload_of(&x);
