@@ -287,6 +287,26 @@ class SigV4Test(unittest.TestCase):
         self.assertEqual(r.stdout, b"403", r.stderr)
         self.refused(None, "aws-signature-unsupported", n0=n0)
 
+    def test_04b_curl_aws_sigv4_http1_and_http2(self):
+        """Another signer (curl's --aws-sigv4), over HTTP/1.1 and HTTP/2."""
+        s3 = self.client("s3", "s3.test")
+        s3.put_object(Bucket="curl", Key="obj", Body=b"curl body")
+        for flag in ("--http1.1", "--http2"):
+            with self.subTest(flag=flag):
+                n0 = self.mark()
+                r = subprocess.run(["curl", "-sS", flag, "--proxy", self.proxy,
+                    "--cacert", self.gw_ca, "--aws-sigv4",
+                    "aws:amz:us-east-1:s3", "--user", "%s:%s" % (
+                        self.ph_id["placeholder"],
+                        self.ph_secret["placeholder"]),
+                    "https://s3.test:%d/curl/obj" % self.port],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+                self.assertEqual(r.stdout, b"curl body", (r.stdout, r.stderr))
+                seen = self.since(n0)
+                self.assertEqual(len(seen), 1, seen)
+                self.assertTrue(seen[0]["ok"], seen)
+                self.assertIn("Credential=" + REAL_ID + "/", seen[0]["auth"])
+
     def test_05_altered_after_signing(self):
         req = self.signed("GET", "s3.test", "/bkt/two.txt")
         # The path changed after signing: the placeholder signature fails.
