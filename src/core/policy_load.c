@@ -1795,6 +1795,7 @@ pl_free_policy(struct policy *p)
 		pl_free_strv(p->creds[i].hosts, p->creds[i].n_hosts);
 		pl_free_strv(p->creds[i].headers, p->creds[i].n_headers);
 		free(p->creds[i].env);
+		free(p->creds[i].secret_env);
 		free(p->creds[i].placeholder);
 		pl_free_strv(p->creds[i].scope_methods,
 		    p->creds[i].n_scope_methods);
