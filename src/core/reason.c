@@ -69,6 +69,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_RELAY_ERROR] =		{ "relay-error", E, 502, FAIL },
 	[REASON_SYSCALL_REFUSED] =	{ "system-call-refused", E, 502, FAIL },
 	[REASON_GIT_REF_DENIED] =	{ "git-ref-denied", D, 403, NOT_ALLOWED },
+	[REASON_CRED_REFRESH_FAILED] =	{ "credential-refresh-failed", E, 502, FAIL },
 };
 
 const struct reason_info *

@@ -64,6 +64,7 @@ enum sg_reason {
 	REASON_RELAY_ERROR,		/* the gateway lost bytes it was relaying (its own fault) */
 	REASON_SYSCALL_REFUSED,		/* the seccomp filter refused a call the session needed */
 	REASON_GIT_REF_DENIED,		/* a git push to a ref its rule's git: does not allow */
+	REASON_CRED_REFRESH_FAILED,	/* kind oauth2: no access token could be had */
 	REASON_MAX
 };
 

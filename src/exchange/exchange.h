@@ -102,6 +102,7 @@ struct addrmem;
 struct geoip;
 struct fairshare;
 struct keeper_client;
+struct oauth2_tokens;
 
 /* The last policy reload's outcome, for the admin API's status (main thread). */
 struct proxy_reload_last {
@@ -141,6 +142,7 @@ struct proxy {
 	int			 cred_ready;
 	pthread_mutex_t		 cred_mtx;
 	struct vault_snapshot	*snap;
+	struct oauth2_tokens	*oauth2;	/* kind oauth2's tokens (vault/oauth2.h) */
 	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
 	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
 	int			 phs_trim_pending;	/* main thread: malloc_trim once removals are quiet */
@@ -209,6 +211,7 @@ enum sniffed {
 #define CRED_TRIM_QUIET_MS	1000	/* removals quiet this long: give memory back */
 #define CRED_PH_MAX		256
 #define CRED_MAX_BOUND		8
+#define CRED_SCRUB_MAX		(2 * CRED_MAX_BOUND)	/* oauth2: two tokens each */
 
 struct vault_snapshot;
 struct vault_scrubber;
@@ -823,7 +826,10 @@ void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
 int		 cred_host_bound(const struct exchange *);
-/* secrets[i], phs[i] of the credentials bound to the request's host; how many. */
+/*
+ * secrets[i], phs[i] (CRED_SCRUB_MAX room) of the credentials bound to the
+ * request's host -- for kind oauth2 its tokens -- how many.
+ */
 size_t		 cred_scrub_lists(const struct exchange *, const char **secrets,
 		    const char **phs);
 
@@ -927,6 +933,15 @@ int		 http_h2_fields(struct exchange *, const struct http_request *,
  * target): 0, or -1 out of memory.
  */
 int		 request_cred_check(struct exchange *, const struct http_request *);
+/*
+ * proxy_oauth2.c: the access token of every oauth2 credential the plan
+ * swaps, fresh, and the plan on the snapshot that holds it: 0, or -1 with
+ * plan->cred and detail set (refuse with credential-refresh-failed).
+ */
+int		 oauth2_plan_ready(struct exchange *, const struct http_request *,
+		    char *detail, size_t len);
+/* proxy_oauth2.c: the token keeper of p (cred_init), publishing into p->snap. */
+int		 oauth2_proxy_init(struct proxy *);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -20,6 +20,7 @@
 #include "exchange/exchange.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
+#include "vault/oauth2.h"
 #include "vault/vault.h"
 
 /* The (sandbox, credential) pairs that get placeholders. */
@@ -128,12 +129,21 @@ snapshot_for(struct proxy *p, const struct policy *pol)
 int
 cred_init(struct proxy *p)
 {
+	struct vault_snapshot *snap;
+
 	pthread_mutex_init(&p->cred_mtx, NULL);
 	if ((p->phs = cred_phs_pub_new()) == NULL)
 		return -1;
 	(void)keeper_client_vault_stamp(p->kc, &p->vault_stamp);
 	issue_static(p, p->pol);
-	p->snap = snapshot_for(p, p->pol);
+	if ((snap = snapshot_for(p, p->pol)) == NULL)
+		return -1;
+	/* kind oauth2: its tokens are published beside the keeper's values. */
+	if (oauth2_proxy_init(p) == -1) {
+		vault_snapshot_unref(snap);
+		return -1;
+	}
+	oauth2_tokens_rebase(p->oauth2, snap);
 	return p->snap != NULL ? 0 : -1;
 }
 
@@ -144,6 +154,10 @@ secrets_refresh(struct proxy *p, const struct policy *pol)
 	struct vault_snapshot *snap, *old;
 
 	snap = snapshot_for(p, pol);
+	if (snap != NULL && p->oauth2 != NULL) {
+		oauth2_tokens_rebase(p->oauth2, snap);	/* publishes p->snap */
+		return;
+	}
 	pthread_mutex_lock(&p->cred_mtx);
 	old = p->snap;
 	if (snap != NULL)
@@ -185,6 +199,8 @@ cred_check_rotation(struct proxy *p)
 void
 cred_free(struct proxy *p)
 {
+	oauth2_tokens_free(p->oauth2);
+	p->oauth2 = NULL;
 	if (p->snap != NULL)
 		vault_snapshot_unref(p->snap);
 	cred_phs_pub_free(p->phs);
@@ -734,11 +750,25 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
     const char **phs)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
-	size_t j;
+	const struct policy_credential *c;
+	size_t j, k = 0;
 
 	for (j = 0; j < plan->n_bound; j++) {
-		secrets[j] = plan->bound[j]->secret;
-		phs[j] = plan->x->ph[j];
+		c = plan->bound[j];
+		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL) {
+			secrets[k] = c->secret;
+			phs[k++] = plan->x->ph[j];
+			continue;
+		}
+		/* Its tokens, those the request's snapshot holds. */
+		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
+			secrets[k] = c->oauth2->access_name;
+			phs[k++] = plan->x->ph[j];
+		}
+		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
+			secrets[k] = c->oauth2->refresh_name;
+			phs[k++] = plan->x->ph[j];
+		}
 	}
-	return plan->n_bound;
+	return k;
 }

@@ -478,7 +478,7 @@ client_write_cb(struct bufferevent *bev, void *arg)
 static void
 scrub_string(struct exchange *s, const char *v, size_t len, struct evbuffer *out)
 {
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n = cred_scrub_lists(s, secrets, phs);
 
 	if (vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, v, len,
@@ -494,7 +494,7 @@ static int
 scrub_setup(struct exchange *s, const struct http_response *r)
 {
 	struct forward *f = &s->fwd;
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n;
 
 	if (f->plan.n_bound == 0 || f->plan.snap == NULL ||

@@ -207,7 +207,7 @@ scrubbing(const struct exchange *s)
 static void
 clean_value(struct exchange *s, const uint8_t *v, size_t len, struct evbuffer *out)
 {
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n;
 
 	if (!scrubbing(s)) {
@@ -330,7 +330,7 @@ response_head(struct h2o *o, int end)
 		return;
 	}
 	if (scrubbing(s) && !s->fwd.grpc && !end) {
-		const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+		const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 		size_t k = cred_scrub_lists(s, secrets, phs);
 
 		if ((o->scrub = vault_scrubber_new(s->fwd.plan.snap, secrets,

@@ -28,7 +28,10 @@ swap_into(struct exchange *s, const struct policy_credential *c,
 			break;
 	if (j == plan->n_bound || plan->snap == NULL)
 		return -1;
-	r = vault_swap(plan->snap, c->secret, plan->x->ph[j], v, len, query, out);
+	/* kind oauth2: the access token the gateway obtained (proxy_oauth2.c). */
+	r = vault_swap(plan->snap, c->kind == POLICY_CRED_OAUTH2 &&
+	    c->oauth2 != NULL ? c->oauth2->access_name : c->secret,
+	    plan->x->ph[j], v, len, query, out);
 	if (r < 0)
 		return -1;
 	if (r == 0)
@@ -204,8 +207,13 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
-	if (cred_request(s, req, &s->fwd.plan, &reason) == 0)
+	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {
+		if (oauth2_plan_ready(s, req, detail, sizeof(detail)) == -1) {
+			exchange_deny(s, 0, REASON_CRED_REFRESH_FAILED, detail);
+			return -1;
+		}
 		return ws_request_check(s, req);
+	}
 	if (reason == REASON_KEEPER_UNAVAILABLE)
 		snprintf(detail, sizeof(detail), "credential %s cannot be swapped "
 		    "in: the key keeper is not available", s->fwd.plan.cred);

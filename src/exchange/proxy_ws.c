@@ -109,7 +109,7 @@ ws_relay_free(struct exchange *s)
 static int
 ws_scrub_setup(struct exchange *s)
 {
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n;
 
 	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
@@ -410,7 +410,7 @@ ws_emit_data(struct ws_dir *d, struct evbuffer *payload, int fin)
 static int
 ws_scrub_control(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 {
-	const char *secrets[CRED_MAX_BOUND], *phs[CRED_MAX_BOUND];
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	struct ws_relay *ws = s->ws;
 	uint8_t pl[WS_CONTROL_MAX];
 	size_t len = (size_t)d->fr.len, keep, n;
