@@ -17,6 +17,7 @@ import base64
 import http.server
 import json
 import os
+import re
 import socket
 import socketserver
 import ssl
@@ -407,6 +408,103 @@ class OAuth2Test(unittest.TestCase):
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "credential-misuse")
         self.assertEqual(self.seen("/echo/f1"), [])
+
+
+BAD_POLICY = """\
+policies:
+  - name: p
+    allow: [ { host: api.example.com, tls: intercept } ]
+    credentials: [a, b, c, d]
+credentials:
+  - name: a
+    kind: oauth2
+    secret: a-oauth
+    hosts: [api.example.com]
+  - name: b
+    secret: b-oauth
+    hosts: [api.example.com]
+    oauth2: { token_url: "https://auth.example.com/t" }
+  - name: c
+    kind: oauth2
+    secret: c-oauth
+    hosts: [api.example.com]
+    oauth2:
+      token_url: http://auth.example.com/t
+      grant: password
+      client_auth: post
+      refresh_before: 2h
+      scope: "a\\"b"
+      tokenurl: x
+  - name: d
+    kind: oauth2
+    secret: d-oauth
+    hosts: [api.example.com]
+    oauth2:
+      token_url: "https://user:pw@auth.example.com/t"
+"""
+
+
+class PolicyCheckTest(unittest.TestCase):
+    """policy check: every oauth2 mistake at its line."""
+
+    def test_errors_at_their_lines(self):
+        td = T.TempDir("sgtest-oauth2-pc-")
+        self.addCleanup(td.cleanup)
+        os.makedirs(td.join("pol"))
+        with open(td.join("pol", "p.yaml"), "w") as f:
+            f.write(BAD_POLICY)
+        with open(td.join("sg.yaml"), "w") as f:
+            f.write("policies: [%s]\n" % td.join("pol"))
+        r = T.run_sandgate("policy", "check", "-c", td.join("sg.yaml"))
+        self.assertEqual(r.returncode, 1, r)
+        want = [
+            (6, "kind: oauth2 needs an oauth2: map"),
+            (13, "oauth2: only with kind: oauth2"),
+            (19, "token_url: must be an https:// URL"),
+            (20, "grant: password is not one of"),
+            (21, "client_auth: post is not one of"),
+            (22, "refresh_before: a duration"),
+            (23, "scope: printable ASCII"),
+            (24, 'unknown key "tokenurl" in oauth2'),
+            (30, "no user:password@"),
+        ]
+        for line, text in want:
+            self.assertRegex(r.stdout + r.stderr, r"p\.yaml:%d:\d+: [^\n]*%s"
+                % (line, re.escape(text)))
+        self.assertIn("9 errors", r.stdout + r.stderr)
+
+    def test_explain(self):
+        td = T.TempDir("sgtest-oauth2-ex-")
+        self.addCleanup(td.cleanup)
+        os.makedirs(td.join("pol"))
+        with open(td.join("pol", "p.yaml"), "w") as f:
+            f.write(POLICY.format(port=443, origin="127.0.0.2") + CRED.format(
+                name="crm", ph=PH["crm"], tok="auth.example.com", tport=8443,
+                path="oauth/token").replace("grant: refresh_token",
+                "grant: client_credentials\n      scope: \"read write\""))
+        with open(td.join("sg.yaml"), "w") as f:
+            f.write("policies: [%s]\n" % td.join("pol"))
+        self.assertEqual(T.run_sandgate("policy", "check", "-c",
+            td.join("sg.yaml")).returncode, 1)  # the other credentials are unknown
+        with open(td.join("pol", "p.yaml"), "w") as f:
+            f.write((POLICY.format(port=443, origin="127.0.0.2") + CRED.format(
+                name="crm", ph=PH["crm"], tok="auth.example.com", tport=8443,
+                path="oauth/token").replace("grant: refresh_token",
+                "grant: client_credentials\n      scope: \"read write\""))
+                .replace("[crm, bad, down, big, odd, redir]", "[crm]"))
+        r = T.run_sandgate("policy", "explain", "-c", td.join("sg.yaml"),
+            "--sandbox", "box-a", "--format", "json", "crm.test:443")
+        self.assertEqual(r.returncode, 0, r)
+        cred = json.loads(r.stdout)["credentials"][0]
+        self.assertEqual(cred["kind"], "oauth2")
+        self.assertEqual(cred["oauth2"], {
+            "token_url": "https://auth.example.com:8443/oauth/token",
+            "grant": "client_credentials", "scope": "read write",
+            "client_auth": "basic", "refresh_before_ms": 1000})
+        r = T.run_sandgate("policy", "explain", "-c", td.join("sg.yaml"),
+            "--sandbox", "box-a", "crm.test:443")
+        self.assertIn("token_url: https://auth.example.com:8443/oauth/token",
+            r.stdout)
 
 
 if __name__ == "__main__":
