@@ -82,6 +82,7 @@ struct worker {
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
 	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
 	struct event		*trim_ev;	/* give freed memory back (proxy_worker_trim) */
+	struct event		*oauth2_ev;	/* a token fetch ended: parked heads go on */
 	uint64_t		 next_session;
 	TAILQ_HEAD(exchange_tq, exchange) exchanges;	/* every live exchange of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
@@ -440,6 +441,7 @@ struct exchange {
 	struct xchunk		*mem;
 	int			 logged;	/* its row is written */
 	int			 head_pending;	/* its request head is still arriving */
+	int			 oauth2_parked;	/* its head waits for a token (proxy_oauth2.c) */
 };
 
 /*
@@ -942,6 +944,18 @@ int		 oauth2_plan_ready(struct exchange *, const struct http_request *,
 		    char *detail, size_t len);
 /* proxy_oauth2.c: the token keeper of p (cred_init), publishing into p->snap. */
 int		 oauth2_proxy_init(struct proxy *);
+/* Before the workers go: no fetch ends after this (its thread joined). */
+void		 oauth2_proxy_stop(struct proxy *);
+/*
+ * proxy_oauth2.c: a parsed head inside an intercepted tunnel that carries
+ * the sandbox's placeholder of an oauth2 credential of this host whose
+ * token is being fetched (or must be: the fetch starts on the fetcher
+ * thread): 1, the exchange is parked (client reads off, the head left in
+ * the input) until the fetch ends, then read again from its start; 0 go
+ * on. oauth2_wake_cb is each worker's oauth2_ev.
+ */
+int		 oauth2_park(struct exchange *, const struct http_request *);
+void		 oauth2_wake_cb(evutil_socket_t, short, void *);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -6,9 +6,11 @@
  * snapshot holding it; the swap then works by name as for static secrets.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "exchange/cred_phs.h"
 #include "exchange/exchange.h"
 #include "vault/oauth2.h"
 #include "vault/vault.h"
@@ -28,6 +30,18 @@ publish_cb(void *arg, struct vault_snapshot *snap)
 		vault_snapshot_unref(old);
 }
 
+/* A fetch ended (any thread): every worker looks at its parked heads. */
+static void
+done_cb(void *arg)
+{
+	struct proxy *p = arg;
+	int i;
+
+	for (i = 0; p->workers != NULL && i < p->n_workers; i++)
+		if (p->workers[i].oauth2_ev != NULL)
+			event_active(p->workers[i].oauth2_ev, EV_READ, 0);
+}
+
 int
 oauth2_proxy_init(struct proxy *p)
 {
@@ -38,7 +52,100 @@ oauth2_proxy_init(struct proxy *p)
 		log_warnx("oauth2: %s", err != NULL ? err : "cannot start");
 		return -1;
 	}
+	oauth2_tokens_on_done(p->oauth2, done_cb, p);
 	return 0;
+}
+
+void
+oauth2_proxy_stop(struct proxy *p)
+{
+	if (p->oauth2 != NULL)
+		oauth2_tokens_stop(p->oauth2);
+}
+
+/* 1 when the sandbox's placeholder ph is in the request target or a header. */
+static int
+carries_ph(const struct http_request *req, const char *ph, size_t len)
+{
+	size_t i;
+
+	if (memmem(req->path.p, req->path.len, ph, len) != NULL)
+		return 1;
+	for (i = 0; i < req->n_headers; i++)
+		if (vault_contains_placeholder(ph, req->headers[i].value.p,
+		    req->headers[i].value.len))
+			return 1;
+	return 0;
+}
+
+int
+oauth2_park(struct exchange *s, const struct http_request *req)
+{
+	const struct policy_credential *const *cv;
+	const struct policy_credential *c;
+	const struct cred_phs *ps;
+	const struct cred_ph *e;
+	enum oauth2_state st;
+	size_t i, n;
+	int park = 0;
+
+	if (s->is_stream || !s->c->tunnel_http || !s->c->intercepted ||
+	    !s->has_ident || s->pol == NULL || s->target.is_ip ||
+	    s->p->oauth2 == NULL || s->c->cbev == NULL || s->closing)
+		return 0;
+	cv = policy_credentials(s->pol, s->ident.policy, &n);
+	ps = cred_phs_enter(s->p->phs);
+	for (i = 0; i < n; i++) {
+		c = cv[i];
+		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL ||
+		    !policy_credential_bound(c, s->target.host) ||
+		    (e = cred_phs_get(ps, s->ident.sandbox, c->name)) == NULL ||
+		    !carries_ph(req, e->ph, e->phlen))
+			continue;
+		st = oauth2_tokens_state(s->p->oauth2, c);
+		/* No thread for it: request_cred_check fetches, blocking. */
+		if (st == OAUTH2_STALE && oauth2_tokens_fetch_async(s->p->oauth2,
+		    c, s->pol) == -1)
+			continue;
+		if (st == OAUTH2_STALE || st == OAUTH2_FETCHING)
+			park = 1;
+	}
+	cred_phs_leave(s->p->phs, ps);
+	if (!park)
+		return 0;
+	s->oauth2_parked = 1;
+	bufferevent_disable(s->c->cbev, EV_READ);
+	return 1;
+}
+
+void
+oauth2_wake_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker *w = arg;
+	struct exchange *s, **v;
+	size_t n = 0, i;
+
+	(void)fd;
+	(void)ev;
+	TAILQ_FOREACH(s, &w->exchanges, entry)
+		if (s->oauth2_parked)
+			n++;
+	if (n == 0 || (v = calloc(n, sizeof(*v))) == NULL)
+		return;
+	n = 0;
+	TAILQ_FOREACH(s, &w->exchanges, entry)
+		if (s->oauth2_parked)
+			v[n++] = s;
+	/* Each read again from its head: parked again, refused, or on. */
+	for (i = 0; i < n; i++) {
+		s = v[i];
+		s->oauth2_parked = 0;
+		if (s->closing || s->c->cbev == NULL)
+			continue;
+		bufferevent_enable(s->c->cbev, EV_READ);
+		s->p->fe->client_read(s->c->cbev, s);
+	}
+	free(v);
 }
 
 /* The oauth2 credentials the plan swaps (each once): how many. */

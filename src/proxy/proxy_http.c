@@ -340,6 +340,9 @@ http_head_read(struct exchange *s)
 		exchange_mark(s, MARK_REQUEST);
 	if (n == HTTP_NEED_MORE)
 		return;
+	/* Its oauth2 token being fetched: read again when that ends. */
+	if (n > 0 && oauth2_park(s, &req))
+		return;
 	s->head_pending = 0;
 	switch (n) {
 	case HTTP_ERR_URI_TOO_LONG:

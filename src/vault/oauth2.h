@@ -90,4 +90,36 @@ int	oauth2_tokens_ensure(struct oauth2_tokens *,
 /* Requests made to token endpoints so far (all entries). */
 unsigned long	oauth2_tokens_fetches(struct oauth2_tokens *);
 
+/*
+ * Without blocking: where c's token stands. FRESH: use it; FETCHING: a
+ * fetch is under way or queued (wait for the done callback); FAILED: the
+ * last fetch failed and the back-off is running (ensure refuses at once);
+ * STALE: a fetch is needed.
+ */
+enum oauth2_state {
+	OAUTH2_FRESH,
+	OAUTH2_FETCHING,
+	OAUTH2_FAILED,
+	OAUTH2_STALE
+};
+enum oauth2_state oauth2_tokens_state(struct oauth2_tokens *,
+	    const struct policy_credential *c);
+/*
+ * Fetch c's token on the fetcher thread (one thread, started by the first
+ * call; requests for an entry already queued or fetching are dropped).
+ * pol is the policy c lives in: a reference is taken until the fetch is
+ * done. 0, or -1 (no memory, no thread: the caller fetches itself).
+ */
+struct policy;
+int	oauth2_tokens_fetch_async(struct oauth2_tokens *,
+	    const struct policy_credential *c, struct policy *pol);
+/*
+ * done(arg) after every fetch (success or not), from the thread that
+ * fetched, without the tokens' lock; NULL: none. Set before requests come.
+ */
+void	oauth2_tokens_on_done(struct oauth2_tokens *, void (*done)(void *),
+	    void *arg);
+/* The fetcher thread stopped (joined) and no done callback from now on. */
+void	oauth2_tokens_stop(struct oauth2_tokens *);
+
 #endif

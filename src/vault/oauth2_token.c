@@ -57,8 +57,23 @@ struct oa_entry {
 	char		 why[200];
 };
 
+/* A fetch the fetcher thread owes. */
+struct oa_job {
+	const struct policy_credential *c;
+	struct policy	*pol;		/* a reference: c lives in it */
+};
+
 struct oauth2_tokens {
 	pthread_mutex_t	 mtx;
+	/* the fetcher thread and its queue (guarded by mtx) */
+	pthread_t	 thread;
+	int		 thread_up;
+	int		 stopping;
+	pthread_cond_t	 jobs_cv;
+	struct oa_job	*jobs;
+	size_t		 n_jobs, cap_jobs;
+	void		(*done)(void *);
+	void		*done_arg;
 	struct oa_entry	**v;
 	size_t		 n, cap;
 	SSL_CTX		*ctx;
@@ -89,6 +104,7 @@ oauth2_tokens_new(const char *ca_bundle, struct keeper_client *kc,
 		return NULL;
 	}
 	pthread_mutex_init(&t->mtx, NULL);
+	pthread_cond_init(&t->jobs_cv, NULL);
 	t->kc = kc;
 	t->publish = publish;
 	t->arg = arg;
@@ -129,6 +145,11 @@ oauth2_tokens_free(struct oauth2_tokens *t)
 
 	if (t == NULL)
 		return;
+	oauth2_tokens_stop(t);
+	for (i = 0; i < t->n_jobs; i++)
+		policy_unref(t->jobs[i].pol);
+	free(t->jobs);
+	pthread_cond_destroy(&t->jobs_cv);
 	for (i = 0; i < t->n; i++)
 		entry_free(t->v[i]);
 	free(t->v);
@@ -595,9 +616,10 @@ fresh(const struct oa_entry *e, uint64_t now)
 	return e->access_len > 0 && now < e->fresh_until;
 }
 
-int
-oauth2_tokens_ensure(struct oauth2_tokens *t, const struct policy_credential *c,
-    char *why, size_t wl)
+/* notify: call the done callback after a fetch (the fetcher calls it itself). */
+static int
+ensure(struct oauth2_tokens *t, const struct policy_credential *c,
+    char *why, size_t wl, int notify)
 {
 	const struct policy_oauth2 *o = c->oauth2;
 	struct oauth2_entry ce;
@@ -609,6 +631,8 @@ oauth2_tokens_ensure(struct oauth2_tokens *t, const struct policy_credential *c,
 	size_t blen, rtlen = 0;
 	uint64_t now, deadline = now_ms() + OAUTH2_WAIT_MS, life, before;
 	struct timespec ts;
+	void (*done)(void *);
+	void *done_arg;
 	int rc = -1, rotated = 0;
 
 	if (o == NULL) {
@@ -745,6 +769,12 @@ oauth2_tokens_ensure(struct oauth2_tokens *t, const struct policy_credential *c,
 	if (rc == 0)
 		oauth2_answer_free(&a);
 	vault_secmem_free(val);
+	pthread_mutex_lock(&t->mtx);
+	done = t->done;
+	done_arg = t->done_arg;
+	pthread_mutex_unlock(&t->mtx);
+	if (done != NULL && notify)
+		done(done_arg);
 	return rc;
 
 failed_locked:
@@ -756,4 +786,142 @@ failed_locked:
 	pthread_mutex_unlock(&t->mtx);
 	vault_secmem_free(val);
 	return -1;
+}
+
+int
+oauth2_tokens_ensure(struct oauth2_tokens *t, const struct policy_credential *c,
+    char *why, size_t wl)
+{
+	return ensure(t, c, why, wl, 1);
+}
+
+/* ------------------------------------------------------------ asynchronous */
+
+static int
+job_queued(const struct oauth2_tokens *t, const char *secret)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_jobs; i++)
+		if (strcmp(t->jobs[i].c->secret, secret) == 0)
+			return 1;
+	return 0;
+}
+
+enum oauth2_state
+oauth2_tokens_state(struct oauth2_tokens *t, const struct policy_credential *c)
+{
+	struct oa_entry *e;
+	enum oauth2_state st;
+	uint64_t now = now_ms();
+
+	pthread_mutex_lock(&t->mtx);
+	if ((e = entry_get(t, c->secret)) == NULL)
+		st = OAUTH2_STALE;
+	else if (fresh(e, now))
+		st = OAUTH2_FRESH;
+	else if (e->fetching || job_queued(t, c->secret))
+		st = OAUTH2_FETCHING;
+	else if (now < e->fail_until)
+		st = OAUTH2_FAILED;
+	else
+		st = OAUTH2_STALE;
+	pthread_mutex_unlock(&t->mtx);
+	return st;
+}
+
+static void *
+fetcher_main(void *arg)
+{
+	struct oauth2_tokens *t = arg;
+	struct oa_job j;
+	void (*done)(void *);
+	void *done_arg;
+	char why[256];
+
+	pthread_mutex_lock(&t->mtx);
+	for (;;) {
+		while (t->n_jobs == 0 && !t->stopping)
+			pthread_cond_wait(&t->jobs_cv, &t->mtx);
+		if (t->stopping)
+			break;
+		j = t->jobs[0];
+		/* Kept queued while it runs: its entry counts as fetching. */
+		pthread_mutex_unlock(&t->mtx);
+		(void)ensure(t, j.c, why, sizeof(why), 0);
+		pthread_mutex_lock(&t->mtx);
+		memmove(t->jobs, t->jobs + 1, (t->n_jobs - 1) * sizeof(*t->jobs));
+		t->n_jobs--;
+		done = t->done;
+		done_arg = t->done_arg;
+		pthread_mutex_unlock(&t->mtx);
+		policy_unref(j.pol);
+		/* Dequeued first: the woken see the entry's outcome. */
+		if (done != NULL)
+			done(done_arg);
+		pthread_mutex_lock(&t->mtx);
+	}
+	pthread_mutex_unlock(&t->mtx);
+	return NULL;
+}
+
+int
+oauth2_tokens_fetch_async(struct oauth2_tokens *t,
+    const struct policy_credential *c, struct policy *pol)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&t->mtx);
+	if (t->stopping)
+		goto out;
+	if (job_queued(t, c->secret)) {
+		rc = 0;
+		goto out;
+	}
+	if (!t->thread_up) {
+		if (pthread_create(&t->thread, NULL, fetcher_main, t) != 0)
+			goto out;
+		t->thread_up = 1;
+	}
+	if (t->n_jobs == t->cap_jobs) {
+		size_t ncap = t->cap_jobs ? t->cap_jobs * 2 : 4;
+		void *nv = reallocarray(t->jobs, ncap, sizeof(*t->jobs));
+		if (nv == NULL)
+			goto out;
+		t->jobs = nv;
+		t->cap_jobs = ncap;
+	}
+	policy_ref(pol);
+	t->jobs[t->n_jobs].c = c;
+	t->jobs[t->n_jobs++].pol = pol;
+	pthread_cond_signal(&t->jobs_cv);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&t->mtx);
+	return rc;
+}
+
+void
+oauth2_tokens_on_done(struct oauth2_tokens *t, void (*done)(void *), void *arg)
+{
+	pthread_mutex_lock(&t->mtx);
+	t->done = done;
+	t->done_arg = arg;
+	pthread_mutex_unlock(&t->mtx);
+}
+
+void
+oauth2_tokens_stop(struct oauth2_tokens *t)
+{
+	int up;
+
+	pthread_mutex_lock(&t->mtx);
+	t->stopping = 1;
+	t->done = NULL;
+	up = t->thread_up;
+	t->thread_up = 0;
+	pthread_cond_broadcast(&t->jobs_cv);
+	pthread_mutex_unlock(&t->mtx);
+	if (up)
+		pthread_join(t->thread, NULL);
 }

@@ -247,8 +247,9 @@ class OAuth2Test(unittest.TestCase):
             policy += CRED.format(name=name, ph=ph, tok=TOKEN_HOST,
                 tport=cls.down_port if name == "down" else cls.tok.port,
                 path=paths[name])
+        # One worker: a head waiting for a token must not hold it.
         cls.gw = T.Gateway(d, cls.dns, {"oauth2.yaml": policy}, extra={
-            "upstream": {"ca_bundle": cls.pki.cert}})
+            "upstream": {"ca_bundle": cls.pki.cert}}, workers=1)
         entry = "client_id=%s\nclient_secret=%s\nrefresh_token=%s\n" % (
             CLIENT_ID, CLIENT_SECRET, RT0)
         for name in PH:
@@ -368,6 +369,36 @@ class OAuth2Test(unittest.TestCase):
             "concurrent requests made more than one token request")
         tokens = {self.seen("/echo/c%d" % i)[0] for i in range(n)}
         self.assertEqual(tokens, {self.tok.access})
+
+    def test_2b_waiting_head_does_not_hold_the_worker(self):
+        # While the token endpoint takes 2 s, other requests on the one
+        # worker go on: the waiting head is parked, not blocking.
+        self.wait_stale()
+        self.tok.srv.delay = 2.0
+        self.addCleanup(setattr, self.tok.srv, "delay", 0.4)
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=self.fetch("crm",
+            "/echo/p1")))
+        t0 = time.time()
+        th.start()
+        time.sleep(0.3)
+        took = []
+        for i in range(3):
+            t1 = time.time()
+            c, r = T.open_tunnel(self.gw.port, "other.test:%d" %
+                self.origin.port)
+            self.addCleanup(c.close)
+            self.assertEqual(r.status, 200, r)
+            c.sock = self.ctx.wrap_socket(c.sock, server_hostname="other.test")
+            c.send(("GET /echo/p-other%d HTTP/1.1\r\nHost: other.test:%d\r\n"
+                "\r\n" % (i, self.origin.port)).encode())
+            self.assertEqual(c.read_response().status, 200)
+            took.append(time.time() - t1)
+        th.join(30)
+        self.assertEqual(res["r"].status, 200, res)
+        self.assertGreater(time.time() - t0, 1.9)
+        self.assertLess(max(took), 1.0, "requests waited for the token "
+            "fetch: %r" % took)
 
     def test_3_invalid_grant_refused_and_audited(self):
         # (d) invalid_grant: refused with the reason, a row names it
