@@ -1472,7 +1472,8 @@ pl_credential(struct pload *l, const struct ynode *n)
 		} else
 			ycheck_unknown_of(&l->c, c, "credential",
 			    "name|kind|secret|hosts|headers|query|exclusive|env|"
-			    "placeholder|placeholder_shape|require|scope|oauth2");
+			    "placeholder|placeholder_shape|require|scope|"
+			    "oauth2");
 	}
 	pl_cred_oauth2(l, n, cr);
 	if (ph != NULL && (c = ynode_map_get(n, "placeholder_shape")) != NULL)

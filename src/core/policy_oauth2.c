@@ -78,7 +78,8 @@ oa_url(struct policy_oauth2 *o, const char *url, const char **why)
 		he = colon;
 	if (colon != NULL) {
 		port = strtoul(colon + 1, &ep, 10);
-		if (ep != end || colon + 1 == end || port == 0 || port > 65535) {
+		if (ep != end || colon + 1 == end || port == 0 ||
+		    port > 65535) {
 			*why = "the port is not a number 1-65535";
 			return -1;
 		}
@@ -150,8 +151,9 @@ policy_oauth2_parse(struct ycheck *yc, const struct ynode *n)
 			else if (strcmp(s, "client_credentials") == 0)
 				o->grant = POLICY_OAUTH2_CLIENT_CREDENTIALS;
 			else {
-				ycheck_err(yc, c, "oauth2: grant: %s is not one "
-				    "of refresh_token|client_credentials", s);
+				ycheck_err(yc, c, "oauth2: grant: %s is not "
+				    "one of refresh_token|client_credentials",
+				    s);
 				bad = 1;
 			}
 		} else if (strcmp(s, "scope") == 0) {
