@@ -400,6 +400,19 @@ class OAuth2Test(unittest.TestCase):
         self.assertLess(max(took), 1.0, "requests waited for the token "
             "fetch: %r" % took)
 
+    def test_2c_http2_stream(self):
+        # An HTTP/2 stream (fetches on its worker when stale): same swap.
+        self.wait_stale()
+        r = T.curl("https://crm.test:%d/echo/h2" % self.origin.port,
+            proxy=self.gw.url, args=["--http2", "--cacert", self.gw.ca_path(),
+            "-H", "Authorization: Bearer " + PH["crm"]])
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.info.get("http_version"), "2", r)
+        self.assertEqual(self.seen("/echo/h2"), [self.tok.access])
+        for t in self.tok.srv.issued:
+            self.assertNotIn(t.encode(), r.body)
+        self.assertIn(PH["crm"].encode(), r.body)
+
     def test_3_invalid_grant_refused_and_audited(self):
         # (d) invalid_grant: refused with the reason, a row names it
         r = self.fetch("bad", "/echo/d1")
