@@ -263,14 +263,15 @@ class OAuth2Test(unittest.TestCase):
 
     # -------------------------------------------------------------- helpers
 
-    def fetch(self, name, path="/echo", host=None):
+    def fetch(self, name, path="/echo", host=None, extra=""):
         host = host or "%s.test" % name
         c, r = T.open_tunnel(self.gw.port, "%s:%d" % (host, self.origin.port))
         self.addCleanup(c.close)
         self.assertEqual(r.status, 200, r)
         c.sock = self.ctx.wrap_socket(c.sock, server_hostname=host)
         c.send(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s"
-            "\r\n\r\n" % (path, host, self.origin.port, PH[name])).encode())
+            "\r\n%s\r\n" % (path, host, self.origin.port, PH[name],
+            extra)).encode())
         resp = c.read_response()
         # No token the endpoint issued ever reaches the client.
         blob = resp.raw_head + resp.body
@@ -412,6 +413,20 @@ class OAuth2Test(unittest.TestCase):
         for t in self.tok.srv.issued:
             self.assertNotIn(t.encode(), r.body)
         self.assertIn(PH["crm"].encode(), r.body)
+
+    def test_2d_refresh_token_scrubbed(self):
+        # An API that echoes the refresh token in use shows the placeholder.
+        self.tok.srv.expires_in = 60
+        self.addCleanup(setattr, self.tok.srv, "expires_in", 2)
+        self.wait_stale()
+        self.assertEqual(self.fetch("crm", "/echo/rt0").status, 200)
+        rt = self.tok.srv.rt
+        r = self.fetch("crm", "/echo/rt", extra="X-Debug: rt=%s\r\n" % rt)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(rt, self.tok.srv.rt)
+        self.assertTrue(self.origin.received(rt))
+        self.assertNotIn(rt.encode(), r.raw_head + r.body)
+        self.assertIn(("X-Debug: rt=%s" % PH["crm"]).encode(), r.body)
 
     def test_3_invalid_grant_refused_and_audited(self):
         # (d) invalid_grant: refused with the reason, a row names it
