@@ -257,6 +257,49 @@ text_list(const char *const *v, size_t n, const char *none)
 		printf("%s%s", i > 0 ? ", " : "", v[i]);
 }
 
+/* kind oauth2: where the gateway gets the token it swaps in. */
+static void
+explain_text_oauth2(const struct policy_credential *c)
+{
+	const struct policy_oauth2 *o = c->oauth2;
+
+	if (o == NULL)
+		return;
+	printf("  oauth2: the placeholder is swapped for an access token the "
+	    "gateway obtains itself (the vault entry holds the client and "
+	    "the refresh token, never sent to the sandbox)\n"
+	    "    token_url: %s (TLS verified with upstream.ca_bundle; "
+	    "redirects not followed)\n    grant: %s\n    scope: %s\n"
+	    "    client_auth: %s\n    refresh_before: %llu ms (at most half "
+	    "a token's lifetime)\n", o->token_url,
+	    o->grant == POLICY_OAUTH2_REFRESH_TOKEN ? "refresh_token (a "
+	    "rotated refresh token is stored back in the vault)" :
+	    "client_credentials", o->scope != NULL ? o->scope : "-",
+	    o->client_auth_body ? "body" : "basic",
+	    (unsigned long long)o->refresh_before_ms);
+}
+
+static void
+explain_json_oauth2(const struct policy_credential *c)
+{
+	const struct policy_oauth2 *o = c->oauth2;
+
+	printf(",\"oauth2\":");
+	if (o == NULL) {
+		fputs("null", stdout);
+		return;
+	}
+	printf("{\"token_url\":");
+	json_string(o->token_url);
+	printf(",\"grant\":\"%s\",\"scope\":", o->grant ==
+	    POLICY_OAUTH2_REFRESH_TOKEN ? "refresh_token" :
+	    "client_credentials");
+	json_string(o->scope);
+	printf(",\"client_auth\":\"%s\",\"refresh_before_ms\":%llu}",
+	    o->client_auth_body ? "body" : "basic",
+	    (unsigned long long)o->refresh_before_ms);
+}
+
 static void
 explain_text_cred(const struct explain *e, const struct policy_credential *c)
 {
@@ -309,6 +352,7 @@ explain_text_cred(const struct explain *e, const struct policy_credential *c)
 		    "is refused: credential-scope)");
 	} else
 		puts("  scope: any method and path");
+	explain_text_oauth2(c);
 }
 
 static void
@@ -409,6 +453,7 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 	    explain_swapped(e) && !explain_out_of_scope(e, c) ? "true" : "false");
 	json_string(!explain_swapped(e) ? e->reason :
 	    explain_out_of_scope(e, c) ? "credential-scope" : NULL);
+	explain_json_oauth2(c);
 	putchar('}');
 }
 

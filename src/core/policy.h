@@ -164,9 +164,30 @@ enum policy_cred_kind {
 	POLICY_CRED_OAUTH2	/* tokens the gateway obtains and refreshes */
 };
 
+/* kind: oauth2 (docs/credentials.md "OAuth 2.0"): how tokens are obtained. */
+enum policy_oauth2_grant {
+	POLICY_OAUTH2_REFRESH_TOKEN,
+	POLICY_OAUTH2_CLIENT_CREDENTIALS
+};
+struct policy_oauth2 {
+	char		*token_url;	/* https://host[:port]/path as written */
+	char		*host;		/* its host, normalised (an IP as text) */
+	int		 host_is_ip;
+	uint16_t	 port;
+	char		*path;		/* "/..." with any query */
+	enum policy_oauth2_grant grant;
+	char		*scope;		/* NULL: none sent */
+	int		 client_auth_body;	/* 0: HTTP Basic */
+	uint64_t	 refresh_before_ms;
+	/* Snapshot names of the tokens ("SECRET#access", "SECRET#refresh"). */
+	char		*access_name;
+	char		*refresh_name;
+};
+
 struct policy_credential {
 	char		*name;
 	enum policy_cred_kind kind;
+	struct policy_oauth2 *oauth2;	/* kind oauth2 only */
 	char		*secret;	/* vault entry name, not the value */
 	char		**hosts;	/* normalised names */
 	size_t		 n_hosts;
@@ -188,6 +209,18 @@ struct policy_credential {
 	const char	*shape_alphabet;	/* its characters (static) */
 	const char	*shape_alphabet_name;
 };
+
+/*
+ * The oauth2: map of a credential (policy_oauth2.c), errors at their
+ * line through c; NULL on any error. And its freeing.
+ */
+struct ycheck;
+struct ynode;
+struct policy_oauth2 *policy_oauth2_parse(struct ycheck *c,
+	    const struct ynode *n);
+/* The snapshot names, once the credential's secret is known: 0 or -1. */
+int	policy_oauth2_names(struct policy_oauth2 *, const char *secret);
+void	policy_oauth2_free(struct policy_oauth2 *);
 
 /* "static", "aws_sigv4", "oauth2" */
 const char *policy_cred_kind_name(enum policy_cred_kind);

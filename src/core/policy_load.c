@@ -1377,6 +1377,24 @@ pl_shape(struct pload *l, const struct ynode *n, struct policy_credential *cr)
 	cr->shape_alphabet_name = pl_alphabets[a].name;
 }
 
+/* kind: oauth2 and its oauth2: map go together (policy_oauth2.c). */
+static void
+pl_cred_oauth2(struct pload *l, const struct ynode *n,
+    struct policy_credential *cr)
+{
+	const struct ynode *o = ynode_map_get(n, "oauth2");
+
+	if (o != NULL && cr->kind != POLICY_CRED_OAUTH2)
+		ycheck_err(&l->c, o->key != NULL ? o->key : o, "oauth2: only "
+		    "with kind: oauth2");
+	else if (o == NULL && cr->kind == POLICY_CRED_OAUTH2)
+		ycheck_err(&l->c, n, "credential: kind: oauth2 needs an "
+		    "oauth2: map (token_url, grant, ...)");
+	if (cr->oauth2 != NULL && cr->secret != NULL &&
+	    policy_oauth2_names(cr->oauth2, cr->secret) == -1)
+		pl_oom(l, n);
+}
+
 static void
 pl_credential(struct pload *l, const struct ynode *n)
 {
@@ -1458,12 +1476,16 @@ pl_credential(struct pload *l, const struct ynode *n)
 				ph = c;
 		} else if (strcmp(s, "placeholder_shape") == 0)
 			pl_shape(l, c, cr);
-		else
+		else if (strcmp(s, "oauth2") == 0) {
+			policy_oauth2_free(cr->oauth2);
+			cr->oauth2 = policy_oauth2_parse(&l->c, c);
+		} else
 			ycheck_unknown_of(&l->c, c, "credential",
 			    "name|kind|secret|hosts|headers|query|exclusive|env|"
 			    "secret_env|placeholder|placeholder_shape|require|"
-			    "scope");
+			    "scope|oauth2");
 	}
+	pl_cred_oauth2(l, n, cr);
 	if (ph != NULL && (c = ynode_map_get(n, "placeholder_shape")) != NULL)
 		ycheck_err(&l->c, c->key != NULL ? c->key : c,
 		    "placeholder_shape: not with a fixed placeholder (one "
@@ -1801,6 +1823,7 @@ pl_free_policy(struct policy *p)
 		    p->creds[i].n_scope_methods);
 		pl_free_strv(p->creds[i].scope_paths, p->creds[i].n_scope_paths);
 		free(p->creds[i].shape_prefix);
+		policy_oauth2_free(p->creds[i].oauth2);
 	}
 	free(p->creds);
 	pl_free_strv(p->files, p->n_files);

@@ -227,6 +227,7 @@ cred_outcome(enum sg_verdict v, enum sg_reason r)
 		return STATS_CRED_FOREIGN;
 	case REASON_CRED_UNAVAILABLE:
 	case REASON_KEEPER_UNAVAILABLE:
+	case REASON_CRED_REFRESH_FAILED:
 		return STATS_CRED_UNAVAILABLE;
 	case REASON_CRED_REQUIRED:
 	case REASON_CRED_SCOPE:

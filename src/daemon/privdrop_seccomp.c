@@ -92,6 +92,15 @@ static const char *const pd_allow_net[] = {
 	"splice",
 };
 
+/*
+ * The keeper only: it writes vault.db (an oauth2 credential's rotated
+ * refresh token), and SQLite, running as root, gives a journal it creates
+ * the owner of the database (which needs no capability: the same owner).
+ */
+static const char *const pd_allow_keeper[] = {
+	"fchown",
+};
+
 /* Only an exploit calls these: die rather than answer. */
 static const char *const pd_kill[] = {
 	"execve", "execveat", "fork", "vfork", "process_vm_readv",
@@ -290,6 +299,9 @@ privdrop_seccomp_load_profile(int profile, const char **errstr)
 	    (profile == PD_PROFILE_NETWORK && pd_list(ctx, SCMP_ACT_ALLOW,
 	    pd_allow_net, sizeof(pd_allow_net) / sizeof(pd_allow_net[0]),
 	    &count) == -1) ||
+	    (profile == PD_PROFILE_KEEPER && pd_list(ctx, SCMP_ACT_ALLOW,
+	    pd_allow_keeper, sizeof(pd_allow_keeper) /
+	    sizeof(pd_allow_keeper[0]), &count) == -1) ||
 	    pd_list(ctx, SCMP_ACT_KILL_PROCESS, pd_kill, sizeof(pd_kill) /
 	    sizeof(pd_kill[0]), &count) == -1 ||
 	    pd_conditional(ctx, profile, &count) == -1) {

@@ -82,6 +82,7 @@ struct worker {
 	struct event		*resume_ev;	/* re-enables accept after EMFILE */
 	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
 	struct event		*trim_ev;	/* give freed memory back (proxy_worker_trim) */
+	struct event		*oauth2_ev;	/* a token fetch ended: parked heads go on */
 	uint64_t		 next_session;
 	TAILQ_HEAD(exchange_tq, exchange) exchanges;	/* every live exchange of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
@@ -102,6 +103,7 @@ struct addrmem;
 struct geoip;
 struct fairshare;
 struct keeper_client;
+struct oauth2_tokens;
 
 /* The last policy reload's outcome, for the admin API's status (main thread). */
 struct proxy_reload_last {
@@ -141,6 +143,7 @@ struct proxy {
 	int			 cred_ready;
 	pthread_mutex_t		 cred_mtx;
 	struct vault_snapshot	*snap;
+	struct oauth2_tokens	*oauth2;	/* kind oauth2's tokens (vault/oauth2.h) */
 	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
 	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
 	int			 phs_trim_pending;	/* main thread: malloc_trim once removals are quiet */
@@ -210,6 +213,7 @@ enum sniffed {
 #define CRED_PH_MAX		256
 #define CRED_MAX_BOUND		8
 
+
 struct vault_snapshot;
 struct vault_scrubber;
 struct policy_credential;
@@ -236,7 +240,7 @@ struct cred_plan_ext {
 	int			 sig_token;
 };
 
-/* Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three. */
+/* Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three, an oauth2 two. */
 #define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 3)
 
 /* What cred_request decided for one request (proxy_cred.c). */
@@ -453,6 +457,7 @@ struct exchange {
 	struct xchunk		*mem;
 	int			 logged;	/* its row is written */
 	int			 head_pending;	/* its request head is still arriving */
+	int			 oauth2_parked;	/* its head waits for a token (proxy_oauth2.c) */
 };
 
 /*
@@ -850,7 +855,10 @@ void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
 int		 cred_host_bound(const struct exchange *);
-/* secrets[i], phs[i] of the credentials bound to the request's host; how many. */
+/*
+ * secrets[i], phs[i] (CRED_SCRUB_MAX room) of the credentials bound to the
+ * request's host -- for kind oauth2 its tokens -- how many.
+ */
 size_t		 cred_scrub_lists(const struct exchange *, const char **secrets,
 		    const char **phs);
 
@@ -954,6 +962,27 @@ int		 http_h2_fields(struct exchange *, const struct http_request *,
  * target): 0, or -1 out of memory.
  */
 int		 request_cred_check(struct exchange *, const struct http_request *);
+/*
+ * proxy_oauth2.c: the access token of every oauth2 credential the plan
+ * swaps, fresh, and the plan on the snapshot that holds it: 0, or -1 with
+ * plan->cred and detail set (refuse with credential-refresh-failed).
+ */
+int		 oauth2_plan_ready(struct exchange *, const struct http_request *,
+		    char *detail, size_t len);
+/* proxy_oauth2.c: the token keeper of p (cred_init), publishing into p->snap. */
+int		 oauth2_proxy_init(struct proxy *);
+/* Before the workers go: no fetch ends after this (its thread joined). */
+void		 oauth2_proxy_stop(struct proxy *);
+/*
+ * proxy_oauth2.c: a parsed head inside an intercepted tunnel that carries
+ * the sandbox's placeholder of an oauth2 credential of this host whose
+ * token is being fetched (or must be: the fetch starts on the fetcher
+ * thread): 1, the exchange is parked (client reads off, the head left in
+ * the input) until the fetch ends, then read again from its start; 0 go
+ * on. oauth2_wake_cb is each worker's oauth2_ev.
+ */
+int		 oauth2_park(struct exchange *, const struct http_request *);
+void		 oauth2_wake_cb(evutil_socket_t, short, void *);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

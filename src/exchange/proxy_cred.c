@@ -21,6 +21,7 @@
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
 #include "vault/sigv4.h"
+#include "vault/oauth2.h"
 #include "vault/vault.h"
 
 /* The (sandbox, credential) pairs that get placeholders. */
@@ -162,12 +163,21 @@ snapshot_for(struct proxy *p, const struct policy *pol)
 int
 cred_init(struct proxy *p)
 {
+	struct vault_snapshot *snap;
+
 	pthread_mutex_init(&p->cred_mtx, NULL);
 	if ((p->phs = cred_phs_pub_new()) == NULL)
 		return -1;
 	(void)keeper_client_vault_stamp(p->kc, &p->vault_stamp);
 	issue_static(p, p->pol);
-	p->snap = snapshot_for(p, p->pol);
+	if ((snap = snapshot_for(p, p->pol)) == NULL)
+		return -1;
+	/* kind oauth2: its tokens are published beside the keeper's values. */
+	if (oauth2_proxy_init(p) == -1) {
+		vault_snapshot_unref(snap);
+		return -1;
+	}
+	oauth2_tokens_rebase(p->oauth2, snap);
 	return p->snap != NULL ? 0 : -1;
 }
 
@@ -178,6 +188,10 @@ secrets_refresh(struct proxy *p, const struct policy *pol)
 	struct vault_snapshot *snap, *old;
 
 	snap = snapshot_for(p, pol);
+	if (snap != NULL && p->oauth2 != NULL) {
+		oauth2_tokens_rebase(p->oauth2, snap);	/* publishes p->snap */
+		return;
+	}
 	pthread_mutex_lock(&p->cred_mtx);
 	old = p->snap;
 	if (snap != NULL)
@@ -219,6 +233,8 @@ cred_check_rotation(struct proxy *p)
 void
 cred_free(struct proxy *p)
 {
+	oauth2_tokens_free(p->oauth2);
+	p->oauth2 = NULL;
 	if (p->snap != NULL)
 		vault_snapshot_unref(p->snap);
 	cred_phs_pub_free(p->phs);
@@ -799,20 +815,35 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
     const char **phs)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
+	const struct policy_credential *c;
 	size_t j, k, n = 0;
 
 	for (j = 0; j < plan->n_bound; j++) {
-		if (plan->bound[j]->kind != POLICY_CRED_AWS_SIGV4) {
-			secrets[n] = plan->bound[j]->secret;
+		c = plan->bound[j];
+		if (c->kind == POLICY_CRED_AWS_SIGV4) {
+			/* The key id comes back as its placeholder, key and token as the secret's. */
+			for (k = 0; k < 3; k++) {
+				if (!vault_snapshot_has(plan->snap,
+				    plan->x->part[j][k]))
+					continue;
+				secrets[n] = plan->x->part[j][k];
+				phs[n++] = k == 0 ? plan->x->ph[j] : plan->x->sph[j];
+			}
+			continue;
+		}
+		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL) {
+			secrets[n] = c->secret;
 			phs[n++] = plan->x->ph[j];
 			continue;
 		}
-		/* The key id comes back as its placeholder, key and token as the secret's. */
-		for (k = 0; k < 3; k++) {
-			if (!vault_snapshot_has(plan->snap, plan->x->part[j][k]))
-				continue;
-			secrets[n] = plan->x->part[j][k];
-			phs[n++] = k == 0 ? plan->x->ph[j] : plan->x->sph[j];
+		/* Its tokens, those the request's snapshot holds. */
+		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
+			secrets[n] = c->oauth2->access_name;
+			phs[n++] = plan->x->ph[j];
+		}
+		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
+			secrets[n] = c->oauth2->refresh_name;
+			phs[n++] = plan->x->ph[j];
 		}
 	}
 	return n;

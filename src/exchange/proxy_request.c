@@ -36,7 +36,10 @@ swap_into(struct exchange *s, const struct policy_credential *c,
 		return vault_wbuf_add(out, plan->x->sig_out,
 		    strlen(plan->x->sig_out));
 	}
-	r = vault_swap(plan->snap, c->secret, plan->x->ph[j], v, len, query, out);
+	/* kind oauth2: the access token the gateway obtained (proxy_oauth2.c). */
+	r = vault_swap(plan->snap, c->kind == POLICY_CRED_OAUTH2 &&
+	    c->oauth2 != NULL ? c->oauth2->access_name : c->secret,
+	    plan->x->ph[j], v, len, query, out);
 	if (r < 0)
 		return -1;
 	if (r == 0)
@@ -257,6 +260,10 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	char detail[256];
 
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {
+		if (oauth2_plan_ready(s, req, detail, sizeof(detail)) == -1) {
+			exchange_deny(s, 0, REASON_CRED_REFRESH_FAILED, detail);
+			return -1;
+		}
 		if (sigv4_plan(s, req, &reason, detail, sizeof(detail)) == -1) {
 			exchange_deny(s, 0, reason, detail);
 			return -1;

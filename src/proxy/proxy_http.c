@@ -341,6 +341,9 @@ http_head_read(struct exchange *s)
 		exchange_mark(s, MARK_REQUEST);
 	if (n == HTTP_NEED_MORE)
 		return;
+	/* Its oauth2 token being fetched: read again when that ends. */
+	if (n > 0 && oauth2_park(s, &req))
+		return;
 	/*
 	 * A SigV4 request whose payload hash the gateway must compute to
 	 * re-sign it (docs/credentials.md "aws_sigv4"): decided once its body

@@ -160,7 +160,8 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	if ((w->resume_ev = evtimer_new(w->base, resume_cb, w)) == NULL ||
 	    (w->evict_ev = event_new(w->base, -1, 0, proxy_fair_evict_cb,
 	    w)) == NULL || (w->trim_ev = evtimer_new(w->base, proxy_worker_trim_cb,
-	    w)) == NULL)
+	    w)) == NULL || (w->oauth2_ev = event_new(w->base, -1, 0,
+	    oauth2_wake_cb, w)) == NULL)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
 		return -1;
@@ -505,6 +506,8 @@ proxy_free(struct proxy *p)
 
 	if (p == NULL)
 		return;
+	/* No token fetch wakes a worker that is going. */
+	oauth2_proxy_stop(p);
 	for (i = 0; p->workers != NULL && i < p->n_workers; i++) {
 		struct worker *w = &p->workers[i];
 		for (k = 0; k < LISTENER_MAX; k++)
@@ -526,6 +529,8 @@ proxy_free(struct proxy *p)
 			event_free(w->evict_ev);
 		if (w->trim_ev != NULL)
 			event_free(w->trim_ev);
+		if (w->oauth2_ev != NULL)
+			event_free(w->oauth2_ev);
 		if (w->base != NULL)
 			event_base_free(w->base);
 		proxy_tls_worker_free(w);

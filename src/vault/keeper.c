@@ -23,6 +23,7 @@
 #include "vault/ca.h"
 #include "vault/keeper.h"
 #include "vault/keeper_msg.h"
+#include "vault/oauth2.h"
 #include "vault/vault.h"
 #include "vault/vault_int.h"
 
@@ -33,6 +34,9 @@ struct keeper {
 	struct vault		*vault;
 	char			(*bound)[VAULT_NAME_MAX + 1];	/* secrets policies name */
 	size_t			 n_bound;
+	/* ... of which these are oauth2 refresh_token entries: writable */
+	char			(*writable)[VAULT_NAME_MAX + 1];
+	size_t			 n_writable;
 	int			 hello;		/* the leaf key is known */
 	struct keeper_msg	*in, *out;	/* out: vault_secmem (may hold a value) */
 };
@@ -55,19 +59,38 @@ keeper_bind(struct keeper *k, const struct policy *pol)
 	char (*v)[VAULT_NAME_MAX + 1];
 	size_t i, j, n, m = 0;
 
+	char (*w)[VAULT_NAME_MAX + 1];
+	size_t mw = 0;
+
 	all = policy_all_credentials(pol, &n);
 	if ((v = calloc(n ? n : 1, sizeof(*v))) == NULL)
 		return -1;
+	if ((w = calloc(n ? n : 1, sizeof(*w))) == NULL) {
+		free(v);
+		return -1;
+	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < m; j++)
 			if (strcmp(v[j], all[i].secret) == 0)
 				break;
 		if (j == m)
 			snprintf(v[m++], sizeof(v[0]), "%s", all[i].secret);
+		/* Only a refresh_token grant's entry takes a rotated token. */
+		if (all[i].kind != POLICY_CRED_OAUTH2 || all[i].oauth2 == NULL ||
+		    all[i].oauth2->grant != POLICY_OAUTH2_REFRESH_TOKEN)
+			continue;
+		for (j = 0; j < mw; j++)
+			if (strcmp(w[j], all[i].secret) == 0)
+				break;
+		if (j == mw)
+			snprintf(w[mw++], sizeof(w[0]), "%s", all[i].secret);
 	}
 	free(k->bound);
 	k->bound = v;
 	k->n_bound = m;
+	free(k->writable);
+	k->writable = w;
+	k->n_writable = mw;
 	return 0;
 }
 
@@ -78,6 +101,17 @@ keeper_bound(const struct keeper *k, const char *name)
 
 	for (i = 0; i < k->n_bound; i++)
 		if (strcmp(k->bound[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+keeper_writable(const struct keeper *k, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_writable; i++)
+		if (strcmp(k->writable[i], name) == 0)
 			return 1;
 	return 0;
 }
@@ -154,6 +188,7 @@ keeper_free(struct keeper *k)
 	if (k->vault != NULL)
 		vault_close(k->vault);
 	free(k->bound);
+	free(k->writable);
 	free(k->in);
 	if (k->out != NULL)
 		vault_secmem_free(k->out);
@@ -328,6 +363,60 @@ on_secret(struct keeper *k, int fd, const struct keeper_view *v)
 	return rc;
 }
 
+/*
+ * A rotated refresh token for an oauth2 credential's entry: written into
+ * that entry's refresh_token line, the rest of it kept. Any other name is
+ * refused: the network process can replace nothing else in the vault.
+ */
+static int
+on_secret_put(struct keeper *k, int fd, const struct keeper_view *v)
+{
+	const char *names[1] = { v->name }, *err = NULL;
+	const struct vault_secret *e;
+	struct vault_snapshot *s;
+	unsigned char *out;
+	size_t cap = VAULT_VALUE_MAX;
+	long n;
+	int rc;
+
+	if (!keeper_writable(k, v->name)) {
+		log_warnx("keeper: refused to write %s: not the entry of a "
+		    "loaded policy's oauth2 credential (grant refresh_token)",
+		    v->name);
+		return answer(k, fd, v, KEEPER_DENIED, NULL, 0, NULL, 0);
+	}
+	if ((s = vault_snapshot_load(k->vault, names, 1, &err)) == NULL ||
+	    (e = vault_snapshot_find(s, v->name)) == NULL) {
+		log_warnx("keeper: vault: %s", err ? err : "cannot load");
+		if (s != NULL)
+			vault_snapshot_unref(s);
+		return answer(k, fd, v, KEEPER_FAILED, NULL, 0, NULL, 0);
+	}
+	if ((out = vault_secmem_alloc(cap)) == NULL) {
+		vault_snapshot_unref(s);
+		return answer(k, fd, v, KEEPER_FAILED, NULL, 0, NULL, 0);
+	}
+	n = oauth2_entry_set_refresh(e->val, e->len, (const char *)v->data,
+	    v->len, out, cap);
+	vault_snapshot_unref(s);
+	if (n <= 0) {
+		vault_secmem_free(out);
+		log_warnx("keeper: %s is not an oauth2 entry (client_id=, "
+		    "client_secret=, refresh_token= lines): not written",
+		    v->name);
+		return answer(k, fd, v, KEEPER_FAILED, NULL, 0, NULL, 0);
+	}
+	rc = vault_set(k->vault, v->name, out, (size_t)n, VAULT_SET_ROTATE,
+	    &err);
+	vault_secmem_free(out);
+	if (rc == -1) {
+		log_warnx("keeper: vault: %s", err ? err : "cannot write");
+		return answer(k, fd, v, KEEPER_FAILED, NULL, 0, NULL, 0);
+	}
+	log_info("keeper: stored the rotated refresh token of %s", v->name);
+	return answer(k, fd, v, KEEPER_OK, NULL, 0, NULL, 0);
+}
+
 static uint64_t
 stamp_of(const char *path)
 {
@@ -424,6 +513,9 @@ keeper_serve(struct keeper *k, int fd)
 			break;
 		case KEEPER_POLICY:
 			rc = on_policy(k, fd, &v);
+			break;
+		case KEEPER_SECRET_PUT:
+			rc = on_secret_put(k, fd, &v);
 			break;
 		default:
 			rc = -1;

@@ -91,6 +91,13 @@ int		 keeper_client_policy(struct keeper_client *);
  */
 struct vault_snapshot *keeper_client_secrets(struct keeper_client *,
 		    const char *const *names, size_t n, int *status);
+/*
+ * Store rt[0..len) as the refresh_token of vault entry name (an oauth2
+ * credential's, or the keeper refuses). The answer's enum keeper_status,
+ * or -1 when the keeper could not be asked.
+ */
+int		 keeper_client_put_refresh(struct keeper_client *,
+		    const char *name, const char *rt, size_t len);
 /* Something that changes whenever vault.db does; -1 when down. */
 int		 keeper_client_vault_stamp(struct keeper_client *, uint64_t *);
 

@@ -486,3 +486,26 @@ done:
 	free(lens);
 	return snap;
 }
+
+int
+keeper_client_put_refresh(struct keeper_client *kc, const char *name,
+    const char *rt, size_t len)
+{
+	struct keeper_view v;
+	uint8_t nb[1 + VAULT_NAME_MAX];
+	size_t nl = strlen(name);
+	int rc = -1;
+
+	if (nl == 0 || nl > VAULT_NAME_MAX)
+		return -1;
+	nb[0] = (uint8_t)nl;
+	memcpy(nb + 1, name, nl);
+	pthread_mutex_lock(&kc->mtx);
+	if (kc_call(kc, KEEPER_SECRET_PUT, nb, 1 + nl, rt, len, &v,
+	    KC_CALL_MS) == 0)
+		rc = (int)v.status;
+	/* The request held the token. */
+	OPENSSL_cleanse(kc->out, sizeof(*kc->out));
+	pthread_mutex_unlock(&kc->mtx);
+	return rc;
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vault/keeper_msg.h"
+#include "vault/oauth2.h"
 #include "vault/vault_int.h"
 
 static uint64_t
@@ -90,6 +91,17 @@ parse_request(const struct keeper_msg *m, struct keeper_view *v)
 	case KEEPER_VAULT_STAMP:
 	case KEEPER_POLICY:
 		return len == 0 ? 0 : -1;
+	case KEEPER_SECRET_PUT:
+		/* name length, name, then the token: 0x21-0x7e only */
+		if (len < 3 || b[0] == 0 || b[0] > VAULT_NAME_MAX ||
+		    (size_t)b[0] + 1 >= len || memchr(b + 1, '\0', b[0]))
+			return -1;
+		memcpy(v->name, b + 1, b[0]);
+		v->name[b[0]] = '\0';
+		v->data = b + 1 + b[0];
+		v->len = len - 1 - b[0];
+		return vault_name_valid(v->name) &&
+		    oauth2_token_ok((const char *)v->data, v->len) ? 0 : -1;
 	default:
 		return -1;	/* KEEPER_ERROR only comes from the keeper */
 	}
@@ -136,6 +148,8 @@ parse_answer(const struct keeper_msg *m, struct keeper_view *v)
 			return -1;
 		v->u32 = get_be32(b);
 		return 0;
+	case KEEPER_SECRET_PUT:
+		return len == 0 ? 0 : -1;
 	default:
 		return -1;
 	}

@@ -39,6 +39,12 @@ enum keeper_type {
 	KEEPER_POLICY,
 	/* keeper -> network, unasked: why it cannot serve; then it exits */
 	KEEPER_ERROR,
+	/*
+	 * name length (1) + name + a refresh token: store it as the
+	 * refresh_token of that entry, only when a loaded policy's oauth2
+	 * credential names it; answer: empty
+	 */
+	KEEPER_SECRET_PUT,
 	KEEPER_TYPE_MAX
 };
 
@@ -68,7 +74,7 @@ struct keeper_view {
 	const uint8_t		*data;		/* the type's payload */
 	size_t			 len;
 	int			 is_ip;		/* SIGN_LEAF request */
-	char			 name[KEEPER_NAME_MAX + 1];	/* SIGN_LEAF, SECRET */
+	char			 name[KEEPER_NAME_MAX + 1];	/* SIGN_LEAF, SECRET, SECRET_PUT */
 	const uint8_t		*audit_pub;	/* HELLO answer */
 	uint64_t		 u64;		/* SIGN_LEAF answer (not_after), VAULT_STAMP */
 	uint32_t		 u32;		/* POLICY answer */

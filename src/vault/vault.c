@@ -147,6 +147,26 @@ vault_name_valid(const char *name)
 	return 1;
 }
 
+int
+vault_snap_name_valid(const char *name)
+{
+	char base[VAULT_NAME_MAX + 1];
+	const char *h = name != NULL ? strchr(name, '#') : NULL;
+	size_t i;
+
+	if (h == NULL)
+		return vault_name_valid(name);
+	if ((size_t)(h - name) > VAULT_NAME_MAX || h[1] == '\0' ||
+	    strlen(h + 1) > 8)
+		return 0;
+	for (i = 1; h[i] != '\0'; i++)
+		if (h[i] < 'a' || h[i] > 'z')
+			return 0;
+	memcpy(base, name, (size_t)(h - name));
+	base[h - name] = '\0';
+	return vault_name_valid(base);
+}
+
 /* ------------------------------------------------------------ sealing */
 
 static int
@@ -900,7 +920,7 @@ vault_snapshot_build(const char *const *names, const unsigned char *const *vals,
 	size_t i, total = 0, off = 0;
 
 	for (i = 0; i < n; i++) {
-		if (!vault_name_valid(names[i]) || lens[i] == 0 ||
+		if (!vault_snap_name_valid(names[i]) || lens[i] == 0 ||
 		    lens[i] > VAULT_VALUE_MAX)
 			return NULL;
 		total += lens[i];

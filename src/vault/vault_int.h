@@ -15,9 +15,17 @@
 
 #include "vault/vault.h"
 
+/*
+ * A snapshot may also hold values that are not vault entries: tokens the
+ * gateway obtained (kind oauth2), named "ENTRY#what" ('#' is never in an
+ * entry's name), what being [a-z]{1,8}.
+ */
+#define VAULT_SNAP_NAME_MAX	(VAULT_NAME_MAX + 9)
+int		 vault_snap_name_valid(const char *name);
+
 /* One secret of a snapshot; val points into the snapshot's wiped block. */
 struct vault_secret {
-	char		 name[VAULT_NAME_MAX + 8];	/* + a part's suffix */
+	char		 name[VAULT_SNAP_NAME_MAX + 1];
 	const unsigned char *val;
 	size_t		 len;
 };

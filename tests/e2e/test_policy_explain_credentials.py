@@ -70,7 +70,7 @@ JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
              "git", "credentials"}
 CRED_KEYS = {"name", "kind", "secret", "secret_env", "hosts", "headers", "query", "exclusive", "env",
-             "placeholder_shape",
+             "placeholder_shape", "oauth2",
              "placeholder", "swapped", "not_swapped", "require", "scope"}
 
 
@@ -132,7 +132,7 @@ class ExplainCredentialsTest(unittest.TestCase):
             "env": "LLM_API_KEY", "secret_env": None,
             "placeholder": "per-sandbox",
             "placeholder_shape": None, "swapped": True, "not_swapped": None,
-            "require": False, "scope": None}])
+            "require": False, "scope": None, "oauth2": None}])
         self.assertIsNone(doc["methods"])
         self.assertIsNone(doc["paths"])
         # a fixed placeholder is said to be fixed, never printed
