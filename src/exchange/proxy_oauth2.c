@@ -8,8 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
 
 #include "core/log.h"
+#include "core/netaddr.h"
+#include "dns/resolver.h"
 #include "exchange/cred_phs.h"
 #include "exchange/exchange.h"
 #include "vault/oauth2.h"
@@ -42,6 +48,83 @@ done_cb(void *arg)
 			event_active(p->workers[i].oauth2_ev, EV_READ, 0);
 }
 
+/* A token endpoint's name, by the gateway's resolver on a loop of its own. */
+struct oa_lookup {
+	struct event_base	*base;
+	int			 done, result;
+	struct sockaddr_storage	*out;
+	size_t			 max, n;
+	unsigned		 port;
+};
+
+static void
+lookup_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
+    void *arg)
+{
+	struct oa_lookup *lk = arg;
+	size_t i;
+
+	(void)ttl;
+	lk->done = 1;
+	lk->result = result;
+	for (i = 0; result == RESOLVER_OK && i < n && lk->n < lk->max; i++)
+		if (netaddr_to_sockaddr(&addrs[i], (uint16_t)lk->port,
+		    &lk->out[lk->n]) > 0)
+			lk->n++;
+	event_base_loopbreak(lk->base);
+}
+
+static int
+resolve_cb(void *arg, const char *host, unsigned port,
+    struct sockaddr_storage *out, size_t max, uint64_t deadline_ms,
+    char *why, size_t whylen)
+{
+	struct proxy *p = arg;
+	struct oa_lookup lk;
+	struct resolver *r = NULL;
+	struct resolver_query *q;
+	struct timespec ts;
+	struct timeval tv;
+	uint64_t now;
+
+	memset(&lk, 0, sizeof(lk));
+	lk.out = out;
+	lk.max = max;
+	lk.port = port;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	if (deadline_ms <= now) {
+		snprintf(why, whylen, "no time left to resolve %s", host);
+		return -1;
+	}
+	if ((lk.base = event_base_new()) == NULL ||
+	    (r = resolver_new(lk.base, p->cfg)) == NULL) {
+		snprintf(why, whylen, "cannot start a resolver for %s", host);
+		goto done;
+	}
+	if ((q = resolver_lookup(r, host, lookup_cb, &lk)) == NULL) {
+		snprintf(why, whylen, "cannot resolve %s: out of memory", host);
+		goto done;
+	}
+	tv.tv_sec = (time_t)((deadline_ms - now) / 1000);
+	tv.tv_usec = (suseconds_t)((deadline_ms - now) % 1000) * 1000;
+	event_base_loopexit(lk.base, &tv);
+	event_base_dispatch(lk.base);
+	if (!lk.done) {
+		resolver_cancel(q);
+		snprintf(why, whylen, "resolving %s timed out", host);
+	} else if (lk.n == 0)
+		snprintf(why, whylen, "cannot resolve %s (%s)", host,
+		    lk.result == RESOLVER_OK ? "no address" : "no such name or "
+		    "the resolvers failed");
+done:
+	if (r != NULL)
+		resolver_free(r);
+	if (lk.base != NULL)
+		event_base_free(lk.base);
+	return lk.n > 0 ? (int)lk.n : -1;
+}
+
 int
 oauth2_proxy_init(struct proxy *p)
 {
@@ -53,6 +136,7 @@ oauth2_proxy_init(struct proxy *p)
 		return -1;
 	}
 	oauth2_tokens_on_done(p->oauth2, done_cb, p);
+	oauth2_tokens_on_resolve(p->oauth2, resolve_cb, p);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #define SG_VAULT_OAUTH2_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vault/vault.h"
 
@@ -118,6 +119,18 @@ int	oauth2_tokens_fetch_async(struct oauth2_tokens *,
  * fetched, without the tokens' lock; NULL: none. Set before requests come.
  */
 void	oauth2_tokens_on_done(struct oauth2_tokens *, void (*done)(void *),
+	    void *arg);
+/*
+ * How a token endpoint's host name is resolved: the gateway's own resolver
+ * (upstream.resolvers), not the C library's. Fills up to max addresses
+ * (port set) before deadline_ms (CLOCK_MONOTONIC); their number, or -1
+ * with why. Set before requests come; NULL: getaddrinfo(3).
+ */
+struct sockaddr_storage;
+typedef int	(*oauth2_resolve_fn)(void *arg, const char *host, unsigned port,
+		    struct sockaddr_storage *out, size_t max, uint64_t deadline_ms,
+		    char *why, size_t whylen);
+void	oauth2_tokens_on_resolve(struct oauth2_tokens *, oauth2_resolve_fn,
 	    void *arg);
 /* The fetcher thread stopped (joined) and no done callback from now on. */
 void	oauth2_tokens_stop(struct oauth2_tokens *);

@@ -82,6 +82,8 @@ struct oauth2_tokens {
 	oauth2_publish_fn publish;
 	void		*arg;
 	unsigned long	 fetches;
+	oauth2_resolve_fn resolve;
+	void		*resolve_arg;
 };
 
 static uint64_t
@@ -271,6 +273,14 @@ done:
 }
 
 void
+oauth2_tokens_on_resolve(struct oauth2_tokens *t, oauth2_resolve_fn fn,
+    void *arg)
+{
+	t->resolve = fn;
+	t->resolve_arg = arg;
+}
+
+void
 oauth2_tokens_rebase(struct oauth2_tokens *t, struct vault_snapshot *base)
 {
 	pthread_mutex_lock(&t->mtx);
@@ -343,7 +353,8 @@ fail:
 }
 
 static int
-oa_connect(struct oa_io *io, const struct policy_oauth2 *o)
+oa_connect(struct oa_io *io, const struct policy_oauth2 *o,
+    const struct oauth2_tokens *t)
 {
 	struct sockaddr_in6 s6;
 	struct sockaddr_in s4;
@@ -367,6 +378,22 @@ oa_connect(struct oa_io *io, const struct policy_oauth2 *o)
 			    sizeof(s6));
 		} else
 			rc = -1;
+	} else if (t->resolve != NULL) {
+		struct sockaddr_storage ss[8];
+		int i, k;
+
+		if ((k = t->resolve(t->resolve_arg, o->host, o->port, ss, 8,
+		    io->deadline, io->why, io->wl)) <= 0) {
+			if (io->why[0] == '\0')
+				snprintf(io->why, io->wl, "cannot resolve %s",
+				    o->host);
+			return -1;
+		}
+		rc = -1;
+		for (i = 0; i < k && rc == -1; i++)
+			rc = oa_connect_one(io, (struct sockaddr *)&ss[i],
+			    ss[i].ss_family == AF_INET6 ?
+			    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
 	} else {
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_family = AF_UNSPEC;
@@ -525,7 +552,7 @@ oa_request(unsigned char *b, const struct policy_oauth2 *o,
  * (oauth2_answer_free after), or -1 with why.
  */
 static int
-oa_fetch(SSL_CTX *ctx, const struct policy_oauth2 *o,
+oa_fetch(const struct oauth2_tokens *t, SSL_CTX *ctx, const struct policy_oauth2 *o,
     const struct oauth2_entry *ce, const char *rt, size_t rtlen,
     struct oauth2_answer *a, char *why, size_t wl)
 {
@@ -547,7 +574,7 @@ oa_fetch(SSL_CTX *ctx, const struct policy_oauth2 *o,
 		snprintf(why, wl, "the token request would be too long");
 		goto done;
 	}
-	if (oa_connect(&io, o) == -1)
+	if (oa_connect(&io, o, t) == -1)
 		goto done;
 	if ((io.ssl = SSL_new(ctx)) == NULL || SSL_set_fd(io.ssl, io.fd) != 1 ||
 	    (!o->host_is_ip && SSL_set_tlsext_host_name(io.ssl, o->host) != 1) ||
@@ -710,7 +737,7 @@ ensure(struct oauth2_tokens *t, const struct policy_credential *c,
 	t->fetches++;
 	pthread_mutex_unlock(&t->mtx);
 
-	rc = oa_fetch(t->ctx, o, &ce, rt, rtlen, &a, e->why, sizeof(e->why));
+	rc = oa_fetch(t, t->ctx, o, &ce, rt, rtlen, &a, e->why, sizeof(e->why));
 
 	pthread_mutex_lock(&t->mtx);
 	e->fetching = 0;

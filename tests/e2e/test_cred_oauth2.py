@@ -44,7 +44,11 @@ PH = {
     "big": "sgtest-oauth2-big-placeholder-004",
     "odd": "sgtest-oauth2-odd-placeholder-005",
     "redir": "sgtest-oauth2-redir-placeholder-6",
+    "named": "sgtest-oauth2-named-placeholder-7",
+    "nxname": "sgtest-oauth2-nxname-placeholder8",
 }
+# Token endpoints by host name, through the gateway's resolver (dnsmasq).
+NAMED = {"named": "auth.test", "nxname": "nx-auth.test"}
 
 
 def ip_leaf(ca, cn, ip):
@@ -55,7 +59,8 @@ def ip_leaf(ca, cn, ip):
         "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=" + cn,
         "-keyout", key, "-out", csr])
     with open(ext, "w") as f:
-        f.write("subjectAltName=IP:%s\nbasicConstraints=critical,CA:FALSE\n"
+        f.write("subjectAltName=IP:%s,DNS:auth.test\n"
+            "basicConstraints=critical,CA:FALSE\n"
             "keyUsage=critical,digitalSignature\n"
             "extendedKeyUsage=serverAuth\n" % ip)
     ca.serial += 1
@@ -118,6 +123,14 @@ class _TokenHandler(http.server.BaseHTTPRequestHandler):
         if self.path == "/redir":
             self.answer(302, {}, headers=[("Location", "/ok")])
             return
+        if self.path == "/cc" and form.get("grant_type") == [
+                "client_credentials"]:
+            with srv.lock:
+                srv.cc = "at-cc-%s" % os.urandom(12).hex()
+                srv.issued.append(srv.cc)
+            self.answer(200, {"access_token": srv.cc, "token_type": "Bearer",
+                "expires_in": 60})
+            return
         if self.path != "/ok":
             self.answer(400, {"error": "invalid_grant"})
             return
@@ -172,6 +185,7 @@ class TokenEndpoint:
         self.srv.rt = RT0
         self.srv.n = 0
         self.srv.access = None
+        self.srv.cc = None
         self.srv.expires_in = 2
         self.srv.delay = 0.4
         self.port = self.srv.server_address[1]
@@ -238,12 +252,19 @@ class OAuth2Test(unittest.TestCase):
         s.bind((TOKEN_HOST, 0))
         cls.down_port = s.getsockname()[1]
         s.close()
-        cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in names])
+        cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in names] +
+            [("auth.test", TOKEN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         paths = {"crm": "ok", "bad": "invalid", "down": "ok", "big": "big",
             "odd": "odd", "redir": "redir"}
-        policy = POLICY.format(port=cls.origin.port, origin=ORIGIN_HOST)
+        policy = POLICY.format(port=cls.origin.port, origin=ORIGIN_HOST
+            ).replace("redir]", "redir, %s]" % ", ".join(NAMED))
         for name, ph in PH.items():
+            if name in NAMED:
+                policy += CRED.format(name=name, ph=ph, tok=NAMED[name],
+                    tport=cls.tok.port, path="cc").replace(
+                    "grant: refresh_token", "grant: client_credentials")
+                continue
             policy += CRED.format(name=name, ph=ph, tok=TOKEN_HOST,
                 tport=cls.down_port if name == "down" else cls.tok.port,
                 path=paths[name])
@@ -254,7 +275,9 @@ class OAuth2Test(unittest.TestCase):
             CLIENT_ID, CLIENT_SECRET, RT0)
         for name in PH:
             r = T.run_sandgate("vault", "set", name + "-oauth", "-c",
-                cls.gw.cfg_path, input=entry)
+                cls.gw.cfg_path, input=entry if name not in NAMED else
+                "client_id=%s\nclient_secret=%s\n" % (CLIENT_ID,
+                                                      CLIENT_SECRET))
             if r.returncode != 0:
                 raise RuntimeError("vault set: %s" % r.stderr)
         cls.gw.start()
@@ -460,6 +483,23 @@ class OAuth2Test(unittest.TestCase):
         # the redirect to /ok was not followed
         self.assertEqual(len(self.tok.calls("/ok")), n_ok)
         self.assertTrue(self.gw.alive())
+
+    def test_7_token_url_by_name(self):
+        """A token endpoint named by host name: resolved by the gateway's
+        own resolver (upstream.resolvers, here dnsmasq), not the C
+        library's; a name that does not resolve is a refresh failure."""
+        r = self.fetch("named", "/echo/n1")
+        self.assertEqual(r.status, 200, r)
+        seen = self.seen("/echo/n1")
+        self.assertEqual(len(seen), 1, seen)
+        with self.tok.srv.lock:
+            cc = self.tok.srv.cc
+        self.assertTrue(cc and cc.startswith("at-cc-"))
+        self.assertEqual(seen[0], cc)
+        r = self.fetch("nxname", "/echo/n2")
+        self.assert_refused(r, "nxname")
+        self.assertIn(b"nx-auth.test", r.body)
+        self.assertEqual(self.seen("/echo/n2"), [])
 
     def test_6_placeholder_elsewhere_is_misuse(self):
         # (f) the placeholder to a host it is not bound to
