@@ -17,6 +17,7 @@ never guessed), an identical copy (nothing changes), and a broken one
 import datetime
 import json
 import os
+import pwd
 import shutil
 import sys
 import time
@@ -28,6 +29,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "data"))
 import sgtest as T  # noqa: E402
 import transparent_helpers as H  # noqa: E402
+import test_fleet as F  # noqa: E402  (its PostgreSQL, for --store)
 
 TOK_AGENT = "tok-agent-3f9c1d07b2"
 TOK_CI = "tok-ci-a81e44c0d95b"
@@ -343,6 +345,104 @@ class PolicyReplayTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertTrue(r.stderr.startswith("sandgate: "), r.stderr)
         r = T.run_sandgate("policy", "replay", "-c", self.gw.cfg_path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+
+def store_skip_reason():
+    """Why the --store test cannot run here, or None."""
+    for exe in (F.PG_BIN + "/initdb", F.PG_BIN + "/postgres", F.PSQL,
+                F.SETPRIV):
+        if not os.access(exe, os.X_OK):
+            return exe + " is missing (postgresql-15, util-linux)"
+    if os.geteuid() != 0:
+        return "needs root to run PostgreSQL as " + F.PG_USER
+    try:
+        pwd.getpwnam(F.PG_USER)
+    except KeyError:
+        return "no user " + F.PG_USER
+    return None
+
+
+class StoreReplayTest(unittest.TestCase):
+    """--store: a gateway ships its rows (audit.ship) to a PostgreSQL this
+    test starts; replay reads them from there and finds what it finds in
+    the gateway's own audit.db."""
+
+    def test_replay_from_the_fleet_store(self):
+        why = store_skip_reason()
+        if why:
+            self.skipTest(why)
+        td = T.TempDir("sgreplay-store-")
+        self.addCleanup(td.cleanup)
+        d = td.path
+        os.chmod(d, 0o755)
+        pg = F.Postgres(d)
+        self.addCleanup(pg.stop)
+        pg.start()
+        self.assertEqual(pg.psql("postgres", "CREATE DATABASE fleet")
+                         .returncode, 0)
+        r = T.run_sandgate("audit", "ship", "--init", "--store", pg.url_tcp())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        http = T.Origin("plain", host="127.0.0.2")
+        self.addCleanup(http.stop)
+        dns = T.Dnsmasq(d, [("files.pkgs.test", "127.0.0.2"),
+                            ("blocked.other.test", "127.0.0.2")])
+        self.addCleanup(dns.stop)
+        pa = http.port
+        gw = T.Gateway(d, dns, {
+            "10-sandboxes.yaml": sandboxes_doc(),
+            "20-build.yaml": build_policy(pa, pa + 1),
+            "30-agent.yaml": agent_policy(pa)},
+            extra={"audit": {"ship": {"url": pg.url_tcp(),
+                                      "gateway": "gw-replay"}}})
+        gw.start()
+        self.addCleanup(gw.stop)
+        got = [T.curl("http://files.pkgs.test:%d/s/%d" % (pa, i),
+                      proxy=gw.url).status for i in range(3)]
+        got += [T.curl("http://blocked.other.test:%d/s" % pa,
+                       proxy=gw.url).status]
+        got += [T.curl("http://files.pkgs.test:%d/ci" % pa, proxy=gw.url,
+                       args=["-U", "ci:" + TOK_CI]).status]
+        self.assertEqual(got, [200, 200, 200, 403, 200])
+        sql = ("SELECT count(*) FROM sandgate.events WHERE kind = 'http' "
+               "AND gateway = 'gw-replay'")
+        deadline = time.time() + 20 * T.SLOW
+        while pg.rows(sql) != [["5"]] and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(pg.rows(sql), [["5"]], gw.log_tail())
+        cand = os.path.join(d, "cand")
+        os.makedirs(cand)
+        for f in ("10-sandboxes.yaml", "30-agent.yaml"):
+            shutil.copy(os.path.join(gw.policy_dir, f), cand)
+        with open(os.path.join(cand, "20-build.yaml"), "w") as f:
+            f.write(build_policy(pa, pa + 1, files=False))
+        docs = {}
+        for where in ("store", "db"):
+            args = ["policy", "replay", "-c", gw.cfg_path, "--format", "json",
+                    cand]
+            if where == "store":
+                args += ["--store", pg.url_tcp()]
+            r = T.run_sandgate(*args)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            docs[where] = json.loads(r.stdout)
+        self.assertEqual(PolicyReplayTest.groups(docs["store"]), [
+            ("ci", "files.pkgs.test", pa, "allow-to-deny", 1),
+            ("local", "files.pkgs.test", pa, "allow-to-deny", 3)])
+        self.assertEqual((docs["store"]["rows"], docs["store"]["unchanged"]),
+                         (5, 1))
+        for doc in docs.values():
+            for g in doc["changes"]:
+                g.pop("first")
+                g.pop("last")
+        self.assertEqual(docs["store"], docs["db"])
+        r = T.run_sandgate("policy", "replay", "-c", gw.cfg_path, "--format",
+                           "json", "--store", pg.url_tcp(), "--sandbox", "ci",
+                           cand)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(PolicyReplayTest.groups(json.loads(r.stdout)), [
+            ("ci", "files.pkgs.test", pa, "allow-to-deny", 1)])
+        r = T.run_sandgate("policy", "replay", "-c", gw.cfg_path, "--store",
+                           "mysql://x", cand)
         self.assertEqual(r.returncode, 2, r.stderr)
 
 
