@@ -672,7 +672,8 @@ cmd_policy_replay(int argc, char *argv[])
 		    err);
 		goto done;
 	}
-	qsort(r.g, r.n, sizeof(*r.g), group_cmp);
+	if (r.n > 0)
+		qsort(r.g, r.n, sizeof(*r.g), group_cmp);
 	failed = (r.a2d > 0 && (strcmp(fail_on, "allow-to-deny") == 0 ||
 	    strcmp(fail_on, "any") == 0)) || (r.d2a > 0 &&
 	    (strcmp(fail_on, "deny-to-allow") == 0 ||
