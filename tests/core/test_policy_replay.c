@@ -85,6 +85,16 @@ static const char cand3_text[] = SANDBOXES
     "    allow:\n" RULES
     LAUNCH CREDS("false");
 
+/* 4: the same rules in mode: report. */
+static const char cand4_text[] = SANDBOXES
+    "policies:\n"
+    "  - name: p\n"
+    "    mode: report\n"
+    "    credentials: [k]\n"
+    "    allow_private: [10.0.0.0/8]\n"
+    "    allow:\n" RULES
+    LAUNCH CREDS("false");
+
 struct rcase {
 	const char		*name;
 	int			 cand;
@@ -180,6 +190,13 @@ static const struct rcase cases[] = {
 	    NULL },
 	{ "allow_private narrower, an IP inside", 3, GEO("10.1.2.3", NULL),
 	    REPLAY_SAME, NULL, "allow", "allowed", NULL },
+	{ "report mode now: passes, reported", 4, ROW("box", "http",
+	    "b.example.com", 80, "GET", "deny", "default-deny", "policy-deny"),
+	    REPLAY_DENY_TO_ALLOW, NULL, "report", "policy-deny", "addresses" },
+	{ "report mode then, enforced now", 0, ROW("box", "http",
+	    "b.example.com", 80, "GET", "report", "default-deny",
+	    "policy-deny"), REPLAY_ALLOW_TO_DENY, NULL, "deny", "policy-deny",
+	    NULL },
 	{ "allow_private narrower, a name", 3, ROW("box", "http",
 	    "a.example.com", 80, "GET", "allow", "p:allow[0]", NULL),
 	    REPLAY_UNDECIDABLE, "addresses", NULL, NULL, NULL },
@@ -204,7 +221,7 @@ load(const char *name, const char *text)
 int
 main(void)
 {
-	struct policy *cur, *cand[4];
+	struct policy *cur, *cand[5];
 	struct replay_result res;
 	size_t i;
 	int k;
@@ -215,10 +232,12 @@ main(void)
 	cand[1] = load("cand1.yaml", cand1_text);
 	cand[2] = load("cand2.yaml", cand2_text);
 	cand[3] = load("cand3.yaml", cand3_text);
+	cand[4] = load("cand4.yaml", cand4_text);
 	CHECK(cur != NULL);
-	for (k = 0; k < 4; k++)
+	for (k = 0; k < 5; k++)
 		CHECK_MSG(cand[k] != NULL, "candidate %d", k);
-	if (cur == NULL || !cand[0] || !cand[1] || !cand[2] || !cand[3])
+	if (cur == NULL || !cand[0] || !cand[1] || !cand[2] || !cand[3] ||
+	    !cand[4])
 		return check_summary();
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct rcase *c = &cases[i];
@@ -249,7 +268,7 @@ main(void)
 			    "%s: an undecidable row has no decision", c->name);
 	}
 	policy_unref(cur);
-	for (k = 0; k < 4; k++)
+	for (k = 0; k < 5; k++)
 		policy_unref(cand[k]);
 	return check_summary();
 }
