@@ -36,13 +36,19 @@
     "           [--since T] [--until T] [--name POLICY] [--psl FILE]\n" \
     "  Print a policy document allowing what the sandbox was denied or what\n" \
     "  report mode let pass (sandgate help policy suggest).\n"
+#define POLICY_REPLAY_USAGE \
+    "usage: sandgate policy replay [-c FILE] [--since T] [--until T]\n" \
+    "           [--sandbox ID] [--store URL] [--fail-on WHEN]\n" \
+    "           [--format text|json] CANDIDATE...\n" \
+    "  Decide the audit log's rows again under a candidate policy and print\n" \
+    "  what would change (sandgate help policy replay).\n"
 #define POLICY_COMMON_USAGE \
     "  -c FILE   config file (default: ./sandgate.yaml,\n" \
     "            /etc/sandgate/sandgate.yaml, else built-in defaults)\n"
 
 static const char policy_usage[] =
     POLICY_CHECK_USAGE POLICY_EXPLAIN_USAGE POLICY_SUGGEST_USAGE
-    POLICY_COMMON_USAGE;
+    POLICY_REPLAY_USAGE POLICY_COMMON_USAGE;
 static const char policy_check_usage[] = POLICY_CHECK_USAGE POLICY_COMMON_USAGE;
 static const char policy_explain_usage[] =
     POLICY_EXPLAIN_USAGE POLICY_COMMON_USAGE;
@@ -585,7 +591,8 @@ int
 cmd_policy(int argc, char *argv[])
 {
 	if (argc < 2)
-		return cmd_usage_error(policy_usage, "policy: give check, explain or suggest");
+		return cmd_usage_error(policy_usage, "policy: give check, explain, "
+		    "suggest or replay");
 	cmd_hoist_config(argc, argv);
 	if (strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
@@ -593,6 +600,8 @@ cmd_policy(int argc, char *argv[])
 		return policy_explain(argc - 1, argv + 1);
 	if (strcmp(argv[1], "suggest") == 0)
 		return cmd_policy_suggest(argc - 1, argv + 1);
+	if (strcmp(argv[1], "replay") == 0)
+		return cmd_policy_replay(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(policy_usage, stdout);
 		return 0;

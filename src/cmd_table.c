@@ -70,6 +70,17 @@ static const struct cmd_opt policy_suggest_opts[] = {
 	END
 };
 
+static const struct cmd_opt policy_replay_opts[] = {
+	CONFIG,
+	{ NULL, "--since", V_TEXT, NULL },
+	{ NULL, "--until", V_TEXT, NULL },
+	{ NULL, "--sandbox", V_TEXT, NULL },
+	{ NULL, "--store", V_TEXT, NULL },
+	{ NULL, "--fail-on", V_ENUM, "allow-to-deny|deny-to-allow|any|none" },
+	{ NULL, "--format", V_ENUM, "text|json" },
+	END
+};
+
 /* status and reload: clients of the admin socket */
 static const struct cmd_opt admin_client_opts[] = {
 	CONFIG,
@@ -186,6 +197,7 @@ static const struct cmd_entry {
 	{ "policy", "check", config_only },
 	{ "policy", "explain", policy_explain_opts },
 	{ "policy", "suggest", policy_suggest_opts },
+	{ "policy", "replay", policy_replay_opts },
 	{ "ca", "init", ca_init_opts },
 	{ "vault", "set", config_only },
 	{ "vault", "list", config_only },

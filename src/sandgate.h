@@ -11,6 +11,7 @@
 int	cmd_serve(int argc, char *argv[]);
 int	cmd_policy(int argc, char *argv[]);
 int	cmd_policy_suggest(int argc, char *argv[]);	/* policy suggest ... */
+int	cmd_policy_replay(int argc, char *argv[]);	/* policy replay ... */
 int	cmd_audit(int argc, char *argv[]);
 struct audit_filter;
 /* audit stats: db and public key paths, the filter's sandbox/since/until. */

@@ -200,6 +200,55 @@ audit_store_query(const char *url, const char *gateway,
 	return n;
 }
 
+int64_t
+audit_store_rows(const char *url, const char *gateway,
+    const struct audit_filter *flt,
+    int (*cb)(const struct audit_val row[AUDIT_NCOLS],
+    const struct audit_val *gw, void *arg), void *arg,
+    char *err, size_t errlen)
+{
+	struct audit_filter f = *flt;
+	struct audit_val row[AUDIT_NCOLS], gw;
+	struct audit_sql q;
+	const char *errstr;
+	char msg[128];
+	PGconn *c;
+	PGresult *r;
+	int64_t n = 0;
+	int k, stop = 0;
+
+	f.store = 1;
+	f.gateway = gateway;
+	if (audit_build_select(&f, &q, &errstr) == -1) {
+		snprintf(err, errlen, "%s", errstr);
+		return -1;
+	}
+	if ((c = audit_pg_connect(url, err, errlen)) == NULL ||
+	    store_send(c, &q, err, errlen) == -1) {
+		PQfinish(c);
+		return -1;
+	}
+	/* Read every result to the end, also after cb stopped or an error. */
+	while ((r = PQgetResult(c)) != NULL) {
+		if (PQresultStatus(r) == PGRES_SINGLE_TUPLE && n != -1 &&
+		    !stop) {
+			if (store_row(r, 0, row, &gw, msg, sizeof(msg)) != 0)
+				for (k = 0; k < AUDIT_NCOLS; k++)
+					store_val(r, 0, k, audit_col_is_int[k],
+					    &row[k]);
+			n++;
+			stop = cb(row, &gw, arg);
+		} else if (PQresultStatus(r) != PGRES_SINGLE_TUPLE &&
+		    PQresultStatus(r) != PGRES_TUPLES_OK && n != -1) {
+			audit_pg_error(c, r, err, errlen);
+			n = -1;
+		}
+		PQclear(r);
+	}
+	PQfinish(c);
+	return n;
+}
+
 /* ------------------------------------------------------------ verify */
 
 struct store_walk {

@@ -39,6 +39,16 @@ int64_t	 audit_store_query(const char *url, const char *gateway,
 	    const struct audit_filter *f, enum audit_format, FILE *out,
 	    char *err, size_t errlen);
 /*
+ * The same rows handed to cb one by one (values valid during the call; gw
+ * the row's gateway); cb returns non-zero to stop. The number handed, or
+ * -1 with err. `policy replay --store`.
+ */
+int64_t	 audit_store_rows(const char *url, const char *gateway,
+	    const struct audit_filter *f,
+	    int (*cb)(const struct audit_val row[AUDIT_NCOLS],
+	    const struct audit_val *gw, void *arg), void *arg,
+	    char *err, size_t errlen);
+/*
  * Verify each gateway's chain in the store (or gateway's when not NULL),
  * in one snapshot, each checkpoint with the key among pubs that it names:
  * a summary per intact gateway to out, one line per broken one to errf.
