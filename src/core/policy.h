@@ -222,6 +222,9 @@ struct policy_oauth2 *policy_oauth2_parse(struct ycheck *c,
 int	policy_oauth2_names(struct policy_oauth2 *, const char *secret);
 void	policy_oauth2_free(struct policy_oauth2 *);
 
+/* A query type named as dns_types names it ("AAAA"): 0 and *out, or -1. */
+int	policy_qtype_by_name(const char *, uint16_t *out);
+
 /* "static", "aws_sigv4", "oauth2" */
 const char *policy_cred_kind_name(enum policy_cred_kind);
 

@@ -88,6 +88,19 @@ static const struct {
 	{ "HTTPS", 65 }, { "CAA", 257 },
 };
 
+int
+policy_qtype_by_name(const char *s, uint16_t *out)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && i < sizeof(pl_qtypes) / sizeof(pl_qtypes[0]); i++)
+		if (strcmp(s, pl_qtypes[i].name) == 0) {
+			*out = pl_qtypes[i].qtype;
+			return 0;
+		}
+	return -1;
+}
+
 /* Unkeyed: the keys are names the operator wrote in the policy. */
 static uint64_t
 pl_fnv(const char *s)

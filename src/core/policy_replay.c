@@ -12,7 +12,6 @@
 #include "core/policy_int.h"
 #include "core/policy_replay.h"
 #include "core/reason.h"
-#include "parse/dns_msg.h"
 
 /* What stage made a recorded refusal, from its reason. */
 enum stage {
@@ -195,9 +194,8 @@ rule_policy(const char *rule, char *out, size_t len)
 static int
 qtype_parse(const char *s, uint16_t *out)
 {
-	char buf[16], *end;
+	char *end;
 	unsigned long v;
-	unsigned t;
 
 	if (s == NULL)
 		return -1;
@@ -208,10 +206,19 @@ qtype_parse(const char *s, uint16_t *out)
 		*out = (uint16_t)v;
 		return 0;
 	}
-	/* dns_msg.c names the types it knows, all below 300. */
-	for (t = 1; t < 300; t++)
-		if (strcmp(dns_type_name((uint16_t)t, buf, sizeof(buf)), s) == 0) {
-			*out = (uint16_t)t;
+	/* The names dns_types knows, and those the DNS listener writes beside. */
+	static const struct {
+		const char	*name;
+		uint16_t	 t;
+	} more[] = { { "OPT", 41 }, { "RRSIG", 46 }, { "NSEC", 47 },
+	    { "IXFR", 251 }, { "AXFR", 252 }, { "ANY", 255 } };
+	size_t i;
+
+	if (policy_qtype_by_name(s, out) == 0)
+		return 0;
+	for (i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		if (strcmp(s, more[i].name) == 0) {
+			*out = more[i].t;
 			return 0;
 		}
 	return -1;
