@@ -22,80 +22,6 @@
 
 #define SIGV4_BODY_MAX	PROXY_READ_HWM	/* a head and body hashed: what one read buffer holds */
 
-/* A growing string wiped when let go (a query may hold the session token). */
-struct wstr {
-	char	*p;
-	size_t	 len, cap;
-	int	 err;
-};
-
-static void
-ws_add(struct wstr *w, const void *p, size_t n)
-{
-	char *np;
-	size_t cap;
-
-	if (w->err || n == 0)
-		return;
-	if (w->len + n + 1 > w->cap) {
-		cap = w->cap ? w->cap * 2 : 512;
-		while (cap < w->len + n + 1)
-			cap *= 2;
-		if ((np = malloc(cap)) == NULL) {
-			w->err = 1;
-			return;
-		}
-		if (w->len > 0)
-			memcpy(np, w->p, w->len);
-		if (w->p != NULL) {
-			OPENSSL_cleanse(w->p, w->cap);
-			free(w->p);
-		}
-		w->p = np;
-		w->cap = cap;
-	}
-	memcpy(w->p + w->len, p, n);
-	w->len += n;
-	w->p[w->len] = '\0';
-}
-
-static void
-ws_str(struct wstr *w, const char *s)
-{
-	ws_add(w, s, strlen(s));
-}
-
-static void
-ws_free(struct wstr *w)
-{
-	if (w->p != NULL) {
-		OPENSSL_cleanse(w->p, w->cap);
-		free(w->p);
-	}
-	memset(w, 0, sizeof(*w));
-}
-
-static void
-ws_enc(struct wstr *w, const char *p, size_t len)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)p[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
-		    c == '~')
-			ws_add(w, &c, 1);
-		else {
-			char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-
-			ws_add(w, e, 3);
-		}
-	}
-}
-
 void
 sigv4_plan_free(struct cred_plan_ext *x)
 {
@@ -184,42 +110,37 @@ pick(const char *v, size_t vlen, char *out, size_t outlen, int *n)
 static void
 presigned_parse(const char *q, size_t len, struct presigned *ps)
 {
-	size_t i, start = 0, eq;
+	struct sigv4_param qp;
+	size_t at = 0, kl;
+	char k[64];
 
 	memset(ps, 0, sizeof(*ps));
-	for (i = 0; i <= len; i++) {
-		char k[64];
-		size_t kl;
-
-		if (i < len && q[i] != '&')
+	while (sigv4_query_next(q, len, &at, &qp)) {
+		if (qp.name.len >= sizeof(k))
 			continue;
-		for (eq = start; eq < i && q[eq] != '='; eq++)
-			;
-		if (eq - start < sizeof(k)) {
-			kl = sigv4_unescape(q + start, eq - start, k);
-			k[kl] = '\0';
-			if (eq < i) {
-				const char *v = q + eq + 1;
-				size_t vl = i - eq - 1;
-
-				if (strcasecmp(k, "X-Amz-Algorithm") == 0)
-					pick(v, vl, ps->algo, sizeof(ps->algo), &ps->n_algo);
-				else if (strcasecmp(k, "X-Amz-Credential") == 0)
-					pick(v, vl, ps->cred, sizeof(ps->cred), &ps->n_cred);
-				else if (strcasecmp(k, "X-Amz-Date") == 0)
-					pick(v, vl, ps->date, sizeof(ps->date), &ps->n_date);
-				else if (strcasecmp(k, "X-Amz-SignedHeaders") == 0)
-					pick(v, vl, ps->signed_headers,
-					    sizeof(ps->signed_headers), &ps->n_sh);
-				else if (strcasecmp(k, "X-Amz-Signature") == 0)
-					pick(v, vl, ps->sig, sizeof(ps->sig), &ps->n_sig);
-			}
-			if (strcasecmp(k, "X-Amz-Security-Token") == 0)
-				ps->n_token++;
-			if (strcasecmp(k, "AWSAccessKeyId") == 0)
-				ps->n_v2++;
-		}
-		start = i + 1;
+		kl = sigv4_unescape(qp.name.p, qp.name.len, k);
+		k[kl] = '\0';
+		if (strcmp(k, "X-Amz-Security-Token") == 0)
+			ps->n_token++;
+		if (strcmp(k, "AWSAccessKeyId") == 0)
+			ps->n_v2++;
+		if (!qp.has_value)
+			continue;
+		if (strcmp(k, "X-Amz-Algorithm") == 0)
+			pick(qp.value.p, qp.value.len, ps->algo, sizeof(ps->algo),
+			    &ps->n_algo);
+		else if (strcmp(k, "X-Amz-Credential") == 0)
+			pick(qp.value.p, qp.value.len, ps->cred, sizeof(ps->cred),
+			    &ps->n_cred);
+		else if (strcmp(k, "X-Amz-Date") == 0)
+			pick(qp.value.p, qp.value.len, ps->date, sizeof(ps->date),
+			    &ps->n_date);
+		else if (strcmp(k, "X-Amz-SignedHeaders") == 0)
+			pick(qp.value.p, qp.value.len, ps->signed_headers,
+			    sizeof(ps->signed_headers), &ps->n_sh);
+		else if (strcmp(k, "X-Amz-Signature") == 0)
+			pick(qp.value.p, qp.value.len, ps->sig, sizeof(ps->sig),
+			    &ps->n_sig);
 	}
 }
 
@@ -446,7 +367,7 @@ headers_out(struct sigctx *x, const char *token, size_t toklen,
 
 /* SignedHeaders as they leave: x-amz-security-token only with a real token. */
 static void
-signed_out(const struct sigv4_slice *in, int token, struct wstr *w)
+signed_out(const struct sigv4_slice *in, int token, struct sigv4_buf *w)
 {
 	static const char tk[] = "x-amz-security-token";
 	size_t i, start = 0;
@@ -464,18 +385,18 @@ signed_out(const struct sigv4_slice *in, int token, struct wstr *w)
 			continue;
 		c = memcmp(nm, tk, nl < sizeof(tk) - 1 ? nl : sizeof(tk) - 1);
 		if (!put && (c > 0 || (c == 0 && nl > sizeof(tk) - 1))) {
-			ws_add(w, first ? "" : ";", first ? 0 : 1);
-			ws_str(w, tk);
+			sigv4_buf_add(w, first ? "" : ";", first ? 0 : 1);
+			sigv4_buf_str(w, tk);
 			put = 1;
 			first = 0;
 		}
-		ws_add(w, first ? "" : ";", first ? 0 : 1);
-		ws_add(w, nm, nl);
+		sigv4_buf_add(w, first ? "" : ";", first ? 0 : 1);
+		sigv4_buf_add(w, nm, nl);
 		first = 0;
 	}
 	if (!put) {
-		ws_add(w, first ? "" : ";", first ? 0 : 1);
-		ws_str(w, tk);
+		sigv4_buf_add(w, first ? "" : ";", first ? 0 : 1);
+		sigv4_buf_str(w, tk);
 	}
 }
 
@@ -528,67 +449,61 @@ verify(struct sigctx *x, const struct sigv4_header *h, size_t nh)
 
 /* "KEYID/date/region/service/aws4_request" with the real key id. */
 static void
-scope_with(struct wstr *w, const struct sigv4_cred *c, const unsigned char *id,
+scope_with(struct sigv4_buf *w, const struct sigv4_cred *c, const unsigned char *id,
     size_t idlen, int encode)
 {
 	if (encode) {
-		ws_enc(w, (const char *)id, idlen);
-		ws_str(w, "%2F");
-		ws_enc(w, c->date.p, c->date.len);
-		ws_str(w, "%2F");
-		ws_enc(w, c->region.p, c->region.len);
-		ws_str(w, "%2F");
-		ws_enc(w, c->service.p, c->service.len);
-		ws_str(w, "%2Faws4_request");
+		sigv4_buf_encode(w, (const char *)id, idlen, 0);
+		sigv4_buf_str(w, "%2F");
+		sigv4_buf_encode(w, c->date.p, c->date.len, 0);
+		sigv4_buf_str(w, "%2F");
+		sigv4_buf_encode(w, c->region.p, c->region.len, 0);
+		sigv4_buf_str(w, "%2F");
+		sigv4_buf_encode(w, c->service.p, c->service.len, 0);
+		sigv4_buf_str(w, "%2Faws4_request");
 		return;
 	}
-	ws_add(w, id, idlen);
-	ws_add(w, "/", 1);
-	ws_add(w, c->date.p, c->date.len);
-	ws_add(w, "/", 1);
-	ws_add(w, c->region.p, c->region.len);
-	ws_add(w, "/", 1);
-	ws_add(w, c->service.p, c->service.len);
-	ws_str(w, "/aws4_request");
+	sigv4_buf_add(w, id, idlen);
+	sigv4_buf_add(w, "/", 1);
+	sigv4_buf_add(w, c->date.p, c->date.len);
+	sigv4_buf_add(w, "/", 1);
+	sigv4_buf_add(w, c->region.p, c->region.len);
+	sigv4_buf_add(w, "/", 1);
+	sigv4_buf_add(w, c->service.p, c->service.len);
+	sigv4_buf_str(w, "/aws4_request");
 }
 
 /* The presigned query as it leaves, without its signature yet. */
 static void
 query_out(struct sigctx *x, const unsigned char *id, size_t idlen,
-    const unsigned char *tok, size_t toklen, struct wstr *w)
+    const unsigned char *tok, size_t toklen, struct sigv4_buf *w)
 {
-	const char *q = x->qstart;
-	size_t i, start = 0, eq, len = x->qlen;
+	struct sigv4_param qp;
+	size_t at = 0, kl;
 	int first = 1;
+	char k[64];
 
-	for (i = 0; i <= len; i++) {
-		char k[64];
-		size_t kl;
-
-		if (i < len && q[i] != '&')
-			continue;
-		for (eq = start; eq < i && q[eq] != '='; eq++)
-			;
-		kl = eq - start < sizeof(k) ? sigv4_unescape(q + start,
-		    eq - start, k) : 0;
+	while (sigv4_query_next(x->qstart, x->qlen, &at, &qp)) {
+		kl = qp.name.len < sizeof(k) ? sigv4_unescape(qp.name.p,
+		    qp.name.len, k) : 0;
 		k[kl] = '\0';
-		if (i > start && strcasecmp(k, "X-Amz-Signature") != 0 &&
-		    strcasecmp(k, "X-Amz-Security-Token") != 0) {
-			if (!first)
-				ws_add(w, "&", 1);
-			first = 0;
-			if (strcasecmp(k, "X-Amz-Credential") == 0) {
-				ws_add(w, q + start, eq - start);
-				ws_add(w, "=", 1);
-				scope_with(w, &x->cred, id, idlen, 1);
-			} else
-				ws_add(w, q + start, i - start);
-		}
-		start = i + 1;
+		if (strcmp(k, "X-Amz-Signature") == 0 ||
+		    strcmp(k, "X-Amz-Security-Token") == 0)
+			continue;
+		if (!first)
+			sigv4_buf_add(w, "&", 1);
+		first = 0;
+		if (strcmp(k, "X-Amz-Credential") == 0) {
+			sigv4_buf_add(w, qp.name.p, qp.name.len);
+			sigv4_buf_add(w, "=", 1);
+			scope_with(w, &x->cred, id, idlen, 1);
+		} else
+			sigv4_buf_add(w, qp.raw.p, qp.raw.len);
 	}
 	if (tok != NULL) {
-		ws_str(w, first ? "X-Amz-Security-Token=" : "&X-Amz-Security-Token=");
-		ws_enc(w, (const char *)tok, toklen);
+		sigv4_buf_str(w, first ? "X-Amz-Security-Token=" :
+		    "&X-Amz-Security-Token=");
+		sigv4_buf_encode(w, (const char *)tok, toklen, 0);
 	}
 }
 
@@ -603,7 +518,7 @@ resign(struct sigctx *x, const struct sigv4_header *hin, size_t nin)
 	struct sigv4_header *hout;
 	struct sigv4_request r;
 	struct sigv4_slice sh;
-	struct wstr shw = { 0 }, out = { 0 }, qw = { 0 };
+	struct sigv4_buf shw = { 0 }, out = { 0 }, qw = { 0 };
 	char hash[SIGV4_HEX + 1], sig[SIGV4_HEX + 1];
 	int rc = -1;
 
@@ -640,17 +555,17 @@ resign(struct sigctx *x, const struct sigv4_header *hin, size_t nin)
 		goto done;
 	}
 	if (x->presigned) {
-		ws_add(&out, "?", 1);
-		ws_add(&out, qw.p != NULL ? qw.p : "", qw.len);
-		ws_str(&out, qw.len > 0 ? "&X-Amz-Signature=" : "X-Amz-Signature=");
-		ws_str(&out, sig);
+		sigv4_buf_add(&out, "?", 1);
+		sigv4_buf_add(&out, qw.p != NULL ? qw.p : "", qw.len);
+		sigv4_buf_str(&out, qw.len > 0 ? "&X-Amz-Signature=" : "X-Amz-Signature=");
+		sigv4_buf_str(&out, sig);
 	} else {
-		ws_str(&out, SIGV4_ALGO " Credential=");
+		sigv4_buf_str(&out, SIGV4_ALGO " Credential=");
 		scope_with(&out, &x->cred, id, idlen, 0);
-		ws_str(&out, ", SignedHeaders=");
-		ws_add(&out, sh.p, sh.len);
-		ws_str(&out, ", Signature=");
-		ws_str(&out, sig);
+		sigv4_buf_str(&out, ", SignedHeaders=");
+		sigv4_buf_add(&out, sh.p, sh.len);
+		sigv4_buf_str(&out, ", Signature=");
+		sigv4_buf_str(&out, sig);
 	}
 	if (out.err)
 		goto nomem;
@@ -667,9 +582,9 @@ nomem:
 	rc = refuse(x, REASON_INTERNAL_ERROR, "out of memory");
 done:
 	OPENSSL_cleanse(sig, sizeof(sig));
-	ws_free(&shw);
-	ws_free(&qw);
-	ws_free(&out);
+	sigv4_buf_free(&shw);
+	sigv4_buf_free(&qw);
+	sigv4_buf_free(&out);
 	free(hout);
 	return rc;
 }

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "core/util.h"
 #include "vault/oauth2_int.h"
 #include "vault/vault_int.h"
 
@@ -37,18 +38,6 @@ hdr_is(const char *line, size_t len, const char *name, const char **v,
 	return 1;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Chunked body b[0..n) decoded in place: its length, or -1. */
 static long
 dechunk(char *b, size_t n)
@@ -59,7 +48,7 @@ dechunk(char *b, size_t n)
 	for (;;) {
 		sz = 0;
 		digits = 0;
-		while (in < n && (d = hexval(b[in])) >= 0) {
+		while (in < n && (d = util_hexval((unsigned char)b[in])) >= 0) {
 			if (++digits > 8)
 				return -1;
 			sz = sz * 16 + (size_t)d;

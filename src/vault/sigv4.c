@@ -13,27 +13,22 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include "core/util.h"
 #include "vault/sigv4.h"
 
 /* ------------------------------------------------------------ a buffer */
 
-struct sbuf {
-	char		*p;
-	size_t		 len, cap;
-	int		 err;
-};
-
-static void
-sb_add(struct sbuf *b, const void *p, size_t n)
+void
+sigv4_buf_add(struct sigv4_buf *b, const void *p, size_t n)
 {
 	char *np;
 	size_t cap;
 
 	if (b->err || n == 0)
 		return;
-	if (b->len + n > b->cap) {
-		cap = b->cap ? b->cap : 1024;
-		while (cap < b->len + n)
+	if (b->len + n + 1 > b->cap) {
+		cap = b->cap ? b->cap : 512;
+		while (cap < b->len + n + 1)
 			cap *= 2;
 		/* Grow by hand: the old copy is wiped, not left behind. */
 		if ((np = malloc(cap)) == NULL) {
@@ -51,16 +46,23 @@ sb_add(struct sbuf *b, const void *p, size_t n)
 	}
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
+	b->p[b->len] = '\0';
 }
 
-static void
-sb_addc(struct sbuf *b, char c)
+void
+sigv4_buf_str(struct sigv4_buf *b, const char *s)
 {
-	sb_add(b, &c, 1);
+	sigv4_buf_add(b, s, strlen(s));
 }
 
 static void
-sb_free(struct sbuf *b)
+sb_addc(struct sigv4_buf *b, char c)
+{
+	sigv4_buf_add(b, &c, 1);
+}
+
+void
+sigv4_buf_free(struct sigv4_buf *b)
 {
 	if (b->p != NULL) {
 		OPENSSL_cleanse(b->p, b->cap);
@@ -259,18 +261,6 @@ sigv4_s3_style(const struct sigv4_slice *service)
 	return service->len >= 2 && memcmp(service->p, "s3", 2) == 0;
 }
 
-static int
-hexval(char c)
-{
-	if (is_digit(c))
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 size_t
 sigv4_unescape(const char *p, size_t len, char *out)
 {
@@ -279,13 +269,39 @@ sigv4_unescape(const char *p, size_t len, char *out)
 
 	for (i = 0; i < len; i++) {
 		if (p[i] == '%' && i + 2 < len &&
-		    (hi = hexval(p[i + 1])) >= 0 && (lo = hexval(p[i + 2])) >= 0) {
+		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
+		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
 			out[n++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else
 			out[n++] = p[i];
 	}
 	return n;
+}
+
+int
+sigv4_query_next(const char *q, size_t len, size_t *at, struct sigv4_param *p)
+{
+	size_t i, start, eq;
+
+	while (*at < len && q[*at] == '&')
+		(*at)++;
+	if (*at >= len)
+		return 0;
+	start = *at;
+	for (i = start; i < len && q[i] != '&'; i++)
+		;
+	for (eq = start; eq < i && q[eq] != '='; eq++)
+		;
+	p->raw.p = q + start;
+	p->raw.len = i - start;
+	p->name.p = q + start;
+	p->name.len = eq - start;
+	p->has_value = eq < i;
+	p->value.p = eq < i ? q + eq + 1 : q + i;
+	p->value.len = eq < i ? i - eq - 1 : 0;
+	*at = i;
+	return 1;
 }
 
 /* ------------------------------------------------------------ canonical form */
@@ -297,8 +313,8 @@ unreserved(unsigned char c)
 	    is_digit((char)c) || c == '-' || c == '_' || c == '.' || c == '~';
 }
 
-static void
-sb_encode(struct sbuf *b, const char *p, size_t len, int keep_slash)
+void
+sigv4_buf_encode(struct sigv4_buf *b, const char *p, size_t len, int keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t i;
@@ -311,7 +327,7 @@ sb_encode(struct sbuf *b, const char *p, size_t len, int keep_slash)
 		else {
 			char e[3] = { '%', hex[c >> 4], hex[c & 15] };
 
-			sb_add(b, e, 3);
+			sigv4_buf_add(b, e, 3);
 		}
 	}
 }
@@ -322,7 +338,7 @@ sb_encode(struct sbuf *b, const char *p, size_t len, int keep_slash)
  * unreserved ones and '/' encoded (a '%' of the path becomes %25).
  */
 static void
-canonical_path(struct sbuf *b, const char *p, size_t len)
+canonical_path(struct sigv4_buf *b, const char *p, size_t len)
 {
 	struct sigv4_slice seg[256];
 	size_t i, start = 0, n = 0, k;
@@ -354,7 +370,7 @@ canonical_path(struct sbuf *b, const char *p, size_t len)
 	for (k = 0; k < n; k++) {
 		if (k > 0)
 			sb_addc(b, '/');
-		sb_encode(b, seg[k].p, seg[k].len, 1);
+		sigv4_buf_encode(b, seg[k].p, seg[k].len, 1);
 	}
 	if (p[len - 1] == '/' && n > 0)
 		sb_addc(b, '/');
@@ -390,12 +406,13 @@ qp_cmp(const void *a, const void *b)
  * With presigned, X-Amz-Signature is left out.
  */
 static int
-canonical_query(struct sbuf *b, const char *q, size_t len, int presigned)
+canonical_query(struct sigv4_buf *b, const char *q, size_t len, int presigned)
 {
 	struct qparam *ps;
-	struct sbuf enc = { 0 };
+	struct sigv4_buf enc = { 0 };
+	struct sigv4_param qp;
 	char *tmp;
-	size_t i, start = 0, n = 0, eq, k;
+	size_t at = 0, n = 0, k;
 	int rc = SIGV4_OK;
 
 	if (len == 0)
@@ -405,35 +422,24 @@ canonical_query(struct sbuf *b, const char *q, size_t len, int presigned)
 		free(ps);
 		return SIGV4_E_NOMEM;
 	}
-	for (i = 0; i <= len; i++) {
+	while (sigv4_query_next(q, len, &at, &qp)) {
 		size_t dl;
 
-		if (i < len && q[i] != '&')
+		dl = sigv4_unescape(qp.name.p, qp.name.len, tmp);
+		if (presigned && dl == 15 && memcmp(tmp, "X-Amz-Signature", 15) == 0)
 			continue;
-		if (i == start) {
-			start = i + 1;
-			continue;
-		}
-		for (eq = start; eq < i && q[eq] != '='; eq++)
-			;
-		dl = sigv4_unescape(q + start, eq - start, tmp);
-		if (presigned && dl == 15 && memcmp(tmp, "X-Amz-Signature", 15) == 0) {
-			start = i + 1;
-			continue;
-		}
 		if (n == SIGV4_MAX_PARAMS) {
 			rc = SIGV4_E_QUERY;
 			break;
 		}
 		ps[n].k_off = enc.len;
-		sb_encode(&enc, tmp, dl, 0);
+		sigv4_buf_encode(&enc, tmp, dl, 0);
 		ps[n].k_len = enc.len - ps[n].k_off;
-		dl = eq < i ? sigv4_unescape(q + eq + 1, i - eq - 1, tmp) : 0;
+		dl = sigv4_unescape(qp.value.p, qp.value.len, tmp);
 		ps[n].v_off = enc.len;
-		sb_encode(&enc, tmp, dl, 0);
+		sigv4_buf_encode(&enc, tmp, dl, 0);
 		ps[n].v_len = enc.len - ps[n].v_off;
 		n++;
-		start = i + 1;
 	}
 	OPENSSL_cleanse(tmp, len);
 	free(tmp);
@@ -445,19 +451,19 @@ canonical_query(struct sbuf *b, const char *q, size_t len, int presigned)
 		for (k = 0; k < n; k++) {
 			if (k > 0)
 				sb_addc(b, '&');
-			sb_add(b, enc.p + ps[k].k_off, ps[k].k_len);
+			sigv4_buf_add(b, enc.p + ps[k].k_off, ps[k].k_len);
 			sb_addc(b, '=');
-			sb_add(b, enc.p + ps[k].v_off, ps[k].v_len);
+			sigv4_buf_add(b, enc.p + ps[k].v_off, ps[k].v_len);
 		}
 	}
-	sb_free(&enc);
+	sigv4_buf_free(&enc);
 	free(ps);
 	return rc;
 }
 
 /* A value trimmed, its runs of white space made one space. */
 static void
-sb_value(struct sbuf *b, const char *v, size_t len)
+sb_value(struct sigv4_buf *b, const char *v, size_t len)
 {
 	size_t i;
 	int space = 0, any = 0;
@@ -479,12 +485,12 @@ sb_value(struct sbuf *b, const char *v, size_t len)
 
 /* "name:v1,v2\n" for one signed header; SIGV4_E_MISSING when it is not sent. */
 static int
-canonical_header(struct sbuf *b, const struct sigv4_request *r,
+canonical_header(struct sigv4_buf *b, const struct sigv4_request *r,
     const char *name, size_t nlen)
 {
 	size_t i, found = 0;
 
-	sb_add(b, name, nlen);
+	sigv4_buf_add(b, name, nlen);
 	sb_addc(b, ':');
 	for (i = 0; i < r->n_headers; i++) {
 		const struct sigv4_header *h = &r->headers[i];
@@ -522,23 +528,23 @@ sigv4_canonical_hash(const struct sigv4_request *r,
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[SHA256_DIGEST_LENGTH];
-	struct sbuf b = { 0 };
+	struct sigv4_buf b = { 0 };
 	size_t i, start = 0;
 	int rc;
 
 	if (!signed_headers_ok(signed_headers->p, signed_headers->len))
 		return SIGV4_E_HEADERS;
-	sb_add(&b, r->method.p, r->method.len);
+	sigv4_buf_add(&b, r->method.p, r->method.len);
 	sb_addc(&b, '\n');
 	if (sigv4_s3_style(service))
-		sb_add(&b, r->path.len > 0 ? r->path.p : "/", r->path.len > 0 ?
+		sigv4_buf_add(&b, r->path.len > 0 ? r->path.p : "/", r->path.len > 0 ?
 		    r->path.len : 1);
 	else
 		canonical_path(&b, r->path.p, r->path.len);
 	sb_addc(&b, '\n');
 	if ((rc = canonical_query(&b, r->query.p, r->query.len,
 	    r->presigned)) != SIGV4_OK) {
-		sb_free(&b);
+		sigv4_buf_free(&b);
 		return rc;
 	}
 	sb_addc(&b, '\n');
@@ -547,21 +553,21 @@ sigv4_canonical_hash(const struct sigv4_request *r,
 			continue;
 		if ((rc = canonical_header(&b, r, signed_headers->p + start,
 		    i - start)) != SIGV4_OK) {
-			sb_free(&b);
+			sigv4_buf_free(&b);
 			return rc;
 		}
 		start = i + 1;
 	}
 	sb_addc(&b, '\n');
-	sb_add(&b, signed_headers->p, signed_headers->len);
+	sigv4_buf_add(&b, signed_headers->p, signed_headers->len);
 	sb_addc(&b, '\n');
-	sb_add(&b, payload_hash->p, payload_hash->len);
+	sigv4_buf_add(&b, payload_hash->p, payload_hash->len);
 	if (b.err) {
-		sb_free(&b);
+		sigv4_buf_free(&b);
 		return SIGV4_E_NOMEM;
 	}
 	SHA256((const unsigned char *)b.p, b.len, md);
-	sb_free(&b);
+	sigv4_buf_free(&b);
 	for (i = 0; i < sizeof(md); i++) {
 		out[2 * i] = hex[md[i] >> 4];
 		out[2 * i + 1] = hex[md[i] & 15];
@@ -589,29 +595,29 @@ sigv4_sign(const char *secret, size_t slen, const struct sigv4_cred *c,
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char k[32], k2[32], sig[32];
-	struct sbuf b = { 0 };
+	struct sigv4_buf b = { 0 };
 	size_t i;
 	int rc = -1;
 
-	sb_add(&b, "AWS4", 4);
-	sb_add(&b, secret, slen);
+	sigv4_buf_add(&b, "AWS4", 4);
+	sigv4_buf_add(&b, secret, slen);
 	if (b.err || hmac(b.p, b.len, c->date.p, c->date.len, k) == -1 ||
 	    hmac(k, 32, c->region.p, c->region.len, k2) == -1 ||
 	    hmac(k2, 32, c->service.p, c->service.len, k) == -1 ||
 	    hmac(k, 32, "aws4_request", 12, k2) == -1)
 		goto done;
-	sb_free(&b);
+	sigv4_buf_free(&b);
 	/* The string to sign. */
-	sb_add(&b, SIGV4_ALGO "\n", strlen(SIGV4_ALGO) + 1);
-	sb_add(&b, amz_date->p, amz_date->len);
+	sigv4_buf_add(&b, SIGV4_ALGO "\n", strlen(SIGV4_ALGO) + 1);
+	sigv4_buf_add(&b, amz_date->p, amz_date->len);
 	sb_addc(&b, '\n');
-	sb_add(&b, c->date.p, c->date.len);
+	sigv4_buf_add(&b, c->date.p, c->date.len);
 	sb_addc(&b, '/');
-	sb_add(&b, c->region.p, c->region.len);
+	sigv4_buf_add(&b, c->region.p, c->region.len);
 	sb_addc(&b, '/');
-	sb_add(&b, c->service.p, c->service.len);
-	sb_add(&b, "/aws4_request\n", 14);
-	sb_add(&b, creq_hex, SIGV4_HEX);
+	sigv4_buf_add(&b, c->service.p, c->service.len);
+	sigv4_buf_add(&b, "/aws4_request\n", 14);
+	sigv4_buf_add(&b, creq_hex, SIGV4_HEX);
 	if (b.err || hmac(k2, 32, b.p, b.len, sig) == -1)
 		goto done;
 	for (i = 0; i < sizeof(sig); i++) {
@@ -621,7 +627,7 @@ sigv4_sign(const char *secret, size_t slen, const struct sigv4_cred *c,
 	out[SIGV4_HEX] = '\0';
 	rc = 0;
 done:
-	sb_free(&b);
+	sigv4_buf_free(&b);
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(k2, sizeof(k2));
 	OPENSSL_cleanse(sig, sizeof(sig));

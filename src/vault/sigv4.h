@@ -63,6 +63,32 @@ struct sigv4_request {
 	int		 presigned;	/* leave X-Amz-Signature out of the query */
 };
 
+/* One parameter of a query: the raw name and value ('=' absent: no value). */
+struct sigv4_param {
+	struct sigv4_slice raw;		/* "name=value" as sent */
+	struct sigv4_slice name, value;
+	int		 has_value;
+};
+/* The next non-empty parameter of q[0..len) from *at: 1, or 0 at the end. */
+int	sigv4_query_next(const char *q, size_t len, size_t *at,
+	    struct sigv4_param *p);
+/*
+ * A growing string whose memory is wiped whenever it is let go (a canonical
+ * request, a query that may hold a session token); always NUL-ended. err:
+ * a growth failed, the string is incomplete.
+ */
+struct sigv4_buf {
+	char		*p;
+	size_t		 len, cap;
+	int		 err;
+};
+void	sigv4_buf_add(struct sigv4_buf *, const void *, size_t);
+void	sigv4_buf_str(struct sigv4_buf *, const char *);
+/* Every byte but A-Z a-z 0-9 - _ . ~ (and '/' with keep_slash) as %XX. */
+void	sigv4_buf_encode(struct sigv4_buf *, const char *, size_t, int keep_slash);
+/* Its memory wiped and freed, the buffer empty again. */
+void	sigv4_buf_free(struct sigv4_buf *);
+
 int	sigv4_parse_cred(const char *p, size_t len, struct sigv4_cred *c);
 int	sigv4_parse_auth(const char *v, size_t len, struct sigv4_auth *a);
 /* 1 when service signs its paths as S3 does (not normalised, encoded once). */
