@@ -221,3 +221,24 @@ cmd_hoist_config(int argc, char *argv[])
 	argv[2] = opt;
 	argv[3] = file;
 }
+
+void
+cmd_json_string(const char *s)
+{
+	if (s == NULL) {
+		fputs("null", stdout);
+		return;
+	}
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}

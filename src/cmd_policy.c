@@ -125,26 +125,6 @@ split_hostport(const char *s, const char **host, size_t *hostlen,
 	return 0;
 }
 
-static void
-json_string(const char *s)
-{
-	if (s == NULL) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 /*
  * What explain says: the verdict, and what the gateway does with an allowed
  * connection: whether it terminates TLS (the rule says intercept, or a
@@ -296,11 +276,11 @@ explain_json_oauth2(const struct policy_credential *c)
 		return;
 	}
 	printf("{\"token_url\":");
-	json_string(o->token_url);
+	cmd_json_string(o->token_url);
 	printf(",\"grant\":\"%s\",\"scope\":", o->grant ==
 	    POLICY_OAUTH2_REFRESH_TOKEN ? "refresh_token" :
 	    "client_credentials");
-	json_string(o->scope);
+	cmd_json_string(o->scope);
 	printf(",\"client_auth\":\"%s\",\"refresh_before_ms\":%llu}",
 	    o->client_auth_body ? "body" : "basic",
 	    (unsigned long long)o->refresh_before_ms);
@@ -413,7 +393,7 @@ json_list(const char *const *v, size_t n, int null_when_empty)
 	for (i = 0; i < n; i++) {
 		if (i > 0)
 			putchar(',');
-		json_string(v[i]);
+		cmd_json_string(v[i]);
 	}
 	putchar(']');
 }
@@ -422,18 +402,18 @@ static void
 explain_json_cred(const struct explain *e, const struct policy_credential *c)
 {
 	printf("{\"name\":");
-	json_string(c->name);
+	cmd_json_string(c->name);
 	printf(",\"kind\":\"%s\",\"secret\":", policy_cred_kind_name(c->kind));
-	json_string(c->secret);
+	cmd_json_string(c->secret);
 	printf(",\"hosts\":");
 	json_list((const char *const *)c->hosts, c->n_hosts, 0);
 	printf(",\"headers\":");
 	json_list((const char *const *)c->headers, c->n_headers, 0);
 	printf(",\"query\":%s,\"exclusive\":%s,\"env\":", c->query ? "true" :
 	    "false", c->exclusive ? "true" : "false");
-	json_string(c->env);
+	cmd_json_string(c->env);
 	printf(",\"secret_env\":");
-	json_string(c->secret_env);
+	cmd_json_string(c->secret_env);
 	printf(",\"require\":%s,\"scope\":", c->require ? "true" : "false");
 	if (c->n_scope_methods > 0 || c->n_scope_paths > 0) {
 		printf("{\"methods\":");
@@ -450,14 +430,14 @@ explain_json_cred(const struct explain *e, const struct policy_credential *c)
 	    "shaped" : "per-sandbox");
 	if (c->shape_prefix != NULL) {
 		printf("{\"prefix\":");
-		json_string(c->shape_prefix);
+		cmd_json_string(c->shape_prefix);
 		printf(",\"length\":%zu,\"alphabet\":\"%s\"}", c->shape_length,
 		    c->shape_alphabet_name);
 	} else
 		printf("null");
 	printf(",\"swapped\":%s,\"not_swapped\":",
 	    explain_swapped(e) && !explain_out_of_scope(e, c) ? "true" : "false");
-	json_string(!explain_swapped(e) ? e->reason :
+	cmd_json_string(!explain_swapped(e) ? e->reason :
 	    explain_out_of_scope(e, c) ? "credential-scope" : NULL);
 	explain_json_oauth2(c);
 	putchar('}');
@@ -469,20 +449,20 @@ explain_json(const struct explain *e)
 	size_t i;
 
 	printf("{\"decision\":\"%s\",\"rule\":", e->decision);
-	json_string(e->v->rule);
+	cmd_json_string(e->v->rule);
 	printf(",\"reason\":");
-	json_string(e->reason);
+	cmd_json_string(e->reason);
 	printf(",\"sandbox\":");
-	json_string(e->id->sandbox[0] != '\0' ? e->id->sandbox : NULL);
+	cmd_json_string(e->id->sandbox[0] != '\0' ? e->id->sandbox : NULL);
 	printf(",\"policy\":");
-	json_string(e->id->policy);
+	cmd_json_string(e->id->policy);
 	printf(",\"host\":");
-	json_string(e->t->host);
+	cmd_json_string(e->t->host);
 	printf(",\"port\":%u,\"tls\":\"%s\",\"opaque\":%s,\"intercept\":%s,"
 	    "\"intercept_by\":", e->t->port, e->intercept_by != NULL ?
 	    "intercept" : "passthrough", e->opaque ? "true" : "false",
 	    e->intercept_by != NULL ? "true" : "false");
-	json_string(e->intercept_by);
+	cmd_json_string(e->intercept_by);
 	printf(",\"methods\":");
 	json_list(e->scope.methods, e->has_scope ? e->scope.n_methods : 0, 1);
 	printf(",\"paths\":");

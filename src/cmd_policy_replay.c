@@ -454,70 +454,49 @@ print_text(const struct replay *r)
 }
 
 static void
-json_str(const char *s)
-{
-	if (s == NULL) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void
 json_group(const struct group *g)
 {
 	printf("{\"sandbox\":");
-	json_str(g->sandbox);
+	cmd_json_string(g->sandbox);
 	printf(",\"host\":");
-	json_str(g->host);
+	cmd_json_string(g->host);
 	if (g->port < 0)
 		printf(",\"port\":null");
 	else
 		printf(",\"port\":%d", g->port);
 	printf(",\"kind\":");
-	json_str(g->kind);
+	cmd_json_string(g->kind);
 	printf(",\"count\":%" PRIu64 ",\"first\":", g->count);
-	json_str(g->first);
+	cmd_json_string(g->first);
 	printf(",\"last\":");
-	json_str(g->last);
+	cmd_json_string(g->last);
 	if (g->cls == REPLAY_UNDECIDABLE) {
 		printf(",\"why\":");
-		json_str(g->why);
+		cmd_json_string(g->why);
 		printf(",\"detail\":");
-		json_str(g->detail);
+		cmd_json_string(g->detail);
 	} else
 		printf(",\"direction\":\"%s\"", cls_word(g->cls));
 	printf(",\"example\":{\"method\":");
-	json_str(g->method);
+	cmd_json_string(g->method);
 	printf(",\"path\":");
-	json_str(g->path);
+	cmd_json_string(g->path);
 	printf(",\"then\":{\"decision\":");
-	json_str(g->then_decision);
+	cmd_json_string(g->then_decision);
 	printf(",\"rule\":");
-	json_str(g->then_rule);
+	cmd_json_string(g->then_rule);
 	printf(",\"reason\":");
-	json_str(g->then_reason);
+	cmd_json_string(g->then_reason);
 	printf("},\"now\":");
 	if (g->now != NULL) {
 		printf("{\"decision\":");
-		json_str(g->now);
+		cmd_json_string(g->now);
 		printf(",\"rule\":");
-		json_str(g->now_rule);
+		cmd_json_string(g->now_rule);
 		printf(",\"reason\":");
-		json_str(g->now_reason);
+		cmd_json_string(g->now_reason);
 		printf(",\"unchecked\":");
-		json_str(g->unchecked);
+		cmd_json_string(g->unchecked);
 		putchar('}');
 	} else
 		fputs("null", stdout);

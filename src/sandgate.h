@@ -76,6 +76,8 @@ const char	*cmd_args_next(struct cmd_args *, const char *with_value,
  *   cmd_opt_error: "sandgate: --limit: " + the message.
  */
 int		 cmd_bad_option(const struct cmd_args *, const char *opt);
+/* s as a JSON string on stdout (quotes, escapes), or null for NULL. */
+void		 cmd_json_string(const char *s);
 int		 cmd_bad_value(const struct cmd_args *, const char *expected,
 		    const char *got);
 int		 cmd_opt_error(const struct cmd_args *, const char *fmt, ...)

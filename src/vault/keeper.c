@@ -95,25 +95,26 @@ keeper_bind(struct keeper *k, const struct policy *pol)
 }
 
 static int
-keeper_bound(const struct keeper *k, const char *name)
+in_names(char (*v)[VAULT_NAME_MAX + 1], size_t n, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < k->n_bound; i++)
-		if (strcmp(k->bound[i], name) == 0)
+	for (i = 0; i < n; i++)
+		if (strcmp(v[i], name) == 0)
 			return 1;
 	return 0;
 }
 
 static int
+keeper_bound(const struct keeper *k, const char *name)
+{
+	return in_names(k->bound, k->n_bound, name);
+}
+
+static int
 keeper_writable(const struct keeper *k, const char *name)
 {
-	size_t i;
-
-	for (i = 0; i < k->n_writable; i++)
-		if (strcmp(k->writable[i], name) == 0)
-			return 1;
-	return 0;
+	return in_names(k->writable, k->n_writable, name);
 }
 
 static int
