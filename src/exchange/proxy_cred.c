@@ -505,6 +505,31 @@ require_scope(struct cred_plan *plan, const struct http_request *req,
 	return 0;
 }
 
+/* 1 when the query carries an AWS signature's key (SigV4 or SigV2 presigned). */
+static int
+query_signed(const struct http_request *req)
+{
+	const char *q = memchr(req->path.p, '?', req->path.len);
+	struct sigv4_param qp;
+	size_t at = 0, qlen, kl;
+	char k[32];
+
+	if (q == NULL)
+		return 0;
+	q++;
+	qlen = req->path.len - (size_t)(q - req->path.p);
+	while (sigv4_query_next(q, qlen, &at, &qp)) {
+		if (qp.name.len >= sizeof(k))
+			continue;
+		kl = sigv4_unescape(qp.name.p, qp.name.len, k);
+		k[kl] = '\0';
+		if (strcasecmp(k, "X-Amz-Credential") == 0 ||
+		    strcasecmp(k, "AWSAccessKeyId") == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* The snapshot entry a credential's swap needs: an aws_sigv4's secret key part. */
 static const char *
 cred_value_name(const struct cred_plan *plan, const struct policy_credential *c)
@@ -568,6 +593,13 @@ cred_request(struct exchange *s, const struct http_request *req,
 				rc = -1;
 				break;
 			}
+		}
+		/* aws_sigv4: a presigned URL signed with a key of its own. */
+		if (rc == 0 && c->kind == POLICY_CRED_AWS_SIGV4 &&
+		    plan->query_cred != c && query_signed(req)) {
+			snprintf(plan->cred, sizeof(plan->cred), "%s", c->name);
+			*reason = REASON_FOREIGN_CRED;
+			rc = -1;
 		}
 	}
 	if (rc == 0)

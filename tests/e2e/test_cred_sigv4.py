@@ -380,6 +380,17 @@ class SigV4Test(unittest.TestCase):
                                   host="s3.test")
         self.assertTrue(rows)
         self.assertEqual(rows[-1]["credential"], "aws")
+        # ... nor in a presigned URL (SigV4 or S3's SigV2).
+        for sigv in ("s3v4", "s3"):
+            own = self.client("s3", "s3.test", key_id="AKIAOWNKEY0000000000",
+                              secret="own-secret-0123456789", sigv=sigv)
+            url = own.generate_presigned_url("get_object", Params={
+                "Bucket": "bkt", "Key": "two.txt"})
+            r = subprocess.run(["curl", "-sS", "--proxy", self.proxy,
+                "--cacert", self.gw_ca, "-o", "/dev/null", "-D", "-", url],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            self.assertIn(b"x-sandgate-reason: foreign-credential",
+                          r.stdout.lower(), (sigv, r.stdout, r.stderr))
         # The placeholder to a host the credential is not bound to.
         other = self.client("s3", "other.test")
         with self.assertRaises(ClientError):
