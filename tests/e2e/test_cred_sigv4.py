@@ -307,6 +307,34 @@ class SigV4Test(unittest.TestCase):
                 self.assertTrue(seen[0]["ok"], seen)
                 self.assertIn("Credential=" + REAL_ID + "/", seen[0]["auth"])
 
+    def test_04c_curl_json_body_http1_hashed_http2_refused(self):
+        """A body signed without X-Amz-Content-SHA256 (curl, a non-S3
+        service): over HTTP/1.1 the gateway hashes it; an HTTP/2 stream's
+        body is not read before deciding: 413 aws-body-too-large."""
+        def call(flag):
+            return subprocess.run(["curl", "-sS", flag, "--proxy", self.proxy,
+                "--cacert", self.gw_ca, "--aws-sigv4",
+                "aws:amz:eu-central-1:dynamodb", "--user", "%s:%s" % (
+                    self.ph_id["placeholder"], self.ph_secret["placeholder"]),
+                "-H", "X-Amz-Target: DynamoDB_20120810.ListTables",
+                "-H", "Content-Type: application/x-amz-json-1.0",
+                "-d", '{"Limit":2}', "-D", "-",
+                "https://ddb.test:%d/" % self.port],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        n0 = self.mark()
+        r = call("--http1.1")
+        self.assertIn(b'"TableNames": []', r.stdout, r)
+        seen = self.since(n0)
+        self.assertEqual(len(seen), 1, seen)
+        self.assertTrue(seen[0]["ok"], seen)
+        self.assertIsNone(seen[0]["sha"], seen)
+        n0 = self.mark()
+        r = call("--http2")
+        self.assertIn(b"x-sandgate-reason: aws-body-too-large",
+                      r.stdout.lower(), r)
+        time.sleep(0.2)
+        self.assertEqual(self.since(n0), [])
+
     def test_05_altered_after_signing(self):
         req = self.signed("GET", "s3.test", "/bkt/two.txt")
         # The path changed after signing: the placeholder signature fails.
