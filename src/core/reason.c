@@ -73,6 +73,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_SIGV4_STREAMING] =	{ "aws-chunked-refused", D, 403, NOT_ALLOWED },
 	[REASON_SIGV4_BODY] =		{ "aws-body-too-large", D, 413, NOT_ALLOWED },
 	[REASON_SIGV4_UNSUPPORTED] =	{ "aws-signature-unsupported", D, 403, NOT_ALLOWED },
+	[REASON_SECRET_DETECTED] =	{ "secret-detected", D, 403, NOT_ALLOWED },
 };
 
 const struct reason_info *

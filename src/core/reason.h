@@ -68,6 +68,7 @@ enum sg_reason {
 	REASON_SIGV4_STREAMING,		/* aws-chunked signed chunks: not re-signed */
 	REASON_SIGV4_BODY,		/* a body to hash that is too large or not buffered */
 	REASON_SIGV4_UNSUPPORTED,	/* SigV4a, malformed, a signed header not forwarded */
+	REASON_SECRET_DETECTED,		/* dlp: block found a secret going out */
 	REASON_MAX
 };
 

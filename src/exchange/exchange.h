@@ -418,6 +418,8 @@ struct exchange {
 	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
 	struct netaddr		*addr_more;	/* room for PROXY_MAX_ADDRS, once needed */
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
+	void			*dlp;		/* proxy_dlp.c's scanner; NULL: none */
+	void			(*dlp_free)(void *);
 	/* The lookup of its target: the query in flight and its deadline. */
 	struct resolver_query	*rq;
 	struct event		*dns_timer;
@@ -954,6 +956,18 @@ int		 http_h2_fields(struct exchange *, const struct http_request *,
  * target): 0, or -1 out of memory.
  */
 int		 request_cred_check(struct exchange *, const struct http_request *);
+/*
+ * proxy_dlp.c: outbound secret detection (docs/dlp.md). dlp_request scans
+ * the target and headers before the head is built: 0 go on, -1 refused
+ * (answered). dlp_body_h1: the HTTP/1.1 request body bytes move_body is
+ * about to move (at most limit raw bytes), dlp_body_buf: the first n
+ * payload bytes of buf (ended: the last); 0 go on, -1 refused (answered,
+ * or the exchange closed when its response had begun).
+ */
+int		 dlp_request(struct exchange *, const struct http_request *);
+int		 dlp_body_h1(struct exchange *, size_t limit);
+int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
+		    int ended, const char *where);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

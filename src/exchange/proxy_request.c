@@ -256,6 +256,8 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
+	if (dlp_request(s, req) == -1)
+		return -1;
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {
 		if (sigv4_plan(s, req, &reason, detail, sizeof(detail)) == -1) {
 			exchange_deny(s, 0, reason, detail);
