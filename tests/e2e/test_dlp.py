@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""
+Outbound secret detection end to end (issue 27, docs/dlp.md): the real
+gateway intercepting TLS toward an HTTPS echo origin, a sandbox whose
+policy has `dlp: {mode: block}` and one with `mode: report`.
+
+- The malicious set: every default rule (fake secrets made here, GitHub
+  tokens with a valid CRC32) x every location (query, header, body with
+  Content-Length, chunked body, the secret split across two chunks and two
+  TCP writes) x every encoding (raw, percent x1..x3, base64, base64url, hex,
+  JSON \\u escapes) is refused with 403 secret-detected; the origin never
+  receives the secret; the audit row names the rule and never holds the
+  secret.
+- mode: report lets the same requests pass and audits them (decision
+  report, reason secret-detected).
+- The benign corpus (tests/dlp/benign) passes under mode: block, as bodies
+  and as header values; curl and requests as clients.
+- An allow entry exempts a rule toward a host.
+"""
+
+import base64
+import binascii
+import os
+import random
+import sys
+import time
+import unittest
+import urllib.parse
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest as T  # noqa: E402
+from test_credentials import EchoOrigin, TestCA  # noqa: E402
+
+ORIGIN_HOST = "127.0.0.2"
+REPORT_SOURCE = "127.0.0.3"
+
+POLICY = """\
+sandboxes:
+  - id: box-block
+    policy: guarded
+    source: [127.0.0.1/32]
+  - id: box-report
+    policy: watched
+    source: [{report}/32]
+policies:
+  - name: guarded
+    allow:
+      - host: api.test
+        ports: [{port}]
+        tls: intercept
+      - host: docs.test
+        ports: [{port}]
+        tls: intercept
+    allow_private: [{origin}/32]
+    dlp:
+      mode: block
+      rules:
+        - id: acme-key
+          regex: 'acme_[a-z0-9]{{24}}'
+          severity: high
+          entropy: 3.0
+      allow:
+        - host: docs.test
+          rule: jwt
+  - name: watched
+    allow:
+      - host: api.test
+        ports: [{port}]
+        tls: intercept
+    allow_private: [{origin}/32]
+    dlp:
+      mode: report
+"""
+
+B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+RNG = random.Random(27)
+
+
+def rand(n, alphabet=B62):
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+def github_token(prefix="ghp_"):
+    body = rand(30)
+    crc = binascii.crc32(body.encode()) & 0xffffffff
+    digits = ""
+    for _ in range(6):
+        digits = B62[crc % 62] + digits
+        crc //= 62
+    return prefix + body + digits
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def samples():
+    """(rule, text): a fake secret of every default rule, and a custom one."""
+    jwt = "%s.%s.%s" % (b64u(b'{"alg":"HS256","typ":"JWT"}'),
+        b64u(b'{"sub":"1234567890","name":"A"}'), rand(43, B62 + "-_"))
+    return [
+        ("aws-access-key-id", "AKIA" + rand(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
+        ("aws-secret-access-key", "aws_secret_access_key=" + rand(40, B62 + "+/")),
+        ("github-token", github_token("ghp_")),
+        ("github-token", github_token("gho_")),
+        ("github-fine-grained-token", "github_pat_%s_%s" % (rand(22), rand(59))),
+        ("gitlab-token", "glpat-" + rand(20)),
+        ("slack-token", "xoxb-123456789012-1234567890123-" + rand(24)),
+        ("slack-webhook", "https://hooks.slack.com/services/T0AB12CD3/B0CD34EF5/"
+            + rand(24)),
+        ("stripe-secret-key", "sk_live_" + rand(28)),
+        ("jwt", jwt),
+        ("private-key", "-----BEGIN RSA PRIVATE KEY----- MIIEow" + rand(40)),
+        ("gcp-service-account", '{"type": "service_account", "project_id": "p", '
+            '"private_key": "-----BEGIN PRIVATE KEY-----MIIEv"}'),
+        ("generic-secret", '{"password": "%s"}' % rand(24, B62 + "!#")),
+        ("acme-key", "acme_" + rand(24, "abcdefghijklmnopqrstuvwxyz0123456789")),
+    ]
+
+
+def pct(s, layers):
+    for _ in range(layers):
+        s = "".join("%%%02X" % b for b in s.encode())
+    return s
+
+
+ENCODINGS = {
+    "raw": lambda s: s,
+    "pct1": lambda s: pct(s, 1),
+    "pct2": lambda s: pct(s, 2),
+    "pct3": lambda s: pct(s, 3),
+    "base64": lambda s: base64.b64encode(s.encode()).decode(),
+    "base64url": lambda s: b64u(s.encode()),
+    "hex": lambda s: s.encode().hex(),
+    "json": lambda s: "".join("\\u%04x" % ord(c) for c in s),
+}
+
+
+class DlpTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-dlp-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.pki = TestCA(d)
+        cls.origin = EchoOrigin("dlp", *cls.pki.leaf("api.test",
+            ["api.test", "docs.test"]))
+        cls.addClassCleanup(cls.origin.stop)
+        cls.dns = T.Dnsmasq(d, [("api.test", ORIGIN_HOST),
+            ("docs.test", ORIGIN_HOST)])
+        cls.addClassCleanup(cls.dns.stop)
+        cls.gw = T.Gateway(d, cls.dns, {"dlp.yaml": POLICY.format(
+            port=cls.origin.port, origin=ORIGIN_HOST, report=REPORT_SOURCE)},
+            extra={"upstream": {"ca_bundle": cls.pki.cert}})
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        cls.gw_ca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
+        cls.seq = 0
+
+    # -------------------------------------------------------------- helpers
+
+    def mark(self):
+        DlpTest.seq += 1
+        return "/m/%d" % DlpTest.seq
+
+    def send(self, host, head, pieces=(), source=None):
+        """A request on a fresh intercepted tunnel: head, then body pieces."""
+        c, r = T.open_tunnel(self.gw.port, "%s:%d" % (host, self.origin.port),
+            source=source)
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 200, r)
+        c.sock = self.ctx.wrap_socket(c.sock, server_hostname=host)
+        c.send(head)
+        for p in pieces:
+            time.sleep(0.02)
+            try:
+                c.send(p)
+            except OSError:
+                break
+        return c.read_response()
+
+    def request(self, where, value, host="api.test", source=None):
+        """value carried at where; returns (mark path, response)."""
+        path = self.mark()
+        hdrs = "Host: %s:%d\r\n" % (host, self.origin.port)
+        pieces = ()
+        if where == "query":
+            path += "?q=" + urllib.parse.quote(value, safe="%")
+        elif where == "header":
+            hdrs += "X-Data: %s\r\n" % value
+        elif where == "body":
+            b = ("data=" + value + "&end=1").encode()
+            hdrs += "Content-Length: %d\r\n" % len(b)
+            pieces = (b[:7], b[7:])
+        elif where == "chunked":
+            b = ("data=" + value + "&end=1").encode()
+            cut = len(b) // 2    # the secret split across two chunks
+            hdrs += "Transfer-Encoding: chunked\r\n"
+            pieces = (b"%x\r\n%s\r\n" % (cut, b[:cut]),
+                b"%x\r\n%s\r\n0\r\n\r\n" % (len(b) - cut, b[cut:]))
+        method = "GET" if where in ("query", "header") else "POST"
+        head = "%s %s HTTP/1.1\r\n%s\r\n" % (method, path, hdrs)
+        return path, self.send(host, head.encode(), pieces, source)
+
+    def assert_refused(self, rule, path, r, secret, enc):
+        self.assertEqual(r.status, 403, "%s %s: %r" % (rule, path, r))
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        self.assertIn(rule.encode(), r.body)
+        self.assertFalse(self.origin.received(enc),
+            "%s: the origin received it (%s)" % (rule, path))
+        self.assertFalse(self.origin.received(secret))
+
+    def rows_with(self, path):
+        return self.gw.wait_audit(pred=lambda r: (r.get("path") or "")
+            .startswith(path))
+
+    # ---------------------------------------------------------------- tests
+
+    def test_malicious_set_refused(self):
+        """Every rule x location x encoding: 403, never at the origin."""
+        misses = []
+        for rule, secret in samples():
+            for where in ("query", "header", "body", "chunked"):
+                for name, fn in ENCODINGS.items():
+                    enc = fn(secret)
+                    path, r = self.request(where, enc)
+                    if (r.status != 403 or r.header("X-Sandgate-Reason") !=
+                            "secret-detected" or rule.encode() not in r.body):
+                        misses.append("%s/%s/%s: %s %s" % (rule, where, name,
+                            r.status, r.body[:80]))
+                        continue
+                    if self.origin.received(enc) or self.origin.received(secret):
+                        misses.append("%s/%s/%s: reached the origin" % (
+                            rule, where, name))
+        self.assertEqual(misses, [])
+
+    def test_audit_row_redacted(self):
+        rule, secret = samples()[2]    # a GitHub token
+        path, r = self.request("header", "token " + secret)
+        self.assert_refused(rule, path, r, secret, secret)
+        rows = self.rows_with(path)
+        self.assertEqual(len(rows), 1, rows)
+        row = rows[0]
+        self.assertEqual(row["decision"], "deny")
+        self.assertEqual(row["reason"], "secret-detected")
+        self.assertTrue(row["rule"].startswith("dlp:github-token header X-Data "),
+            row["rule"])
+        self.assertIn("ghp_/40/#", row["rule"])
+        for r2 in self.gw.audit_rows():
+            for v in r2.values():
+                self.assertNotIn(secret[4:], str(v))
+        self.assertNotIn(secret[4:], self.gw.log_text())
+
+    def test_report_mode_passes_and_audits(self):
+        for rule, secret in samples()[:13]:
+            for where in ("query", "body"):
+                path, r = self.request(where, secret, source=REPORT_SOURCE)
+                self.assertEqual(r.status, 200, "%s %s %r" % (rule, where, r))
+                rows = self.rows_with(path)
+                self.assertEqual(len(rows), 1, rows)
+                self.assertEqual(rows[0]["decision"], "report", rows[0])
+                self.assertEqual(rows[0]["reason"], "secret-detected")
+                self.assertTrue(rows[0]["rule"].startswith("dlp:" + rule + " "),
+                    rows[0]["rule"])
+                self.assertNotIn(secret[5:], rows[0]["rule"])
+        # a benign request under report mode: allowed, no dlp on its row
+        path, r = self.request("body", "hello", source=REPORT_SOURCE)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(self.rows_with(path)[0]["decision"], "allow")
+
+    def test_benign_corpus_passes(self):
+        corpus = os.path.join(T.SRC, "tests", "dlp", "benign")
+        names = sorted(os.listdir(corpus))
+        self.assertGreaterEqual(len(names), 5)
+        for name in names:
+            with open(os.path.join(corpus, name), "rb") as f:
+                data = f.read()
+            s = T.session(self.gw.url)
+            r = s.post("https://api.test:%d%s" % (self.origin.port, self.mark()),
+                data=data, verify=self.gw_ca, timeout=20 * T.SLOW)
+            self.assertEqual(r.status_code, 200, "%s: %s %s" % (name,
+                r.headers.get("X-Sandgate-Reason"), r.text[:200]))
+            for line in data.decode("latin-1").splitlines():
+                line = line.strip()
+                if not line or len(line) > 2000:
+                    continue
+                path, r = self.request("header", line)
+                self.assertEqual(r.status, 200, "%s: %r: %r" % (name, line, r))
+        # curl as a client: a page with example keys, as a query and a body
+        r = T.curl("https://api.test:%d/search?q=AKIAIOSFODNN7EXAMPLE" %
+            self.origin.port, proxy=self.gw.url, args=["--cacert", self.gw_ca,
+            "--data-binary", "@" + os.path.join(corpus,
+            "docs-example-keys.txt")], tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+
+    def test_curl_client_refused(self):
+        rule, secret = samples()[8]    # stripe
+        r = T.curl("https://api.test:%d/curl" % self.origin.port,
+            proxy=self.gw.url, args=["--cacert", self.gw_ca, "-H",
+            "Authorization: Bearer " + secret], tmp=self.td.path)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        self.assertFalse(self.origin.received(secret))
+
+    def test_allow_entry_exempts_rule(self):
+        rule, secret = [s for s in samples() if s[0] == "jwt"][0]
+        path, r = self.request("header", secret, host="docs.test")
+        self.assertEqual(r.status, 200, r)
+        path, r = self.request("header", secret, host="api.test")
+        self.assertEqual(r.status, 403, r)
+        # the entry names jwt only: other rules still apply on docs.test
+        rule, secret = samples()[0]
+        path, r = self.request("header", secret, host="docs.test")
+        self.assertEqual(r.status, 403, r)
+
+
+if __name__ == "__main__":
+    T.main()
