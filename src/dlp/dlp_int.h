@@ -34,7 +34,7 @@ struct dlp_set {
 	hs_database_t	*db;
 	struct dlp_rule	*rules;
 	size_t		 n;
-	size_t		 gcp_rule;	/* the rule a GCP pair reports as */
+	uint64_t	 gen;		/* a number of its own (scratch reuse) */
 };
 
 /* dlp_rules.c */

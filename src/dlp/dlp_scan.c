@@ -78,6 +78,9 @@ struct cbctx {
 
 static pthread_key_t	scratch_key;
 static pthread_once_t	scratch_once = PTHREAD_ONCE_INIT;
+/* The set this thread's scratch was last grown for (sets are numbered). */
+static _Thread_local uint64_t scratch_gen;
+static _Atomic uint64_t	set_gen;
 
 static void
 scratch_free(void *p)
@@ -91,17 +94,20 @@ scratch_init(void)
 	(void)pthread_key_create(&scratch_key, scratch_free);
 }
 
-/* This thread's scratch, grown for db. */
+/* This thread's scratch, grown for set's database. */
 static hs_scratch_t *
-scratch_for(const hs_database_t *db)
+scratch_for(const struct dlp_set *set)
 {
 	hs_scratch_t *sc;
 
 	(void)pthread_once(&scratch_once, scratch_init);
 	sc = pthread_getspecific(scratch_key);
-	if (hs_alloc_scratch(db, &sc) != HS_SUCCESS)
+	if (sc != NULL && scratch_gen == set->gen)
+		return sc;
+	if (hs_alloc_scratch(set->db, &sc) != HS_SUCCESS)
 		return NULL;
 	(void)pthread_setspecific(scratch_key, sc);
+	scratch_gen = set->gen;
 	return sc;
 }
 
@@ -245,6 +251,7 @@ dlp_set_new(const struct dlp_rule_spec *custom, size_t n, int defaults,
 		goto fail;
 	}
 out:
+	set->gen = ++set_gen;
 	free(exprs);
 	free(flags);
 	free(ids);
@@ -364,12 +371,12 @@ view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
 	struct cbctx c = { s, vi };
 	hs_scratch_t *sc;
 	hs_error_t e;
-	size_t i, keep;
+	size_t keep, at, first;
 
 	if (n == 0 || s->found)
 		return s->found;
 	if (v->active && v->st != NULL) {
-		if ((sc = scratch_for(s->set->db)) == NULL) {
+		if ((sc = scratch_for(s->set)) == NULL) {
 			s->found = -1;
 			return -1;
 		}
@@ -386,8 +393,10 @@ view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
 		}
 	}
 	keep = n < DLP_HISTORY ? n : DLP_HISTORY;
-	for (i = n - keep; i < n; i++)
-		v->hist[(v->total + i) % DLP_HISTORY] = p[i];
+	at = (size_t)((v->total + n - keep) % DLP_HISTORY);
+	first = keep < DLP_HISTORY - at ? keep : DLP_HISTORY - at;
+	memcpy(v->hist + at, p + n - keep, first);
+	memcpy(v->hist, p + n - keep + first, keep - first);
 	v->total += n;
 	return s->found;
 }
@@ -439,6 +448,26 @@ dec_out(struct dlp_scan *s, const struct run *r, unsigned char c)
 		s->hbuf[s->hn++] = c;
 		if (s->hn == sizeof(s->hbuf))
 			flush_d(s);
+	}
+}
+
+/* Base64 (both alphabets) and hex digit values; -1: not one. */
+static signed char	b64t[256], hext[256];
+static pthread_once_t	tables_once = PTHREAD_ONCE_INIT;
+
+static void
+tables_init(void)
+{
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		b64t[c] = (signed char)(c >= 'A' && c <= 'Z' ? c - 'A' :
+		    c >= 'a' && c <= 'z' ? c - 'a' + 26 :
+		    c >= '0' && c <= '9' ? c - '0' + 52 :
+		    c == '+' || c == '-' ? 62 : c == '/' || c == '_' ? 63 : -1);
+		hext[c] = (signed char)(c >= '0' && c <= '9' ? c - '0' :
+		    c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+		    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1);
 	}
 }
 
@@ -500,6 +529,8 @@ hex_push(struct dlp_scan *s, int v)
 static void
 run_end(struct dlp_scan *s, struct run *r)
 {
+	if (r->len == 0)
+		return;
 	if (r->len >= (r == &s->b64 ? B64_MIN : HEX_MIN))
 		dec_out(s, r, '\n');
 	memset(r, 0, sizeof(*r));
@@ -513,7 +544,7 @@ runs_in(struct dlp_scan *s, unsigned char c)
 	int v;
 	size_t i;
 
-	if ((v = b64val(c)) < 0)
+	if ((v = b64t[c]) < 0)
 		run_end(s, r);
 	else if (++r->len < B64_MIN)
 		r->pend[r->len - 1] = c;
@@ -524,7 +555,7 @@ runs_in(struct dlp_scan *s, unsigned char c)
 		b64_push(s, v);
 	}
 	r = &s->hex;
-	if ((v = hexval(c)) < 0)
+	if ((v = hext[c]) < 0)
 		run_end(s, r);
 	else if (++r->len < HEX_MIN)
 		r->pend[r->len - 1] = c;
@@ -543,6 +574,27 @@ u_out(struct dlp_scan *s, unsigned char c)
 	if (s->un == sizeof(s->ubuf))
 		flush_u(s);
 	runs_in(s, c);
+}
+
+/* p[0..n) unchanged by the escape decoders (none pending, none in it). */
+static void
+u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
+{
+	size_t i, take;
+
+	while (n > 0 && !s->found) {
+		take = sizeof(s->ubuf) - s->un;
+		if (take > n)
+			take = n;
+		memcpy(s->ubuf + s->un, p, take);
+		s->un += take;
+		for (i = 0; i < take; i++)
+			runs_in(s, p[i]);
+		if (s->un == sizeof(s->ubuf))
+			flush_u(s);
+		p += take;
+		n -= take;
+	}
 }
 
 static void
@@ -670,15 +722,25 @@ dlp_scan_feed(struct dlp_scan *s, const void *buf, size_t n,
     struct dlp_finding *f)
 {
 	const unsigned char *p = buf;
-	size_t i;
+	size_t i, j;
 
 	if (s->set->db == NULL || s->found) {
 		result(s, f);
 		return s->found;
 	}
 	if (view_feed(s, DLP_VIEW_RAW, p, n) == 0) {
-		for (i = 0; i < n && !s->found; i++)
-			pct_in(s, 0, p[i]);
+		for (i = 0; i < n && !s->found; ) {
+			if (s->pct[0].st == 0 && s->pct[1].st == 0 &&
+			    s->pct[2].st == 0 && s->js.st == 0) {
+				for (j = i; j < n && p[j] != '%' && p[j] != '\\'; j++)
+					;
+				u_bulk(s, p + i, j - i);
+				i = j;
+				if (i == n || s->found)
+					break;
+			}
+			pct_in(s, 0, p[i++]);
+		}
 		if (!s->found)
 			flush_u(s);
 		if (!s->found)
@@ -696,7 +758,7 @@ view_reset(struct dlp_scan *s, enum dlp_view vi, int deliver)
 	hs_scratch_t *sc;
 
 	if (v->st != NULL) {
-		if ((sc = scratch_for(s->set->db)) == NULL)
+		if ((sc = scratch_for(s->set)) == NULL)
 			return -1;
 		if (hs_reset_stream(v->st, 0, sc, deliver && !s->found &&
 		    v->active ? match_cb : NULL, &c) != HS_SUCCESS)
@@ -788,6 +850,7 @@ dlp_scan_new(const struct dlp_set *set, dlp_skip_fn skip, void *arg)
 	struct dlp_scan *s;
 	int i;
 
+	(void)pthread_once(&tables_once, tables_init);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	s->set = set;
