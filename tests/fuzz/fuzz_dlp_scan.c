@@ -2,7 +2,8 @@
  * libFuzzer target for the secret scanner (src/dlp) and its decoders
  * (percent layers, JSON escapes, base64 and hex runs): the input is
  * scanned whole and again fed in uneven pieces; both ways must agree on
- * whether there is a finding and on its rule.
+ * whether there is a finding (not on which one is first: the views are
+ * scanned a block at a time, so the first to report may differ).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -45,9 +46,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (rb == 0)
 		rb = dlp_scan_end(scan, &b);
-	if (ra < 0 || rb < 0 || ra != rb || (ra == 1 && strcmp(a.rule, b.rule)))
+	if (ra < 0 || rb < 0 || ra != rb)
 		abort();
-	if (ra == 1 && (strlen(a.excerpt) > DLP_EXCERPT_MAX || a.rule[0] == '\0'))
+	if (ra == 1 && (strlen(a.excerpt) > DLP_EXCERPT_MAX || a.rule[0] == '\0' ||
+	    b.rule[0] == '\0'))
 		abort();
 	return 0;
 }
