@@ -968,6 +968,14 @@ int		 dlp_request(struct exchange *, const struct http_request *);
 int		 dlp_body_h1(struct exchange *, size_t limit);
 int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
 		    int ended, const char *where);
+/*
+ * A WebSocket's client payload, unmasked (n bytes of buf), one stream per
+ * message across its frames: -1 a finding refuses it (the caller ends the
+ * session), 0 go on.
+ */
+int		 dlp_ws(struct exchange *, struct evbuffer *, size_t n);
+/* A client message ended: its stream ends (each message is one). */
+int		 dlp_ws_end(struct exchange *);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -19,7 +19,7 @@ struct xdlp {
 	struct exchange		*s;
 	struct dlp_scan		*scan;
 	int			 done;	/* a finding was handled, or nothing to scan */
-	int			 body;	/* the body stream is open */
+	int			 quiet;	/* a refusal is the caller's to make */
 };
 
 static void
@@ -182,6 +182,7 @@ body_refuse(struct exchange *s, const char *detail)
 	}
 }
 
+/* -1: a finding refuses (answered unless x->quiet), 0: go on. */
 static int
 body_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
     const char *where)
@@ -196,11 +197,12 @@ body_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
 		return 0;
 	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
 		return 0;
-	body_refuse(s, detail);
+	if (!x->quiet)
+		body_refuse(s, detail);
 	return -1;
 }
 
-/* The body ended: what the decoders held is scanned too. */
+/* The body ended: what the decoders held is scanned too (-1: refused). */
 static int
 body_end(struct exchange *s, struct xdlp *x, const char *where)
 {
@@ -214,7 +216,8 @@ body_end(struct exchange *s, struct xdlp *x, const char *where)
 		return 0;
 	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
 		return 0;
-	body_refuse(s, detail);
+	if (!x->quiet)
+		body_refuse(s, detail);
 	return -1;
 }
 
@@ -332,4 +335,32 @@ dlp_body_buf(struct exchange *s, struct evbuffer *buf, size_t n, int ended,
 	if (feed_evbuffer(s, x, buf, n, where) == -1)
 		return -1;
 	return ended ? body_end(s, x, where) : 0;
+}
+
+int
+dlp_ws(struct exchange *s, struct evbuffer *payload, size_t n)
+{
+	struct xdlp *x = s->dlp;
+	int rc;
+
+	if (x == NULL || x->done || n == 0)
+		return 0;
+	x->quiet = 1;
+	rc = feed_evbuffer(s, x, payload, n, "websocket");
+	x->quiet = 0;
+	return rc;
+}
+
+int
+dlp_ws_end(struct exchange *s)
+{
+	struct xdlp *x = s->dlp;
+	int rc;
+
+	if (x == NULL || x->done)
+		return 0;
+	x->quiet = 1;
+	rc = body_end(s, x, "websocket");
+	x->quiet = 0;
+	return rc;
 }

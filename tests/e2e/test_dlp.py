@@ -15,6 +15,9 @@ policy has `dlp: {mode: block}` and one with `mode: report`.
   report, reason secret-detected).
 - The benign corpus (tests/dlp/benign) passes under mode: block, as bodies
   and as header values; curl and requests as clients.
+- A WebSocket: a secret in a client message (whole, split across
+  fragments and TCP writes, base64) closes the session with 1008 before the
+  origin gets it; report mode lets it pass.
 - An allow entry exempts a rule toward a host.
 """
 
@@ -22,6 +25,8 @@ import base64
 import binascii
 import os
 import random
+import ssl
+import struct
 import sys
 import time
 import unittest
@@ -31,6 +36,8 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from test_credentials import EchoOrigin, TestCA  # noqa: E402
+from test_websocket_scrub import WsOrigin  # noqa: E402
+import wsframe as W  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
 REPORT_SOURCE = "127.0.0.3"
@@ -52,6 +59,9 @@ policies:
       - host: docs.test
         ports: [{port}]
         tls: intercept
+      - host: ws.test
+        ports: [{wsport}]
+        tls: intercept
     allow_private: [{origin}/32]
     dlp:
       mode: block
@@ -67,6 +77,9 @@ policies:
     allow:
       - host: api.test
         ports: [{port}]
+        tls: intercept
+      - host: ws.test
+        ports: [{wsport}]
         tls: intercept
     allow_private: [{origin}/32]
     dlp:
@@ -148,11 +161,14 @@ class DlpTest(unittest.TestCase):
         cls.origin = EchoOrigin("dlp", *cls.pki.leaf("api.test",
             ["api.test", "docs.test"]))
         cls.addClassCleanup(cls.origin.stop)
+        cls.ws = WsOrigin(*cls.pki.leaf("ws.test", ["ws.test"]))
+        cls.addClassCleanup(cls.ws.stop)
         cls.dns = T.Dnsmasq(d, [("api.test", ORIGIN_HOST),
-            ("docs.test", ORIGIN_HOST)])
+            ("docs.test", ORIGIN_HOST), ("ws.test", ORIGIN_HOST)])
         cls.addClassCleanup(cls.dns.stop)
         cls.gw = T.Gateway(d, cls.dns, {"dlp.yaml": POLICY.format(
-            port=cls.origin.port, origin=ORIGIN_HOST, report=REPORT_SOURCE)},
+            port=cls.origin.port, origin=ORIGIN_HOST, report=REPORT_SOURCE,
+            wsport=cls.ws.port)},
             extra={"upstream": {"ca_bundle": cls.pki.cert}})
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
@@ -304,6 +320,70 @@ class DlpTest(unittest.TestCase):
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
         self.assertFalse(self.origin.received(secret))
+
+    def upgrade(self, path, source=None):
+        c, r = T.open_tunnel(self.gw.port, "ws.test:%d" % self.ws.port,
+            source=source)
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 200, r)
+        c.sock = self.ctx.wrap_socket(c.sock, server_hostname="ws.test")
+        key = base64.b64encode(os.urandom(16)).decode()
+        c.send("GET %s HTTP/1.1\r\nHost: ws.test:%d\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n" % (path, self.ws.port, key))
+        r = c.read_response()
+        self.assertEqual(r.status, 101, r)
+        return c
+
+    def closed_after(self, c):
+        codes = []
+        try:
+            while True:
+                f = W.read_frame(c.read_exact)
+                if f.opcode == W.OP_CLOSE and len(f.payload) >= 2:
+                    codes.append(struct.unpack("!H", f.payload[:2])[0])
+        except (EOFError, ConnectionResetError, ssl.SSLError, OSError):
+            pass
+        return codes
+
+    def test_websocket_messages(self):
+        rule, secret = samples()[2]    # a GitHub token
+        variants = {
+            "whole": [(W.OP_TEXT, "send " + secret, True)],
+            "fragments": [(W.OP_TEXT, "a " + secret[:11], False),
+                          (W.OP_CONT, secret[11:25], False),
+                          (W.OP_CONT, secret[25:] + " b", True)],
+            "base64": [(W.OP_BIN, base64.b64encode(secret.encode()).decode(),
+                        True)],
+        }
+        for name, frames in variants.items():
+            path = "/echo" + self.mark()
+            c = self.upgrade(path)
+            c.send(W.client_frame(W.OP_TEXT, b"clean"))
+            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+            for op, text, fin in frames:
+                c.send(W.client_frame(op, text.encode(), fin=fin))
+                time.sleep(0.05)
+            self.assertIn(1008, self.closed_after(c), name)
+            self.assertFalse(self.ws.got_payload(secret[-12:].encode()), name)
+            rows = self.rows_with(path)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], name)
+            self.assertTrue(rows[0]["rule"].startswith(
+                "dlp:github-token websocket "), rows[0]["rule"])
+        # report: it passes, the row says report
+        path = "/echo" + self.mark()
+        c = self.upgrade(path, source=REPORT_SOURCE)
+        c.send(W.client_frame(W.OP_TEXT, ("send " + secret).encode()))
+        self.assertEqual(W.read_frame(c.read_exact).payload,
+            ("send " + secret).encode())
+        c.send(W.client_frame(W.OP_CLOSE, struct.pack("!H", 1000)))
+        self.assertIn(1000, self.closed_after(c))
+        c.close()
+        rows = self.gw.wait_audit(pred=lambda r: r.get("path") == path and
+            r.get("decision") == "report")
+        self.assertTrue(rows, self.rows_with(path))
+        self.assertEqual(rows[0]["reason"], "secret-detected")
 
     def test_allow_entry_exempts_rule(self):
         rule, secret = [s for s in samples() if s[0] == "jwt"][0]
