@@ -969,13 +969,14 @@ int		 dlp_body_h1(struct exchange *, size_t limit);
 int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
 		    int ended, const char *where);
 /*
- * A WebSocket's client payload, unmasked (n bytes of buf), one stream per
- * message across its frames: -1 a finding refuses it (the caller ends the
- * session), 0 go on.
+ * Payload the caller refuses itself: a WebSocket's client messages
+ * (unmasked, one stream per message), a body toward an HTTP/2 origin. The
+ * first n bytes of buf: -1 a finding refuses it (nothing answered: the
+ * caller ends the session or stream), 0 go on. _end: the stream ended.
  */
-int		 dlp_ws(struct exchange *, struct evbuffer *, size_t n);
-/* A client message ended: its stream ends (each message is one). */
-int		 dlp_ws_end(struct exchange *);
+int		 dlp_payload(struct exchange *, struct evbuffer *, size_t n,
+		    const char *where);
+int		 dlp_payload_end(struct exchange *, const char *where);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

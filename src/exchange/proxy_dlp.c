@@ -338,7 +338,8 @@ dlp_body_buf(struct exchange *s, struct evbuffer *buf, size_t n, int ended,
 }
 
 int
-dlp_ws(struct exchange *s, struct evbuffer *payload, size_t n)
+dlp_payload(struct exchange *s, struct evbuffer *payload, size_t n,
+    const char *where)
 {
 	struct xdlp *x = s->dlp;
 	int rc;
@@ -346,13 +347,13 @@ dlp_ws(struct exchange *s, struct evbuffer *payload, size_t n)
 	if (x == NULL || x->done || n == 0)
 		return 0;
 	x->quiet = 1;
-	rc = feed_evbuffer(s, x, payload, n, "websocket");
+	rc = feed_evbuffer(s, x, payload, n, where);
 	x->quiet = 0;
 	return rc;
 }
 
 int
-dlp_ws_end(struct exchange *s)
+dlp_payload_end(struct exchange *s, const char *where)
 {
 	struct xdlp *x = s->dlp;
 	int rc;
@@ -360,7 +361,7 @@ dlp_ws_end(struct exchange *s)
 	if (x == NULL || x->done)
 		return 0;
 	x->quiet = 1;
-	rc = body_end(s, x, "websocket");
+	rc = body_end(s, x, where);
 	x->quiet = 0;
 	return rc;
 }

@@ -536,8 +536,8 @@ ws_client_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
 	}
 	/* Secrets (docs/dlp.md): the bytes about to move, unmasked. */
 	if (s->dlp != NULL && avail > hold && ((!copied && ws_unmask_copy(s, d,
-	    in, 0, avail, d->off) == -1) || dlp_ws(s, s->ws->tmp,
-	    avail - hold) == -1)) {
+	    in, 0, avail, d->off) == -1) || dlp_payload(s, s->ws->tmp,
+	    avail - hold, "websocket") == -1)) {
 		ws_end(s, VERDICT_DENY, REASON_SECRET_DETECTED, WS_CLOSE_POLICY,
 		    "a secret in a client frame");
 		return -1;
@@ -576,7 +576,8 @@ ws_frame_end(struct exchange *s, struct ws_dir *d)
 	if (!d->fr.fin)
 		return 0;
 	d->in_message = 0;
-	if (d->from == WS_FROM_CLIENT && s->dlp != NULL && dlp_ws_end(s) == -1) {
+	if (d->from == WS_FROM_CLIENT && s->dlp != NULL &&
+	    dlp_payload_end(s, "websocket") == -1) {
 		ws_end(s, VERDICT_DENY, REASON_SECRET_DETECTED, WS_CLOSE_POLICY,
 		    "a secret in a client message");
 		return -1;

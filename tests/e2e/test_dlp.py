@@ -321,6 +321,37 @@ class DlpTest(unittest.TestCase):
         self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
         self.assertFalse(self.origin.received(secret))
 
+    def test_http2_client(self):
+        """curl --http2: a header and a DATA body (in pieces) refused."""
+        for rule, secret in (samples()[2], samples()[8], samples()[12]):
+            r = T.curl("https://api.test:%d/h2%s" % (self.origin.port,
+                self.mark()), proxy=self.gw.url, args=["--http2", "--cacert",
+                self.gw_ca, "-H", "X-Token: " + secret], tmp=self.td.path)
+            self.assertEqual((r.status, r.info.get("http_version")), (403, "2"),
+                r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            path = self.mark()
+            body = os.path.join(self.td.path, "h2body")
+            with open(body, "w") as f:
+                f.write("x" * 70000 + base64.b64encode(secret.encode()).decode()
+                    + "y" * 1000)
+            r = T.curl("https://api.test:%d%s" % (self.origin.port, path),
+                proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+                "--data-binary", "@" + body], tmp=self.td.path)
+            self.assertEqual(r.status, 403, r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            self.assertFalse(self.origin.received(secret))
+            self.assertFalse(self.origin.received(
+                base64.b64encode(secret.encode()).decode()))
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s h2-data " % rule),
+                rows[0]["rule"])
+        r = T.curl("https://api.test:%d/h2ok" % self.origin.port,
+            proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+            "--data-binary", "plain body"], tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+
     def upgrade(self, path, source=None):
         c, r = T.open_tunnel(self.gw.port, "ws.test:%d" % self.ws.port,
             source=source)
