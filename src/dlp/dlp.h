@@ -99,6 +99,13 @@ int		 dlp_scan_reset(struct dlp_scan *);
 int		 dlp_scan_buf(struct dlp_scan *, const void *p, size_t n,
 		    struct dlp_finding *f);
 
+/*
+ * dlp_dns.c: 1 and *f filled (rule dns-encoded-label or dns-encoded-name)
+ * when the labels of name[0..len), but its last two, carry an encoded
+ * payload; 0 otherwise.
+ */
+int		 dlp_dns_name(const char *name, size_t len, struct dlp_finding *f);
+
 /* dlp_util.c, also for the tests */
 double		 dlp_entropy(const unsigned char *p, size_t n);
 uint32_t	 dlp_crc32(const unsigned char *p, size_t n);

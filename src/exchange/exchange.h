@@ -977,6 +977,12 @@ int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
 int		 dlp_payload(struct exchange *, struct evbuffer *, size_t n,
 		    const char *where);
 int		 dlp_payload_end(struct exchange *, const char *where);
+/*
+ * An allowed DNS question's name (s->target.host) carrying an encoded
+ * payload: 1 refuse (verdict reason and rule set), 0 go on (report: the
+ * verdict's report set).
+ */
+int		 dlp_dns(struct exchange *);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -559,6 +559,11 @@ dns_decide(struct dns_pending *p)
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}
+	/* A name that carries an encoded payload (docs/dlp.md, "DNS"). */
+	if (dlp_dns(p->x) == 1) {
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+		return;
+	}
 	/* Past the bound of queries waiting on the resolver: SERVFAIL. */
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
 		dns_servfail(p);

@@ -411,6 +411,43 @@ test_custom(void)
 	dlp_set_free(set);
 }
 
+static void
+test_dns(void)
+{
+	static const char *benign[] = { "www.example.com",
+	    "d1a2b3c4d5e6f7.cloudfront.net",
+	    "e3b0c44298fc1c14.cdn.example.net",
+	    "ec2-203-0-113-25.compute-1.amazonaws.com",
+	    "my-company-backups-production.s3.amazonaws.com",
+	    "_acme-challenge.www.example.org",
+	    "3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c.example.net",
+	    "a.b.c.d.e.f.g.h.example.com",
+	    "0123456789abcdef0123456789abcdef.example.com" };
+	struct dlp_finding f;
+	char name[300], lab[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(benign) / sizeof(benign[0]); i++)
+		CHECK_MSG(!dlp_dns_name(benign[i], strlen(benign[i]), &f),
+		    "benign name %s: %s", benign[i], f.rule);
+	/* base32 of 25 bytes in one label */
+	rand_from(lab, 40, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.x.allowed.example", lab);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-label") == 0);
+	/* hex of a secret in one label */
+	rand_from(lab, 48, "0123456789abcdef");
+	snprintf(name, sizeof(name), "%s.allowed.example", lab);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1);
+	/* short labels that together are a payload */
+	rand_from(lab, 60, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%.20s.%.20s.%.20s.x.allowed.example", lab,
+	    lab + 20, lab + 40);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-name") == 0);
+	CHECK(strstr(name, f.excerpt) == NULL);
+}
+
 int
 main(void)
 {
@@ -440,5 +477,6 @@ main(void)
 	dlp_scan_free(sc);
 	dlp_set_free(set);
 	test_custom();
+	test_dns();
 	return check_summary();
 }

@@ -18,6 +18,10 @@ policy has `dlp: {mode: block}` and one with `mode: report`.
 - A WebSocket: a secret in a client message (whole, split across
   fragments and TCP writes, base64) closes the session with 1008 before the
   origin gets it; report mode lets it pass.
+- DNS (the gateway's DNS listener): a name whose labels carry an encoded
+  payload (one long base32 label, or short labels together) is NXDOMAIN
+  with a deny row secret-detected under block, passes with a report row
+  under report; ordinary names under the same parent resolve.
 - An allow entry exempts a rule toward a host.
 """
 
@@ -27,6 +31,7 @@ import os
 import random
 import ssl
 import struct
+import subprocess
 import sys
 import time
 import unittest
@@ -62,6 +67,8 @@ policies:
       - host: ws.test
         ports: [{wsport}]
         tls: intercept
+      - host: "*.exfil.test"
+        ports: [443]
     allow_private: [{origin}/32]
     dlp:
       mode: block
@@ -81,6 +88,8 @@ policies:
       - host: ws.test
         ports: [{wsport}]
         tls: intercept
+      - host: "*.exfil.test"
+        ports: [443]
     allow_private: [{origin}/32]
     dlp:
       mode: report
@@ -164,12 +173,15 @@ class DlpTest(unittest.TestCase):
         cls.ws = WsOrigin(*cls.pki.leaf("ws.test", ["ws.test"]))
         cls.addClassCleanup(cls.ws.stop)
         cls.dns = T.Dnsmasq(d, [("api.test", ORIGIN_HOST),
-            ("docs.test", ORIGIN_HOST), ("ws.test", ORIGIN_HOST)])
+            ("docs.test", ORIGIN_HOST), ("ws.test", ORIGIN_HOST),
+            ("cdn1.exfil.test", ORIGIN_HOST)])
+        cls.dport = T.free_port(udp_too=True)
         cls.addClassCleanup(cls.dns.stop)
         cls.gw = T.Gateway(d, cls.dns, {"dlp.yaml": POLICY.format(
             port=cls.origin.port, origin=ORIGIN_HOST, report=REPORT_SOURCE,
             wsport=cls.ws.port)},
-            extra={"upstream": {"ca_bundle": cls.pki.cert}})
+            extra={"upstream": {"ca_bundle": cls.pki.cert},
+                   "listen": {"dns": "127.0.0.1:%d" % cls.dport}})
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         cls.gw_ca = cls.gw.ca_path()
@@ -415,6 +427,38 @@ class DlpTest(unittest.TestCase):
             r.get("decision") == "report")
         self.assertTrue(rows, self.rows_with(path))
         self.assertEqual(rows[0]["reason"], "secret-detected")
+
+    def dig(self, name, source="127.0.0.1"):
+        r = subprocess.run([T.DIG, "@127.0.0.1", "-p", str(self.dport), "-b",
+            source, "+time=3", "+tries=2", name, "A"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            timeout=30 * T.SLOW)
+        return r.stdout
+
+    def test_dns_names(self):
+        b32 = "abcdefghijklmnopqrstuvwxyz234567"
+        one = rand(48, b32) + ".exfil.test"
+        lab = rand(60, b32)
+        many = "%s.%s.%s.x.exfil.test" % (lab[:20], lab[20:40], lab[40:])
+        for name, rule in ((one, "dns-encoded-label"),
+                           (many, "dns-encoded-name")):
+            out = self.dig(name)
+            self.assertIn("status: NXDOMAIN", out, out)
+            rows = self.gw.wait_audit(kind="dns", host=name)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s dns " % rule),
+                rows[0]["rule"])
+        out = self.dig("cdn1.exfil.test")
+        self.assertIn("status: NOERROR", out, out)
+        self.assertIn(ORIGIN_HOST, out)
+        # report: the same kind of name passes (NXDOMAIN from upstream here)
+        name = rand(48, b32) + ".exfil.test"
+        out = self.dig(name, source=REPORT_SOURCE)
+        self.assertIn("status:", out, out)
+        rows = self.gw.wait_audit(kind="dns", host=name)
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+            [("report", "secret-detected")], rows)
 
     def test_allow_entry_exempts_rule(self):
         rule, secret = [s for s in samples() if s[0] == "jwt"][0]
