@@ -202,6 +202,7 @@ explain_dlp(struct explain *e, const struct policy *pol)
 	const struct policy_dlp *pd = policy_dlp_of(pol, e->id->policy);
 
 	e->dlp_mode = pd != NULL ? policy_dlp_mode_word(pd->mode) : "off";
+	e->dlp_applies = 0;
 	if (pd == NULL)
 		e->dlp_why = "the policy has no dlp: (or mode: off)";
 	else if (!e->tunnel_allowed)

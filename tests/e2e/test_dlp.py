@@ -27,8 +27,10 @@ policy has `dlp: {mode: block}` and one with `mode: report`.
 
 import base64
 import binascii
+import json
 import os
 import random
+import re
 import ssl
 import struct
 import subprocess
@@ -470,6 +472,93 @@ class DlpTest(unittest.TestCase):
         rule, secret = samples()[0]
         path, r = self.request("header", secret, host="docs.test")
         self.assertEqual(r.status, 403, r)
+
+
+class DlpPolicyTest(unittest.TestCase):
+    """policy check (errors at their line) and policy explain, offline."""
+
+    def setUp(self):
+        self.td = T.TempDir("sgtest-dlp-policy-")
+        self.addCleanup(self.td.cleanup)
+        d = self.td.path
+        os.makedirs(os.path.join(d, "policies"))
+        self.pol = os.path.join(d, "policies", "p.yaml")
+        self.cfg = os.path.join(d, "sandgate.yaml")
+        with open(self.cfg, "w") as f:
+            f.write("state_dir: ./var\npolicies: [./policies]\n"
+                "vault: { db: ./var/vault.db, key_file: ./certs/vault.key }\n"
+                "ca: { cert: ./certs/ca.crt, key: ./certs/ca.key }\n")
+
+    def write(self, dlp):
+        with open(self.pol, "w") as f:
+            f.write("policies:\n  - name: p\n    allow:\n"
+                "      - host: api.example.com\n        tls: intercept\n"
+                "      - host: pass.example.com\n" + dlp)
+
+    def test_check_errors_at_their_line(self):
+        self.write("    dlp:\n"                        # line 7
+                   "      mode: stop\n"                # 8
+                   "      rules:\n"                    # 9
+                   "        - id: Bad_Id\n"            # 10
+                   "          regex: 'x+'\n"           # 11
+                   "        - id: jwt\n"               # 12
+                   "          regex: 'y+'\n"           # 13
+                   "          severity: urgent\n"      # 14
+                   "          entropy: nine\n"         # 15
+                   "        - regex: 'z'\n"            # 16
+                   "      allow:\n"                    # 17
+                   "        - hots: a.example.com\n"   # 18
+                   "      colour: red\n")              # 19
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 1, r)
+        out = r.stdout + r.stderr
+        for line, what in ((8, "mode: expected block, report or off"),
+                           (10, "is not a rule id"),
+                           (12, "is a default rule's id"),
+                           (14, "severity: expected"),
+                           (15, "entropy: expected"),
+                           (16, "id is required"),
+                           (18, 'unknown key "hots"'),
+                           (19, 'unknown key "colour"')):
+            self.assertRegex(out, r"p\.yaml:%d:\d+: [^\n]*%s" % (line,
+                re.escape(what)), out)
+        # a regex Hyperscan refuses, at its line; an allow naming no rule
+        self.write("    dlp:\n      rules:\n        - id: broken\n"
+                   "          regex: 'a(b'\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertRegex(r.stdout + r.stderr, r"p\.yaml:10:\d+: dlp: regex:")
+        self.write("    dlp:\n      allow:\n        - rule: nope\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertRegex(r.stdout + r.stderr,
+            r"p\.yaml:9:\d+: rule: no dlp rule is named \"nope\"")
+        self.write("    dlp:\n      mode: report\n      rules:\n"
+                   "        - id: acme\n          regex: 'acme_[a-z]{8}'\n"
+                   "      allow:\n        - rule: dns-encoded-name\n"
+                   "        - host: '*.example.org'\n          rule: acme\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 0, r)
+
+    def test_explain(self):
+        self.write("    dlp:\n      allow:\n        - path: /health\n")
+        def explain(target, *extra):
+            r = T.run_sandgate("policy", "explain", "-c", self.cfg, "--policy",
+                "p", *extra, target)
+            self.assertEqual(r.returncode, 0, r)
+            return r.stdout
+        self.assertIn("dlp: block (request target, headers and bodies are "
+            "scanned)", explain("api.example.com:443"))
+        self.assertIn("dlp: block, does not apply (TLS is passed through",
+            explain("pass.example.com:443"))
+        self.assertIn("does not apply (an allow entry exempts it)",
+            explain("api.example.com:443", "--method", "GET", "--path",
+            "/health"))
+        doc = json.loads(explain("api.example.com:443", "--format", "json"))
+        self.assertEqual(doc["dlp"]["mode"], "block")
+        self.assertTrue(doc["dlp"]["applies"])
+        self.write("")
+        self.assertIn("dlp: off, does not apply",
+            explain("api.example.com:443"))
 
 
 if __name__ == "__main__":
