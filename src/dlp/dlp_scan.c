@@ -30,6 +30,7 @@ struct view {
 	size_t			 curlen;
 	uint64_t		 curat;
 	int			 active;
+	int			 dirty;	/* its stream was fed since its last reset */
 	int			 gcp;	/* 1: "type": "service_account", 2: "private_key" */
 };
 
@@ -386,6 +387,7 @@ view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
 		v->cur = p;
 		v->curlen = n;
 		v->curat = v->total;
+		v->dirty = 1;
 		e = hs_scan_stream(v->st, (const char *)p, (unsigned int)n, 0, sc,
 		    match_cb, &c);
 		v->cur = NULL;
@@ -760,13 +762,15 @@ view_reset(struct dlp_scan *s, enum dlp_view vi, int deliver)
 	struct cbctx c = { s, vi };
 	hs_scratch_t *sc;
 
-	if (v->st != NULL) {
+	/* An untouched stream is as reset already: no work for a head's parts. */
+	if (v->st != NULL && v->dirty) {
 		if ((sc = scratch_for(s->set)) == NULL)
 			return -1;
 		if (hs_reset_stream(v->st, 0, sc, deliver && !s->found &&
 		    v->active ? match_cb : NULL, &c) != HS_SUCCESS)
 			return -1;
 	}
+	v->dirty = 0;
 	v->total = v->base = 0;
 	v->active = vi != DLP_VIEW_UNESCAPED;
 	v->gcp = 0;
