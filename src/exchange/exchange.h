@@ -978,11 +978,12 @@ int		 dlp_payload(struct exchange *, struct evbuffer *, size_t n,
 		    const char *where);
 int		 dlp_payload_end(struct exchange *, const char *where);
 /*
- * An allowed DNS question's name (s->target.host) carrying an encoded
- * payload: 1 refuse (verdict reason and rule set), 0 go on (report: the
- * verdict's report set).
+ * proxy_decide.c: an allowed destination's name (s->target.host) -- a DNS
+ * question, a CONNECT or SOCKS5 target, an SNI, a Host -- carrying an
+ * encoded payload (docs/dlp.md): 1 refuse (verdict reason and rule set),
+ * 0 go on (report: the verdict's report set). where: "dns", "name".
  */
-int		 dlp_dns(struct exchange *);
+int		 dlp_name(struct exchange *, const char *where);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -13,6 +13,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "dlp/dlp.h"
 #include "exchange/exchange.h"
 #include "vault/keeper.h"
 
@@ -118,8 +119,42 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	s->target = d.target;
 	s->verdict = d.v;
 	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
+	/* A destination name carrying an encoded payload (docs/dlp.md). */
+	if (d.reason == REASON_NONE && q.listener != DECIDE_TUNNEL &&
+	    d.target_ok && !s->target.is_ip && dlp_name(s, "name") == 1) {
+		s->verdict.allow = 0;
+		return REASON_SECRET_DETECTED;
+	}
 	return d.reason;
 }
+
+int
+dlp_name(struct exchange *s, const char *where)
+{
+	const struct policy_dlp *pd;
+	struct dlp_finding f;
+
+	if (!s->has_ident || (pd = policy_dlp_of(s->pol,
+	    s->ident.policy)) == NULL || !dlp_dns_name(s->target.host,
+	    strlen(s->target.host), &f) || policy_dlp_exempt(pd,
+	    s->target.host, NULL, NULL) || policy_dlp_exempt(pd,
+	    s->target.host, NULL, f.rule))
+		return 0;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "dlp:%s %s %s",
+	    f.rule, where, f.excerpt);
+	log_warnx("dlp: %s (%s) toward *.%s, sandbox %s: %s", f.rule, where,
+	    strchr(s->target.host, '.') ? strchr(s->target.host, '.') + 1 : "",
+	    s->ident.sandbox, pd->mode == POLICY_DLP_BLOCK ? "refused" :
+	    "reported");
+	if (pd->mode == POLICY_DLP_BLOCK) {
+		s->verdict.reason = REASON_SECRET_DETECTED;
+		return 1;
+	}
+	if (s->verdict.report == REASON_NONE)
+		s->verdict.report = REASON_SECRET_DETECTED;
+	return 0;
+}
+
 
 /*
  * The decision's address stage for addrs (core/decide.c): every address

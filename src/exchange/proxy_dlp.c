@@ -365,30 +365,3 @@ dlp_payload_end(struct exchange *s, const char *where)
 	x->quiet = 0;
 	return rc;
 }
-
-int
-dlp_dns(struct exchange *s)
-{
-	const struct policy_dlp *pd;
-	struct dlp_finding f;
-
-	if (!s->has_ident || (pd = policy_dlp_of(s->pol,
-	    s->ident.policy)) == NULL || !dlp_dns_name(s->target.host,
-	    strlen(s->target.host), &f) || policy_dlp_exempt(pd,
-	    s->target.host, NULL, NULL) || policy_dlp_exempt(pd,
-	    s->target.host, NULL, f.rule))
-		return 0;
-	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "dlp:%s dns %s",
-	    f.rule, f.excerpt);
-	log_warnx("dlp: %s in a DNS name under %s, sandbox %s: %s", f.rule,
-	    strchr(s->target.host, '.') ? strchr(s->target.host, '.') + 1 : "",
-	    s->ident.sandbox, pd->mode == POLICY_DLP_BLOCK ? "refused" :
-	    "reported");
-	if (pd->mode == POLICY_DLP_BLOCK) {
-		s->verdict.reason = REASON_SECRET_DETECTED;
-		return 1;
-	}
-	if (s->verdict.report == REASON_NONE)
-		s->verdict.report = REASON_SECRET_DETECTED;
-	return 0;
-}

@@ -560,7 +560,7 @@ dns_decide(struct dns_pending *p)
 		return;
 	}
 	/* A name that carries an encoded payload (docs/dlp.md, "DNS"). */
-	if (dlp_dns(p->x) == 1) {
+	if (dlp_name(p->x, "dns") == 1) {
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}

@@ -462,6 +462,23 @@ class DlpTest(unittest.TestCase):
         self.assertEqual([(r["decision"], r["reason"]) for r in rows],
             [("report", "secret-detected")], rows)
 
+    def test_connect_names(self):
+        """A CONNECT target that carries a payload: 403 before any connect."""
+        name = rand(48, "abcdefghijklmnopqrstuvwxyz234567") + ".exfil.test"
+        c, r = T.open_tunnel(self.gw.port, name + ":443")
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        rows = self.gw.wait_audit(host=name)
+        self.assertEqual([(x["decision"], x["reason"]) for x in rows],
+            [("deny", "secret-detected")], rows)
+        self.assertTrue(rows[0]["rule"].startswith("dlp:dns-encoded-label name "),
+            rows[0]["rule"])
+        self.assertIsNone(rows[0]["ip"])      # nothing was connected to
+        c, r = T.open_tunnel(self.gw.port, "cdn1.exfil.test:443")
+        self.addCleanup(c.close)
+        self.assertNotEqual(r.header("X-Sandgate-Reason"), "secret-detected", r)
+
     def test_allow_entry_exempts_rule(self):
         rule, secret = [s for s in samples() if s[0] == "jwt"][0]
         path, r = self.request("header", secret, host="docs.test")
