@@ -105,6 +105,18 @@ int		 dlp_scan_buf(struct dlp_scan *, const void *p, size_t n,
  * payload; 0 otherwise.
  */
 int		 dlp_dns_name(const char *name, size_t len, struct dlp_finding *f);
+/*
+ * Many distinct names under one parent: a table (thread-safe) counting,
+ * per (who, the name's last two labels), the distinct names with a label
+ * of 12+ characters and 3.0+ bits within window_ms. dlp_burst_add: 1 and
+ * *f (rule dns-encoded-burst) once who has sent limit of them; 0 otherwise.
+ */
+struct dlp_burst;
+struct dlp_burst *dlp_burst_new(unsigned limit, int64_t window_ms);
+void		 dlp_burst_free(struct dlp_burst *);
+int		 dlp_burst_add(struct dlp_burst *, const char *who,
+		    const char *name, size_t len, int64_t now_ms,
+		    struct dlp_finding *f);
 
 /* dlp_util.c, also for the tests */
 double		 dlp_entropy(const unsigned char *p, size_t n);

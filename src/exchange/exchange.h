@@ -984,6 +984,10 @@ int		 dlp_payload_end(struct exchange *, const char *where);
  * 0 go on (report: the verdict's report set). where: "dns", "name".
  */
 int		 dlp_name(struct exchange *, const char *where);
+/* The same for many distinct such names under one parent (b's window). */
+struct dlp_burst;
+int		 dlp_name_burst(struct exchange *, struct dlp_burst *b,
+		    int64_t now_ms);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

@@ -412,6 +412,49 @@ test_custom(void)
 }
 
 static void
+test_burst(void)
+{
+	struct dlp_burst *b = dlp_burst_new(5, 60000);
+	struct dlp_finding f;
+	char name[128], lab[32];
+	int i, hits = 0;
+
+	CHECK(b != NULL);
+	if (b == NULL)
+		return;
+	/* the same name again and again: one distinct name */
+	for (i = 0; i < 10; i++)
+		hits += dlp_burst_add(b, "box", "k3j4h5g6f7d8.x.example", 22,
+		    1000 + i, &f);
+	CHECK(hits == 0);
+	/* ordinary names under a parent: not counted */
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "www%d.example.com", i);
+		hits += dlp_burst_add(b, "box", name, strlen(name), 1000, &f);
+	}
+	CHECK(hits == 0);
+	/* distinct encoded-looking labels: the fifth is a finding */
+	for (i = 0; i < 4; i++) {
+		rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+		snprintf(name, sizeof(name), "%s.t.example.org", lab);
+		CHECK(dlp_burst_add(b, "box", name, strlen(name), 2000 + i,
+		    &f) == 0);
+		/* another sandbox has its own count */
+		CHECK(dlp_burst_add(b, "other", name, strlen(name), 2000 + i,
+		    &f) == 0);
+	}
+	rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.t.example.org", lab);
+	CHECK(dlp_burst_add(b, "box", name, strlen(name), 2100, &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-burst") == 0);
+	/* a window later it starts over */
+	rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.t.example.org", lab);
+	CHECK(dlp_burst_add(b, "box", name, strlen(name), 70000, &f) == 0);
+	dlp_burst_free(b);
+}
+
+static void
 test_dns(void)
 {
 	static const char *benign[] = { "www.example.com",
@@ -446,6 +489,7 @@ test_dns(void)
 	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
 	    strcmp(f.rule, "dns-encoded-name") == 0);
 	CHECK(strstr(name, f.excerpt) == NULL);
+	test_burst();
 }
 
 int

@@ -437,6 +437,22 @@ class DlpTest(unittest.TestCase):
             timeout=30 * T.SLOW)
         return r.stdout
 
+    def test_dns_burst(self):
+        """Short encoded labels, many distinct names: the 32nd is refused."""
+        b32 = "abcdefghijklmnopqrstuvwxyz234567"
+        names = ["%s.t.exfil.test" % rand(16, b32) for _ in range(32)]
+        for n in names[:31]:
+            self.dig(n)
+        out = self.dig(names[31])
+        self.assertIn("status: NXDOMAIN", out, out)
+        rows = self.gw.wait_audit(kind="dns", host=names[31])
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+            [("deny", "secret-detected")], rows)
+        self.assertTrue(rows[0]["rule"].startswith("dlp:dns-encoded-burst dns "),
+            rows[0]["rule"])
+        first = self.gw.wait_audit(kind="dns", host=names[0])
+        self.assertEqual(first[0]["reason"], None, first)
+
     def test_dns_names(self):
         b32 = "abcdefghijklmnopqrstuvwxyz234567"
         one = rand(48, b32) + ".exfil.test"
