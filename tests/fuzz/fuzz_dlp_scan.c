@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the secret scanner (src/dlp) and its decoders
- * (percent layers, JSON escapes, base64 and hex runs): the input is
+ * (percent layers, JSON escapes, base64 and hex runs), and the DNS name
+ * checks (the input as a name, any bytes): the input is
  * scanned whole and again fed in uneven pieces; both ways must agree on
  * whether there is a finding (not on which one is first: the views are
  * scanned a block at a time, so the first to report may differ).
@@ -16,6 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 static struct dlp_set *set;
 static struct dlp_scan *scan;
+static struct dlp_burst *burst;
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -29,9 +31,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		if (!dlp_available(NULL))
 			return 0;
 		if ((set = dlp_set_new(NULL, 0, 1, err, sizeof(err), &bad)) ==
-		    NULL || (scan = dlp_scan_new(set, NULL, NULL)) == NULL)
+		    NULL || (scan = dlp_scan_new(set, NULL, NULL)) == NULL ||
+		    (burst = dlp_burst_new(4, 1000)) == NULL)
 			abort();
 	}
+	/* The same bytes as a DNS name (any bytes: the checks must not care). */
+	if (dlp_dns_name((const char *)data, len, &a) == 1 &&
+	    (a.rule[0] == '\0' || strlen(a.excerpt) > DLP_EXCERPT_MAX))
+		abort();
+	(void)dlp_burst_add(burst, "fuzz", (const char *)data, len, (int64_t)len,
+	    &a);
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
 	ra = dlp_scan_buf(scan, data, len, &a);
