@@ -122,8 +122,8 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	struct xdlp *x;
 	const struct http_header *h;
 	const char *q;
-	char where[40], detail[160];
-	size_t i, qoff;
+	char where[40], detail[160], nb[80];
+	size_t i, qoff, nl;
 	int failed, hit = 0;
 
 	if ((x = xdlp_get(s, &failed)) == NULL) {
@@ -147,10 +147,7 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	for (i = 0; !hit && i < req->n_headers; i++) {
 		h = &req->headers[i];
 		/* "name: value": the name is the keyword of an assignment. */
-		char nb[80];
-		size_t nl = h->name.len < sizeof(nb) - 2 ? h->name.len :
-		    sizeof(nb) - 2;
-
+		nl = h->name.len < sizeof(nb) - 2 ? h->name.len : sizeof(nb) - 2;
 		memcpy(nb, h->name.p, nl);
 		nb[nl] = ':';
 		nb[nl + 1] = ' ';
