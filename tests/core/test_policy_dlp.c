@@ -94,6 +94,7 @@ test_allow(void)
 	CHECK(policy_dlp_exempt(pd, "a.b.internal.example", NULL, "jwt"));
 	CHECK(!policy_dlp_exempt(pd, "internal.example", "/", NULL));
 	CHECK(!policy_dlp_exempt(pd, "xinternal.example", "/", NULL));
+	CHECK(!policy_dlp_exempt(pd, "abinternal.example", "/", NULL));
 	/* one rule toward one host */
 	CHECK(policy_dlp_exempt(pd, "docs.example.com", "/", "jwt"));
 	CHECK(!policy_dlp_exempt(pd, "docs.example.com", "/", NULL));
