@@ -272,7 +272,8 @@ dlp_set_has_rule(const struct dlp_set *set, const char *id)
 
 	if (strcmp(id, "dns-encoded-label") == 0 ||
 	    strcmp(id, "dns-encoded-name") == 0 ||
-	    strcmp(id, "dns-encoded-burst") == 0)
+	    strcmp(id, "dns-encoded-burst") == 0 ||
+	    strcmp(id, "vault-secret") == 0)
 		return 1;
 	for (i = 0; set != NULL && i < set->n; i++)
 		if (strcmp(set->rules[i].id, id) == 0)

@@ -13,6 +13,9 @@
 #include "core/reason.h"
 #include "dlp/dlp.h"
 #include "exchange/exchange.h"
+#include "vault/vault.h"
+
+#define VAULT_CHECK_MAX	64	/* credentials looked for in one head */
 
 struct xdlp {
 	const struct policy_dlp	*pd;
@@ -73,6 +76,30 @@ xdlp_get(struct exchange *s, int *failed)
 }
 
 /*
+ * A finding in the request target: the row and the log line must not carry
+ * it, so the exchange's copy of the target (what they print) keeps only
+ * what comes before the part that held it (as ingress does with a token).
+ */
+static void
+redact_target(struct exchange *s, int query_only)
+{
+	char *old = s->fwd.path, *q, *nw;
+	size_t keep;
+
+	if (old == NULL)
+		return;
+	q = strchr(old, '?');
+	keep = query_only && q != NULL ? (size_t)(q - old) : 0;
+	if ((nw = exchange_alloc(s, keep + 16)) == NULL)
+		return;
+	memcpy(nw, old, keep);
+	snprintf(nw + keep, 16, "%s", query_only ? "?[redacted]" :
+	    "/[redacted]");
+	explicit_bzero(old, strlen(old));
+	s->fwd.path = nw;
+}
+
+/*
  * A finding at where: named on the row (rule, location, redacted excerpt
  * in its rule field) and the log. 1: refuse (block), 0: pass (report).
  */
@@ -83,6 +110,10 @@ finding(struct exchange *s, struct xdlp *x, const char *where,
 	x->done = 1;
 	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "dlp:%s %s %s",
 	    f->rule, where, f->excerpt);
+	if (strcmp(where, "query") == 0)
+		redact_target(s, 1);
+	else if (strcmp(where, "path") == 0)
+		redact_target(s, 0);
 	log_warnx("dlp: %s (%s) in %s%s%s toward %s, sandbox %s: %s",
 	    f->rule, dlp_severity_word(f->severity), where,
 	    f->view != DLP_VIEW_RAW ? ", " : "",
@@ -113,6 +144,89 @@ scan_part(struct xdlp *x, const char *a, size_t alen, const char *b,
 	if (rc == 0)
 		rc = dlp_scan_end(x->scan, f);
 	return rc != 0;
+}
+
+/*
+ * The gateway's own secrets (docs/dlp.md, "vault-secret"): the value of a
+ * credential not bound to this host, in the target or a header (raw or in
+ * an encoding the scrubber knows), is a finding. 1 found (*f filled), 0
+ * none. The values stay in the vault: its scrubber is asked.
+ */
+static int
+vault_in_head(struct exchange *s, const struct http_request *req,
+    struct dlp_finding *f, char *where, size_t wlen)
+{
+	const char *secrets[VAULT_CHECK_MAX], *phs[VAULT_CHECK_MAX];
+	const struct policy_credential *c;
+	struct vault_snapshot *snap;
+	struct evbuffer *out;
+	const char *q;
+	size_t i, n = 0, nc, qoff;
+	int hit = 0;
+
+	c = policy_all_credentials(s->pol, &nc);
+	for (i = 0; i < nc && n < VAULT_CHECK_MAX; i++)
+		if (c[i].kind == POLICY_CRED_STATIC &&
+		    !policy_credential_bound(&c[i], s->target.host)) {
+			secrets[n] = c[i].secret;
+			phs[n++] = "-";
+		}
+	if (n == 0)
+		return 0;
+	pthread_mutex_lock(&s->p->cred_mtx);
+	if ((snap = s->p->snap) != NULL)
+		vault_snapshot_ref(snap);
+	pthread_mutex_unlock(&s->p->cred_mtx);
+	if (snap == NULL)
+		return 0;
+	if ((out = evbuffer_new()) == NULL) {
+		vault_snapshot_unref(snap);
+		return 0;
+	}
+	/* A value scrubbed differently from how it came holds a secret. */
+	q = memchr(req->path.p, '?', req->path.len);
+	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+	for (i = 0; i < req->n_headers + 2 && !hit; i++) {
+		const char *v;
+		size_t len;
+
+		if (i == 0) {
+			v = req->path.p;
+			len = qoff;
+		} else if (i == 1) {
+			v = req->path.p + qoff;
+			len = req->path.len - qoff;
+		} else {
+			v = req->headers[i - 2].value.p;
+			len = req->headers[i - 2].value.len;
+		}
+		if (len == 0)
+			continue;
+		evbuffer_drain(out, evbuffer_get_length(out));
+		if (vault_scrub_string(snap, secrets, phs, n, v, len, out) == -1)
+			continue;
+		if (evbuffer_get_length(out) == len &&
+		    memcmp(evbuffer_pullup(out, -1), v, len) == 0)
+			continue;
+		hit = 1;
+		if (i < 2)
+			snprintf(where, wlen, "%s", i == 0 ? "path" : "query");
+		else
+			snprintf(where, wlen, "header %.*s",
+			    (int)(req->headers[i - 2].name.len < 24 ?
+			    req->headers[i - 2].name.len : 24),
+			    req->headers[i - 2].name.p);
+	}
+	evbuffer_free(out);
+	vault_snapshot_unref(snap);
+	if (!hit)
+		return 0;
+	memset(f, 0, sizeof(*f));
+	snprintf(f->rule, sizeof(f->rule), "vault-secret");
+	f->severity = DLP_SEV_CRITICAL;
+	/* Never its bytes: the name of no credential either, only the rule. */
+	snprintf(f->excerpt, sizeof(f->excerpt), "-");
+	return 1;
 }
 
 int
@@ -158,6 +272,9 @@ dlp_request(struct exchange *s, const struct http_request *req)
 		}
 	}
 	(void)dlp_scan_reset(x->scan);
+	if (!hit && !policy_dlp_exempt(x->pd, s->target.host, s->fwd.path,
+	    "vault-secret"))
+		hit = vault_in_head(s, req, &f, where, sizeof(where));
 	if (!hit)
 		return 0;
 	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)

@@ -48,6 +48,7 @@ import wsframe as W  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
 REPORT_SOURCE = "127.0.0.3"
+VAULT_SECRET = "Zq9-internal-Sekret-v4lue-2026"
 
 POLICY = """\
 sandboxes:
@@ -72,6 +73,7 @@ policies:
       - host: "*.exfil.test"
         ports: [443]
     allow_private: [{origin}/32]
+    credentials: [leak-key]
     dlp:
       mode: block
       rules:
@@ -95,6 +97,12 @@ policies:
     allow_private: [{origin}/32]
     dlp:
       mode: report
+credentials:
+  - name: leak-key
+    secret: leak-secret
+    hosts: [bound.test]
+    headers: [Authorization]
+    placeholder: "sgtest-dlp-placeholder-00000001"
 """
 
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -184,6 +192,10 @@ class DlpTest(unittest.TestCase):
             wsport=cls.ws.port)},
             extra={"upstream": {"ca_bundle": cls.pki.cert},
                    "listen": {"dns": "127.0.0.1:%d" % cls.dport}})
+        r = T.run_sandgate("vault", "set", "leak-secret", "-c", cls.gw.cfg_path,
+            input=VAULT_SECRET)
+        if r.returncode != 0:
+            raise RuntimeError("vault set: %s" % r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         cls.gw_ca = cls.gw.ca_path()
@@ -213,12 +225,12 @@ class DlpTest(unittest.TestCase):
         return c.read_response()
 
     def request(self, where, value, host="api.test", source=None):
-        """value carried at where; returns (mark path, response)."""
-        path = self.mark()
+        """value carried at where; returns (its mark, the path's start; response)."""
+        path = target = self.mark()
         hdrs = "Host: %s:%d\r\n" % (host, self.origin.port)
         pieces = ()
         if where == "query":
-            path += "?q=" + urllib.parse.quote(value, safe="%")
+            target += "?q=" + urllib.parse.quote(value, safe="%")
         elif where == "header":
             hdrs += "X-Data: %s\r\n" % value
         elif where == "body":
@@ -232,7 +244,7 @@ class DlpTest(unittest.TestCase):
             pieces = (b"%x\r\n%s\r\n" % (cut, b[:cut]),
                 b"%x\r\n%s\r\n0\r\n\r\n" % (len(b) - cut, b[cut:]))
         method = "GET" if where in ("query", "header") else "POST"
-        head = "%s %s HTTP/1.1\r\n%s\r\n" % (method, path, hdrs)
+        head = "%s %s HTTP/1.1\r\n%s\r\n" % (method, target, hdrs)
         return path, self.send(host, head.encode(), pieces, source)
 
     def assert_refused(self, rule, path, r, secret, enc):
@@ -267,6 +279,17 @@ class DlpTest(unittest.TestCase):
                             rule, where, name))
         self.assertEqual(misses, [])
 
+    def test_query_redacted_on_row_and_log(self):
+        rule, secret = samples()[0]
+        path, r = self.request("query", secret)
+        self.assertEqual(r.status, 403, r)
+        rows = self.rows_with(path)
+        self.assertEqual(rows[0]["path"], path + "?[redacted]")
+        path, r = self.request("query", pct(secret, 2))
+        self.assertEqual(self.rows_with(path)[0]["path"], path + "?[redacted]")
+        self.assertNotIn(secret[4:], self.gw.log_text())
+        self.assertNotIn(pct(secret, 2)[12:], self.gw.log_text())
+
     def test_audit_row_redacted(self):
         rule, secret = samples()[2]    # a GitHub token
         path, r = self.request("header", "token " + secret)
@@ -296,6 +319,11 @@ class DlpTest(unittest.TestCase):
                 self.assertTrue(rows[0]["rule"].startswith("dlp:" + rule + " "),
                     rows[0]["rule"])
                 self.assertNotIn(secret[5:], rows[0]["rule"])
+                # the target it came in is not kept whole on the row
+                quoted = urllib.parse.quote(secret, safe="%")
+                self.assertNotIn(quoted[8:], json.dumps(rows[0]))
+                if where == "query":
+                    self.assertEqual(rows[0]["path"], path + "?[redacted]")
         # a benign request under report mode: allowed, no dlp on its row
         path, r = self.request("body", "hello", source=REPORT_SOURCE)
         self.assertEqual(r.status, 200)
@@ -477,6 +505,25 @@ class DlpTest(unittest.TestCase):
         rows = self.gw.wait_audit(kind="dns", host=name)
         self.assertEqual([(r["decision"], r["reason"]) for r in rows],
             [("report", "secret-detected")], rows)
+
+    def test_vault_secret_to_unbound_host(self):
+        """The real value of a credential bound elsewhere: refused."""
+        for where, value in (("header", VAULT_SECRET),
+                             ("header", "Basic " + base64.b64encode(
+                                 ("u:" + VAULT_SECRET).encode()).decode()),
+                             ("query", VAULT_SECRET)):
+            path, r = self.request(where, value)
+            self.assertEqual(r.status, 403, "%s %r" % (where, r))
+            self.assertIn(b"vault-secret", r.body)
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:vault-secret %s" %
+                ("query" if where == "query" else "header X-Data")),
+                rows[0]["rule"])
+            self.assertFalse(self.origin.received(VAULT_SECRET))
+        for r2 in self.gw.audit_rows():
+            self.assertNotIn(VAULT_SECRET, json.dumps(r2))
+        self.assertNotIn(VAULT_SECRET, self.gw.log_text())
 
     def test_connect_names(self):
         """A CONNECT target that carries a payload: 403 before any connect."""
