@@ -419,7 +419,8 @@ policies:
       - {{ cidr: {ip}/32, ports: [{pt}] }}
       - {{ cidr: {ip}/32, ports: [{ir}, {ie}, {in}], tls: intercept, methods: [GET], paths: ["/r/*"] }}
     allow_private: [{ip}/32]
-""".format(ip=ORIGIN_IP, **p))
+{dlp}""".format(ip=ORIGIN_IP, dlp="    dlp: {mode: %s}\n" % self.a.dlp
+                if self.a.dlp else "", **p))
         self.sg_ports = port, sport
         self.launch_sandgate()
 
@@ -1258,6 +1259,9 @@ def main():
                     help="after the idle tunnels' reading, open as many again beside "
                     "them and read what each adds (1; 0: skip)")
     ap.add_argument("--bulk-mib", type=int, help="bulk body size (full: 256)")
+    ap.add_argument("--dlp", choices=("block", "report"),
+        help="sandgate's policy scans requests for secrets (docs/dlp.md); "
+        "compare with a run without it")
     ap.add_argument("--only", help="comma-separated scenarios: " +
                     ",".join(s.label for s in SCENARIOS) + ",policy,audit")
     ap.add_argument("--no-install", action="store_true",

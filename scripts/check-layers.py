@@ -22,6 +22,7 @@ import sys
 
 # Lowest first. The program's own files (src/*.c) are the top.
 FOLDER_RANK = {
+    "src/dlp": -1,
     "src/core": 0,
     "src/audit": 1,
     "src/vault": 1,

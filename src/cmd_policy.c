@@ -148,6 +148,9 @@ struct explain {
 	const struct policy_credential *bound[EXPLAIN_MAX_CREDS];
 	size_t		 n_bound;
 	const char	*method, *path;	/* --method/--path, NULL: none */
+	const char	*dlp_mode;	/* "block", "report", "off" */
+	int		 dlp_applies;	/* scanned here (docs/dlp.md) */
+	const char	*dlp_why;
 };
 
 /*
@@ -176,6 +179,28 @@ explain_decide(const struct policy *pol, const struct policy_identity *id,
 	q.path = path;
 	if (decide(&env, &q, d) == REASON_NONE && d->target.is_ip)
 		(void)decide_addrs(&env, id, &d->target.ip, 1, d);
+}
+
+/* Whether outbound secret detection looks at this destination's requests. */
+static void
+explain_dlp(struct explain *e, const struct policy *pol)
+{
+	const struct policy_dlp *pd = policy_dlp_of(pol, e->id->policy);
+
+	e->dlp_mode = pd != NULL ? policy_dlp_mode_word(pd->mode) : "off";
+	e->dlp_applies = 0;
+	if (pd == NULL)
+		e->dlp_why = "the policy has no dlp: (or mode: off)";
+	else if (!e->tunnel_allowed)
+		e->dlp_why = "the destination is not allowed";
+	else if (e->intercept_by == NULL && e->t->port != 80)
+		e->dlp_why = "TLS is passed through: nothing is seen";
+	else if (policy_dlp_exempt(pd, e->t->host, e->path, NULL))
+		e->dlp_why = "an allow entry exempts it";
+	else {
+		e->dlp_applies = 1;
+		e->dlp_why = "request target, headers and bodies are scanned";
+	}
 }
 
 static void
@@ -215,6 +240,7 @@ explain_build(struct explain *e, const struct policy *pol,
 		e->intercept_by = "credential";
 	e->has_scope = policy_rule_scope(pol, v->allow ? v->rule : tv.rule,
 	    &e->scope) == 0;
+	explain_dlp(e, pol);
 }
 
 static int
@@ -373,6 +399,8 @@ explain_text(const struct explain *e)
 	}
 	for (i = 0; i < e->n_bound; i++)
 		explain_text_cred(e, e->bound[i]);
+	printf("dlp: %s%s (%s)\n", e->dlp_mode, e->dlp_applies ? "" :
+	    ", does not apply", e->dlp_why);
 	if (e->n_bound == 0 && !e->t->is_ip)
 		puts("credentials: none bound to this host");
 	if (e->v->allow && !e->t->is_ip)
@@ -481,7 +509,10 @@ explain_json(const struct explain *e)
 			putchar(',');
 		explain_json_cred(e, e->bound[i]);
 	}
-	printf("]}\n");
+	printf("],\"dlp\":{\"mode\":\"%s\",\"applies\":%s,\"why\":",
+	    e->dlp_mode, e->dlp_applies ? "true" : "false");
+	cmd_json_string(e->dlp_why);
+	printf("}}\n");
 }
 
 static int
@@ -557,6 +588,8 @@ policy_explain(int argc, char *argv[])
 	explain_build(&e, pol, &id, &d.target, &d.v, d.target_ok);
 	e.method = method;
 	e.path = path;
+	if (d.target_ok)
+		explain_dlp(&e, pol);	/* an allow entry may name the path */
 	if (strcmp(format, "json") == 0)
 		explain_json(&e);
 	else

@@ -355,4 +355,41 @@ int	policy_decide_dns(const struct policy *, const struct policy_identity *id,
 int	policy_check_geo(const struct policy *, const struct policy_identity *,
 	    const char *country, uint32_t asn, struct policy_verdict *v);
 
+/*
+ * A policy's dlp: key (docs/dlp.md, policy_dlp.c): outbound secret
+ * detection. Read only; lives as long as the policy.
+ */
+enum policy_dlp_mode {
+	POLICY_DLP_OFF = 0,
+	POLICY_DLP_REPORT,	/* findings audited, traffic passes */
+	POLICY_DLP_BLOCK	/* a finding refuses the request (secret-detected) */
+};
+
+struct dlp_set;
+struct policy_dlp_allow {
+	char		*host;		/* normalised; NULL: any */
+	int		 wildcard;	/* "*.host": names below host */
+	char		*path;		/* glob over the path as sent; NULL: any */
+	char		*rule;		/* a rule id; NULL: every rule */
+};
+
+struct policy_dlp {
+	enum policy_dlp_mode	 mode;
+	struct dlp_set		*set;	/* compiled at load; NULL when off */
+	struct policy_dlp_allow	*allow;
+	size_t			 n_allow;
+};
+
+/* The named policy's dlp when it scans (mode report or block); else NULL. */
+const struct policy_dlp *policy_dlp_of(const struct policy *,
+	    const char *policy_name);
+/*
+ * 1 when an allow entry exempts a request to host (normalised) and path
+ * (as sent, the query ignored) from rule (NULL: from every rule, i.e. an
+ * entry without rule:); d NULL: 1.
+ */
+int	policy_dlp_exempt(const struct policy_dlp *d, const char *host,
+	    const char *path, const char *rule);
+const char *policy_dlp_mode_word(enum policy_dlp_mode);
+
 #endif

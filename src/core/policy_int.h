@@ -67,6 +67,7 @@ struct policy_def {
 	struct policy_index *priv_idx;
 	const struct policy_credential **cred_ptrs;	/* credentials[] resolved */
 	int		 implicit;	/* the built-in deny-all "default" */
+	struct policy_dlp *dlp;		/* the dlp: key; NULL: none (off) */
 };
 
 struct policy_sandbox {
@@ -127,6 +128,13 @@ enum policy_path {
 	POLICY_PATH_AMBIGUOUS,
 	POLICY_PATH_BAD
 };
+
+/* policy_dlp.c: the dlp: key into *out (errors to c), and its memory. */
+struct ycheck;
+struct ynode;
+void	policy_dlp_load(struct ycheck *c, const struct ynode *n,
+	    struct policy_dlp **out);
+void	policy_dlp_free(struct policy_dlp *);
 
 enum policy_path policy_path_canon(const char *in, size_t len, char *out,
 	    size_t outlen, size_t *olen);

@@ -897,10 +897,12 @@ pl_policy(struct pload *l, const struct ynode *n)
 			pl_asns(l, c, def);
 		else if (strcmp(s, "credentials") == 0)
 			creds = c;
+		else if (strcmp(s, "dlp") == 0)
+			policy_dlp_load(&l->c, c, &def->dlp);
 		else
 			ycheck_unknown_of(&l->c, c, "policy", "name|allow|deny|"
 			    "allow_private|dns_types|mode|countries|asns|"
-			    "credentials");
+			    "credentials|dlp");
 	}
 	if (def->dns_types == NULL) {
 		if ((def->dns_types = pl_array(l, n, 2, sizeof(uint16_t))) !=
@@ -1817,6 +1819,7 @@ pl_free_policy(struct policy *p)
 		free(def->country_deny);
 		free(def->asn_deny);
 		pl_free_strv(def->credentials, def->n_credentials);
+		policy_dlp_free(def->dlp);
 	}
 	free(p->defs);
 	for (i = 0; i < p->n_sandboxes; i++) {

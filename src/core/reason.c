@@ -74,6 +74,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_AWS_BODY] =		{ "aws-body-too-large", D, 413, NOT_ALLOWED },
 	[REASON_AWS_SIG_UNSUPPORTED] =	{ "aws-signature-unsupported", D, 403, NOT_ALLOWED },
 	[REASON_CRED_REFRESH_FAILED] =	{ "credential-refresh-failed", E, 502, FAIL },
+	[REASON_SECRET_DETECTED] =	{ "secret-detected", D, 403, NOT_ALLOWED },
 };
 
 const struct reason_info *

@@ -69,6 +69,7 @@ enum sg_reason {
 	REASON_AWS_BODY,		/* a body to hash that is too large or not buffered */
 	REASON_AWS_SIG_UNSUPPORTED,	/* SigV4a, malformed, a signed header not forwarded */
 	REASON_CRED_REFRESH_FAILED,	/* kind oauth2: no access token could be had */
+	REASON_SECRET_DETECTED,		/* dlp: block found a secret going out */
 	REASON_MAX
 };
 

@@ -422,6 +422,8 @@ struct exchange {
 	struct netaddr		 addr_inline[EXCHANGE_INLINE_ADDRS];
 	struct netaddr		*addr_more;	/* room for PROXY_MAX_ADDRS, once needed */
 	struct cred_body_tail	*body_tail;	/* NULL until a body is scanned */
+	void			*dlp;		/* proxy_dlp.c's scanner; NULL: none */
+	void			(*dlp_free)(void *);
 	/* The lookup of its target: the query in flight and its deadline. */
 	struct resolver_query	*rq;
 	struct event		*dns_timer;
@@ -983,6 +985,38 @@ void		 oauth2_proxy_stop(struct proxy *);
  */
 int		 oauth2_park(struct exchange *, const struct http_request *);
 void		 oauth2_wake_cb(evutil_socket_t, short, void *);
+/*
+ * proxy_dlp.c: outbound secret detection (docs/dlp.md). dlp_request scans
+ * the target and headers before the head is built: 0 go on, -1 refused
+ * (answered). dlp_body_h1: the HTTP/1.1 request body bytes move_body is
+ * about to move (at most limit raw bytes), dlp_body_buf: the first n
+ * payload bytes of buf (ended: the last); 0 go on, -1 refused (answered,
+ * or the exchange closed when its response had begun).
+ */
+int		 dlp_request(struct exchange *, const struct http_request *);
+int		 dlp_body_h1(struct exchange *, size_t limit);
+int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
+		    int ended, const char *where);
+/*
+ * Payload the caller refuses itself: a WebSocket's client messages
+ * (unmasked, one stream per message), a body toward an HTTP/2 origin. The
+ * first n bytes of buf: -1 a finding refuses it (nothing answered: the
+ * caller ends the session or stream), 0 go on. _end: the stream ended.
+ */
+int		 dlp_payload(struct exchange *, struct evbuffer *, size_t n,
+		    const char *where);
+int		 dlp_payload_end(struct exchange *, const char *where);
+/*
+ * proxy_decide.c: an allowed destination's name (s->target.host) -- a DNS
+ * question, a CONNECT or SOCKS5 target, an SNI, a Host -- carrying an
+ * encoded payload (docs/dlp.md): 1 refuse (verdict reason and rule set),
+ * 0 go on (report: the verdict's report set). where: "dns", "name".
+ */
+int		 dlp_name(struct exchange *, const char *where);
+/* The same for many distinct such names under one parent (b's window). */
+struct dlp_burst;
+int		 dlp_name_burst(struct exchange *, struct dlp_burst *b,
+		    int64_t now_ms);
 int		 request_build_head(struct exchange *, const struct http_request *,
 		    int replace_host);
 

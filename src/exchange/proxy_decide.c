@@ -13,6 +13,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "dlp/dlp.h"
 #include "exchange/exchange.h"
 #include "vault/keeper.h"
 
@@ -118,8 +119,16 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	s->target = d.target;
 	s->verdict = d.v;
 	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
+	/* A destination name carrying an encoded payload (docs/dlp.md). */
+	if (d.reason == REASON_NONE && q.listener != DECIDE_TUNNEL &&
+	    d.target_ok && !s->target.is_ip && dlp_name(s, "name") == 1) {
+		s->verdict.allow = 0;
+		return REASON_SECRET_DETECTED;
+	}
 	return d.reason;
 }
+
+
 
 /*
  * The decision's address stage for addrs (core/decide.c): every address
@@ -141,4 +150,55 @@ cred_host_bound(const struct exchange *s)
 {
 	return s->has_ident && decide_cred_bound(s->pol, &s->ident,
 	    &s->target);
+}
+
+/* A name's finding under pd: named on the row and the log; 1 refuse. */
+static int
+name_finding(struct exchange *s, const struct policy_dlp *pd,
+    const struct dlp_finding *f, const char *where)
+{
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "dlp:%s %s %s",
+	    f->rule, where, f->excerpt);
+	log_warnx("dlp: %s (%s) toward *.%s, sandbox %s: %s", f->rule, where,
+	    strchr(s->target.host, '.') ? strchr(s->target.host, '.') + 1 : "",
+	    s->ident.sandbox, pd->mode == POLICY_DLP_BLOCK ? "refused" :
+	    "reported");
+	if (pd->mode == POLICY_DLP_BLOCK) {
+		s->verdict.reason = REASON_SECRET_DETECTED;
+		return 1;
+	}
+	if (s->verdict.report == REASON_NONE)
+		s->verdict.report = REASON_SECRET_DETECTED;
+	return 0;
+}
+
+int
+dlp_name(struct exchange *s, const char *where)
+{
+	const struct policy_dlp *pd;
+	struct dlp_finding f;
+
+	if (!s->has_ident || (pd = policy_dlp_of(s->pol,
+	    s->ident.policy)) == NULL || !dlp_dns_name(s->target.host,
+	    strlen(s->target.host), &f) || policy_dlp_exempt(pd,
+	    s->target.host, NULL, NULL) || policy_dlp_exempt(pd,
+	    s->target.host, NULL, f.rule))
+		return 0;
+	return name_finding(s, pd, &f, where);
+}
+
+int
+dlp_name_burst(struct exchange *s, struct dlp_burst *b, int64_t now_ms)
+{
+	const struct policy_dlp *pd;
+	struct dlp_finding f;
+
+	if (b == NULL || !s->has_ident || (pd = policy_dlp_of(s->pol,
+	    s->ident.policy)) == NULL || policy_dlp_exempt(pd,
+	    s->target.host, NULL, NULL) || policy_dlp_exempt(pd,
+	    s->target.host, NULL, "dns-encoded-burst") ||
+	    !dlp_burst_add(b, s->ident.sandbox, s->target.host,
+	    strlen(s->target.host), now_ms, &f))
+		return 0;
+	return name_finding(s, pd, &f, "dns");
 }

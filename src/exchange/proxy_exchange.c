@@ -222,6 +222,8 @@ exchange_free(struct exchange *x)
 {
 	if (x == NULL)
 		return;
+	if (x->dlp_free != NULL)
+		x->dlp_free(x->dlp);
 	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);
 	if (x->fwd.head != NULL)

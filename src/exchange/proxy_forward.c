@@ -373,6 +373,8 @@ stream_client_read(struct exchange *s)
 		return;
 	}
 	avail -= hold;
+	if (dlp_body_buf(s, in, avail, ended && hold == 0, "h2-data") == -1)
+		return;
 	if (avail > 0) {
 		if (f->req_framing == HTTP_BODY_CHUNKED) {
 			if ((n = evbuffer_add_printf(out, "%zx\r\n", avail)) > 0)
@@ -427,6 +429,8 @@ forward_client_read(struct exchange *s)
 			return;
 		}
 	}
+	if (s->dlp != NULL && dlp_body_h1(s, limit) == -1)
+		return;
 	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,
 	    &f->req_left, &f->req_chunk, &done, limit);

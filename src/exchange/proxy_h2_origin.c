@@ -711,6 +711,14 @@ h2o_client_read(struct exchange *s)
 		    "a credential placeholder in a request body");
 		return;
 	}
+	/* Secrets (docs/dlp.md): the payload about to move, then its end. */
+	if (s->dlp != NULL && (dlp_payload(s, o->up_body, len - hold,
+	    "h2-data") == -1 || (o->up_done && dlp_payload_end(s,
+	    "h2-data") == -1))) {
+		h2o_fail(o, 403, REASON_SECRET_DETECTED,
+		    "a secret in the request body");
+		return;
+	}
 	evbuffer_remove_buffer(o->up_body, o->ready, len - hold);
 	if (o->deferred && (o->up_done || evbuffer_get_length(o->ready) > 0)) {
 		o->deferred = 0;

@@ -259,6 +259,8 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
+	if (dlp_request(s, req) == -1)
+		return -1;
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {
 		if (oauth2_plan_ready(s, req, detail, sizeof(detail)) == -1) {
 			exchange_deny(s, 0, REASON_CRED_REFRESH_FAILED, detail);

@@ -517,12 +517,13 @@ ws_client_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
 {
 	uint64_t left = d->fr.len - d->off;
 	size_t hold = 0;
-	int found;
+	int found, copied = 0;
 
 	if (s->p->n_phs > 0 && avail > 0) {
 		if (ws_unmask_copy(s, d, in, 0, avail, d->off) == -1)
 			found = 1;	/* cannot look: refuse rather than pass unseen */
 		else {
+			copied = 1;
 			if (left > avail)
 				hold = cred_holdback(s->p, s->ws->tmp, avail);
 			found = cred_in_body(s, s->ws->tmp, avail, avail - hold,
@@ -532,6 +533,14 @@ ws_client_payload(struct exchange *s, struct ws_dir *d, struct evbuffer *in,
 			ws_misuse(s);
 			return -1;
 		}
+	}
+	/* Secrets (docs/dlp.md): the bytes about to move, unmasked. */
+	if (s->dlp != NULL && avail > hold && ((!copied && ws_unmask_copy(s, d,
+	    in, 0, avail, d->off) == -1) || dlp_payload(s, s->ws->tmp,
+	    avail - hold, "websocket") == -1)) {
+		ws_end(s, VERDICT_DENY, REASON_SECRET_DETECTED, WS_CLOSE_POLICY,
+		    "a secret in a client frame");
+		return -1;
 	}
 	evbuffer_remove_buffer(in, d->stage, avail - hold);
 	return (ssize_t)(avail - hold);
@@ -567,6 +576,12 @@ ws_frame_end(struct exchange *s, struct ws_dir *d)
 	if (!d->fr.fin)
 		return 0;
 	d->in_message = 0;
+	if (d->from == WS_FROM_CLIENT && s->dlp != NULL &&
+	    dlp_payload_end(s, "websocket") == -1) {
+		ws_end(s, VERDICT_DENY, REASON_SECRET_DETECTED, WS_CLOSE_POLICY,
+		    "a secret in a client message");
+		return -1;
+	}
 	if (d->from == WS_FROM_CLIENT || !ws->scrub)
 		return 0;
 	/*

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -26,6 +27,7 @@
 #include "core/policy.h"
 #include "core/reason.h"
 #include "dns/dns.h"
+#include "dlp/dlp.h"
 #include "dns/resolver.h"
 #include "exchange/exchange.h"
 #include "parse/dns_msg.h"
@@ -38,6 +40,9 @@
 #define DNS_SRV_TCP_INFLIGHT	32		/* queries per connection */
 #define DNS_SRV_TCP_OUT_MAX	(256 * 1024)	/* unread responses */
 #define DNS_SRV_IDLE_MS		10000
+/* docs/dlp.md: distinct encoded-looking names under one parent, per minute */
+#define DNS_DLP_BURST		32
+#define DNS_DLP_BURST_MS	60000
 #define DNS_SRV_MAX_TTL		300
 #define DNS_SRV_EDE_LEN		(DNS_EDE_TEXT_MAX + 1)
 
@@ -103,6 +108,19 @@ struct dns_server {
 	uint8_t			 inbuf[DNS_SRV_UDP_BUF];
 	uint8_t			 outbuf[2 + DNS_MSG_MAX];
 };
+
+/*
+ * docs/dlp.md: distinct encoded-looking names under one parent, counted
+ * across every worker's listener (a sandbox's queries spread over them).
+ */
+static struct dlp_burst	*dns_burst;
+static pthread_once_t	 dns_burst_once = PTHREAD_ONCE_INIT;
+
+static void
+dns_burst_init(void)
+{
+	dns_burst = dlp_burst_new(DNS_DLP_BURST, DNS_DLP_BURST_MS);
+}
 
 static void	dns_tcp_free(struct dns_tcp *);
 static void	dns_tcp_read_cb(struct bufferevent *, void *);
@@ -559,6 +577,12 @@ dns_decide(struct dns_pending *p)
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}
+	/* A name that carries an encoded payload (docs/dlp.md, "DNS"). */
+	if (dlp_name(p->x, "dns") == 1 ||
+	    dlp_name_burst(p->x, dns_burst, (int64_t)dns_now_ms()) == 1) {
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+		return;
+	}
 	/* Past the bound of queries waiting on the resolver: SERVFAIL. */
 	if (srv->npending >= DNS_SRV_PENDING_MAX) {
 		dns_servfail(p);
@@ -850,6 +874,9 @@ dns_server_new(const struct dns_server_env *env, int udp_fd, int tcp_fd)
 		goto fail;
 	srv->env = *env;
 	srv->udp_fd = -1;
+	(void)pthread_once(&dns_burst_once, dns_burst_init);
+	if (dns_burst == NULL)
+		goto fail;
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->pending);
 	if (udp_fd != -1) {

@@ -68,7 +68,7 @@ credentials:
 
 JSON_KEYS = {"decision", "rule", "reason", "sandbox", "policy", "host", "port",
              "tls", "opaque", "intercept", "intercept_by", "methods", "paths",
-             "git", "credentials"}
+             "git", "credentials", "dlp"}
 CRED_KEYS = {"name", "kind", "secret", "secret_env", "hosts", "headers", "query", "exclusive", "env",
              "placeholder_shape", "oauth2",
              "placeholder", "swapped", "not_swapped", "require", "scope"}

@@ -1,0 +1,890 @@
+/*
+ * The rule set compiled into one Hyperscan streaming database, and the
+ * scanner an exchange feeds: three streams (views) -- the raw bytes, the
+ * bytes with percent (three layers) and JSON escapes undone, and the
+ * decoded base64/base64url/hex runs -- each with a history ring so that
+ * a match's bytes can be checked. Nothing is buffered whole.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dlp/dlp_int.h"
+
+#define PCT_LAYERS	3
+#define PRIME		256	/* bytes of an inactive view scanned when it wakes */
+#define B64_MIN		16	/* a shorter base64 run is not decoded */
+#define HEX_MIN		32
+#define CHECK_MAX	1024	/* bytes of a match handed to its checks */
+#define KEYWORD_WINDOW	128
+
+struct view {
+	hs_stream_t		*st;
+	unsigned char		 hist[DLP_HISTORY];
+	uint64_t		 total;	/* bytes appended to hist */
+	uint64_t		 base;	/* absolute offset of the stream's 0 */
+	const unsigned char	*cur;	/* the block being scanned */
+	size_t			 curlen;
+	uint64_t		 curat;
+	int			 active;
+	int			 dirty;	/* its stream was fed since its last reset */
+	int			 gcp;	/* 1: "type": "service_account", 2: "private_key" */
+};
+
+struct pct {
+	int	st;	/* 0, 1 after '%', 2 after '%' and a hex digit */
+	int	hi;
+	int	c1;
+};
+
+struct jsesc {
+	int		st;	/* 0, 1 after '\\', 2.. in \uXXXX */
+	uint32_t	cp;
+	unsigned char	raw[6];
+};
+
+struct run {
+	size_t		len;		/* characters in the run so far */
+	uint32_t	acc;
+	int		bits;
+	unsigned char	pend[HEX_MIN];	/* the run's start, until it is long enough */
+};
+
+struct dlp_scan {
+	const struct dlp_set	*set;
+	dlp_skip_fn		 skip;
+	void			*arg;
+	struct view		 v[DLP_VIEW_MAX];
+	struct pct		 pct[PCT_LAYERS];
+	struct jsesc		 js;
+	struct run		 b64, hex;
+	int			 wake;	/* an escape was undone: the unescaped view wakes */
+	unsigned char		 ubuf[1024];
+	size_t			 un;
+	unsigned char		 dbuf[1024];	/* base64 out */
+	size_t			 dn;
+	unsigned char		 hbuf[1024];	/* hex out */
+	size_t			 hn;
+	int			 found;	/* 1 found, -1 failed */
+	struct dlp_finding	 f;
+};
+
+struct cbctx {
+	struct dlp_scan	*s;
+	enum dlp_view	 view;
+};
+
+static pthread_key_t	scratch_key;
+static pthread_once_t	scratch_once = PTHREAD_ONCE_INIT;
+/* The set this thread's scratch was last grown for (sets are numbered). */
+static _Thread_local uint64_t scratch_gen;
+static _Atomic uint64_t	set_gen;
+
+static void
+scratch_free(void *p)
+{
+	hs_free_scratch(p);
+}
+
+static void
+scratch_init(void)
+{
+	(void)pthread_key_create(&scratch_key, scratch_free);
+}
+
+/* This thread's scratch, grown for set's database. */
+static hs_scratch_t *
+scratch_for(const struct dlp_set *set)
+{
+	hs_scratch_t *sc;
+
+	(void)pthread_once(&scratch_once, scratch_init);
+	sc = pthread_getspecific(scratch_key);
+	if (sc != NULL && scratch_gen == set->gen)
+		return sc;
+	if (hs_alloc_scratch(set->db, &sc) != HS_SUCCESS)
+		return NULL;
+	(void)pthread_setspecific(scratch_key, sc);
+	scratch_gen = set->gen;
+	return sc;
+}
+
+int
+dlp_available(const char **why)
+{
+	if (hs_valid_platform() == HS_SUCCESS)
+		return 1;
+	if (why != NULL)
+		*why = "Hyperscan cannot run on this CPU (it needs SSSE3)";
+	return 0;
+}
+
+int
+dlp_valid_id(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > DLP_ID_MAX || !(islower((unsigned char)s[0]) ||
+	    isdigit((unsigned char)s[0])))
+		return 0;
+	for (i = 1; i < n; i++)
+		if (!islower((unsigned char)s[i]) &&
+		    !isdigit((unsigned char)s[i]) && s[i] != '-')
+			return 0;
+	return 1;
+}
+
+const char *
+dlp_severity_word(enum dlp_severity s)
+{
+	switch (s) {
+	case DLP_SEV_LOW:
+		return "low";
+	case DLP_SEV_MEDIUM:
+		return "medium";
+	case DLP_SEV_HIGH:
+		return "high";
+	case DLP_SEV_CRITICAL:
+		return "critical";
+	}
+	return "?";
+}
+
+const char *
+dlp_view_word(enum dlp_view v)
+{
+	switch (v) {
+	case DLP_VIEW_RAW:
+		return "raw";
+	case DLP_VIEW_UNESCAPED:
+		return "unescaped";
+	case DLP_VIEW_BASE64:
+		return "base64";
+	case DLP_VIEW_HEX:
+		return "hex";
+	default:
+		return "?";
+	}
+}
+
+void
+dlp_set_free(struct dlp_set *set)
+{
+	size_t i, nd = dlp_default_count();
+
+	if (set == NULL)
+		return;
+	hs_free_database(set->db);
+	for (i = nd; i < set->n; i++) {
+		free(set->rules[i].regex);
+		free(set->rules[i].keyword);
+	}
+	free(set->rules);
+	free(set);
+}
+
+struct dlp_set *
+dlp_set_new(const struct dlp_rule_spec *custom, size_t n, int defaults,
+    char *err, size_t errlen, int *bad)
+{
+	struct dlp_set *set;
+	hs_compile_error_t *ce = NULL;
+	const char **exprs = NULL;
+	unsigned int *flags = NULL, *ids = NULL;
+	size_t i, nd = dlp_default_count(), k = 0;
+	struct dlp_rule *r;
+
+	*bad = -1;
+	if ((set = calloc(1, sizeof(*set))) == NULL ||
+	    (set->rules = calloc(nd + n + 1, sizeof(*set->rules))) == NULL) {
+		free(set);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* Defaults take the first nd slots (unused when off), custom after. */
+	for (i = 0; i < nd; i++)
+		dlp_default_get(i, &set->rules[i]);
+	set->n = nd;
+	for (i = 0; i < n; i++) {
+		r = &set->rules[nd + i];
+		snprintf(r->id, sizeof(r->id), "%s", custom[i].id);
+		r->regex = strdup(custom[i].regex);
+		r->keyword = custom[i].keyword ? strdup(custom[i].keyword) : NULL;
+		r->flags = HS_FLAG_SOM_LEFTMOST;
+		r->severity = custom[i].severity;
+		r->entropy = custom[i].entropy;
+		set->n++;
+		if (r->regex == NULL || (custom[i].keyword && !r->keyword)) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
+	exprs = calloc(set->n + 1, sizeof(*exprs));
+	flags = calloc(set->n + 1, sizeof(*flags));
+	ids = calloc(set->n + 1, sizeof(*ids));
+	if (exprs == NULL || flags == NULL || ids == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (i = defaults ? 0 : nd; i < set->n; i++) {
+		exprs[k] = set->rules[i].regex;
+		flags[k] = set->rules[i].flags;
+		ids[k] = (unsigned int)i;
+		k++;
+	}
+	if (k == 0) {
+		/* Nothing to look for: a set that never matches. */
+		set->db = NULL;
+		goto out;
+	}
+	if (hs_compile_multi(exprs, flags, ids, (unsigned int)k,
+	    HS_MODE_STREAM | HS_MODE_SOM_HORIZON_LARGE, NULL, &set->db,
+	    &ce) != HS_SUCCESS) {
+		if (ce != NULL && ce->expression >= 0 &&
+		    ids[ce->expression] >= nd)
+			*bad = (int)(ids[ce->expression] - nd);
+		snprintf(err, errlen, "%s", ce != NULL ? ce->message :
+		    "cannot compile");
+		hs_free_compile_error(ce);
+		goto fail;
+	}
+out:
+	set->gen = ++set_gen;
+	free(exprs);
+	free(flags);
+	free(ids);
+	return set;
+fail:
+	free(exprs);
+	free(flags);
+	free(ids);
+	dlp_set_free(set);
+	return NULL;
+}
+
+int
+dlp_set_has_rule(const struct dlp_set *set, const char *id)
+{
+	size_t i;
+
+	if (strcmp(id, "dns-encoded-label") == 0 ||
+	    strcmp(id, "dns-encoded-name") == 0 ||
+	    strcmp(id, "dns-encoded-burst") == 0 ||
+	    strcmp(id, "vault-secret") == 0)
+		return 1;
+	for (i = 0; set != NULL && i < set->n; i++)
+		if (strcmp(set->rules[i].id, id) == 0)
+			return 1;
+	return 0;
+}
+
+/* Bytes [from, from+n) of view v: from its history or the current block. */
+static int
+view_bytes(const struct view *v, uint64_t from, size_t n, unsigned char *out)
+{
+	uint64_t at, oldest = v->total > DLP_HISTORY ? v->total - DLP_HISTORY : 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		at = from + i;
+		if (at >= v->curat && at < v->curat + v->curlen)
+			out[i] = v->cur[at - v->curat];
+		else if (at >= oldest && at < v->total)
+			out[i] = v->hist[at % DLP_HISTORY];
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int
+keyword_near(const struct view *v, const char *kw, uint64_t to)
+{
+	unsigned char w[KEYWORD_WINDOW + DLP_KEYWORD_MAX];
+	uint64_t from = to > sizeof(w) ? to - sizeof(w) : 0;
+	size_t n = (size_t)(to - from), kl = strlen(kw), i;
+	uint64_t oldest = v->total > DLP_HISTORY ? v->total - DLP_HISTORY : 0;
+
+	if (from < oldest && oldest < to) {
+		n = (size_t)(to - oldest);
+		from = oldest;
+	}
+	if (view_bytes(v, from, n, w) == -1)
+		return 0;
+	for (i = 0; i + kl <= n; i++)
+		if (strncasecmp((const char *)w + i, kw, kl) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+found(struct dlp_scan *s, const struct dlp_rule *r, enum dlp_view view,
+    uint64_t to, const unsigned char *tok, size_t toklen)
+{
+	s->found = 1;
+	snprintf(s->f.rule, sizeof(s->f.rule), "%s", r->id);
+	s->f.severity = r->severity;
+	s->f.view = view;
+	s->f.offset = to;
+	dlp_redact(tok, toklen, s->f.excerpt, sizeof(s->f.excerpt));
+}
+
+static int
+match_cb(unsigned int id, unsigned long long from, unsigned long long to,
+    unsigned int flags, void *arg)
+{
+	struct cbctx *c = arg;
+	struct dlp_scan *s = c->s;
+	struct view *v = &s->v[c->view];
+	const struct dlp_rule *r = &s->set->rules[id];
+	unsigned char m[CHECK_MAX];
+	uint64_t afrom = v->base + from, ato = v->base + to;
+	size_t n, tok, toklen;
+
+	if (r->check == DLP_CHK_GCP_TYPE || r->check == DLP_CHK_GCP_KEY) {
+		v->gcp |= r->check == DLP_CHK_GCP_TYPE ? 1 : 2;
+		if (v->gcp != 3 || (s->skip && s->skip(r->id, s->arg)))
+			return 0;
+		found(s, r, c->view, ato, (const unsigned char *)r->id,
+		    strlen(r->id));
+		return 1;
+	}
+	if (s->skip != NULL && s->skip(r->id, s->arg))
+		return 0;
+	n = ato - afrom < CHECK_MAX ? (size_t)(ato - afrom) : CHECK_MAX;
+	if (view_bytes(v, afrom, n, m) == -1) {
+		/* Its start is gone from the history: count it, fail closed. */
+		found(s, r, c->view, ato, (const unsigned char *)"", 0);
+		return 1;
+	}
+	if (!dlp_rule_check(r, m, n, &tok, &toklen))
+		return 0;
+	if (r->keyword != NULL && !keyword_near(v, r->keyword, ato))
+		return 0;
+	found(s, r, c->view, ato, m + tok, toklen);
+	return 1;
+}
+
+/* Scan p[0..n) in view vi (when active) and keep it in its history. */
+static int
+view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
+    size_t n)
+{
+	struct view *v = &s->v[vi];
+	struct cbctx c = { s, vi };
+	hs_scratch_t *sc;
+	hs_error_t e;
+	size_t keep, at, first;
+
+	if (n == 0 || s->found)
+		return s->found;
+	if (v->active && v->st != NULL) {
+		if ((sc = scratch_for(s->set)) == NULL) {
+			s->found = -1;
+			return -1;
+		}
+		v->cur = p;
+		v->curlen = n;
+		v->curat = v->total;
+		v->dirty = 1;
+		e = hs_scan_stream(v->st, (const char *)p, (unsigned int)n, 0, sc,
+		    match_cb, &c);
+		v->cur = NULL;
+		v->curlen = 0;
+		if (e != HS_SUCCESS && e != HS_SCAN_TERMINATED) {
+			s->found = -1;
+			return -1;
+		}
+	}
+	keep = n < DLP_HISTORY ? n : DLP_HISTORY;
+	at = (size_t)((v->total + n - keep) % DLP_HISTORY);
+	first = keep < DLP_HISTORY - at ? keep : DLP_HISTORY - at;
+	memcpy(v->hist + at, p + n - keep, first);
+	memcpy(v->hist, p + n - keep + first, keep - first);
+	v->total += n;
+	return s->found;
+}
+
+/* The unescaped view wakes: what it kept unscanned (PRIME bytes) first. */
+static void
+unescaped_wake(struct dlp_scan *s)
+{
+	struct view *v = &s->v[DLP_VIEW_UNESCAPED];
+	unsigned char tmp[PRIME];
+	size_t n = v->total < PRIME ? (size_t)v->total : PRIME;
+
+	v->active = 1;
+	v->base = v->total - n;
+	if (n > 0 && view_bytes(v, v->total - n, n, tmp) == 0) {
+		v->total -= n;
+		(void)view_feed(s, DLP_VIEW_UNESCAPED, tmp, n);
+	} else
+		v->base = v->total;
+}
+
+static void
+flush_u(struct dlp_scan *s)
+{
+	if (s->wake && !s->v[DLP_VIEW_UNESCAPED].active)
+		unescaped_wake(s);
+	(void)view_feed(s, DLP_VIEW_UNESCAPED, s->ubuf, s->un);
+	s->un = 0;
+}
+
+static void
+flush_d(struct dlp_scan *s)
+{
+	(void)view_feed(s, DLP_VIEW_BASE64, s->dbuf, s->dn);
+	s->dn = 0;
+	(void)view_feed(s, DLP_VIEW_HEX, s->hbuf, s->hn);
+	s->hn = 0;
+}
+
+/* A decoded byte of the base64 run (r == &s->b64) or of the hex run. */
+static void
+dec_out(struct dlp_scan *s, const struct run *r, unsigned char c)
+{
+	if (r == &s->b64) {
+		s->dbuf[s->dn++] = c;
+		if (s->dn == sizeof(s->dbuf))
+			flush_d(s);
+	} else {
+		s->hbuf[s->hn++] = c;
+		if (s->hn == sizeof(s->hbuf))
+			flush_d(s);
+	}
+}
+
+/* Base64 (both alphabets) and hex digit values; -1: not one. */
+static signed char	b64t[256], hext[256];
+static pthread_once_t	tables_once = PTHREAD_ONCE_INIT;
+
+static void
+tables_init(void)
+{
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		b64t[c] = (signed char)(c >= 'A' && c <= 'Z' ? c - 'A' :
+		    c >= 'a' && c <= 'z' ? c - 'a' + 26 :
+		    c >= '0' && c <= '9' ? c - '0' + 52 :
+		    c == '+' || c == '-' ? 62 : c == '/' || c == '_' ? 63 : -1);
+		hext[c] = (signed char)(c >= '0' && c <= '9' ? c - '0' :
+		    c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+		    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1);
+	}
+}
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int
+b64val(int c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+static void
+b64_push(struct dlp_scan *s, int v)
+{
+	struct run *r = &s->b64;
+
+	r->acc = r->acc << 6 | (uint32_t)v;
+	r->bits += 6;
+	if (r->bits >= 8) {
+		r->bits -= 8;
+		dec_out(s, r, (unsigned char)(r->acc >> r->bits));
+	}
+}
+
+static void
+hex_push(struct dlp_scan *s, int v)
+{
+	struct run *r = &s->hex;
+
+	r->acc = r->acc << 4 | (uint32_t)v;
+	r->bits += 4;
+	if (r->bits == 8) {
+		r->bits = 0;
+		dec_out(s, r, (unsigned char)r->acc);
+	}
+}
+
+/* A run ends: a separator so that no match joins two runs. */
+static void
+run_end(struct dlp_scan *s, struct run *r)
+{
+	if (r->len == 0)
+		return;
+	if (r->len >= (r == &s->b64 ? B64_MIN : HEX_MIN))
+		dec_out(s, r, '\n');
+	memset(r, 0, sizeof(*r));
+}
+
+/* One unescaped byte into the base64 and hex run decoders. */
+static void
+runs_in(struct dlp_scan *s, unsigned char c)
+{
+	struct run *r = &s->b64;
+	int v;
+	size_t i;
+
+	if ((v = b64t[c]) < 0)
+		run_end(s, r);
+	else if (++r->len < B64_MIN)
+		r->pend[r->len - 1] = c;
+	else {
+		if (r->len == B64_MIN)
+			for (i = 0; i < B64_MIN - 1; i++)
+				b64_push(s, b64val(r->pend[i]));
+		b64_push(s, v);
+	}
+	r = &s->hex;
+	if ((v = hext[c]) < 0)
+		run_end(s, r);
+	else if (++r->len < HEX_MIN)
+		r->pend[r->len - 1] = c;
+	else {
+		if (r->len == HEX_MIN)
+			for (i = 0; i < HEX_MIN - 1; i++)
+				hex_push(s, hexval(r->pend[i]));
+		hex_push(s, v);
+	}
+}
+
+static void
+u_out(struct dlp_scan *s, unsigned char c)
+{
+	s->ubuf[s->un++] = c;
+	if (s->un == sizeof(s->ubuf))
+		flush_u(s);
+	runs_in(s, c);
+}
+
+/* p[0..n) unchanged by the escape decoders (none pending, none in it). */
+static void
+u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
+{
+	size_t i, take;
+
+	while (n > 0 && !s->found) {
+		take = sizeof(s->ubuf) - s->un;
+		if (take > n)
+			take = n;
+		memcpy(s->ubuf + s->un, p, take);
+		s->un += take;
+		for (i = 0; i < take; i++)
+			runs_in(s, p[i]);
+		if (s->un == sizeof(s->ubuf))
+			flush_u(s);
+		p += take;
+		n -= take;
+	}
+}
+
+static void
+utf8_out(struct dlp_scan *s, uint32_t cp)
+{
+	if (cp < 0x80)
+		u_out(s, (unsigned char)cp);
+	else if (cp < 0x800) {
+		u_out(s, (unsigned char)(0xc0 | cp >> 6));
+		u_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
+	} else {
+		u_out(s, (unsigned char)(0xe0 | cp >> 12));
+		u_out(s, (unsigned char)(0x80 | (cp >> 6 & 0x3f)));
+		u_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
+	}
+}
+
+/* JSON string escapes, after the percent layers. */
+static void
+json_in(struct dlp_scan *s, unsigned char c)
+{
+	struct jsesc *j = &s->js;
+	const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+	const char *k;
+	int h, i;
+
+	if (j->st == 0) {
+		if (c == '\\')
+			j->st = 1;
+		else
+			u_out(s, c);
+		return;
+	}
+	if (j->st == 1) {
+		if (c == 'u') {
+			j->st = 2;
+			j->cp = 0;
+			return;
+		}
+		j->st = 0;
+		if (c != '\0' && (k = strchr(from, c)) != NULL) {
+			s->wake = 1;
+			u_out(s, (unsigned char)to[k - from]);
+		} else {
+			u_out(s, '\\');
+			json_in(s, c);
+		}
+		return;
+	}
+	/* \u and st - 2 hex digits so far */
+	if ((h = hexval(c)) >= 0) {
+		j->raw[j->st - 2] = c;
+		j->cp = j->cp << 4 | (uint32_t)h;
+		if (++j->st == 6) {
+			j->st = 0;
+			s->wake = 1;
+			utf8_out(s, j->cp);
+		}
+		return;
+	}
+	u_out(s, '\\');
+	u_out(s, 'u');
+	for (i = 0; i < j->st - 2; i++)
+		u_out(s, j->raw[i]);
+	j->st = 0;
+	json_in(s, c);
+}
+
+/* Percent layer l (0..2), then the next, then JSON escapes. */
+static void
+pct_in(struct dlp_scan *s, int l, unsigned char c)
+{
+	struct pct *p;
+	int h;
+
+	if (l == PCT_LAYERS) {
+		json_in(s, c);
+		return;
+	}
+	p = &s->pct[l];
+	switch (p->st) {
+	case 0:
+		if (c == '%')
+			p->st = 1;
+		else
+			pct_in(s, l + 1, c);
+		return;
+	case 1:
+		if ((h = hexval(c)) >= 0) {
+			p->hi = h;
+			p->c1 = c;
+			p->st = 2;
+			return;
+		}
+		p->st = 0;
+		pct_in(s, l + 1, '%');
+		pct_in(s, l, c);
+		return;
+	default:
+		p->st = 0;
+		if ((h = hexval(c)) >= 0) {
+			s->wake = 1;
+			pct_in(s, l + 1, (unsigned char)(p->hi << 4 | h));
+			return;
+		}
+		pct_in(s, l + 1, '%');
+		pct_in(s, l + 1, (unsigned char)p->c1);
+		pct_in(s, l, c);
+	}
+}
+
+static void
+result(const struct dlp_scan *s, struct dlp_finding *f)
+{
+	if (f != NULL && s->found == 1)
+		*f = s->f;
+	else if (f != NULL && s->found == -1) {
+		memset(f, 0, sizeof(*f));
+		snprintf(f->rule, sizeof(f->rule), "scan-error");
+	}
+}
+
+int
+dlp_scan_feed(struct dlp_scan *s, const void *buf, size_t n,
+    struct dlp_finding *f)
+{
+	const unsigned char *p = buf;
+	size_t i, j;
+
+	if (s->set->db == NULL || s->found) {
+		result(s, f);
+		return s->found;
+	}
+	if (view_feed(s, DLP_VIEW_RAW, p, n) == 0) {
+		for (i = 0; i < n && !s->found; ) {
+			if (s->pct[0].st == 0 && s->pct[1].st == 0 &&
+			    s->pct[2].st == 0 && s->js.st == 0) {
+				for (j = i; j < n && p[j] != '%' && p[j] != '\\'; j++)
+					;
+				u_bulk(s, p + i, j - i);
+				i = j;
+				if (i == n || s->found)
+					break;
+			}
+			pct_in(s, 0, p[i++]);
+		}
+		if (!s->found)
+			flush_u(s);
+		if (!s->found)
+			flush_d(s);
+	}
+	result(s, f);
+	return s->found;
+}
+
+static int
+view_reset(struct dlp_scan *s, enum dlp_view vi, int deliver)
+{
+	struct view *v = &s->v[vi];
+	struct cbctx c = { s, vi };
+	hs_scratch_t *sc;
+
+	/* An untouched stream is as reset already: no work for a head's parts. */
+	if (v->st != NULL && v->dirty) {
+		if ((sc = scratch_for(s->set)) == NULL)
+			return -1;
+		if (hs_reset_stream(v->st, 0, sc, deliver && !s->found &&
+		    v->active ? match_cb : NULL, &c) != HS_SUCCESS)
+			return -1;
+	}
+	v->dirty = 0;
+	v->total = v->base = 0;
+	v->active = vi != DLP_VIEW_UNESCAPED;
+	v->gcp = 0;
+	return 0;
+}
+
+static void
+decoders_reset(struct dlp_scan *s)
+{
+	memset(s->pct, 0, sizeof(s->pct));
+	memset(&s->js, 0, sizeof(s->js));
+	memset(&s->b64, 0, sizeof(s->b64));
+	memset(&s->hex, 0, sizeof(s->hex));
+	s->wake = 0;
+	s->un = s->dn = s->hn = 0;
+}
+
+int
+dlp_scan_end(struct dlp_scan *s, struct dlp_finding *f)
+{
+	int l, i;
+
+	if (s->set->db == NULL)
+		return 0;
+	if (!s->found) {
+		/* What the decoders hold goes out as it came. */
+		for (l = 0; l < PCT_LAYERS; l++) {
+			if (s->pct[l].st >= 1)
+				pct_in(s, l + 1, '%');
+			if (s->pct[l].st == 2)
+				pct_in(s, l + 1, (unsigned char)s->pct[l].c1);
+			s->pct[l].st = 0;
+		}
+		if (s->js.st >= 1)
+			u_out(s, '\\');
+		if (s->js.st >= 2) {
+			u_out(s, 'u');
+			for (i = 0; i < s->js.st - 2; i++)
+				u_out(s, s->js.raw[i]);
+		}
+		run_end(s, &s->b64);
+		run_end(s, &s->hex);
+		if (!s->found)
+			flush_u(s);
+		if (!s->found)
+			flush_d(s);
+	}
+	for (i = 0; i < DLP_VIEW_MAX; i++)
+		if (view_reset(s, (enum dlp_view)i, 1) == -1 && !s->found)
+			s->found = -1;
+	decoders_reset(s);
+	result(s, f);
+	return s->found;
+}
+
+int
+dlp_scan_reset(struct dlp_scan *s)
+{
+	int i, rc = 0;
+
+	for (i = 0; i < DLP_VIEW_MAX; i++)
+		if (view_reset(s, (enum dlp_view)i, 0) == -1)
+			rc = -1;
+	decoders_reset(s);
+	s->found = 0;
+	memset(&s->f, 0, sizeof(s->f));
+	return rc;
+}
+
+int
+dlp_scan_buf(struct dlp_scan *s, const void *p, size_t n,
+    struct dlp_finding *f)
+{
+	if (dlp_scan_reset(s) == -1)
+		return -1;
+	if (dlp_scan_feed(s, p, n, f) != 0)
+		return s->found;
+	return dlp_scan_end(s, f);
+}
+
+struct dlp_scan *
+dlp_scan_new(const struct dlp_set *set, dlp_skip_fn skip, void *arg)
+{
+	struct dlp_scan *s;
+	int i;
+
+	(void)pthread_once(&tables_once, tables_init);
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->set = set;
+	s->skip = skip;
+	s->arg = arg;
+	for (i = 0; i < DLP_VIEW_MAX; i++) {
+		s->v[i].active = i != DLP_VIEW_UNESCAPED;
+		if (set->db != NULL && hs_open_stream(set->db, 0,
+		    &s->v[i].st) != HS_SUCCESS) {
+			dlp_scan_free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+void
+dlp_scan_free(struct dlp_scan *s)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	for (i = 0; i < DLP_VIEW_MAX; i++)
+		if (s->v[i].st != NULL)
+			(void)hs_close_stream(s->v[i].st, NULL, NULL, NULL);
+	free(s);
+}

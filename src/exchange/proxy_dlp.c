@@ -1,0 +1,481 @@
+/*
+ * Outbound secret detection on intercepted requests (docs/dlp.md): the
+ * request target and every header scanned before the head is built, body
+ * bytes scanned as they move (HTTP/1.1 payload under its chunk framing,
+ * HTTP/2 DATA). mode: block refuses (403 secret-detected); report lets it
+ * pass with the finding on its row. The scanner is the exchange's own.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/reason.h"
+#include "dlp/dlp.h"
+#include "exchange/exchange.h"
+#include "vault/vault.h"
+
+#define VAULT_CHECK_MAX	64	/* credentials looked for in one head */
+
+struct xdlp {
+	const struct policy_dlp	*pd;
+	struct exchange		*s;
+	struct dlp_scan		*scan;
+	int			 done;	/* a finding was handled, or nothing to scan */
+	int			 quiet;	/* a refusal is the caller's to make */
+};
+
+static void
+xdlp_free(void *arg)
+{
+	struct xdlp *x = arg;
+
+	if (x == NULL)
+		return;
+	dlp_scan_free(x->scan);
+	free(x);
+}
+
+/* An allow entry with rule: skips that rule toward this host and path. */
+static int
+skip_cb(const char *rule, void *arg)
+{
+	struct xdlp *x = arg;
+
+	return policy_dlp_exempt(x->pd, x->s->target.host, x->s->fwd.path, rule);
+}
+
+/* The exchange's scanner, made at its first use; NULL: nothing to scan. */
+static struct xdlp *
+xdlp_get(struct exchange *s, int *failed)
+{
+	const struct policy_dlp *pd;
+	struct xdlp *x = s->dlp;
+
+	*failed = 0;
+	if (x != NULL)
+		return x->done ? NULL : x;
+	if (!s->has_ident || s->c->kind == KIND_INGRESS ||
+	    (pd = policy_dlp_of(s->pol, s->ident.policy)) == NULL ||
+	    policy_dlp_exempt(pd, s->target.host, s->fwd.path, NULL))
+		return NULL;
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		*failed = 1;
+		return NULL;
+	}
+	x->pd = pd;
+	x->s = s;
+	if ((x->scan = dlp_scan_new(pd->set, skip_cb, x)) == NULL) {
+		free(x);
+		*failed = 1;
+		return NULL;
+	}
+	s->dlp = x;
+	s->dlp_free = xdlp_free;
+	return x;
+}
+
+/*
+ * A finding in the request target: the row and the log line must not carry
+ * it, so the exchange's copy of the target (what they print) keeps only
+ * what comes before the part that held it (as ingress does with a token).
+ */
+static void
+redact_target(struct exchange *s, int query_only)
+{
+	char *old = s->fwd.path, *q, *nw;
+	size_t keep;
+
+	if (old == NULL)
+		return;
+	q = strchr(old, '?');
+	keep = query_only && q != NULL ? (size_t)(q - old) : 0;
+	if ((nw = exchange_alloc(s, keep + 16)) == NULL)
+		return;
+	memcpy(nw, old, keep);
+	snprintf(nw + keep, 16, "%s", query_only ? "?[redacted]" :
+	    "/[redacted]");
+	explicit_bzero(old, strlen(old));
+	s->fwd.path = nw;
+}
+
+/*
+ * A finding at where: named on the row (rule, location, redacted excerpt
+ * in its rule field) and the log. 1: refuse (block), 0: pass (report).
+ */
+static int
+finding(struct exchange *s, struct xdlp *x, const char *where,
+    const struct dlp_finding *f, char *detail, size_t dlen)
+{
+	x->done = 1;
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "dlp:%s %s %s",
+	    f->rule, where, f->excerpt);
+	if (strcmp(where, "query") == 0)
+		redact_target(s, 1);
+	else if (strcmp(where, "path") == 0)
+		redact_target(s, 0);
+	log_warnx("dlp: %s (%s) in %s%s%s toward %s, sandbox %s: %s",
+	    f->rule, dlp_severity_word(f->severity), where,
+	    f->view != DLP_VIEW_RAW ? ", " : "",
+	    f->view != DLP_VIEW_RAW ? dlp_view_word(f->view) : "",
+	    s->target.host, s->ident.sandbox,
+	    x->pd->mode == POLICY_DLP_BLOCK ? "refused" : "reported");
+	snprintf(detail, dlen, "a secret (dlp rule %s) in the request %s",
+	    f->rule, where);
+	if (x->pd->mode == POLICY_DLP_BLOCK)
+		return 1;
+	if (s->verdict.report == REASON_NONE)
+		s->verdict.report = REASON_SECRET_DETECTED;
+	return 0;
+}
+
+/* One part of the head as its own stream: 1 found, 0 none. */
+static int
+scan_part(struct xdlp *x, const char *a, size_t alen, const char *b,
+    size_t blen, struct dlp_finding *f)
+{
+	int rc;
+
+	if (dlp_scan_reset(x->scan) == -1)
+		return 1;
+	rc = dlp_scan_feed(x->scan, a, alen, f);
+	if (rc == 0 && blen > 0)
+		rc = dlp_scan_feed(x->scan, b, blen, f);
+	if (rc == 0)
+		rc = dlp_scan_end(x->scan, f);
+	return rc != 0;
+}
+
+/*
+ * The gateway's own secrets (docs/dlp.md, "vault-secret"): the value of a
+ * credential not bound to this host, in the target or a header (raw or in
+ * an encoding the scrubber knows), is a finding. 1 found (*f filled), 0
+ * none. The values stay in the vault: its scrubber is asked.
+ */
+static int
+vault_in_head(struct exchange *s, const struct http_request *req,
+    struct dlp_finding *f, char *where, size_t wlen)
+{
+	const char *secrets[VAULT_CHECK_MAX], *phs[VAULT_CHECK_MAX];
+	const struct policy_credential *c;
+	struct vault_snapshot *snap;
+	struct evbuffer *out;
+	const char *q;
+	size_t i, n = 0, nc, qoff;
+	int hit = 0;
+
+	c = policy_all_credentials(s->pol, &nc);
+	for (i = 0; i < nc && n < VAULT_CHECK_MAX; i++)
+		if (c[i].kind == POLICY_CRED_STATIC &&
+		    !policy_credential_bound(&c[i], s->target.host)) {
+			secrets[n] = c[i].secret;
+			phs[n++] = "-";
+		}
+	if (n == 0)
+		return 0;
+	pthread_mutex_lock(&s->p->cred_mtx);
+	if ((snap = s->p->snap) != NULL)
+		vault_snapshot_ref(snap);
+	pthread_mutex_unlock(&s->p->cred_mtx);
+	if (snap == NULL)
+		return 0;
+	if ((out = evbuffer_new()) == NULL) {
+		vault_snapshot_unref(snap);
+		return 0;
+	}
+	/* A value scrubbed differently from how it came holds a secret. */
+	q = memchr(req->path.p, '?', req->path.len);
+	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+	for (i = 0; i < req->n_headers + 2 && !hit; i++) {
+		const char *v;
+		size_t len;
+
+		if (i == 0) {
+			v = req->path.p;
+			len = qoff;
+		} else if (i == 1) {
+			v = req->path.p + qoff;
+			len = req->path.len - qoff;
+		} else {
+			v = req->headers[i - 2].value.p;
+			len = req->headers[i - 2].value.len;
+		}
+		if (len == 0)
+			continue;
+		evbuffer_drain(out, evbuffer_get_length(out));
+		if (vault_scrub_string(snap, secrets, phs, n, v, len, out) == -1)
+			continue;
+		if (evbuffer_get_length(out) == len &&
+		    memcmp(evbuffer_pullup(out, -1), v, len) == 0)
+			continue;
+		hit = 1;
+		if (i < 2)
+			snprintf(where, wlen, "%s", i == 0 ? "path" : "query");
+		else
+			snprintf(where, wlen, "header %.*s",
+			    (int)(req->headers[i - 2].name.len < 24 ?
+			    req->headers[i - 2].name.len : 24),
+			    req->headers[i - 2].name.p);
+	}
+	evbuffer_free(out);
+	vault_snapshot_unref(snap);
+	if (!hit)
+		return 0;
+	memset(f, 0, sizeof(*f));
+	snprintf(f->rule, sizeof(f->rule), "vault-secret");
+	f->severity = DLP_SEV_CRITICAL;
+	/* Never its bytes: the name of no credential either, only the rule. */
+	snprintf(f->excerpt, sizeof(f->excerpt), "-");
+	return 1;
+}
+
+int
+dlp_request(struct exchange *s, const struct http_request *req)
+{
+	struct dlp_finding f;
+	struct xdlp *x;
+	const struct http_header *h;
+	const char *q;
+	char where[40], detail[160], nb[80];
+	size_t i, qoff, nl;
+	int failed, hit = 0;
+
+	if ((x = xdlp_get(s, &failed)) == NULL) {
+		if (!failed)
+			return 0;
+		exchange_deny(s, 503, REASON_INTERNAL_ERROR,
+		    "cannot scan the request for secrets");
+		return -1;
+	}
+	memset(&f, 0, sizeof(f));
+	q = memchr(req->path.p, '?', req->path.len);
+	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+	if (scan_part(x, req->path.p, qoff, NULL, 0, &f)) {
+		snprintf(where, sizeof(where), "path");
+		hit = 1;
+	} else if (q != NULL && scan_part(x, q + 1, req->path.len - qoff - 1,
+	    NULL, 0, &f)) {
+		snprintf(where, sizeof(where), "query");
+		hit = 1;
+	}
+	for (i = 0; !hit && i < req->n_headers; i++) {
+		h = &req->headers[i];
+		/* "name: value": the name is the keyword of an assignment. */
+		nl = h->name.len < sizeof(nb) - 2 ? h->name.len : sizeof(nb) - 2;
+		memcpy(nb, h->name.p, nl);
+		nb[nl] = ':';
+		nb[nl + 1] = ' ';
+		if (scan_part(x, nb, nl + 2, h->value.p, h->value.len, &f)) {
+			snprintf(where, sizeof(where), "header %.*s",
+			    (int)(nl < 24 ? nl : 24), h->name.p);
+			hit = 1;
+		}
+	}
+	(void)dlp_scan_reset(x->scan);
+	if (!hit && !policy_dlp_exempt(x->pd, s->target.host, s->fwd.path,
+	    "vault-secret"))
+		hit = vault_in_head(s, req, &f, where, sizeof(where));
+	if (!hit)
+		return 0;
+	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
+		return 0;
+	exchange_deny(s, 403, REASON_SECRET_DETECTED, detail);
+	return -1;
+}
+
+/* The refusal of a body found carrying a secret (block). */
+static void
+body_refuse(struct exchange *s, const char *detail)
+{
+	if (!s->fwd.resp_head_done)
+		exchange_deny(s, 403, REASON_SECRET_DETECTED, detail);
+	else {
+		exchange_log(s, VERDICT_DENY, s->fwd.status,
+		    REASON_SECRET_DETECTED);
+		exchange_close(s, CLOSE_REFUSED);
+	}
+}
+
+/* -1: a finding refuses (answered unless x->quiet), 0: go on. */
+static int
+body_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
+    const char *where)
+{
+	struct dlp_finding f;
+	char detail[160];
+
+	if (n == 0 || x->done)
+		return 0;
+	memset(&f, 0, sizeof(f));
+	if (dlp_scan_feed(x->scan, p, n, &f) == 0)
+		return 0;
+	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
+		return 0;
+	if (!x->quiet)
+		body_refuse(s, detail);
+	return -1;
+}
+
+/* The body ended: what the decoders held is scanned too (-1: refused). */
+static int
+body_end(struct exchange *s, struct xdlp *x, const char *where)
+{
+	struct dlp_finding f;
+	char detail[160];
+
+	if (x->done)
+		return 0;
+	memset(&f, 0, sizeof(f));
+	if (dlp_scan_end(x->scan, &f) == 0)
+		return 0;
+	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
+		return 0;
+	if (!x->quiet)
+		body_refuse(s, detail);
+	return -1;
+}
+
+/* The first n bytes of buf, payload, fed in order. */
+static int
+feed_evbuffer(struct exchange *s, struct xdlp *x, struct evbuffer *buf,
+    size_t n, const char *where)
+{
+	struct evbuffer_iovec iov[16];
+	struct evbuffer_ptr at;
+	size_t off = 0, take;
+	int i, nvec;
+
+	while (off < n) {
+		if (evbuffer_ptr_set(buf, &at, off, EVBUFFER_PTR_SET) == -1 ||
+		    (nvec = evbuffer_peek(buf, (ev_ssize_t)(n - off), &at,
+		    iov, 16)) <= 0)
+			break;
+		if (nvec > 16)
+			nvec = 16;
+		for (i = 0; i < nvec && off < n; i++) {
+			take = iov[i].iov_len < n - off ? iov[i].iov_len : n - off;
+			if (body_feed(s, x, iov[i].iov_base, take, where) == -1)
+				return -1;
+			off += take;
+		}
+	}
+	return 0;
+}
+
+struct chunk_feed {
+	struct exchange	*s;
+	struct xdlp	*x;
+	int		 refused;
+};
+
+static void
+chunk_cb(const char *p, size_t n, void *arg)
+{
+	struct chunk_feed *cf = arg;
+
+	if (!cf->refused && body_feed(cf->s, cf->x, p, n, "body") == -1)
+		cf->refused = 1;
+}
+
+int
+dlp_body_h1(struct exchange *s, size_t limit)
+{
+	struct forward *fw = &s->fwd;
+	struct evbuffer *in;
+	struct evbuffer_iovec iov[16];
+	struct evbuffer_ptr at;
+	struct http_chunked dry;
+	struct chunk_feed cf;
+	struct xdlp *x = s->dlp;
+	size_t len, raw = 0;
+	int i, nvec, done = 0;
+
+	if (x == NULL || x->done || EXCHANGE_CBEV(s) == NULL)
+		return 0;
+	in = bufferevent_get_input(s->c->cbev);
+	len = evbuffer_get_length(in);
+	if (len > limit)
+		len = limit;
+	if (fw->req_framing == HTTP_BODY_LENGTH) {
+		if (len > fw->req_left)
+			len = (size_t)fw->req_left;
+		if (feed_evbuffer(s, x, in, len, "body") == -1)
+			return -1;
+		if (len == fw->req_left)
+			return body_end(s, x, "body");
+		return 0;
+	}
+	if (fw->req_framing != HTTP_BODY_CHUNKED)
+		return 0;
+	/* The payload of exactly the raw bytes move_body will move. */
+	cf.s = s;
+	cf.x = x;
+	cf.refused = 0;
+	dry = fw->req_chunk;
+	while (!done && raw < len && !cf.refused) {
+		if (evbuffer_ptr_set(in, &at, raw, EVBUFFER_PTR_SET) == -1 ||
+		    (nvec = evbuffer_peek(in, (ev_ssize_t)(len - raw), &at, iov,
+		    16)) <= 0)
+			break;
+		if (nvec > 16)
+			nvec = 16;
+		for (i = 0; i < nvec && !done && raw < len && !cf.refused; i++) {
+			size_t seg = iov[i].iov_len < len - raw ?
+			    iov[i].iov_len : len - raw;
+			ssize_t r = http_chunked_decode(&dry, iov[i].iov_base,
+			    seg, &done, chunk_cb, &cf);
+
+			if (r < 0)
+				return 0;	/* move_body refuses the framing */
+			raw += (size_t)r;
+		}
+	}
+	if (cf.refused)
+		return -1;
+	return done ? body_end(s, x, "body") : 0;
+}
+
+int
+dlp_body_buf(struct exchange *s, struct evbuffer *buf, size_t n, int ended,
+    const char *where)
+{
+	struct xdlp *x = s->dlp;
+	int failed;
+
+	if (x == NULL && (x = xdlp_get(s, &failed)) == NULL)
+		return 0;
+	if (x->done)
+		return 0;
+	if (feed_evbuffer(s, x, buf, n, where) == -1)
+		return -1;
+	return ended ? body_end(s, x, where) : 0;
+}
+
+int
+dlp_payload(struct exchange *s, struct evbuffer *payload, size_t n,
+    const char *where)
+{
+	struct xdlp *x = s->dlp;
+	int rc;
+
+	if (x == NULL || x->done || n == 0)
+		return 0;
+	x->quiet = 1;
+	rc = feed_evbuffer(s, x, payload, n, where);
+	x->quiet = 0;
+	return rc;
+}
+
+int
+dlp_payload_end(struct exchange *s, const char *where)
+{
+	struct xdlp *x = s->dlp;
+	int rc;
+
+	if (x == NULL || x->done)
+		return 0;
+	x->quiet = 1;
+	rc = body_end(s, x, where);
+	x->quiet = 0;
+	return rc;
+}

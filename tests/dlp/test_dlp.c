@@ -1,0 +1,526 @@
+/*
+ * Secret detection (src/dlp/): every default rule fires on a fake secret
+ * of its shape (made here, with valid checksums), raw, split byte by byte,
+ * and through each encoding; checks refuse near misses; the benign corpus
+ * (tests/dlp/benign) gives no finding; custom rules and the allow filter.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dlp/dlp.h"
+
+static uint64_t seed = 0x5eed;
+
+static int
+rnd(int n)
+{
+	seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (int)((seed >> 33) % (uint64_t)n);
+}
+
+static void
+rand_from(char *out, size_t n, const char *alphabet)
+{
+	size_t i, k = strlen(alphabet);
+
+	for (i = 0; i < n; i++)
+		out[i] = alphabet[rnd((int)k)];
+	out[n] = '\0';
+}
+
+#define B62 "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#define B64 B62 "+/"
+
+static void
+github_token(char *out, const char *prefix)
+{
+	uint32_t crc;
+	int i;
+
+	strcpy(out, prefix);
+	rand_from(out + 4, 30, B62);
+	crc = dlp_crc32((unsigned char *)out + 4, 30);
+	for (i = 5; i >= 0; i--) {
+		out[34 + i] = B62[crc % 62];
+		crc /= 62;
+	}
+	out[40] = '\0';
+}
+
+static void
+b64enc(const unsigned char *in, size_t n, char *out, int url)
+{
+	const char *a = url ? B62 "-_" : B64;
+	size_t i, o = 0;
+	uint32_t v;
+
+	/* B62 is 0-9A-Za-z; base64's order is A-Za-z0-9. */
+	static char std[65];
+	const char *t;
+
+	(void)a;
+	strcpy(std, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+	strcat(std, url ? "-_" : "+/");
+	t = std;
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = t[v >> 18 & 63];
+		out[o++] = t[v >> 12 & 63];
+		out[o++] = t[v >> 6 & 63];
+		out[o++] = t[v & 63];
+	}
+	if (n - i == 1) {
+		v = (uint32_t)in[i] << 16;
+		out[o++] = t[v >> 18 & 63];
+		out[o++] = t[v >> 12 & 63];
+		if (!url) {
+			out[o++] = '=';
+			out[o++] = '=';
+		}
+	} else if (n - i == 2) {
+		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = t[v >> 18 & 63];
+		out[o++] = t[v >> 12 & 63];
+		out[o++] = t[v >> 6 & 63];
+		if (!url)
+			out[o++] = '=';
+	}
+	out[o] = '\0';
+}
+
+struct sample {
+	const char	*rule;
+	char		 text[1024];
+};
+
+static struct sample samples[16];
+static size_t n_samples;
+
+static struct sample *
+add(const char *rule)
+{
+	struct sample *s = &samples[n_samples++];
+
+	s->rule = rule;
+	return s;
+}
+
+static void
+make_samples(void)
+{
+	char a[128], b[128], c[128];
+	struct sample *s;
+
+	s = add("aws-access-key-id");
+	rand_from(a, 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
+	snprintf(s->text, sizeof(s->text), "key=AKIA%s&x=1", a);
+	s = add("aws-secret-access-key");
+	rand_from(a, 40, B64);
+	snprintf(s->text, sizeof(s->text), "aws_secret_access_key = %s\n", a);
+	s = add("github-token");
+	github_token(a, "ghp_");
+	snprintf(s->text, sizeof(s->text), "token %s", a);
+	s = add("github-token");
+	github_token(a, "ghs_");
+	snprintf(s->text, sizeof(s->text), "{\"t\":\"%s\"}", a);
+	s = add("github-fine-grained-token");
+	rand_from(a, 22, B62);
+	rand_from(b, 59, B62);
+	snprintf(s->text, sizeof(s->text), "github_pat_%s_%s", a, b);
+	s = add("gitlab-token");
+	rand_from(a, 20, B62 "_-");
+	snprintf(s->text, sizeof(s->text), "PRIVATE-TOKEN: glpat-%s", a);
+	s = add("slack-token");
+	rand_from(a, 24, B62);
+	snprintf(s->text, sizeof(s->text), "xoxb-123456789012-1234567890123-%s", a);
+	s = add("slack-webhook");
+	rand_from(a, 24, B62);
+	snprintf(s->text, sizeof(s->text), "https://hooks.slack.com/services/"
+	    "T0AB12CD3/B0CD34EF5/%s", a);
+	s = add("stripe-secret-key");
+	rand_from(a, 28, B62);
+	snprintf(s->text, sizeof(s->text), "sk_live_%s", a);
+	s = add("jwt");
+	b64enc((const unsigned char *)"{\"alg\":\"HS256\",\"typ\":\"JWT\"}", 27,
+	    a, 1);
+	b64enc((const unsigned char *)"{\"sub\":\"1234567890\",\"name\":\"A\"}",
+	    31, b, 1);
+	rand_from(c, 43, B62 "-_");
+	snprintf(s->text, sizeof(s->text), "Bearer %s.%s.%s", a, b, c);
+	s = add("private-key");
+	rand_from(a, 64, B64);
+	snprintf(s->text, sizeof(s->text), "-----BEGIN RSA PRIVATE KEY-----\n%s\n",
+	    a);
+	s = add("gcp-service-account");
+	snprintf(s->text, sizeof(s->text), "{\"type\": \"service_account\", "
+	    "\"project_id\": \"p\", \"private_key\": \"-----BEGIN PRIVATE "
+	    "KEY-----\\nMIIEv\\n\"}");
+	s = add("generic-secret");
+	rand_from(a, 24, B62 "!#");
+	snprintf(s->text, sizeof(s->text), "{\"password\": \"%s\"}", a);
+	s = add("generic-secret");
+	rand_from(a, 32, B62);
+	snprintf(s->text, sizeof(s->text), "api_key=%s", a);
+}
+
+static int
+scan_all(struct dlp_scan *sc, const char *p, size_t n, struct dlp_finding *f)
+{
+	return dlp_scan_buf(sc, p, n, f);
+}
+
+static int
+scan_bytewise(struct dlp_scan *sc, const char *p, size_t n,
+    struct dlp_finding *f)
+{
+	size_t i;
+
+	dlp_scan_reset(sc);
+	for (i = 0; i < n; i++)
+		if (dlp_scan_feed(sc, p + i, 1, f) != 0)
+			return 1;
+	return dlp_scan_end(sc, f);
+}
+
+static void
+pct(const char *in, char *out, size_t layers)
+{
+	char tmp[8192], cur[8192];
+	size_t i, l, o;
+
+	snprintf(cur, sizeof(cur), "%s", in);
+	for (l = 0; l < layers; l++) {
+		o = 0;
+		for (i = 0; cur[i] != '\0' && o + 4 < sizeof(tmp); i++)
+			o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "%%%02X",
+			    (unsigned char)cur[i]);
+		tmp[o] = '\0';
+		memcpy(cur, tmp, o + 1);
+	}
+	strcpy(out, cur);
+}
+
+static void
+hexenc(const char *in, char *out)
+{
+	size_t i;
+
+	for (i = 0; in[i] != '\0'; i++)
+		sprintf(out + 2 * i, "%02x", (unsigned char)in[i]);
+	out[2 * i] = '\0';
+}
+
+static void
+jsonu(const char *in, char *out)
+{
+	size_t i, o = 0;
+
+	for (i = 0; in[i] != '\0'; i++)
+		o += (size_t)sprintf(out + o, "\\u%04x", (unsigned char)in[i]);
+	out[o] = '\0';
+}
+
+static void
+test_samples(struct dlp_scan *sc)
+{
+	struct dlp_finding f;
+	char enc[8192], wrapped[8300];
+	size_t i;
+	int k;
+
+	for (i = 0; i < n_samples; i++) {
+		const char *t = samples[i].text;
+
+		memset(&f, 0, sizeof(f));
+		CHECK_MSG(scan_all(sc, t, strlen(t), &f) == 1 &&
+		    strcmp(f.rule, samples[i].rule) == 0, "raw %s: got %s",
+		    samples[i].rule, f.rule);
+		/* The excerpt never holds the secret. */
+		CHECK(strlen(f.excerpt) < 24 && strstr(t, f.excerpt) == NULL);
+		memset(&f, 0, sizeof(f));
+		CHECK_MSG(scan_bytewise(sc, t, strlen(t), &f) == 1 &&
+		    strcmp(f.rule, samples[i].rule) == 0, "split %s: got %s",
+		    samples[i].rule, f.rule);
+		for (k = 1; k <= 3; k++) {
+			pct(t, enc, (size_t)k);
+			snprintf(wrapped, sizeof(wrapped), "q=%s&z", enc);
+			memset(&f, 0, sizeof(f));
+			CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+			    strcmp(f.rule, samples[i].rule) == 0,
+			    "percent x%d %s: got %s", k, samples[i].rule, f.rule);
+			CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped),
+			    &f) == 1, "percent x%d split %s", k, samples[i].rule);
+		}
+		for (k = 0; k < 2; k++) {
+			b64enc((const unsigned char *)t, strlen(t), enc, k);
+			snprintf(wrapped, sizeof(wrapped), "{\"d\":\"%s\"}", enc);
+			memset(&f, 0, sizeof(f));
+			CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+			    strcmp(f.rule, samples[i].rule) == 0,
+			    "base64%s %s: got %s", k ? "url" : "",
+			    samples[i].rule, f.rule);
+			CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped),
+			    &f) == 1, "base64 split %s", samples[i].rule);
+		}
+		hexenc(t, enc);
+		snprintf(wrapped, sizeof(wrapped), "data=%s;", enc);
+		memset(&f, 0, sizeof(f));
+		CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+		    strcmp(f.rule, samples[i].rule) == 0, "hex %s: got %s",
+		    samples[i].rule, f.rule);
+		jsonu(t, enc);
+		snprintf(wrapped, sizeof(wrapped), "{\"v\":\"%s\"}", enc);
+		memset(&f, 0, sizeof(f));
+		CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+		    strcmp(f.rule, samples[i].rule) == 0, "json %s: got %s",
+		    samples[i].rule, f.rule);
+		CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped), &f) == 1,
+		    "json split %s", samples[i].rule);
+	}
+}
+
+static int
+found_in(struct dlp_scan *sc, const char *t)
+{
+	struct dlp_finding f;
+
+	return scan_all(sc, t, strlen(t), &f);
+}
+
+static void
+test_near_misses(struct dlp_scan *sc)
+{
+	char tok[64], t[128];
+
+	/* A GitHub token with a wrong checksum digit. */
+	github_token(tok, "ghp_");
+	tok[39] = tok[39] == 'a' ? 'b' : 'a';
+	CHECK(!found_in(sc, tok));
+	/* A JWT-looking string whose header is not JSON with "alg". */
+	CHECK(!found_in(sc, "eyJhbGxvd2VkIjoxMjN9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+	    "abcdefghijklmnopqrstuvwxyz0123"));
+	/* Low entropy password values. */
+	CHECK(!found_in(sc, "password=aaaaaaaaaaaaaaaaaaaaaaaa"));
+	CHECK(!found_in(sc, "password=hunter2"));
+	/* Documentation examples. */
+	CHECK(!found_in(sc, "AKIAIOSFODNN7EXAMPLE"));
+	CHECK(!found_in(sc, "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/"
+	    "bPxRfiCYEXAMPLEKEY"));
+	/* Half a GCP service account is none. */
+	CHECK(!found_in(sc, "{\"type\": \"service_account\", \"project\": 1}"));
+	snprintf(t, sizeof(t), "sk_test_%s", "4eC39HqLyjWDarjtT1zdp7dc");
+	CHECK(!found_in(sc, t));
+}
+
+static void
+test_benign(struct dlp_scan *sc)
+{
+	char path[4096], *buf;
+	const char *dir = getenv("SANDGATE_TEST_DATA");
+	struct dirent *de;
+	struct dlp_finding f;
+	DIR *d;
+	FILE *fp;
+	long len;
+	int files = 0;
+
+	snprintf(path, sizeof(path), "%s/dlp/benign", dir ? dir : "..");
+	if ((d = opendir(path)) == NULL) {
+		snprintf(path, sizeof(path), "benign");
+		d = opendir(path);
+	}
+	CHECK(d != NULL);
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char file[8192];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		if ((fp = fopen(file, "rb")) == NULL)
+			continue;
+		fseek(fp, 0, SEEK_END);
+		len = ftell(fp);
+		fseek(fp, 0, SEEK_SET);
+		buf = malloc((size_t)len + 1);
+		if (buf != NULL && fread(buf, 1, (size_t)len, fp) == (size_t)len) {
+			memset(&f, 0, sizeof(f));
+			CHECK_MSG(scan_all(sc, buf, (size_t)len, &f) == 0,
+			    "benign %s: %s %s (%s)", de->d_name, f.rule,
+			    f.excerpt, dlp_view_word(f.view));
+			CHECK_MSG(scan_bytewise(sc, buf, (size_t)len, &f) == 0,
+			    "benign split %s: %s", de->d_name, f.rule);
+			files++;
+		}
+		free(buf);
+		fclose(fp);
+	}
+	closedir(d);
+	CHECK(files >= 5);
+}
+
+static int
+skip_github(const char *rule, void *arg)
+{
+	(void)arg;
+	return strcmp(rule, "github-token") == 0;
+}
+
+static void
+test_custom(void)
+{
+	struct dlp_rule_spec r[2] = {
+		{ "acme-key", "acme_[a-z0-9]{20}", DLP_SEV_HIGH, 3.0, NULL },
+		{ "internal-id", "INT-[0-9]{8}", DLP_SEV_LOW, 0, "project" },
+	};
+	struct dlp_rule_spec bad = { "broken", "a(b", DLP_SEV_LOW, 0, NULL };
+	struct dlp_set *set;
+	struct dlp_scan *sc;
+	struct dlp_finding f;
+	char err[256], tok[64];
+	int badi;
+
+	set = dlp_set_new(r, 2, 0, err, sizeof(err), &badi);
+	CHECK(set != NULL);
+	if (set == NULL)
+		return;
+	CHECK(dlp_set_has_rule(set, "acme-key"));
+	sc = dlp_scan_new(set, NULL, NULL);
+	CHECK(sc != NULL);
+	CHECK(scan_all(sc, "x acme_k3j4h5g6f7d8s9a0q1w2 y", 29, &f) == 1 &&
+	    strcmp(f.rule, "acme-key") == 0 && f.severity == DLP_SEV_HIGH);
+	CHECK(found_in(sc, "x acme_aaaaaaaaaaaaaaaaaaaa y") == 0);	/* entropy */
+	CHECK(found_in(sc, "INT-12345678") == 0);			/* keyword */
+	CHECK(found_in(sc, "project: INT-12345678") == 1);
+	/* Defaults off: a GitHub token is not looked for. */
+	github_token(tok, "ghp_");
+	CHECK(found_in(sc, tok) == 0);
+	dlp_scan_free(sc);
+	dlp_set_free(set);
+	CHECK(dlp_set_new(&bad, 1, 1, err, sizeof(err), &badi) == NULL &&
+	    badi == 0 && err[0] != '\0');
+	/* The allow filter skips a rule. */
+	set = dlp_set_new(NULL, 0, 1, err, sizeof(err), &badi);
+	sc = dlp_scan_new(set, skip_github, NULL);
+	CHECK(found_in(sc, tok) == 0);
+	dlp_scan_free(sc);
+	dlp_set_free(set);
+}
+
+static void
+test_burst(void)
+{
+	struct dlp_burst *b = dlp_burst_new(5, 60000);
+	struct dlp_finding f;
+	char name[128], lab[32];
+	int i, hits = 0;
+
+	CHECK(b != NULL);
+	if (b == NULL)
+		return;
+	/* the same name again and again: one distinct name */
+	for (i = 0; i < 10; i++)
+		hits += dlp_burst_add(b, "box", "k3j4h5g6f7d8.x.example", 22,
+		    1000 + i, &f);
+	CHECK(hits == 0);
+	/* ordinary names under a parent: not counted */
+	for (i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "www%d.example.com", i);
+		hits += dlp_burst_add(b, "box", name, strlen(name), 1000, &f);
+	}
+	CHECK(hits == 0);
+	/* distinct encoded-looking labels: the fifth is a finding */
+	for (i = 0; i < 4; i++) {
+		rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+		snprintf(name, sizeof(name), "%s.t.example.org", lab);
+		CHECK(dlp_burst_add(b, "box", name, strlen(name), 2000 + i,
+		    &f) == 0);
+		/* another sandbox has its own count */
+		CHECK(dlp_burst_add(b, "other", name, strlen(name), 2000 + i,
+		    &f) == 0);
+	}
+	rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.t.example.org", lab);
+	CHECK(dlp_burst_add(b, "box", name, strlen(name), 2100, &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-burst") == 0);
+	/* a window later it starts over */
+	rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.t.example.org", lab);
+	CHECK(dlp_burst_add(b, "box", name, strlen(name), 70000, &f) == 0);
+	dlp_burst_free(b);
+}
+
+static void
+test_dns(void)
+{
+	static const char *benign[] = { "www.example.com",
+	    "d1a2b3c4d5e6f7.cloudfront.net",
+	    "e3b0c44298fc1c14.cdn.example.net",
+	    "ec2-203-0-113-25.compute-1.amazonaws.com",
+	    "my-company-backups-production.s3.amazonaws.com",
+	    "_acme-challenge.www.example.org",
+	    "3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c.example.net",
+	    "a.b.c.d.e.f.g.h.example.com",
+	    "0123456789abcdef0123456789abcdef.example.com" };
+	struct dlp_finding f;
+	char name[300], lab[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(benign) / sizeof(benign[0]); i++)
+		CHECK_MSG(!dlp_dns_name(benign[i], strlen(benign[i]), &f),
+		    "benign name %s: %s", benign[i], f.rule);
+	/* base32 of 25 bytes in one label */
+	rand_from(lab, 40, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%s.x.allowed.example", lab);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-label") == 0);
+	/* hex of a secret in one label */
+	rand_from(lab, 48, "0123456789abcdef");
+	snprintf(name, sizeof(name), "%s.allowed.example", lab);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1);
+	/* short labels that together are a payload */
+	rand_from(lab, 60, "abcdefghijklmnopqrstuvwxyz234567");
+	snprintf(name, sizeof(name), "%.20s.%.20s.%.20s.x.allowed.example", lab,
+	    lab + 20, lab + 40);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-name") == 0);
+	CHECK(strstr(name, f.excerpt) == NULL);
+	test_burst();
+}
+
+int
+main(void)
+{
+	struct dlp_set *set;
+	struct dlp_scan *sc;
+	char err[256];
+	const char *why;
+	int bad;
+
+	if (!dlp_available(&why)) {
+		printf("skipped: %s\n", why);
+		return 77;
+	}
+	CHECK(dlp_valid_id("github-token", 12));
+	CHECK(!dlp_valid_id("Github", 6));
+	CHECK(dlp_crc32((const unsigned char *)"123456789", 9) == 0xcbf43926u);
+	set = dlp_set_new(NULL, 0, 1, err, sizeof(err), &bad);
+	CHECK_MSG(set != NULL, "%s", err);
+	if (set == NULL)
+		return check_summary();
+	sc = dlp_scan_new(set, NULL, NULL);
+	CHECK(sc != NULL);
+	make_samples();
+	test_samples(sc);
+	test_near_misses(sc);
+	test_benign(sc);
+	dlp_scan_free(sc);
+	dlp_set_free(set);
+	test_custom();
+	test_dns();
+	return check_summary();
+}

@@ -1,0 +1,645 @@
+#!/usr/bin/python3
+"""
+Outbound secret detection end to end (issue 27, docs/dlp.md): the real
+gateway intercepting TLS toward an HTTPS echo origin, a sandbox whose
+policy has `dlp: {mode: block}` and one with `mode: report`.
+
+- The malicious set: every default rule (fake secrets made here, GitHub
+  tokens with a valid CRC32) x every location (query, header, body with
+  Content-Length, chunked body, the secret split across two chunks and two
+  TCP writes) x every encoding (raw, percent x1..x3, base64, base64url, hex,
+  JSON \\u escapes) is refused with 403 secret-detected; the origin never
+  receives the secret; the audit row names the rule and never holds the
+  secret.
+- mode: report lets the same requests pass and audits them (decision
+  report, reason secret-detected).
+- The benign corpus (tests/dlp/benign) passes under mode: block, as bodies
+  and as header values; curl and requests as clients.
+- A WebSocket: a secret in a client message (whole, split across
+  fragments and TCP writes, base64) closes the session with 1008 before the
+  origin gets it; report mode lets it pass.
+- DNS (the gateway's DNS listener): a name whose labels carry an encoded
+  payload (one long base32 label, or short labels together) is NXDOMAIN
+  with a deny row secret-detected under block, passes with a report row
+  under report; ordinary names under the same parent resolve.
+- An allow entry exempts a rule toward a host.
+"""
+
+import base64
+import binascii
+import json
+import os
+import random
+import re
+import ssl
+import struct
+import subprocess
+import sys
+import time
+import unittest
+import urllib.parse
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest as T  # noqa: E402
+from test_credentials import EchoOrigin, TestCA  # noqa: E402
+from test_websocket_scrub import WsOrigin  # noqa: E402
+import wsframe as W  # noqa: E402
+
+ORIGIN_HOST = "127.0.0.2"
+REPORT_SOURCE = "127.0.0.3"
+VAULT_SECRET = "Zq9-internal-Sekret-v4lue-2026"
+
+POLICY = """\
+sandboxes:
+  - id: box-block
+    policy: guarded
+    source: [127.0.0.1/32]
+  - id: box-report
+    policy: watched
+    source: [{report}/32]
+policies:
+  - name: guarded
+    allow:
+      - host: api.test
+        ports: [{port}]
+        tls: intercept
+      - host: docs.test
+        ports: [{port}]
+        tls: intercept
+      - host: ws.test
+        ports: [{wsport}]
+        tls: intercept
+      - host: "*.exfil.test"
+        ports: [443]
+    allow_private: [{origin}/32]
+    credentials: [leak-key]
+    dlp:
+      mode: block
+      rules:
+        - id: acme-key
+          regex: 'acme_[a-z0-9]{{24}}'
+          severity: high
+          entropy: 3.0
+      allow:
+        - host: docs.test
+          rule: jwt
+  - name: watched
+    allow:
+      - host: api.test
+        ports: [{port}]
+        tls: intercept
+      - host: ws.test
+        ports: [{wsport}]
+        tls: intercept
+      - host: "*.exfil.test"
+        ports: [443]
+    allow_private: [{origin}/32]
+    dlp:
+      mode: report
+credentials:
+  - name: leak-key
+    secret: leak-secret
+    hosts: [bound.test]
+    headers: [Authorization]
+    placeholder: "sgtest-dlp-placeholder-00000001"
+"""
+
+B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+RNG = random.Random(27)
+
+
+def rand(n, alphabet=B62):
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+def github_token(prefix="ghp_"):
+    body = rand(30)
+    crc = binascii.crc32(body.encode()) & 0xffffffff
+    digits = ""
+    for _ in range(6):
+        digits = B62[crc % 62] + digits
+        crc //= 62
+    return prefix + body + digits
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def samples():
+    """(rule, text): a fake secret of every default rule, and a custom one."""
+    jwt = "%s.%s.%s" % (b64u(b'{"alg":"HS256","typ":"JWT"}'),
+        b64u(b'{"sub":"1234567890","name":"A"}'), rand(43, B62 + "-_"))
+    return [
+        ("aws-access-key-id", "AKIA" + rand(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
+        ("aws-secret-access-key", "aws_secret_access_key=" + rand(40, B62 + "+/")),
+        ("github-token", github_token("ghp_")),
+        ("github-token", github_token("gho_")),
+        ("github-fine-grained-token", "github_pat_%s_%s" % (rand(22), rand(59))),
+        ("gitlab-token", "glpat-" + rand(20)),
+        ("slack-token", "xoxb-123456789012-1234567890123-" + rand(24)),
+        ("slack-webhook", "https://hooks.slack.com/services/T0AB12CD3/B0CD34EF5/"
+            + rand(24)),
+        ("stripe-secret-key", "sk_live_" + rand(28)),
+        ("jwt", jwt),
+        ("private-key", "-----BEGIN RSA PRIVATE KEY----- MIIEow" + rand(40)),
+        ("gcp-service-account", '{"type": "service_account", "project_id": "p", '
+            '"private_key": "-----BEGIN PRIVATE KEY-----MIIEv"}'),
+        ("generic-secret", '{"password": "%s"}' % rand(24, B62 + "!#")),
+        ("acme-key", "acme_" + rand(24, "abcdefghijklmnopqrstuvwxyz0123456789")),
+    ]
+
+
+def pct(s, layers):
+    for _ in range(layers):
+        s = "".join("%%%02X" % b for b in s.encode())
+    return s
+
+
+ENCODINGS = {
+    "raw": lambda s: s,
+    "pct1": lambda s: pct(s, 1),
+    "pct2": lambda s: pct(s, 2),
+    "pct3": lambda s: pct(s, 3),
+    "base64": lambda s: base64.b64encode(s.encode()).decode(),
+    "base64url": lambda s: b64u(s.encode()),
+    "hex": lambda s: s.encode().hex(),
+    "json": lambda s: "".join("\\u%04x" % ord(c) for c in s),
+}
+
+
+class DlpTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-dlp-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.pki = TestCA(d)
+        cls.origin = EchoOrigin("dlp", *cls.pki.leaf("api.test",
+            ["api.test", "docs.test"]))
+        cls.addClassCleanup(cls.origin.stop)
+        cls.ws = WsOrigin(*cls.pki.leaf("ws.test", ["ws.test"]))
+        cls.addClassCleanup(cls.ws.stop)
+        cls.dns = T.Dnsmasq(d, [("api.test", ORIGIN_HOST),
+            ("docs.test", ORIGIN_HOST), ("ws.test", ORIGIN_HOST),
+            ("cdn1.exfil.test", ORIGIN_HOST)])
+        cls.dport = T.free_port(udp_too=True)
+        cls.addClassCleanup(cls.dns.stop)
+        cls.gw = T.Gateway(d, cls.dns, {"dlp.yaml": POLICY.format(
+            port=cls.origin.port, origin=ORIGIN_HOST, report=REPORT_SOURCE,
+            wsport=cls.ws.port)},
+            extra={"upstream": {"ca_bundle": cls.pki.cert},
+                   "listen": {"dns": "127.0.0.1:%d" % cls.dport}})
+        r = T.run_sandgate("vault", "set", "leak-secret", "-c", cls.gw.cfg_path,
+            input=VAULT_SECRET)
+        if r.returncode != 0:
+            raise RuntimeError("vault set: %s" % r.stderr)
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        cls.gw_ca = cls.gw.ca_path()
+        cls.ctx = cls.gw.client_context()
+        cls.seq = 0
+
+    # -------------------------------------------------------------- helpers
+
+    def mark(self):
+        DlpTest.seq += 1
+        return "/m/%d" % DlpTest.seq
+
+    def send(self, host, head, pieces=(), source=None):
+        """A request on a fresh intercepted tunnel: head, then body pieces."""
+        c, r = T.open_tunnel(self.gw.port, "%s:%d" % (host, self.origin.port),
+            source=source)
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 200, r)
+        c.sock = self.ctx.wrap_socket(c.sock, server_hostname=host)
+        c.send(head)
+        for p in pieces:
+            time.sleep(0.02)
+            try:
+                c.send(p)
+            except OSError:
+                break
+        return c.read_response()
+
+    def request(self, where, value, host="api.test", source=None):
+        """value carried at where; returns (its mark, the path's start; response)."""
+        path = target = self.mark()
+        hdrs = "Host: %s:%d\r\n" % (host, self.origin.port)
+        pieces = ()
+        if where == "query":
+            target += "?q=" + urllib.parse.quote(value, safe="%")
+        elif where == "header":
+            hdrs += "X-Data: %s\r\n" % value
+        elif where == "body":
+            b = ("data=" + value + "&end=1").encode()
+            hdrs += "Content-Length: %d\r\n" % len(b)
+            pieces = (b[:7], b[7:])
+        elif where == "chunked":
+            b = ("data=" + value + "&end=1").encode()
+            cut = len(b) // 2    # the secret split across two chunks
+            hdrs += "Transfer-Encoding: chunked\r\n"
+            pieces = (b"%x\r\n%s\r\n" % (cut, b[:cut]),
+                b"%x\r\n%s\r\n0\r\n\r\n" % (len(b) - cut, b[cut:]))
+        method = "GET" if where in ("query", "header") else "POST"
+        head = "%s %s HTTP/1.1\r\n%s\r\n" % (method, target, hdrs)
+        return path, self.send(host, head.encode(), pieces, source)
+
+    def assert_refused(self, rule, path, r, secret, enc):
+        self.assertEqual(r.status, 403, "%s %s: %r" % (rule, path, r))
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        self.assertIn(rule.encode(), r.body)
+        self.assertFalse(self.origin.received(enc),
+            "%s: the origin received it (%s)" % (rule, path))
+        self.assertFalse(self.origin.received(secret))
+
+    def rows_with(self, path):
+        return self.gw.wait_audit(pred=lambda r: (r.get("path") or "")
+            .startswith(path))
+
+    # ---------------------------------------------------------------- tests
+
+    def test_malicious_set_refused(self):
+        """Every rule x location x encoding: 403, never at the origin."""
+        misses = []
+        for rule, secret in samples():
+            for where in ("query", "header", "body", "chunked"):
+                for name, fn in ENCODINGS.items():
+                    enc = fn(secret)
+                    path, r = self.request(where, enc)
+                    if (r.status != 403 or r.header("X-Sandgate-Reason") !=
+                            "secret-detected" or rule.encode() not in r.body):
+                        misses.append("%s/%s/%s: %s %s" % (rule, where, name,
+                            r.status, r.body[:80]))
+                        continue
+                    if self.origin.received(enc) or self.origin.received(secret):
+                        misses.append("%s/%s/%s: reached the origin" % (
+                            rule, where, name))
+        self.assertEqual(misses, [])
+
+    def test_query_redacted_on_row_and_log(self):
+        rule, secret = samples()[0]
+        path, r = self.request("query", secret)
+        self.assertEqual(r.status, 403, r)
+        rows = self.rows_with(path)
+        self.assertEqual(rows[0]["path"], path + "?[redacted]")
+        path, r = self.request("query", pct(secret, 2))
+        self.assertEqual(self.rows_with(path)[0]["path"], path + "?[redacted]")
+        self.assertNotIn(secret[4:], self.gw.log_text())
+        self.assertNotIn(pct(secret, 2)[12:], self.gw.log_text())
+
+    def test_audit_row_redacted(self):
+        rule, secret = samples()[2]    # a GitHub token
+        path, r = self.request("header", "token " + secret)
+        self.assert_refused(rule, path, r, secret, secret)
+        rows = self.rows_with(path)
+        self.assertEqual(len(rows), 1, rows)
+        row = rows[0]
+        self.assertEqual(row["decision"], "deny")
+        self.assertEqual(row["reason"], "secret-detected")
+        self.assertTrue(row["rule"].startswith("dlp:github-token header X-Data "),
+            row["rule"])
+        self.assertIn("ghp_/40/#", row["rule"])
+        for r2 in self.gw.audit_rows():
+            for v in r2.values():
+                self.assertNotIn(secret[4:], str(v))
+        self.assertNotIn(secret[4:], self.gw.log_text())
+
+    def test_report_mode_passes_and_audits(self):
+        for rule, secret in samples()[:13]:
+            for where in ("query", "body"):
+                path, r = self.request(where, secret, source=REPORT_SOURCE)
+                self.assertEqual(r.status, 200, "%s %s %r" % (rule, where, r))
+                rows = self.rows_with(path)
+                self.assertEqual(len(rows), 1, rows)
+                self.assertEqual(rows[0]["decision"], "report", rows[0])
+                self.assertEqual(rows[0]["reason"], "secret-detected")
+                self.assertTrue(rows[0]["rule"].startswith("dlp:" + rule + " "),
+                    rows[0]["rule"])
+                self.assertNotIn(secret[5:], rows[0]["rule"])
+                # the target it came in is not kept whole on the row
+                quoted = urllib.parse.quote(secret, safe="%")
+                self.assertNotIn(quoted[8:], json.dumps(rows[0]))
+                if where == "query":
+                    self.assertEqual(rows[0]["path"], path + "?[redacted]")
+        # a benign request under report mode: allowed, no dlp on its row
+        path, r = self.request("body", "hello", source=REPORT_SOURCE)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(self.rows_with(path)[0]["decision"], "allow")
+
+    def test_benign_corpus_passes(self):
+        corpus = os.path.join(T.SRC, "tests", "dlp", "benign")
+        names = sorted(os.listdir(corpus))
+        self.assertGreaterEqual(len(names), 5)
+        for name in names:
+            with open(os.path.join(corpus, name), "rb") as f:
+                data = f.read()
+            s = T.session(self.gw.url)
+            r = s.post("https://api.test:%d%s" % (self.origin.port, self.mark()),
+                data=data, verify=self.gw_ca, timeout=20 * T.SLOW)
+            self.assertEqual(r.status_code, 200, "%s: %s %s" % (name,
+                r.headers.get("X-Sandgate-Reason"), r.text[:200]))
+            for line in data.decode("latin-1").splitlines():
+                line = line.strip()
+                if not line or len(line) > 2000:
+                    continue
+                path, r = self.request("header", line)
+                self.assertEqual(r.status, 200, "%s: %r: %r" % (name, line, r))
+        # curl as a client: a page with example keys, as a query and a body
+        r = T.curl("https://api.test:%d/search?q=AKIAIOSFODNN7EXAMPLE" %
+            self.origin.port, proxy=self.gw.url, args=["--cacert", self.gw_ca,
+            "--data-binary", "@" + os.path.join(corpus,
+            "docs-example-keys.txt")], tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+
+    def test_curl_client_refused(self):
+        rule, secret = samples()[8]    # stripe
+        r = T.curl("https://api.test:%d/curl" % self.origin.port,
+            proxy=self.gw.url, args=["--cacert", self.gw_ca, "-H",
+            "Authorization: Bearer " + secret], tmp=self.td.path)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        self.assertFalse(self.origin.received(secret))
+
+    def test_http2_client(self):
+        """curl --http2: a header and a DATA body (in pieces) refused."""
+        for rule, secret in (samples()[2], samples()[8], samples()[12]):
+            r = T.curl("https://api.test:%d/h2%s" % (self.origin.port,
+                self.mark()), proxy=self.gw.url, args=["--http2", "--cacert",
+                self.gw_ca, "-H", "X-Token: " + secret], tmp=self.td.path)
+            self.assertEqual((r.status, r.info.get("http_version")), (403, "2"),
+                r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            path = self.mark()
+            body = os.path.join(self.td.path, "h2body")
+            with open(body, "w") as f:
+                f.write("x" * 70000 + base64.b64encode(secret.encode()).decode()
+                    + "y" * 1000)
+            r = T.curl("https://api.test:%d%s" % (self.origin.port, path),
+                proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+                "--data-binary", "@" + body], tmp=self.td.path)
+            self.assertEqual(r.status, 403, r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            self.assertFalse(self.origin.received(secret))
+            self.assertFalse(self.origin.received(
+                base64.b64encode(secret.encode()).decode()))
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s h2-data " % rule),
+                rows[0]["rule"])
+        r = T.curl("https://api.test:%d/h2ok" % self.origin.port,
+            proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
+            "--data-binary", "plain body"], tmp=self.td.path)
+        self.assertEqual(r.status, 200, r)
+
+    def upgrade(self, path, source=None):
+        c, r = T.open_tunnel(self.gw.port, "ws.test:%d" % self.ws.port,
+            source=source)
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 200, r)
+        c.sock = self.ctx.wrap_socket(c.sock, server_hostname="ws.test")
+        key = base64.b64encode(os.urandom(16)).decode()
+        c.send("GET %s HTTP/1.1\r\nHost: ws.test:%d\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n" % (path, self.ws.port, key))
+        r = c.read_response()
+        self.assertEqual(r.status, 101, r)
+        return c
+
+    def closed_after(self, c):
+        codes = []
+        try:
+            while True:
+                f = W.read_frame(c.read_exact)
+                if f.opcode == W.OP_CLOSE and len(f.payload) >= 2:
+                    codes.append(struct.unpack("!H", f.payload[:2])[0])
+        except (EOFError, ConnectionResetError, ssl.SSLError, OSError):
+            pass
+        return codes
+
+    def test_websocket_messages(self):
+        rule, secret = samples()[2]    # a GitHub token
+        variants = {
+            "whole": [(W.OP_TEXT, "send " + secret, True)],
+            "fragments": [(W.OP_TEXT, "a " + secret[:11], False),
+                          (W.OP_CONT, secret[11:25], False),
+                          (W.OP_CONT, secret[25:] + " b", True)],
+            "base64": [(W.OP_BIN, base64.b64encode(secret.encode()).decode(),
+                        True)],
+        }
+        for name, frames in variants.items():
+            path = "/echo" + self.mark()
+            c = self.upgrade(path)
+            c.send(W.client_frame(W.OP_TEXT, b"clean"))
+            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+            for op, text, fin in frames:
+                c.send(W.client_frame(op, text.encode(), fin=fin))
+                time.sleep(0.05)
+            self.assertIn(1008, self.closed_after(c), name)
+            self.assertFalse(self.ws.got_payload(secret[-12:].encode()), name)
+            rows = self.rows_with(path)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], name)
+            self.assertTrue(rows[0]["rule"].startswith(
+                "dlp:github-token websocket "), rows[0]["rule"])
+        # report: it passes, the row says report
+        path = "/echo" + self.mark()
+        c = self.upgrade(path, source=REPORT_SOURCE)
+        c.send(W.client_frame(W.OP_TEXT, ("send " + secret).encode()))
+        self.assertEqual(W.read_frame(c.read_exact).payload,
+            ("send " + secret).encode())
+        c.send(W.client_frame(W.OP_CLOSE, struct.pack("!H", 1000)))
+        self.assertIn(1000, self.closed_after(c))
+        c.close()
+        rows = self.gw.wait_audit(pred=lambda r: r.get("path") == path and
+            r.get("decision") == "report")
+        self.assertTrue(rows, self.rows_with(path))
+        self.assertEqual(rows[0]["reason"], "secret-detected")
+
+    def dig(self, name, source="127.0.0.1"):
+        r = subprocess.run([T.DIG, "@127.0.0.1", "-p", str(self.dport), "-b",
+            source, "+time=3", "+tries=2", name, "A"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            timeout=30 * T.SLOW)
+        return r.stdout
+
+    def test_dns_burst(self):
+        """Short encoded labels, many distinct names: the 32nd is refused."""
+        b32 = "abcdefghijklmnopqrstuvwxyz234567"
+        names = ["%s.t.exfil.test" % rand(16, b32) for _ in range(32)]
+        for n in names[:31]:
+            self.dig(n)
+        out = self.dig(names[31])
+        self.assertIn("status: NXDOMAIN", out, out)
+        rows = self.gw.wait_audit(kind="dns", host=names[31])
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+            [("deny", "secret-detected")], rows)
+        self.assertTrue(rows[0]["rule"].startswith("dlp:dns-encoded-burst dns "),
+            rows[0]["rule"])
+        first = self.gw.wait_audit(kind="dns", host=names[0])
+        self.assertEqual(first[0]["reason"], None, first)
+
+    def test_dns_names(self):
+        b32 = "abcdefghijklmnopqrstuvwxyz234567"
+        one = rand(48, b32) + ".exfil.test"
+        lab = rand(60, b32)
+        many = "%s.%s.%s.x.exfil.test" % (lab[:20], lab[20:40], lab[40:])
+        for name, rule in ((one, "dns-encoded-label"),
+                           (many, "dns-encoded-name")):
+            out = self.dig(name)
+            self.assertIn("status: NXDOMAIN", out, out)
+            rows = self.gw.wait_audit(kind="dns", host=name)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s dns " % rule),
+                rows[0]["rule"])
+        out = self.dig("cdn1.exfil.test")
+        self.assertIn("status: NOERROR", out, out)
+        self.assertIn(ORIGIN_HOST, out)
+        # report: the same kind of name passes (NXDOMAIN from upstream here)
+        name = rand(48, b32) + ".exfil.test"
+        out = self.dig(name, source=REPORT_SOURCE)
+        self.assertIn("status:", out, out)
+        rows = self.gw.wait_audit(kind="dns", host=name)
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+            [("report", "secret-detected")], rows)
+
+    def test_vault_secret_to_unbound_host(self):
+        """The real value of a credential bound elsewhere: refused."""
+        for where, value in (("header", VAULT_SECRET),
+                             ("header", "Basic " + base64.b64encode(
+                                 ("u:" + VAULT_SECRET).encode()).decode()),
+                             ("query", VAULT_SECRET)):
+            path, r = self.request(where, value)
+            self.assertEqual(r.status, 403, "%s %r" % (where, r))
+            self.assertIn(b"vault-secret", r.body)
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:vault-secret %s" %
+                ("query" if where == "query" else "header X-Data")),
+                rows[0]["rule"])
+            self.assertFalse(self.origin.received(VAULT_SECRET))
+        for r2 in self.gw.audit_rows():
+            self.assertNotIn(VAULT_SECRET, json.dumps(r2))
+        self.assertNotIn(VAULT_SECRET, self.gw.log_text())
+
+    def test_connect_names(self):
+        """A CONNECT target that carries a payload: 403 before any connect."""
+        name = rand(48, "abcdefghijklmnopqrstuvwxyz234567") + ".exfil.test"
+        c, r = T.open_tunnel(self.gw.port, name + ":443")
+        self.addCleanup(c.close)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+        rows = self.gw.wait_audit(host=name)
+        self.assertEqual([(x["decision"], x["reason"]) for x in rows],
+            [("deny", "secret-detected")], rows)
+        self.assertTrue(rows[0]["rule"].startswith("dlp:dns-encoded-label name "),
+            rows[0]["rule"])
+        self.assertIsNone(rows[0]["ip"])      # nothing was connected to
+        c, r = T.open_tunnel(self.gw.port, "cdn1.exfil.test:443")
+        self.addCleanup(c.close)
+        self.assertNotEqual(r.header("X-Sandgate-Reason"), "secret-detected", r)
+
+    def test_allow_entry_exempts_rule(self):
+        rule, secret = [s for s in samples() if s[0] == "jwt"][0]
+        path, r = self.request("header", secret, host="docs.test")
+        self.assertEqual(r.status, 200, r)
+        path, r = self.request("header", secret, host="api.test")
+        self.assertEqual(r.status, 403, r)
+        # the entry names jwt only: other rules still apply on docs.test
+        rule, secret = samples()[0]
+        path, r = self.request("header", secret, host="docs.test")
+        self.assertEqual(r.status, 403, r)
+
+
+class DlpPolicyTest(unittest.TestCase):
+    """policy check (errors at their line) and policy explain, offline."""
+
+    def setUp(self):
+        self.td = T.TempDir("sgtest-dlp-policy-")
+        self.addCleanup(self.td.cleanup)
+        d = self.td.path
+        os.makedirs(os.path.join(d, "policies"))
+        self.pol = os.path.join(d, "policies", "p.yaml")
+        self.cfg = os.path.join(d, "sandgate.yaml")
+        with open(self.cfg, "w") as f:
+            f.write("state_dir: ./var\npolicies: [./policies]\n"
+                "vault: { db: ./var/vault.db, key_file: ./certs/vault.key }\n"
+                "ca: { cert: ./certs/ca.crt, key: ./certs/ca.key }\n")
+
+    def write(self, dlp):
+        with open(self.pol, "w") as f:
+            f.write("policies:\n  - name: p\n    allow:\n"
+                "      - host: api.example.com\n        tls: intercept\n"
+                "      - host: pass.example.com\n" + dlp)
+
+    def test_check_errors_at_their_line(self):
+        self.write("    dlp:\n"                        # line 7
+                   "      mode: stop\n"                # 8
+                   "      rules:\n"                    # 9
+                   "        - id: Bad_Id\n"            # 10
+                   "          regex: 'x+'\n"           # 11
+                   "        - id: jwt\n"               # 12
+                   "          regex: 'y+'\n"           # 13
+                   "          severity: urgent\n"      # 14
+                   "          entropy: nine\n"         # 15
+                   "        - regex: 'z'\n"            # 16
+                   "      allow:\n"                    # 17
+                   "        - hots: a.example.com\n"   # 18
+                   "      colour: red\n")              # 19
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 1, r)
+        out = r.stdout + r.stderr
+        for line, what in ((8, "mode: expected block, report or off"),
+                           (10, "is not a rule id"),
+                           (12, "is a default rule's id"),
+                           (14, "severity: expected"),
+                           (15, "entropy: expected"),
+                           (16, "id is required"),
+                           (18, 'unknown key "hots"'),
+                           (19, 'unknown key "colour"')):
+            self.assertRegex(out, r"p\.yaml:%d:\d+: [^\n]*%s" % (line,
+                re.escape(what)), out)
+        # a regex Hyperscan refuses, at its line; an allow naming no rule
+        self.write("    dlp:\n      rules:\n        - id: broken\n"
+                   "          regex: 'a(b'\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertRegex(r.stdout + r.stderr, r"p\.yaml:10:\d+: dlp: regex:")
+        self.write("    dlp:\n      allow:\n        - rule: nope\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertRegex(r.stdout + r.stderr,
+            r"p\.yaml:9:\d+: rule: no dlp rule is named \"nope\"")
+        self.write("    dlp:\n      mode: report\n      rules:\n"
+                   "        - id: acme\n          regex: 'acme_[a-z]{8}'\n"
+                   "      allow:\n        - rule: dns-encoded-name\n"
+                   "        - host: '*.example.org'\n          rule: acme\n")
+        r = T.run_sandgate("policy", "check", "-c", self.cfg)
+        self.assertEqual(r.returncode, 0, r)
+
+    def test_explain(self):
+        self.write("    dlp:\n      allow:\n        - path: /health\n")
+        def explain(target, *extra):
+            r = T.run_sandgate("policy", "explain", "-c", self.cfg, "--policy",
+                "p", *extra, target)
+            self.assertEqual(r.returncode, 0, r)
+            return r.stdout
+        self.assertIn("dlp: block (request target, headers and bodies are "
+            "scanned)", explain("api.example.com:443"))
+        self.assertIn("dlp: block, does not apply (TLS is passed through",
+            explain("pass.example.com:443"))
+        self.assertIn("does not apply (an allow entry exempts it)",
+            explain("api.example.com:443", "--method", "GET", "--path",
+            "/health"))
+        doc = json.loads(explain("api.example.com:443", "--format", "json"))
+        self.assertEqual(doc["dlp"]["mode"], "block")
+        self.assertTrue(doc["dlp"]["applies"])
+        self.write("")
+        self.assertIn("dlp: off, does not apply",
+            explain("api.example.com:443"))
+
+
+if __name__ == "__main__":
+    T.main()
