@@ -117,6 +117,12 @@ struct policy_verdict {
 	 */
 	int		 report_mode;
 	enum sg_reason	 report;
+	/*
+	 * mode: ask: 1 when no rule allowed it (default-deny, not a deny
+	 * rule) in a policy in mode: ask -- the listener holds the request
+	 * and asks an operator (docs/approvals.md) instead of refusing.
+	 */
+	int		 ask;
 };
 
 /*

@@ -48,6 +48,7 @@ struct policy_private {
 struct policy_def {
 	char		*name;
 	int		 report;	/* mode: report (policy_report_relaxes()) */
+	int		 ask;		/* mode: ask: what no rule allows is asked (approval.h) */
 	struct policy_rule *allow;
 	size_t		 n_allow;
 	struct policy_rule *deny;

@@ -874,10 +874,13 @@ pl_policy(struct pload *l, const struct ynode *n)
 		else if (strcmp(s, "mode") == 0) {
 			if (c->type == YNODE_SCALAR && strcmp(c->str, "report") == 0)
 				def->report = 1;
+			else if (c->type == YNODE_SCALAR &&
+			    strcmp(c->str, "ask") == 0)
+				def->ask = 1;
 			else if (c->type != YNODE_SCALAR ||
 			    strcmp(c->str, "enforce") != 0)
-				ycheck_err(&l->c, c, "mode: expected enforce "
-				    "or report");
+				ycheck_err(&l->c, c, "mode: expected enforce, "
+				    "report or ask");
 		} else if (strcmp(s, "countries") == 0)
 			pl_countries(l, c, def);
 		else if (strcmp(s, "asns") == 0)

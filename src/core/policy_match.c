@@ -775,6 +775,7 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 		if (v->report == REASON_NONE &&
 		    !policy_verdict_report(v, REASON_POLICY_DENY)) {
 			verdict_deny(v, "default-deny", REASON_POLICY_DENY);
+			v->ask = def->ask;
 			return 0;
 		}
 		/* Reported: passed through as no rule says otherwise. */
