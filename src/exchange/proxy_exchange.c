@@ -222,6 +222,7 @@ exchange_free(struct exchange *x)
 {
 	if (x == NULL)
 		return;
+	approval_exchange_gone(x);
 	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);
 	if (x->fwd.head != NULL)

@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""
+End-to-end tests of mode: ask (docs/approvals.md): a request no rule allows
+is held while the operator is asked. A held curl (absolute form, CONNECT)
+and a SOCKS5 connect each approved (200 from the origin), denied (403 /
+SOCKS5 0x02, approval-denied) and timed out (approval-timeout); a burst to
+one destination waits on one question; 200 pending questions listed;
+approval.max_pending refuses more at once; --for answers decide later
+requests by themselves and expire; the CLI lists and answers; each question,
+answer and held request has its audit row.
+"""
+
+import concurrent.futures
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest as T  # noqa: E402
+
+ORIGIN_HOST = "127.0.0.2"
+NAMES = ["ok.test", "held.test", "burst.test", "socks.test", "timeout.test",
+         "deny.test", "for.test", "a.wild.test", "b.wild.test", "cli.test",
+         "limit.test", "sdeny.test", "stime.test", "connect.test"]
+
+
+def admin(sock, method, path, body=None):
+    data = b"" if body is None else json.dumps(body).encode()
+    st, _, rest = T.unix_http(sock, ("%s %s HTTP/1.1\r\nHost: sandgate\r\n"
+        "Connection: close\r\nContent-Type: application/json\r\n"
+        "Content-Length: %d\r\n\r\n" % (method, path, len(data))).encode()
+        + data)
+    try:
+        doc = json.loads(rest) if rest.strip() else None
+    except ValueError:
+        doc = None
+    return st, doc
+
+
+def policy(port, max_pending=None):
+    return ("sandboxes:\n"
+        "  - id: agent\n"
+        "    policy: asking\n"
+        "    source: [127.0.0.1/32]\n"
+        "policies:\n"
+        "  - name: asking\n"
+        "    mode: ask\n"
+        "    allow:\n"
+        "      - host: ok.test\n"
+        "        ports: [%d]\n"
+        "    deny:\n"
+        "      - host: never.test\n"
+        "    allow_private: [%s/32]\n" % (port, ORIGIN_HOST))
+
+
+class ApprovalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-approval-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.origin = T.Origin("plain", host=ORIGIN_HOST)
+        cls.addClassCleanup(cls.origin.stop)
+        names = NAMES + ["never.test"] + ["n%d.many.test" % i
+                                          for i in range(200)]
+        cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in names])
+        cls.addClassCleanup(cls.dns.stop)
+        cls.sock = os.path.join(d, "adm.sock")
+        cls.sport = T.free_port()
+        cls.gw = T.Gateway(d, cls.dns, {"p.yaml": policy(cls.origin.port)},
+            extra={"listen": {"admin": cls.sock,
+                              "socks5": "127.0.0.1:%d" % cls.sport},
+                   "approval": {"timeout": "3s", "max_pending": 300}})
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        deadline = time.time() + 10 * T.SLOW
+        while not os.path.exists(cls.sock) and time.time() < deadline:
+            time.sleep(0.05)
+        cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=64)
+        cls.addClassCleanup(cls.pool.shutdown)
+
+    # ---------------------------------------------------------------- helpers
+
+    def url(self, host, path="/x"):
+        return "http://%s:%d%s" % (host, self.origin.port, path)
+
+    def curl_bg(self, host, path="/x", socks=False, connect=False):
+        if socks:
+            proxy = "socks5h://127.0.0.1:%d" % self.sport
+            args = ()
+        else:
+            proxy = self.gw.url
+            args = ("-p",) if connect else ()
+        return self.pool.submit(T.curl, self.url(host, path), proxy=proxy,
+                                args=args, tmp=self.td.path, timeout=30)
+
+    def pending(self):
+        st, doc = admin(self.sock, "GET", "/v1/approvals")
+        self.assertEqual(st, 200, doc)
+        return doc["approvals"]
+
+    def wait_question(self, host, waiting=1, timeout=10):
+        deadline = time.time() + timeout * T.SLOW
+        while time.time() < deadline:
+            for q in self.pending():
+                if q["host"] == host and q["waiting"] >= waiting:
+                    return q
+            time.sleep(0.05)
+        self.fail("no question for %s with %d waiting: %s" % (
+            host, waiting, self.pending()))
+
+    def answer(self, qid, ans, **kw):
+        body = {"answer": ans}
+        body.update(kw)
+        return admin(self.sock, "POST", "/v1/approvals/%d" % qid, body)
+
+    def rows(self, **match):
+        return self.gw.audit_rows(**match)
+
+    def wait_rows(self, n, **match):
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            r = self.rows(**match)
+            if len(r) >= n:
+                return r
+            time.sleep(0.1)
+        return self.rows(**match)
+
+    def reason(self, r):
+        hv = [v for _, h in r.blocks for v in h.get("x-sandgate-reason", [])]
+        return hv[-1] if hv else None
+
+    # ------------------------------------------------------------------ tests
+
+    def test_allowed_not_asked(self):
+        r = T.curl(self.url("ok.test"), proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertEqual([q for q in self.pending() if q["host"] == "ok.test"],
+                         [])
+
+    def test_deny_rule_not_asked(self):
+        t0 = time.time()
+        r = T.curl(self.url("never.test"), proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 403)
+        self.assertEqual(self.reason(r), "policy-deny")
+        self.assertLess(time.time() - t0, 2.5)
+
+    def test_held_curl_approved(self):
+        f = self.curl_bg("held.test", "/approved")
+        q = self.wait_question("held.test")
+        self.assertEqual(q["sandbox"], "agent")
+        self.assertEqual(q["port"], self.origin.port)
+        self.assertFalse(f.done(), "answered before the operator did")
+        st, doc = self.answer(q["id"], "approve")
+        self.assertEqual(st, 200, doc)
+        self.assertEqual(doc["waiting"], 1)
+        self.assertTrue(doc["user"])
+        r = f.result()
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertTrue(self.origin.saw_path("/approved"))
+        row = self.wait_rows(1, host="held.test", path="/approved")[0]
+        self.assertEqual(row["decision"], "allow")
+        self.assertEqual(row["rule"], "approval:%d" % q["id"])
+        # The question's row and the answer's, with who answered.
+        self.assertEqual(len(self.wait_rows(1, host="held.test",
+                                            method="ASK")), 1)
+        ans = self.wait_rows(1, host="held.test", method="APPROVE")[0]
+        self.assertIn("user=", ans["path"])
+        self.assertEqual(ans["rule"], "approval:%d" % q["id"])
+        # Once: the next request asks again.
+        f = self.curl_bg("held.test", "/again")
+        q2 = self.wait_question("held.test")
+        self.assertNotEqual(q2["id"], q["id"])
+        self.answer(q2["id"], "deny")
+        self.assertEqual(f.result().status, 403)
+
+    def test_held_connect_approved_and_denied(self):
+        f = self.curl_bg("connect.test", "/via-connect", connect=True)
+        q = self.wait_question("connect.test")
+        self.answer(q["id"], "approve")
+        r = f.result()
+        self.assertEqual(r.status, 200, r.stderr)
+        f = self.curl_bg("connect.test", "/via-connect2", connect=True)
+        q = self.wait_question("connect.test")
+        self.answer(q["id"], "deny")
+        r = f.result()
+        self.assertEqual(r.status, 403, r.stderr)
+        self.assertEqual(self.reason(r), "approval-denied")
+
+    def test_held_curl_denied(self):
+        f = self.curl_bg("deny.test", "/denied")
+        q = self.wait_question("deny.test")
+        self.answer(q["id"], "deny")
+        r = f.result()
+        self.assertEqual(r.status, 403)
+        self.assertEqual(self.reason(r), "approval-denied")
+        self.assertFalse(self.origin.saw_path("/denied"))
+        row = self.wait_rows(1, host="deny.test", path="/denied")[0]
+        self.assertEqual(row["reason"], "approval-denied")
+        self.assertEqual(row["decision"], "deny")
+
+    def test_held_curl_timeout(self):
+        t0 = time.time()
+        r = T.curl(self.url("timeout.test", "/late"), proxy=self.gw.url,
+                   tmp=self.td.path)
+        took = time.time() - t0
+        self.assertEqual(r.status, 403)
+        self.assertEqual(self.reason(r), "approval-timeout")
+        self.assertGreaterEqual(took, 2.5)
+        self.assertLess(took, 8 * T.SLOW)
+        self.assertEqual(self.wait_rows(1, host="timeout.test",
+                                        path="/late")[0]["reason"],
+                         "approval-timeout")
+
+    def test_burst_one_question(self):
+        n = 12
+        fs = [self.curl_bg("burst.test", "/pkg%d" % i) for i in range(n)]
+        q = self.wait_question("burst.test", waiting=n)
+        self.assertEqual(len([x for x in self.pending()
+                              if x["host"] == "burst.test"]), 1)
+        self.assertEqual(q["waiting"], n)
+        st, doc = self.answer(q["id"], "approve")
+        self.assertEqual(doc["waiting"], n)
+        for f in fs:
+            self.assertEqual(f.result().status, 200)
+
+    def test_socks5_approved_denied_timeout(self):
+        f = self.curl_bg("socks.test", "/s-ok", socks=True)
+        q = self.wait_question("socks.test")
+        self.answer(q["id"], "approve")
+        r = f.result()
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertTrue(self.origin.saw_path("/s-ok"))
+        f = self.curl_bg("sdeny.test", "/s-no", socks=True)
+        q = self.wait_question("sdeny.test")
+        self.answer(q["id"], "deny")
+        r = f.result()
+        self.assertNotEqual(r.rc, 0)
+        self.assertIn("(2)", r.stderr)
+        t0 = time.time()
+        r = T.curl(self.url("stime.test", "/s-late"),
+                   proxy="socks5h://127.0.0.1:%d" % self.sport,
+                   tmp=self.td.path)
+        self.assertNotEqual(r.rc, 0)
+        self.assertGreaterEqual(time.time() - t0, 2.5)
+        rows = self.wait_rows(1, host="stime.test", kind="socks5")
+        self.assertEqual([x["reason"] for x in rows if x["method"] != "ASK"],
+                         ["approval-timeout"])
+        rows = self.wait_rows(1, host="sdeny.test", kind="socks5")
+        self.assertIn("approval-denied", [x["reason"] for x in rows])
+
+    def test_for_answer_and_scope(self):
+        f = self.curl_bg("a.wild.test", "/w1")
+        q = self.wait_question("a.wild.test")
+        st, doc = self.answer(q["id"], "approve", scope="*.other.test")
+        self.assertEqual(st, 400, doc)
+        st, doc = self.answer(q["id"], "approve", scope="*.wild.test",
+                              **{"for": "2s"})
+        self.assertEqual(st, 200, doc)
+        self.assertEqual(f.result().status, 200)
+        # In scope: no question while it lasts.
+        t0 = time.time()
+        r = T.curl(self.url("b.wild.test", "/w2"), proxy=self.gw.url,
+                   tmp=self.td.path)
+        self.assertEqual(r.status, 200)
+        self.assertLess(time.time() - t0, 1.5)
+        time.sleep(2.5)
+        # Expired: asked again.
+        f = self.curl_bg("b.wild.test", "/w3")
+        q = self.wait_question("b.wild.test")
+        self.answer(q["id"], "deny", **{"for": "1h"})
+        self.assertEqual(f.result().status, 403)
+        r = T.curl(self.url("b.wild.test", "/w4"), proxy=self.gw.url,
+                   tmp=self.td.path)
+        self.assertEqual(r.status, 403)
+        self.assertEqual(self.reason(r), "approval-denied")
+
+    def test_cli(self):
+        f = self.curl_bg("cli.test", "/c1")
+        q = self.wait_question("cli.test")
+        r = T.run_sandgate("approvals", "--socket", self.sock)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("cli.test:%d" % self.origin.port, r.stdout)
+        self.assertIn("agent", r.stdout)
+        r = T.run_sandgate("approve", str(q["id"]), "--socket", self.sock)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(f.result().status, 200)
+        r = T.run_sandgate("deny", str(q["id"]), "--socket", self.sock)
+        self.assertEqual(r.returncode, 1)
+        r = T.run_sandgate("approve", "x", "--socket", self.sock)
+        self.assertEqual(r.returncode, 2)
+
+    def test_many_pending_and_limit(self):
+        fs = [self.curl_bg("n%d.many.test" % i, "/m") for i in range(60)]
+        deadline = time.time() + 20 * T.SLOW
+        while time.time() < deadline:
+            got = [q for q in self.pending() if q["host"].endswith(".many.test")]
+            if len(got) >= 60:
+                break
+            time.sleep(0.1)
+        self.assertEqual(len(got), 60)
+        for q in got:
+            self.answer(q["id"], "deny")
+        for f in fs:
+            self.assertEqual(f.result().status, 403)
+
+
+if __name__ == "__main__":
+    T.main()
