@@ -1009,6 +1009,11 @@ int		 approval_worker_init(struct worker *);
 void		 approval_worker_free(struct worker *);
 /* Every worker looks at its held requests (any thread). */
 void		 approval_wake_all(struct proxy *);
+/* The DNS listener's side (struct dns_server_env's ask, ask_collect, ask_leave; arg: the proxy). */
+int		 approval_dns_ask(void *p, const char *sandbox, const char *host,
+		    uint64_t *id);
+int		 approval_dns_collect(void *p, uint64_t id);
+void		 approval_dns_leave(void *p, uint64_t id);
 /* proxy_admin_approval.c: GET /v1/approvals, POST /v1/approvals/{id}: 1 when handled. */
 struct evhttp_request;
 int		 admin_approvals(struct proxy *, struct evhttp_request *,

@@ -18,6 +18,7 @@
 #include "core/fairshare.h"
 #include "core/log.h"
 #include "exchange/exchange.h"
+#include "proxy/proxy.h"
 
 #define APPROVAL_TICK_MS	500
 
@@ -75,6 +76,8 @@ wake_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
+	if (w->dns != NULL)
+		dns_server_held_wake(w->dns);
 	if (w->n_held == 0)
 		return;
 	TAILQ_FOREACH(s, &w->exchanges, entry)
@@ -269,4 +272,60 @@ approval_gate(struct exchange *s, struct decision *d)
 		refuse(d, REASON_APPROVAL_TIMEOUT, id);
 		return;
 	}
+}
+
+int
+approval_dns_ask(void *arg, const char *sandbox, const char *host,
+    uint64_t *id)
+{
+	struct proxy *p = arg;
+	struct audit_event ev;
+	enum approval_state st;
+	char rule[48];
+	int created = 0;
+
+	pthread_mutex_lock(&p->approval_mtx);
+	st = approval_ask(p->approvals, sandbox, host, 0, fairshare_now_ms(),
+	    p->cfg->approval_timeout_ms, p->cfg->approval_max_pending, id,
+	    &created);
+	pthread_mutex_unlock(&p->approval_mtx);
+	if (created) {
+		log_info("approval %" PRIu64 ": sandbox %s asks for %s (DNS)",
+		    *id, sandbox, host);
+		snprintf(rule, sizeof(rule), "approval:%" PRIu64, *id);
+		memset(&ev, 0, sizeof(ev));
+		ev.kind = "dns";
+		ev.client = "-";
+		ev.sandbox = sandbox;
+		ev.host = host;
+		ev.port = -1;
+		ev.asn = -1;
+		ev.method = "ASK";
+		ev.rule = rule;
+		ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;
+		audit_submit(p->audit, &ev);
+	}
+	return (int)st;
+}
+
+int
+approval_dns_collect(void *arg, uint64_t id)
+{
+	struct proxy *p = arg;
+	enum approval_state st;
+
+	pthread_mutex_lock(&p->approval_mtx);
+	st = approval_collect(p->approvals, id, fairshare_now_ms());
+	pthread_mutex_unlock(&p->approval_mtx);
+	return (int)st;
+}
+
+void
+approval_dns_leave(void *arg, uint64_t id)
+{
+	struct proxy *p = arg;
+
+	pthread_mutex_lock(&p->approval_mtx);
+	approval_leave(p->approvals, id);
+	pthread_mutex_unlock(&p->approval_mtx);
 }

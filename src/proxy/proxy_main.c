@@ -185,6 +185,10 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.fair = p->fair;
 		env.max_ttl = 300;
 		env.idle_timeout_ms = 10000;
+		env.ask = approval_dns_ask;
+		env.ask_collect = approval_dns_collect;
+		env.ask_leave = approval_dns_leave;
+		env.ask_arg = p;
 		/* The server owns both descriptors from here, also on failure. */
 		w->dns = dns_server_new(&env, p->dns_fds[0][index],
 		    p->dns_fds[1][index]);

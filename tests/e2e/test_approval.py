@@ -13,6 +13,8 @@ answer and held request has its audit row.
 import concurrent.futures
 import json
 import os
+import re
+import subprocess
 import sys
 import time
 import unittest
@@ -24,7 +26,8 @@ import sgtest as T  # noqa: E402
 ORIGIN_HOST = "127.0.0.2"
 NAMES = ["ok.test", "held.test", "burst.test", "socks.test", "timeout.test",
          "deny.test", "for.test", "a.wild.test", "b.wild.test", "cli.test",
-         "limit.test", "sdeny.test", "stime.test", "connect.test"]
+         "limit.test", "sdeny.test", "stime.test", "connect.test",
+         "dok.test", "ddeny.test", "dtime.test"]
 
 
 def admin(sock, method, path, body=None):
@@ -70,9 +73,11 @@ class ApprovalTest(unittest.TestCase):
         cls.addClassCleanup(cls.dns.stop)
         cls.sock = os.path.join(d, "adm.sock")
         cls.sport = T.free_port()
+        cls.dport = T.free_port(udp_too=True)
         cls.gw = T.Gateway(d, cls.dns, {"p.yaml": policy(cls.origin.port)},
             extra={"listen": {"admin": cls.sock,
-                              "socks5": "127.0.0.1:%d" % cls.sport},
+                              "socks5": "127.0.0.1:%d" % cls.sport,
+                              "dns": "127.0.0.1:%d" % cls.dport},
                    "approval": {"timeout": "3s", "max_pending": 300}})
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
@@ -128,6 +133,17 @@ class ApprovalTest(unittest.TestCase):
                 return r
             time.sleep(0.1)
         return self.rows(**match)
+
+    def dig(self, name):
+        """One UDP query, no retry; (status, answer addresses)."""
+        r = subprocess.run([T.DIG, "@127.0.0.1", "-p", str(self.dport),
+                            "+tries=1", "+time=%d" % int(15 * T.SLOW), name,
+                            "A"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True,
+                           timeout=30 * T.SLOW)
+        m = re.search(r"status: ([A-Z]+)", r.stdout)
+        addrs = re.findall(r"^\S+\s+\d+\s+IN\s+A\s+(\S+)$", r.stdout, re.M)
+        return (m.group(1) if m else None), addrs
 
     def reason(self, r):
         hv = [v for _, h in r.blocks for v in h.get("x-sandgate-reason", [])]
@@ -251,6 +267,36 @@ class ApprovalTest(unittest.TestCase):
                          ["approval-timeout"])
         rows = self.wait_rows(1, host="sdeny.test", kind="socks5")
         self.assertIn("approval-denied", [x["reason"] for x in rows])
+
+    def test_dns_approved_denied_timeout(self):
+        f = self.pool.submit(self.dig, "dok.test")
+        q = self.wait_question("dok.test")
+        self.assertEqual(q["port"], 0)
+        self.assertFalse(f.done())
+        self.answer(q["id"], "approve")
+        st, addrs = f.result()
+        self.assertEqual(st, "NOERROR")
+        self.assertEqual(addrs, [ORIGIN_HOST])
+        row = [x for x in self.wait_rows(1, host="dok.test", kind="dns")
+               if x["method"] != "ASK"][0]
+        self.assertEqual(row["decision"], "allow")
+        self.assertEqual(row["rule"], "approval:%d" % q["id"])
+        f = self.pool.submit(self.dig, "ddeny.test")
+        q = self.wait_question("ddeny.test")
+        self.answer(q["id"], "deny")
+        st, addrs = f.result()
+        self.assertEqual(st, "REFUSED")
+        self.assertEqual(addrs, [])
+        t0 = time.time()
+        st, addrs = self.dig("dtime.test")
+        self.assertEqual(st, "REFUSED")
+        self.assertGreaterEqual(time.time() - t0, 2.5)
+        rows = [x for x in self.wait_rows(2, host="dtime.test", kind="dns")
+                if x["method"] != "ASK"]
+        self.assertEqual([x["reason"] for x in rows], ["approval-timeout"])
+        rows = [x for x in self.wait_rows(2, host="ddeny.test", kind="dns")
+                if x["method"] != "ASK"]
+        self.assertEqual([x["reason"] for x in rows], ["approval-denied"])
 
     def test_for_answer_and_scope(self):
         f = self.curl_bg("a.wild.test", "/w1")
