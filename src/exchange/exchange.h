@@ -787,6 +787,7 @@ struct decide_in {
 	size_t		 tunnel_host_len;
 	const char	*tunnel_abs;	/* ... an absolute target's authority */
 	size_t		 tunnel_abs_len;
+	int		 no_ask;	/* mode: ask never holds it (an address alone) */
 };
 /*
  * Fills s->target (as written when invalid) and s->verdict (rule named

@@ -193,7 +193,7 @@ hold(struct exchange *s, uint64_t id)
 		s->w->n_held++;
 	}
 	/* Its head is read again from its start once answered. */
-	if (s->c->kind != KIND_SOCKS5)
+	if (s->c->kind != KIND_SOCKS5 && s->c->kind != KIND_TRANSPARENT)
 		s->head_pending = 1;
 	bufferevent_disable(s->c->cbev, EV_READ);
 }

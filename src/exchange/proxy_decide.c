@@ -115,7 +115,7 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 		q.target = &s->target;
 	(void)decide(&env, &q, &d);
 	/* mode: ask: no rule allowed it -- held, or answered already. */
-	if (d.v.ask && q.listener != DECIDE_TUNNEL)
+	if (d.v.ask && q.listener != DECIDE_TUNNEL && !in->no_ask)
 		approval_gate(s, &d);
 	/* Inside a tunnel an answer opened: what it carries goes as it does. */
 	else if (d.v.ask && q.tunnel_rule != NULL &&
