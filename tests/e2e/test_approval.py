@@ -354,5 +354,67 @@ class ApprovalTest(unittest.TestCase):
             self.assertEqual(f.result().status, 403)
 
 
+class ApprovalLimitTest(unittest.TestCase):
+    """approval.max_pending: the sandbox's next question is refused at once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-approval-limit-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.origin = T.Origin("plain", host=ORIGIN_HOST)
+        cls.addClassCleanup(cls.origin.stop)
+        cls.dns = T.Dnsmasq(d, [("l%d.test" % i, ORIGIN_HOST)
+                                for i in range(4)])
+        cls.addClassCleanup(cls.dns.stop)
+        cls.sock = os.path.join(d, "adm.sock")
+        cls.gw = T.Gateway(d, cls.dns, {"p.yaml": policy(cls.origin.port)},
+            extra={"listen": {"admin": cls.sock},
+                   "approval": {"timeout": "20s", "max_pending": 2}})
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        deadline = time.time() + 10 * T.SLOW
+        while not os.path.exists(cls.sock) and time.time() < deadline:
+            time.sleep(0.05)
+        cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+        cls.addClassCleanup(cls.pool.shutdown)
+
+    def test_limit(self):
+        url = "http://l%d.test:" + str(self.origin.port) + "/"
+        fs = [self.pool.submit(T.curl, url % i, proxy=self.gw.url,
+                               tmp=self.td.path, timeout=30)
+              for i in range(2)]
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            st, doc = admin(self.sock, "GET", "/v1/approvals")
+            if len(doc["approvals"]) == 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(doc["approvals"]), 2)
+        # A third destination: refused at once, 429 approval-limit.
+        t0 = time.time()
+        r = T.curl(url % 2, proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 429)
+        self.assertLess(time.time() - t0, 3 * T.SLOW)
+        hv = [v for _, h in r.blocks for v in h.get("x-sandgate-reason", [])]
+        self.assertEqual(hv[-1:], ["approval-limit"])
+        # Joining a question already asked is within it.
+        f = self.pool.submit(T.curl, url % 0, proxy=self.gw.url,
+                             tmp=self.td.path, timeout=30)
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            st, doc = admin(self.sock, "GET", "/v1/approvals")
+            if max(q["waiting"] for q in doc["approvals"]) == 2:
+                break
+            time.sleep(0.05)
+        for q in doc["approvals"]:
+            admin(self.sock, "POST", "/v1/approvals/%d" % q["id"],
+                  {"answer": "approve"})
+        for x in fs + [f]:
+            self.assertEqual(x.result().status, 200)
+        rows = self.gw.audit_rows(host="l2.test")
+        self.assertEqual([x["reason"] for x in rows], ["approval-limit"])
+
+
 if __name__ == "__main__":
     T.main()
