@@ -4,10 +4,13 @@
  * list the questions held requests wait on, and answer them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -175,6 +178,150 @@ cmd_approvals(int argc, char *argv[])
 	return rc;
 }
 
+/* The first directory among the config's policies: where approved/ goes. */
+static int
+policies_dir(const char *cfg_path, char *out, size_t len)
+{
+	struct config *cfg;
+	struct stat st;
+	int i, found = -1;
+
+	if (cmd_load(cfg_path, &cfg, NULL) == -1)
+		return -1;
+	for (i = 0; i < cfg->n_policy_paths && found == -1; i++)
+		if (stat(cfg->policy_paths[i], &st) == 0 &&
+		    S_ISDIR(st.st_mode) && (size_t)snprintf(out, len, "%s",
+		    cfg->policy_paths[i]) < len)
+			found = 0;
+	config_free(cfg);
+	if (found == -1)
+		cmd_error("approve --always: the config's policies name no "
+		    "directory to write approved/ in");
+	return found;
+}
+
+/* [a-z0-9.-] of s, the rest as '_': a file name's part. */
+static void
+file_part(const char *s, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0' && i + 1 < len; i++)
+		out[i] = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' &&
+		    s[i] <= '9') || s[i] == '.' || s[i] == '-' ? s[i] : '_';
+	out[i] = '\0';
+}
+
+/*
+ * --always: the question's sandbox's policy gets an allow rule for its
+ * destination (or scope) in an overlay file of its own under the policies
+ * directory's approved/, and the gateway reloads: kept across restarts,
+ * shown by policy check and explain. 0, or the exit status.
+ */
+static int
+write_always(const char *cfg_path, const char *sock, const char *id,
+    const char *scope)
+{
+	char *body = NULL, dir[4096], path[4400], hp[256], uri[128];
+	char text[1024], user[64];
+	const char *host = NULL, *pol = NULL, *sb = NULL;
+	json_t *j = NULL, *sj = NULL, *e, *q = NULL;
+	long long port = 0;
+	size_t i;
+	int st, rc, fd, n;
+
+	if ((rc = call("approve", sock, "GET", "/v1/approvals", NULL, &st,
+	    &body, &j)) != 0)
+		return rc;
+	free(body);
+	json_array_foreach(json_object_get(j, "approvals"), i, e)
+		if (json_integer_value(json_object_get(e, "id")) ==
+		    strtoll(id, NULL, 10))
+			q = e;
+	if (q == NULL) {
+		json_decref(j);
+		return cmd_error("approve %s: no such pending question", id);
+	}
+	host = str(q, "host");
+	sb = str(q, "sandbox");
+	port = json_integer_value(json_object_get(q, "port"));
+	snprintf(uri, sizeof(uri), "/v1/sandboxes/%s", sb);
+	if ((rc = call("approve", sock, "GET", uri, NULL, &st, &body,
+	    &sj)) != 0) {
+		json_decref(j);
+		return rc;
+	}
+	free(body);
+	pol = str(sj, "policy");
+	if (st != 200 || *pol == '\0') {
+		json_decref(j);
+		json_decref(sj);
+		return cmd_error("approve %s: the gateway does not know sandbox "
+		    "%s's policy", id, sb);
+	}
+	if (scope == NULL)
+		n = port != 0 ? snprintf(text, sizeof(text), "    - host: "
+		    "\"%s\"\n      ports: [%lld]\n", host, port) :
+		    snprintf(text, sizeof(text), "    - host: \"%s\"\n", host);
+	else if (strncmp(scope, "*.", 2) == 0)
+		n = snprintf(text, sizeof(text), "    - host: \"%s\"\n"
+		    "    - host: \"%s\"\n", scope + 2, scope);
+	else if (strchr(scope, ':') != NULL && scope[0] != '[') {
+		const char *c = strrchr(scope, ':');
+
+		n = snprintf(text, sizeof(text), "    - host: \"%.*s\"\n"
+		    "      ports: [%s]\n", (int)(c - scope), scope, c + 1);
+	} else
+		n = snprintf(text, sizeof(text), "    - host: \"%s\"\n", scope);
+	if (n < 0 || (size_t)n >= sizeof(text) || strpbrk(scope != NULL ?
+	    scope : host, "\"\\\n") != NULL) {
+		json_decref(j);
+		json_decref(sj);
+		return cmd_error("approve %s: a scope that cannot be written",
+		    id);
+	}
+	if (policies_dir(cfg_path, dir, sizeof(dir)) == -1) {
+		json_decref(j);
+		json_decref(sj);
+		return 1;
+	}
+	file_part(scope != NULL ? scope : host, hp, sizeof(hp));
+	snprintf(path, sizeof(path), "%s/approved", dir);
+	if (mkdir(path, 0755) == -1 && errno != EEXIST) {
+		json_decref(j);
+		json_decref(sj);
+		return cmd_error("approve: %s: %s", path, strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/approved/%s--%s--%lld.yaml", dir, pol,
+	    hp, scope != NULL ? 0 : port);
+	snprintf(user, sizeof(user), "%s", getenv("SUDO_USER") != NULL ?
+	    getenv("SUDO_USER") : getenv("USER") != NULL ? getenv("USER") :
+	    "?");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd == -1 || dprintf(fd, "# sandgate approve %s --always: sandbox "
+	    "%s, %s:%lld (docs/approvals.md)\napproved:\n  %s:\n%s", id, sb,
+	    host, port, pol, text) < 0 || close(fd) == -1) {
+		json_decref(j);
+		json_decref(sj);
+		return cmd_error("approve: %s: %s", path, strerror(errno));
+	}
+	json_decref(j);
+	json_decref(sj);
+	if ((rc = call("approve", sock, "POST", "/v1/reload", NULL, &st, &body,
+	    &j)) != 0)
+		return rc;
+	free(body);
+	if (st != 200 || !json_is_true(json_object_get(j, "ok"))) {
+		(void)unlink(path);
+		json_decref(j);
+		return cmd_error("approve %s --always: the gateway did not "
+		    "take %s; removed it", id, path);
+	}
+	json_decref(j);
+	printf("approve %s --always: wrote %s\n", id, path);
+	return 0;
+}
+
 static int
 answer(int argc, char *argv[], int approve)
 {
@@ -225,6 +372,15 @@ answer(int argc, char *argv[], int approve)
 		    cmd);
 	if ((rc = sock_of(cfg_path, sock, cmd, &path)) != 0)
 		return rc;
+	/* The rule first: the requests waiting then go on under it. */
+	if (always) {
+		if ((rc = write_always(cfg_path, path, id, scope)) != 0) {
+			free(path);
+			return rc;
+		}
+		always = 0;
+		scope = NULL;
+	}
 	o = json_pack("{s:s}", "answer", approve ? "approve" : "deny");
 	if (o != NULL && forv != NULL)
 		json_object_set_new(o, "for", json_string(forv));

@@ -1555,6 +1555,46 @@ pl_section(struct pload *l, const struct ynode *n,
 		item(l, it);
 }
 
+/*
+ * approved: {POLICY: [allow rules]} -- what an operator answered with
+ * `sandgate approve --always` (docs/approvals.md), written under the
+ * policies directory's approved/ and read after its own files: each rule
+ * is appended to that policy's allow rules, named and explained as theirs.
+ */
+static void
+pl_approved(struct pload *l, const struct ynode *n)
+{
+	const struct ynode *c, *it;
+	struct policy_def *def;
+	struct policy_rule *nv;
+	size_t v;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP,
+	    "approved") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (!pl_hash_get(&l->h_defs, c->key->str, &v)) {
+			ycheck_err(&l->c, c->key, "approved: no policy %s "
+			    "(defined in a file read before this one)",
+			    c->key->str);
+			continue;
+		}
+		if (ynode_is_null(c) || ycheck_is(&l->c, c, YNODE_SEQ,
+		    "approved") == -1)
+			continue;
+		def = &l->p->defs[v];
+		if ((nv = realloc(def->allow, (def->n_allow + c->n) *
+		    sizeof(*nv))) == NULL) {
+			pl_oom(l, c);
+			return;
+		}
+		memset(nv + def->n_allow, 0, c->n * sizeof(*nv));
+		def->allow = nv;
+		for (it = c->first; it != NULL; it = it->next)
+			pl_rule(l, it, &def->allow[def->n_allow++], 1);
+	}
+}
+
 static void
 pl_file(struct pload *l, const char *path)
 {
@@ -1596,10 +1636,12 @@ pl_file(struct pload *l, const char *path)
 			pl_section(l, c, pl_policy);
 		else if (strcmp(c->key->str, "credentials") == 0)
 			pl_section(l, c, pl_credential);
+		else if (strcmp(c->key->str, "approved") == 0)
+			pl_approved(l, c);
 		else
 			ycheck_unknown_of(&l->c, c, "policy document (expected "
 			    "sandboxes, policies or credentials)",
-			    "sandboxes|policies|credentials");
+			    "sandboxes|policies|credentials|approved");
 	}
 out:
 	ytree_free(t);
@@ -1624,7 +1666,7 @@ pl_is_yaml_name(const char *s)
 
 /* The *.yaml and *.yml files directly in dir, in byte order of their names. */
 static void
-pl_dir(struct pload *l, const char *dir)
+pl_dir(struct pload *l, const char *dir, int top)
 {
 	struct dirent *de;
 	struct stat st;
@@ -1671,6 +1713,13 @@ pl_dir(struct pload *l, const char *dir)
 		free(names[i]);
 	}
 	free(names);
+	/* A policies directory's approved/ (answers --always), after its files. */
+	if (!top)
+		return;
+	r = snprintf(path, sizeof(path), "%.*s/approved", (int)dl, dir);
+	if (r > 0 && (size_t)r < sizeof(path) && stat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
+		pl_dir(l, path, 0);
 }
 
 static void
@@ -1686,7 +1735,7 @@ pl_path(struct pload *l, const char *path, int missing_ok)
 		return;
 	}
 	if (S_ISDIR(st.st_mode))
-		pl_dir(l, path);
+		pl_dir(l, path, 1);
 	else
 		pl_file(l, path);
 }

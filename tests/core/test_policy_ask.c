@@ -2,10 +2,13 @@
  * Unit tests for mode: ask (docs/approvals.md): a request no rule allows is
  * marked to be asked (verdict.ask) on every listener, DNS too; a deny rule,
  * an allowed request and a policy in enforce mode never are; a bad mode is
- * an error at its line.
+ * an error at its line. A policies directory's approved/ (sandgate approve
+ * --always) adds allow rules to the policy it names, after its own.
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "helper_core.h"
@@ -112,6 +115,64 @@ test_errors(void)
 	diag_free(&d);
 }
 
+/* A directory of policies with approved/: its rules join the policy's. */
+static void
+test_approved_dir(void)
+{
+	static const struct coretest_diag want[] = {
+		{ 2, 3, "approved: no policy nosuch" },
+	};
+	char dir[1200], sub[1300], *paths[1];
+	struct policy_identity id;
+	struct policy_target t;
+	struct policy_verdict v;
+	struct policy *p;
+	struct diag d;
+
+	snprintf(dir, sizeof(dir), "%s/pdir", tmp_dir);
+	snprintf(sub, sizeof(sub), "%s/approved", dir);
+	CHECK(mkdir(dir, 0755) == 0 && mkdir(sub, 0755) == 0);
+	(void)coretest_tmpfile("pdir/a.yaml", doc);
+	(void)coretest_tmpfile("pdir/approved/asking--new.yaml",
+	    "approved:\n"
+	    "  asking:\n"
+	    "    - host: new.example.com\n"
+	    "      ports: [443]\n");
+	paths[0] = dir;
+	diag_init(&d);
+	p = policy_load_paths(paths, 1, &d);
+	if (p == NULL)
+		diag_print(&d, stderr);
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(policy_identity_by_id(p, "asker", &id) == 0);
+		CHECK(policy_target_init(&t, "new.example.com", 15, 443) == 0);
+		CHECK(policy_decide(p, &id, &t, NULL, NULL, &v) == 1);
+		CHECK_MSG(strcmp(v.rule, "asking:allow[1]") == 0, "%s", v.rule);
+		CHECK(policy_target_init(&t, "new.example.com", 15, 80) == 0);
+		CHECK(policy_decide(p, &id, &t, NULL, NULL, &v) == 0);
+		CHECK(v.ask == 1);
+		/* Not the other policy's. */
+		CHECK(policy_identity_by_id(p, "strict", &id) == 0);
+		CHECK(policy_target_init(&t, "new.example.com", 15, 443) == 0);
+		CHECK(policy_decide(p, &id, &t, NULL, NULL, &v) == 0);
+		policy_unref(p);
+	}
+	diag_free(&d);
+	/* Naming a policy nobody defined: an error at its line. */
+	(void)coretest_tmpfile("pdir/approved/bad.yaml",
+	    "approved:\n"
+	    "  nosuch:\n"
+	    "    - host: x.example.com\n");
+	diag_init(&d);
+	p = policy_load_paths(paths, 1, &d);
+	CHECK(p == NULL);
+	snprintf(sub, sizeof(sub), "%s/approved/bad.yaml", dir);
+	coretest_check_diags(&d, sub, want, sizeof(want) / sizeof(want[0]));
+	diag_free(&d);
+	unlink(sub);
+}
+
 int
 main(void)
 {
@@ -132,5 +193,6 @@ main(void)
 	}
 	diag_free(&d);
 	test_errors();
+	test_approved_dir();
 	return check_summary();
 }

@@ -416,5 +416,80 @@ class ApprovalLimitTest(unittest.TestCase):
         self.assertEqual([x["reason"] for x in rows], ["approval-limit"])
 
 
+class ApprovalAlwaysTest(unittest.TestCase):
+    """approve --always: an overlay rule under policies/approved/, kept
+    across a restart, shown by policy check and policy explain."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.td = T.TempDir("sgtest-approval-always-")
+        cls.addClassCleanup(cls.td.cleanup)
+        d = cls.td.path
+        cls.origin = T.Origin("plain", host=ORIGIN_HOST)
+        cls.addClassCleanup(cls.origin.stop)
+        cls.dns = T.Dnsmasq(d, [("always.test", ORIGIN_HOST),
+                                ("other.test", ORIGIN_HOST)])
+        cls.addClassCleanup(cls.dns.stop)
+        cls.sock = os.path.join(d, "adm.sock")
+        cls.gw = T.Gateway(d, cls.dns, {"p.yaml": policy(cls.origin.port)},
+            extra={"listen": {"admin": cls.sock},
+                   "approval": {"timeout": "3s"}})
+        cls.gw.start()
+        cls.addClassCleanup(cls.gw.stop)
+        cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+        cls.addClassCleanup(cls.pool.shutdown)
+
+    def wait_sock(self):
+        deadline = time.time() + 10 * T.SLOW
+        while not os.path.exists(self.sock) and time.time() < deadline:
+            time.sleep(0.05)
+
+    def test_always_survives_restart(self):
+        self.wait_sock()
+        url = "http://always.test:%d/a" % self.origin.port
+        f = self.pool.submit(T.curl, url, proxy=self.gw.url, tmp=self.td.path,
+                             timeout=30)
+        q = None
+        deadline = time.time() + 10 * T.SLOW
+        while q is None and time.time() < deadline:
+            st, doc = admin(self.sock, "GET", "/v1/approvals")
+            q = next((x for x in doc["approvals"]
+                      if x["host"] == "always.test"), None)
+            time.sleep(0.05)
+        self.assertIsNotNone(q)
+        r = T.run_sandgate("approve", str(q["id"]), "--always", "-c",
+                           self.gw.cfg_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(f.result().status, 200)
+        files = os.listdir(os.path.join(self.gw.policy_dir, "approved"))
+        self.assertEqual(len(files), 1, files)
+        # policy check and explain read it as any policy file.
+        r = T.run_sandgate("policy", "check", "-c", self.gw.cfg_path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = T.run_sandgate("policy", "explain", "-c", self.gw.cfg_path,
+                           "--sandbox", "agent",
+                           "always.test:%d" % self.origin.port)
+        self.assertIn("asking:allow[1]", r.stdout, r.stdout + r.stderr)
+        r = T.run_sandgate("policy", "explain", "-c", self.gw.cfg_path,
+                           "--sandbox", "agent",
+                           "other.test:%d" % self.origin.port)
+        self.assertNotIn("asking:allow[1]", r.stdout)
+        # A restart: the rule decides, nobody is asked.
+        self.gw.proc.stop()
+        self.gw.start()
+        self.wait_sock()
+        t0 = time.time()
+        r = T.curl("http://always.test:%d/after" % self.origin.port,
+                   proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertLess(time.time() - t0, 2 * T.SLOW)
+        rows = self.gw.wait_audit(host="always.test", path="/after")
+        self.assertEqual([x["rule"] for x in rows], ["asking:allow[1]"])
+        # Another host is still asked (and times out).
+        r = T.curl("http://other.test:%d/o" % self.origin.port,
+                   proxy=self.gw.url, tmp=self.td.path)
+        self.assertEqual(r.status, 403)
+
+
 if __name__ == "__main__":
     T.main()
