@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "audit/audit.h"
 #include "core/approval.h"
@@ -21,6 +24,39 @@
 #include "proxy/proxy.h"
 
 #define APPROVAL_TICK_MS	500
+
+/* approval.notify's socket, set once before the workers start. */
+static int notify_fd = -1;
+
+void
+approval_set_notify_fd(int fd)
+{
+	notify_fd = fd;
+}
+
+/* A new question, as JSON, to the notifier: dropped (logged) when it lags. */
+static void
+notify(const char *sandbox, const char *host, uint16_t port, uint64_t id,
+    uint32_t timeout_ms)
+{
+	char *s;
+	json_t *j;
+
+	if (notify_fd == -1)
+		return;
+	j = json_pack("{s:I,s:s,s:s,s:i,s:I,s:s}", "id", (json_int_t)id,
+	    "sandbox", sandbox, "host", host, "port", (int)port,
+	    "expires_in_ms", (json_int_t)timeout_ms, "answer",
+	    "POST /v1/approvals/ID {\"answer\": \"approve\"|\"deny\"}");
+	if (j == NULL || (s = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		return;
+	}
+	if (send(notify_fd, s, strlen(s), MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
+		log_warn("approval %" PRIu64 ": approval.notify not told", id);
+	free(s);
+	json_decref(j);
+}
 
 int
 approval_proxy_init(struct proxy *p)
@@ -249,6 +285,8 @@ approval_gate(struct exchange *s, struct decision *d)
 			    "%s:%u", id, s->ident.sandbox, d->target.host,
 			    d->target.port);
 			audit_question(s, id);
+			notify(s->ident.sandbox, d->target.host,
+			    d->target.port, id, p->cfg->approval_timeout_ms);
 		}
 		hold(s, id);
 		set_rule(d, id);
@@ -304,6 +342,7 @@ approval_dns_ask(void *arg, const char *sandbox, const char *host,
 		ev.rule = rule;
 		ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;
 		audit_submit(p->audit, &ev);
+		notify(sandbox, host, 0, *id, p->cfg->approval_timeout_ms);
 	}
 	return (int)st;
 }

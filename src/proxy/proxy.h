@@ -159,6 +159,8 @@ struct dns_server_env {
  * udp_fd a UDP socket, tcp_fd a listening TCP socket (either may be -1).
  * Takes ownership of the descriptors. NULL on error.
  */
+/* approval.notify's socket (daemon/approval_notify.c), before the workers start; -1: none. */
+void		 approval_set_notify_fd(int fd);
 struct dns_server;
 /* Held queries (mode: ask) whose question ended go on: an answer came, or a tick. */
 void		 dns_server_held_wake(struct dns_server *);

@@ -11,6 +11,8 @@ answer and held request has its audit row.
 """
 
 import concurrent.futures
+import http.server
+import threading
 import json
 import os
 import re
@@ -489,6 +491,88 @@ class ApprovalAlwaysTest(unittest.TestCase):
         r = T.curl("http://other.test:%d/o" % self.origin.port,
                    proxy=self.gw.url, tmp=self.td.path)
         self.assertEqual(r.status, 403)
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        self.server.posts.append((self.path, self.headers.get(
+            "Content-Type"), self.rfile.read(n)))
+        self.send_response(204)
+        self.end_headers()
+
+
+class ApprovalNotifyTest(unittest.TestCase):
+    """approval.notify: a command with the question as JSON on its stdin
+    (no shell), or a webhook POST; a chat bot then answers over the API."""
+
+    def start(self, notify):
+        td = T.TempDir("sgtest-approval-notify-")
+        self.addCleanup(td.cleanup)
+        d = td.path
+        origin = T.Origin("plain", host=ORIGIN_HOST)
+        self.addCleanup(origin.stop)
+        dns = T.Dnsmasq(d, [("bot.test", ORIGIN_HOST)])
+        self.addCleanup(dns.stop)
+        sock = os.path.join(d, "adm.sock")
+        gw = T.Gateway(d, dns, {"p.yaml": policy(origin.port)},
+            extra={"listen": {"admin": sock},
+                   "approval": {"timeout": "10s", "notify": notify}})
+        gw.start()
+        self.addCleanup(gw.stop)
+        return td, gw, origin, sock
+
+    def ask(self, td, gw, origin):
+        return concurrent.futures.ThreadPoolExecutor(1).submit(
+            T.curl, "http://bot.test:%d/bot" % origin.port, proxy=gw.url,
+            tmp=td.path, timeout=30)
+
+    def wait_for(self, fn):
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            v = fn()
+            if v:
+                return v
+            time.sleep(0.05)
+        return fn()
+
+    def test_command(self):
+        out_dir = T.TempDir("sgtest-notify-out-")
+        self.addCleanup(out_dir.cleanup)
+        os.chmod(out_dir.path, 0o777)
+        out = os.path.join(out_dir.path, "asked.jsonl")
+        td, gw, origin, sock = self.start(["/usr/bin/tee", "-a", out])
+        f = self.ask(td, gw, origin)
+        text = self.wait_for(lambda: os.path.exists(out) and open(out).read())
+        self.assertTrue(text, gw.log_tail())
+        q = json.loads(text.splitlines()[0])
+        self.assertEqual((q["sandbox"], q["host"], q["port"]),
+                         ("agent", "bot.test", origin.port))
+        # The bot answers through the admin API with the id it was given.
+        st, doc = admin(sock, "POST", "/v1/approvals/%d" % q["id"],
+                        {"answer": "approve"})
+        self.assertEqual(st, 200, doc)
+        self.assertEqual(f.result().status, 200)
+
+    def test_webhook(self):
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+        srv.posts = []
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        td, gw, origin, sock = self.start(
+            "http://127.0.0.1:%d/hook" % srv.server_address[1])
+        f = self.ask(td, gw, origin)
+        self.assertTrue(self.wait_for(lambda: srv.posts), gw.log_tail())
+        path, ctype, body = srv.posts[0]
+        self.assertEqual((path, ctype), ("/hook", "application/json"))
+        q = json.loads(body)
+        self.assertEqual(q["host"], "bot.test")
+        admin(sock, "POST", "/v1/approvals/%d" % q["id"], {"answer": "deny"})
+        self.assertEqual(f.result().status, 403)
 
 
 if __name__ == "__main__":
