@@ -147,6 +147,15 @@ class ApprovalTest(unittest.TestCase):
         addrs = re.findall(r"^\S+\s+\d+\s+IN\s+A\s+(\S+)$", r.stdout, re.M)
         return (m.group(1) if m else None), addrs
 
+    def answered_rows(self, n, **match):
+        """Rows (not the question's own) once n of them are written."""
+        deadline = time.time() + 10 * T.SLOW
+        while True:
+            rows = [x for x in self.rows(**match) if x["method"] != "ASK"]
+            if len(rows) >= n or time.time() > deadline:
+                return rows
+            time.sleep(0.1)
+
     def reason(self, r):
         hv = [v for _, h in r.blocks for v in h.get("x-sandgate-reason", [])]
         return hv[-1] if hv else None
@@ -264,11 +273,10 @@ class ApprovalTest(unittest.TestCase):
                    tmp=self.td.path)
         self.assertNotEqual(r.rc, 0)
         self.assertGreaterEqual(time.time() - t0, 2.5)
-        rows = self.wait_rows(1, host="stime.test", kind="socks5")
-        self.assertEqual([x["reason"] for x in rows if x["method"] != "ASK"],
-                         ["approval-timeout"])
-        rows = self.wait_rows(1, host="sdeny.test", kind="socks5")
-        self.assertIn("approval-denied", [x["reason"] for x in rows])
+        rows = self.answered_rows(1, host="stime.test", kind="socks5")
+        self.assertEqual([x["reason"] for x in rows], ["approval-timeout"])
+        rows = self.answered_rows(1, host="sdeny.test", kind="socks5")
+        self.assertEqual([x["reason"] for x in rows], ["approval-denied"])
 
     def test_dns_approved_denied_timeout(self):
         f = self.pool.submit(self.dig, "dok.test")
@@ -279,8 +287,7 @@ class ApprovalTest(unittest.TestCase):
         st, addrs = f.result()
         self.assertEqual(st, "NOERROR")
         self.assertEqual(addrs, [ORIGIN_HOST])
-        row = [x for x in self.wait_rows(1, host="dok.test", kind="dns")
-               if x["method"] != "ASK"][0]
+        row = self.answered_rows(1, host="dok.test", kind="dns")[0]
         self.assertEqual(row["decision"], "allow")
         self.assertEqual(row["rule"], "approval:%d" % q["id"])
         f = self.pool.submit(self.dig, "ddeny.test")
@@ -293,11 +300,9 @@ class ApprovalTest(unittest.TestCase):
         st, addrs = self.dig("dtime.test")
         self.assertEqual(st, "REFUSED")
         self.assertGreaterEqual(time.time() - t0, 2.5)
-        rows = [x for x in self.wait_rows(2, host="dtime.test", kind="dns")
-                if x["method"] != "ASK"]
+        rows = self.answered_rows(1, host="dtime.test", kind="dns")
         self.assertEqual([x["reason"] for x in rows], ["approval-timeout"])
-        rows = [x for x in self.wait_rows(2, host="ddeny.test", kind="dns")
-                if x["method"] != "ASK"]
+        rows = self.answered_rows(1, host="ddeny.test", kind="dns")
         self.assertEqual([x["reason"] for x in rows], ["approval-denied"])
 
     def test_for_answer_and_scope(self):
@@ -340,6 +345,26 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         r = T.run_sandgate("approve", "x", "--socket", self.sock)
         self.assertEqual(r.returncode, 2)
+
+    def test_zz_audit_stats(self):
+        # Run last (by name): every other test's questions, answers, requests.
+        deadline = time.time() + 10 * T.SLOW
+        while time.time() < deadline:
+            r = T.run_sandgate("audit", "stats", "-c", self.gw.cfg_path,
+                               "--format", "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {e["row"]: e["rows"] for e in json.loads(r.stdout)["approvals"]}
+            if got.get("request-approval-denied"):
+                break
+            time.sleep(0.2)
+        self.assertGreater(got.get("question", 0), 5, got)
+        self.assertGreater(got.get("answer-approve", 0), 3, got)
+        self.assertGreater(got.get("answer-deny", 0), 3, got)
+        self.assertGreater(got.get("request-allow", 0), 3, got)
+        self.assertGreater(got.get("request-approval-denied", 0), 3, got)
+        self.assertGreater(got.get("request-approval-timeout", 0), 0, got)
+        r = T.run_sandgate("audit", "stats", "-c", self.gw.cfg_path)
+        self.assertIn("approvals", r.stdout)
 
     def test_many_pending_and_limit(self):
         fs = [self.curl_bg("n%d.many.test" % i, "/m") for i in range(60)]
