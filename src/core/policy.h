@@ -47,6 +47,7 @@ void		 policy_counts(const struct policy *, struct policy_counts *);
 struct policy_identity {
 	char	sandbox[POLICY_ID_MAX + 1];
 	char	policy[POLICY_NAME_MAX + 1];
+	int	ask;	/* the static sandbox says ask: true (docs/approvals.md) */
 };
 
 /* 0 and *out filled when a static sandbox's source covers src; -1 otherwise. */

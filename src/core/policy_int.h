@@ -78,6 +78,7 @@ struct policy_sandbox {
 	struct cidr	*sources;
 	size_t		 n_sources;
 	int		 has_ingress;	/* the ingress: key (policy_load.c) */
+	int		 ask;		/* ask: true -- what no rule allows is asked (approval.h) */
 	struct policy_ingress ingress;
 	const char	*file;
 	int		 line, col;

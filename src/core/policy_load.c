@@ -1088,9 +1088,11 @@ pl_sandbox(struct pload *l, const struct ynode *n)
 			pl_sources(l, c, sb);
 		else if (strcmp(s, "ingress") == 0)
 			pl_ingress(l, c, sb);
+		else if (strcmp(s, "ask") == 0)
+			(void)ycheck_bool(&l->c, c, "ask", &sb->ask);
 		else
 			ycheck_unknown_of(&l->c, c, "sandbox",
-			    "id|policy|token_sha256|source|ingress");
+			    "id|policy|token_sha256|source|ingress|ask");
 	}
 	if (ynode_map_get(n, "id") == NULL)
 		ycheck_err(&l->c, n, "sandbox: id is required");

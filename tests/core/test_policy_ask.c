@@ -27,6 +27,14 @@ static const char doc[] =
     "  - id: strict\n"
     "    policy: enforcing\n"
     "    source: 198.18.0.3/32\n"
+    "  - id: strict-asks\n"
+    "    policy: enforcing\n"
+    "    source: 198.18.0.4/32\n"
+    "    ask: true\n"
+    "  - id: bare\n"
+    "    policy: default\n"
+    "    source: 198.18.0.5/32\n"
+    "    ask: true\n"
     "policies:\n"
     "  - name: asking\n"
     "    mode: ask\n"
@@ -88,6 +96,16 @@ test_ask(const struct policy *p)
 		CHECK_INT(one(p, ls[i], "strict", "new.example.com", port, &d),
 		    REASON_POLICY_DENY);
 		CHECK(d.v.ask == 0);
+		/* ask: true on a sandbox: its own deny-by-default is asked ... */
+		CHECK_INT(one(p, ls[i], "strict-asks", "new.example.com", port,
+		    &d), REASON_POLICY_DENY);
+		CHECK(d.v.ask == 1);
+		CHECK_INT(one(p, ls[i], "strict-asks", "ok.example.com", port,
+		    &d), REASON_NONE);
+		/* ... also under the implicit default policy, which allows nothing. */
+		CHECK_INT(one(p, ls[i], "bare", "ok.example.com", port, &d),
+		    REASON_POLICY_DENY);
+		CHECK(d.v.ask == 1);
 	}
 	policy_counts(p, &c);
 	CHECK_INT(c.report, 0);
@@ -98,6 +116,7 @@ test_errors(void)
 {
 	static const struct coretest_diag want[] = {
 		{ 3, 11, "mode: expected enforce, report or ask" },
+		{ 7, 10, "ask" },
 	};
 	struct diag d;
 	struct policy *p;
@@ -105,7 +124,11 @@ test_errors(void)
 	const char *path = coretest_tmpfile("askmode.yaml",
 	    "policies:\n"
 	    "  - name: a\n"
-	    "    mode: Ask\n");
+	    "    mode: Ask\n"
+	    "sandboxes:\n"
+	    "  - id: s\n"
+	    "    policy: a\n"
+	    "    ask: yes\n");
 
 	paths[0] = (char *)path;
 	diag_init(&d);
