@@ -366,20 +366,64 @@ class ApprovalTest(unittest.TestCase):
         r = T.run_sandgate("audit", "stats", "-c", self.gw.cfg_path)
         self.assertIn("approvals", r.stdout)
 
-    def test_many_pending_and_limit(self):
-        fs = [self.curl_bg("n%d.many.test" % i, "/m") for i in range(60)]
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.gw.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def test_200_pending(self):
+        import socket
+        n = 200
+        # What n idle connections (a head still arriving) cost, to compare.
+        before = self.rss_kb()
+        idle = []
+        for i in range(n):
+            c = socket.create_connection(("127.0.0.1", self.gw.port), 10)
+            c.sendall(b"GET http://ok.test/ HTTP/1.1\r\n")
+            idle.append(c)
+        time.sleep(0.5)
+        idle_kb = self.rss_kb() - before
+        for c in idle:
+            c.close()
+        time.sleep(0.5)
+        before = self.rss_kb()
+        socks = []
+        for i in range(n):
+            c = socket.create_connection(("127.0.0.1", self.gw.port), 10)
+            host = "n%d.many.test:%d" % (i, self.origin.port)
+            c.sendall(("GET http://%s/m HTTP/1.1\r\nHost: %s\r\n\r\n"
+                       % (host, host)).encode())
+            socks.append(c)
+        self.addCleanup(lambda: [c.close() for c in socks])
         deadline = time.time() + 20 * T.SLOW
         while time.time() < deadline:
-            got = [q for q in self.pending() if q["host"].endswith(".many.test")]
-            if len(got) >= 60:
+            got = [q for q in self.pending()
+                   if q["host"].endswith(".many.test")]
+            if len(got) >= n:
                 break
             time.sleep(0.1)
-        self.assertEqual(len(got), 60)
+        self.assertEqual(len(got), n)
+        self.assertEqual(len({q["id"] for q in got}), n)
+        held_kb = self.rss_kb() - before
+        print("200 held requests: gateway RSS +%d KiB; 200 idle "
+              "connections: +%d KiB" % (held_kb, idle_kb))
+        self.assertLess(held_kb, 2 * idle_kb + 2048)
+        r = T.run_sandgate("approvals", "--socket", self.sock)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count(".many.test"), n)
         for q in got:
-            self.answer(q["id"], "deny")
-        for f in fs:
-            self.assertEqual(f.result().status, 403)
-
+            st, _ = self.answer(q["id"], "deny" if q["id"] % 2 else
+                                "approve")
+            self.assertEqual(st, 200)
+        codes = {}
+        for c in socks:
+            c.settimeout(10 * T.SLOW)
+            head = c.recv(4096).decode("latin-1")
+            code = head.split(" ", 2)[1] if head else "-"
+            codes[code] = codes.get(code, 0) + 1
+        self.assertEqual(codes, {"200": n // 2, "403": n // 2})
 
 class ApprovalLimitTest(unittest.TestCase):
     """approval.max_pending: the sandbox's next question is refused at once."""

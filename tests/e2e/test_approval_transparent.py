@@ -82,6 +82,9 @@ class ApprovalTransparentTest(unittest.TestCase):
         if not T.wait_tcp(topo.gw_ip, cls.tport, 5 * T.SLOW, cls.gw.proc):
             raise RuntimeError("transparent listener not up:\n" +
                 cls.gw.log_tail())
+        deadline = time.time() + 10 * T.SLOW
+        while not os.path.exists(cls.sock) and time.time() < deadline:
+            time.sleep(0.05)
         cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
         cls.addClassCleanup(cls.pool.shutdown)
 
