@@ -29,7 +29,7 @@ ORIGIN_HOST = "127.0.0.2"
 NAMES = ["ok.test", "held.test", "burst.test", "socks.test", "timeout.test",
          "deny.test", "for.test", "a.wild.test", "b.wild.test", "cli.test",
          "limit.test", "sdeny.test", "stime.test", "connect.test",
-         "dok.test", "ddeny.test", "dtime.test"]
+         "dok.test", "ddeny.test", "dtime.test", "top.test", "topx.test"]
 
 
 def admin(sock, method, path, body=None):
@@ -345,6 +345,36 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         r = T.run_sandgate("approve", "x", "--socket", self.sock)
         self.assertEqual(r.returncode, 2)
+
+    def test_top_shows_and_answers(self):
+        f = self.curl_bg("top.test", "/t")
+        q = self.wait_question("top.test")
+        r = T.run_sandgate("top", "--once", "--interval", "0.2", "-c",
+                           self.gw.cfg_path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pending questions (mode: ask): 1", r.stdout)
+        self.assertIn("?%-5d" % q["id"], r.stdout)
+        self.assertIn("top.test:%d" % self.origin.port, r.stdout)
+        self.answer(q["id"], "approve")
+        self.assertEqual(f.result().status, 200)
+        import shutil
+        if shutil.which("tmux") is None:
+            print("skipped the interactive part: no tmux")
+            return
+        import test_top as TT
+        tm = TT.Tmux("sgtest-approval-top-%d" % os.getpid())
+        self.addCleanup(tm.stop)
+        f = self.curl_bg("topx.test", "/x")
+        self.wait_question("topx.test")
+        tm.start([T.BIN, "top", "--interval", "0.2", "-c",
+                  self.gw.cfg_path])
+        screen = tm.wait(lambda s: "topx.test" in s)
+        self.assertIn("pending questions: 1", screen)
+        tm.text("x")
+        r = f.result()
+        self.assertEqual(r.status, 403)
+        self.assertEqual(self.reason(r), "approval-denied")
+        tm.text("q")
 
     def test_zz_audit_stats(self):
         # Run last (by name): every other test's questions, answers, requests.
