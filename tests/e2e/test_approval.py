@@ -395,6 +395,15 @@ class ApprovalTest(unittest.TestCase):
         self.assertGreater(got.get("request-approval-timeout", 0), 0, got)
         r = T.run_sandgate("audit", "stats", "-c", self.gw.cfg_path)
         self.assertIn("approvals", r.stdout)
+        # The question and answer rows are rows like any: chained, exported.
+        r = T.run_sandgate("audit", "verify", "-c", self.gw.cfg_path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = T.run_sandgate("audit", "export", "-c", self.gw.cfg_path,
+                           "--format", "ocsf")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        asks = [json.loads(x) for x in r.stdout.splitlines()
+                if '"ASK"' in x]
+        self.assertTrue(asks)
 
     def rss_kb(self):
         with open("/proc/%d/status" % self.gw.proc.pid) as f:
