@@ -112,6 +112,12 @@ wake_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
+	/* One worker's tick drops the --for answers that ran out. */
+	if (w->index == 0 && (ev & EV_TIMEOUT)) {
+		pthread_mutex_lock(&w->proxy->approval_mtx);
+		(void)approval_expire(w->proxy->approvals, now);
+		pthread_mutex_unlock(&w->proxy->approval_mtx);
+	}
 	if (w->dns != NULL)
 		dns_server_held_wake(w->dns);
 	if (w->n_held == 0)
