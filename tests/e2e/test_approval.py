@@ -448,7 +448,9 @@ class ApprovalTest(unittest.TestCase):
         held_kb = self.rss_kb() - before
         print("200 held requests: gateway RSS +%d KiB; 200 idle "
               "connections: +%d KiB" % (held_kb, idle_kb))
-        self.assertLess(held_kb, 2 * idle_kb + 2048)
+        # (A sanitizer's allocator keeps freed memory: no bound there.)
+        if not T.ASAN:
+            self.assertLess(held_kb, 2 * idle_kb + 2048)
         r = T.run_sandgate("approvals", "--socket", self.sock)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.count(".many.test"), n)
