@@ -10,6 +10,7 @@ nobody answers is cut with approval-timeout. Needs root; exits 77 otherwise.
 
 import json
 import os
+import signal
 import sys
 import time
 import unittest
@@ -155,5 +156,16 @@ class ApprovalTransparentTest(unittest.TestCase):
         self.assertEqual(row[-1]["reason"], "approval-timeout")
 
 
+def main():
+    TT.preflight()
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, TT._on_signal)
+    try:
+        T.main()
+    finally:
+        for t in TT._topo:
+            t.teardown()
+
+
 if __name__ == "__main__":
-    T.main()
+    main()
