@@ -340,8 +340,8 @@ answer(int argc, char *argv[], int approve)
 		return 0;
 	}
 	cmd_args_init(&a, argc, argv);
-	while ((opt = cmd_args_next(&a, approve ? "c|config|socket|for|scope" :
-	    "c|config|socket|for|scope", &val)) != NULL) {
+	while ((opt = cmd_args_next(&a, "c|config|socket|for|scope",
+	    &val)) != NULL) {
 		if (strcmp(opt, "c") == 0 || strcmp(opt, "config") == 0)
 			cfg_path = val;
 		else if (strcmp(opt, "socket") == 0)
