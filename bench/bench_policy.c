@@ -115,7 +115,7 @@ static double
 run(const struct policy *p, const struct policy_target *t, int n,
     long *allowed)
 {
-	struct policy_identity id = { "bench", "bench" };
+	struct policy_identity id = { "bench", "bench", 0 };
 	struct policy_verdict v;
 	double t0;
 	long i;

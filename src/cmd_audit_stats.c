@@ -49,6 +49,12 @@ static const struct stats_sec sections[] = {
 	{ "reported_by_reason", "reported (mode: report: passed, would have "
 	    "been denied)", "ifnull(reason, '-'), count(*)",
 	    "decision = 'report'", "reason", 1, { "reason", "rows" }, 1 },
+	/* mode: ask: questions asked, answers given, held requests' ends. */
+	{ "approvals", "approvals (mode: ask: questions, answers, held "
+	    "requests)", "CASE WHEN method = 'ASK' THEN 'question' "
+	    "WHEN kind = 'admin' THEN 'answer-' || lower(method) "
+	    "ELSE 'request-' || ifnull(reason, decision) END, count(*)",
+	    "rule LIKE 'approval%'", "1", 1, { "row", "rows" }, 1 },
 	{ "credential_uses", "credential uses (allowed rows)", "credential, "
 	    "count(*)", "credential IS NOT NULL AND decision = 'allow'",
 	    "credential", 1, { "credential", "rows" }, 1 },

@@ -88,6 +88,24 @@ static const struct cmd_opt admin_client_opts[] = {
 	{ NULL, "--json", V_NONE, NULL },
 	END
 };
+/* approve and deny: answers to mode: ask's questions */
+static const struct cmd_opt approve_opts[] = {
+	CONFIG,
+	{ NULL, "--socket", V_FILE, NULL },
+	{ NULL, "--json", V_NONE, NULL },
+	{ NULL, "--for", V_TEXT, NULL },
+	{ NULL, "--always", V_NONE, NULL },
+	{ NULL, "--scope", V_TEXT, NULL },
+	END
+};
+static const struct cmd_opt deny_opts[] = {
+	CONFIG,
+	{ NULL, "--socket", V_FILE, NULL },
+	{ NULL, "--json", V_NONE, NULL },
+	{ NULL, "--for", V_TEXT, NULL },
+	{ NULL, "--scope", V_TEXT, NULL },
+	END
+};
 static const struct cmd_opt top_opts[] = {
 	CONFIG,
 	{ NULL, "--interval", V_TEXT, NULL },
@@ -193,6 +211,9 @@ static const struct cmd_entry {
 	{ "serve", NULL, serve_opts },
 	{ "status", NULL, admin_client_opts },
 	{ "reload", NULL, admin_client_opts },
+	{ "approvals", NULL, admin_client_opts },
+	{ "approve", NULL, approve_opts },
+	{ "deny", NULL, deny_opts },
 	{ "top", NULL, top_opts },
 	{ "policy", "check", config_only },
 	{ "policy", "explain", policy_explain_opts },

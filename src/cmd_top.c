@@ -27,7 +27,8 @@
     "  report, error), --host: the feed's first filters.\n" \
     "  Keys: s sandbox filter, d next decision filter, h host filter,\n" \
     "  c clear filters, p pause, Up/Down select a row, Enter its detail,\n" \
-    "  Esc close the detail, q quit.\n"
+    "  Esc close the detail, q quit; with questions of mode: ask pending\n" \
+    "  (listed above the table), a approves the oldest, x denies it.\n"
 
 #define KEY_ESC		27
 #define UI_TICK_MS	100
@@ -192,6 +193,19 @@ draw_main(struct ui *u)
 		put(y++, 0, line);
 	}
 	draw_filters(u, y++);
+	/* mode: ask: the oldest pending questions; a approves, x denies the first */
+	if (t->n_q_all > 0) {
+		snprintf(line, sizeof(line), "pending questions: %zu   "
+		    "(a: approve the first, x: deny it)", t->n_q_all);
+		attron(A_BOLD);
+		put(++y, 0, line);
+		attroff(A_BOLD);
+		y++;
+		for (i = 0; i < (int)t->n_q && i < 5; i++) {
+			top_question_line(&t->q[i], line, sizeof(line));
+			put(y++, 0, line);
+		}
+	}
 	/* the table takes up to a third of what is left */
 	sb_rows = (LINES - y - 2) / 3;
 	if (sb_rows < 1)
@@ -360,6 +374,13 @@ key(struct ui *u, int ch)
 		break;
 	case 'p':
 		u->paused = !u->paused;
+		break;
+	case 'a':
+	case 'x':
+		/* The oldest pending question: answered, then listed again. */
+		if (u->t->n_q > 0 && top_answer(u->t, u->t->q[0].id,
+		    ch == 'a') == 0)
+			top_poll_gateway(u->t);
 		break;
 	case KEY_DOWN:
 	case 'j':

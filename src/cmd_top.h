@@ -39,6 +39,17 @@ struct top_sandbox {
 };
 
 /* What the gateway publishes (admin API, /metrics); -1 for unknown. */
+#define TOP_QUESTIONS	16	/* pending questions of mode: ask shown */
+
+/* A question held requests wait on (GET /v1/approvals), escaped. */
+struct top_question {
+	long long	 id;
+	char		 sandbox[64];
+	char		 dest[280];
+	long long	 waiting;
+	long long	 expires_s;
+};
+
 struct top_gateway {
 	int	 admin_ok;
 	char	 admin_msg[160];	/* why not, when !admin_ok */
@@ -81,6 +92,9 @@ struct top {
 	size_t			 n_sb;
 	double			 iv_start;	/* monotonic s of the interval's start */
 	struct top_gateway	 gw;
+	/* mode: ask: the oldest pending questions, and how many in all */
+	struct top_question	 q[TOP_QUESTIONS];
+	size_t			 n_q, n_q_all;
 };
 
 /* Paths and addresses from the config; 0, or 1 after printing an error. */
@@ -95,6 +109,9 @@ void	top_free(struct top *);
 void	top_poll_audit(struct top *);
 /* Ask the admin API and /metrics, each with a short timeout. */
 void	top_poll_gateway(struct top *);
+/* Answer pending question id (approve 1, deny 0) over the admin API: 0 or -1. */
+int	top_answer(struct top *, long long id, int approve);
+void	top_question_line(const struct top_question *, char *buf, size_t len);
 
 int	top_row_matches(const struct top_row *, const struct top_filter *);
 /* "12.3k", "4.5M": n in at most 6 characters. */

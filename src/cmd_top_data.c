@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "cmd_top.h"
+#include "core/admin_client.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "sandgate.h"
@@ -426,6 +427,8 @@ json_num(json_t *o, const char *key)
 	return -1;
 }
 
+static void	poll_questions(struct top *, struct sockaddr *, socklen_t);
+
 static void
 poll_admin(struct top *t)
 {
@@ -474,12 +477,72 @@ poll_admin(struct top *t)
 	    "rows_written");
 	t->gw.admin_ok = 1;
 	json_decref(j);
+	poll_questions(t, (struct sockaddr *)&sun, sizeof(sun));
 }
 
 /*
  * A sandbox's open connections: a sandbox with some open gets its row even
  * before any of its rows is written (a tunnel's is written when it ends).
  */
+/* GET /v1/approvals: the first TOP_QUESTIONS, oldest first. */
+static void
+poll_questions(struct top *t, struct sockaddr *sa, socklen_t salen)
+{
+	json_error_t jerr;
+	json_t *j, *a, *e;
+	char *body, msg[160];
+	const char *s;
+	size_t blen, i;
+
+	t->n_q = t->n_q_all = 0;
+	if ((body = http_get(sa, salen, "/v1/approvals", &blen, msg,
+	    sizeof(msg))) == NULL)
+		return;
+	j = json_loadb(body, blen, 0, &jerr);
+	free(body);
+	a = json_object_get(j, "approvals");
+	t->n_q_all = json_array_size(a);
+	json_array_foreach(a, i, e) {
+		struct top_question *q;
+
+		if (t->n_q == TOP_QUESTIONS)
+			break;
+		q = &t->q[t->n_q++];
+		q->id = json_num(e, "id");
+		s = json_string_value(json_object_get(e, "sandbox"));
+		log_escape(s ? s : "-", s ? strlen(s) : 1, q->sandbox,
+		    sizeof(q->sandbox));
+		s = json_string_value(json_object_get(e, "destination"));
+		log_escape(s ? s : "-", s ? strlen(s) : 1, q->dest,
+		    sizeof(q->dest));
+		q->waiting = json_num(e, "waiting");
+		q->expires_s = json_num(e, "expires_in_ms") / 1000;
+	}
+	json_decref(j);
+}
+
+int
+top_answer(struct top *t, long long id, int approve)
+{
+	char uri[64], *out = NULL;
+	int st;
+
+	if (t->admin_path == NULL)
+		return -1;
+	snprintf(uri, sizeof(uri), "/v1/approvals/%lld", id);
+	st = admin_call(t->admin_path, "POST", uri, approve ?
+	    "{\"answer\":\"approve\"}" : "{\"answer\":\"deny\"}", &out);
+	free(out);
+	return st == 200 ? 0 : -1;
+}
+
+void
+top_question_line(const struct top_question *q, char *buf, size_t len)
+{
+	snprintf(buf, len, "?%-5lld %-20.20s %-40.40s %4lld waiting %5llds",
+	    q->id, q->sandbox, q->dest, q->waiting, q->expires_s);
+}
+
 static void
 sandbox_open_cb(const char *sandbox, double v, void *arg)
 {
@@ -679,6 +742,14 @@ top_print_snapshot(const struct top *t, const struct top_filter *f,
 		fprintf(out, "admin API: %s\n", t->gw.admin_msg);
 	if (!t->gw.metrics_ok)
 		fprintf(out, "metrics: %s\n", t->gw.metrics_msg);
+	if (t->n_q_all > 0) {
+		fprintf(out, "\npending questions (mode: ask): %zu\n",
+		    t->n_q_all);
+		for (i = 0; i < t->n_q; i++) {
+			top_question_line(&t->q[i], line, sizeof(line));
+			fprintf(out, "%s\n", line);
+		}
+	}
 	top_table_title(line, sizeof(line));
 	fprintf(out, "\n%s\n", line);
 	for (i = 0; i < t->n_sb; i++) {

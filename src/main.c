@@ -21,6 +21,9 @@ static const char usage_text[] =
     "        [--log-format text|json]    run the gateway in the foreground\n"
     "  status [-c FILE] [--json]         one screen of the running gateway\n"
     "  reload [-c FILE]                  reload its policies; errors as FILE:LINE:COL\n"
+    "  approvals [-c FILE] [--json]      questions of mode: ask that requests wait on\n"
+    "  approve ID [--for D] [--scope S]  let the requests held on question ID go on\n"
+    "  deny ID [--for D] [--scope S]     refuse them (approval-denied)\n"
     "Policies:\n"
     "  policy check [-c FILE]            validate the config and every policy file\n"
     "  policy explain [-c FILE] --sandbox ID [--method M] [--path P]\n"
@@ -108,6 +111,8 @@ static const struct {
 	{ "audit", cmd_audit }, { "ca", cmd_ca }, { "vault", cmd_vault },
 	{ "sandbox", cmd_sandbox }, { "status", cmd_status },
 	{ "reload", cmd_reload }, { "top", cmd_top },
+	{ "approvals", cmd_approvals }, { "approve", cmd_approve },
+	{ "deny", cmd_deny },
 	{ "version", cmd_version },
 	{ "help", cmd_help },
 };

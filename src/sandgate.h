@@ -23,6 +23,9 @@ int	cmd_vault(int argc, char *argv[]);
 int	cmd_sandbox(int argc, char *argv[]);
 int	cmd_status(int argc, char *argv[]);	/* cmd_status.c */
 int	cmd_reload(int argc, char *argv[]);	/* cmd_status.c */
+int	cmd_approvals(int argc, char *argv[]);	/* cmd_approvals.c */
+int	cmd_approve(int argc, char *argv[]);	/* cmd_approvals.c */
+int	cmd_deny(int argc, char *argv[]);	/* cmd_approvals.c */
 int	cmd_top(int argc, char *argv[]);	/* top: the live console */
 
 /*

@@ -775,6 +775,91 @@ cf_audit(struct cload *l, const struct ynode *n)
 	}
 }
 
+/* approval.notify: a URL to POST the question to, or an argv to exec. */
+static void
+cf_approval_notify(struct cload *l, const struct ynode *n)
+{
+	struct config *cfg = l->cfg;
+	const struct ynode *it;
+	const char *s;
+	int i = 0;
+
+	free(cfg->approval_notify_url);
+	cfg->approval_notify_url = NULL;
+	for (i = 0; cfg->approval_notify_argv[i] != NULL; i++) {
+		free(cfg->approval_notify_argv[i]);
+		cfg->approval_notify_argv[i] = NULL;
+	}
+	if (ynode_is_null(n))
+		return;
+	if (n->type == YNODE_SCALAR) {
+		if (ycheck_str(&l->c, n, "approval.notify", CF_MAX_PATH,
+		    &s) == -1)
+			return;
+		if (strncmp(s, "http://", 7) != 0 || s[7] == '\0' ||
+		    s[7] == '/') {
+			ycheck_err(&l->c, n, "approval.notify: expected an "
+			    "http:// URL (https: through a local relay), or a "
+			    "command as a list [PROGRAM, ARG...]");
+			return;
+		}
+		if ((cfg->approval_notify_url = strdup(s)) == NULL)
+			ycheck_err(&l->c, n, "out of memory");
+		return;
+	}
+	if (ycheck_is(&l->c, n, YNODE_SEQ, "approval.notify") == -1)
+		return;
+	i = 0;
+	for (it = n->first; it != NULL; it = it->next) {
+		if (i == CONFIG_MAX_NOTIFY_ARGS) {
+			ycheck_err(&l->c, it, "approval.notify: more than %d "
+			    "arguments", CONFIG_MAX_NOTIFY_ARGS);
+			return;
+		}
+		if (ycheck_str(&l->c, it, "approval.notify", CF_MAX_PATH,
+		    &s) == -1)
+			return;
+		if (i == 0 && s[0] != '/') {
+			ycheck_err(&l->c, it, "approval.notify: the program "
+			    "is an absolute path (no shell, no PATH search)");
+			return;
+		}
+		if ((cfg->approval_notify_argv[i++] = strdup(s)) == NULL) {
+			ycheck_err(&l->c, it, "out of memory");
+			return;
+		}
+	}
+	if (i == 0)
+		ycheck_err(&l->c, n, "approval.notify: an empty command");
+}
+
+/* approval: how long a question of mode: ask waits, how many, who is told. */
+static void
+cf_approval(struct cload *l, const struct ynode *n)
+{
+	const struct ynode *c;
+	uint64_t v;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP,
+	    "approval") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (strcmp(c->key->str, "timeout") == 0) {
+			if (cf_duration(l, c, "approval.timeout", 1000,
+			    24 * 3600 * 1000, &v) == 0)
+				l->cfg->approval_timeout_ms = (uint32_t)v;
+		} else if (strcmp(c->key->str, "max_pending") == 0) {
+			if (ycheck_uint(&l->c, c, "approval.max_pending", 0,
+			    100000, &v) == 0)
+				l->cfg->approval_max_pending = (uint32_t)v;
+		} else if (strcmp(c->key->str, "notify") == 0)
+			cf_approval_notify(l, c);
+		else
+			ycheck_unknown_of(&l->c, c, "approval",
+			    "timeout|max_pending|notify");
+	}
+}
+
 static void
 cf_geoip(struct cload *l, const struct ynode *n)
 {
@@ -1139,6 +1224,7 @@ cf_top(struct cload *l, const struct ynode *root)
 		{ "policies", cf_policies }, { "ca", cf_ca },
 		{ "vault", cf_vault }, { "upstream", cf_upstream },
 		{ "audit", cf_audit }, { "geoip", cf_geoip },
+		{ "approval", cf_approval },
 		{ "sandbox", cf_sandbox }, { "limits", cf_limits },
 		{ "workers", cf_workers }, { "user", cf_user },
 		{ "policies_watch", cf_policies_watch },
@@ -1210,6 +1296,8 @@ cf_defaults(struct cload *l)
 	cfg->max_connections = 20000;
 	cfg->max_header_bytes = 65536;
 	cfg->head_timeout_ms = 10 * 1000;
+	cfg->approval_timeout_ms = 60 * 1000;
+	cfg->approval_max_pending = 20;
 	cfg->h2_enabled = 1;
 	cfg->h2_max_streams = 100;
 	cfg->h2_max_header_list = 65536;
@@ -1353,6 +1441,9 @@ config_free(struct config *cfg)
 	free(cfg->audit_db);
 	free(cfg->audit_signing_key);
 	free(cfg->audit_public_key);
+	free(cfg->approval_notify_url);
+	for (i = 0; cfg->approval_notify_argv[i] != NULL; i++)
+		free(cfg->approval_notify_argv[i]);
 	free(cfg->audit_syslog_address);
 	free(cfg->audit_ship_url);
 	free(cfg->audit_ship_gateway);

@@ -25,6 +25,8 @@ struct config_listen {
 	socklen_t		 sslen;
 };
 
+#define CONFIG_MAX_NOTIFY_ARGS	16
+
 struct config {
 	char		*file;		/* the file loaded, NULL for built-in defaults */
 	char		*state_dir;
@@ -97,6 +99,11 @@ struct config {
 	int		 policies_watch;	/* reload on policy file changes (inotify) */
 	int		 log_level;	/* enum log_level; -1: not set (info) */
 	int		 log_format;	/* enum log_format; -1: not set (text) */
+	/* approval (mode: ask, docs/approvals.md) */
+	uint32_t	 approval_timeout_ms;	/* a question's wait; default 60 s */
+	uint32_t	 approval_max_pending;	/* questions per sandbox; 0: no limit */
+	char		*approval_notify_url;	/* http(s):// webhook; NULL: none */
+	char		*approval_notify_argv[CONFIG_MAX_NOTIFY_ARGS + 1];	/* NULL-ended; [0] NULL: none */
 };
 
 /*

@@ -90,6 +90,9 @@ static const struct {
 	K("policies_watch", CD_INT, policies_watch),
 	K("log_level", CD_INT, log_level),
 	K("log_format", CD_INT, log_format),
+	K("approval.timeout", CD_U32, approval_timeout_ms),
+	K("approval.max_pending", CD_U32, approval_max_pending),
+	K("approval.notify", CD_STR, approval_notify_url),
 #undef K
 };
 

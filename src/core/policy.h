@@ -47,6 +47,7 @@ void		 policy_counts(const struct policy *, struct policy_counts *);
 struct policy_identity {
 	char	sandbox[POLICY_ID_MAX + 1];
 	char	policy[POLICY_NAME_MAX + 1];
+	int	ask;	/* the static sandbox says ask: true (docs/approvals.md) */
 };
 
 /* 0 and *out filled when a static sandbox's source covers src; -1 otherwise. */
@@ -117,6 +118,12 @@ struct policy_verdict {
 	 */
 	int		 report_mode;
 	enum sg_reason	 report;
+	/*
+	 * mode: ask: 1 when no rule allowed it (default-deny, not a deny
+	 * rule) in a policy in mode: ask -- the listener holds the request
+	 * and asks an operator (docs/approvals.md) instead of refusing.
+	 */
+	int		 ask;
 };
 
 /*

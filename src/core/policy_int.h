@@ -48,6 +48,7 @@ struct policy_private {
 struct policy_def {
 	char		*name;
 	int		 report;	/* mode: report (policy_report_relaxes()) */
+	int		 ask;		/* mode: ask: what no rule allows is asked (approval.h) */
 	struct policy_rule *allow;
 	size_t		 n_allow;
 	struct policy_rule *deny;
@@ -78,6 +79,7 @@ struct policy_sandbox {
 	struct cidr	*sources;
 	size_t		 n_sources;
 	int		 has_ingress;	/* the ingress: key (policy_load.c) */
+	int		 ask;		/* ask: true -- what no rule allows is asked (approval.h) */
 	struct policy_ingress ingress;
 	const char	*file;
 	int		 line, col;

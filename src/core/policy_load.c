@@ -887,10 +887,13 @@ pl_policy(struct pload *l, const struct ynode *n)
 		else if (strcmp(s, "mode") == 0) {
 			if (c->type == YNODE_SCALAR && strcmp(c->str, "report") == 0)
 				def->report = 1;
+			else if (c->type == YNODE_SCALAR &&
+			    strcmp(c->str, "ask") == 0)
+				def->ask = 1;
 			else if (c->type != YNODE_SCALAR ||
 			    strcmp(c->str, "enforce") != 0)
-				ycheck_err(&l->c, c, "mode: expected enforce "
-				    "or report");
+				ycheck_err(&l->c, c, "mode: expected enforce, "
+				    "report or ask");
 		} else if (strcmp(s, "countries") == 0)
 			pl_countries(l, c, def);
 		else if (strcmp(s, "asns") == 0)
@@ -1100,9 +1103,11 @@ pl_sandbox(struct pload *l, const struct ynode *n)
 			pl_sources(l, c, sb);
 		else if (strcmp(s, "ingress") == 0)
 			pl_ingress(l, c, sb);
+		else if (strcmp(s, "ask") == 0)
+			(void)ycheck_bool(&l->c, c, "ask", &sb->ask);
 		else
 			ycheck_unknown_of(&l->c, c, "sandbox",
-			    "id|policy|token_sha256|source|ingress");
+			    "id|policy|token_sha256|source|ingress|ask");
 	}
 	if (ynode_map_get(n, "id") == NULL)
 		ycheck_err(&l->c, n, "sandbox: id is required");
@@ -1567,6 +1572,46 @@ pl_section(struct pload *l, const struct ynode *n,
 		item(l, it);
 }
 
+/*
+ * approved: {POLICY: [allow rules]} -- what an operator answered with
+ * `sandgate approve --always` (docs/approvals.md), written under the
+ * policies directory's approved/ and read after its own files: each rule
+ * is appended to that policy's allow rules, named and explained as theirs.
+ */
+static void
+pl_approved(struct pload *l, const struct ynode *n)
+{
+	const struct ynode *c, *it;
+	struct policy_def *def;
+	struct policy_rule *nv;
+	size_t v;
+
+	if (ynode_is_null(n) || ycheck_is(&l->c, n, YNODE_MAP,
+	    "approved") == -1)
+		return;
+	for (c = n->first; c != NULL; c = c->next) {
+		if (!pl_hash_get(&l->h_defs, c->key->str, &v)) {
+			ycheck_err(&l->c, c->key, "approved: no policy %s "
+			    "(defined in a file read before this one)",
+			    c->key->str);
+			continue;
+		}
+		if (ynode_is_null(c) || ycheck_is(&l->c, c, YNODE_SEQ,
+		    "approved") == -1)
+			continue;
+		def = &l->p->defs[v];
+		if ((nv = realloc(def->allow, (def->n_allow + c->n) *
+		    sizeof(*nv))) == NULL) {
+			pl_oom(l, c);
+			return;
+		}
+		memset(nv + def->n_allow, 0, c->n * sizeof(*nv));
+		def->allow = nv;
+		for (it = c->first; it != NULL; it = it->next)
+			pl_rule(l, it, &def->allow[def->n_allow++], 1);
+	}
+}
+
 static void
 pl_file(struct pload *l, const char *path)
 {
@@ -1608,10 +1653,12 @@ pl_file(struct pload *l, const char *path)
 			pl_section(l, c, pl_policy);
 		else if (strcmp(c->key->str, "credentials") == 0)
 			pl_section(l, c, pl_credential);
+		else if (strcmp(c->key->str, "approved") == 0)
+			pl_approved(l, c);
 		else
 			ycheck_unknown_of(&l->c, c, "policy document (expected "
 			    "sandboxes, policies or credentials)",
-			    "sandboxes|policies|credentials");
+			    "sandboxes|policies|credentials|approved");
 	}
 out:
 	ytree_free(t);
@@ -1636,7 +1683,7 @@ pl_is_yaml_name(const char *s)
 
 /* The *.yaml and *.yml files directly in dir, in byte order of their names. */
 static void
-pl_dir(struct pload *l, const char *dir)
+pl_dir(struct pload *l, const char *dir, int top)
 {
 	struct dirent *de;
 	struct stat st;
@@ -1683,6 +1730,13 @@ pl_dir(struct pload *l, const char *dir)
 		free(names[i]);
 	}
 	free(names);
+	/* A policies directory's approved/ (answers --always), after its files. */
+	if (!top)
+		return;
+	r = snprintf(path, sizeof(path), "%.*s/approved", (int)dl, dir);
+	if (r > 0 && (size_t)r < sizeof(path) && stat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
+		pl_dir(l, path, 0);
 }
 
 static void
@@ -1698,7 +1752,7 @@ pl_path(struct pload *l, const char *path, int missing_ok)
 		return;
 	}
 	if (S_ISDIR(st.st_mode))
-		pl_dir(l, path);
+		pl_dir(l, path, 1);
 	else
 		pl_file(l, path);
 }

@@ -459,6 +459,7 @@ fill_identity(const struct policy_sandbox *sb, struct policy_identity *out)
 	memset(out, 0, sizeof(*out));
 	memcpy(out->sandbox, sb->id, strlen(sb->id));
 	memcpy(out->policy, sb->policy, strlen(sb->policy));
+	out->ask = sb->ask;
 	return 0;
 }
 
@@ -775,6 +776,7 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 		if (v->report == REASON_NONE &&
 		    !policy_verdict_report(v, REASON_POLICY_DENY)) {
 			verdict_deny(v, "default-deny", REASON_POLICY_DENY);
+			v->ask = def->ask || id->ask;
 			return 0;
 		}
 		/* Reported: passed through as no rule says otherwise. */

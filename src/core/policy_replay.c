@@ -45,6 +45,13 @@ reason_stage(enum sg_reason r)
 	case REASON_UNKNOWN_POLICY:
 	case REASON_INVALID_HOST:
 	case REASON_DNS_TYPE:
+	/*
+	 * mode: ask: the rules allowed nothing and an operator (or the clock)
+	 * said no; under the candidate its rules decide again.
+	 */
+	case REASON_APPROVAL_DENIED:
+	case REASON_APPROVAL_TIMEOUT:
+	case REASON_APPROVAL_LIMIT:
 		return STAGE_RULES;
 	case REASON_IP_PROHIBITED:
 	case REASON_COUNTRY_DENY:

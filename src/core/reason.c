@@ -75,6 +75,9 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_AWS_SIG_UNSUPPORTED] =	{ "aws-signature-unsupported", D, 403, NOT_ALLOWED },
 	[REASON_CRED_REFRESH_FAILED] =	{ "credential-refresh-failed", E, 502, FAIL },
 	[REASON_SECRET_DETECTED] =	{ "secret-detected", D, 403, NOT_ALLOWED },
+	[REASON_APPROVAL_DENIED] =	{ "approval-denied", D, 403, NOT_ALLOWED },
+	[REASON_APPROVAL_TIMEOUT] =	{ "approval-timeout", D, 403, NOT_ALLOWED },
+	[REASON_APPROVAL_LIMIT] =	{ "approval-limit", D, 429, NOT_ALLOWED },
 };
 
 const struct reason_info *

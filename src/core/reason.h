@@ -70,6 +70,9 @@ enum sg_reason {
 	REASON_AWS_SIG_UNSUPPORTED,	/* SigV4a, malformed, a signed header not forwarded */
 	REASON_CRED_REFRESH_FAILED,	/* kind oauth2: no access token could be had */
 	REASON_SECRET_DETECTED,		/* dlp: block found a secret going out */
+	REASON_APPROVAL_DENIED,		/* mode: ask: the operator said no */
+	REASON_APPROVAL_TIMEOUT,	/* mode: ask: nobody answered within approval.timeout */
+	REASON_APPROVAL_LIMIT,		/* mode: ask: approval.max_pending questions already */
 	REASON_MAX
 };
 

@@ -18,6 +18,7 @@
 #include "core/geoip.h"
 #include "core/log.h"
 #include "core/policy.h"
+#include "daemon/approval_notify.h"
 #include "daemon/daemon.h"
 #include "daemon/keeper_proc.h"
 #include "daemon/notify.h"
@@ -161,6 +162,8 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 		config_free(cfg);
 		return fail_line(err, errlen, 0, why);
 	}
+	/* Before any thread: the notifier of mode: ask may exec, serve never. */
+	approval_set_notify_fd(approval_notifier_start(cfg));
 	log_hold(1);
 	/* 1. The keys go to the keeper's processes before anything is bound. */
 	if ((kc = keeper_connect(cfg, pol, &kpid, &ctl, &monitor,

@@ -83,6 +83,9 @@ struct worker {
 	struct event		*evict_ev;	/* proxy_fair_make_room asks for room */
 	struct event		*trim_ev;	/* give freed memory back (proxy_worker_trim) */
 	struct event		*oauth2_ev;	/* a token fetch ended: parked heads go on */
+	struct event		*approval_ev;	/* an answer came: held requests look (proxy_approval.c) */
+	struct event		*approval_tick;	/* ... and twice a second, for their deadlines */
+	unsigned		 n_held;	/* exchanges held on a question now */
 	uint64_t		 next_session;
 	TAILQ_HEAD(exchange_tq, exchange) exchanges;	/* every live exchange of this loop */
 	struct ssl_ctx_st	*tls_client_ctx;	/* faces the sandbox (server role) */
@@ -104,6 +107,7 @@ struct geoip;
 struct fairshare;
 struct keeper_client;
 struct oauth2_tokens;
+struct approval_table;
 
 /* The last policy reload's outcome, for the admin API's status (main thread). */
 struct proxy_reload_last {
@@ -144,6 +148,9 @@ struct proxy {
 	pthread_mutex_t		 cred_mtx;
 	struct vault_snapshot	*snap;
 	struct oauth2_tokens	*oauth2;	/* kind oauth2's tokens (vault/oauth2.h) */
+	/* mode: ask (proxy_approval.c); approval_mtx guards approvals */
+	pthread_mutex_t		 approval_mtx;
+	struct approval_table	*approvals;
 	struct cred_phs_pub	*phs;		/* placeholders (cred_phs.c): no lock to read */
 	atomic_size_t		 n_phs;		/* how many, removed ones too; 0: none to look for */
 	int			 phs_trim_pending;	/* main thread: malloc_trim once removals are quiet */
@@ -460,6 +467,8 @@ struct exchange {
 	int			 logged;	/* its row is written */
 	int			 head_pending;	/* its request head is still arriving */
 	int			 oauth2_parked;	/* its head waits for a token (proxy_oauth2.c) */
+	int			 approval_held;	/* its head waits for an operator's answer */
+	uint64_t		 approval_id;	/* the question it waits on (0: none) */
 };
 
 /*
@@ -780,6 +789,7 @@ struct decide_in {
 	size_t		 tunnel_host_len;
 	const char	*tunnel_abs;	/* ... an absolute target's authority */
 	size_t		 tunnel_abs_len;
+	int		 no_ask;	/* mode: ask never holds it (an address alone) */
 };
 /*
  * Fills s->target (as written when invalid) and s->verdict (rule named
@@ -984,6 +994,33 @@ void		 oauth2_proxy_stop(struct proxy *);
  * on. oauth2_wake_cb is each worker's oauth2_ev.
  */
 int		 oauth2_park(struct exchange *, const struct http_request *);
+/*
+ * proxy_approval.c (docs/approvals.md): a decision marked to be asked
+ * (d->v.ask, mode: ask) looks at the sandbox's questions: an answer in
+ * force or the held request's own answer decides d (allowed, or
+ * approval-denied / -timeout / -limit); otherwise the exchange is held
+ * (s->approval_held: client reads off, the head left in the input) and
+ * read again from its start once its question is answered or times out.
+ */
+struct decision;
+void		 approval_gate(struct exchange *, struct decision *d);
+/* The exchange goes: the question it waited on loses a waiter. */
+void		 approval_exchange_gone(struct exchange *);
+int		 approval_proxy_init(struct proxy *);
+void		 approval_proxy_free(struct proxy *);
+int		 approval_worker_init(struct worker *);
+void		 approval_worker_free(struct worker *);
+/* Every worker looks at its held requests (any thread). */
+void		 approval_wake_all(struct proxy *);
+/* The DNS listener's side (struct dns_server_env's ask, ask_collect, ask_leave; arg: the proxy). */
+int		 approval_dns_ask(void *p, const char *sandbox, const char *host,
+		    uint64_t *id);
+int		 approval_dns_collect(void *p, uint64_t id);
+void		 approval_dns_leave(void *p, uint64_t id);
+/* proxy_admin_approval.c: GET /v1/approvals, POST /v1/approvals/{id}: 1 when handled. */
+struct evhttp_request;
+int		 admin_approvals(struct proxy *, struct evhttp_request *,
+		    const char *uri, int cmd);
 void		 oauth2_wake_cb(evutil_socket_t, short, void *);
 /*
  * proxy_dlp.c: outbound secret detection (docs/dlp.md). dlp_request scans
@@ -1060,6 +1097,8 @@ struct front_ops {
 			    size_t *);
 	void		(*stream_poke)(struct exchange *);
 	struct exchange	*(*stream_parent)(struct exchange *);
+	/* A worker's DNS listener: its held queries looked at again (mode: ask). */
+	void		(*dns_held_wake)(struct dns_server *);
 };
 
 /*

@@ -115,6 +115,19 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	} else
 		q.target = &s->target;
 	(void)decide(&env, &q, &d);
+	/* mode: ask: no rule allowed it -- held, or answered already. */
+	if (d.v.ask && q.listener != DECIDE_TUNNEL && !in->no_ask)
+		approval_gate(s, &d);
+	/* Inside a tunnel an answer opened: what it carries goes as it does. */
+	else if (d.v.ask && q.tunnel_rule != NULL &&
+	    strncmp(q.tunnel_rule, "approval", 8) == 0) {
+		d.v.allow = 1;
+		d.v.ask = 0;
+		d.v.reason = REASON_NONE;
+		d.reason = REASON_NONE;
+		d.verdict = VERDICT_ALLOW;
+		snprintf(d.v.rule, sizeof(d.v.rule), "%s", q.tunnel_rule);
+	}
 	exchange_decided(s);
 	s->target = d.target;
 	s->verdict = d.v;

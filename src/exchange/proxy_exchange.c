@@ -224,6 +224,7 @@ exchange_free(struct exchange *x)
 		return;
 	if (x->dlp_free != NULL)
 		x->dlp_free(x->dlp);
+	approval_exchange_gone(x);
 	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);
 	if (x->fwd.head != NULL)

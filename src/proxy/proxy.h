@@ -141,6 +141,17 @@ struct dns_server_env {
 	/* Optional: limits.per_sandbox.dns_queries_per_second over it: REFUSED. */
 	struct fairshare	*fair;
 	uint32_t		 idle_timeout_ms;	/* TCP connections */
+	/*
+	 * Optional, mode: ask (proxy_approval.c): a query no rule allows is
+	 * asked -- ask returns an enum approval_state (core/approval.h) and
+	 * the question's id when held; collect looks at it again (its answer,
+	 * once, gives the waiter back); leave gives it back unanswered.
+	 */
+	int			(*ask)(void *arg, const char *sandbox,
+				    const char *host, uint64_t *id);
+	int			(*ask_collect)(void *arg, uint64_t id);
+	void			(*ask_leave)(void *arg, uint64_t id);
+	void			*ask_arg;
 };
 
 /*
@@ -148,7 +159,11 @@ struct dns_server_env {
  * udp_fd a UDP socket, tcp_fd a listening TCP socket (either may be -1).
  * Takes ownership of the descriptors. NULL on error.
  */
+/* approval.notify's socket (daemon/approval_notify.c), before the workers start; -1: none. */
+void		 approval_set_notify_fd(int fd);
 struct dns_server;
+/* Held queries (mode: ask) whose question ended go on: an answer came, or a tick. */
+void		 dns_server_held_wake(struct dns_server *);
 struct dns_server *dns_server_new(const struct dns_server_env *, int udp_fd,
 		    int tcp_fd);
 void		 dns_server_free(struct dns_server *);

@@ -4,6 +4,7 @@
  * launcher; reload and status are here for operators.
  *   GET /v1/status  GET|POST /v1/sandboxes  GET|DELETE /v1/sandboxes/{id}
  *   POST /v1/sandboxes/{id}/state  POST /v1/reload
+ *   GET /v1/approvals  POST /v1/approvals/{id} (proxy_admin_approval.c)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -594,6 +595,8 @@ admin_cb(struct evhttp_request *req, void *arg)
 
 	size_t ulen = strlen(uri), plen = strlen(pfx), slen = strlen("/state");
 
+	if (admin_approvals(p, req, uri, (int)cmd))
+		return;
 	if (strcmp(uri, "/v1/status") == 0 && cmd == EVHTTP_REQ_GET)
 		status(p, req);
 	else if (ulen > plen + slen && strncmp(uri, pfx, plen) == 0 &&

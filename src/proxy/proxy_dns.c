@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "core/approval.h"
 #include "core/decide.h"
 #include "core/fairshare.h"
 #include "core/log.h"
@@ -76,6 +77,7 @@ struct dns_pending {
 	struct exchange		*x;
 	char			 client[NETADDR_STRLEN + 8];
 	struct dns_msg		 msg;
+	uint64_t		 ask_id;	/* mode: ask: the question it is held on */
 };
 
 /* How a query ends. */
@@ -104,6 +106,7 @@ struct dns_server {
 	size_t			 nconns;
 	TAILQ_HEAD(, dns_pending) pending;
 	size_t			 npending;
+	TAILQ_HEAD(, dns_pending) held;	/* mode: ask: waiting for an answer */
 	uint64_t		 refused_conns;
 	uint8_t			 inbuf[DNS_SRV_UDP_BUF];
 	uint8_t			 outbuf[2 + DNS_MSG_MAX];
@@ -537,6 +540,77 @@ dns_audit_refused(struct dns_pending *p)
 	dns_finish(p, &o);
 }
 
+static void	dns_resolve(struct dns_pending *);
+
+/* A held query's answer, or one in force: it goes on, or is refused. */
+static void
+dns_asked(struct dns_pending *p, int st, uint64_t id)
+{
+	enum sg_reason r;
+
+	snprintf(p->x->verdict.rule, sizeof(p->x->verdict.rule),
+	    id != 0 ? "approval:%llu" : "approval", (unsigned long long)id);
+	p->x->verdict.ask = 0;
+	switch (st) {
+	case APPROVAL_APPROVED:
+		p->x->verdict.allow = 1;
+		p->x->verdict.reason = REASON_NONE;
+		dns_resolve(p);
+		return;
+	case APPROVAL_DENIED:
+		r = REASON_APPROVAL_DENIED;
+		break;
+	case APPROVAL_LIMIT:
+		r = REASON_APPROVAL_LIMIT;
+		break;
+	default:
+		r = REASON_APPROVAL_TIMEOUT;
+		break;
+	}
+	p->x->verdict.allow = 0;
+	p->x->verdict.reason = r;
+	dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
+}
+
+void
+dns_server_held_wake(struct dns_server *srv)
+{
+	struct dns_pending *p, *next;
+	uint64_t id;
+	int st;
+
+	for (p = TAILQ_FIRST(&srv->held); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, link);
+		st = srv->env.ask_collect(srv->env.ask_arg, p->ask_id);
+		if (st == APPROVAL_PENDING)
+			continue;
+		TAILQ_REMOVE(&srv->held, p, link);
+		id = p->ask_id;
+		p->ask_id = 0;
+		dns_asked(p, st, id);
+		/* A refusal may have freed next's TCP connection: start over. */
+		next = TAILQ_FIRST(&srv->held);
+	}
+}
+
+/* A held query whose client went: its waiter given back, its row written. */
+static void
+dns_held_cancel(struct dns_pending *p)
+{
+	struct dns_outcome o;
+
+	TAILQ_REMOVE(&p->srv->held, p, link);
+	p->srv->env.ask_leave(p->srv->env.ask_arg, p->ask_id);
+	p->ask_id = 0;
+	memset(&o, 0, sizeof(o));
+	o.rcode = -1;
+	o.decision = VERDICT_ERROR;
+	o.rule = p->x->verdict.rule;
+	o.reason = REASON_DNS_ERROR;
+	dns_audit(p, &o, NULL);
+	dns_pending_free(p);
+}
+
 /* The policy's part: everything after the message is known good. */
 static void
 dns_decide(struct dns_pending *p)
@@ -562,6 +636,22 @@ dns_decide(struct dns_pending *p)
 		p->x->target = d.target;
 	snprintf(p->x->fwd.plan.cred, sizeof(p->x->fwd.plan.cred), "%s",
 	    d.cred);
+	/* mode: ask: no rule allowed the name -- held, or answered already. */
+	if (d.v.ask && srv->env.ask != NULL && p->x->has_ident) {
+		uint64_t id = 0;
+		int st = srv->env.ask(srv->env.ask_arg, p->x->ident.sandbox,
+		    p->x->target.host, &id);
+
+		if (st == APPROVAL_PENDING) {
+			p->ask_id = id;
+			snprintf(p->x->verdict.rule, sizeof(p->x->verdict.rule),
+			    "approval:%llu", (unsigned long long)id);
+			TAILQ_INSERT_TAIL(&srv->held, p, link);
+			return;
+		}
+		dns_asked(p, st, id);
+		return;
+	}
 	switch (d.reason) {
 	case REASON_NONE:
 		break;
@@ -577,6 +667,16 @@ dns_decide(struct dns_pending *p)
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;
 	}
+	dns_resolve(p);
+}
+
+/* An allowed query to the resolver. */
+static void
+dns_resolve(struct dns_pending *p)
+{
+	struct dns_server *srv = p->srv;
+	const struct dns_msg *m = &p->msg;
+
 	/* A name that carries an encoded payload (docs/dlp.md, "DNS"). */
 	if (dlp_name(p->x, "dns") == 1 ||
 	    dlp_name_burst(p->x, dns_burst, (int64_t)dns_now_ms()) == 1) {
@@ -811,6 +911,11 @@ dns_tcp_free(struct dns_tcp *c)
 		if (p->tcp == c)
 			dns_pending_cancel(p);
 	}
+	for (p = TAILQ_FIRST(&srv->held); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, link);
+		if (p->tcp == c)
+			dns_held_cancel(p);
+	}
 	TAILQ_REMOVE(&srv->conns, c, link);
 	srv->nconns--;
 	bufferevent_free(c->bev);
@@ -879,6 +984,7 @@ dns_server_new(const struct dns_server_env *env, int udp_fd, int tcp_fd)
 		goto fail;
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->pending);
+	TAILQ_INIT(&srv->held);
 	if (udp_fd != -1) {
 		srv->udp_fd = udp_fd;
 		udp_fd = -1;
@@ -924,6 +1030,8 @@ dns_server_free(struct dns_server *srv)
 		dns_tcp_free(c);
 	while ((p = TAILQ_FIRST(&srv->pending)) != NULL)
 		dns_pending_cancel(p);
+	while ((p = TAILQ_FIRST(&srv->held)) != NULL)
+		dns_held_cancel(p);
 	if (srv->udp_ev != NULL)
 		event_free(srv->udp_ev);
 	if (srv->udp_fd != -1)

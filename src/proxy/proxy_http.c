@@ -228,6 +228,8 @@ connect_request(struct exchange *s, const struct http_request *req, int n)
 	in.hostlen = req->host.len;
 	in.port = req->port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
+		if (s->approval_held)
+			return;		/* asked: read again once answered */
 		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
 		exchange_deny(s, 0, r, detail);
@@ -264,6 +266,8 @@ absolute_request(struct exchange *s, const struct http_request *req, int n)
 	in.method = s->fwd.method;
 	in.path = s->fwd.path;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
+		if (s->approval_held)
+			return;		/* asked: read again once answered */
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
 		exchange_deny(s, 0, r, detail);

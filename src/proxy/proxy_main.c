@@ -161,7 +161,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	    (w->evict_ev = event_new(w->base, -1, 0, proxy_fair_evict_cb,
 	    w)) == NULL || (w->trim_ev = evtimer_new(w->base, proxy_worker_trim_cb,
 	    w)) == NULL || (w->oauth2_ev = event_new(w->base, -1, 0,
-	    oauth2_wake_cb, w)) == NULL)
+	    oauth2_wake_cb, w)) == NULL || approval_worker_init(w) == -1)
 		return -1;
 	if (proxy_tls_worker_init(w, p->cfg) == -1)
 		return -1;
@@ -185,6 +185,10 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		env.fair = p->fair;
 		env.max_ttl = 300;
 		env.idle_timeout_ms = 10000;
+		env.ask = approval_dns_ask;
+		env.ask_collect = approval_dns_collect;
+		env.ask_leave = approval_dns_leave;
+		env.ask_arg = p;
 		/* The server owns both descriptors from here, also on failure. */
 		w->dns = dns_server_new(&env, p->dns_fds[0][index],
 		    p->dns_fds[1][index]);
@@ -313,6 +317,8 @@ proxy_new(struct config *cfg, struct policy *pol, struct proxy_parts *parts)
 	atomic_init(&p->keeper_pid, 0);
 	pthread_mutex_init(&p->pol_mtx, NULL);
 	pthread_mutex_init(&p->evict_mtx, NULL);
+	if (approval_proxy_init(p) == -1)
+		goto fail;
 	atomic_init(&p->n_conns, 0);
 	atomic_init(&p->n_refused, 0);
 	atomic_init(&p->n_evicted, 0);
@@ -531,6 +537,7 @@ proxy_free(struct proxy *p)
 			event_free(w->trim_ev);
 		if (w->oauth2_ev != NULL)
 			event_free(w->oauth2_ev);
+		approval_worker_free(w);
 		if (w->base != NULL)
 			event_base_free(w->base);
 		proxy_tls_worker_free(w);
@@ -578,6 +585,7 @@ proxy_free(struct proxy *p)
 	config_free(p->cfg);
 	pthread_mutex_destroy(&p->pol_mtx);
 	pthread_mutex_destroy(&p->evict_mtx);
+	approval_proxy_free(p);
 	free(p);
 }
 

@@ -134,7 +134,6 @@ socks_request(struct exchange *s, const uint8_t *p, size_t len)
 		exchange_close(s, CLOSE_REFUSED);
 		return -1;
 	}
-	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	conn_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
@@ -161,11 +160,15 @@ socks_request(struct exchange *s, const uint8_t *p, size_t len)
 	}
 	in.port = r.port;
 	if ((why = proxy_decide(s, &in)) != REASON_NONE) {
+		/* Asked: the request stays in the input, read again once answered. */
+		if (s->approval_held)
+			return -1;
 		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
 		    s->target.port);
 		exchange_deny(s, 0, why, detail);
 		return -1;
 	}
+	evbuffer_drain(bufferevent_get_input(s->c->cbev), (size_t)n);
 	upstream_resolve(s, socks_resolved);
 	return -1;	/* the exchange moved on: stop parsing here */
 }

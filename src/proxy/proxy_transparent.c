@@ -124,6 +124,7 @@ decide_addr(struct exchange *s)
 	in.host = netaddr_ntop(&s->c->orig_dst, ip, sizeof(ip));
 	in.hostlen = strlen(ip);
 	in.port = s->c->orig_port;
+	in.no_ask = 1;	/* mode: ask asks about names */
 	return proxy_decide(s, &in);
 }
 
@@ -216,6 +217,7 @@ decide_no_sni(struct exchange *s)
 		in.host = t.host;
 		in.hostlen = strlen(t.host);
 		in.port = s->c->orig_port;
+		in.no_ask = 1;
 		if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 			deny(s, 403, r, "address not allowed");
 			return;
@@ -252,6 +254,8 @@ decide_name(struct exchange *s, const char *host, size_t len)
 	in.hostlen = len;
 	in.port = s->c->orig_port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
+		if (s->approval_held)
+			return;		/* asked: sniffed again once answered */
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
 		deny(s, 0, r, detail);
@@ -290,6 +294,7 @@ decide_opaque(struct exchange *s)
 		in.host = name;
 		in.hostlen = strlen(name);
 		in.port = s->c->orig_port;
+		in.no_ask = 1;
 		r = proxy_decide(s, &in);
 	}
 	if (r != REASON_NONE) {

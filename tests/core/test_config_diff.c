@@ -64,7 +64,9 @@ static const char base_yaml[] =
     "user: sandgate\n"
     "policies_watch: false\n"
     "log_level: info\n"
-    "log_format: text\n";
+    "log_format: text\n"
+    "approval: { timeout: 60s, max_pending: 20,\n"
+    "  notify: \"http://127.0.0.1:9/hook\" }\n";
 
 /* Every restart-only key changed (and policies, sandbox.* too). */
 static const char changed_yaml[] =
@@ -113,7 +115,9 @@ static const char changed_yaml[] =
     "user: nobody\n"
     "policies_watch: true\n"
     "log_level: debug\n"
-    "log_format: json\n";
+    "log_format: json\n"
+    "approval: { timeout: 61s, max_pending: 21,\n"
+    "  notify: \"http://127.0.0.1:9/hook2\" }\n";
 
 static const char *const every_key[] = {
 	"state_dir", "listen.http", "listen.socks5", "listen.dns",
@@ -136,7 +140,8 @@ static const char *const every_key[] = {
 	"limits.http2.max_continuations",
 	"limits.http2.max_resets_per_second",
 	"limits.http2.max_control_per_second", "workers", "user",
-	"policies_watch", "log_level", "log_format",
+	"policies_watch", "log_level", "log_format", "approval.timeout",
+	"approval.max_pending", "approval.notify",
 };
 
 static struct config *

@@ -497,7 +497,7 @@ test_index_vs_scan(void)
 	char dir[] = "/tmp/sg-match-XXXXXX", path[256], name[128];
 	const char *methods[] = { NULL, "GET", "POST" };
 	const char *paths[] = { NULL, "/a/b", "/q/x?y", "/a/../q/1" };
-	struct policy_identity id = { "gen", "gen" };
+	struct policy_identity id = { "gen", "gen", 0 };
 	struct policy_verdict v1, v2;
 	struct policy_target t;
 	struct policy_def *def;

@@ -114,6 +114,15 @@ struct rcase {
 	  country, -1 }
 
 static const struct rcase cases[] = {
+	/* mode: ask: an operator's refusal, decided again by the rules. */
+	{ "approval denied, same rules", 0, ROW("box", "http",
+	    "new.example.com", 80, "GET", "deny", "approval:3",
+	    "approval-denied"), REPLAY_SAME, NULL, "deny", "policy-deny",
+	    NULL },
+	{ "approval timeout, now allowed", 1, ROW("box", "http",
+	    "new.example.com", 80, "GET", "deny", "approval:4",
+	    "approval-timeout"), REPLAY_DENY_TO_ALLOW, NULL, "allow",
+	    "allowed", "addresses" },
 	{ "same allow", 0, ROW("box", "http", "a.example.com", 80, "GET",
 	    "allow", "p:allow[0]", NULL), REPLAY_SAME, NULL, "allow",
 	    "allowed", NULL },

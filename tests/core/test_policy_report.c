@@ -169,8 +169,8 @@ static void
 test_load_errors(void)
 {
 	static const struct coretest_diag want[] = {
-		{ 3, 11, "mode: expected enforce or report" },
-		{ 5, 11, "mode: expected enforce or report" },
+		{ 3, 11, "mode: expected enforce, report or ask" },
+		{ 5, 11, "mode: expected enforce, report or ask" },
 	};
 	struct diag d;
 	struct policy *p;

@@ -46,7 +46,8 @@ SPEC_COMMANDS = [
 # Commands an issue added beyond SPEC's list (issue 24: status, reload, top),
 # held to the same checks: on the page, in help, help CMD = CMD --help.
 # Issue 26: policy replay.
-ISSUE_COMMANDS = ["status", "reload", "top", "policy replay"]
+ISSUE_COMMANDS = ["status", "reload", "top", "policy replay",
+                  "approvals", "approve", "deny"]
 SPEC_COMMANDS = SPEC_COMMANDS + ISSUE_COMMANDS
 # Specified, built on other branches: {command: who builds it}. Empty while
 # this build has every command SPEC names; the checks stay for the next one.

@@ -1,0 +1,186 @@
+/*
+ * The notifier of mode: ask's questions (approval_notify.h): each question
+ * the network process sends on the socket is handed to approval.notify --
+ * a command exec'd with its argv (no shell), the question as JSON on its
+ * standard input, or an http:// webhook it is POSTed to. One at a time,
+ * each bounded to 10 s; a failure is logged and the next one goes on.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <netdb.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "daemon/approval_notify.h"
+
+#define NOTIFY_MAX	65536
+#define NOTIFY_WAIT_S	10
+
+/* The command, its stdin the question; killed after NOTIFY_WAIT_S. */
+static void
+run_command(char *const argv[], const char *msg, size_t len)
+{
+	int in[2], status;
+	pid_t pid;
+	time_t end;
+	ssize_t w;
+	size_t off = 0;
+
+	if (pipe(in) == -1) {
+		log_warn("approval.notify: pipe");
+		return;
+	}
+	if ((pid = fork()) == -1) {
+		log_warn("approval.notify: fork");
+		close(in[0]);
+		close(in[1]);
+		return;
+	}
+	if (pid == 0) {
+		dup2(in[0], 0);
+		close(in[0]);
+		close(in[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	signal(SIGPIPE, SIG_IGN);
+	while (off < len && (w = write(in[1], msg + off, len - off)) > 0)
+		off += (size_t)w;
+	close(in[1]);
+	end = time(NULL) + NOTIFY_WAIT_S;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (time(NULL) >= end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			log_warnx("approval.notify: %s took over %d s: killed",
+			    argv[0], NOTIFY_WAIT_S);
+			return;
+		}
+		usleep(20000);
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		log_warnx("approval.notify: %s failed (status %d)", argv[0],
+		    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* POST to http://host[:port]/path; 0 on a 2xx answer. */
+static int
+post(const char *url, const char *msg, size_t len)
+{
+	char host[256], port[8] = "80", head[1024], buf[512];
+	const char *h = url + 7, *slash, *colon, *path;
+	struct addrinfo hints, *res = NULL, *ai;
+	struct timeval tv = { NOTIFY_WAIT_S, 0 };
+	ssize_t n;
+	int fd = -1, rc = -1;
+
+	slash = strchr(h, '/');
+	path = slash != NULL ? slash : "/";
+	if (slash == NULL)
+		slash = h + strlen(h);
+	colon = memchr(h, ':', (size_t)(slash - h));
+	if ((size_t)((colon != NULL ? colon : slash) - h) >= sizeof(host))
+		return -1;
+	snprintf(host, sizeof(host), "%.*s", (int)((colon != NULL ? colon :
+	    slash) - h), h);
+	if (colon != NULL)
+		snprintf(port, sizeof(port), "%.*s", (int)(slash - colon - 1),
+		    colon + 1);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, port, &hints, &res) != 0)
+		return -1;
+	for (ai = res; ai != NULL && fd == -1; ai = ai->ai_next) {
+		if ((fd = socket(ai->ai_family, ai->ai_socktype, 0)) == -1)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd == -1)
+		return -1;
+	n = snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: %s\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "User-Agent: sandgate\r\nConnection: close\r\n\r\n", path, host,
+	    len);
+	if (n > 0 && (size_t)n < sizeof(head) &&
+	    send(fd, head, (size_t)n, MSG_NOSIGNAL) == n &&
+	    send(fd, msg, len, MSG_NOSIGNAL) == (ssize_t)len &&
+	    (n = recv(fd, buf, sizeof(buf) - 1, 0)) > 12) {
+		buf[n] = '\0';
+		if (strncmp(buf, "HTTP/1.", 7) == 0 && buf[9] == '2')
+			rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+static void
+become(const char *user)
+{
+	struct passwd *pw;
+
+	if (user == NULL || geteuid() != 0 || (pw = getpwnam(user)) == NULL)
+		return;
+	if (setgroups(0, NULL) == -1 || setgid(pw->pw_gid) == -1 ||
+	    setuid(pw->pw_uid) == -1) {
+		log_warn("approval.notify: cannot become %s", user);
+		_exit(1);
+	}
+}
+
+int
+approval_notifier_start(const struct config *cfg)
+{
+	static char msg[NOTIFY_MAX];
+	int sv[2];
+	ssize_t n;
+	pid_t pid;
+
+	if (cfg->approval_notify_url == NULL &&
+	    cfg->approval_notify_argv[0] == NULL)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+		log_warn("approval.notify: socketpair");
+		return -1;
+	}
+	if ((pid = fork()) == -1) {
+		log_warn("approval.notify: fork");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		close(sv[1]);
+		return sv[0];
+	}
+	close(sv[0]);
+	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+	(void)prctl(PR_SET_NAME, "sg-notify");
+	become(cfg->user);
+	signal(SIGHUP, SIG_IGN);
+	while ((n = recv(sv[1], msg, sizeof(msg), 0)) > 0) {
+		if (cfg->approval_notify_argv[0] != NULL)
+			run_command(cfg->approval_notify_argv, msg, (size_t)n);
+		else if (post(cfg->approval_notify_url, msg, (size_t)n) == -1)
+			log_warnx("approval.notify: POST to %s failed",
+			    cfg->approval_notify_url);
+	}
+	_exit(0);
+}
