@@ -42,26 +42,6 @@ static const char deny_usage[] =
     "  Refuse the requests held on question ID (approval-denied). --for\n"
     "  DURATION refuses the sandbox's requests in SCOPE at once that long.\n";
 
-static int
-sock_of(const char *cfg_path, const char *sock, const char *cmd, char **out)
-{
-	struct config *cfg;
-
-	if (sock != NULL) {
-		*out = strdup(sock);
-		return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
-	}
-	if (cmd_load(cfg_path, &cfg, NULL) == -1)
-		return 1;
-	if (cfg->admin_socket == NULL) {
-		config_free(cfg);
-		return cmd_error("%s: the config sets no admin_socket", cmd);
-	}
-	*out = strdup(cfg->admin_socket);
-	config_free(cfg);
-	return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
-}
-
 static void
 put_clean(FILE *fp, const char *s)
 {
@@ -159,7 +139,7 @@ cmd_approvals(int argc, char *argv[])
 	if (a.n_ops > 0)
 		return cmd_usage_error(approvals_usage, "approvals: unexpected "
 		    "argument: %s", a.ops[0]);
-	if ((rc = sock_of(cfg_path, sock, "approvals", &path)) != 0)
+	if ((rc = cmd_admin_socket(cfg_path, sock, "approvals", &path)) != 0)
 		return rc;
 	rc = call("approvals", path, "GET", "/v1/approvals", NULL, &st, &body,
 	    &j);
@@ -370,7 +350,7 @@ answer(int argc, char *argv[], int approve)
 	if (always && forv != NULL)
 		return cmd_usage_error(usage, "%s: --for or --always, not both",
 		    cmd);
-	if ((rc = sock_of(cfg_path, sock, cmd, &path)) != 0)
+	if ((rc = cmd_admin_socket(cfg_path, sock, cmd, &path)) != 0)
 		return rc;
 	/* The rule first: the requests waiting then go on under it. */
 	if (always) {

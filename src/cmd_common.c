@@ -242,3 +242,25 @@ cmd_json_string(const char *s)
 	}
 	putchar('"');
 }
+
+/* The admin socket: --socket, else the config's admin_socket. */
+int
+cmd_admin_socket(const char *cfg_path, const char *sock, const char *cmd,
+    char **out)
+{
+	struct config *cfg;
+
+	if (sock != NULL) {
+		*out = strdup(sock);
+		return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
+	}
+	if (cmd_load(cfg_path, &cfg, NULL) == -1)
+		return 1;
+	if (cfg->admin_socket == NULL) {
+		config_free(cfg);
+		return cmd_error("%s: the config sets no admin_socket", cmd);
+	}
+	*out = strdup(cfg->admin_socket);
+	config_free(cfg);
+	return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
+}

@@ -191,28 +191,6 @@ print_status(json_t *j)
 	}
 }
 
-/* The admin socket: --socket, else the config's admin_socket. */
-static int
-socket_path(const char *cfg_path, const char *sock, const char *cmd,
-    char **out)
-{
-	struct config *cfg;
-
-	if (sock != NULL) {
-		*out = strdup(sock);
-		return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
-	}
-	if (cmd_load(cfg_path, &cfg, NULL) == -1)
-		return 1;
-	if (cfg->admin_socket == NULL) {
-		config_free(cfg);
-		return cmd_error("%s: the config sets no admin_socket", cmd);
-	}
-	*out = strdup(cfg->admin_socket);
-	config_free(cfg);
-	return *out != NULL ? 0 : cmd_error("%s: out of memory", cmd);
-}
-
 /* One call; the reply parsed, or an error said (1). */
 static int
 call(const char *cmd, const char *sock, const char *method, const char *path,
@@ -279,7 +257,7 @@ admin_cmd(int argc, char *argv[], const char *cmd, const char *usage,
 		return 0;
 	}
 	if ((rc = scan(argc, argv, cmd, usage, &cfg_path, &sock, json)) != 0 ||
-	    (rc = socket_path(cfg_path, sock, cmd, &path)) != 0)
+	    (rc = cmd_admin_socket(cfg_path, sock, cmd, &path)) != 0)
 		return rc;
 	rc = call(cmd, path, method, uri, st, body, j);
 	free(path);

@@ -81,6 +81,9 @@ const char	*cmd_args_next(struct cmd_args *, const char *with_value,
 int		 cmd_bad_option(const struct cmd_args *, const char *opt);
 /* s as a JSON string on stdout (quotes, escapes), or null for NULL. */
 void		 cmd_json_string(const char *s);
+/* *out (to free): sock, else cfg_path's admin_socket; 0, or 1 with an error said. */
+int		 cmd_admin_socket(const char *cfg_path, const char *sock,
+		    const char *cmd, char **out);
 int		 cmd_bad_value(const struct cmd_args *, const char *expected,
 		    const char *got);
 int		 cmd_opt_error(const struct cmd_args *, const char *fmt, ...)

@@ -108,4 +108,13 @@ void		 proxy_nflog_stop(struct proxy *);
 /* The NFLOG group the launcher's rules log to; 0 when there is none. */
 int		 proxy_nflog_group(const struct proxy *);
 
+/*
+ * proxy_admin.c: an admin API answer -- j as compact JSON with its status
+ * (j's reference taken), or {"error": msg}.
+ */
+struct evhttp_request;
+typedef struct json_t json_t;
+void		 admin_reply_json(struct evhttp_request *, int code, json_t *j);
+void		 admin_reply_error(struct evhttp_request *, int code, const char *msg);
+
 #endif

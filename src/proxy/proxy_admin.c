@@ -31,31 +31,6 @@
 #define ADMIN_MAX_BODY	65536
 
 static void
-reply_json(struct evhttp_request *req, int code, json_t *j)
-{
-	struct evbuffer *out = evbuffer_new();
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-
-	if (out != NULL && s != NULL) {
-		evbuffer_add_printf(out, "%s\n", s);
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Content-Type", "application/json");
-		evhttp_send_reply(req, code, code < 300 ? "OK" : "Error", out);
-	} else
-		evhttp_send_error(req, 500, "out of memory");
-	free(s);
-	if (out != NULL)
-		evbuffer_free(out);
-	json_decref(j);
-}
-
-static void
-reply_error(struct evhttp_request *req, int code, const char *msg)
-{
-	reply_json(req, code, json_pack("{s:s}", "error", msg));
-}
-
-static void
 admin_audit(struct proxy *p, const char *method, const char *path, int status,
     enum sg_verdict decision, const char *sandbox, const char *reason)
 {
@@ -237,7 +212,7 @@ list_sandboxes(struct proxy *p, struct evhttp_request *req, const char *only)
 	policy_registry_foreach(dynamic_cb, &lc);
 	policy_unref(lc.pol);
 	if (only == NULL) {
-		reply_json(req, 200, json_pack("{s:o}", "sandboxes", lc.arr));
+		admin_reply_json(req, 200, json_pack("{s:o}", "sandboxes", lc.arr));
 		return;
 	}
 	for (i = 0; i < json_array_size(lc.arr); i++) {
@@ -245,12 +220,12 @@ list_sandboxes(struct proxy *p, struct evhttp_request *req, const char *only)
 		if (strcmp(json_string_value(json_object_get(e, "id")), only) == 0) {
 			json_incref(e);
 			json_decref(lc.arr);
-			reply_json(req, 200, e);
+			admin_reply_json(req, 200, e);
 			return;
 		}
 	}
 	json_decref(lc.arr);
-	reply_error(req, 404, "no such sandbox");
+	admin_reply_error(req, 404, "no such sandbox");
 }
 
 /* POST /v1/sandboxes {"id": "...", "policy": "...", "source": "198.18.0.2"} */
@@ -267,26 +242,26 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 	json_t *body, *ij;
 
 	if (len > ADMIN_MAX_BODY) {
-		reply_error(req, 413, "body too large");
+		admin_reply_error(req, 413, "body too large");
 		return;
 	}
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
 	if (body == NULL || json_unpack(body, "{s:s,s:s,s:s}", "id", &id,
 	    "policy", &pname, "source", &src) == -1) {
 		json_decref(body);
-		reply_error(req, 400, "want {\"id\", \"policy\", \"source\"}");
+		admin_reply_error(req, 400, "want {\"id\", \"policy\", \"source\"}");
 		return;
 	}
 	if (!policy_valid_id(id, strlen(id)) ||
 	    netaddr_parse(src, strlen(src), &addr) == -1) {
 		json_decref(body);
-		reply_error(req, 400, "bad id or source address");
+		admin_reply_error(req, 400, "bad id or source address");
 		return;
 	}
 	if ((ij = json_object_get(body, "ingress")) != NULL && !json_is_null(ij) &&
 	    (ierr = ingress_parse(ij, &ing)) != NULL) {
 		json_decref(body);
-		reply_error(req, 400, ierr);
+		admin_reply_error(req, 400, ierr);
 		return;
 	}
 	pol = proxy_policy_get(p);
@@ -295,21 +270,21 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		if (policy_identity_by_id(pol, id, &st) == 0) {
 			policy_unref(pol);
 			json_decref(body);
-			reply_error(req, 409, "a static sandbox has this id");
+			admin_reply_error(req, 409, "a static sandbox has this id");
 			return;
 		}
 	}
 	if (!policy_has(pol, pname)) {
 		policy_unref(pol);
 		json_decref(body);
-		reply_error(req, 400, "no such policy");
+		admin_reply_error(req, 400, "no such policy");
 		return;
 	}
 	if (policy_registry_add_ingress(id, pname, &addr, (int64_t)time(NULL),
 	    ij != NULL && !json_is_null(ij) ? &ing : NULL) == -1) {
 		policy_unref(pol);
 		json_decref(body);
-		reply_error(req, 409, "a sandbox with this id or source exists");
+		admin_reply_error(req, 409, "a sandbox with this id or source exists");
 		return;
 	}
 	cred_issue(p, pol, id, pname);
@@ -321,7 +296,7 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 		    pname, "source", src, "placeholders",
 		    placeholders_json(p, pol, id, pname));
 		add_ingress(o, pol, id);
-		reply_json(req, 201, o);
+		admin_reply_json(req, 201, o);
 	}
 	policy_unref(pol);
 	json_decref(body);
@@ -340,18 +315,18 @@ set_state(struct proxy *p, struct evhttp_request *req, const char *id)
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
 	if (body == NULL || json_unpack(body, "{s:b}", "running", &running) == -1) {
 		json_decref(body);
-		reply_error(req, 400, "want {\"running\": true|false}");
+		admin_reply_error(req, 400, "want {\"running\": true|false}");
 		return;
 	}
 	json_decref(body);
 	if (policy_registry_set_running(id, running) == -1) {
-		reply_error(req, 404, "no such dynamic sandbox");
+		admin_reply_error(req, 404, "no such dynamic sandbox");
 		return;
 	}
 	admin_audit(p, "POST", "/v1/sandboxes/state", 200, VERDICT_ALLOW, id,
 	    running ? "running" : "not-running");
 	log_info("admin: sandbox %s %s", id, running ? "running" : "not running");
-	reply_json(req, 200, json_pack("{s:s,s:b}", "id", id, "running", running));
+	admin_reply_json(req, 200, json_pack("{s:s,s:b}", "id", id, "running", running));
 }
 
 /* Exchanges ended, and those denied, every listener: the rates' totals. */
@@ -496,10 +471,10 @@ status(struct proxy *p, struct evhttp_request *req)
 	    (json_int_t)atomic_load(&p->n_keeper_restarts),
 	    "last_reload", last_reload_json(&p->last_reload));
 	if (j == NULL) {
-		reply_error(req, 500, "out of memory");
+		admin_reply_error(req, 500, "out of memory");
 		return;
 	}
-	reply_json(req, 200, j);
+	admin_reply_json(req, 200, j);
 }
 
 /* A JSON string of s; bytes that are not UTF-8 become '?', never lost. */
@@ -564,7 +539,7 @@ reload(struct proxy *p, struct evhttp_request *req)
 
 	diag_init(&d);
 	if (proxy_reload(p, "admin", &d, &ri) == 0) {
-		reply_json(req, 200, reload_ok_json(&ri));
+		admin_reply_json(req, 200, reload_ok_json(&ri));
 		diag_free(&d);
 		return;
 	}
@@ -580,7 +555,7 @@ reload(struct proxy *p, struct evhttp_request *req)
 	}
 	snprintf(line, sizeof(line), "the new policy has %zu error%s; the old "
 	    "one stays in force", d.n, d.n == 1 ? "" : "s");
-	reply_json(req, 400, json_pack("{s:b,s:s,s:o*}", "ok", 0, "error",
+	admin_reply_json(req, 400, json_pack("{s:b,s:s,s:o*}", "ok", 0, "error",
 	    line, "errors", errs));
 	diag_free(&d);
 }
@@ -605,7 +580,7 @@ admin_cb(struct evhttp_request *req, void *arg)
 		size_t idlen = ulen - plen - slen;
 
 		if (idlen > POLICY_ID_MAX) {
-			reply_error(req, 404, "no such dynamic sandbox");
+			admin_reply_error(req, 404, "no such dynamic sandbox");
 			return;
 		}
 		memcpy(id, uri + plen, idlen);
@@ -622,18 +597,18 @@ admin_cb(struct evhttp_request *req, void *arg)
 	    cmd == EVHTTP_REQ_DELETE) {
 		const char *id = uri + strlen(pfx);
 		if (policy_registry_remove(id) == -1) {
-			reply_error(req, 404, "no such dynamic sandbox");
+			admin_reply_error(req, 404, "no such dynamic sandbox");
 			return;
 		}
 		cred_forget(p, id);
 		admin_audit(p, "DELETE", "/v1/sandboxes", 200, VERDICT_ALLOW,
 		    id, NULL);
 		log_info("admin: sandbox %s removed", id);
-		reply_json(req, 200, json_pack("{s:s}", "removed", id));
+		admin_reply_json(req, 200, json_pack("{s:s}", "removed", id));
 	} else if (strcmp(uri, "/v1/reload") == 0 && cmd == EVHTTP_REQ_POST) {
 		reload(p, req);
 	} else
-		reply_error(req, 404, "no such endpoint");
+		admin_reply_error(req, 404, "no such endpoint");
 }
 
 int

@@ -26,31 +26,6 @@
 
 #define APPROVAL_LIST_MAX	4096
 
-static void
-reply(struct evhttp_request *req, int code, json_t *j)
-{
-	struct evbuffer *out = evbuffer_new();
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-
-	if (out != NULL && s != NULL) {
-		evbuffer_add_printf(out, "%s\n", s);
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Content-Type", "application/json");
-		evhttp_send_reply(req, code, code < 300 ? "OK" : "Error", out);
-	} else
-		evhttp_send_error(req, 500, "out of memory");
-	free(s);
-	if (out != NULL)
-		evbuffer_free(out);
-	json_decref(j);
-}
-
-static void
-reply_err(struct evhttp_request *req, int code, const char *msg)
-{
-	reply(req, code, json_pack("{s:s}", "error", msg));
-}
-
 /* Who is on the other end of the admin socket: a user name, or "uid:N". */
 static void
 peer_user(struct evhttp_request *req, char *out, size_t len)
@@ -118,7 +93,7 @@ list(struct proxy *p, struct evhttp_request *req)
 	if ((v = calloc(APPROVAL_LIST_MAX, sizeof(*v))) == NULL || a == NULL) {
 		free(v);
 		json_decref(a);
-		reply_err(req, 500, "out of memory");
+		admin_reply_error(req, 500, "out of memory");
 		return;
 	}
 	pthread_mutex_lock(&p->approval_mtx);
@@ -130,7 +105,7 @@ list(struct proxy *p, struct evhttp_request *req)
 	for (i = 0; i < n; i++)
 		json_array_append_new(a, info_json(&v[i], now));
 	free(v);
-	reply(req, 200, json_pack("{s:o}", "approvals", a));
+	admin_reply_json(req, 200, json_pack("{s:o}", "approvals", a));
 }
 
 /* The answer's row: who, when (the row's time), what, for how long, where. */
@@ -178,7 +153,7 @@ answer(struct proxy *p, struct evhttp_request *req, const char *idtext)
 
 	id = strtoull(idtext, &end, 10);
 	if (*idtext < '0' || *idtext > '9' || *end != '\0' || id == 0) {
-		reply_err(req, 404, "no such question");
+		admin_reply_error(req, 404, "no such question");
 		return;
 	}
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
@@ -186,7 +161,7 @@ answer(struct proxy *p, struct evhttp_request *req, const char *idtext)
 	    &ans, "for", &forv, "always", &always, "scope", &scopev) == -1 ||
 	    (strcmp(ans, "approve") != 0 && strcmp(ans, "deny") != 0)) {
 		json_decref(body);
-		reply_err(req, 400, "want {\"answer\": \"approve\"|\"deny\", "
+		admin_reply_error(req, 400, "want {\"answer\": \"approve\"|\"deny\", "
 		    "\"for\", \"always\", \"scope\"}");
 		return;
 	}
@@ -194,17 +169,17 @@ answer(struct proxy *p, struct evhttp_request *req, const char *idtext)
 	if (forv != NULL && (config_parse_duration_ms(forv, &for_ms) == -1 ||
 	    for_ms == 0)) {
 		json_decref(body);
-		reply_err(req, 400, "for: a duration such as 30m or 1h");
+		admin_reply_error(req, 400, "for: a duration such as 30m or 1h");
 		return;
 	}
 	if (always) {
 		json_decref(body);
-		reply_err(req, 501, "always: not supported by this gateway yet");
+		admin_reply_error(req, 501, "always: not supported by this gateway yet");
 		return;
 	}
 	if (scopev != NULL && approval_scope_parse(scopev, &sc) == -1) {
 		json_decref(body);
-		reply_err(req, 400, "scope: host, host:port or *.domain");
+		admin_reply_error(req, 400, "scope: host, host:port or *.domain");
 		return;
 	}
 	pthread_mutex_lock(&p->approval_mtx);
@@ -216,13 +191,13 @@ answer(struct proxy *p, struct evhttp_request *req, const char *idtext)
 	pthread_mutex_unlock(&p->approval_mtx);
 	if (rc == -2) {
 		json_decref(body);
-		reply_err(req, 400, "scope: does not cover the question's "
+		admin_reply_error(req, 400, "scope: does not cover the question's "
 		    "destination");
 		return;
 	}
 	if (rc == -1) {
 		json_decref(body);
-		reply_err(req, 404, "no such pending question");
+		admin_reply_error(req, 404, "no such pending question");
 		return;
 	}
 	peer_user(req, user, sizeof(user));
@@ -232,7 +207,7 @@ answer(struct proxy *p, struct evhttp_request *req, const char *idtext)
 	    id, approve ? "approved" : "denied", user, q.sandbox, q.host,
 	    q.port, forv != NULL ? ", for " : "", forv != NULL ? forv : "");
 	approval_wake_all(p);
-	reply(req, 200, json_pack("{s:I,s:s,s:s,s:i}", "id", (json_int_t)id,
+	admin_reply_json(req, 200, json_pack("{s:I,s:s,s:s,s:i}", "id", (json_int_t)id,
 	    "answer", ans, "user", user, "waiting", (int)q.waiting));
 	json_decref(body);
 }
