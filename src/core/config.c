@@ -796,11 +796,12 @@ cf_approval_notify(struct cload *l, const struct ynode *n)
 		if (ycheck_str(&l->c, n, "approval.notify", CF_MAX_PATH,
 		    &s) == -1)
 			return;
-		if (strncmp(s, "http://", 7) != 0 || s[7] == '\0' ||
-		    s[7] == '/') {
+		if (!((strncmp(s, "http://", 7) == 0 && s[7] != '\0' &&
+		    s[7] != '/') || (strncmp(s, "https://", 8) == 0 &&
+		    s[8] != '\0' && s[8] != '/'))) {
 			ycheck_err(&l->c, n, "approval.notify: expected an "
-			    "http:// URL (https: through a local relay), or a "
-			    "command as a list [PROGRAM, ARG...]");
+			    "http:// or https:// URL, or a command as a list "
+			    "[PROGRAM, ARG...]");
 			return;
 		}
 		if ((cfg->approval_notify_url = strdup(s)) == NULL)

@@ -2,7 +2,7 @@
  * The notifier of mode: ask's questions (approval_notify.h): each question
  * the network process sends on the socket is handed to approval.notify --
  * a command exec'd with its argv (no shell), the question as JSON on its
- * standard input, or an http:// webhook it is POSTed to. One at a time,
+ * standard input, or an http:// or https:// webhook it is POSTed to. One at a time,
  * each bounded to 10 s; a failure is logged and the next one goes on.
  */
 #include <errno.h>
@@ -19,6 +19,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -75,17 +79,63 @@ run_command(char *const argv[], const char *msg, size_t len)
 		    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-/* POST to http://host[:port]/path; 0 on a 2xx answer. */
+/* fd's TLS client side toward host, verified as origins are; NULL on failure. */
+static SSL *
+tls_open(int fd, const char *host, const char *ca_bundle, SSL_CTX **ctxp)
+{
+	SSL_CTX *ctx;
+	SSL *ssl = NULL;
+
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if ((ca_bundle != NULL ? SSL_CTX_load_verify_locations(ctx, ca_bundle,
+	    NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+	    (ssl = SSL_new(ctx)) == NULL || SSL_set_fd(ssl, fd) != 1 ||
+	    SSL_set_tlsext_host_name(ssl, host) != 1 ||
+	    SSL_set1_host(ssl, host) != 1 || SSL_connect(ssl) != 1) {
+		log_warnx("approval.notify: TLS with %s failed (certificate "
+		    "verify: %s)", host, ssl != NULL ?
+		    X509_verify_cert_error_string(SSL_get_verify_result(ssl)) :
+		    "-");
+		SSL_free(ssl);
+		SSL_CTX_free(ctx);
+		ERR_clear_error();
+		return NULL;
+	}
+	*ctxp = ctx;
+	return ssl;
+}
+
 static int
-post(const char *url, const char *msg, size_t len)
+io_write(int fd, SSL *ssl, const void *p, size_t n)
+{
+	if (ssl != NULL)
+		return n == 0 || SSL_write(ssl, p, (int)n) == (int)n ? 0 : -1;
+	return send(fd, p, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+/*
+ * POST to http[s]://host[:port]/path; 0 on a 2xx answer. https is verified
+ * against upstream.ca_bundle (the system's roots without it) with the
+ * host name, as origins are.
+ */
+static int
+post(const char *url, const char *msg, size_t len, const char *ca_bundle)
 {
 	char host[256], port[8] = "80", head[1024], buf[512];
-	const char *h = url + 7, *slash, *colon, *path;
+	int tls = strncmp(url, "https://", 8) == 0;
+	const char *h = url + (tls ? 8 : 7), *slash, *colon, *path;
 	struct addrinfo hints, *res = NULL, *ai;
 	struct timeval tv = { NOTIFY_WAIT_S, 0 };
+	SSL_CTX *ctx = NULL;
+	SSL *ssl = NULL;
 	ssize_t n;
 	int fd = -1, rc = -1;
 
+	if (tls)
+		snprintf(port, sizeof(port), "443");
 	slash = strchr(h, '/');
 	path = slash != NULL ? slash : "/";
 	if (slash == NULL)
@@ -115,17 +165,27 @@ post(const char *url, const char *msg, size_t len)
 	freeaddrinfo(res);
 	if (fd == -1)
 		return -1;
+	if (tls && (ssl = tls_open(fd, host, ca_bundle, &ctx)) == NULL) {
+		close(fd);
+		return -1;
+	}
 	n = snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: %s\r\n"
 	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
 	    "User-Agent: sandgate\r\nConnection: close\r\n\r\n", path, host,
 	    len);
 	if (n > 0 && (size_t)n < sizeof(head) &&
-	    send(fd, head, (size_t)n, MSG_NOSIGNAL) == n &&
-	    send(fd, msg, len, MSG_NOSIGNAL) == (ssize_t)len &&
-	    (n = recv(fd, buf, sizeof(buf) - 1, 0)) > 12) {
+	    io_write(fd, ssl, head, (size_t)n) == 0 &&
+	    io_write(fd, ssl, msg, len) == 0 &&
+	    (n = ssl != NULL ? SSL_read(ssl, buf, sizeof(buf) - 1) :
+	    recv(fd, buf, sizeof(buf) - 1, 0)) > 12) {
 		buf[n] = '\0';
 		if (strncmp(buf, "HTTP/1.", 7) == 0 && buf[9] == '2')
 			rc = 0;
+	}
+	if (ssl != NULL) {
+		(void)SSL_shutdown(ssl);
+		SSL_free(ssl);
+		SSL_CTX_free(ctx);
 	}
 	close(fd);
 	return rc;
@@ -178,7 +238,8 @@ approval_notifier_start(const struct config *cfg)
 	while ((n = recv(sv[1], msg, sizeof(msg), 0)) > 0) {
 		if (cfg->approval_notify_argv[0] != NULL)
 			run_command(cfg->approval_notify_argv, msg, (size_t)n);
-		else if (post(cfg->approval_notify_url, msg, (size_t)n) == -1)
+		else if (post(cfg->approval_notify_url, msg, (size_t)n,
+		    cfg->ca_bundle) == -1)
 			log_warnx("approval.notify: POST to %s failed",
 			    cfg->approval_notify_url);
 	}

@@ -619,7 +619,7 @@ class ApprovalNotifyTest(unittest.TestCase):
     """approval.notify: a command with the question as JSON on its stdin
     (no shell), or a webhook POST; a chat bot then answers over the API."""
 
-    def start(self, notify):
+    def start(self, notify, more=None):
         td = T.TempDir("sgtest-approval-notify-")
         self.addCleanup(td.cleanup)
         d = td.path
@@ -629,8 +629,9 @@ class ApprovalNotifyTest(unittest.TestCase):
         self.addCleanup(dns.stop)
         sock = os.path.join(d, "adm.sock")
         gw = T.Gateway(d, dns, {"p.yaml": policy(origin.port)},
-            extra={"listen": {"admin": sock},
-                   "approval": {"timeout": "10s", "notify": notify}})
+            extra=dict({"listen": {"admin": sock},
+                   "approval": {"timeout": "10s", "notify": notify}},
+                   **(more or {})))
         gw.start()
         self.addCleanup(gw.stop)
         return td, gw, origin, sock
@@ -668,14 +669,54 @@ class ApprovalNotifyTest(unittest.TestCase):
         self.assertEqual(f.result().status, 200)
 
     def test_webhook(self):
+        self.webhook(tls=False)
+
+    def test_webhook_https(self):
+        """https://: verified against upstream.ca_bundle and the name."""
+        self.webhook(tls=True)
+
+    def test_webhook_https_untrusted(self):
+        """A webhook whose certificate the CA bundle does not vouch for is
+        not told (the question still waits, and is answered by the API)."""
+        self.webhook(tls=True, trusted=False)
+
+    def webhook(self, tls, trusted=True):
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
         srv.posts = []
+        extra = None
+        if tls:
+            import ssl
+            import test_credentials as C
+            pki_dir = T.TempDir("sgtest-notify-pki-")
+            self.addCleanup(pki_dir.cleanup)
+            os.chmod(pki_dir.path, 0o755)
+            pki = C.TestCA(pki_dir.path)
+            cert, key = pki.leaf("hook.test", ["localhost"])
+            for p in (pki.d, pki.cert):
+                os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+            extra = {"upstream": {"ca_bundle": pki.cert}} if trusted else None
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         self.addCleanup(srv.server_close)
         self.addCleanup(srv.shutdown)
         td, gw, origin, sock = self.start(
-            "http://127.0.0.1:%d/hook" % srv.server_address[1])
+            "%s://%s:%d/hook" % ("https" if tls else "http",
+                                 "localhost" if tls else "127.0.0.1",
+                                 srv.server_address[1]), extra)
         f = self.ask(td, gw, origin)
+        if not trusted:
+            time.sleep(2 * T.SLOW)
+            self.assertEqual(srv.posts, [])
+            self.assertIn("approval.notify: TLS with localhost failed",
+                          gw.log_text() if hasattr(gw, "log_text") else
+                          gw.log_tail(200))
+            st, doc = admin(sock, "GET", "/v1/approvals")
+            qid = doc["approvals"][0]["id"]
+            admin(sock, "POST", "/v1/approvals/%d" % qid, {"answer": "deny"})
+            self.assertEqual(f.result().status, 403)
+            return
         self.assertTrue(self.wait_for(lambda: srv.posts), gw.log_tail())
         path, ctype, body = srv.posts[0]
         self.assertEqual((path, ctype), ("/hook", "application/json"))
