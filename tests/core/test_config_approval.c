@@ -1,7 +1,7 @@
 /*
  * Unit test of the approval: keys (docs/config.md, mode: ask): defaults,
  * values read, and each mistake an error at its line: a duration out of
- * range, a notify URL that is not http://, a program that is not an
+ * range, a notify URL that is not http:// or https://, a program that is not an
  * absolute path, an unknown key.
  */
 #include <stdio.h>
@@ -27,7 +27,7 @@ main(void)
 	static const struct coretest_diag want[] = {
 		{ 2, 12, "approval.timeout" },
 		{ 3, 16, "approval.max_pending" },
-		{ 4, 11, "http:// URL" },
+		{ 4, 11, "http:// or https:// URL" },
 		{ 5, 3, "approval" },
 	};
 	static const struct coretest_diag want_argv[] = {
@@ -72,10 +72,19 @@ main(void)
 		config_free(cfg);
 	}
 	diag_free(&d);
+	cfg = load("b2.yaml", "approval:\n"
+	    "  notify: \"https://hooks.example.com/x\"\n", &d);
+	CHECK(cfg != NULL);
+	if (cfg != NULL) {
+		CHECK(strcmp(cfg->approval_notify_url,
+		    "https://hooks.example.com/x") == 0);
+		config_free(cfg);
+	}
+	diag_free(&d);
 	cfg = load("c.yaml", "approval:\n"
 	    "  timeout: 0s\n"
 	    "  max_pending: -1\n"
-	    "  notify: \"https://hooks.example.com/x\"\n"
+	    "  notify: \"ftp://hooks.example.com/x\"\n"
 	    "  ask: true\n", &d);
 	CHECK(cfg == NULL);
 	coretest_check_diags(&d, coretest_tmpfile("c.yaml", ""), want,
