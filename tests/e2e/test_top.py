@@ -248,13 +248,18 @@ class TopTest(unittest.TestCase):
         self.assertIsNone(table_row(scr, "alpha"), scr)
 
     def test_4_filter_decision(self):
+        # A capture can catch the screen mid-repaint (seen under ASan): wait
+        # for the filtered feed itself, not only the filter line.
         self.tm.keys("d")   # allow
-        scr = self.tm.wait(lambda s: "decision=allow" in s)
+        scr = self.tm.wait(lambda s: "decision=allow" in s and feed_lines(s)
+                           and all(l[2] == "allow" for l in feed_lines(s)))
         lines = feed_lines(scr)
         self.assertTrue(lines, scr)
         self.assertTrue(all(l[2] == "allow" for l in lines), scr)
         self.tm.keys("d")   # deny
-        scr = self.tm.wait(lambda s: "decision=deny" in s)
+        scr = self.tm.wait(lambda s: "decision=deny" in s and
+                           len(feed_lines(s)) == 6 and
+                           all(l[2] == "deny" for l in feed_lines(s)))
         lines = feed_lines(scr)
         self.assertEqual(len(lines), 6, scr)
         self.assertTrue(all(l[2] == "deny" for l in lines), scr)
