@@ -523,8 +523,10 @@ proxy_free(struct proxy *p)
 		while (w->base != NULL && !TAILQ_EMPTY(&w->exchanges))
 			exchange_close(TAILQ_FIRST(&w->exchanges),
 			    CLOSE_SHUTDOWN);
+		/* Gone before the loop runs once more: a wake must not reach it. */
 		if (w->dns != NULL)
 			dns_server_free(w->dns);
+		w->dns = NULL;
 		if (w->base != NULL)
 			event_base_loop(w->base, EVLOOP_NONBLOCK);
 		if (w->resolver != NULL)
