@@ -100,6 +100,17 @@ int		 dlp_scan_buf(struct dlp_scan *, const void *p, size_t n,
 		    struct dlp_finding *f);
 
 /*
+ * A second matcher beside the rules (the gateway's own secrets): fn is
+ * given every view's bytes as they are scanned, each view a stream of its
+ * own (p NULL, n 0: view starts over). When it returns 1 the scan has a
+ * finding of rule (severity critical, excerpt "-": it shows no byte).
+ */
+typedef int (*dlp_tap_fn)(enum dlp_view, const unsigned char *p, size_t n,
+		    void *arg);
+void		 dlp_scan_tap(struct dlp_scan *, dlp_tap_fn, void *arg,
+		    const char *rule);
+
+/*
  * dlp_dns.c: 1 and *f filled (rule dns-encoded-label or dns-encoded-name)
  * when the labels of name[0..len), but its last two, carry an encoded
  * payload; 0 otherwise.

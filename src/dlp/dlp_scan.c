@@ -70,6 +70,9 @@ struct dlp_scan {
 	size_t			 hn;
 	int			 found;	/* 1 found, -1 failed */
 	struct dlp_finding	 f;
+	dlp_tap_fn		 tap;	/* NULL: none */
+	void			*tap_arg;
+	char			 tap_rule[DLP_ID_MAX + 1];
 };
 
 struct cbctx {
@@ -368,6 +371,18 @@ match_cb(unsigned int id, unsigned long long from, unsigned long long to,
 	return 1;
 }
 
+/* The tap's matcher found what it looks for in view vi. */
+static void
+tap_found(struct dlp_scan *s, enum dlp_view vi)
+{
+	memset(&s->f, 0, sizeof(s->f));
+	memcpy(s->f.rule, s->tap_rule, sizeof(s->f.rule));
+	s->f.severity = DLP_SEV_CRITICAL;
+	s->f.view = vi;
+	snprintf(s->f.excerpt, sizeof(s->f.excerpt), "-");
+	s->found = 1;
+}
+
 /* Scan p[0..n) in view vi (when active) and keep it in its history. */
 static int
 view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
@@ -399,6 +414,9 @@ view_feed(struct dlp_scan *s, enum dlp_view vi, const unsigned char *p,
 			return -1;
 		}
 	}
+	if (v->active && !s->found && s->tap != NULL &&
+	    s->tap(vi, p, n, s->tap_arg) != 0)
+		tap_found(s, vi);
 	keep = n < DLP_HISTORY ? n : DLP_HISTORY;
 	at = (size_t)((v->total + n - keep) % DLP_HISTORY);
 	first = keep < DLP_HISTORY - at ? keep : DLP_HISTORY - at;
@@ -731,7 +749,7 @@ dlp_scan_feed(struct dlp_scan *s, const void *buf, size_t n,
 	const unsigned char *p = buf;
 	size_t i, j;
 
-	if (s->set->db == NULL || s->found) {
+	if ((s->set->db == NULL && s->tap == NULL) || s->found) {
 		result(s, f);
 		return s->found;
 	}
@@ -772,6 +790,8 @@ view_reset(struct dlp_scan *s, enum dlp_view vi, int deliver)
 		    v->active ? match_cb : NULL, &c) != HS_SUCCESS)
 			return -1;
 	}
+	if (s->tap != NULL)
+		(void)s->tap(vi, NULL, 0, s->tap_arg);
 	v->dirty = 0;
 	v->total = v->base = 0;
 	v->active = vi != DLP_VIEW_UNESCAPED;
@@ -795,7 +815,7 @@ dlp_scan_end(struct dlp_scan *s, struct dlp_finding *f)
 {
 	int l, i;
 
-	if (s->set->db == NULL)
+	if (s->set->db == NULL && s->tap == NULL)
 		return 0;
 	if (!s->found) {
 		/* What the decoders hold goes out as it came. */
@@ -874,6 +894,14 @@ dlp_scan_new(const struct dlp_set *set, dlp_skip_fn skip, void *arg)
 		}
 	}
 	return s;
+}
+
+void
+dlp_scan_tap(struct dlp_scan *s, dlp_tap_fn fn, void *arg, const char *rule)
+{
+	s->tap = fn;
+	s->tap_arg = arg;
+	snprintf(s->tap_rule, sizeof(s->tap_rule), "%s", rule);
 }
 
 void

@@ -117,6 +117,27 @@ with_sigv4_parts(struct vault_snapshot *snap,
 	return ns;
 }
 
+/* Each oauth2 entry's client secret as an entry of its own (for dlp). */
+static struct vault_snapshot *
+with_oauth2_parts(struct vault_snapshot *snap,
+    const struct policy_credential *all, size_t n, const char **names)
+{
+	struct vault_snapshot *ns;
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (all[i].kind == POLICY_CRED_OAUTH2)
+			names[k++] = all[i].secret;
+	if (k == 0)
+		return snap;
+	if ((ns = oauth2_snap_parts(snap, names, k)) == NULL) {
+		log_warnx("vault: out of memory reading oauth2 entries");
+		return snap;
+	}
+	vault_snapshot_unref(snap);
+	return ns;
+}
+
 /*
  * Ask the keeper for the values of every secret the policy's credentials
  * name. A secret the vault lacks is logged and its credential is never
@@ -155,6 +176,8 @@ snapshot_for(struct proxy *p, const struct policy *pol)
 	}
 	if (snap != NULL)
 		snap = with_sigv4_parts(snap, all, n, names, st);
+	if (snap != NULL)
+		snap = with_oauth2_parts(snap, all, n, names);
 	free(names);
 	free(st);
 	return snap;

@@ -13,14 +13,18 @@
 #include "core/reason.h"
 #include "dlp/dlp.h"
 #include "exchange/exchange.h"
+#include "vault/oauth2.h"
 #include "vault/vault.h"
 
-#define VAULT_CHECK_MAX	64	/* credentials looked for in one head */
+#define VAULT_CHECK_MAX	64	/* vault entries looked for in one exchange */
+#define SEEK_NAME_MAX	(VAULT_NAME_MAX + 16)	/* "ENTRY#refresh" */
 
 struct xdlp {
 	const struct policy_dlp	*pd;
 	struct exchange		*s;
 	struct dlp_scan		*scan;
+	/* The gateway's own secrets, per scanner view; NULL: none watched. */
+	struct vault_seeker	*seek[DLP_VIEW_MAX];
 	int			 done;	/* a finding was handled, or nothing to scan */
 	int			 quiet;	/* a refusal is the caller's to make */
 };
@@ -29,10 +33,13 @@ static void
 xdlp_free(void *arg)
 {
 	struct xdlp *x = arg;
+	int i;
 
 	if (x == NULL)
 		return;
 	dlp_scan_free(x->scan);
+	for (i = 0; i < DLP_VIEW_MAX; i++)
+		vault_seeker_free(x->seek[i]);
 	free(x);
 }
 
@@ -43,6 +50,117 @@ skip_cb(const char *rule, void *arg)
 	struct xdlp *x = arg;
 
 	return policy_dlp_exempt(x->pd, x->s->target.host, x->s->fwd.path, rule);
+}
+
+struct seek_list {
+	char		 name[VAULT_CHECK_MAX][SEEK_NAME_MAX];
+	const char	*np[VAULT_CHECK_MAX];
+	int		 watch[VAULT_CHECK_MAX];
+	size_t		 n;
+	int		 any;	/* a watched one */
+};
+
+/* Entry secret (+ part) into l, watched unless bound here; once per name. */
+static void
+seek_add(struct seek_list *l, const struct vault_snapshot *snap,
+    const char *secret, const char *part, int bound)
+{
+	char nm[SEEK_NAME_MAX];
+	size_t i;
+
+	if (snprintf(nm, sizeof(nm), "%s%s", secret, part) >= (int)sizeof(nm) ||
+	    !vault_snapshot_has(snap, nm))
+		return;
+	for (i = 0; i < l->n; i++)
+		if (strcmp(l->name[i], nm) == 0) {
+			/* Bound here through any credential: it may go here. */
+			if (bound)
+				l->watch[i] = 0;
+			return;
+		}
+	if (l->n == VAULT_CHECK_MAX)
+		return;
+	memcpy(l->name[l->n], nm, sizeof(nm));
+	l->np[l->n] = l->name[l->n];
+	l->watch[l->n++] = !bound;
+}
+
+/* The scanner's tap: each view's bytes through that view's seeker. */
+static int
+seek_tap(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
+{
+	struct xdlp *x = arg;
+
+	if (p == NULL) {
+		vault_seeker_reset(x->seek[v]);
+		return 0;
+	}
+	return vault_seek(x->seek[v], p, n);
+}
+
+/*
+ * The gateway's own secrets (docs/dlp.md, "vault-secret"): every value of
+ * every credential of the policy -- a static one's, an aws_sigv4 one's key
+ * id, secret key and session token, an oauth2 one's client secret and
+ * tokens -- watched toward a host it is not bound to. The list is the
+ * policy's whole (so one automaton serves every host); the values stay in
+ * the vault. 0 (x->seek NULL when nothing is watched), -1 no memory.
+ */
+static int
+seek_new(struct exchange *s, struct xdlp *x)
+{
+	static const char *const aws[] = { VAULT_PART_ID, VAULT_PART_KEY,
+	    VAULT_PART_TOKEN };
+	const struct policy_credential *c;
+	struct vault_snapshot *snap;
+	struct seek_list *l;
+	size_t i, k, nc;
+	int bound, rc = 0;
+
+	if (policy_dlp_exempt(x->pd, s->target.host, s->fwd.path,
+	    "vault-secret"))
+		return 0;
+	c = policy_all_credentials(s->pol, &nc);
+	if (nc == 0)
+		return 0;
+	pthread_mutex_lock(&s->p->cred_mtx);
+	if ((snap = s->p->snap) != NULL)
+		vault_snapshot_ref(snap);
+	pthread_mutex_unlock(&s->p->cred_mtx);
+	if (snap == NULL)
+		return 0;
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		vault_snapshot_unref(snap);
+		return -1;
+	}
+	for (i = 0; i < nc; i++) {
+		bound = policy_credential_bound(&c[i], s->target.host);
+		switch (c[i].kind) {
+		case POLICY_CRED_AWS_SIGV4:
+			for (k = 0; k < 3; k++)
+				seek_add(l, snap, c[i].secret, aws[k], bound);
+			break;
+		case POLICY_CRED_OAUTH2:
+			seek_add(l, snap, c[i].secret, "#access", bound);
+			seek_add(l, snap, c[i].secret, "#refresh", bound);
+			seek_add(l, snap, c[i].secret, OAUTH2_PART_CLIENT, bound);
+			break;
+		default:
+			seek_add(l, snap, c[i].secret, "", bound);
+			break;
+		}
+	}
+	for (i = 0; i < l->n; i++)
+		l->any |= l->watch[i];
+	for (i = 0; l->any && i < DLP_VIEW_MAX; i++)
+		if ((x->seek[i] = vault_seeker_new(snap, l->np, l->watch,
+		    l->n)) == NULL)
+			rc = -1;
+	free(l);
+	vault_snapshot_unref(snap);
+	if (rc == 0 && x->seek[0] != NULL)
+		dlp_scan_tap(x->scan, seek_tap, x, "vault-secret");
+	return rc;
 }
 
 /* The exchange's scanner, made at its first use; NULL: nothing to scan. */
@@ -65,8 +183,9 @@ xdlp_get(struct exchange *s, int *failed)
 	}
 	x->pd = pd;
 	x->s = s;
-	if ((x->scan = dlp_scan_new(pd->set, skip_cb, x)) == NULL) {
-		free(x);
+	if ((x->scan = dlp_scan_new(pd->set, skip_cb, x)) == NULL ||
+	    seek_new(s, x) == -1) {
+		xdlp_free(x);
 		*failed = 1;
 		return NULL;
 	}
@@ -146,89 +265,6 @@ scan_part(struct xdlp *x, const char *a, size_t alen, const char *b,
 	return rc != 0;
 }
 
-/*
- * The gateway's own secrets (docs/dlp.md, "vault-secret"): the value of a
- * credential not bound to this host, in the target or a header (raw or in
- * an encoding the scrubber knows), is a finding. 1 found (*f filled), 0
- * none. The values stay in the vault: its scrubber is asked.
- */
-static int
-vault_in_head(struct exchange *s, const struct http_request *req,
-    struct dlp_finding *f, char *where, size_t wlen)
-{
-	const char *secrets[VAULT_CHECK_MAX], *phs[VAULT_CHECK_MAX];
-	const struct policy_credential *c;
-	struct vault_snapshot *snap;
-	struct evbuffer *out;
-	const char *q;
-	size_t i, n = 0, nc, qoff;
-	int hit = 0;
-
-	c = policy_all_credentials(s->pol, &nc);
-	for (i = 0; i < nc && n < VAULT_CHECK_MAX; i++)
-		if (c[i].kind == POLICY_CRED_STATIC &&
-		    !policy_credential_bound(&c[i], s->target.host)) {
-			secrets[n] = c[i].secret;
-			phs[n++] = "-";
-		}
-	if (n == 0)
-		return 0;
-	pthread_mutex_lock(&s->p->cred_mtx);
-	if ((snap = s->p->snap) != NULL)
-		vault_snapshot_ref(snap);
-	pthread_mutex_unlock(&s->p->cred_mtx);
-	if (snap == NULL)
-		return 0;
-	if ((out = evbuffer_new()) == NULL) {
-		vault_snapshot_unref(snap);
-		return 0;
-	}
-	/* A value scrubbed differently from how it came holds a secret. */
-	q = memchr(req->path.p, '?', req->path.len);
-	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
-	for (i = 0; i < req->n_headers + 2 && !hit; i++) {
-		const char *v;
-		size_t len;
-
-		if (i == 0) {
-			v = req->path.p;
-			len = qoff;
-		} else if (i == 1) {
-			v = req->path.p + qoff;
-			len = req->path.len - qoff;
-		} else {
-			v = req->headers[i - 2].value.p;
-			len = req->headers[i - 2].value.len;
-		}
-		if (len == 0)
-			continue;
-		evbuffer_drain(out, evbuffer_get_length(out));
-		if (vault_scrub_string(snap, secrets, phs, n, v, len, out) == -1)
-			continue;
-		if (evbuffer_get_length(out) == len &&
-		    memcmp(evbuffer_pullup(out, -1), v, len) == 0)
-			continue;
-		hit = 1;
-		if (i < 2)
-			snprintf(where, wlen, "%s", i == 0 ? "path" : "query");
-		else
-			snprintf(where, wlen, "header %.*s",
-			    (int)(req->headers[i - 2].name.len < 24 ?
-			    req->headers[i - 2].name.len : 24),
-			    req->headers[i - 2].name.p);
-	}
-	evbuffer_free(out);
-	vault_snapshot_unref(snap);
-	if (!hit)
-		return 0;
-	memset(f, 0, sizeof(*f));
-	snprintf(f->rule, sizeof(f->rule), "vault-secret");
-	f->severity = DLP_SEV_CRITICAL;
-	/* Never its bytes: the name of no credential either, only the rule. */
-	snprintf(f->excerpt, sizeof(f->excerpt), "-");
-	return 1;
-}
-
 int
 dlp_request(struct exchange *s, const struct http_request *req)
 {
@@ -272,9 +308,6 @@ dlp_request(struct exchange *s, const struct http_request *req)
 		}
 	}
 	(void)dlp_scan_reset(x->scan);
-	if (!hit && !policy_dlp_exempt(x->pd, s->target.host, s->fwd.path,
-	    "vault-secret"))
-		hit = vault_in_head(s, req, &f, where, sizeof(where));
 	if (!hit)
 		return 0;
 	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)

@@ -13,6 +13,8 @@
 #include "vault/vault.h"
 
 #define OAUTH2_TOKEN_MAX	8192	/* an access or refresh token, bytes */
+/* The snapshot entry "ENTRY#client": the client secret (dlp only). */
+#define OAUTH2_PART_CLIENT	"#client"
 
 /* Slices of an entry's value; NULL/0: the line is absent. */
 struct oauth2_entry {
@@ -43,6 +45,17 @@ long	oauth2_entry_set_refresh(const unsigned char *val, size_t len,
 /* 1 when t[0..len) may be a token: 1..OAUTH2_TOKEN_MAX bytes 0x21-0x7e. */
 int	oauth2_token_ok(const char *t, size_t len);
 
+/*
+ * A new snapshot: src's entries and, for each of names (the entries of
+ * oauth2 credentials) that parses, its client secret and refresh token
+ * as entries of their own, "NAME" OAUTH2_PART_CLIENT and "NAME#refresh"
+ * (dlp looks for them: docs/dlp.md; the tokens' publisher replaces the
+ * latter with the refresh token in use). src
+ * itself when there is none to add (a reference taken); NULL: no memory.
+ */
+#define OAUTH2_PART_CLIENT	"#client"
+struct vault_snapshot *oauth2_snap_parts(const struct vault_snapshot *src,
+	    const char *const *names, size_t n);
 /* The value of name in the snapshot (not a copy), or NULL. */
 const unsigned char *oauth2_snap_value(const struct vault_snapshot *,
 	    const char *name, size_t *len);

@@ -3,6 +3,7 @@
  * place (no copies outside wiped memory), a rotated refresh token written
  * into a copy of the entry, and snapshots with obtained tokens added.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,5 +154,55 @@ done:
 	free(an);
 	free(av);
 	free(al);
+	return s;
+}
+
+struct vault_snapshot *
+oauth2_snap_parts(const struct vault_snapshot *src, const char *const *names,
+    size_t n)
+{
+	char (*nm)[VAULT_SNAP_NAME_MAX + 1] = NULL;
+	const char **np = NULL;
+	const unsigned char **vals = NULL, *v;
+	size_t *lens = NULL, i, k = 0, len;
+	struct vault_snapshot *s = NULL;
+	struct oauth2_entry e;
+	const char *why;
+
+	if ((nm = calloc(2 * n + 1, sizeof(*nm))) == NULL ||
+	    (np = calloc(2 * n + 1, sizeof(*np))) == NULL ||
+	    (vals = calloc(2 * n + 1, sizeof(*vals))) == NULL ||
+	    (lens = calloc(2 * n + 1, sizeof(*lens))) == NULL)
+		goto done;
+	for (i = 0; i < n; i++) {
+		if ((v = oauth2_snap_value(src, names[i], &len)) == NULL ||
+		    oauth2_entry_parse(v, len, &e, &why) == -1 ||
+		    strlen(names[i]) + sizeof("#refresh") > sizeof(nm[0]))
+			continue;
+		if (e.client_secret != NULL) {
+			snprintf(nm[k], sizeof(nm[k]), "%s" OAUTH2_PART_CLIENT,
+			    names[i]);
+			np[k] = nm[k];
+			vals[k] = (const unsigned char *)e.client_secret;
+			lens[k++] = e.client_secret_len;
+		}
+		/* The entry's own; the one in use (oauth2_token.c) replaces it. */
+		if (e.refresh_token != NULL) {
+			snprintf(nm[k], sizeof(nm[k]), "%s#refresh", names[i]);
+			np[k] = nm[k];
+			vals[k] = (const unsigned char *)e.refresh_token;
+			lens[k++] = e.refresh_token_len;
+		}
+	}
+	if (k == 0) {
+		vault_snapshot_ref((struct vault_snapshot *)src);
+		s = (struct vault_snapshot *)src;
+	} else
+		s = oauth2_snap_extend(src, np, vals, lens, k);
+done:
+	free(nm);
+	free(np);
+	free(vals);
+	free(lens);
 	return s;
 }

@@ -180,6 +180,23 @@ int		 vault_scrub_string(const struct vault_snapshot *,
 		    size_t n, const char *s, size_t len, struct evbuffer *out);
 
 /*
+ * Request side, detection only: a streaming search for the listed secrets
+ * in every encoding the scrubber knows (raw, base64 and base64url at each
+ * alignment, percent, JSON escapes), across feed boundaries, keeping no
+ * bytes. Only secrets[i] with watch[i] != 0 count as found; the automaton
+ * is shared by every seeker of the same list. NULL: a secret missing, or
+ * no memory.
+ */
+struct vault_seeker;
+struct vault_seeker *vault_seeker_new(const struct vault_snapshot *,
+		    const char *const *secrets, const int *watch, size_t n);
+/* 1 once a watched secret has ended in what was fed (sticky), else 0. */
+int		 vault_seek(struct vault_seeker *, const void *p, size_t n);
+/* A new, independent stream. */
+void		 vault_seeker_reset(struct vault_seeker *);
+void		 vault_seeker_free(struct vault_seeker *);
+
+/*
  * Added by the vault implementation (after the interface above): the values
  * of vault_set()'s `rotate` argument, naming the "unless replace" its
  * comment speaks of. 0 and 1 keep their meaning.

@@ -69,7 +69,7 @@ struct scrub_ac {
 	}		*pinfo;		/* per pattern id */
 	size_t		 n_pats;
 	size_t		 maxlen;	/* longest pattern kept */
-	char		(*names)[VAULT_NAME_MAX + 1];	/* the list: the key */
+	char		(*names)[VAULT_SNAP_NAME_MAX + 1];	/* the list: the key */
 	size_t		 n_names;
 };
 
@@ -733,4 +733,88 @@ vault_scrub_string(const struct vault_snapshot *snap,
 		evbuffer_free(in);
 	vault_scrubber_free(sc);
 	return rc;
+}
+
+/* ------------------------------------------------------------ seeker */
+
+/*
+ * Detection only (docs/dlp.md, "vault-secret"): the same automaton, run
+ * over a request stream; no bytes are kept, only the automaton's state, so
+ * a secret split across any number of feeds is still seen. Only the
+ * secrets marked in watch count: the automaton is the one for the whole
+ * list (one cache entry however the watched set varies by host).
+ */
+struct vault_seeker {
+	struct scrub_ac	*ac;
+	unsigned char	*watch;		/* per secret of the list */
+	uint32_t	 state;
+	int		 found;
+};
+
+struct vault_seeker *
+vault_seeker_new(const struct vault_snapshot *snap,
+    const char *const *secrets, const int *watch, size_t n)
+{
+	struct vault_seeker *sk = NULL;
+	const struct vault_secret **sec = NULL;
+	size_t i;
+
+	if (snap == NULL || (sk = calloc(1, sizeof(*sk))) == NULL ||
+	    (sec = calloc(n ? n : 1, sizeof(*sec))) == NULL ||
+	    (sk->watch = calloc(n ? n : 1, 1)) == NULL)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		if ((sec[i] = vault_snapshot_find(snap, secrets[i])) == NULL)
+			goto fail;
+		sk->watch[i] = watch[i] != 0;
+	}
+	if ((sk->ac = scrub_ac_get(snap, secrets, sec, n)) == NULL)
+		goto fail;
+	free(sec);
+	return sk;
+fail:
+	free(sec);
+	vault_seeker_free(sk);
+	return NULL;
+}
+
+void
+vault_seeker_free(struct vault_seeker *sk)
+{
+	if (sk == NULL)
+		return;
+	scrub_ac_unref(sk->ac);
+	free(sk->watch);
+	free(sk);
+}
+
+void
+vault_seeker_reset(struct vault_seeker *sk)
+{
+	sk->state = 0;
+	sk->found = 0;
+}
+
+int
+vault_seek(struct vault_seeker *sk, const void *p, size_t n)
+{
+	const struct scrub_ac *ac = sk->ac;
+	const unsigned char *b = p;
+	uint32_t s = sk->state, x;
+	size_t i;
+
+	if (sk->found)
+		return 1;
+	for (i = 0; i < n; i++) {
+		s = ac_step(ac, s, b[i]);
+		x = ac->nodes[s].pid >= 0 ? s : ac->nodes[s].dict;
+		for (; x != 0; x = ac->nodes[x].dict)
+			if (sk->watch[ac->pinfo[ac->nodes[x].pid].secret]) {
+				sk->found = 1;
+				sk->state = 0;
+				return 1;
+			}
+	}
+	sk->state = s;
+	return 0;
 }

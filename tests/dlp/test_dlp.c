@@ -492,6 +492,88 @@ test_dns(void)
 	test_burst();
 }
 
+/* The tap: what it is given per view, a stream each, looked at whole. */
+struct tapped {
+	char	seen[DLP_VIEW_MAX][512];
+	size_t	n[DLP_VIEW_MAX];
+	int	resets;
+};
+
+static int
+tap_cb(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
+{
+	struct tapped *t = arg;
+
+	if (p == NULL) {
+		t->n[v] = 0;
+		t->resets++;
+		return 0;
+	}
+	if (t->n[v] + n < sizeof(t->seen[v])) {
+		memcpy(t->seen[v] + t->n[v], p, n);
+		t->n[v] += n;
+		t->seen[v][t->n[v]] = '\0';
+	}
+	return strstr(t->seen[v], "NEEDLE-in-the-vault") != NULL;
+}
+
+/*
+ * A tap gets every view's bytes (decoded ones too) and its finding is the
+ * scan's, with the tap's rule; also on a set with no rules at all.
+ */
+static void
+test_tap(int defaults)
+{
+	static const struct {
+		const char	*in;
+		enum dlp_view	 view;
+	} cases[] = {
+		{ "a NEEDLE-in-the-vault b", DLP_VIEW_RAW },
+		{ "q=NEEDLE%252Din%252Dthe%252Dvault", DLP_VIEW_UNESCAPED },
+		{ "{\"v\":\"\\u004eEEDLE-in-the-vault\"}", DLP_VIEW_UNESCAPED },
+		{ "d=eHhORUVETEUtaW4tdGhlLXZhdWx0eXg=", DLP_VIEW_BASE64 },
+		{ "h=4e4545444c452d696e2d7468652d7661756c74", DLP_VIEW_HEX },
+	};
+	struct dlp_finding f;
+	struct tapped t;
+	struct dlp_set *set;
+	struct dlp_scan *sc;
+	char err[256];
+	size_t i, cut, len;
+	int bad, rc;
+
+	set = dlp_set_new(NULL, 0, defaults, err, sizeof(err), &bad);
+	CHECK_MSG(set != NULL, "%s", err);
+	if (set == NULL || (sc = dlp_scan_new(set, NULL, NULL)) == NULL) {
+		dlp_set_free(set);
+		return;
+	}
+	memset(&t, 0, sizeof(t));
+	dlp_scan_tap(sc, tap_cb, &t, "tapped");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		len = strlen(cases[i].in);
+		for (cut = 0; cut <= len; cut += 3) {
+			(void)dlp_scan_reset(sc);
+			memset(&f, 0, sizeof(f));
+			rc = dlp_scan_feed(sc, cases[i].in, cut, &f);
+			if (rc == 0)
+				rc = dlp_scan_feed(sc, cases[i].in + cut,
+				    len - cut, &f);
+			if (rc == 0)
+				rc = dlp_scan_end(sc, &f);
+			CHECK_MSG(rc == 1 && strcmp(f.rule, "tapped") == 0 &&
+			    f.view == cases[i].view && strcmp(f.excerpt, "-") == 0,
+			    "%s (cut %zu): rc %d rule %s view %d", cases[i].in, cut,
+			    rc, f.rule, (int)f.view);
+		}
+	}
+	CHECK(t.resets > 0);
+	(void)dlp_scan_reset(sc);
+	CHECK(dlp_scan_buf(sc, "a NEEDLE-in-the-vaul", 20, &f) == 0);
+	dlp_scan_free(sc);
+	dlp_set_free(set);
+}
+
 int
 main(void)
 {
@@ -522,5 +604,7 @@ main(void)
 	dlp_set_free(set);
 	test_custom();
 	test_dns();
+	test_tap(1);
+	test_tap(0);
 	return check_summary();
 }

@@ -49,6 +49,12 @@ import wsframe as W  # noqa: E402
 ORIGIN_HOST = "127.0.0.2"
 REPORT_SOURCE = "127.0.0.3"
 VAULT_SECRET = "Zq9-internal-Sekret-v4lue-2026"
+DOCS_SECRET = "docs-only-Sekret-7Yh2kP0q"      # bound to docs.test
+AWS_KEY_ID = "AKIAZQ9SGTESTKEYID77"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYsgtestKEY"
+AWS_TOKEN = "IQoJb3JpZ2luX2VjEsgtestSessionToken/+Zq9w=="
+OA_CLIENT_SECRET = "oa-client-Sekret-4f9d2c1b8a"
+OA_REFRESH = "oa-refresh-Tok3n-91c7e2d4b5a6"
 
 POLICY = """\
 sandboxes:
@@ -73,7 +79,7 @@ policies:
       - host: "*.exfil.test"
         ports: [443]
     allow_private: [{origin}/32]
-    credentials: [leak-key]
+    credentials: [leak-key, docs-key, aws-key, oa-key]
     dlp:
       mode: block
       rules:
@@ -103,6 +109,21 @@ credentials:
     hosts: [bound.test]
     headers: [Authorization]
     placeholder: "sgtest-dlp-placeholder-00000001"
+  - name: docs-key
+    secret: docs-secret
+    hosts: [docs.test]
+    headers: [Authorization]
+  - name: aws-key
+    kind: aws_sigv4
+    secret: aws-leak
+    hosts: [s3.test]
+  - name: oa-key
+    kind: oauth2
+    secret: oa-leak
+    hosts: [auth-bound.test]
+    oauth2:
+      token_url: https://tok.test:1/t
+      grant: client_credentials
 """
 
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -192,10 +213,17 @@ class DlpTest(unittest.TestCase):
             wsport=cls.ws.port)},
             extra={"upstream": {"ca_bundle": cls.pki.cert},
                    "listen": {"dns": "127.0.0.1:%d" % cls.dport}})
-        r = T.run_sandgate("vault", "set", "leak-secret", "-c", cls.gw.cfg_path,
-            input=VAULT_SECRET)
-        if r.returncode != 0:
-            raise RuntimeError("vault set: %s" % r.stderr)
+        for name, value in (("leak-secret", VAULT_SECRET),
+                            ("docs-secret", DOCS_SECRET),
+                            ("aws-leak", "%s:%s:%s" % (AWS_KEY_ID, AWS_SECRET,
+                                                      AWS_TOKEN)),
+                            ("oa-leak", "client_id=sgtest\nclient_secret=%s\n"
+                             "refresh_token=%s\n" % (OA_CLIENT_SECRET,
+                                                     OA_REFRESH))):
+            r = T.run_sandgate("vault", "set", name, "-c", cls.gw.cfg_path,
+                input=value)
+            if r.returncode != 0:
+                raise RuntimeError("vault set %s: %s" % (name, r.stderr))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
         cls.gw_ca = cls.gw.ca_path()
@@ -524,6 +552,67 @@ class DlpTest(unittest.TestCase):
         for r2 in self.gw.audit_rows():
             self.assertNotIn(VAULT_SECRET, json.dumps(r2))
         self.assertNotIn(VAULT_SECRET, self.gw.log_text())
+
+    def test_vault_secret_in_bodies(self):
+        """Every kind's values, in bodies, split and encoded: refused."""
+        values = {"static": VAULT_SECRET, "aws-secret-key": AWS_SECRET,
+                  "aws-session-token": AWS_TOKEN,
+                  "oauth2-client-secret": OA_CLIENT_SECRET,
+                  "oauth2-refresh-token": OA_REFRESH}
+        for kind, value in values.items():
+            for enc in ("raw", "pct2", "base64", "hex", "json"):
+                for where in ("body", "chunked"):
+                    sent = ENCODINGS[enc](value)
+                    path, r = self.request(where, sent)
+                    what = "%s %s %s" % (kind, enc, where)
+                    self.assertEqual(r.status, 403, "%s: %r" % (what, r))
+                    self.assertIn(b"vault-secret", r.body, what)
+                    self.assertFalse(self.origin.received(sent), what)
+                    self.assertFalse(self.origin.received(value), what)
+                    rows = self.rows_with(path)
+                    self.assertEqual(len(rows), 1, rows)
+                    self.assertTrue(rows[0]["rule"].startswith(
+                        "dlp:vault-secret body -"), rows[0]["rule"])
+        for r2 in self.gw.audit_rows():
+            for value in values.values():
+                self.assertNotIn(value, json.dumps(r2))
+        log = self.gw.log_text()
+        for value in values.values():
+            self.assertNotIn(value, log)
+
+    def test_vault_secret_bound_host(self):
+        """A value may go where its credential is bound, nowhere else."""
+        path, r = self.request("body", DOCS_SECRET, host="docs.test")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(self.origin.received(DOCS_SECRET))
+        path, r = self.request("body", DOCS_SECRET)
+        self.assertEqual(r.status, 403, r)
+        self.assertIn(b"vault-secret", r.body)
+        # a lookalike (one byte off) is nothing
+        path, r = self.request("body", DOCS_SECRET[:-1] + "X")
+        self.assertEqual(r.status, 200, r)
+
+    def test_vault_secret_websocket(self):
+        """The value across fragments and TCP writes: closed with 1008."""
+        for name, text in (("raw", VAULT_SECRET),
+                           ("base64", base64.b64encode(
+                               VAULT_SECRET.encode()).decode())):
+            path = "/echo" + self.mark()
+            c = self.upgrade(path)
+            c.send(W.client_frame(W.OP_TEXT, b"clean"))
+            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+            cut = len(text) // 2
+            for op, part, fin in ((W.OP_TEXT, "a " + text[:cut], False),
+                                  (W.OP_CONT, text[cut:] + " b", True)):
+                c.send(W.client_frame(op, part.encode(), fin=fin))
+                time.sleep(0.05)
+            self.assertIn(1008, self.closed_after(c), name)
+            self.assertFalse(self.ws.got_payload(text[cut:].encode()), name)
+            rows = self.rows_with(path)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], name)
+            self.assertTrue(rows[0]["rule"].startswith(
+                "dlp:vault-secret websocket "), rows[0]["rule"])
 
     def test_connect_names(self):
         """A CONNECT target that carries a payload: 403 before any connect."""

@@ -179,6 +179,44 @@ test_snap_names(void)
 	vault_snapshot_unref(x);
 }
 
+/* An oauth2 entry's client secret and refresh token as parts (for dlp). */
+static void
+test_snap_parts(void)
+{
+	static const char entry[] = "client_id=app\nclient_secret=cs-9f8e7d\n"
+	    "refresh_token=rt-1a2b3c\n";
+	const char *names[] = { "crm", "bad", "plain" };
+	const unsigned char *vals[] = { (const unsigned char *)entry,
+	    (const unsigned char *)"client_id=x\nnope=1\n",
+	    (const unsigned char *)"client_id=only\n" };
+	const size_t lens[] = { sizeof(entry) - 1, 19, 15 };
+	const char *which[] = { "crm", "bad", "plain", "absent" };
+	struct vault_snapshot *s, *x, *y;
+	const unsigned char *v;
+	size_t len = 0;
+
+	s = vault_snapshot_build(names, vals, lens, 3);
+	CHECK(s != NULL);
+	if (s == NULL)
+		return;
+	x = oauth2_snap_parts(s, which, 4);
+	CHECK(x != NULL && x != s);
+	v = oauth2_snap_value(x, "crm" OAUTH2_PART_CLIENT, &len);
+	CHECK(v != NULL && len == 9 && memcmp(v, "cs-9f8e7d", 9) == 0);
+	v = oauth2_snap_value(x, "crm#refresh", &len);
+	CHECK(v != NULL && len == 9 && memcmp(v, "rt-1a2b3c", 9) == 0);
+	CHECK(oauth2_snap_value(x, "crm", &len) != NULL && len == lens[0]);
+	CHECK(!vault_snapshot_has(x, "bad" OAUTH2_PART_CLIENT));
+	CHECK(!vault_snapshot_has(x, "plain" OAUTH2_PART_CLIENT));
+	CHECK(!vault_snapshot_has(x, "plain#refresh"));
+	/* Nothing to add: the same snapshot, referenced. */
+	y = oauth2_snap_parts(s, which + 1, 3);
+	CHECK(y == s);
+	vault_snapshot_unref(y);
+	vault_snapshot_unref(x);
+	vault_snapshot_unref(s);
+}
+
 struct kthread {
 	pthread_t	 t;
 	struct keeper	*k;
@@ -340,6 +378,7 @@ main(void)
 	test_entry();
 	test_answer();
 	test_snap_names();
+	test_snap_parts();
 	test_keeper_put();
 	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 	return check_summary();
