@@ -1026,12 +1026,13 @@ void		 oauth2_wake_cb(evutil_socket_t, short, void *);
  * proxy_dlp.c: outbound secret detection (docs/dlp.md). dlp_request scans
  * the target and headers before the head is built: 0 go on, -1 refused
  * (answered). dlp_body_h1: the HTTP/1.1 request body bytes move_body is
- * about to move (at most limit raw bytes), dlp_body_buf: the first n
+ * about to move (at most *limit raw bytes; lowered to hold trailer fields
+ * back until they are whole and scanned), dlp_body_buf: the first n
  * payload bytes of buf (ended: the last); 0 go on, -1 refused (answered,
  * or the exchange closed when its response had begun).
  */
 int		 dlp_request(struct exchange *, const struct http_request *);
-int		 dlp_body_h1(struct exchange *, size_t limit);
+int		 dlp_body_h1(struct exchange *, size_t *limit);
 int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
 		    int ended, const char *where);
 /*
@@ -1043,6 +1044,19 @@ int		 dlp_body_buf(struct exchange *, struct evbuffer *, size_t n,
 int		 dlp_payload(struct exchange *, struct evbuffer *, size_t n,
 		    const char *where);
 int		 dlp_payload_end(struct exchange *, const char *where);
+/*
+ * A client WebSocket control frame's payload (unmasked, the first n bytes
+ * of payload), a stream of its own: -1 refuse (block, or it could not be
+ * scanned; not answered), 0 go on.
+ */
+int		 dlp_control(struct exchange *, struct evbuffer *payload, size_t n);
+/*
+ * An HTTP/2 request's trailer fields t[0..n) ("name: value\r\n" each),
+ * before they go on: 1 refuse (a finding under block; the row's rule
+ * names it), -1 refuse (it could not be scanned), 0 go on. Nothing is
+ * answered.
+ */
+int		 dlp_trailers(struct exchange *, const char *t, size_t n);
 /*
  * proxy_decide.c: an allowed destination's name (s->target.host) -- a DNS
  * question, a CONNECT or SOCKS5 target, an SNI, a Host -- carrying an

@@ -19,12 +19,18 @@
 #define VAULT_CHECK_MAX	64	/* vault entries looked for in one exchange */
 #define SEEK_NAME_MAX	(VAULT_NAME_MAX + 16)	/* "ENTRY#refresh" */
 
+/* A scanner, and the gateway's own secrets per view (NULL: none watched). */
+struct xscan {
+	struct dlp_scan		*scan;
+	struct vault_seeker	*seek[DLP_VIEW_MAX];
+};
+
 struct xdlp {
 	const struct policy_dlp	*pd;
 	struct exchange		*s;
-	struct dlp_scan		*scan;
-	/* The gateway's own secrets, per scanner view; NULL: none watched. */
-	struct vault_seeker	*seek[DLP_VIEW_MAX];
+	struct dlp_scan		*scan;	/* main.scan: the request's stream */
+	struct xscan		 main;
+	struct xscan		 ctl;	/* WebSocket control frames; made at need */
 	int			 done;	/* a finding was handled, or nothing to scan */
 	int			 quiet;	/* a refusal is the caller's to make */
 };
@@ -37,9 +43,12 @@ xdlp_free(void *arg)
 
 	if (x == NULL)
 		return;
-	dlp_scan_free(x->scan);
-	for (i = 0; i < DLP_VIEW_MAX; i++)
-		vault_seeker_free(x->seek[i]);
+	for (i = 0; i < DLP_VIEW_MAX; i++) {
+		vault_seeker_free(x->main.seek[i]);
+		vault_seeker_free(x->ctl.seek[i]);
+	}
+	dlp_scan_free(x->main.scan);
+	dlp_scan_free(x->ctl.scan);
 	free(x);
 }
 
@@ -89,13 +98,13 @@ seek_add(struct seek_list *l, const struct vault_snapshot *snap,
 static int
 seek_tap(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
 {
-	struct xdlp *x = arg;
+	struct xscan *xs = arg;
 
 	if (p == NULL) {
-		vault_seeker_reset(x->seek[v]);
+		vault_seeker_reset(xs->seek[v]);
 		return 0;
 	}
-	return vault_seek(x->seek[v], p, n);
+	return vault_seek(xs->seek[v], p, n);
 }
 
 /*
@@ -104,10 +113,10 @@ seek_tap(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
  * id, secret key and session token, an oauth2 one's client secret and
  * tokens -- watched toward a host it is not bound to. The list is the
  * policy's whole (so one automaton serves every host); the values stay in
- * the vault. 0 (x->seek NULL when nothing is watched), -1 no memory.
+ * the vault. 0 (xs->seek NULL when nothing is watched), -1 no memory.
  */
 static int
-seek_new(struct exchange *s, struct xdlp *x)
+seek_new(struct exchange *s, struct xdlp *x, struct xscan *xs)
 {
 	static const char *const aws[] = { VAULT_PART_ID, VAULT_PART_KEY,
 	    VAULT_PART_TOKEN };
@@ -153,13 +162,13 @@ seek_new(struct exchange *s, struct xdlp *x)
 	for (i = 0; i < l->n; i++)
 		l->any |= l->watch[i];
 	for (i = 0; l->any && i < DLP_VIEW_MAX; i++)
-		if ((x->seek[i] = vault_seeker_new(snap, l->np, l->watch,
+		if ((xs->seek[i] = vault_seeker_new(snap, l->np, l->watch,
 		    l->n)) == NULL)
 			rc = -1;
 	free(l);
 	vault_snapshot_unref(snap);
-	if (rc == 0 && x->seek[0] != NULL)
-		dlp_scan_tap(x->scan, seek_tap, x, "vault-secret");
+	if (rc == 0 && xs->seek[0] != NULL)
+		dlp_scan_tap(xs->scan, seek_tap, xs, "vault-secret");
 	return rc;
 }
 
@@ -183,12 +192,13 @@ xdlp_get(struct exchange *s, int *failed)
 	}
 	x->pd = pd;
 	x->s = s;
-	if ((x->scan = dlp_scan_new(pd->set, skip_cb, x)) == NULL ||
-	    seek_new(s, x) == -1) {
+	if ((x->main.scan = dlp_scan_new(pd->set, skip_cb, x)) == NULL ||
+	    seek_new(s, x, &x->main) == -1) {
 		xdlp_free(x);
 		*failed = 1;
 		return NULL;
 	}
+	x->scan = x->main.scan;
 	s->dlp = x;
 	s->dlp_free = xdlp_free;
 	return x;
@@ -329,6 +339,22 @@ body_refuse(struct exchange *s, const char *detail)
 	}
 }
 
+/* What cannot be scanned does not pass (block and report alike). */
+static int
+body_fail(struct exchange *s, struct xdlp *x)
+{
+	x->done = 1;
+	if (!s->fwd.resp_head_done)
+		exchange_deny(s, 503, REASON_INTERNAL_ERROR,
+		    "cannot scan the request for secrets");
+	else {
+		exchange_log(s, VERDICT_ERROR, s->fwd.status,
+		    REASON_INTERNAL_ERROR);
+		exchange_close(s, CLOSE_REFUSED);
+	}
+	return -1;
+}
+
 /* -1: a finding refuses (answered unless x->quiet), 0: go on. */
 static int
 body_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
@@ -410,8 +436,41 @@ chunk_cb(const char *p, size_t n, void *arg)
 		cf->refused = 1;
 }
 
+/*
+ * Trailer fields (chunked): held back until the body ends (at most 8 KiB,
+ * the parser's bound), then scanned as a stream of their own; raw: the end
+ * of the dry run, tl the trailer bytes in it. -1 refused, 0 go on.
+ */
+static int
+trailer_scan(struct exchange *s, struct xdlp *x, struct evbuffer *in,
+    size_t raw, size_t tl)
+{
+	struct dlp_finding f;
+	struct evbuffer_ptr at;
+	char detail[160], *t;
+	int rc;
+
+	if (x->done || tl <= 2)		/* the final CRLF alone: none */
+		return 0;
+	if ((t = malloc(tl)) == NULL)
+		return body_fail(s, x);
+	if (evbuffer_ptr_set(in, &at, raw - tl, EVBUFFER_PTR_SET) == -1 ||
+	    evbuffer_copyout_from(in, &at, t, tl) != (ev_ssize_t)tl) {
+		free(t);
+		return body_fail(s, x);
+	}
+	memset(&f, 0, sizeof(f));
+	rc = dlp_scan_buf(x->scan, t, tl, &f);
+	free(t);
+	if (rc == 0 || finding(s, x, "trailer", &f, detail,
+	    sizeof(detail)) == 0)
+		return 0;
+	body_refuse(s, detail);
+	return -1;
+}
+
 int
-dlp_body_h1(struct exchange *s, size_t limit)
+dlp_body_h1(struct exchange *s, size_t *limit)
 {
 	struct forward *fw = &s->fwd;
 	struct evbuffer *in;
@@ -420,15 +479,15 @@ dlp_body_h1(struct exchange *s, size_t limit)
 	struct http_chunked dry;
 	struct chunk_feed cf;
 	struct xdlp *x = s->dlp;
-	size_t len, raw = 0;
+	size_t len, raw = 0, tl;
 	int i, nvec, done = 0;
 
 	if (x == NULL || x->done || EXCHANGE_CBEV(s) == NULL)
 		return 0;
 	in = bufferevent_get_input(s->c->cbev);
 	len = evbuffer_get_length(in);
-	if (len > limit)
-		len = limit;
+	if (len > *limit)
+		len = *limit;
 	if (fw->req_framing == HTTP_BODY_LENGTH) {
 		if (len > fw->req_left)
 			len = (size_t)fw->req_left;
@@ -465,7 +524,15 @@ dlp_body_h1(struct exchange *s, size_t limit)
 	}
 	if (cf.refused)
 		return -1;
-	return done ? body_end(s, x, "body") : 0;
+	tl = dry.trailer_len - fw->req_chunk.trailer_len;
+	if (!done) {
+		if (tl > 0 && tl <= raw && *limit > raw - tl)
+			*limit = raw - tl;	/* until the trailers are whole */
+		return 0;
+	}
+	if (body_end(s, x, "body") == -1)
+		return -1;
+	return trailer_scan(s, x, in, raw, tl <= raw ? tl : raw);
 }
 
 int
@@ -511,4 +578,43 @@ dlp_payload_end(struct exchange *s, const char *where)
 	rc = body_end(s, x, where);
 	x->quiet = 0;
 	return rc;
+}
+
+int
+dlp_control(struct exchange *s, struct evbuffer *payload, size_t n)
+{
+	struct xdlp *x = s->dlp;
+	struct dlp_finding f;
+	char detail[160];
+	unsigned char *p;
+
+	if (x == NULL || x->done || n == 0)
+		return 0;
+	/* A stream of its own: a ping between two fragments of a message. */
+	if (x->ctl.scan == NULL && ((x->ctl.scan = dlp_scan_new(x->pd->set,
+	    skip_cb, x)) == NULL || seek_new(s, x, &x->ctl) == -1))
+		return -1;
+	if ((p = evbuffer_pullup(payload, (ev_ssize_t)n)) == NULL)
+		return -1;
+	memset(&f, 0, sizeof(f));
+	if (dlp_scan_buf(x->ctl.scan, p, n, &f) == 0)
+		return 0;
+	return finding(s, x, "websocket-control", &f, detail,
+	    sizeof(detail)) == 1 ? -1 : 0;
+}
+
+int
+dlp_trailers(struct exchange *s, const char *t, size_t n)
+{
+	struct dlp_finding f;
+	struct xdlp *x;
+	char detail[160];
+	int failed = 0;
+
+	if (n == 0 || (x = xdlp_get(s, &failed)) == NULL)
+		return failed ? -1 : 0;
+	memset(&f, 0, sizeof(f));
+	if (dlp_scan_buf(x->scan, t, n, &f) == 0)
+		return 0;
+	return finding(s, x, "trailer", &f, detail, sizeof(detail));
 }

@@ -429,7 +429,7 @@ forward_client_read(struct exchange *s)
 			return;
 		}
 	}
-	if (s->dlp != NULL && dlp_body_h1(s, limit) == -1)
+	if (s->dlp != NULL && dlp_body_h1(s, &limit) == -1)
 		return;
 	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,

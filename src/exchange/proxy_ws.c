@@ -445,6 +445,14 @@ ws_control(struct exchange *s, struct ws_dir *d, struct evbuffer *in)
 			ws_misuse(s);
 			return -1;
 		}
+		/* Secrets (docs/dlp.md): a ping's payload as well. */
+		if (s->dlp != NULL && len > 0 && (ws_unmask_copy(s, d, in,
+		    f->hlen, len, 0) == -1 || dlp_control(s, s->ws->tmp,
+		    len) == -1)) {
+			ws_end(s, VERDICT_DENY, REASON_SECRET_DETECTED,
+			    WS_CLOSE_POLICY, "a secret in a client control frame");
+			return -1;
+		}
 		evbuffer_remove_buffer(in, d->stage, f->hlen + len);
 	} else if (s->ws->scrub) {
 		if (ws_scrub_control(s, d, in) == -1) {

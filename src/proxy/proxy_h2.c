@@ -642,6 +642,8 @@ st_trailers_check(struct h2_stream *st)
 {
 	struct exchange *k = st->x;
 	struct evbuffer *b;
+	enum sg_reason why = REASON_CRED_MISUSE;
+	const char *what = "a credential placeholder in request trailers";
 	int found;
 
 	if (k == NULL)
@@ -656,17 +658,25 @@ st_trailers_check(struct h2_stream *st)
 	found = cred_in_body(k, b, st->trailers_len, st->trailers_len,
 	    k->fwd.plan.cred, sizeof(k->fwd.plan.cred));
 	evbuffer_free(b);
+	/* Secrets (docs/dlp.md): trailer fields are scanned like headers. */
+	if (!found && k->c->kind != KIND_INGRESS &&
+	    (found = dlp_trailers(k, st->trailers, st->trailers_len)) != 0) {
+		why = found == 1 ? REASON_SECRET_DETECTED :
+		    REASON_INTERNAL_ERROR;
+		what = found == 1 ? "a secret in request trailers" :
+		    "cannot scan the request's trailers for secrets";
+	}
 	if (!found)
 		return 0;
 	/* The head was decided when it came (st_request): the row names it. */
 	if (k->closing)
 		return -1;
 	if (!k->fwd.resp_head_done && k->state != S_HEAD) {
-		exchange_deny(k, 403, REASON_CRED_MISUSE,
-		    "a credential placeholder in request trailers");
+		exchange_deny(k, why == REASON_INTERNAL_ERROR ? 503 : 403, why,
+		    what);
 		return -1;
 	}
-	exchange_log(k, VERDICT_DENY, k->fwd.status, REASON_CRED_MISUSE);
+	exchange_log(k, VERDICT_DENY, k->fwd.status, why);
 	st_reset(st, NGHTTP2_REFUSED_STREAM);
 	return -1;
 }

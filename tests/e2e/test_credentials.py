@@ -187,9 +187,12 @@ class _EchoHandler(http.server.BaseHTTPRequestHandler):
                     raise ConnectionError("short chunked body")
                 size = int(line.split(b";")[0].strip(), 16)
                 if size == 0:
-                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return
+                    # trailer fields: kept, so that tests see what arrived
+                    while True:
+                        line = self.rfile.readline(8192)
+                        if line in (b"\r\n", b"\n", b""):
+                            return
+                        rec["trailers"] = rec.get("trailers", b"") + line
                 while size:
                     b = self.rfile.read(size)
                     if not b:
@@ -355,7 +358,8 @@ class EchoOrigin:
         for r in self.requests:
             head = r["line"] + "\n" + "".join("%s: %s\n" % kv
                 for kv in r["headers"])
-            blob = head.encode("latin-1", "replace") + r["body"]
+            blob = head.encode("latin-1", "replace") + r["body"] + \
+                r.get("trailers", b"")
             if needle.encode() in blob:
                 return True
         return False

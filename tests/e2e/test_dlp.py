@@ -44,6 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from test_credentials import EchoOrigin, TestCA  # noqa: E402
 from test_websocket_scrub import WsOrigin  # noqa: E402
+from test_http2 import H2, frame, HEADERS, DATA, END_HEADERS, \
+    END_STREAM  # noqa: E402
 import wsframe as W  # noqa: E402
 
 ORIGIN_HOST = "127.0.0.2"
@@ -422,6 +424,59 @@ class DlpTest(unittest.TestCase):
             "--data-binary", "plain body"], tmp=self.td.path)
         self.assertEqual(r.status, 200, r)
 
+    def test_trailers(self):
+        """Trailer fields are scanned like headers (HTTP/1.1 and HTTP/2)."""
+        rule, secret = samples()[2]    # a GitHub token
+        for name, value in (("token", secret), ("vault", VAULT_SECRET)):
+            want = "github-token" if name == "token" else "vault-secret"
+            # HTTP/1.1 chunked: the trailer arrives in pieces, after the body
+            path = self.mark()
+            head = ("POST %s HTTP/1.1\r\nHost: api.test:%d\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n" % (path,
+                    self.origin.port)).encode()
+            field = ("X-Leak: " + value + "\r\n").encode()
+            r = self.send("api.test", head, (b"5\r\nhello\r\n0\r\n",
+                field[:12], field[12:], b"\r\n"))
+            self.assertEqual(r.status, 403, "%s %r" % (name, r))
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            self.assertFalse(self.origin.received(value), name)
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s trailer " % want),
+                rows[0]["rule"])
+            # HTTP/2: the trailers HEADERS frame
+            path = self.mark()
+            h = H2(self, "api.test", self.origin.port)
+            h.send(frame(HEADERS, END_HEADERS, 1, h.block(1, "POST", path,
+                [("te", "trailers")])))
+            h.send(frame(DATA, 0, 1, b"hello"))
+            h.send(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                         h.enc.encode([("x-leak", value)])))
+            st, = h.wait(1)
+            self.assertEqual(H2.status(st), 403, st)
+            self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
+                "secret-detected")
+            self.assertFalse(self.origin.received(value), name)
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:%s trailer " % want),
+                rows[0]["rule"])
+        # clean trailers go on, whole, both ways
+        path = self.mark()
+        r = self.send("api.test", ("POST %s HTTP/1.1\r\nHost: api.test:%d\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n" % (path, self.origin.port))
+            .encode(), (b"5\r\nhello\r\n0\r\nX-Check: fine-", b"1\r\n\r\n"))
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(self.origin.received("X-Check: fine-1"))
+        path = self.mark()
+        h = H2(self, "api.test", self.origin.port)
+        h.send(frame(HEADERS, END_HEADERS, 1, h.block(1, "POST", path)))
+        h.send(frame(DATA, 0, 1, b"hello"))
+        h.send(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                     h.enc.encode([("x-check", "fine-2")])))
+        st, = h.wait(1)
+        self.assertEqual(H2.status(st), 200, st)
+
     def upgrade(self, path, source=None):
         c, r = T.open_tunnel(self.gw.port, "ws.test:%d" % self.ws.port,
             source=source)
@@ -485,6 +540,46 @@ class DlpTest(unittest.TestCase):
             r.get("decision") == "report")
         self.assertTrue(rows, self.rows_with(path))
         self.assertEqual(rows[0]["reason"], "secret-detected")
+
+    def test_websocket_control_frames(self):
+        """A ping's payload is scanned too, as a stream of its own."""
+        rule, secret = samples()[2]    # a GitHub token
+        cases = {
+            # the secret in a ping (and in a pong, and a close's reason)
+            "ping": [(W.OP_PING, secret, True)],
+            "pong": [(W.OP_PONG, "x" + secret, True)],
+            "close": [(W.OP_CLOSE, "\x03\xe9" + secret,
+                       True)],
+            # a ping between two fragments: the message's stream goes on
+            "between": [(W.OP_TEXT, "a " + secret[:20], False),
+                        (W.OP_PING, "keepalive", True),
+                        (W.OP_CONT, secret[20:] + " b", True)],
+        }
+        for name, frames in cases.items():
+            path = "/echo" + self.mark()
+            c = self.upgrade(path)
+            c.send(W.client_frame(W.OP_TEXT, b"clean"))
+            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+            for op, text, fin in frames:
+                c.send(W.client_frame(op, text.encode("latin-1"), fin=fin))
+                time.sleep(0.05)
+            self.assertIn(1008, self.closed_after(c), name)
+            self.assertFalse(self.ws.got_payload(secret[-12:].encode()), name)
+            rows = self.rows_with(path)
+            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+                [("deny", "secret-detected")], name)
+            where = "websocket" if name == "between" else "websocket-control"
+            self.assertTrue(rows[0]["rule"].startswith(
+                "dlp:github-token %s " % where), (name, rows[0]["rule"]))
+        # a clean ping goes on, and so does the session
+        c = self.upgrade("/echo" + self.mark())
+        c.send(W.client_frame(W.OP_PING, b"are-you-there"))
+        c.send(W.client_frame(W.OP_TEXT, b"still here"))
+        f = W.read_frame(c.read_exact)
+        while f.opcode == W.OP_PONG:
+            f = W.read_frame(c.read_exact)
+        self.assertEqual((f.opcode, f.payload), (W.OP_TEXT, b"still here"))
+        self.assertTrue(self.ws.got_payload(b"are-you-there"))
 
     def dig(self, name, source="127.0.0.1"):
         r = subprocess.run([T.DIG, "@127.0.0.1", "-p", str(self.dport), "-b",
