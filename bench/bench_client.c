@@ -51,6 +51,9 @@ struct opts {
 	double		 seconds;
 	unsigned long	 max_ops;
 	int		 target_is_ip;
+	const char	*upload;	/* -u FILE: POST its bytes; NULL: GET */
+	char		*body;		/* its contents */
+	size_t		 body_len;
 };
 
 struct conn {
@@ -64,7 +67,7 @@ struct conn {
 struct tstats {
 	uint32_t	*lat;		/* per request, in units of 100 ns */
 	size_t		 nlat, cap;
-	uint64_t	 bytes;		/* body bytes received */
+	uint64_t	 bytes;		/* body bytes received (and sent, -u) */
 	unsigned long	 conns;		/* connections opened */
 	unsigned long	 retries;	/* requests sent again on a new one */
 };
@@ -451,15 +454,31 @@ http_get(struct conn *c, int close_after, uint64_t *bytes, int *must_close)
 	int rlen, status, have_len = 0, chunked = 0, http10, keep = 0;
 	long n;
 
+	char clenh[64] = "";
+
+	if (o.body != NULL)
+		snprintf(clenh, sizeof(clenh), "Content-Length: %zu\r\n",
+		    o.body_len);
 	/* Absolute form when a plain request goes to an HTTP proxy. */
-	rlen = snprintf(req, sizeof(req), "GET %s%s%s HTTP/1.1\r\nHost: %s\r\n"
-	    "User-Agent: bench_client\r\n%s\r\n",
+	rlen = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n"
+	    "User-Agent: bench_client\r\n%s%s\r\n",
+	    o.body != NULL ? "POST" : "GET",
 	    o.proxy_host && !o.socks && !o.cafile ? "http://" : "",
 	    o.proxy_host && !o.socks && !o.cafile ? o.authority : "", o.path,
-	    o.authority, close_after ? "Connection: close\r\n" : "");
+	    o.authority, clenh, close_after ? "Connection: close\r\n" : "");
 	if (rlen < 0 || (size_t)rlen >= sizeof(req) ||
 	    conn_write(c, req, (size_t)rlen) == -1)
 		return -1;
+	if (o.body != NULL) {
+		size_t off, take;
+
+		for (off = 0; off < o.body_len; off += take) {
+			take = o.body_len - off < 65536 ? o.body_len - off : 65536;
+			if (conn_write(c, o.body + off, take) == -1)
+				return -1;
+		}
+		*bytes += o.body_len;
+	}
 	if (c->len == 0 && conn_fill(c) == -1)
 		return -2;
 	if (conn_line(c, line, sizeof(line)) < 12 ||
@@ -675,8 +694,10 @@ usage(FILE *f)
 {
 	fputs("usage: bench_client [-x PROXYHOST:PORT | -s SOCKSHOST:PORT]\n"
 	    "           -t HOST:PORT [-C CAFILE] [-m keepalive|sessions|idle]\n"
-	    "           [-c THREADS] [-d SECONDS] [-n MAX] [-p PATH]\n"
+	    "           [-c THREADS] [-d SECONDS] [-n MAX] [-p PATH] [-u FILE]\n"
 	    "  GETs of PATH on HOST:PORT (IP literals; no DNS lookup by the\n"
+	    "  client), or with -u POSTs of FILE's bytes (counted as sent\n"
+	    "  bytes in bytes= and mbps=, beside what comes back) --\n"
 	    "  client), https:// verified against CAFILE when -C is given,\n"
 	    "  http:// otherwise. Through an HTTP proxy (-x), https:// goes in\n"
 	    "  a CONNECT tunnel and http:// in absolute form; -s is SOCKS5.\n"
@@ -718,7 +739,7 @@ parse_args(int argc, char *argv[])
 	o.threads = 4;
 	o.seconds = 5;
 	o.path = "/";
-	while ((ch = getopt(argc, argv, "x:s:t:C:m:c:d:n:p:h")) != -1) {
+	while ((ch = getopt(argc, argv, "x:s:t:C:m:c:d:n:p:u:h")) != -1) {
 		switch (ch) {
 		case 'x':
 		case 's':
@@ -760,6 +781,9 @@ parse_args(int argc, char *argv[])
 		case 'p':
 			o.path = optarg;
 			break;
+		case 'u':
+			o.upload = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -797,6 +821,27 @@ tls_init(void)
 	return 0;
 }
 
+/* -u FILE: its bytes, sent whole with every request. */
+static int
+load_body(void)
+{
+	FILE *f;
+	long n;
+
+	if ((f = fopen(o.upload, "rb")) == NULL || fseek(f, 0, SEEK_END) != 0 ||
+	    (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0 ||
+	    (o.body = malloc((size_t)n)) == NULL ||
+	    fread(o.body, 1, (size_t)n, f) != (size_t)n) {
+		fprintf(stderr, "bench_client: %s: cannot read it\n", o.upload);
+		if (f != NULL)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	o.body_len = (size_t)n;
+	return 0;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -824,6 +869,8 @@ main(int argc, char *argv[])
 			return 1;
 	}
 	if (o.cafile != NULL && tls_init() == -1)
+		return 1;
+	if (o.upload != NULL && load_body() == -1)
 		return 1;
 
 	memset(st, 0, sizeof(st));

@@ -11,6 +11,7 @@ Owns every process it starts and stops each by PID on every way out.
 import argparse
 import datetime
 import os
+import random
 import re
 import resource
 import shutil
@@ -18,6 +19,7 @@ import signal
 import socket
 import sqlite3
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -265,6 +267,7 @@ class Bench:
         self.sandgate = os.path.join(self.build, "sandgate")
         self.client = os.path.join(self.build, "bench", "bench_client")
         self.proxies = {}       # name -> {"addr", "pid", "proc", "ca", "socks"}
+        self.sg_ports = {}      # sandgate, sandgate-dlp -> (http, socks5)
         self.missing = {}       # name -> why it is not measured
         self.results = {}       # (scenario, target) -> [per-round dict]
         self.expected = {}      # tag -> (requests the client counted ok, errors)
@@ -319,6 +322,8 @@ class Bench:
         self.port = {k: free_port(ORIGIN_IP) for k in ("http", "pt", "ir", "ie", "in")}
         with open(os.path.join(d, "www", "big.bin"), "wb") as f:
             f.truncate(self.a.bulk_mib << 20)
+        self.upload_file = os.path.join(d, "upload.json")
+        write_upload(self.upload_file, self.a.upload_mib << 20)
         body = "x" * (BODY_BYTES - 1) + "\\n"
         user = "user root;" if os.getuid() == 0 else ""
 
@@ -331,6 +336,7 @@ class Bench:
                 tls += " ssl_session_tickets off; ssl_session_cache off;"
             return ("server { listen %s:%d%s; %s\n"
                     "  location /r/big/ { root %s/www; try_files /big.bin =404; }\n"
+                    "  location /up/ { client_max_body_size 0; return 200 \"ok\\n\"; }\n"
                     "  location / { return 200 \"%s\"; } }\n"
                     % (ORIGIN_IP, port, " ssl" if cert else "", tls, d, body))
 
@@ -379,8 +385,10 @@ http {
         proc.stop()
         return False
 
-    def start_sandgate(self):
-        d = self.path("sg")
+    def start_sandgate(self, name="sandgate", dlp=None):
+        """sandgate (dlp None: no `dlp:`), or beside it sandgate-dlp, the
+        same with `dlp: {mode: DLP}` -- measured in the same rounds."""
+        d = self.path("sg" if name == "sandgate" else name)
         os.makedirs(d + "/policies")
         os.makedirs(d + "/var")
         port, sport = free_port(PROXY_IP), free_port(PROXY_IP)
@@ -417,19 +425,19 @@ policies:
     allow:
       - {{ cidr: {ip}/32, ports: [{http}], methods: [GET], paths: ["/r/*"] }}
       - {{ cidr: {ip}/32, ports: [{pt}] }}
-      - {{ cidr: {ip}/32, ports: [{ir}, {ie}, {in}], tls: intercept, methods: [GET], paths: ["/r/*"] }}
+      - {{ cidr: {ip}/32, ports: [{ir}, {ie}, {in}], tls: intercept, methods: [GET, POST], paths: ["/r/*", "/up/*"] }}
     allow_private: [{ip}/32]
-{dlp}""".format(ip=ORIGIN_IP, dlp="    dlp: {mode: %s}\n" % self.a.dlp
-                if self.a.dlp else "", **p))
-        self.sg_ports = port, sport
-        self.launch_sandgate()
+{dlp}""".format(ip=ORIGIN_IP, dlp="    dlp: {mode: %s}\n" % dlp if dlp else "", **p))
+        self.sg_ports[name] = port, sport
+        self.launch_sandgate(name=name)
 
-    def launch_sandgate(self, debug=False):
-        d = self.path("sg")
-        port, sport = self.sg_ports
-        proc = Proc("sandgate", [self.sandgate, "serve", "-c", d + "/sandgate.yaml"] +
+    def launch_sandgate(self, debug=False, name="sandgate"):
+        d = self.path("sg" if name == "sandgate" else name)
+        port, sport = self.sg_ports[name]
+        proc = Proc(name, [self.sandgate, "serve", "-c", d + "/sandgate.yaml"] +
                     (["-d"] if debug else []), d + "/sandgate.log")
-        if self.add_proxy("sandgate", proc, port, d + "/ca.crt", [d + "/sandgate.log"], sport):
+        if self.add_proxy(name, proc, port, d + "/ca.crt", [d + "/sandgate.log"],
+                          sport if name == "sandgate" else None):
             time.sleep(0.5)
             proc.remember_kids()
             log("sandgate: network process %d, helpers %s" %
@@ -592,6 +600,8 @@ def request(flow):
         self.start_sandgate()
         if "sandgate" not in self.proxies:
             raise SystemExit("sandgate did not start: nothing to measure")
+        if self.a.dlp:
+            self.start_sandgate("sandgate-dlp", self.a.dlp)
         if self.a.smoke:
             for n in ("squid", "squid-bump", "tinyproxy", "mitmproxy"):
                 self.missing[n] = "not run with --smoke"
@@ -640,8 +650,11 @@ def request(flow):
 
     def measure(self, scn, target, tag, mode, threads, seconds, n=None):
         """One client run; its numbers plus the proxy's CPU seconds."""
-        path = ("/r/big/" if scn.kind == "bulk" else "/r/s/") + tag
+        path = ("/up/" if scn.upload else "/r/big/" if scn.kind == "bulk" else
+                "/r/s/") + tag
         argv = self.client_argv(scn, target, path, mode, threads, seconds, n)
+        if scn.upload:
+            argv += ["-u", self.upload_file]
         pid = self.pid_of(target)
         t0 = cpu_ticks(pid) if pid else {}
         try:
@@ -956,7 +969,8 @@ def request(flow):
         if os.path.exists(db):
             c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
             for path, n in c.execute("SELECT path, count(*) FROM events WHERE decision = "
-                                     "'allow' AND path LIKE '/r/%' GROUP BY path"):
+                                     "'allow' AND (path LIKE '/r/%' OR path LIKE '/up/%') "
+                                     "GROUP BY path"):
                 self.audit[path.rsplit("/", 1)[-1]] = n
             self.audit_total = c.execute("SELECT count(*) FROM events").fetchone()[0]
             self.audit_denied = c.execute(
@@ -986,8 +1000,9 @@ class Scn:
     the issue's name for it."""
 
     def __init__(self, label, title, kind, port, targets, tls=True, intercept=False,
-                 mode="keepalive", goals=()):
+                 mode="keepalive", goals=(), upload=False):
         self.label, self.title, self.kind, self.port = label, title, kind, port
+        self.upload = upload
         self.key = label.replace("'", "i")
         self.targets, self.tls, self.intercept, self.mode = targets, tls, intercept, mode
         self.goals = goals
@@ -1025,11 +1040,39 @@ SCENARIOS = [
     Scn("d'", "bulk download, intercepted", "bulk", "ir",
         ["direct", "squid-bump", "mitmproxy", "sandgate"], intercept=True,
         goals=[("sandgate", "ratio", "squid-bump", 3)]),
+    Scn("u'", "bulk upload (JSON), intercepted", "bulk", "ir",
+        ["direct", "squid-bump", "sandgate"], intercept=True, upload=True),
 ]
+
+# --dlp: sandgate-dlp beside sandgate in these, at least 0.9x of it (issue 27)
+DLP_SCENARIOS = ("b'", "d'", "u'")
+
+
+def write_upload(path, size):
+    """The upload body: JSON records as an agent sends them -- prose, code,
+    identifiers, 40-digit hashes, a short base64 field, escapes; no
+    secrets. Deterministic."""
+    rng = random.Random(27)
+    words = ("the of and to in is for on that with as by this be are from or "
+             "function return const value error request response config build "
+             "test module import string number object array index result data "
+             "update delete create server client token session cache").split()
+    b64 = string.ascii_letters + string.digits + "+/"
+    with open(path, "w") as f:
+        n = 0
+        while n < size:
+            rec = ('{"id":%d,"path":"src/%s/%s.c","sha":"%040x","text":"%s",'
+                   '"code":"if (x) {\\n\\treturn %s(\\"%s\\");\\n}","blob":"%s"}\n' % (
+                       n, rng.choice(words), rng.choice(words), rng.getrandbits(160),
+                       " ".join(rng.choice(words) for _ in range(rng.randint(8, 40))),
+                       rng.choice(words), rng.choice(words),
+                       "".join(rng.choice(b64) for _ in range(rng.randint(8, 24)))))
+            f.write(rec)
+            n += len(rec)
 
 LABEL = {"direct": "direct", "squid": "Squid", "squid-bump": "Squid ssl-bump",
          "tinyproxy": "tinyproxy", "mitmproxy": "mitmproxy", "sandgate": "sandgate",
-         "sandgate-socks5": "sandgate SOCKS5"}
+         "sandgate-socks5": "sandgate SOCKS5", "sandgate-dlp": "sandgate with dlp"}
 
 
 # ------------------------------------------------------------ report
@@ -1175,7 +1218,9 @@ def report(b, micro, started):
                 span = "%s–%s" % (fmt(min(rounds), 2), fmt(max(rounds), 2))
             ca, cb = cpu_per_op(b, s, who), cpu_per_op(b, s, base)
             w("| %s | ≥ %g× %s | %s | %s | %s | %s | %s | %s |" % (
-                name if who == "sandgate" else name + " via SOCKS5", lim, LABEL[base],
+                name if who == "sandgate" else name + (" via SOCKS5" if who ==
+                "sandgate-socks5" else " with dlp: %s" % a.dlp), lim,
+                LABEL[base],
                 "%s %s" % (fmt(v, 1 if s.kind == "bulk" else 0), unit(s)) if v is not None else "n/a",
                 "%s %s" % (fmt(bv, 1 if s.kind == "bulk" else 0), unit(s)) if bv is not None else
                 "n/a (%s)" % b.missing.get(base, "not measured"),
@@ -1259,9 +1304,11 @@ def main():
                     help="after the idle tunnels' reading, open as many again beside "
                     "them and read what each adds (1; 0: skip)")
     ap.add_argument("--bulk-mib", type=int, help="bulk body size (full: 256)")
+    ap.add_argument("--upload-mib", type=int, help="upload body size (full: 64)")
     ap.add_argument("--dlp", choices=("block", "report"),
-        help="sandgate's policy scans requests for secrets (docs/dlp.md); "
-        "compare with a run without it")
+        help="run sandgate-dlp beside sandgate, its policy scanning requests "
+        "for secrets (docs/dlp.md), in %s; its goal: 0.9x sandgate" %
+        ", ".join(DLP_SCENARIOS))
     ap.add_argument("--only", help="comma-separated scenarios: " +
                     ",".join(s.label for s in SCENARIOS) + ",policy,audit")
     ap.add_argument("--no-install", action="store_true",
@@ -1272,12 +1319,20 @@ def main():
     ap.add_argument("--perf", metavar="DIR", help="after the rounds, one more run of each "
                     "scenario under `perf record -g` on sandgate; top symbols into DIR")
     a = ap.parse_args()
+    if a.dlp:
+        for s in SCENARIOS:
+            if s.label in DLP_SCENARIOS:
+                s.targets = s.targets + ["sandgate-dlp"]
+                s.goals = list(s.goals) + [("sandgate-dlp", "ratio", "sandgate", 0.9)]
     a.level = a.level or "full"
     dflt = {"full": dict(rounds=3, seconds=8, tunnels=2000, bulk_mib=256, downloads=4,
+                         upload_mib=64,
                          audit_rows=500000),
             "quick": dict(rounds=1, seconds=3, tunnels=2000, bulk_mib=256, downloads=3,
+                          upload_mib=64,
                           audit_rows=150000),
             "smoke": dict(rounds=1, seconds=0.3, tunnels=20, bulk_mib=4, downloads=1,
+                          upload_mib=1,
                           audit_rows=0)}[a.level]
     for k, v in dflt.items():
         if getattr(a, k, None) is None:

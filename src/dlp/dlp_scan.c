@@ -592,6 +592,83 @@ runs_in(struct dlp_scan *s, unsigned char c)
 	}
 }
 
+/* p[0..n), all of them t's characters, continue r's run. */
+static void
+run_take(struct dlp_scan *s, struct run *r, const signed char *t, size_t min,
+    const unsigned char *p, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n && r->len < min - 1; k++)
+		r->pend[r->len++] = p[k];
+	if (k == n)
+		return;
+	if (r->len == min - 1) {
+		for (r->len = 0; r->len < min - 1; r->len++)
+			if (r == &s->b64)
+				b64_push(s, t[r->pend[r->len]]);
+			else
+				hex_push(s, t[r->pend[r->len]]);
+	}
+	for (; k < n; k++) {
+		r->len++;
+		if (r == &s->b64)
+			b64_push(s, t[p[k]]);
+		else
+			hex_push(s, t[p[k]]);
+	}
+}
+
+/*
+ * runs_in over p[0..n) for one decoder (the common case: bytes no escape
+ * decoder changed), the same bytes out in the same order. Only a run that
+ * reaches min characters is decoded, so between runs the search skips:
+ * when the min-th byte ahead is not a run character, no such run starts
+ * before it (most text and binary is crossed a probe per min bytes).
+ */
+static void
+runs_seg(struct dlp_scan *s, struct run *r, const signed char *t,
+    size_t min, const unsigned char *p, size_t n)
+{
+	size_t i = 0, j, a, e;
+
+	if (r->len > 0) {		/* the run the last bytes left open */
+		for (e = 0; e < n && t[p[e]] >= 0; e++)
+			;
+		run_take(s, r, t, min, p, e);
+		if (e == n)
+			return;
+		run_end(s, r);
+		i = e + 1;
+	}
+	/* Here no run is open: p[i - 1] (if any) is not a run character. */
+	while (i < n) {
+		if (n - i < min) {
+			/* Too few left for a whole run: only the one at the end. */
+			for (a = n; a > i && t[p[a - 1]] >= 0; a--)
+				;
+			run_take(s, r, t, min, p + a, n - a);
+			return;
+		}
+		j = i + min - 1;
+		if (t[p[j]] < 0) {
+			i = j + 1;
+			continue;
+		}
+		for (a = j; a > i && t[p[a - 1]] >= 0; a--)
+			;
+		for (e = j + 1; e < n && t[p[e]] >= 0; e++)
+			;
+		if (e - a >= min || e == n) {
+			run_take(s, r, t, min, p + a, e - a);
+			if (e == n)
+				return;
+			run_end(s, r);
+		}
+		i = e + 1;
+	}
+}
+
 static void
 u_out(struct dlp_scan *s, unsigned char c)
 {
@@ -605,7 +682,7 @@ u_out(struct dlp_scan *s, unsigned char c)
 static void
 u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
 {
-	size_t i, take;
+	size_t take;
 
 	while (n > 0 && !s->found) {
 		take = sizeof(s->ubuf) - s->un;
@@ -613,8 +690,8 @@ u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
 			take = n;
 		memcpy(s->ubuf + s->un, p, take);
 		s->un += take;
-		for (i = 0; i < take; i++)
-			runs_in(s, p[i]);
+		runs_seg(s, &s->b64, b64t, B64_MIN, p, take);
+		runs_seg(s, &s->hex, hext, HEX_MIN, p, take);
 		if (s->un == sizeof(s->ubuf))
 			flush_u(s);
 		p += take;

@@ -927,12 +927,19 @@ origin_body(struct exchange *s)
 			exchange_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
-		else {
+		else if (!s->is_stream && EXCHANGE_CBEV(s) != NULL) {
 			/*
-			 * The origin answered before the body ended: no
-			 * resync, either side (the origin still waits for
-			 * the rest of a body that will not come).
+			 * The origin answered before the body ended (nginx's
+			 * `return`, an early refusal): the rest of the body
+			 * still goes on to it, as it would without the
+			 * gateway, so that both connections stay in step; the
+			 * exchange ends once the body has (forward_client_read),
+			 * or when the origin goes (origin_event_cb).
 			 */
+			bufferevent_enable(s->c->cbev, EV_READ);
+			forward_client_read(s);
+		} else {
+			/* A stream's body: the stream ends with its answer. */
 			f->client_keep_alive = 0;
 			f->origin_keep_alive = 0;
 			f->req_done = 1;
@@ -1020,6 +1027,18 @@ origin_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (f->scrub != NULL)
 			scrub_end(s);
 		f->resp_done = 1;
+		f->req_done = 1;
+		f->client_keep_alive = 0;
+		f->origin_keep_alive = 0;
+		forward_done(s);
+		return;
+	}
+	if (f->resp_done) {
+		/*
+		 * Gone (or silent past its timeout) after its whole answer,
+		 * while the rest of the body was still going to it: the
+		 * answer stands; the client's connection cannot be reused.
+		 */
 		f->req_done = 1;
 		f->client_keep_alive = 0;
 		f->origin_keep_alive = 0;

@@ -574,6 +574,82 @@ test_tap(int defaults)
 	dlp_set_free(set);
 }
 
+/*
+ * The run decoders find runs by skipping ahead (dlp_scan.c runs_seg): the
+ * same answer whole, byte by byte and in random pieces, over inputs made
+ * of runs of every length around the limits (base64 16, hex 32) with a
+ * secret's base64 or hex inside some of them, at every alignment of the
+ * run's start.
+ */
+static void
+test_runs_split(struct dlp_scan *sc)
+{
+	static const char *const parts[] = { "ab", "0f", "Zz+/", "-_", " ",
+	    "\n", ",", "%", "0123456789abcdef", "QUJD", "=", ":" };
+	char in[2048], enc[256], tok[64];
+	struct dlp_finding f;
+	size_t len, off, n, i;
+	int it, whole, bytes, pieces, planted, found = 0;
+
+	for (it = 0; it < 4000; it++) {
+		len = 0;
+		planted = rnd(3) == 0;
+		while (len < 280) {
+			const char *pt = parts[rnd((int)(sizeof(parts) /
+			    sizeof(parts[0])))];
+			int reps = 1 + rnd(12);
+
+			while (reps-- > 0 && len + strlen(pt) < 300) {
+				memcpy(in + len, pt, strlen(pt));
+				len += strlen(pt);
+			}
+			if (planted && len > 100 && len < 200) {
+				planted = 0;
+				github_token(tok, "ghp_");
+				if (rnd(2)) {
+					/* base64 of 3k filler bytes + the token */
+					char raw[128];
+					int k = rnd(4) * 3;
+
+					memset(raw, 'q', (size_t)k);
+					memcpy(raw + k, tok, 41);
+					b64enc((unsigned char *)raw, (size_t)k + 40,
+					    enc, rnd(2));
+				} else {
+					for (i = 0; i < 40; i++)
+						snprintf(enc + 2 * i, 3, "%02x",
+						    (unsigned char)tok[i]);
+				}
+				in[len++] = ' ';
+				memcpy(in + len, enc, strlen(enc));
+				len += strlen(enc);
+				in[len++] = ' ';
+			}
+		}
+		whole = dlp_scan_buf(sc, in, len, &f);
+		(void)dlp_scan_reset(sc);
+		for (off = 0, bytes = 0; off < len && bytes == 0; off++)
+			bytes = dlp_scan_feed(sc, in + off, 1, &f);
+		if (bytes == 0)
+			bytes = dlp_scan_end(sc, &f);
+		(void)dlp_scan_reset(sc);
+		for (off = 0, pieces = 0; off < len && pieces == 0; off += n) {
+			n = 1 + (size_t)rnd(40);
+			if (n > len - off)
+				n = len - off;
+			pieces = dlp_scan_feed(sc, in + off, n, &f);
+		}
+		if (pieces == 0)
+			pieces = dlp_scan_end(sc, &f);
+		CHECK_MSG(whole == bytes && whole == pieces,
+		    "input %d: whole %d, byte by byte %d, pieces %d: %.*s", it,
+		    whole, bytes, pieces, (int)len, in);
+		found += whole == 1;
+	}
+	/* The planted tokens are found (a third of the inputs carry one). */
+	CHECK_MSG(found > 1000, "%d findings", found);
+}
+
 int
 main(void)
 {
@@ -600,6 +676,7 @@ main(void)
 	test_samples(sc);
 	test_near_misses(sc);
 	test_benign(sc);
+	test_runs_split(sc);
 	dlp_scan_free(sc);
 	dlp_set_free(set);
 	test_custom();
