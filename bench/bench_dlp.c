@@ -78,6 +78,33 @@ main(int argc, char *argv[])
 		fprintf(stderr, "bench_dlp: %s\n", err);
 		return 1;
 	}
+	/* bench_dlp -f FILE: that file's bytes, scanned as one body. */
+	if (argc > 2 && strcmp(argv[1], "-f") == 0) {
+		FILE *fp = fopen(argv[2], "rb");
+		long len;
+
+		if (fp == NULL || fseek(fp, 0, SEEK_END) != 0 ||
+		    (len = ftell(fp)) <= 0 || fseek(fp, 0, SEEK_SET) != 0 ||
+		    (buf = malloc((size_t)len)) == NULL ||
+		    fread(buf, 1, (size_t)len, fp) != (size_t)len) {
+			fprintf(stderr, "bench_dlp: %s: cannot read it\n", argv[2]);
+			return 1;
+		}
+		fclose(fp);
+		n = (size_t)len;
+		found = 0;
+		t0 = now();
+		for (off = 0; off < n; off += piece)
+			if (dlp_scan_feed(sc, buf + off, n - off < piece ?
+			    n - off : piece, &f) != 0) {
+				found++;
+				dlp_scan_reset(sc);
+			}
+		(void)dlp_scan_end(sc, &f);
+		t = now() - t0;
+		printf("| %s | %.0f | %d |\n", argv[2], (double)n / 1e6 / t, found);
+		return 0;
+	}
 	n = mib << 20;
 	if ((buf = malloc(n)) == NULL)
 		return 1;
