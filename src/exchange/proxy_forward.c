@@ -927,7 +927,9 @@ origin_body(struct exchange *s)
 			exchange_mark(s, MARK_RESPONSE_DONE);
 		if (f->req_done)
 			forward_done(s);
-		else if (!s->is_stream && EXCHANGE_CBEV(s) != NULL) {
+		else if (!s->is_stream && EXCHANGE_CBEV(s) != NULL &&
+		    evbuffer_get_length(bufferevent_get_input(
+		    EXCHANGE_OBEV(s))) == 0) {
 			/*
 			 * The origin answered before the body ended (nginx's
 			 * `return`, an early refusal): the rest of the body
@@ -939,7 +941,11 @@ origin_body(struct exchange *s)
 			bufferevent_enable(s->c->cbev, EV_READ);
 			forward_client_read(s);
 		} else {
-			/* A stream's body: the stream ends with its answer. */
+			/*
+			 * A stream's body: the stream ends with its answer.
+			 * Or bytes past the answer already came: they would
+			 * answer no request, so neither side is kept.
+			 */
 			f->client_keep_alive = 0;
 			f->origin_keep_alive = 0;
 			f->req_done = 1;
@@ -997,6 +1003,18 @@ origin_read_cb(struct bufferevent *bev, void *arg)
 	if (s->state != S_FORWARD) {
 		/* Bytes from an idle kept-alive origin: it cannot be reused. */
 		upstream_drop(s);
+		return;
+	}
+	if (s->fwd.resp_done) {
+		/*
+		 * Past its whole answer while the rest of the body still goes
+		 * to it: nothing more may come (it would answer no request).
+		 * The answer stands; neither connection is kept.
+		 */
+		s->fwd.req_done = 1;
+		s->fwd.client_keep_alive = 0;
+		s->fwd.origin_keep_alive = 0;
+		forward_done(s);
 		return;
 	}
 	corked = client_cork(s);

@@ -6,8 +6,9 @@ allows (docs/proxy.md, "An answer before the body"): the gateway relays
 the answer at once and the rest of the body after it, so a client that
 sends its whole body before it reads gets the answer, and the connection
 stays usable for the next request. Variants: the origin closes after its
-early answer instead (the answer still stands, the row is allow); a
-chunked body; a body large enough to fill every buffer on the way.
+early answer instead (the answer still stands, the row is allow), or
+sends a second answer (never relayed); a chunked body; a body large enough
+to fill every buffer on the way.
 """
 
 import os
@@ -33,7 +34,8 @@ def wait_for(pred, seconds):
 class EarlyOrigin:
     """Answers each request as soon as its head is in, then reads its body
     (Content-Length or chunked) and records how many body bytes came; path
-    /close/... closes after the answer instead of reading."""
+    /close/... closes after the answer instead of reading, /extra/... sends
+    a second answer after the first."""
 
     def __init__(self):
         self.lsock = socket.socket()
@@ -79,6 +81,13 @@ class EarlyOrigin:
                           % (b"Connection: close\r\n" if close else b""))
                 if close:
                     return
+                if path.startswith("/extra/"):
+                    # a second answer nobody asked for: with the first
+                    # (/extra/1) or a little after it
+                    if path == "/extra/2":
+                        time.sleep(0.2)
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+                              b"\r\nextra")
                 n = 0
                 if chunked:
                     while True:
@@ -220,6 +229,36 @@ class EarlyAnswerTest(unittest.TestCase):
         self.assertEqual([(r["decision"], r["status"], r["reason"])
                           for r in rows], [("allow", 200, None)], rows)
 
+
+    def test_origin_sends_past_its_answer(self):
+        """A second answer, sent with the first or after it while the body
+        still goes: never relayed; the first stands."""
+        for path in ("/extra/1", "/extra/2"):
+            s = self.proxy_conn()
+            s.sendall(("POST %s HTTP/1.1\r\nHost: early.test:%d\r\n"
+                       "Content-Length: %d\r\n\r\n" % (self.url(path),
+                       self.origin.port, 4 << 20)).encode())
+            try:
+                s.sendall(b"b" * (4 << 20))
+            except OSError:
+                pass    # the gateway may close before the last bytes
+            status, rest = self.read_answer(s)
+            self.assertEqual(status, b"HTTP/1.1 200 OK")
+            # the next request: answered by the origin afresh, or the
+            # connection is closed -- never "extra"
+            s.settimeout(10 * T.SLOW)
+            try:
+                s.sendall(("GET %s HTTP/1.1\r\nHost: early.test:%d\r\n\r\n"
+                           % (self.url("/next"), self.origin.port)).encode())
+                status, rest = self.read_answer(s, rest)
+            except OSError:
+                status = None
+            self.assertIn(status, (None, b"HTTP/1.1 200 OK"))
+            self.assertNotIn(b"extra", rest)
+            rows = self.gw.wait_audit(pred=lambda r: (r.get("path") or "")
+                                      .startswith(path))
+            self.assertEqual([(r["decision"], r["status"]) for r in rows],
+                             [("allow", 200)], rows)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
