@@ -13,7 +13,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
-FUZZ_SECONDS ?= 10
+FUZZ_SECONDS ?= 6
 FUZZ_LONG_SECONDS ?= 600
 
 DEB_BUILD  ?= build-deb

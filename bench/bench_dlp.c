@@ -55,12 +55,33 @@ fill(char *b, size_t n, int kind)
 	}
 }
 
+/* buf[0..n) fed in pieces: MB/s; *found: how many findings (each resets). */
+static double
+scan_all(struct dlp_scan *sc, const char *buf, size_t n, int *found)
+{
+	const size_t piece = 16384;
+	struct dlp_finding f;
+	size_t off;
+	double t0;
+
+	dlp_scan_reset(sc);
+	*found = 0;
+	t0 = now();
+	for (off = 0; off < n; off += piece)
+		if (dlp_scan_feed(sc, buf + off, n - off < piece ? n - off :
+		    piece, &f) != 0) {
+			(*found)++;
+			dlp_scan_reset(sc);
+		}
+	(void)dlp_scan_end(sc, &f);
+	return (double)n / 1e6 / (now() - t0);
+}
+
 int
 main(int argc, char *argv[])
 {
 	static const char *kinds[] = { "json", "form", "base64", "random" };
-	const size_t piece = 16384;
-	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64, n, off, i;
+	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64, n, i;
 	struct dlp_set *set;
 	struct dlp_scan *sc;
 	struct dlp_finding f;
@@ -92,17 +113,8 @@ main(int argc, char *argv[])
 		}
 		fclose(fp);
 		n = (size_t)len;
-		found = 0;
-		t0 = now();
-		for (off = 0; off < n; off += piece)
-			if (dlp_scan_feed(sc, buf + off, n - off < piece ?
-			    n - off : piece, &f) != 0) {
-				found++;
-				dlp_scan_reset(sc);
-			}
-		(void)dlp_scan_end(sc, &f);
-		t = now() - t0;
-		printf("| %s | %.0f | %d |\n", argv[2], (double)n / 1e6 / t, found);
+		t = scan_all(sc, buf, n, &found);
+		printf("| %s | %.0f | %d |\n", argv[2], t, found);
 		return 0;
 	}
 	n = mib << 20;
@@ -111,19 +123,8 @@ main(int argc, char *argv[])
 	printf("| body | MB/s | findings |\n| --- | --- | --- |\n");
 	for (k = 0; k < 4; k++) {
 		fill(buf, n, k);
-		dlp_scan_reset(sc);
-		found = 0;
-		t0 = now();
-		for (off = 0; off < n; off += piece) {
-			if (dlp_scan_feed(sc, buf + off, n - off < piece ?
-			    n - off : piece, &f) != 0) {
-				found++;
-				dlp_scan_reset(sc);
-			}
-		}
-		(void)dlp_scan_end(sc, &f);
-		t = now() - t0;
-		printf("| %s | %.0f | %d |\n", kinds[k], (double)n / 1e6 / t, found);
+		t = scan_all(sc, buf, n, &found);
+		printf("| %s | %.0f | %d |\n", kinds[k], t, found);
 	}
 	{
 		static const char *parts[] = {

@@ -285,6 +285,13 @@ class DlpTest(unittest.TestCase):
             "%s: the origin received it (%s)" % (rule, path))
         self.assertFalse(self.origin.received(secret))
 
+    def assert_one_row(self, path, rule_start, secret):
+        """The origin never got secret; one row for path, its rule so."""
+        self.assertFalse(self.origin.received(secret), path)
+        rows = self.rows_with(path)
+        self.assertEqual(len(rows), 1, rows)
+        self.assertTrue(rows[0]["rule"].startswith(rule_start), rows[0]["rule"])
+
     def rows_with(self, path):
         return self.gw.wait_audit(pred=lambda r: (r.get("path") or "")
             .startswith(path))
@@ -439,11 +446,7 @@ class DlpTest(unittest.TestCase):
                 field[:12], field[12:], b"\r\n"))
             self.assertEqual(r.status, 403, "%s %r" % (name, r))
             self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
-            self.assertFalse(self.origin.received(value), name)
-            rows = self.rows_with(path)
-            self.assertEqual(len(rows), 1, rows)
-            self.assertTrue(rows[0]["rule"].startswith("dlp:%s trailer " % want),
-                rows[0]["rule"])
+            self.assert_one_row(path, "dlp:%s trailer " % want, value)
             # HTTP/2: the trailers HEADERS frame
             path = self.mark()
             h = H2(self, "api.test", self.origin.port)
@@ -456,11 +459,7 @@ class DlpTest(unittest.TestCase):
             self.assertEqual(H2.status(st), 403, st)
             self.assertEqual(st["headers"][0].get("x-sandgate-reason"),
                 "secret-detected")
-            self.assertFalse(self.origin.received(value), name)
-            rows = self.rows_with(path)
-            self.assertEqual(len(rows), 1, rows)
-            self.assertTrue(rows[0]["rule"].startswith("dlp:%s trailer " % want),
-                rows[0]["rule"])
+            self.assert_one_row(path, "dlp:%s trailer " % want, value)
         # clean trailers go on, whole, both ways
         path = self.mark()
         r = self.send("api.test", ("POST %s HTTP/1.1\r\nHost: api.test:%d\r\n"
