@@ -78,6 +78,7 @@ static const struct reason_info reasons[REASON_MAX] = {
 	[REASON_APPROVAL_DENIED] =	{ "approval-denied", D, 403, NOT_ALLOWED },
 	[REASON_APPROVAL_TIMEOUT] =	{ "approval-timeout", D, 403, NOT_ALLOWED },
 	[REASON_APPROVAL_LIMIT] =	{ "approval-limit", D, 429, NOT_ALLOWED },
+	[REASON_CONTENT_UNSCANNABLE] =	{ "content-unscannable", D, 415, NOT_ALLOWED },
 };
 
 const struct reason_info *

@@ -73,6 +73,7 @@ enum sg_reason {
 	REASON_APPROVAL_DENIED,		/* mode: ask: the operator said no */
 	REASON_APPROVAL_TIMEOUT,	/* mode: ask: nobody answered within approval.timeout */
 	REASON_APPROVAL_LIMIT,		/* mode: ask: approval.max_pending questions already */
+	REASON_CONTENT_UNSCANNABLE,	/* dlp: block: a request body in a coding it cannot read */
 	REASON_MAX
 };
 

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <zlib.h>
 
 #include "core/log.h"
 #include "core/reason.h"
@@ -18,6 +21,8 @@
 
 #define VAULT_CHECK_MAX	64	/* vault entries looked for in one exchange */
 #define SEEK_NAME_MAX	(VAULT_NAME_MAX + 16)	/* "ENTRY#refresh" */
+#define INFLATE_MAX	((uint64_t)256 << 20)	/* decoded bytes of one body */
+#define INFLATE_CHUNK	16384
 
 /* A scanner, and the gateway's own secrets per view (NULL: none watched). */
 struct xscan {
@@ -31,6 +36,12 @@ struct xdlp {
 	struct dlp_scan		*scan;	/* main.scan: the request's stream */
 	struct xscan		 main;
 	struct xscan		 ctl;	/* WebSocket control frames; made at need */
+	/* The body's content coding (gzip, deflate) undone; NULL: none. */
+	z_stream		*z;
+	unsigned char		*zbuf;
+	int			 zbits;	/* inflateInit2's windowBits */
+	int			 zend;	/* a coded stream (gzip member) ended */
+	uint64_t		 zin, zout;
 	int			 done;	/* a finding was handled, or nothing to scan */
 	int			 quiet;	/* a refusal is the caller's to make */
 };
@@ -49,6 +60,11 @@ xdlp_free(void *arg)
 	}
 	dlp_scan_free(x->main.scan);
 	dlp_scan_free(x->ctl.scan);
+	if (x->z != NULL) {
+		inflateEnd(x->z);
+		free(x->z);
+	}
+	free(x->zbuf);
 	free(x);
 }
 
@@ -275,6 +291,106 @@ scan_part(struct xdlp *x, const char *a, size_t alen, const char *b,
 	return rc != 0;
 }
 
+/*
+ * A body the gateway cannot decode to scan (docs/dlp.md, "Content
+ * codings"): block refuses it (415 content-unscannable; answered unless
+ * the caller answers, x->quiet), report scans on what comes as it comes.
+ * -1 refused, 0 go on.
+ */
+static int
+unscannable(struct exchange *s, struct xdlp *x, const char *where,
+    const char *why)
+{
+	char detail[160];
+
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule),
+	    "dlp:content-unscannable %s -", where);
+	log_warnx("dlp: a request body toward %s, sandbox %s, cannot be "
+	    "scanned (%s): %s", s->target.host, s->ident.sandbox, why,
+	    x->pd->mode == POLICY_DLP_BLOCK ? "refused" : "reported");
+	if (x->z != NULL) {
+		inflateEnd(x->z);
+		free(x->z);
+		x->z = NULL;
+	}
+	if (x->pd->mode != POLICY_DLP_BLOCK) {
+		if (s->verdict.report == REASON_NONE)
+			s->verdict.report = REASON_CONTENT_UNSCANNABLE;
+		return 0;
+	}
+	x->done = 1;
+	if (x->quiet)
+		return -1;
+	snprintf(detail, sizeof(detail), "a request body the gateway cannot "
+	    "scan for secrets (%s)", why);
+	if (!s->fwd.resp_head_done)
+		exchange_deny(s, 415, REASON_CONTENT_UNSCANNABLE, detail);
+	else {
+		exchange_log(s, VERDICT_DENY, s->fwd.status,
+		    REASON_CONTENT_UNSCANNABLE);
+		exchange_close(s, CLOSE_REFUSED);
+	}
+	return -1;
+}
+
+/*
+ * The request's Content-Encoding: none or identity, or one of gzip,
+ * x-gzip, deflate (undone before the body is scanned); anything else, or
+ * more than one, cannot be scanned. -1 refused (answered), 0 go on.
+ */
+static int
+body_coding(struct exchange *s, struct xdlp *x, const struct http_request *req)
+{
+	const struct http_header *h;
+	const char *v, *e, *t;
+	size_t i, tl;
+	int bits = 0, n = 0, bad = 0;
+
+	if (req->framing == HTTP_BODY_NONE || x->done)
+		return 0;
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (!http_header_is(h, "Content-Encoding"))
+			continue;
+		for (v = h->value.p, e = v + h->value.len; v < e; v = t + 1) {
+			if ((t = memchr(v, ',', (size_t)(e - v))) == NULL)
+				t = e;
+			while (v < t && (*v == ' ' || *v == '\t'))
+				v++;
+			for (tl = (size_t)(t - v); tl > 0 && (v[tl - 1] == ' ' ||
+			    v[tl - 1] == '\t'); tl--)
+				;
+			if (tl == 0 || (tl == 8 && strncasecmp(v, "identity",
+			    8) == 0))
+				continue;
+			n++;
+			if ((tl == 4 && strncasecmp(v, "gzip", 4) == 0) ||
+			    (tl == 6 && strncasecmp(v, "x-gzip", 6) == 0))
+				bits = 16 + MAX_WBITS;
+			else if (tl == 7 && strncasecmp(v, "deflate", 7) == 0)
+				bits = MAX_WBITS;
+			else
+				bad = 1;
+		}
+	}
+	if (n == 0)
+		return 0;
+	if (bad || n > 1)
+		return unscannable(s, x, "header", bad ? "a content coding it "
+		    "cannot decode" : "more than one content coding");
+	if ((x->z = calloc(1, sizeof(*x->z))) == NULL ||
+	    (x->zbuf = malloc(INFLATE_CHUNK)) == NULL ||
+	    inflateInit2(x->z, bits) != Z_OK) {
+		free(x->z);
+		x->z = NULL;
+		exchange_deny(s, 503, REASON_INTERNAL_ERROR,
+		    "cannot scan the request for secrets");
+		return -1;
+	}
+	x->zbits = bits;
+	return 0;
+}
+
 int
 dlp_request(struct exchange *s, const struct http_request *req)
 {
@@ -319,7 +435,7 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	}
 	(void)dlp_scan_reset(x->scan);
 	if (!hit)
-		return 0;
+		return body_coding(s, x, req);
 	if (finding(s, x, where, &f, detail, sizeof(detail)) == 0)
 		return 0;
 	exchange_deny(s, 403, REASON_SECRET_DETECTED, detail);
@@ -355,9 +471,82 @@ body_fail(struct exchange *s, struct xdlp *x)
 	return -1;
 }
 
-/* -1: a finding refuses (answered unless x->quiet), 0: go on. */
+static int	scan_feed(struct exchange *, struct xdlp *, const char *,
+		    size_t, const char *);
+
+/*
+ * Coded body bytes: inflated, the payload scanned (-1 refused, 0 go on).
+ * gzip may hold several members one after another; "deflate" sent without
+ * its zlib header (raw, as some clients do) is tried raw once.
+ */
+static int
+inflate_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
+    const char *where)
+{
+	z_stream *z = x->z;
+	size_t got;
+	int rc, first = x->zin == 0;
+
+	z->next_in = (Bytef *)(uintptr_t)p;
+	z->avail_in = (uInt)n;
+	x->zin += n;
+	while (!x->done && x->z != NULL) {
+		if (x->zend) {
+			if (z->avail_in == 0)
+				return 0;
+			if (x->zbits != 16 + MAX_WBITS || inflateReset(z) != Z_OK)
+				return unscannable(s, x, where,
+				    "bytes after the end of its coding");
+			x->zend = 0;
+		}
+		z->next_out = x->zbuf;
+		z->avail_out = INFLATE_CHUNK;
+		rc = inflate(z, Z_NO_FLUSH);
+		got = INFLATE_CHUNK - z->avail_out;
+		if (rc == Z_DATA_ERROR && x->zbits == MAX_WBITS && first &&
+		    z->total_out == 0) {
+			x->zbits = -MAX_WBITS;
+			if (inflateReset2(z, -MAX_WBITS) != Z_OK)
+				return unscannable(s, x, where, "no memory");
+			z->next_in = (Bytef *)(uintptr_t)p;
+			z->avail_in = (uInt)n;
+			continue;
+		}
+		if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+			return unscannable(s, x, where, "it does not decode");
+		if (got > 0) {
+			x->zout += got;
+			if (x->zout > INFLATE_MAX)
+				return unscannable(s, x, where,
+				    "it decodes to more than 256 MiB");
+			if (scan_feed(s, x, (const char *)x->zbuf, got,
+			    where) == -1)
+				return -1;
+		}
+		if (rc == Z_STREAM_END)
+			x->zend = 1;
+		else if (z->avail_out != 0 || (rc == Z_BUF_ERROR && got == 0))
+			return 0;	/* all taken: more input needed */
+	}
+	/* Report mode may have given the coding up: the rest as it comes. */
+	return 0;
+}
+
+/* -1: refused (answered unless x->quiet), 0: go on. */
 static int
 body_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
+    const char *where)
+{
+	if (n == 0 || x->done)
+		return 0;
+	if (x->z != NULL)
+		return inflate_feed(s, x, p, n, where);
+	return scan_feed(s, x, p, n, where);
+}
+
+/* -1: a finding refuses (answered unless x->quiet), 0: go on. */
+static int
+scan_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
     const char *where)
 {
 	struct dlp_finding f;

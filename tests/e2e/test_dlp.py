@@ -38,6 +38,7 @@ import sys
 import time
 import unittest
 import urllib.parse
+import zlib
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -673,6 +674,97 @@ class DlpTest(unittest.TestCase):
         log = self.gw.log_text()
         for value in values.values():
             self.assertNotIn(value, log)
+
+    def post_coded(self, body, coding, chunked=False, source=None):
+        """body (bytes, already coded) with Content-Encoding: coding."""
+        path = self.mark()
+        hdrs = "Host: api.test:%d\r\nContent-Encoding: %s\r\n" % (
+            self.origin.port, coding)
+        if chunked:
+            cut = len(body) // 2
+            hdrs += "Transfer-Encoding: chunked\r\n"
+            pieces = (b"%x\r\n%s\r\n" % (cut, body[:cut]),
+                      b"%x\r\n%s\r\n0\r\n\r\n" % (len(body) - cut, body[cut:]))
+        else:
+            hdrs += "Content-Length: %d\r\n" % len(body)
+            pieces = (body[:len(body) // 3], body[len(body) // 3:])
+        head = ("POST %s HTTP/1.1\r\n%s\r\n" % (path, hdrs)).encode()
+        return path, self.send("api.test", head, pieces, source)
+
+    def test_coded_bodies(self):
+        """gzip, x-gzip, deflate (zlib and raw), gzip members: decoded and
+        scanned; a secret in them refused."""
+        rule, secret = samples()[2]    # a GitHub token
+        text = ("x" * 5000 + " token " + secret + " " + "y" * 5000).encode()
+
+        def gz(b):
+            return zlib.compress(b, 6, 16 + zlib.MAX_WBITS)
+
+        def raw(b):
+            c = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+            return c.compress(b) + c.flush()
+        variants = [
+            ("gzip", gz(text), False), ("x-gzip", gz(text), True),
+            ("deflate", zlib.compress(text), False), ("deflate", raw(text), True),
+            # the secret in the second of two gzip members
+            ("gzip", gz(b"a" * 3000) + gz(text), False),
+            ("identity, GZip", gz(text), True),
+        ]
+        for coding, body, chunked in variants:
+            path, r = self.post_coded(body, coding, chunked)
+            what = "%s chunked=%s" % (coding, chunked)
+            self.assertEqual(r.status, 403, "%s: %r" % (what, r))
+            self.assertEqual(r.header("X-Sandgate-Reason"), "secret-detected")
+            rows = self.rows_with(path)
+            self.assertEqual(len(rows), 1, rows)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:github-token body "),
+                (what, rows[0]["rule"]))
+        # the gateway's own secret, gzip'd
+        path, r = self.post_coded(gz(("v=" + VAULT_SECRET).encode()), "gzip")
+        self.assertEqual(r.status, 403, r)
+        self.assertIn(b"vault-secret", r.body)
+        # benign corpus files, gzip'd, pass whole
+        d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+            "dlp", "benign")
+        for name in sorted(os.listdir(d)):
+            with open(os.path.join(d, name), "rb") as f:
+                data = f.read()
+            path, r = self.post_coded(gz(data), "gzip", chunked=True)
+            self.assertEqual(r.status, 200, "%s: %r" % (name, r))
+
+    def test_unscannable_bodies(self):
+        """What cannot be decoded does not pass under block: 415."""
+        rule, secret = samples()[2]
+        plain = ("token " + secret).encode()
+        cases = [
+            ("br", plain),                       # a coding it cannot decode
+            ("gzip, gzip", zlib.compress(zlib.compress(plain, 6, 31), 6, 31)),
+            ("gzip", plain),                     # a lie: not gzip at all
+            ("deflate", plain),
+            ("gzip", zlib.compress(b"harmless", 6, 31) + b"trailing " + plain),
+            ("compress", plain),
+        ]
+        for coding, body in cases:
+            path, r = self.post_coded(body, coding)
+            self.assertEqual(r.status, 415, "%s: %r" % (coding, r))
+            self.assertEqual(r.header("X-Sandgate-Reason"), "content-unscannable")
+            self.assertFalse(self.origin.received(secret), coding)
+            rows = self.rows_with(path)
+            self.assertEqual([(x["decision"], x["reason"]) for x in rows],
+                [("deny", "content-unscannable")], (coding, rows))
+            self.assertTrue(rows[0]["rule"].startswith("dlp:content-unscannable "),
+                rows[0]["rule"])
+        # a bomb: 300 MiB of zeros in a few hundred KiB
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        bomb = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(300)) + c.flush()
+        path, r = self.post_coded(bomb, "gzip")
+        self.assertEqual(r.status, 415, r)
+        # report mode: passes, the row says report content-unscannable
+        path, r = self.post_coded(plain, "br", source=REPORT_SOURCE)
+        self.assertEqual(r.status, 200, r)
+        rows = self.gw.wait_audit(pred=lambda x: (x.get("path") or "")
+            .startswith(path) and x.get("decision") == "report")
+        self.assertEqual(rows[0]["reason"], "content-unscannable", rows)
 
     def test_vault_secret_bound_host(self):
         """A value may go where its credential is bound, nowhere else."""
