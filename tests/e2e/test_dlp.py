@@ -431,6 +431,20 @@ class DlpTest(unittest.TestCase):
             proxy=self.gw.url, args=["--http2", "--cacert", self.gw_ca,
             "--data-binary", "plain body"], tmp=self.td.path)
         self.assertEqual(r.status, 200, r)
+        # a gzip'd body in DATA frames: inflated, found; br: unscannable
+        rule, secret = samples()[2]
+        body = os.path.join(self.td.path, "h2body.gz")
+        with open(body, "wb") as f:
+            f.write(zlib.compress(("x" * 70000 + secret).encode(), 6, 31))
+        for coding, status, reason in (("gzip", 403, "secret-detected"),
+                                       ("br", 415, "content-unscannable")):
+            r = T.curl("https://api.test:%d%s" % (self.origin.port,
+                self.mark()), proxy=self.gw.url, args=["--http2", "--cacert",
+                self.gw_ca, "-H", "Content-Encoding: " + coding,
+                "--data-binary", "@" + body], tmp=self.td.path)
+            self.assertEqual((r.status, r.info.get("http_version")),
+                (status, "2"), r)
+            self.assertEqual(r.header("X-Sandgate-Reason"), reason)
 
     def test_trailers(self):
         """Trailer fields are scanned like headers (HTTP/1.1 and HTTP/2)."""
