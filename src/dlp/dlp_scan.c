@@ -476,7 +476,9 @@ dec_out(struct dlp_scan *s, const struct run *r, unsigned char c)
 	}
 }
 
-/* Base64 (both alphabets) and hex digit values; -1: not one. */
+/* Base64 (both alphabets) and hex digit values; -1: not one (RUN_END). */
+#define RUN_END		(-1)	/* the run ends here */
+#define RUN_SKIP	(-2)	/* inside a run: skipped (a line break) */
 static signed char	b64t[256], hext[256];
 static pthread_once_t	tables_once = PTHREAD_ONCE_INIT;
 
@@ -494,6 +496,11 @@ tables_init(void)
 		    c >= 'a' && c <= 'f' ? c - 'a' + 10 :
 		    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1);
 	}
+	/*
+	 * Line breaks inside a run do not end it: base64 wrapped at 64 or 76
+	 * columns (MIME, PEM, GNU base64), hex at 60 (xxd -p) is one run.
+	 */
+	b64t['\r'] = b64t['\n'] = hext['\r'] = hext['\n'] = RUN_SKIP;
 }
 
 static int
@@ -505,22 +512,6 @@ hexval(int c)
 		return c - 'a' + 10;
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
-	return -1;
-}
-
-static int
-b64val(int c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
 	return -1;
 }
 
@@ -561,61 +552,52 @@ run_end(struct dlp_scan *s, struct run *r)
 	memset(r, 0, sizeof(*r));
 }
 
+static void	run_take(struct dlp_scan *, struct run *, const signed char *,
+		    size_t, const unsigned char *, size_t);
+
 /* One unescaped byte into the base64 and hex run decoders. */
 static void
 runs_in(struct dlp_scan *s, unsigned char c)
 {
-	struct run *r = &s->b64;
-	int v;
-	size_t i;
-
-	if ((v = b64t[c]) < 0)
-		run_end(s, r);
-	else if (++r->len < B64_MIN)
-		r->pend[r->len - 1] = c;
-	else {
-		if (r->len == B64_MIN)
-			for (i = 0; i < B64_MIN - 1; i++)
-				b64_push(s, b64val(r->pend[i]));
-		b64_push(s, v);
-	}
-	r = &s->hex;
-	if ((v = hext[c]) < 0)
-		run_end(s, r);
-	else if (++r->len < HEX_MIN)
-		r->pend[r->len - 1] = c;
-	else {
-		if (r->len == HEX_MIN)
-			for (i = 0; i < HEX_MIN - 1; i++)
-				hex_push(s, hexval(r->pend[i]));
-		hex_push(s, v);
-	}
+	run_take(s, &s->b64, b64t, B64_MIN, &c, 1);
+	run_take(s, &s->hex, hext, HEX_MIN, &c, 1);
 }
 
-/* p[0..n), all of them t's characters, continue r's run. */
+/*
+ * p[0..n) into r's run: run characters continue it (decoded once it has
+ * min of them), RUN_SKIP ones are passed over, a RUN_END one ends it.
+ */
 static void
 run_take(struct dlp_scan *s, struct run *r, const signed char *t, size_t min,
     const unsigned char *p, size_t n)
 {
-	size_t k;
+	size_t k, i;
+	int v;
 
-	for (k = 0; k < n && r->len < min - 1; k++)
-		r->pend[r->len++] = p[k];
-	if (k == n)
-		return;
-	if (r->len == min - 1) {
-		for (r->len = 0; r->len < min - 1; r->len++)
-			if (r == &s->b64)
-				b64_push(s, t[r->pend[r->len]]);
-			else
-				hex_push(s, t[r->pend[r->len]]);
-	}
-	for (; k < n; k++) {
+	for (k = 0; k < n; k++) {
+		if ((v = t[p[k]]) == RUN_SKIP)
+			continue;
+		if (v == RUN_END) {
+			run_end(s, r);
+			continue;
+		}
+		if (r->len < min - 1) {
+			r->pend[r->len++] = p[k];
+			continue;
+		}
+		if (r->len == min - 1) {
+			for (i = 0; i < min - 1; i++) {
+				if (r == &s->b64)
+					b64_push(s, t[r->pend[i]]);
+				else
+					hex_push(s, t[r->pend[i]]);
+			}
+		}
 		r->len++;
 		if (r == &s->b64)
-			b64_push(s, t[p[k]]);
+			b64_push(s, v);
 		else
-			hex_push(s, t[p[k]]);
+			hex_push(s, v);
 	}
 }
 
@@ -633,7 +615,7 @@ runs_seg(struct dlp_scan *s, struct run *r, const signed char *t,
 	size_t i = 0, j, a, e;
 
 	if (r->len > 0) {		/* the run the last bytes left open */
-		for (e = 0; e < n && t[p[e]] >= 0; e++)
+		for (e = 0; e < n && t[p[e]] != RUN_END; e++)
 			;
 		run_take(s, r, t, min, p, e);
 		if (e == n)
@@ -645,19 +627,19 @@ runs_seg(struct dlp_scan *s, struct run *r, const signed char *t,
 	while (i < n) {
 		if (n - i < min) {
 			/* Too few left for a whole run: only the one at the end. */
-			for (a = n; a > i && t[p[a - 1]] >= 0; a--)
+			for (a = n; a > i && t[p[a - 1]] != RUN_END; a--)
 				;
 			run_take(s, r, t, min, p + a, n - a);
 			return;
 		}
 		j = i + min - 1;
-		if (t[p[j]] < 0) {
+		if (t[p[j]] == RUN_END) {
 			i = j + 1;
 			continue;
 		}
-		for (a = j; a > i && t[p[a - 1]] >= 0; a--)
+		for (a = j; a > i && t[p[a - 1]] != RUN_END; a--)
 			;
-		for (e = j + 1; e < n && t[p[e]] >= 0; e++)
+		for (e = j + 1; e < n && t[p[e]] != RUN_END; e++)
 			;
 		if (e - a >= min || e == n) {
 			run_take(s, r, t, min, p + a, e - a);

@@ -650,6 +650,62 @@ test_runs_split(struct dlp_scan *sc)
 	CHECK_MSG(found > 1000, "%d findings", found);
 }
 
+/*
+ * Wrapped encodings: base64 as MIME, PEM and GNU base64 write it (76 or 64
+ * columns, LF or CRLF) and hex as xxd -p does (60): the token is found
+ * wherever the line breaks fall in it, whole and fed byte by byte.
+ */
+static void
+test_wrapped(struct dlp_scan *sc)
+{
+	char tok[64], env[256], enc[512], wrapped[1024], hex[512];
+	struct dlp_finding f;
+	size_t pad, i, o, col, len;
+	int width, crlf, rc, bytes;
+
+	github_token(tok, "ghp_");
+	for (pad = 0; pad < 60; pad += 1) {
+		memset(env, 'A', pad);
+		snprintf(env + pad, sizeof(env) - pad, "\nGITHUB_TOKEN=%s\n", tok);
+		for (width = 64; width <= 76; width += 12) {
+			for (crlf = 0; crlf < 2; crlf++) {
+				b64enc((unsigned char *)env, strlen(env), enc, 0);
+				for (i = 0, o = 0, col = 0; enc[i] != '\0'; i++) {
+					wrapped[o++] = enc[i];
+					if (++col == (size_t)width) {
+						if (crlf)
+							wrapped[o++] = '\r';
+						wrapped[o++] = '\n';
+						col = 0;
+					}
+				}
+				len = o;
+				(void)dlp_scan_reset(sc);
+				rc = dlp_scan_buf(sc, wrapped, len, &f);
+				(void)dlp_scan_reset(sc);
+				for (i = 0, bytes = 0; i < len && bytes == 0; i++)
+					bytes = dlp_scan_feed(sc, wrapped + i, 1, &f);
+				if (bytes == 0)
+					bytes = dlp_scan_end(sc, &f);
+				CHECK_MSG(rc == 1 && bytes == 1 &&
+				    strcmp(f.rule, "github-token") == 0,
+				    "pad %zu width %d crlf %d: %d %d %s", pad,
+				    width, crlf, rc, bytes, f.rule);
+			}
+		}
+		/* xxd -p: 60 hex digits a line */
+		for (i = 0, o = 0; env[i] != '\0'; i++) {
+			o += (size_t)snprintf(hex + o, sizeof(hex) - o, "%02x",
+			    (unsigned char)env[i]);
+			if (o % 61 == 60)
+				hex[o++] = '\n';
+		}
+		rc = dlp_scan_buf(sc, hex, o, &f);
+		CHECK_MSG(rc == 1 && strcmp(f.rule, "github-token") == 0,
+		    "hex, pad %zu: %d %s", pad, rc, f.rule);
+	}
+}
+
 int
 main(void)
 {
@@ -677,6 +733,7 @@ main(void)
 	test_near_misses(sc);
 	test_benign(sc);
 	test_runs_split(sc);
+	test_wrapped(sc);
 	dlp_scan_free(sc);
 	dlp_set_free(set);
 	test_custom();

@@ -746,6 +746,20 @@ class DlpTest(unittest.TestCase):
             path, r = self.post_coded(gz(data), "gzip", chunked=True)
             self.assertEqual(r.status, 200, "%s: %r" % (name, r))
 
+    def test_wrapped_base64_env(self):
+        """`curl -d "$(base64 .env)"`: GNU base64 wraps at 76 columns, so
+        the token is cut by line breaks; still found, at every cut."""
+        rule, secret = samples()[2]
+        for pad in range(0, 40, 3):
+            env = "A" * pad + "\nAPP=1\nGITHUB_TOKEN=" + secret + "\n"
+            b = base64.b64encode(env.encode()).decode()
+            wrapped = "\n".join(b[i:i + 76] for i in range(0, len(b), 76))
+            path, r = self.request("body", wrapped)
+            self.assertEqual(r.status, 403, "pad %d: %r" % (pad, r))
+            rows = self.rows_with(path)
+            self.assertTrue(rows[0]["rule"].startswith("dlp:github-token body "),
+                rows[0]["rule"])
+
     def test_unscannable_bodies(self):
         """What cannot be decoded does not pass under block: 415."""
         rule, secret = samples()[2]
