@@ -505,6 +505,24 @@ class DlpTest(unittest.TestCase):
         self.assertEqual(r.status, 101, r)
         return c
 
+    def ws_refused(self, name, frames, tail, rule_start, enc="utf-8"):
+        """A session that sends frames after a clean echo: closed with
+        1008 before tail reached the origin; one deny row, rule so."""
+        path = "/echo" + self.mark()
+        c = self.upgrade(path)
+        c.send(W.client_frame(W.OP_TEXT, b"clean"))
+        self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
+        for op, text, fin in frames:
+            c.send(W.client_frame(op, text.encode(enc), fin=fin))
+            time.sleep(0.05)
+        self.assertIn(1008, self.closed_after(c), name)
+        self.assertFalse(self.ws.got_payload(tail.encode()), name)
+        rows = self.rows_with(path)
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows],
+            [("deny", "secret-detected")], name)
+        self.assertTrue(rows[0]["rule"].startswith(rule_start),
+            (name, rows[0]["rule"]))
+
     def closed_after(self, c):
         codes = []
         try:
@@ -527,20 +545,8 @@ class DlpTest(unittest.TestCase):
                         True)],
         }
         for name, frames in variants.items():
-            path = "/echo" + self.mark()
-            c = self.upgrade(path)
-            c.send(W.client_frame(W.OP_TEXT, b"clean"))
-            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
-            for op, text, fin in frames:
-                c.send(W.client_frame(op, text.encode(), fin=fin))
-                time.sleep(0.05)
-            self.assertIn(1008, self.closed_after(c), name)
-            self.assertFalse(self.ws.got_payload(secret[-12:].encode()), name)
-            rows = self.rows_with(path)
-            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
-                [("deny", "secret-detected")], name)
-            self.assertTrue(rows[0]["rule"].startswith(
-                "dlp:github-token websocket "), rows[0]["rule"])
+            self.ws_refused(name, frames, secret[-12:],
+                "dlp:github-token websocket ")
         # report: it passes, the row says report
         path = "/echo" + self.mark()
         c = self.upgrade(path, source=REPORT_SOURCE)
@@ -570,21 +576,9 @@ class DlpTest(unittest.TestCase):
                         (W.OP_CONT, secret[20:] + " b", True)],
         }
         for name, frames in cases.items():
-            path = "/echo" + self.mark()
-            c = self.upgrade(path)
-            c.send(W.client_frame(W.OP_TEXT, b"clean"))
-            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
-            for op, text, fin in frames:
-                c.send(W.client_frame(op, text.encode("latin-1"), fin=fin))
-                time.sleep(0.05)
-            self.assertIn(1008, self.closed_after(c), name)
-            self.assertFalse(self.ws.got_payload(secret[-12:].encode()), name)
-            rows = self.rows_with(path)
-            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
-                [("deny", "secret-detected")], name)
             where = "websocket" if name == "between" else "websocket-control"
-            self.assertTrue(rows[0]["rule"].startswith(
-                "dlp:github-token %s " % where), (name, rows[0]["rule"]))
+            self.ws_refused(name, frames, secret[-12:],
+                "dlp:github-token %s " % where, enc="latin-1")
         # a clean ping goes on, and so does the session
         c = self.upgrade("/echo" + self.mark())
         c.send(W.client_frame(W.OP_PING, b"are-you-there"))
@@ -811,22 +805,10 @@ class DlpTest(unittest.TestCase):
         for name, text in (("raw", VAULT_SECRET),
                            ("base64", base64.b64encode(
                                VAULT_SECRET.encode()).decode())):
-            path = "/echo" + self.mark()
-            c = self.upgrade(path)
-            c.send(W.client_frame(W.OP_TEXT, b"clean"))
-            self.assertEqual(W.read_frame(c.read_exact).payload, b"clean")
             cut = len(text) // 2
-            for op, part, fin in ((W.OP_TEXT, "a " + text[:cut], False),
-                                  (W.OP_CONT, text[cut:] + " b", True)):
-                c.send(W.client_frame(op, part.encode(), fin=fin))
-                time.sleep(0.05)
-            self.assertIn(1008, self.closed_after(c), name)
-            self.assertFalse(self.ws.got_payload(text[cut:].encode()), name)
-            rows = self.rows_with(path)
-            self.assertEqual([(r["decision"], r["reason"]) for r in rows],
-                [("deny", "secret-detected")], name)
-            self.assertTrue(rows[0]["rule"].startswith(
-                "dlp:vault-secret websocket "), rows[0]["rule"])
+            self.ws_refused(name, [(W.OP_TEXT, "a " + text[:cut], False),
+                                   (W.OP_CONT, text[cut:] + " b", True)],
+                text[cut:], "dlp:vault-secret websocket ")
 
     def test_connect_names(self):
         """A CONNECT target that carries a payload: 403 before any connect."""
