@@ -607,6 +607,7 @@ test_seeker(void)
 		"x=%73%65%63%72%65%74%2D%42%42%42%42%2D%35%36%37%38",
 	};
 	size_t lens[] = { 16, 16 }, i, cut, len;
+	static const char sa[] = "secret-AAAA-1234";
 	int watch_b[] = { 0, 1 }, watch_a[] = { 1, 0 };
 	struct vault_snapshot *snap;
 	struct vault_seeker *sk, *ska;
@@ -633,7 +634,7 @@ test_seeker(void)
 	/* a by ska, byte by byte; then reset: a clean stream is clean. */
 	vault_seeker_reset(ska);
 	for (i = 0, len = 0; i < 16; i++)
-		len += (size_t)vault_seek(ska, "secret-AAAA-1234" + i, 1);
+		len += (size_t)vault_seek(ska, &sa[i], 1);
 	CHECK(len == 1 && vault_seek(ska, "", 0) == 1);
 	vault_seeker_reset(ska);
 	CHECK(vault_seek(ska, "secret-AAAA-123", 15) == 0);
