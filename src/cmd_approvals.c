@@ -42,21 +42,6 @@ static const char deny_usage[] =
     "  Refuse the requests held on question ID (approval-denied). --for\n"
     "  DURATION refuses the sandbox's requests in SCOPE at once that long.\n";
 
-static void
-put_clean(FILE *fp, const char *s)
-{
-	for (; s != NULL && *s != '\0'; s++)
-		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, fp);
-}
-
-static const char *
-str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s != NULL ? s : "";
-}
-
 /* One call: 0 and *j (an object), or the exit status. */
 static int
 call(const char *cmd, const char *sock, const char *method, const char *path,
@@ -99,12 +84,12 @@ print_list(json_t *j)
 			snprintf(when, sizeof(when), "-");
 		printf("%-6lld ", (long long)json_integer_value(
 		    json_object_get(e, "id")));
-		put_clean(stdout, str(e, "sandbox"));
-		printf("%*s", (int)(21 - (strlen(str(e, "sandbox")) > 20 ? 20 :
-		    strlen(str(e, "sandbox")))), "");
-		put_clean(stdout, str(e, "destination"));
-		printf("%*s", (int)(33 - (strlen(str(e, "destination")) > 32 ?
-		    32 : strlen(str(e, "destination")))), "");
+		cmd_put_clean(stdout, cmd_json_str(e, "sandbox"));
+		printf("%*s", (int)(21 - (strlen(cmd_json_str(e, "sandbox")) > 20 ? 20 :
+		    strlen(cmd_json_str(e, "sandbox")))), "");
+		cmd_put_clean(stdout, cmd_json_str(e, "destination"));
+		printf("%*s", (int)(33 - (strlen(cmd_json_str(e, "destination")) > 32 ?
+		    32 : strlen(cmd_json_str(e, "destination")))), "");
 		printf("%-20s %7lld %7llds\n", when, (long long)
 		    json_integer_value(json_object_get(e, "waiting")),
 		    (long long)json_integer_value(json_object_get(e,
@@ -148,7 +133,7 @@ cmd_approvals(int argc, char *argv[])
 		return rc;
 	if (st != 200)
 		rc = cmd_error("approvals: the admin API answered %d: %s", st,
-		    str(j, "error"));
+		    cmd_json_str(j, "error"));
 	else if (json)
 		fputs(body, stdout);
 	else
@@ -222,8 +207,8 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 		json_decref(j);
 		return cmd_error("approve %s: no such pending question", id);
 	}
-	host = str(q, "host");
-	sb = str(q, "sandbox");
+	host = cmd_json_str(q, "host");
+	sb = cmd_json_str(q, "sandbox");
 	port = json_integer_value(json_object_get(q, "port"));
 	snprintf(uri, sizeof(uri), "/v1/sandboxes/%s", sb);
 	if ((rc = call("approve", sock, "GET", uri, NULL, &st, &body,
@@ -232,7 +217,7 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 		return rc;
 	}
 	free(body);
-	pol = str(sj, "policy");
+	pol = cmd_json_str(sj, "policy");
 	if (st != 200 || *pol == '\0') {
 		json_decref(j);
 		json_decref(sj);
@@ -383,7 +368,7 @@ answer(int argc, char *argv[], int approve)
 	if (json)
 		fputs(body, stdout);
 	if (st != 200)
-		rc = cmd_error("%s %s: %s", cmd, id, str(j, "error"));
+		rc = cmd_error("%s %s: %s", cmd, id, cmd_json_str(j, "error"));
 	else if (!json)
 		printf("question %s: %s (%lld request%s waiting)\n", id,
 		    approve ? "approved" : "denied", (long long)

@@ -223,6 +223,21 @@ cmd_hoist_config(int argc, char *argv[])
 }
 
 void
+cmd_put_clean(FILE *fp, const char *s)
+{
+	for (; s != NULL && *s != '\0'; s++)
+		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, fp);
+}
+
+const char *
+cmd_json_str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s != NULL ? s : "";
+}
+
+void
 cmd_json_string(const char *s)
 {
 	if (s == NULL) {

@@ -37,22 +37,6 @@ static const char reload_usage[] =
     "  --json         the admin API's answer as it is\n"
     "  Exit status: 0 reloaded, 1 not (errors, or the gateway not reached).\n";
 
-/* A string from the gateway on a terminal: control bytes as '?'. */
-static void
-put_clean(FILE *fp, const char *s)
-{
-	for (; s != NULL && *s != '\0'; s++)
-		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, fp);
-}
-
-static const char *
-str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s != NULL ? s : "";
-}
-
 static long long
 num(json_t *o, const char *key)
 {
@@ -103,13 +87,13 @@ print_listeners(json_t *lis)
 		if (!json_is_string(v))
 			continue;
 		printf("%s%s ", any ? ", " : "", names[i]);
-		put_clean(stdout, json_string_value(v));
+		cmd_put_clean(stdout, json_string_value(v));
 		any = 1;
 	}
 	printf("%s\n", any ? "" : "none");
 	if (json_is_string(json_object_get(lis, "admin"))) {
 		printf("admin        ");
-		put_clean(stdout, str(lis, "admin"));
+		cmd_put_clean(stdout, cmd_json_str(lis, "admin"));
 		putchar('\n');
 	}
 }
@@ -122,9 +106,9 @@ print_status(json_t *j)
 	    json_object_get(j, "audit"), *lr = json_object_get(j, "last_reload");
 	long long n;
 
-	printf("sandgate %s, up ", str(j, "version"));
+	printf("sandgate %s, up ", cmd_json_str(j, "version"));
 	print_uptime(num(j, "uptime_s"));
-	printf(" (since %s)\n", str(j, "started"));
+	printf(" (since %s)\n", cmd_json_str(j, "started"));
 	printf("workers      %lld; connections %lld of %lld, %lld refused at "
 	    "the limit\n", num(j, "workers"), num(j, "connections"),
 	    num(j, "max_connections"), num(j, "refused"));
@@ -172,8 +156,8 @@ print_status(json_t *j)
 		return;
 	}
 	if (json_is_true(json_object_get(lr, "ok"))) {
-		printf("last reload  ok at %s (%s)", str(lr, "at"),
-		    str(lr, "source"));
+		printf("last reload  ok at %s (%s)", cmd_json_str(lr, "at"),
+		    cmd_json_str(lr, "source"));
 		if ((n = num(lr, "needs_restart")) > 0)
 			printf("; %lld key%s need%s a restart", n,
 			    plural(n, "", "s"), plural(n, "s", ""));
@@ -182,11 +166,11 @@ print_status(json_t *j)
 	}
 	n = num(lr, "errors");
 	printf("last reload  FAILED at %s (%s), %lld error%s; the policy before "
-	    "it stays in force\n", str(lr, "at"), str(lr, "source"), n,
+	    "it stays in force\n", cmd_json_str(lr, "at"), cmd_json_str(lr, "source"), n,
 	    plural(n, "", "s"));
 	if (json_is_string(json_object_get(lr, "first_error"))) {
 		printf("             ");
-		put_clean(stdout, str(lr, "first_error"));
+		cmd_put_clean(stdout, cmd_json_str(lr, "first_error"));
 		putchar('\n');
 	}
 }
@@ -277,7 +261,7 @@ cmd_status(int argc, char *argv[])
 	rc = 0;
 	if (st != 200)
 		rc = cmd_error("status: the admin API answered %d: %s", st,
-		    str(j, "error"));
+		    cmd_json_str(j, "error"));
 	else if (json)
 		fputs(body, stdout);
 	else
@@ -303,18 +287,18 @@ cmd_reload(int argc, char *argv[])
 	if (st == 200 && json_is_true(json_object_get(j, "ok"))) {
 		if (!json) {
 			printf("reloaded: ");
-			put_clean(stdout, str(j, "message"));
+			cmd_put_clean(stdout, cmd_json_str(j, "message"));
 			putchar('\n');
 		}
 		rc = 0;
 	} else {
 		if (!json)
 			json_array_foreach(json_object_get(j, "errors"), i, e) {
-				put_clean(stderr, str(e, "text"));
+				cmd_put_clean(stderr, cmd_json_str(e, "text"));
 				fputc('\n', stderr);
 			}
 		rc = cmd_error("reload failed: %s", st == 400 ?
-		    str(j, "error") : "the admin API did not reload");
+		    cmd_json_str(j, "error") : "the admin API did not reload");
 	}
 	json_decref(j);
 	free(body);

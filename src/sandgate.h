@@ -5,6 +5,10 @@
 #ifndef SG_SANDGATE_H
 #define SG_SANDGATE_H
 
+#include <stdio.h>
+
+#include <jansson.h>
+
 #define EXIT_USAGE	2
 
 /* Each returns the process exit status: 0, 1 (failure) or 2 (usage). */
@@ -79,6 +83,10 @@ const char	*cmd_args_next(struct cmd_args *, const char *with_value,
  *   cmd_opt_error: "sandgate: --limit: " + the message.
  */
 int		 cmd_bad_option(const struct cmd_args *, const char *opt);
+/* A string from the gateway on a terminal: control bytes as '?'. */
+void		 cmd_put_clean(FILE *fp, const char *s);
+/* o's string member key, or "" (never NULL). */
+const char	*cmd_json_str(json_t *o, const char *key);
 /* s as a JSON string on stdout (quotes, escapes), or null for NULL. */
 void		 cmd_json_string(const char *s);
 /* *out (to free): sock, else cfg_path's admin_socket; 0, or 1 with an error said. */

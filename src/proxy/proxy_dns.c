@@ -593,15 +593,12 @@ dns_server_held_wake(struct dns_server *srv)
 	}
 }
 
-/* A held query whose client went: its waiter given back, its row written. */
+/* A query that will get no answer: its error row written, then freed. */
 static void
-dns_held_cancel(struct dns_pending *p)
+dns_unanswered(struct dns_pending *p)
 {
 	struct dns_outcome o;
 
-	TAILQ_REMOVE(&p->srv->held, p, link);
-	p->srv->env.ask_leave(p->srv->env.ask_arg, p->ask_id);
-	p->ask_id = 0;
 	memset(&o, 0, sizeof(o));
 	o.rcode = -1;
 	o.decision = VERDICT_ERROR;
@@ -609,6 +606,16 @@ dns_held_cancel(struct dns_pending *p)
 	o.reason = REASON_DNS_ERROR;
 	dns_audit(p, &o, NULL);
 	dns_pending_free(p);
+}
+
+/* A held query whose client went: its waiter given back, its row written. */
+static void
+dns_held_cancel(struct dns_pending *p)
+{
+	TAILQ_REMOVE(&p->srv->held, p, link);
+	p->srv->env.ask_leave(p->srv->env.ask_arg, p->ask_id);
+	p->ask_id = 0;
+	dns_unanswered(p);
 }
 
 /* The policy's part: everything after the message is known good. */
@@ -884,20 +891,12 @@ dns_tcp_event_cb(struct bufferevent *bev, short what, void *arg)
 static void
 dns_pending_cancel(struct dns_pending *p)
 {
-	struct dns_outcome o;
-
 	dns_pending_unlink(p);
 	resolver_cancel(p->rq);
 	p->rq = NULL;
 	resolver_raw_cancel(p->raw);
 	p->raw = NULL;
-	memset(&o, 0, sizeof(o));
-	o.rcode = -1;
-	o.decision = VERDICT_ERROR;
-	o.rule = p->x->verdict.rule;
-	o.reason = REASON_DNS_ERROR;
-	dns_audit(p, &o, NULL);
-	dns_pending_free(p);
+	dns_unanswered(p);
 }
 
 static void

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "helper_core.h"
+#include "core/policy.h"
 
 static const char *tmp;
 
@@ -64,4 +65,37 @@ coretest_tmpfile(const char *name, const char *text)
 	fputs(text, f);
 	fclose(f);
 	return buf;
+}
+
+struct policy *
+coretest_load(const char *path)
+{
+	struct diag d;
+	struct policy *p;
+	char *paths[1];
+
+	paths[0] = (char *)path;
+	diag_init(&d);
+	if ((p = policy_load_paths(paths, 1, &d)) == NULL)
+		diag_print(&d, stderr);
+	diag_free(&d);
+	return p;
+}
+
+void
+coretest_load_fails(const char *path, const char *file,
+    const struct coretest_diag *want, size_t n)
+{
+	struct diag d;
+	struct policy *p;
+	char *paths[1];
+
+	paths[0] = (char *)path;
+	diag_init(&d);
+	p = policy_load_paths(paths, 1, &d);
+	CHECK(p == NULL);
+	if (p != NULL)
+		policy_unref(p);
+	coretest_check_diags(&d, file != NULL ? file : path, want, n);
+	diag_free(&d);
 }

@@ -21,6 +21,13 @@ void		 coretest_setup_dirs(char *data_dir, size_t len, char *tmp_dir);
 /* Write text to name in tmp_dir; the path (static buffer). Exits 1 on error. */
 const char	*coretest_tmpfile(const char *name, const char *text);
 
+struct policy;
+/*
+ * The policy at path (a file or a directory), loaded; its diagnostics
+ * printed when it does not load (NULL then; the caller CHECKs).
+ */
+struct policy	*coretest_load(const char *path);
+
 /* One expected diagnostic: where, and a part of its message. */
 struct coretest_diag {
 	int		 line, col;
@@ -60,5 +67,12 @@ coretest_check_first(const struct diag *d, const char *name,
 	    d->n ? d->v[0].file : "-", d->n ? d->v[0].line : 0,
 	    d->n ? d->v[0].col : 0, d->n ? d->v[0].msg : "-", line, col, msg);
 }
+
+/*
+ * path must not load, with exactly the diagnostics want[0..n), all in
+ * file (NULL: path itself).
+ */
+void		 coretest_load_fails(const char *path, const char *file,
+		    const struct coretest_diag *want, size_t n);
 
 #endif

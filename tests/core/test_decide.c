@@ -590,16 +590,10 @@ test_first_bytes(void)
 int
 main(void)
 {
-	struct diag d;
 	struct policy *p;
-	char *paths[1];
 
 	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
-	paths[0] = (char *)coretest_tmpfile("decide.yaml", policy_text);
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	if (p == NULL)
-		diag_print(&d, stderr);
+	p = coretest_load(coretest_tmpfile("decide.yaml", policy_text));
 	CHECK(p != NULL);
 	if (p != NULL) {
 		test_cases(p);
@@ -609,7 +603,6 @@ main(void)
 		test_identify(p);
 		policy_unref(p);
 	}
-	diag_free(&d);
 	test_sni();
 	test_first_bytes();
 	return check_summary();

@@ -118,9 +118,6 @@ test_errors(void)
 		{ 3, 11, "mode: expected enforce, report or ask" },
 		{ 7, 10, "ask" },
 	};
-	struct diag d;
-	struct policy *p;
-	char *paths[1];
 	const char *path = coretest_tmpfile("askmode.yaml",
 	    "policies:\n"
 	    "  - name: a\n"
@@ -130,12 +127,7 @@ test_errors(void)
 	    "    policy: a\n"
 	    "    ask: yes\n");
 
-	paths[0] = (char *)path;
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	CHECK(p == NULL);
-	coretest_check_diags(&d, path, want, sizeof(want) / sizeof(want[0]));
-	diag_free(&d);
+	coretest_load_fails(path, NULL, want, sizeof(want) / sizeof(want[0]));
 }
 
 /* A directory of policies with approved/: its rules join the policy's. */
@@ -145,12 +137,11 @@ test_approved_dir(void)
 	static const struct coretest_diag want[] = {
 		{ 2, 3, "approved: no policy nosuch" },
 	};
-	char dir[1200], sub[1300], *paths[1];
+	char dir[1200], sub[1300];
 	struct policy_identity id;
 	struct policy_target t;
 	struct policy_verdict v;
 	struct policy *p;
-	struct diag d;
 
 	snprintf(dir, sizeof(dir), "%s/pdir", tmp_dir);
 	snprintf(sub, sizeof(sub), "%s/approved", dir);
@@ -161,11 +152,7 @@ test_approved_dir(void)
 	    "  asking:\n"
 	    "    - host: new.example.com\n"
 	    "      ports: [443]\n");
-	paths[0] = dir;
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	if (p == NULL)
-		diag_print(&d, stderr);
+	p = coretest_load(dir);
 	CHECK(p != NULL);
 	if (p != NULL) {
 		CHECK(policy_identity_by_id(p, "asker", &id) == 0);
@@ -181,18 +168,13 @@ test_approved_dir(void)
 		CHECK(policy_decide(p, &id, &t, NULL, NULL, &v) == 0);
 		policy_unref(p);
 	}
-	diag_free(&d);
 	/* Naming a policy nobody defined: an error at its line. */
 	(void)coretest_tmpfile("pdir/approved/bad.yaml",
 	    "approved:\n"
 	    "  nosuch:\n"
 	    "    - host: x.example.com\n");
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	CHECK(p == NULL);
 	snprintf(sub, sizeof(sub), "%s/approved/bad.yaml", dir);
-	coretest_check_diags(&d, sub, want, sizeof(want) / sizeof(want[0]));
-	diag_free(&d);
+	coretest_load_fails(dir, sub, want, sizeof(want) / sizeof(want[0]));
 	unlink(sub);
 }
 
@@ -200,21 +182,14 @@ int
 main(void)
 {
 	struct policy *p;
-	struct diag d;
-	char *paths[1];
 
 	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
-	paths[0] = (char *)coretest_tmpfile("ask.yaml", doc);
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	if (p == NULL)
-		diag_print(&d, stderr);
+	p = coretest_load(coretest_tmpfile("ask.yaml", doc));
 	CHECK(p != NULL);
 	if (p != NULL) {
 		test_ask(p);
 		policy_unref(p);
 	}
-	diag_free(&d);
 	test_errors();
 	test_approved_dir();
 	return check_summary();

@@ -214,17 +214,7 @@ static const struct rcase cases[] = {
 static struct policy *
 load(const char *name, const char *text)
 {
-	struct diag d;
-	struct policy *p;
-	char *paths[1];
-
-	paths[0] = (char *)coretest_tmpfile(name, text);
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	if (p == NULL)
-		diag_print(&d, stderr);
-	diag_free(&d);
-	return p;
+	return coretest_load(coretest_tmpfile(name, text));
 }
 
 int

@@ -172,9 +172,6 @@ test_load_errors(void)
 		{ 3, 11, "mode: expected enforce, report or ask" },
 		{ 5, 11, "mode: expected enforce, report or ask" },
 	};
-	struct diag d;
-	struct policy *p;
-	char *paths[1];
 	const char *path = coretest_tmpfile("mode.yaml",
 	    "policies:\n"
 	    "  - name: a\n"
@@ -182,29 +179,18 @@ test_load_errors(void)
 	    "  - name: b\n"
 	    "    mode: [report]\n");
 
-	paths[0] = (char *)path;
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	CHECK(p == NULL);
-	coretest_check_diags(&d, path, want, sizeof(want) / sizeof(want[0]));
-	diag_free(&d);
+	coretest_load_fails(path, NULL, want, sizeof(want) / sizeof(want[0]));
 }
 
 int
 main(void)
 {
 	char path[1200];
-	char *paths[1];
 	struct policy *p;
-	struct diag d;
 
 	coretest_setup_dirs(data_dir, sizeof(data_dir), tmp_dir);
 	snprintf(path, sizeof(path), "%s/report_policy.yaml", data_dir);
-	paths[0] = path;
-	diag_init(&d);
-	p = policy_load_paths(paths, 1, &d);
-	if (p == NULL)
-		diag_print(&d, stderr);
+	p = coretest_load(path);
 	CHECK(p != NULL);
 	if (p != NULL) {
 		test_decide(p);
@@ -212,7 +198,6 @@ main(void)
 		test_dns(p);
 		policy_unref(p);
 	}
-	diag_free(&d);
 	test_relaxes();
 	test_load_errors();
 	return check_summary();

@@ -10,7 +10,6 @@ nobody answers is cut with approval-timeout. Needs root; exits 77 otherwise.
 
 import json
 import os
-import signal
 import sys
 import time
 import unittest
@@ -37,15 +36,8 @@ def admin(sock, method, path, body=None):
 class ApprovalTransparentTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.td = T.TempDir(prefix="sgt-ask-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        os.chmod(d, 0o755)
-        topo = cls.topo = TT.Topology(d)
-        TT._topo.append(topo)
-        cls.addClassCleanup(topo.teardown)
-        topo.build()
-        cls.nsx = [TT.IP, "netns", "exec", topo.sb]
+        d = TT.class_topology(cls, "sgt-ask-")
+        topo = cls.topo
         n = topo.net_ip
         cls.main_ip = n[2]
         cls.testca, crt, key = H.make_ca_and_leaf(d, ["ask.test",
@@ -157,14 +149,7 @@ class ApprovalTransparentTest(unittest.TestCase):
 
 
 def main():
-    TT.preflight()
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, TT._on_signal)
-    try:
-        T.main()
-    finally:
-        for t in TT._topo:
-            t.teardown()
+    TT.run_main()
 
 
 if __name__ == "__main__":

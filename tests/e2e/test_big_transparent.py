@@ -18,7 +18,6 @@ gateway itself drops to the sandgate user. Exits 77 otherwise.
 
 import json
 import os
-import signal
 import sys
 import unittest
 
@@ -54,16 +53,9 @@ print(json.dumps({"client": client, "n": n, "sha": sha}))
 class BigTransparentTest(B.BulkTest, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.td = T.TempDir(prefix="sgt-bigtr-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        os.chmod(d, 0o755)
+        d = TT.class_topology(cls, "sgt-bigtr-")
+        topo = cls.topo
         cls.data, cls.sha = B.make_data(d, seed=2222)
-        topo = cls.topo = TT.Topology(d)
-        TT._topo.append(topo)
-        cls.addClassCleanup(topo.teardown)
-        topo.build()
-        cls.nsx = [TT.IP, "netns", "exec", topo.sb]
         cls.ip = topo.net_ip[2]
         cls.testca, crt, key = H.make_ca_and_leaf(d, ["tls.test"])
         B.start_origins(d, cls.data, [
@@ -182,14 +174,7 @@ class BigTransparentTest(B.BulkTest, unittest.TestCase):
 
 
 def main():
-    TT.preflight()
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, TT._on_signal)
-    try:
-        T.main()
-    finally:
-        for t in TT._topo:
-            t.teardown()
+    TT.run_main()
 
 
 if __name__ == "__main__":

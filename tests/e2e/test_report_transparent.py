@@ -13,7 +13,6 @@ listener never handed out for it. Needs root; exits 77 otherwise.
 """
 
 import os
-import signal
 import sys
 import unittest
 
@@ -29,15 +28,8 @@ import test_transparent as TT  # noqa: E402
 class ReportTransparentTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.td = T.TempDir(prefix="sgt-report-")
-        cls.addClassCleanup(cls.td.cleanup)
-        d = cls.td.path
-        os.chmod(d, 0o755)
-        topo = cls.topo = TT.Topology(d)
-        TT._topo.append(topo)
-        cls.addClassCleanup(topo.teardown)
-        topo.build()
-        cls.nsx = [TT.IP, "netns", "exec", topo.sb]
+        d = TT.class_topology(cls, "sgt-report-")
+        topo = cls.topo
         n = topo.net_ip
         cls.main_ip, cls.other_ip, cls.banner_ip = n[2], n[3], n[4]
         cls.testca, crt, key = H.make_ca_and_leaf(d, ["learn.test"])
@@ -137,14 +129,7 @@ class ReportTransparentTest(unittest.TestCase):
 
 
 def main():
-    TT.preflight()
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, TT._on_signal)
-    try:
-        T.main()
-    finally:
-        for t in TT._topo:
-            t.teardown()
+    TT.run_main()
 
 
 if __name__ == "__main__":

@@ -398,6 +398,34 @@ def _on_signal(signum, frame):
     raise KeyboardInterrupt("signal %d" % signum)
 
 
+def class_topology(cls, prefix):
+    """For another file's test class: a temp dir (0755, for the gateway's
+    user) and a built Topology in it, both torn down with the class; sets
+    cls.td, cls.topo, cls.nsx. Returns the directory."""
+    cls.td = T.TempDir(prefix=prefix)
+    cls.addClassCleanup(cls.td.cleanup)
+    d = cls.td.path
+    os.chmod(d, 0o755)
+    topo = cls.topo = Topology(d)
+    _topo.append(topo)
+    cls.addClassCleanup(topo.teardown)
+    topo.build()
+    cls.nsx = [IP, "netns", "exec", topo.sb]
+    return d
+
+
+def run_main():
+    """Another file's main: preflight, signals end the run, topologies go."""
+    preflight()
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+    try:
+        T.main()
+    finally:
+        for t in _topo:
+            t.teardown()
+
+
 class TransparentTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
