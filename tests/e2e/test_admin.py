@@ -9,6 +9,7 @@ broken one is a 400 and the old policy keeps deciding.
 
 import json
 import os
+import socket
 import re
 import stat
 import sys
@@ -88,9 +89,16 @@ class AdminTest(unittest.TestCase):
             raise RuntimeError("vault set: " + r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
+        # Bound is not yet listening: wait until it takes a connection
+        # (the socket file exists from bind, before its chmod and listen).
         deadline = time.time() + 10 * T.SLOW
-        while not os.path.exists(cls.sock) and time.time() < deadline:
-            time.sleep(0.05)
+        while time.time() < deadline:
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(cls.sock)
+                break
+            except OSError:
+                time.sleep(0.05)
 
     # -------------------------------------------------------------- helpers
 
