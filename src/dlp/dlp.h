@@ -29,8 +29,12 @@ enum dlp_severity {
 enum dlp_view {
 	DLP_VIEW_RAW = 0,	/* the bytes as sent */
 	DLP_VIEW_UNESCAPED,	/* percent (up to 3 layers) and JSON escapes undone */
-	DLP_VIEW_BASE64,	/* base64 / base64url runs decoded */
-	DLP_VIEW_HEX,		/* hex runs decoded */
+	DLP_VIEW_BASE64,	/* base64 / base64url runs decoded from their start */
+	DLP_VIEW_HEX,		/* hex runs decoded from their start */
+	DLP_VIEW_BASE64_1,	/* the same runs decoded from their 2nd character, */
+	DLP_VIEW_BASE64_2,	/*   3rd, */
+	DLP_VIEW_BASE64_3,	/*   4th (every alignment: a run's start is no anchor) */
+	DLP_VIEW_HEX_1,		/* hex runs from their 2nd digit */
 	DLP_VIEW_MAX
 };
 

@@ -46,12 +46,22 @@ struct jsesc {
 	unsigned char	raw[6];
 };
 
+/*
+ * A base64 or hex run, decoded at every alignment: a run's first character
+ * need not be where the encoded text starts ("/v1/" before base64 in a
+ * path, one junk character put before it on purpose), so the run is decoded
+ * from each of its first 4 characters (base64: 4 byte streams) or 2 digits
+ * (hex), each into a view of its own.
+ */
 struct run {
 	size_t		len;		/* characters in the run so far */
-	uint32_t	acc;
-	int		bits;
+	uint32_t	acc;		/* the last characters' values */
 	unsigned char	pend[HEX_MIN];	/* the run's start, until it is long enough */
 };
+
+#define B64_ALIGN	4
+#define HEX_ALIGN	2
+#define OBUF		1024
 
 struct dlp_scan {
 	const struct dlp_set	*set;
@@ -64,10 +74,11 @@ struct dlp_scan {
 	int			 wake;	/* an escape was undone: the unescaped view wakes */
 	unsigned char		 ubuf[1024];
 	size_t			 un;
-	unsigned char		 dbuf[1024];	/* base64 out */
-	size_t			 dn;
-	unsigned char		 hbuf[1024];	/* hex out */
-	size_t			 hn;
+	/* Decoded bytes per alignment, on their way to their view. */
+	unsigned char		 dbuf[B64_ALIGN][OBUF];
+	size_t			 dn[B64_ALIGN];
+	unsigned char		 hbuf[HEX_ALIGN][OBUF];
+	size_t			 hn[HEX_ALIGN];
 	int			 found;	/* 1 found, -1 failed */
 	struct dlp_finding	 f;
 	dlp_tap_fn		 tap;	/* NULL: none */
@@ -165,8 +176,12 @@ dlp_view_word(enum dlp_view v)
 	case DLP_VIEW_UNESCAPED:
 		return "unescaped";
 	case DLP_VIEW_BASE64:
+	case DLP_VIEW_BASE64_1:
+	case DLP_VIEW_BASE64_2:
+	case DLP_VIEW_BASE64_3:
 		return "base64";
 	case DLP_VIEW_HEX:
+	case DLP_VIEW_HEX_1:
 		return "hex";
 	default:
 		return "?";
@@ -452,27 +467,42 @@ flush_u(struct dlp_scan *s)
 	s->un = 0;
 }
 
+static const enum dlp_view b64_view[B64_ALIGN] = { DLP_VIEW_BASE64,
+    DLP_VIEW_BASE64_1, DLP_VIEW_BASE64_2, DLP_VIEW_BASE64_3 };
+static const enum dlp_view hex_view[HEX_ALIGN] = { DLP_VIEW_HEX,
+    DLP_VIEW_HEX_1 };
+
 static void
 flush_d(struct dlp_scan *s)
 {
-	(void)view_feed(s, DLP_VIEW_BASE64, s->dbuf, s->dn);
-	s->dn = 0;
-	(void)view_feed(s, DLP_VIEW_HEX, s->hbuf, s->hn);
-	s->hn = 0;
+	int k;
+
+	for (k = 0; k < B64_ALIGN; k++) {
+		(void)view_feed(s, b64_view[k], s->dbuf[k], s->dn[k]);
+		s->dn[k] = 0;
+	}
+	for (k = 0; k < HEX_ALIGN; k++) {
+		(void)view_feed(s, hex_view[k], s->hbuf[k], s->hn[k]);
+		s->hn[k] = 0;
+	}
 }
 
-/* A decoded byte of the base64 run (r == &s->b64) or of the hex run. */
+/* A decoded byte of alignment k of the base64 run (b64) or the hex run. */
 static void
-dec_out(struct dlp_scan *s, const struct run *r, unsigned char c)
+dec_out(struct dlp_scan *s, int b64, int k, unsigned char c)
 {
-	if (r == &s->b64) {
-		s->dbuf[s->dn++] = c;
-		if (s->dn == sizeof(s->dbuf))
-			flush_d(s);
+	if (b64) {
+		s->dbuf[k][s->dn[k]++] = c;
+		if (s->dn[k] == OBUF) {
+			(void)view_feed(s, b64_view[k], s->dbuf[k], OBUF);
+			s->dn[k] = 0;
+		}
 	} else {
-		s->hbuf[s->hn++] = c;
-		if (s->hn == sizeof(s->hbuf))
-			flush_d(s);
+		s->hbuf[k][s->hn[k]++] = c;
+		if (s->hn[k] == OBUF) {
+			(void)view_feed(s, hex_view[k], s->hbuf[k], OBUF);
+			s->hn[k] = 0;
+		}
 	}
 }
 
@@ -515,40 +545,68 @@ hexval(int c)
 	return -1;
 }
 
-static void
-b64_push(struct dlp_scan *s, int v)
+/*
+ * Character i (from 0) of the base64 run, value v. Alignment k decodes from
+ * character k: its c-th character (c = i - k + 1) completes a byte when
+ * c % 4 is 2, 3 or 0, and that byte is read from the last characters'
+ * bits alone, so one accumulator serves all four.
+ */
+static inline void
+b64_out(struct dlp_scan *s, size_t k, unsigned char c)
 {
-	struct run *r = &s->b64;
-
-	r->acc = r->acc << 6 | (uint32_t)v;
-	r->bits += 6;
-	if (r->bits >= 8) {
-		r->bits -= 8;
-		dec_out(s, r, (unsigned char)(r->acc >> r->bits));
+	s->dbuf[k][s->dn[k]++] = c;
+	if (s->dn[k] == OBUF) {
+		(void)view_feed(s, b64_view[k], s->dbuf[k], OBUF);
+		s->dn[k] = 0;
 	}
 }
 
 static void
-hex_push(struct dlp_scan *s, int v)
+b64_push(struct dlp_scan *s, size_t i, int v)
+{
+	struct run *r = &s->b64;
+	size_t k, c;
+
+	r->acc = r->acc << 6 | (uint32_t)v;
+	if (i >= B64_ALIGN - 1) {
+		/* c % 4 == 2, 3, 0 for k == (i - 1), (i - 2), (i + 1) mod 4 */
+		b64_out(s, (i - 1) & 3, (unsigned char)(r->acc >> 4));
+		b64_out(s, (i - 2) & 3, (unsigned char)(r->acc >> 2));
+		b64_out(s, (i + 1) & 3, (unsigned char)r->acc);
+		return;
+	}
+	for (k = 0; k <= i; k++) {
+		c = i - k + 1;
+		if ((c & 3) == 2)
+			b64_out(s, k, (unsigned char)(r->acc >> 4));
+		else if ((c & 3) == 3)
+			b64_out(s, k, (unsigned char)(r->acc >> 2));
+	}
+}
+
+/* Digit i of the hex run: alignment k completes a byte on every 2nd. */
+static void
+hex_push(struct dlp_scan *s, size_t i, int v)
 {
 	struct run *r = &s->hex;
+	size_t k = (i + 1) & 1;
 
 	r->acc = r->acc << 4 | (uint32_t)v;
-	r->bits += 4;
-	if (r->bits == 8) {
-		r->bits = 0;
-		dec_out(s, r, (unsigned char)r->acc);
-	}
+	if (k <= i)
+		dec_out(s, 0, (int)k, (unsigned char)r->acc);
 }
 
 /* A run ends: a separator so that no match joins two runs. */
 static void
 run_end(struct dlp_scan *s, struct run *r)
 {
+	int k, b64 = r == &s->b64;
+
 	if (r->len == 0)
 		return;
-	if (r->len >= (r == &s->b64 ? B64_MIN : HEX_MIN))
-		dec_out(s, r, '\n');
+	if (r->len >= (b64 ? B64_MIN : HEX_MIN))
+		for (k = 0; k < (b64 ? B64_ALIGN : HEX_ALIGN); k++)
+			dec_out(s, b64, k, '\n');
 	memset(r, 0, sizeof(*r));
 }
 
@@ -588,16 +646,16 @@ run_take(struct dlp_scan *s, struct run *r, const signed char *t, size_t min,
 		if (r->len == min - 1) {
 			for (i = 0; i < min - 1; i++) {
 				if (r == &s->b64)
-					b64_push(s, t[r->pend[i]]);
+					b64_push(s, i, t[r->pend[i]]);
 				else
-					hex_push(s, t[r->pend[i]]);
+					hex_push(s, i, t[r->pend[i]]);
 			}
 		}
-		r->len++;
 		if (r == &s->b64)
-			b64_push(s, v);
+			b64_push(s, r->len, v);
 		else
-			hex_push(s, v);
+			hex_push(s, r->len, v);
+		r->len++;
 	}
 }
 
@@ -866,7 +924,9 @@ decoders_reset(struct dlp_scan *s)
 	memset(&s->b64, 0, sizeof(s->b64));
 	memset(&s->hex, 0, sizeof(s->hex));
 	s->wake = 0;
-	s->un = s->dn = s->hn = 0;
+	s->un = 0;
+	memset(s->dn, 0, sizeof(s->dn));
+	memset(s->hn, 0, sizeof(s->hn));
 }
 
 int

@@ -265,7 +265,35 @@ test_samples(struct dlp_scan *sc)
 			CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped),
 			    &f) == 1, "base64 split %s", samples[i].rule);
 		}
+		/*
+		 * A run that starts before the encoded text: a path's "/"
+		 * and segments, junk put in front on purpose. Every
+		 * alignment of the run is decoded.
+		 */
+		for (k = 0; k < 8; k++) {
+			static const char *pre[] = { "/", "x", "xy", "xyz",
+			    "/v1/upload/", "a-b_", "++", "A" };
+
+			b64enc((const unsigned char *)t, strlen(t), enc, k & 1);
+			snprintf(wrapped, sizeof(wrapped), "%s%s end", pre[k],
+			    enc);
+			memset(&f, 0, sizeof(f));
+			CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+			    strcmp(f.rule, samples[i].rule) == 0 &&
+			    f.view != DLP_VIEW_RAW, "base64 after %s %s: got %s",
+			    pre[k], samples[i].rule, f.rule);
+			CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped),
+			    &f) == 1, "base64 after %s split %s", pre[k],
+			    samples[i].rule);
+		}
 		hexenc(t, enc);
+		snprintf(wrapped, sizeof(wrapped), "data=f%s;", enc);
+		memset(&f, 0, sizeof(f));
+		CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&
+		    strcmp(f.rule, samples[i].rule) == 0, "hex after f %s: got %s",
+		    samples[i].rule, f.rule);
+		CHECK_MSG(scan_bytewise(sc, wrapped, strlen(wrapped), &f) == 1,
+		    "hex after f split %s", samples[i].rule);
 		snprintf(wrapped, sizeof(wrapped), "data=%s;", enc);
 		memset(&f, 0, sizeof(f));
 		CHECK_MSG(scan_all(sc, wrapped, strlen(wrapped), &f) == 1 &&

@@ -262,6 +262,8 @@ class DlpTest(unittest.TestCase):
         pieces = ()
         if where == "query":
             target += "?q=" + urllib.parse.quote(value, safe="%")
+        elif where == "path":
+            target += "/" + urllib.parse.quote(value, safe="%/+")
         elif where == "header":
             hdrs += "X-Data: %s\r\n" % value
         elif where == "body":
@@ -753,6 +755,35 @@ class DlpTest(unittest.TestCase):
             rows = self.rows_with(path)
             self.assertTrue(rows[0]["rule"].startswith("dlp:github-token body "),
                 rows[0]["rule"])
+
+    def test_shifted_runs(self):
+        """Base64 or hex whose run starts before it: in a URL path (the run
+        takes in "m/N/"), after junk put in front on purpose (one to three
+        characters shift every quantum), hex after a hex digit. Every
+        alignment is decoded: each is refused, the origin gets none."""
+        misses = []
+        for rule, secret in samples()[:6] + samples()[9:11]:
+            b = base64.b64encode(secret.encode()).decode()
+            u = b64u(secret.encode())
+            h = secret.encode().hex()
+            for where, enc in (("path", b), ("path", u), ("path", "x" + u),
+                               ("body", "x" + b), ("body", "xy" + b),
+                               ("body", "xyz" + u), ("chunked", "Zz" + b),
+                               ("body", "f" + h), ("header", "a" + h)):
+                path, r = self.request(where, enc)
+                if (r.status != 403 or r.header("X-Sandgate-Reason") !=
+                        "secret-detected" or rule.encode() not in r.body):
+                    misses.append("%s/%s/%s: %s" % (rule, where, enc[:4],
+                        r.status))
+                elif self.origin.received(enc) or self.origin.received(secret):
+                    misses.append("%s/%s/%s: reached the origin" % (rule,
+                        where, enc[:4]))
+        self.assertEqual(misses, [])
+        # The path's row keeps what came before the run, not the run.
+        path, r = self.request("path", "Q" + base64.b64encode(
+            samples()[2][1].encode()).decode())
+        self.assertEqual(r.status, 403, r)
+        self.assertNotIn(samples()[2][1][4:], self.gw.log_text())
 
     def test_unscannable_bodies(self):
         """What cannot be decoded does not pass under block: 415."""
