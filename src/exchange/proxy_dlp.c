@@ -274,18 +274,23 @@ finding(struct exchange *s, struct xdlp *x, const char *where,
 	return 0;
 }
 
-/* One part of the head as its own stream: 1 found, 0 none. */
+/*
+ * A part of the head as a stream of its own: p alone (value NULL), or a
+ * header field "p: value". 1 found, 0 none.
+ */
 static int
-scan_part(struct xdlp *x, const char *a, size_t alen, const char *b,
-    size_t blen, struct dlp_finding *f)
+scan_part(struct xdlp *x, const char *p, size_t n, const char *value,
+    size_t vlen, struct dlp_finding *f)
 {
 	int rc;
 
 	if (dlp_scan_reset(x->scan) == -1)
 		return 1;
-	rc = dlp_scan_feed(x->scan, a, alen, f);
-	if (rc == 0 && blen > 0)
-		rc = dlp_scan_feed(x->scan, b, blen, f);
+	rc = dlp_scan_feed(x->scan, p, n, f);
+	if (rc == 0 && value != NULL)
+		rc = dlp_scan_feed(x->scan, ": ", 2, f);
+	if (rc == 0 && vlen > 0)
+		rc = dlp_scan_feed(x->scan, value, vlen, f);
 	if (rc == 0)
 		rc = dlp_scan_end(x->scan, f);
 	return rc != 0;
@@ -398,7 +403,7 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	struct xdlp *x;
 	const struct http_header *h;
 	const char *q;
-	char where[40], detail[160], nb[80];
+	char where[40], detail[160];
 	size_t i, qoff, nl;
 	int failed, hit = 0;
 
@@ -412,7 +417,11 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	memset(&f, 0, sizeof(f));
 	q = memchr(req->path.p, '?', req->path.len);
 	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
-	if (scan_part(x, req->path.p, qoff, NULL, 0, &f)) {
+	/* Any token is a method: 23 characters hold an AWS key id. */
+	if (scan_part(x, req->method.p, req->method.len, NULL, 0, &f)) {
+		snprintf(where, sizeof(where), "method");
+		hit = 1;
+	} else if (scan_part(x, req->path.p, qoff, NULL, 0, &f)) {
 		snprintf(where, sizeof(where), "path");
 		hit = 1;
 	} else if (q != NULL && scan_part(x, q + 1, req->path.len - qoff - 1,
@@ -422,16 +431,15 @@ dlp_request(struct exchange *s, const struct http_request *req)
 	}
 	for (i = 0; !hit && i < req->n_headers; i++) {
 		h = &req->headers[i];
-		/* "name: value": the name is the keyword of an assignment. */
-		nl = h->name.len < sizeof(nb) - 2 ? h->name.len : sizeof(nb) - 2;
-		memcpy(nb, h->name.p, nl);
-		nb[nl] = ':';
-		nb[nl + 1] = ' ';
-		if (scan_part(x, nb, nl + 2, h->value.p, h->value.len, &f)) {
+		/*
+		 * "name: value": the name is the keyword of an assignment. A
+		 * name is any token, of any length: it is scanned whole.
+		 */
+		nl = h->name.len;
+		hit = scan_part(x, h->name.p, nl, h->value.p, h->value.len, &f);
+		if (hit)
 			snprintf(where, sizeof(where), "header %.*s",
 			    (int)(nl < 24 ? nl : 24), h->name.p);
-			hit = 1;
-		}
 	}
 	(void)dlp_scan_reset(x->scan);
 	if (!hit)
@@ -625,6 +633,52 @@ chunk_cb(const char *p, size_t n, void *arg)
 		cf->refused = 1;
 }
 
+/* The second scanner, made at need (WebSocket control, chunk extensions). */
+static int
+ctl_scan(struct exchange *s, struct xdlp *x)
+{
+	if (x->ctl.scan == NULL && ((x->ctl.scan = dlp_scan_new(x->pd->set,
+	    skip_cb, x)) == NULL || seek_new(s, x, &x->ctl) == -1))
+		return -1;
+	return 0;
+}
+
+/*
+ * Chunk extensions: framing the gateway relays as it came, so they are
+ * scanned too, the body's together as one stream of their own (a secret
+ * cut across several chunk-size lines is found). ended: the body's end.
+ */
+static int
+ext_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
+    int ended)
+{
+	struct dlp_finding f;
+	char detail[160];
+	int rc;
+
+	if (x->done || (ended && x->ctl.scan == NULL))
+		return 0;
+	if (ctl_scan(s, x) == -1)
+		return body_fail(s, x);
+	memset(&f, 0, sizeof(f));
+	rc = ended ? dlp_scan_end(x->ctl.scan, &f) :
+	    dlp_scan_feed(x->ctl.scan, p, n, &f);
+	if (rc == 0 || finding(s, x, "chunk-extension", &f, detail,
+	    sizeof(detail)) == 0)
+		return 0;
+	body_refuse(s, detail);
+	return -1;
+}
+
+static void
+ext_cb(const char *p, size_t n, void *arg)
+{
+	struct chunk_feed *cf = arg;
+
+	if (!cf->refused && ext_feed(cf->s, cf->x, p, n, 0) == -1)
+		cf->refused = 1;
+}
+
 /*
  * Trailer fields (chunked): held back until the body ends (at most 8 KiB,
  * the parser's bound), then scanned as a stream of their own; raw: the end
@@ -703,8 +757,8 @@ dlp_body_h1(struct exchange *s, size_t *limit)
 		for (i = 0; i < nvec && !done && raw < len && !cf.refused; i++) {
 			size_t seg = iov[i].iov_len < len - raw ?
 			    iov[i].iov_len : len - raw;
-			ssize_t r = http_chunked_decode(&dry, iov[i].iov_base,
-			    seg, &done, chunk_cb, &cf);
+			ssize_t r = http_chunked_decode_ext(&dry,
+			    iov[i].iov_base, seg, &done, chunk_cb, ext_cb, &cf);
 
 			if (r < 0)
 				return 0;	/* move_body refuses the framing */
@@ -719,7 +773,7 @@ dlp_body_h1(struct exchange *s, size_t *limit)
 			*limit = raw - tl;	/* until the trailers are whole */
 		return 0;
 	}
-	if (body_end(s, x, "body") == -1)
+	if (body_end(s, x, "body") == -1 || ext_feed(s, x, NULL, 0, 1) == -1)
 		return -1;
 	return trailer_scan(s, x, in, raw, tl <= raw ? tl : raw);
 }
@@ -780,8 +834,7 @@ dlp_control(struct exchange *s, struct evbuffer *payload, size_t n)
 	if (x == NULL || x->done || n == 0)
 		return 0;
 	/* A stream of its own: a ping between two fragments of a message. */
-	if (x->ctl.scan == NULL && ((x->ctl.scan = dlp_scan_new(x->pd->set,
-	    skip_cb, x)) == NULL || seek_new(s, x, &x->ctl) == -1))
+	if (ctl_scan(s, x) == -1)
 		return -1;
 	if ((p = evbuffer_pullup(payload, (ev_ssize_t)n)) == NULL)
 		return -1;

@@ -998,15 +998,32 @@ ssize_t
 http_chunked_decode(struct http_chunked *c, const char *buf, size_t len,
     int *done, void (*data)(const char *, size_t, void *), void *arg)
 {
-	size_t i = 0, n;
+	return http_chunked_decode_ext(c, buf, len, done, data, NULL, arg);
+}
+
+ssize_t
+http_chunked_decode_ext(struct http_chunked *c, const char *buf, size_t len,
+    int *done, void (*data)(const char *, size_t, void *),
+    void (*ext)(const char *, size_t, void *), void *arg)
+{
+	size_t i = 0, n, es = 0;
 	unsigned char ch;
-	int rc;
+	int rc, inext = 0;
 
 	*done = c->state == HTTP_CH_DONE;
 	if (c->state == HTTP_CH_DONE)
 		return 0;
 	while (i < len && c->state != HTTP_CH_ERROR) {
 		ch = (unsigned char)buf[i];
+		/* An extension's bytes (after ";", up to CR) in spans. */
+		if (ext != NULL && c->state == HTTP_CH_EXT && ch != '\r') {
+			if (!inext)
+				es = i;
+			inext = 1;
+		} else if (inext) {
+			ext(buf + es, i - es, arg);
+			inext = 0;
+		}
 		switch (c->state) {
 		case HTTP_CH_DATA:
 			n = len - i;
@@ -1055,5 +1072,7 @@ http_chunked_decode(struct http_chunked *c, const char *buf, size_t len,
 	}
 	if (c->state == HTTP_CH_ERROR)
 		return -1;
+	if (inext)
+		ext(buf + es, i - es, arg);
 	return (ssize_t)i;
 }

@@ -785,6 +785,50 @@ class DlpTest(unittest.TestCase):
         self.assertEqual(r.status, 403, r)
         self.assertNotIn(samples()[2][1][4:], self.gw.log_text())
 
+    def test_head_corners(self):
+        """The request line and head beyond target and header values: a
+        secret as the method, inside a header name longer than any real
+        one, in a chunk extension (framing the gateway relays), across
+        the chunk-size lines of one body. Each refused, none at the origin."""
+        rule, secret = samples()[2]    # a GitHub token: all token characters
+        aws = samples()[0][1]          # an AWS key id: 20, a method's length
+        host = "Host: api.test:%d\r\n" % self.origin.port
+        cases = {
+            "method": ("%s %s HTTP/1.1\r\n%s\r\n", aws, ()),
+            "long header name": ("GET %%s HTTP/1.1\r\n%%sX-%s%s: 1\r\n\r\n"
+                % ("a" * 90, secret), None, ()),
+            "chunk extension": ("POST %s HTTP/1.1\r\n%sTransfer-Encoding: "
+                "chunked\r\n\r\n", None, (b"5;x=%s\r\nhello\r\n" %
+                secret.encode(), b"0\r\n\r\n")),
+            "last-chunk extension": ("POST %s HTTP/1.1\r\n%sTransfer-Encoding: "
+                "chunked\r\n\r\n", None, (b"5\r\nhello\r\n", b"0;t=%s\r\n"
+                b"\r\n" % secret.encode())),
+            "extensions of several chunks": ("POST %s HTTP/1.1\r\n%s"
+                "Transfer-Encoding: chunked\r\n\r\n", None, tuple(
+                b"1;%s\r\nx\r\n" % aws[i:i + 5].encode()
+                for i in range(0, len(aws), 5)) + (b"0\r\n\r\n",)),
+        }
+        where = {"method": "dlp:aws-access-key-id method ",
+                 "long header name": "dlp:github-token header X-aaaa",
+                 "chunk extension": "dlp:github-token chunk-extension ",
+                 "last-chunk extension": "dlp:github-token chunk-extension ",
+                 "extensions of several chunks":
+                     "dlp:aws-access-key-id chunk-extension "}
+        misses = []
+        for name, (fmt, method, pieces) in cases.items():
+            path = self.mark()
+            head = (fmt % (method, path, host) if method else fmt % (path, host))
+            r = self.send("api.test", head.encode(), pieces)
+            if r.status != 403 or r.header("X-Sandgate-Reason") != "secret-detected":
+                misses.append("%s: %s %r" % (name, r.status, r.body[:80]))
+            elif self.origin.received(secret) or self.origin.received(aws[4:]):
+                misses.append("%s: reached the origin" % name)
+            else:
+                rows = self.rows_with(path)
+                if len(rows) != 1 or not rows[0]["rule"].startswith(where[name]):
+                    misses.append("%s: rows %r" % (name, rows))
+        self.assertEqual(misses, [])
+
     def test_unscannable_bodies(self):
         """What cannot be decoded does not pass under block: 415."""
         rule, secret = samples()[2]

@@ -41,6 +41,72 @@ fuzz_feed(const char *buf, size_t len, size_t step, int *done)
 	return total;
 }
 
+/* What http_chunked_decode_ext handed out: lengths and a running hash. */
+struct seen {
+	size_t		data, ext;
+	uint64_t	hd, he;
+};
+
+static void
+seen_data(const char *p, size_t n, void *arg)
+{
+	struct seen *s = arg;
+	size_t i;
+
+	if (n == 0)
+		abort();
+	s->data += n;
+	for (i = 0; i < n; i++)
+		s->hd = s->hd * 131 + (unsigned char)p[i];
+}
+
+static void
+seen_ext(const char *p, size_t n, void *arg)
+{
+	struct seen *s = arg;
+	size_t i;
+
+	if (n == 0)
+		abort();
+	s->ext += n;
+	for (i = 0; i < n; i++) {
+		if (p[i] == '\r' || p[i] == '\n')
+			abort();	/* never the line's end */
+		s->he = s->he * 131 + (unsigned char)p[i];
+	}
+}
+
+/* decode_ext in pieces of step bytes (0: uneven): as fuzz_feed, and *s. */
+static ssize_t
+fuzz_decode(const char *buf, size_t len, size_t step, int *done,
+    struct seen *s)
+{
+	struct http_chunked c;
+	size_t off = 0, n, k = 0;
+	ssize_t r, total = 0;
+
+	http_chunked_init(&c);
+	memset(s, 0, sizeof(*s));
+	*done = 0;
+	while (off < len) {
+		n = step != 0 ? step :
+		    1 + (k++ * 5 + (unsigned char)buf[off]) % 19;
+		if (n > len - off)
+			n = len - off;
+		r = http_chunked_decode_ext(&c, buf + off, n, done, seen_data,
+		    seen_ext, s);
+		if (r < 0)
+			return -1;
+		total += r;
+		if (*done)
+			break;
+		off += n;
+	}
+	if (s->data + s->ext > (size_t)total)
+		abort();
+	return total;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -59,6 +125,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		part = fuzz_feed(buf, size, steps[i], &done_part);
 		if (part != whole || (whole >= 0 && done_part != done_whole))
 			abort();
+	}
+	/* The payload and the extensions come out the same in any pieces. */
+	{
+		struct seen a, b;
+
+		part = fuzz_decode(buf, size, size > 0 ? size : 1, &done_part,
+		    &a);
+		if (part != whole || (whole >= 0 && done_part != done_whole))
+			abort();
+		if (size <= 8192 && whole >= 0) {
+			if (fuzz_decode(buf, size, 1, &done_part, &b) != whole ||
+			    a.data != b.data || a.ext != b.ext ||
+			    a.hd != b.hd || a.he != b.he)
+				abort();
+			if (fuzz_decode(buf, size, 0, &done_part, &b) != whole ||
+			    a.ext != b.ext || a.he != b.he)
+				abort();
+		}
 	}
 	return 0;
 }

@@ -38,6 +38,35 @@ static const struct dcase cases[] = {
 	{ "0\r\n\r\n", "" },
 };
 
+struct ecase {
+	const char	*body;
+	const char	*payload;
+	const char	*ext;
+};
+
+static const struct ecase ecases[] = {
+	{ "5\r\nhello\r\n0\r\n\r\n", "hello", "" },
+	{ "3;ext=1\r\nabc\r\n4 ; q=\"x;y\"\r\ndefg\r\n0;last\r\n\r\n",
+	    "abcdefg", "ext=1 q=\"x;y\"last" },
+	{ "1;\r\nA\r\n0\r\nT: v;w\r\n\r\n", "A", "" },
+};
+
+struct both {
+	struct sink	*data, *ext;
+};
+
+static void
+both_data(const char *p, size_t n, void *arg)
+{
+	collect(p, n, ((struct both *)arg)->data);
+}
+
+static void
+both_ext(const char *p, size_t n, void *arg)
+{
+	collect(p, n, ((struct both *)arg)->ext);
+}
+
 int
 main(void)
 {
@@ -90,6 +119,36 @@ main(void)
 		CHECK_INT(http_chunked_decode(&c, "zz\r\n", 4, &done, collect, &s),
 		    -1);
 		CHECK_INT(s.len, 0);
+	}
+	/*
+	 * http_chunked_decode_ext: the extensions' bytes (after ";", up to
+	 * CR) come out whole and in order at every split, the payload apart.
+	 */
+	for (i = 0; i < sizeof(ecases) / sizeof(ecases[0]); i++) {
+		const char *b = ecases[i].body;
+		size_t len = strlen(b);
+
+		for (split = 0; split <= len; split++) {
+			struct http_chunked c;
+			struct sink s = { .len = 0 }, e = { .len = 0 };
+			struct both two = { &s, &e };
+			ssize_t a, d;
+			int done = 0;
+
+			http_chunked_init(&c);
+			a = http_chunked_decode_ext(&c, b, split, &done,
+			    both_data, both_ext, &two);
+			d = done ? 0 : http_chunked_decode_ext(&c, b + split,
+			    len - split, &done, both_data, both_ext, &two);
+			CHECK_MSG(done && a + d == (ssize_t)len,
+			    "ext case %zu split %zu", i, split);
+			CHECK(s.len == strlen(ecases[i].payload) &&
+			    memcmp(s.buf, ecases[i].payload, s.len) == 0);
+			CHECK_MSG(e.len == strlen(ecases[i].ext) &&
+			    memcmp(e.buf, ecases[i].ext, e.len) == 0,
+			    "ext case %zu split %zu: %.*s", i, split,
+			    (int)(e.len < sizeof(e.buf) ? e.len : 0), e.buf);
+		}
 	}
 	return check_summary();
 }
