@@ -65,6 +65,14 @@ struct listener_ctx {
 
 struct dns_server;
 
+/*
+ * Idle origin connections a worker keeps for the next exchange of the same
+ * decision (proxy_origin.c), shared by its client connections.
+ */
+struct origin;
+TAILQ_HEAD(origin_pool, origin);
+#define ORIGIN_POOL_MAX		512	/* idle origin connections a worker keeps */
+
 struct tls_sess_slot {
 	char			 host[POLICY_HOST_MAX + 1];
 	uint16_t		 port;
@@ -93,6 +101,8 @@ struct worker {
 	struct tls_sess_slot	 tls_sessions[PROXY_TLS_SESSIONS];
 	struct dns_server	*dns;		/* DNS listener of this worker */
 	struct ssl_ctx_st	*tls_ingress_ctx;	/* ingress_tls; NULL: plain */
+	struct origin_pool	 pool;		/* idle origin connections */
+	size_t			 n_pool;
 };
 
 struct audit;
@@ -351,22 +361,23 @@ struct origin_bind {
  * An origin connection, one object from its connect to its close: its
  * socket (TLS: its filter) and what it was opened for. An exchange writes
  * to it (x->o) only when it was opened for that exchange's decision
- * (upstream_guard); between exchanges it waits in its client connection's
- * pool (struct origin_pool, on `entry`), still bound, with
- * upstream.keepalive_timeout, until an exchange of the same decision takes
- * it (upstream_take), its origin closes it or sends bytes nobody asked
- * for, or the timeout passes (proxy_origin.c).
+ * (upstream_guard); between exchanges it waits in its worker's pool
+ * (struct origin_pool, on `entry`), still bound, with
+ * upstream.keepalive_timeout, until an exchange of the same decision --
+ * the same sandbox, host, port, address, TLS and credentials, on any of
+ * the sandbox's client connections -- takes it (upstream_take), its
+ * origin closes it or sends bytes nobody asked for, or the timeout passes
+ * (proxy_origin.c).
  */
 struct conn;
 struct origin {
-	TAILQ_ENTRY(origin)	 entry;		/* on kept_by->pool */
-	struct conn		*kept_by;	/* NULL: an exchange's */
+	TAILQ_ENTRY(origin)	 entry;		/* on w->pool while kept */
+	int			 kept;		/* 0: an exchange's */
 	struct worker		*w;
 	struct bufferevent	*bev;
 	struct origin_bind	 bind;		/* bind.host "": not connected yet */
 	struct event		*timer;		/* keepalive, while kept */
 };
-TAILQ_HEAD(origin_pool, origin);
 
 /*
  * One exchange: one decision -- a request, a tunnel, a SOCKS5 connect, an
@@ -437,7 +448,7 @@ struct exchange {
 	void			(*on_connected)(struct exchange *);
 	/*
 	 * The origin connection it writes to (NULL: none yet), bound to its
-	 * decision: opened for it, or taken from the connection's pool where
+	 * decision: opened for it, or taken from the worker's pool where
 	 * an earlier exchange left it; let go of (upstream_drop,
 	 * upstream_keep_in) before it is freed. Toward an HTTP/2 origin, its
 	 * stream there (proxy_h2_origin.c).
@@ -536,8 +547,6 @@ struct conn {
 	struct h2_conn		*h2;		/* the client chose h2: its streams */
 	int			 h2_checked;	/* ALPN looked at */
 	struct h2up		*h2up;		/* an h2 connection's origin connection */
-	struct origin_pool	 pool;		/* origin connections its exchanges left */
-	size_t			 n_pool;
 };
 
 /*
@@ -700,7 +709,7 @@ void		 exchange_free(struct exchange *);
 /*
  * proxy_life.c: the connection's next exchange, after s (its current
  * own one): s ends -- its row written if it reached an origin and has
- * none, its origin connection left in the connection's pool or closed --
+ * none, its origin connection left in the worker's pool or closed --
  * and is freed from the loop; the new one starts from what the
  * connection decided (inside a tunnel: its target, rule and addresses),
  * and the client socket's callbacks are its from now on. The new
@@ -824,9 +833,9 @@ int		 upstream_keep(struct exchange *);
 int		 upstream_guard(struct exchange *);
 /*
  * The exchange's origin connection, idle after its response, moved into
- * its client connection's pool (the exchange has none after), the oldest
- * kept there closed when the pool is full: 0; -1 when it is not worth
- * keeping (the exchange keeps it).
+ * its worker's pool (the exchange has none after), the oldest kept there
+ * closed when the pool is full: 0; -1 when it is not worth keeping (the
+ * exchange keeps it).
  */
 int		 upstream_keep_in(struct exchange *);
 /*
@@ -834,8 +843,8 @@ int		 upstream_keep_in(struct exchange *);
  * holds after) moved into its exchange, which has none: 1; 0 when none is.
  */
 int		 upstream_take(struct exchange *);
-/* Every connection the pool keeps, closed. */
-void		 origin_pool_clear(struct conn *);
+/* Every connection the worker's pool keeps, closed (its shutdown). */
+void		 origin_pool_clear(struct worker *);
 /*
  * A new origin connection on bev (not bound until origin_bind_set), or
  * NULL (bev left to the caller); closed (its TLS session kept resumable)

@@ -183,7 +183,6 @@ conn_new(void)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
 	clock_gettime(CLOCK_MONOTONIC, &c->started);
-	TAILQ_INIT(&c->pool);
 	return c;
 }
 

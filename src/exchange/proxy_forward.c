@@ -1085,7 +1085,7 @@ forward_done(struct exchange *s)
 	exchange_log(s, VERDICT_ALLOW, f->status, REASON_NONE);
 	cred_plan_clear(&f->plan);
 	/*
-	 * A kept-alive origin connection waits in the connection's pool for
+	 * A kept-alive origin connection waits in the worker's pool for
 	 * the next exchange of the same decision, at most
 	 * upstream.keepalive_timeout (docs/config.md): an idle intercepted
 	 * tunnel then holds no origin connection, its TLS state and buffers.

@@ -198,7 +198,7 @@ exchange_next(struct exchange *s)
 	if (!s->logged && s->verdict.allow && s->fwd.ip.family != 0)
 		exchange_log(s, VERDICT_ALLOW, 200, REASON_NONE);
 	/*
-	 * Its origin connection waits in the connection's pool, bound to the
+	 * Its origin connection waits in the worker's pool, bound to the
 	 * decision it was opened for, for an exchange of that same decision
 	 * (upstream_take); one not worth keeping is closed.
 	 */

@@ -4,8 +4,10 @@
  * host, port, checked address, TLS or not, credentials or not
  * (docs/policy.md); every path that writes to an origin passes through
  * upstream_guard() (proxy_upstream.c) first. Between exchanges it waits in
- * its client connection's pool, bound to its decision, for the next
- * exchange of that same decision (upstream_take, upstream_keep).
+ * its worker's pool, bound to its decision, for the next exchange of that
+ * same decision, on whichever of the sandbox's client connections
+ * (upstream_take, upstream_keep): an idle tunnel holds no origin
+ * connection, and a burst of short connections reuses a few.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +103,9 @@ origin_close(struct origin *o)
 {
 	if (o == NULL)
 		return;
-	if (o->kept_by != NULL) {
-		TAILQ_REMOVE(&o->kept_by->pool, o, entry);
-		o->kept_by->n_pool--;
+	if (o->kept) {
+		TAILQ_REMOVE(&o->w->pool, o, entry);
+		o->w->n_pool--;
 	}
 	proxy_tls_origin_close(o->bev);
 	if (o->timer != NULL)
@@ -111,13 +113,13 @@ origin_close(struct origin *o)
 	free(o);
 }
 
-/* A kept one leaves its connection's pool. */
+/* A kept one leaves its worker's pool. */
 static void
 kept_remove(struct origin *o)
 {
-	TAILQ_REMOVE(&o->kept_by->pool, o, entry);
-	o->kept_by->n_pool--;
-	o->kept_by = NULL;
+	TAILQ_REMOVE(&o->w->pool, o, entry);
+	o->w->n_pool--;
+	o->kept = 0;
 }
 
 /* Bytes nobody asked for, its close or its timeout: it cannot be reused. */
@@ -148,30 +150,17 @@ kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	proxy_worker_trim(w);
 }
 
-/*
- * How many origin connections a client connection keeps: one for an
- * HTTP/1.1 connection (what its last request used), as many as its
- * streams may run at once for an HTTP/2 connection -- never more, however
- * many decisions it goes through.
- */
-static size_t
-pool_cap(const struct exchange *s)
-{
-	if (s->c->h2 != NULL && s->p->cfg->h2_max_streams > 1)
-		return s->p->cfg->h2_max_streams;
-	return 1;
-}
-
 int
 upstream_keep_in(struct exchange *s)
 {
 	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
 	struct origin *o = s->o;
 	struct conn *c = s->c;
+	struct worker *w;
 	struct timeval tv;
 	SSL *ssl;
 
-	/* A connection closing keeps nothing (its pool is cleared once). */
+	/* A connection closing keeps nothing of what it was doing. */
 	if (ms == 0 || o == NULL || o->bind.host[0] == '\0' ||
 	    c->x == NULL || c->x->closing ||
 	    evbuffer_get_length(bufferevent_get_input(o->bev)) > 0)
@@ -183,17 +172,18 @@ upstream_keep_in(struct exchange *s)
 		return -1;
 	if (evtimer_add(o->timer, &tv) == -1)
 		return -1;
-	while (c->n_pool >= pool_cap(s) && !TAILQ_EMPTY(&c->pool))
-		origin_close(TAILQ_FIRST(&c->pool));
+	w = o->w;
+	while (w->n_pool >= ORIGIN_POOL_MAX && !TAILQ_EMPTY(&w->pool))
+		origin_close(TAILQ_FIRST(&w->pool));
 	s->o = NULL;
 	/* No exchange answers for it now (origin_new_session_cb). */
 	if ((ssl = bufferevent_openssl_get_ssl(o->bev)) != NULL)
 		SSL_set_app_data(ssl, NULL);
 	bufferevent_setcb(o->bev, kept_read_cb, NULL, kept_event_cb, o);
 	bufferevent_enable(o->bev, EV_READ);
-	o->kept_by = c;
-	TAILQ_INSERT_TAIL(&c->pool, o, entry);
-	c->n_pool++;
+	o->kept = 1;
+	TAILQ_INSERT_TAIL(&w->pool, o, entry);
+	w->n_pool++;
 	return 0;
 }
 
@@ -225,7 +215,8 @@ upstream_take(struct exchange *s)
 	if (s->o != NULL)
 		return 0;
 	origin_bind_want(s, &want);
-	TAILQ_FOREACH(o, &s->c->pool, entry)
+	/* The most recently kept first: the warmest, the furthest from its timeout. */
+	TAILQ_FOREACH_REVERSE(o, &s->w->pool, origin_pool, entry)
 		if (origin_bind_match(&o->bind, &want, s->addrs,
 		    s->n_addrs))
 			break;
@@ -243,7 +234,7 @@ upstream_keep(struct exchange *s)
 
 	if (s->o == NULL) {
 		origin_bind_want(s, &want);
-		TAILQ_FOREACH(o, &s->c->pool, entry)
+		TAILQ_FOREACH_REVERSE(o, &s->w->pool, origin_pool, entry)
 			if (origin_bind_match(&o->bind, &want, &o->bind.addr, 1))
 				break;
 		if (o == NULL)
@@ -258,8 +249,8 @@ upstream_keep(struct exchange *s)
 }
 
 void
-origin_pool_clear(struct conn *c)
+origin_pool_clear(struct worker *w)
 {
-	while (!TAILQ_EMPTY(&c->pool))
-		origin_close(TAILQ_FIRST(&c->pool));
+	while (!TAILQ_EMPTY(&w->pool))
+		origin_close(TAILQ_FIRST(&w->pool));
 }

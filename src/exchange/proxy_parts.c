@@ -10,8 +10,6 @@ parts_release(struct exchange *s)
 {
 	h2o_free(s);		/* a stream's HTTP/2 origin session */
 	h2up_release(s);	/* an h2 connection's origin connection */
-	if (s->c->x == s)	/* what its streams left (after them) */
-		origin_pool_clear(s->c);
 	ws_relay_free(s);
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 }

@@ -123,7 +123,7 @@ h2_calm(struct h2_conn *c, const char *what)
 /*
  * A stream whose request and response are both complete ends its exchange:
  * the exchange lives as long as its stream. Its origin connection, if it
- * is kept alive, waits in the connection's pool, bound to the decision it
+ * is kept alive, waits in the worker's pool, bound to the decision it
  * was opened for, for a later stream's exchange of that same decision
  * (tunnel_request: upstream_take).
  */

@@ -190,9 +190,9 @@ tunnel_request(struct exchange *s, const struct http_request *req, int n)
 	}
 	forward_prepare(s, req);
 	/*
-	 * An origin connection an earlier exchange of this connection left
-	 * in its pool, opened for this same decision (a finished stream's, or
-	 * the previous request's in this tunnel).
+	 * An origin connection an earlier exchange left in the worker's pool,
+	 * opened for this same decision (a finished stream's, the previous
+	 * request's in this tunnel, or another tunnel's of the sandbox).
 	 */
 	(void)upstream_take(s);
 	/* A held git push goes by HTTP/1.1: proxy_git.c reads its body. */
@@ -223,7 +223,6 @@ connect_request(struct exchange *s, const struct http_request *req, int n)
 	s->c->kind = KIND_CONNECT;
 	/* A tunnel is a new decision: what absolute form opened is not for it. */
 	upstream_drop(s);
-	origin_pool_clear(s->c);
 	in.host = req->host.p;
 	in.hostlen = req->host.len;
 	in.port = req->port;

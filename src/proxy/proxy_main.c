@@ -149,6 +149,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 	w->proxy = p;
 	w->index = index;
 	TAILQ_INIT(&w->exchanges);
+	TAILQ_INIT(&w->pool);
 	if ((w->base = event_base_new()) == NULL) {
 		log_warnx("worker %d: event_base_new failed", index);
 		return -1;
@@ -523,6 +524,7 @@ proxy_free(struct proxy *p)
 		while (w->base != NULL && !TAILQ_EMPTY(&w->exchanges))
 			exchange_close(TAILQ_FIRST(&w->exchanges),
 			    CLOSE_SHUTDOWN);
+		origin_pool_clear(w);
 		/* Gone before the loop runs once more: a wake must not reach it. */
 		if (w->dns != NULL)
 			dns_server_free(w->dns);

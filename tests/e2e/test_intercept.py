@@ -25,6 +25,7 @@ import wsframe as W  # noqa: E402
 
 NGINX = "/usr/sbin/nginx"
 ORIGIN_HOST = "127.0.0.2"
+OTHER_SOURCE = "127.0.0.9"     # a second sandbox's address
 ALERT_ACCESS_DENIED = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31])
 
 
@@ -149,6 +150,7 @@ class Nginx:
                 "    ssl_certificate_key %s;\n"
                 "    ssl_protocols TLSv1.2 TLSv1.3;\n"
                 "    location / { return 200 \"nginx $server_port $host $request_method $uri\\n\"; }\n"
+                "    location /ok/close/ { keepalive_timeout 0; return 200 \"closed\\n\"; }\n"
                 "%s"
                 "  }\n" % (ORIGIN_HOST, port, cert, key, ws))
         with open(conf, "w") as f:
@@ -362,7 +364,9 @@ class InterceptTest(unittest.TestCase):
         cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in names])
         cls.addClassCleanup(cls.dns.stop)
         policy = {
-            "sandboxes": [T.local_sandbox("icpt", sid="icpt-box")],
+            "sandboxes": [T.local_sandbox("icpt", sid="icpt-box"),
+                          T.local_sandbox("icpt", sid="icpt-two",
+                                          source=OTHER_SOURCE + "/32")],
             "policies": [{
                 "name": "icpt",
                 "allow": [
@@ -747,16 +751,48 @@ class InterceptTest(unittest.TestCase):
 
     def test_origin_session_resumption(self):
         # Origin sessions are cached per worker: of workers + 1 tunnels made
-        # one after the other, at least two share a worker.
+        # one after the other, at least two share a worker. The origin
+        # closes each connection after its answer (else the next tunnel
+        # would take it from the worker's pool: no handshake at all).
         n = self.workers + 1
         for i in range(n):
-            r = self.curl(self.url("/ok/resume-%d" % i))
+            r = self.curl(self.url("/ok/close/resume-%d" % i))
             self.assertEqual(r.status, 200, r)
-        lines = [self.nginx.wait_log(lambda l, i=i: l["uri"] == "/ok/resume-%d" % i)
-            for i in range(n)]
+        lines = [self.nginx.wait_log(lambda l, i=i: l["uri"] ==
+            "/ok/close/resume-%d" % i) for i in range(n)]
         self.assertTrue(all(lines))
         self.assertEqual(len({l[0]["conn"] for l in lines}), n)
         self.assertIn("r", [l[0]["reused"] for l in lines[1:]], lines)
+
+    def test_origin_connection_shared_by_tunnels(self):
+        # An idle origin connection waits in its worker's pool for the next
+        # exchange of the same decision, on whichever of the sandbox's
+        # tunnels: of workers + 1 tunnels made one after the other, at
+        # least two share one. Another sandbox's tunnels, or tunnels to the
+        # same origin named by its address (another decision), never get
+        # one of them.
+        n = self.workers + 1
+
+        def conns(tag, url, args=()):
+            for i in range(n):
+                r = self.curl(url("/ok/%s-%d" % (tag, i)), args=args)
+                self.assertEqual(r.status, 200, r)
+            got = [self.nginx.wait_log(lambda l, i=i: l["uri"] ==
+                "/ok/%s-%d" % (tag, i)) for i in range(n)]
+            self.assertTrue(all(got), got)
+            return [g[0]["conn"] for g in got]
+
+        mine = conns("share", self.url)
+        self.assertLess(len(set(mine)), n, mine)
+        other = conns("share-other", self.url, ["--interface", OTHER_SOURCE])
+        self.assertFalse(set(other) & set(mine), (mine, other))
+        rows = self.gw.audit_rows()
+        self.assertTrue(any(r.get("sandbox") == "icpt-two" and
+            (r.get("path") or "").startswith("/ok/share-other-") for r in rows))
+        byip = conns("share-ip", lambda p: "https://%s:%d%s" % (ORIGIN_HOST,
+            self.port, p))
+        self.assertFalse(set(byip) & (set(mine) | set(other)),
+            (mine, other, byip))
 
     # -------------------------------------------------------------- bad origins
 
