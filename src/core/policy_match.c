@@ -622,6 +622,7 @@ struct req_ctx {
 	int		 path_bad;	/* given but malformed or too long */
 	int		 path_ambiguous;	/* given, read differently by servers */
 	int		 deferred;	/* a deny rule waited for method/path */
+	int		 scoped;	/* a deny rule for this host limits methods or paths */
 };
 
 static int
@@ -670,6 +671,12 @@ deny_ok(int i, void *arg)
 
 	if (!port_ok(r, c->port))
 		return 0;
+	/*
+	 * It could apply to another request on this connection (after an
+	 * upgrade the gateway would not read): each must be seen.
+	 */
+	if (r->n_methods > 0 || r->n_paths > 0)
+		c->scoped = 1;
 	if ((r->n_methods > 0 && c->method == NULL) ||
 	    (r->n_paths > 0 && c->path == NULL && !c->path_bad &&
 	    !c->path_ambiguous)) {
@@ -783,7 +790,7 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 		if (v->rule[0] == '\0')
 			snprintf(v->rule, sizeof(v->rule), "default-deny");
 		v->allow = 1;
-		v->inspect = c.deferred;
+		v->inspect = c.deferred || c.scoped;
 		return 1;
 	}
 	r = &def->allow[n];
@@ -803,7 +810,7 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 	v->opaque = r->opaque;
 	/* Also when a request-level deny rule could still apply. */
 	v->inspect = r->n_methods > 0 || r->n_paths > 0 || r->git ||
-	    c.deferred;
+	    c.deferred || c.scoped;
 	return 1;
 }
 

@@ -742,28 +742,76 @@ static const char *const http_methods[] = {
 	"UNLOCK", "REPORT", "SEARCH", NULL
 };
 
+/*
+ * Whitespace some origin's request-line parser passes over (nginx: SP,
+ * HTAB, CR; Python's str.split(): VT, FF, 0x1c-0x1f, 0x85, 0xa0 too).
+ */
+static int
+sniff_ws(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' ||
+	    (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0;
+}
+
+#define SNIFF_LINE_MAX	8192	/* a longer line still open: HTTP's to refuse */
+
+/*
+ * What an origin could take as a request line, not only what a client
+ * sends: empty lines and whitespace first (RFC 9112 2.2; servers skip
+ * them), then a known method and a space, or any token, whitespace, a
+ * target, whitespace and "HTTP/" in any case ("PURGE /x HTTP/1.1", "PRI *
+ * HTTP/2.0"). What is HTTP here is read and decided request by request;
+ * anything else is what an opaque rule relays unread, so when in doubt
+ * this says HTTP. Decides as soon as a byte breaks that shape.
+ */
 int
 http_sniff_request(const char *buf, size_t len)
 {
+	const unsigned char *p = (const unsigned char *)buf;
 	const char *const *m;
-	size_t ml, n;
-	int partial = 0;
+	size_t i = 0, ms, ml, k;
 
-	if (len == 0)
-		return -1;
-	for (m = http_methods; *m != NULL; m++) {
-		ml = strlen(*m);
-		n = len < ml ? len : ml;
-		if (memcmp(buf, *m, n) != 0)
-			continue;
-		if (len <= ml) {
-			partial = 1;
-			continue;
-		}
-		if (buf[ml] == ' ')
+	while (i < len && (p[i] == '\n' || sniff_ws(p[i])))
+		i++;
+	if (i == len)
+		return len >= SNIFF_LINE_MAX ? 1 : -1;
+	ms = i;
+	while (i < len && http_is_tchar(p[i]))
+		i++;
+	ml = i - ms;
+	if (ml == 0)
+		return 0;
+	if (i < len && p[i] == ' ')
+		for (m = http_methods; *m != NULL; m++)
+			if (strlen(*m) == ml && memcmp(p + ms, *m, ml) == 0)
+				return 1;
+	for (k = 0; k < 2; k++) {
+		/* whitespace, then the target (k 0) or the version (k 1) */
+		if (i == len)
+			break;
+		if (!sniff_ws(p[i]))
+			return 0;
+		while (i < len && sniff_ws(p[i]))
+			i++;
+		if (i == len)
+			break;
+		if (k == 1)
+			break;
+		if (p[i] == '\n' || p[i] < 0x21 || p[i] == 0x7f)
+			return 0;
+		while (i < len && p[i] > 0x20 && p[i] != 0x7f && !sniff_ws(p[i]))
+			i++;
+	}
+	if (k == 1 && i < len) {
+		static const char v[] = "HTTP/";
+
+		for (ms = 0; ms < 5 && i + ms < len; ms++)
+			if ((p[i + ms] | 0x20) != (v[ms] | 0x20))
+				return 0;
+		if (ms == 5)
 			return 1;
 	}
-	return partial ? -1 : 0;
+	return len >= SNIFF_LINE_MAX ? 1 : -1;
 }
 
 int

@@ -33,6 +33,8 @@ tunnel_refuse(struct exchange *s, int tls, enum sg_reason reason,
 	exchange_finish(s, reason_close(reason));
 }
 
+static void	opaque_connected(struct exchange *);
+
 static void
 sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
@@ -56,8 +58,14 @@ sniff_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 		    "no client bytes within 5s and the rule is not opaque");
 		return;
 	}
-	if (EXCHANGE_OBEV(s) == NULL)	/* report mode: what would be refused passes */
-		upstream_connect(s, relay_start);
+	/*
+	 * Report mode: what would be refused passes, as an opaque rule's
+	 * tunnel does -- the origin may speak, and the client's first bytes,
+	 * whenever they come, are still sniffed (TLS: the SNI check; HTTP:
+	 * every request decided): report mode never relaxes those.
+	 */
+	if (EXCHANGE_OBEV(s) == NULL)
+		upstream_connect(s, opaque_connected);
 }
 
 /* The client took what the origin said: the origin may say more. */

@@ -181,7 +181,7 @@ static const struct decide_case decide_cases[] = {
 	{ "agent", "api.openai.com", 443, "GET", "/v1/files%", DENY("coding-agent:deny[3]", REASON_POLICY_DENY) },
 	{ "agent", "api.openai.com", 443, "GET", "/v1/filez", ALLOW("coding-agent:allow[0]", I, 0, 1) },
 	/* a path deny rule defers to per-request checks: inspect */
-	{ "agent", "pkgs.test", 443, "GET", "/simple/", ALLOW("coding-agent:allow[2]", P, 0, 0) },
+	{ "agent", "pkgs.test", 443, "GET", "/simple/", ALLOW("coding-agent:allow[2]", P, 0, 1) },
 	{ "agent", "pkgs.test", 443, "GET", "/admin/x", DENY("coding-agent:deny[6]", REASON_POLICY_DENY) },
 	{ "agent", "files.example.org", 443, NULL, NULL, ALLOW("coding-agent:allow[9]", I, 0, 1) },
 	{ "agent", "files.example.org", 443, "GET", "/x", ALLOW("coding-agent:allow[9]", I, 0, 1) },
