@@ -882,6 +882,12 @@ int		 cred_host_bound(const struct exchange *);
  */
 size_t		 cred_scrub_lists(const struct exchange *, const char **secrets,
 		    const char **phs);
+/*
+ * 1 when a response header's name from a credential's host holds one of
+ * its secrets (in any encoding the scrubber knows), or cannot be checked:
+ * such a field is dropped, since a name is no place for a placeholder.
+ */
+int		 cred_name_leaks(struct exchange *, const char *name, size_t len);
 
 
 

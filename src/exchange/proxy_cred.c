@@ -402,6 +402,7 @@ plan_bound(struct exchange *s, const struct cred_phs *ps,
 /* Where in the request a placeholder was found. */
 enum scan_at {
 	SCAN_PATH,
+	SCAN_ELSEWHERE,		/* the method, a header's name: never a swap */
 	SCAN_QUERY,
 	SCAN_HEADER
 };
@@ -431,6 +432,7 @@ scan_cb(const struct cred_ph *e, void *arg)
 	snprintf(sc->plan->cred, sizeof(sc->plan->cred), "%s", e->cred);
 	switch (sc->at) {
 	case SCAN_PATH:
+	case SCAN_ELSEWHERE:
 		break;
 	case SCAN_QUERY:
 		/* In the request target: only the query, only with query: true. */
@@ -452,7 +454,10 @@ scan_cb(const struct cred_ph *e, void *arg)
 	return 1;
 }
 
-/* Every placeholder in the target and the headers: 0, 1 misuse, -1 no memory. */
+/*
+ * Every placeholder in the request line and the headers (names too: any
+ * token is a method or a name): 0, 1 misuse, -1 no memory.
+ */
 static int
 scan_request(struct scan *sc)
 {
@@ -462,6 +467,14 @@ scan_request(struct scan *sc)
 	size_t i, qoff;
 	int rc;
 
+	sc->at = SCAN_ELSEWHERE;
+	if ((rc = cred_phs_search(sc->ps, req->method.p, req->method.len,
+	    CRED_PHS_VALUE, scan_cb, sc)) != 0)
+		return rc;
+	for (i = 0; i < req->n_headers; i++)
+		if ((rc = cred_phs_search(sc->ps, req->headers[i].name.p,
+		    req->headers[i].name.len, CRED_PHS_VALUE, scan_cb, sc)) != 0)
+			return rc;
 	q = memchr(req->path.p, '?', req->path.len);
 	qoff = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
 	sc->at = SCAN_PATH;
@@ -862,6 +875,26 @@ cred_holdback(struct proxy *p, struct evbuffer *buf, size_t len)
 	best = cred_phs_holdback(ps, end, m);
 	cred_phs_leave(p->phs, ps);
 	return best;
+}
+
+int
+cred_name_leaks(struct exchange *s, const char *name, size_t len)
+{
+	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
+	struct evbuffer *out;
+	size_t n;
+	int leaks;
+
+	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
+		return 0;
+	if ((out = evbuffer_new()) == NULL)
+		return 1;
+	n = cred_scrub_lists(s, secrets, phs);
+	leaks = vault_scrub_string(s->fwd.plan.snap, secrets, phs, n, name, len,
+	    out) == -1 || evbuffer_get_length(out) != len ||
+	    memcmp(evbuffer_pullup(out, -1), name, len) != 0;
+	evbuffer_free(out);
+	return leaks;
 }
 
 /* The secrets of the credentials bound to this request's host, and their placeholders. */

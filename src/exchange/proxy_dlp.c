@@ -675,7 +675,8 @@ ext_cb(const char *p, size_t n, void *arg)
 {
 	struct chunk_feed *cf = arg;
 
-	if (!cf->refused && ext_feed(cf->s, cf->x, p, n, 0) == -1)
+	/* One stream for all of them: a line's end (p NULL) is no boundary. */
+	if (p != NULL && !cf->refused && ext_feed(cf->s, cf->x, p, n, 0) == -1)
 		cf->refused = 1;
 }
 

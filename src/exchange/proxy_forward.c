@@ -186,7 +186,40 @@ struct payload_map {
 	size_t		 span_raw[64];	/* raw end offset after each payload span */
 	size_t		 span_pl[64];	/* payload length after each span */
 	size_t		 n;
+	/*
+	 * Chunk extensions: relayed as sent, so looked at too, each line's
+	 * whole (at most 8 KiB); one not ended yet is held back from ext_raw.
+	 */
+	struct exchange	*s;
+	struct evbuffer	*ext;
+	size_t		 ext_raw;
+	int		 ext_open;
+	int		 ext_found;
 };
+
+static void
+ext_cb(const char *p, size_t n, void *arg)
+{
+	struct payload_map *m = arg;
+	unsigned char *b;
+	size_t len;
+
+	if (p != NULL) {
+		if (!m->ext_open)
+			m->ext_raw = m->raw_base + (size_t)(p - m->iov_base);
+		m->ext_open = 1;
+		if (evbuffer_add(m->ext, p, n) == -1)
+			m->ext_found = 1;	/* cannot look: refuse */
+		return;
+	}
+	len = evbuffer_get_length(m->ext);
+	if (len > 0 && !m->ext_found && ((b = evbuffer_pullup(m->ext, -1)) ==
+	    NULL || cred_in_bytes(m->s->p, (const char *)b, len,
+	    m->s->fwd.plan.cred, sizeof(m->s->fwd.plan.cred))))
+		m->ext_found = 1;
+	evbuffer_drain(m->ext, len);
+	m->ext_open = 0;
+}
 
 static void
 collect_cb(const char *p, size_t n, void *arg)
@@ -284,8 +317,13 @@ body_has_placeholder(struct exchange *s, size_t *limit)
 		    sizeof(f->plan.cred));
 	}
 	memset(&m, 0, sizeof(m));
-	if ((m.pl = evbuffer_new()) == NULL)
+	m.s = s;
+	if ((m.pl = evbuffer_new()) == NULL ||
+	    (m.ext = evbuffer_new()) == NULL) {
+		if (m.pl != NULL)
+			evbuffer_free(m.pl);
 		return 1;	/* cannot look: refuse rather than pass unseen */
+	}
 	dry = f->req_chunk;
 	raw = 0;
 	/* All of the input, 16 segments at a time (move_body moves as far). */
@@ -300,8 +338,8 @@ body_has_placeholder(struct exchange *s, size_t *limit)
 
 			m.raw_base = raw;
 			m.iov_base = iov[i].iov_base;
-			r = http_chunked_decode(&dry, iov[i].iov_base,
-			    iov[i].iov_len, &done, collect_cb, &m);
+			r = http_chunked_decode_ext(&dry, iov[i].iov_base,
+			    iov[i].iov_len, &done, collect_cb, ext_cb, &m);
 			if (r < 0) {
 				bad = 1;
 				break;
@@ -313,8 +351,11 @@ body_has_placeholder(struct exchange *s, size_t *limit)
 	hold = done ? 0 : cred_holdback(s->p, m.pl, avail);
 	*limit = hold == 0 ? SIZE_MAX : raw_for_payload(&m, avail - hold, raw);
 	found = cred_in_body(s, m.pl, avail, avail - hold, f->plan.cred,
-	    sizeof(f->plan.cred));
+	    sizeof(f->plan.cred)) || m.ext_found;
+	if (m.ext_open && *limit > m.ext_raw)
+		*limit = m.ext_raw;	/* a chunk-size line not ended yet */
 	evbuffer_free(m.pl);
+	evbuffer_free(m.ext);
 	if (!found)
 		found = trailer_has_placeholder(s, &dry, raw, done, limit);
 	return found;
@@ -721,7 +762,7 @@ stream_head(struct exchange *s, const struct http_response *r)
 	const struct cred_plan *plan = &s->fwd.plan;
 	struct http_response c;
 	struct evbuffer *mem;
-	size_t i, off[HTTP_MAX_HEADERS], end[HTTP_MAX_HEADERS];
+	size_t i, k, off[HTTP_MAX_HEADERS], end[HTTP_MAX_HEADERS];
 	const char *base;
 	int rv;
 
@@ -734,14 +775,19 @@ stream_head(struct exchange *s, const struct http_response *r)
 	if ((mem = evbuffer_new()) == NULL)
 		return -1;
 	c = *r;
-	for (i = 0; i < r->n_headers; i++) {
-		off[i] = evbuffer_get_length(mem);
+	for (i = k = 0; i < r->n_headers; i++) {
+		if (cred_name_leaks(s, r->headers[i].name.p,
+		    r->headers[i].name.len))
+			continue;	/* dropped */
+		c.headers[k] = r->headers[i];
+		off[k] = evbuffer_get_length(mem);
 		scrub_string(s, r->headers[i].value.p, r->headers[i].value.len,
 		    mem);
-		end[i] = evbuffer_get_length(mem);
+		end[k++] = evbuffer_get_length(mem);
 	}
+	c.n_headers = k;
 	base = (const char *)evbuffer_pullup(mem, -1);
-	for (i = 0; i < r->n_headers; i++) {
+	for (i = 0; i < k; i++) {
 		c.headers[i].value.p = base != NULL ? base + off[i] : "";
 		c.headers[i].value.len = end[i] - off[i];
 	}
@@ -768,7 +814,8 @@ write_client_head(struct exchange *s, const struct http_response *r, int final)
 	hb_add(&hb, "\r\n", 2);
 	for (i = 0; i < r->n_headers; i++) {
 		const struct http_header *h = &r->headers[i];
-		if (!http_header_forwardable(h, r->headers, r->n_headers))
+		if (!http_header_forwardable(h, r->headers, r->n_headers) ||
+		    cred_name_leaks(s, h->name.p, h->name.len))
 			continue;
 		hb_add(&hb, h->name.p, h->name.len);
 		hb_add(&hb, ": ", 2);

@@ -254,6 +254,9 @@ block_nv(struct h2o *o, nghttp2_nv *nv, size_t *n, struct evbuffer **mem)
 			evbuffer_free(m);
 			return -1;
 		}
+		/* A name holding a secret is no field the client gets. */
+		if (cred_name_leaks(s, (const char *)name, nl))
+			continue;
 		noff[k] = evbuffer_get_length(m);
 		nlen[k] = nl;
 		evbuffer_add(m, name, nl);

@@ -95,6 +95,32 @@ write_target(struct exchange *s, const struct http_request *req,
 	return swap_into(s, s->fwd.plan.query_cred, q, req->path.len - qoff, 1, h);
 }
 
+/*
+ * Range and If-Range are dropped from a request into which a secret goes
+ * as it is (a static credential, an OAuth2 token): the client would pick
+ * the byte ranges of an answer that echoes the request, and the scrubber
+ * cannot recognise a secret it only ever sees in pieces. The origin then
+ * answers whole (RFC 9110 14.2: a server may ignore Range). aws_sigv4
+ * sends no secret key, and object stores need ranges: it keeps them.
+ */
+static int
+range_dropped(const struct cred_plan *plan, const struct http_request *req,
+    const struct http_header *hd)
+{
+	const struct policy_credential *c;
+	size_t i;
+
+	if (!http_header_is(hd, "Range") && !http_header_is(hd, "If-Range"))
+		return 0;
+	if (plan->query_cred != NULL)
+		return 1;
+	for (i = 0; i < req->n_headers; i++)
+		if ((c = cred_plan_swap(plan, i)) != NULL &&
+		    c->kind != POLICY_CRED_AWS_SIGV4)
+			return 1;
+	return 0;
+}
+
 /* The request head the origin gets: hop-by-hop removed, Via added. */
 static int
 write_origin_head(struct exchange *s, const struct http_request *req,
@@ -134,7 +160,7 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
 			continue;
-		if (sig_drops(plan, hd))
+		if (sig_drops(plan, hd) || range_dropped(plan, req, hd))
 			continue;
 		vault_wbuf_add(h, hd->name.p, hd->name.len);
 		vault_wbuf_add(h, ": ", 2);
@@ -196,7 +222,7 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
 		    http_header_is(hd, "grpc-accept-encoding")))
 			continue;
-		if (sig_drops(plan, hd))
+		if (sig_drops(plan, hd) || range_dropped(plan, req, hd))
 			continue;
 		for (j = 0; j < hd->name.len; j++) {
 			char c = (char)tolower((unsigned char)hd->name.p[j]);

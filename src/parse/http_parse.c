@@ -1072,6 +1072,8 @@ http_chunked_decode_ext(struct http_chunked *c, const char *buf, size_t len,
 			ext(buf + es, i - es, arg);
 			inext = 0;
 		}
+		if (ext != NULL && c->state == HTTP_CH_EXT && ch == '\r')
+			ext(NULL, 0, arg);	/* that line's extensions ended */
 		switch (c->state) {
 		case HTTP_CH_DATA:
 			n = len - i;

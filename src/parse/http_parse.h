@@ -190,8 +190,9 @@ ssize_t	http_chunked_decode(struct http_chunked *, const char *buf, size_t len,
 /*
  * The same, and ext(span, len, arg) is called for the bytes of the chunk
  * extensions (what follows the ";" of a chunk-size line, up to its CR), in
- * spans: what the gateway relays but the payload does not hold (for the
- * secret scanner).
+ * spans, then ext(NULL, 0, arg) when that line's CR comes: what the
+ * gateway relays but the payload does not hold (the secret scanner, the
+ * placeholder check).
  */
 ssize_t	http_chunked_decode_ext(struct http_chunked *, const char *buf,
 	    size_t len, int *done, void (*data)(const char *, size_t, void *),

@@ -47,8 +47,8 @@ struct ecase {
 static const struct ecase ecases[] = {
 	{ "5\r\nhello\r\n0\r\n\r\n", "hello", "" },
 	{ "3;ext=1\r\nabc\r\n4 ; q=\"x;y\"\r\ndefg\r\n0;last\r\n\r\n",
-	    "abcdefg", "ext=1 q=\"x;y\"last" },
-	{ "1;\r\nA\r\n0\r\nT: v;w\r\n\r\n", "A", "" },
+	    "abcdefg", "ext=1| q=\"x;y\"|last|" },
+	{ "1;\r\nA\r\n0\r\nT: v;w\r\n\r\n", "A", "|" },
 };
 
 struct both {
@@ -64,7 +64,10 @@ both_data(const char *p, size_t n, void *arg)
 static void
 both_ext(const char *p, size_t n, void *arg)
 {
-	collect(p, n, ((struct both *)arg)->ext);
+	if (p == NULL)
+		collect("|", 1, ((struct both *)arg)->ext);	/* a line's end */
+	else
+		collect(p, n, ((struct both *)arg)->ext);
 }
 
 int
