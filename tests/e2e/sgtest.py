@@ -839,6 +839,28 @@ class Gateway:
             time.sleep(0.05)
         return path
 
+    def vault_set(self, *pairs):
+        """`sandgate vault set NAME` for each (name, value), before start()."""
+        for name, value in pairs:
+            r = run_sandgate("vault", "set", name, "-c", self.cfg_path,
+                input=value)
+            if r.returncode != 0:
+                raise RuntimeError("vault set %s: %s" % (name, r.stderr))
+
+    def wait_admin(self, sock, timeout=10.0):
+        """The CA's path, once it is written and the admin socket at sock
+        takes a connection (its file exists from bind(), before listen())."""
+        ca = self.ca_path(timeout)
+        deadline = time.time() + timeout * SLOW
+        while time.time() < deadline:
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(sock)
+                return ca
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the admin socket %s takes no connection" % sock)
+
     def client_context(self):
         """A TLS client context that trusts the gateway's CA (as a sandbox does)."""
         return ssl.create_default_context(cafile=self.ca_path())

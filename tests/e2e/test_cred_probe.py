@@ -15,11 +15,8 @@ NAME), /range (an echo of the request head that honours Range, as static
 handlers and many frameworks do), /echo (the request head as the body).
 """
 
-import base64
 import json
 import os
-import re
-import socket
 import socketserver
 import ssl
 import sys
@@ -244,19 +241,10 @@ class CredProbeTest(unittest.TestCase):
         cls.gw = T.Gateway(d, cls.dns, {"probe.yaml": policy}, extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"admin": cls.admin_sock}})
-        for name, val in (("probe-secret", SECRET),
-                          ("fixed-secret", FIXED_SECRET)):
-            r = T.run_sandgate("vault", "set", name, "-c",
-                               cls.gw.cfg_path, input=val)
-            if r.returncode != 0:
-                raise RuntimeError("vault set: %s" % r.stderr)
+        cls.gw.vault_set(("probe-secret", SECRET), ("fixed-secret", FIXED_SECRET))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.admin_sock)
-                and os.path.exists(cls.gw_ca)):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.wait_admin(cls.admin_sock)
         cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
         st, _, doc = admin_request(cls.admin_sock, "GET", "/v1/sandboxes")
         if st != 200:

@@ -104,20 +104,12 @@ class RequireScopeTest(C.CredentialsTest):
         cls.gw = T.Gateway(d, cls.dns, {"creds.yaml": policy}, extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"admin": cls.admin_sock}})
-        for name, value in (("req-secret", REQ_SECRET),
-                            ("scope-secret", SCOPE_SECRET),
-                            ("both-secret", BOTH_SECRET)):
-            r = T.run_sandgate("vault", "set", name, "-c", cls.gw.cfg_path,
-                               input=value)
-            if r.returncode != 0:
-                raise RuntimeError("vault set %s: %s" % (name, r.stderr))
+        cls.gw.vault_set(("req-secret", REQ_SECRET),
+                         ("scope-secret", SCOPE_SECRET),
+                         ("both-secret", BOTH_SECRET))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.admin_sock)
-                                              and os.path.exists(cls.gw_ca)):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.wait_admin(cls.admin_sock)
         cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
         st, _, doc = C.admin_request(cls.admin_sock, "GET", "/v1/sandboxes")
         if st != 200:

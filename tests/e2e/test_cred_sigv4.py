@@ -123,17 +123,11 @@ class SigV4Test(unittest.TestCase):
             port=cls.port, origin=ORIGIN)}, extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"admin": cls.admin_sock}})
-        r = T.run_sandgate("vault", "set", "aws-prod", "-c", cls.gw.cfg_path,
-                           input="%s:%s:%s" % (REAL_ID, REAL_SECRET, REAL_TOKEN))
-        if r.returncode != 0:
-            raise RuntimeError("vault set: " + r.stderr)
+        cls.gw.vault_set(("aws-prod", "%s:%s:%s" % (REAL_ID, REAL_SECRET,
+                                                    REAL_TOKEN)))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.admin_sock)
-                                              and os.path.exists(cls.gw_ca)):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.wait_admin(cls.admin_sock)
         st, _, doc = C.admin_request(cls.admin_sock, "GET", "/v1/sandboxes")
         if st != 200:
             raise RuntimeError("GET /v1/sandboxes: %d %r" % (st, doc))

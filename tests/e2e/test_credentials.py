@@ -483,20 +483,12 @@ class CredentialsTest(unittest.TestCase):
             "listen": {"socks5": "127.0.0.1:%d" % cls.socks_port,
                 "dns": "127.0.0.1:%d" % cls.dns_port,
                 "admin": cls.admin_sock}})
-        for name, value in (("echo-secret", SECRET),
-                ("fixed-secret", FIXED_SECRET), ("loose-secret", LOOSE_SECRET)):
-            r = T.run_sandgate("vault", "set", name, "-c", cls.gw.cfg_path,
-                input=value)
-            if r.returncode != 0:
-                raise RuntimeError("vault set %s: %s" % (name, r.stderr))
+        cls.gw.vault_set(("echo-secret", SECRET), ("fixed-secret", FIXED_SECRET),
+                         ("loose-secret", LOOSE_SECRET))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
         # The listeners may accept before the CA and the admin socket exist.
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.admin_sock)
-                and os.path.exists(cls.gw_ca)):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.wait_admin(cls.admin_sock)
         cls.ctx = ssl.create_default_context(cafile=cls.gw_ca)
         st, _, doc = admin_request(cls.admin_sock, "GET", "/v1/sandboxes")
         if st != 200:

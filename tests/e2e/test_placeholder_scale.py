@@ -133,17 +133,10 @@ class PlaceholderScaleTest(unittest.TestCase):
             extra={
             "upstream": {"ca_bundle": cls.pki.cert},
             "listen": {"admin": cls.admin_sock}})
-        r = T.run_sandgate("vault", "set", "echo-secret", "-c",
-            cls.gw.cfg_path, input=SECRET)
-        if r.returncode != 0:
-            raise RuntimeError("vault set: %s" % r.stderr)
+        cls.gw.vault_set(("echo-secret", SECRET))
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        gw_ca = os.path.join(d, "certs", "ca.crt")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.admin_sock)
-                and os.path.exists(gw_ca)):
-            time.sleep(0.05)
+        gw_ca = cls.gw.wait_admin(cls.admin_sock)
         cls.ctx = ssl.create_default_context(cafile=gw_ca)
 
     @classmethod
