@@ -15,7 +15,7 @@
 #include "dlp/dlp_int.h"
 
 #define PCT_LAYERS	3
-#define PRIME		256	/* bytes of an inactive view scanned when it wakes */
+#define PRIME		DLP_HISTORY	/* bytes of an inactive view scanned when it wakes */
 #define B64_MIN		16	/* a shorter base64 run is not decoded */
 #define HEX_MIN		32
 #define CHECK_MAX	1024	/* bytes of a match handed to its checks */

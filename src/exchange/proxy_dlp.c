@@ -23,6 +23,7 @@
 #define SEEK_NAME_MAX	(VAULT_NAME_MAX + 16)	/* "ENTRY#refresh" */
 #define INFLATE_MAX	((uint64_t)256 << 20)	/* decoded bytes of one body */
 #define INFLATE_CHUNK	16384
+#define GZ_FIELD_MAX	4096	/* a gzip member's name, comment, extra field */
 
 /* A scanner, and the gateway's own secrets per view (NULL: none watched). */
 struct xscan {
@@ -40,6 +41,10 @@ struct xdlp {
 	z_stream		*z;
 	unsigned char		*zbuf;
 	int			 zbits;	/* inflateInit2's windowBits */
+	/* A gzip member's header fields, scanned before its data. */
+	gz_header		*gzh;
+	unsigned char		*gzbuf;	/* extra, name, comment: GZ_FIELD_MAX each */
+	int			 gzh_fed;
 	int			 zend;	/* a coded stream (gzip member) ended */
 	uint64_t		 zin, zout;
 	int			 done;	/* a finding was handled, or nothing to scan */
@@ -65,6 +70,8 @@ xdlp_free(void *arg)
 		free(x->z);
 	}
 	free(x->zbuf);
+	free(x->gzh);
+	free(x->gzbuf);
 	free(x);
 }
 
@@ -297,6 +304,29 @@ scan_part(struct xdlp *x, const char *p, size_t n, const char *value,
 }
 
 /*
+ * gzip: each member's header fields (file name, comment, extra field) are
+ * bytes the origin gets in the clear, which inflate() does not output: zlib
+ * keeps them here (inflateGetHeader), to be scanned before the member's
+ * data. Asked for again after each inflateReset.
+ */
+static int
+gz_watch(struct xdlp *x)
+{
+	if (x->gzh == NULL && ((x->gzh = calloc(1, sizeof(*x->gzh))) == NULL ||
+	    (x->gzbuf = malloc(3 * GZ_FIELD_MAX)) == NULL))
+		return -1;
+	memset(x->gzh, 0, sizeof(*x->gzh));
+	x->gzh->extra = x->gzbuf;
+	x->gzh->extra_max = GZ_FIELD_MAX;
+	x->gzh->name = x->gzbuf + GZ_FIELD_MAX;
+	x->gzh->name_max = GZ_FIELD_MAX;
+	x->gzh->comment = x->gzbuf + 2 * GZ_FIELD_MAX;
+	x->gzh->comm_max = GZ_FIELD_MAX;
+	x->gzh_fed = 0;
+	return inflateGetHeader(x->z, x->gzh) == Z_OK ? 0 : -1;
+}
+
+/*
  * A body the gateway cannot decode to scan (docs/dlp.md, "Content
  * codings"): block refuses it (415 content-unscannable; answered unless
  * the caller answers, x->quiet), report scans on what comes as it comes.
@@ -393,6 +423,11 @@ body_coding(struct exchange *s, struct xdlp *x, const struct http_request *req)
 		return -1;
 	}
 	x->zbits = bits;
+	if (bits == 16 + MAX_WBITS && gz_watch(x) == -1) {
+		exchange_deny(s, 503, REASON_INTERNAL_ERROR,
+		    "cannot scan the request for secrets");
+		return -1;
+	}
 	return 0;
 }
 
@@ -482,6 +517,34 @@ body_fail(struct exchange *s, struct xdlp *x)
 static int	scan_feed(struct exchange *, struct xdlp *, const char *,
 		    size_t, const char *);
 
+/* The member's header fields, whole, into the body's scan (-1 refused). */
+static int
+gz_fields(struct exchange *s, struct xdlp *x, const char *where)
+{
+	const gz_header *h = x->gzh;
+	size_t nl = h->name != NULL ? strnlen((const char *)h->name,
+	    h->name_max) : 0;
+	size_t cl = h->comment != NULL ? strnlen((const char *)h->comment,
+	    h->comm_max) : 0;
+
+	/* Longer than kept: zlib cut it, so it cannot be read whole. */
+	if (nl == h->name_max || cl == h->comm_max ||
+	    (h->extra != NULL && h->extra_len > h->extra_max))
+		return unscannable(s, x, where, "a gzip header field longer "
+		    "than 4 KiB");
+	if (h->extra != NULL && h->extra_len > 0 && (scan_feed(s, x,
+	    (const char *)h->extra, h->extra_len, where) == -1 ||
+	    scan_feed(s, x, "\n", 1, where) == -1))
+		return -1;
+	if (nl > 0 && (scan_feed(s, x, (const char *)h->name, nl, where) == -1 ||
+	    scan_feed(s, x, "\n", 1, where) == -1))
+		return -1;
+	if (cl > 0 && (scan_feed(s, x, (const char *)h->comment, cl,
+	    where) == -1 || scan_feed(s, x, "\n", 1, where) == -1))
+		return -1;
+	return 0;
+}
+
 /*
  * Coded body bytes: inflated, the payload scanned (-1 refused, 0 go on).
  * gzip may hold several members one after another; "deflate" sent without
@@ -505,6 +568,8 @@ inflate_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
 			if (x->zbits != 16 + MAX_WBITS || inflateReset(z) != Z_OK)
 				return unscannable(s, x, where,
 				    "bytes after the end of its coding");
+			if (gz_watch(x) == -1)
+				return unscannable(s, x, where, "no memory");
 			x->zend = 0;
 		}
 		z->next_out = x->zbuf;
@@ -522,6 +587,13 @@ inflate_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
 		}
 		if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
 			return unscannable(s, x, where, "it does not decode");
+		if (x->gzh != NULL && x->gzh->done == 1 && !x->gzh_fed) {
+			x->gzh_fed = 1;
+			if (gz_fields(s, x, where) == -1)
+				return -1;
+			if (x->done)
+				return 0;
+		}
 		if (got > 0) {
 			x->zout += got;
 			if (x->zout > INFLATE_MAX)

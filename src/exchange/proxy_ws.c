@@ -127,7 +127,7 @@ ws_scrub_setup(struct exchange *s)
  * After a 101 the gateway relays bytes it does not read only where the
  * decision needs no request seen: no methods or paths (nor a deny rule
  * that could apply to a request), no credential bound to the host, no
- * interception.
+ * interception, no secret detection (dlp) on the request.
  * Ingress reaches a sandbox's own published port, which no rule reads.
  */
 static int
@@ -135,8 +135,9 @@ ws_raw_allowed(const struct exchange *s)
 {
 	if (s->c->kind == KIND_INGRESS)
 		return 1;
+	/* Under dlp: every byte the sandbox sends is read (docs/dlp.md). */
 	return !s->verdict.inspect && s->fwd.plan.n_bound == 0 &&
-	    !s->c->intercepted;
+	    !s->c->intercepted && s->dlp == NULL;
 }
 
 /* The head's one Upgrade field line; NULL when it has none or several. */
@@ -169,6 +170,9 @@ ws_refusal(const struct exchange *s)
 		    "websocket may pass";
 	if (s->fwd.plan.n_bound > 0)
 		return "only Upgrade: websocket may reach a credential's host";
+	if (s->dlp != NULL)
+		return "the request is scanned for secrets (dlp): only Upgrade: "
+		    "websocket may pass";
 	return "an intercepted connection: only Upgrade: websocket may pass";
 }
 
