@@ -145,6 +145,16 @@ wake_cb(evutil_socket_t fd, short ev, void *arg)
 			w->n_held--;
 		if (s->closing || s->c->cbev == NULL)
 			continue;
+		/*
+		 * Decided on the policy in force now, not the one it was
+		 * held under: a reload that denied it meanwhile refuses it
+		 * (policy-deny). A request inside a tunnel keeps the
+		 * tunnel's, as an established connection does.
+		 */
+		if (!(s->c->tunnel_http && s->c->tun != NULL)) {
+			policy_unref(s->pol);
+			s->pol = proxy_policy_get(s->p);
+		}
 		bufferevent_enable(s->c->cbev, EV_READ);
 		s->p->fe->client_read(s->c->cbev, s);
 	}

@@ -4,6 +4,7 @@
  * checked against the bytes that are there before it is used.
  */
 #include <stdio.h>
+#include <sys/socket.h>
 #include <string.h>
 
 #include "parse/dns_msg.h"
@@ -624,4 +625,69 @@ dns_type_name(uint16_t type, char *buf, size_t len)
 			return dns_types[i].name;
 	snprintf(buf, len, "TYPE%u", (unsigned int)type);
 	return buf;
+}
+
+/* One address into a[*n]; -1 when there is no room. */
+static int
+relay_addr(struct netaddr *a, size_t *n, int family, const uint8_t *p)
+{
+	if (*n == DNS_ANSWER_ADDRS_MAX)
+		return -1;
+	memset(&a[*n], 0, sizeof(a[*n]));
+	a[*n].family = family;
+	memcpy(a[*n].a, p, family == AF_INET ? 4 : 16);
+	(*n)++;
+	return 0;
+}
+
+int
+dns_answer_addrs(const uint8_t *msg, size_t len, struct netaddr *a, size_t *n)
+{
+	struct dns_header h;
+	struct dns_name nm;
+	struct dns_rr rr;
+	size_t off = DNS_HDR_LEN, i, q, end, k;
+	unsigned total;
+	uint16_t key, vl;
+
+	*n = 0;
+	if (dns_header_parse(msg, len, &h) == -1 || h.qdcount != 1 ||
+	    dns_name_read(msg, len, &off, &nm) == -1 || off + 4 > len)
+		return -1;
+	off += 4;
+	total = (unsigned)h.ancount + h.nscount + h.arcount;
+	for (i = 0; i < total; i++) {
+		if (dns_rr_read(msg, len, &off, &rr) == -1)
+			return -1;
+		if (rr.type == DNS_TYPE_A && rr.rdlen == 4) {
+			if (relay_addr(a, n, AF_INET, msg + rr.rdata_off) == -1)
+				return -1;
+		} else if (rr.type == DNS_TYPE_AAAA && rr.rdlen == 16) {
+			if (relay_addr(a, n, AF_INET6, msg + rr.rdata_off) == -1)
+				return -1;
+		} else if (rr.type == 64 || rr.type == 65) {
+			/* SvcPriority, TargetName, then SvcParams (RFC 9460). */
+			end = rr.rdata_off + rr.rdlen;
+			q = rr.rdata_off + 2;
+			if (q > end || dns_name_read(msg, end, &q, &nm) == -1)
+				return -1;
+			while (q + 4 <= end) {
+				key = (uint16_t)(msg[q] << 8 | msg[q + 1]);
+				vl = (uint16_t)(msg[q + 2] << 8 | msg[q + 3]);
+				q += 4;
+				if (q + vl > end)
+					return -1;
+				for (k = 0; key == 4 && k + 4 <= vl; k += 4)
+					if (relay_addr(a, n, AF_INET, msg + q + k) == -1)
+						return -1;
+				for (k = 0; key == 6 && k + 16 <= vl; k += 16)
+					if (relay_addr(a, n, AF_INET6, msg + q + k) == -1)
+						return -1;
+				q += vl;
+			}
+			if (q != end)
+				return -1;
+		}
+	}
+	return 0;
 }

@@ -195,6 +195,17 @@ int	dns_answer_parse(const uint8_t *msg, size_t len, uint16_t qtype,
  * 0 and *ttl, or -1 (*ttl untouched) when there is no usable SOA.
  */
 int	dns_negative_ttl(const uint8_t *msg, size_t len, uint32_t *ttl);
+/*
+ * Every address a response hands its reader, whatever the section or
+ * owner: A and AAAA records (an MX or SRV answer's additional ones) and
+ * HTTPS/SVCB (types 65, 64) ipv4hint and ipv6hint (RFC 9460), into
+ * a[0..*n) (room for DNS_ANSWER_ADDRS_MAX). 0, or -1 when the message
+ * cannot be read whole (one question, every record, every SvcParam) or
+ * holds more addresses than that.
+ */
+#define DNS_ANSWER_ADDRS_MAX	64
+int	dns_answer_addrs(const uint8_t *msg, size_t len, struct netaddr *a,
+	    size_t *n);
 /* 1 when two wire names are equal, ASCII letters compared without case. */
 int	dns_name_equal(const uint8_t *a, size_t alen, const uint8_t *b,
 	    size_t blen);

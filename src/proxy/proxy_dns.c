@@ -449,6 +449,29 @@ dns_resolved_cb(const struct resolver_answer *a, void *arg)
 	dns_finish(p, &o);
 }
 
+static void	dns_raw_cb(int, const unsigned char *, size_t, void *);
+
+/* A relayed type's name, its addresses checked: denied, or asked upstream. */
+static void
+dns_pre_cb(const struct resolver_answer *a, void *arg)
+{
+	struct dns_pending *p = arg;
+	struct dns_server *srv = p->srv;
+
+	p->rq = NULL;
+	if (a->result == RESOLVER_OK && !dns_addrs_ok(p, a->addrs, a->n)) {
+		dns_pending_unlink(p);
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+		return;
+	}
+	/* No address (a TXT-only name), or none to be had: the type decides. */
+	if ((p->raw = resolver_query_raw(srv->env.resolver, p->x->target.host,
+	    p->msg.qtype, dns_raw_cb, p)) == NULL) {
+		dns_pending_unlink(p);
+		dns_servfail(p);
+	}
+}
+
 /*
  * Cap every TTL of a relayed response (not OPT's, whose TTL field is
  * flags) and give it the client's id. -1 when it does not parse.
@@ -491,6 +514,8 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	struct dns_pending *p = arg;
 	struct dns_server *srv = p->srv;
 	struct dns_outcome o;
+	struct netaddr addrs[DNS_ANSWER_ADDRS_MAX];
+	size_t n = 0;
 	uint8_t *copy = NULL;
 	uint32_t max_ttl = srv->env.max_ttl ? srv->env.max_ttl :
 	    DNS_SRV_MAX_TTL;
@@ -509,10 +534,15 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 		return;
 	}
 	memcpy(copy, abuf, alen);
-	if (dns_relay_fix(copy, alen, p->msg.hdr.id, max_ttl) == -1) {
+	if (dns_relay_fix(copy, alen, p->msg.hdr.id, max_ttl) == -1 ||
+	    dns_answer_addrs(copy, alen, addrs, &n) == -1) {
 		o.rcode = DNS_RCODE_SERVFAIL;
 		o.decision = VERDICT_ERROR;
 		o.reason = REASON_DNS_ERROR;
+	} else if (n > 0 && !dns_addrs_ok(p, addrs, n)) {
+		free(copy);
+		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+		return;
 	} else {
 		o.rcode = copy[3] & 0x0f;
 		o.decision = VERDICT_ALLOW;
@@ -572,6 +602,40 @@ dns_asked(struct dns_pending *p, int st, uint64_t id)
 	dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
 }
 
+/*
+ * An answered question decides a held query on the policy in force now,
+ * not the one it was asked under: a reload that denied the name meanwhile
+ * refuses it (policy-deny), as it refuses a new query; the answer stands
+ * for what is still the operator's to decide (no rule allows the name).
+ * 1 when refused here.
+ */
+static int
+dns_redecide(struct dns_pending *p)
+{
+	struct dns_server *srv = p->srv;
+	const struct dns_msg *m = &p->msg;
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
+
+	policy_unref(p->x->pol);
+	p->x->pol = srv->env.policy_get(srv->env.policy_arg);
+	dns_env(p, &env);
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_DNS;
+	q.id = p->x->has_ident ? &p->x->ident : NULL;
+	q.host = m->qname.text;
+	q.hostlen = m->qname.text_len;
+	q.qtype = m->qtype;
+	q.qclass = m->qclass;
+	(void)decide(&env, &q, &d);
+	if (d.v.ask || d.reason == REASON_NONE)
+		return 0;
+	p->x->verdict = d.v;
+	dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
+	return 1;
+}
+
 void
 dns_server_held_wake(struct dns_server *srv)
 {
@@ -587,7 +651,10 @@ dns_server_held_wake(struct dns_server *srv)
 		TAILQ_REMOVE(&srv->held, p, link);
 		id = p->ask_id;
 		p->ask_id = 0;
-		dns_asked(p, st, id);
+		if (st == APPROVAL_APPROVED && dns_redecide(p))
+			;	/* a reload's policy refused it meanwhile */
+		else
+			dns_asked(p, st, id);
 		/* A refusal may have freed next's TCP connection: start over. */
 		next = TAILQ_FIRST(&srv->held);
 	}
@@ -698,9 +765,13 @@ dns_resolve(struct dns_pending *p)
 	TAILQ_INSERT_TAIL(&srv->pending, p, link);
 	srv->npending++;
 	if (m->qtype != DNS_TYPE_A && m->qtype != DNS_TYPE_AAAA)
-		/* Another type the policy allows: the upstream's answer, relayed. */
-		p->raw = resolver_query_raw(srv->env.resolver, p->x->target.host,
-		    m->qtype, dns_raw_cb, p);
+		/*
+		 * Another type the policy allows: the name's own addresses
+		 * are checked first (whatever type was asked, an internal one
+		 * denies the name), then the upstream's answer is relayed.
+		 */
+		p->rq = resolver_lookup_answer(srv->env.resolver,
+		    p->x->target.host, dns_pre_cb, p);
 	else
 		p->rq = resolver_lookup_answer(srv->env.resolver,
 		    p->x->target.host, dns_resolved_cb, p);

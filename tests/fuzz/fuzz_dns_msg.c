@@ -10,6 +10,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 
 #include "parse/dns_msg.h"
@@ -325,11 +326,25 @@ check_reply(int rcode, int with_addrs, int ede, size_t limit)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static struct netaddr addrs[DNS_ANSWER_ADDRS_MAX + 1];
 	struct dns_name n;
 	struct dns_rr rr;
-	size_t off, i, msglen;
+	size_t off, i, msglen, na = 0;
 	ssize_t fr;
 	int rc;
+
+	/* The addresses a relayed answer holds: within room, well-formed. */
+	addrs[DNS_ANSWER_ADDRS_MAX].family = -1;	/* a guard never written */
+	if (dns_answer_addrs(data, size, addrs, &na) == 0) {
+		if (na > DNS_ANSWER_ADDRS_MAX)
+			abort();
+		for (i = 0; i < na; i++)
+			if (addrs[i].family != AF_INET &&
+			    addrs[i].family != AF_INET6)
+				abort();
+	}
+	if (addrs[DNS_ANSWER_ADDRS_MAX].family != -1)
+		abort();
 
 	rc = dns_msg_parse(data, size, &q);
 	if ((rc == DNS_MSG_SHORT) != (size < DNS_HDR_LEN))

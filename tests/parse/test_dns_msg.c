@@ -1239,9 +1239,64 @@ test_negative_ttl(void)
 	CHECK(dns_negative_ttl(NULL, 0, &ttl) == -1);
 }
 
+/*
+ * dns_answer_addrs: what a relayed answer hands the sandbox, any section,
+ * any owner -- an MX answer's additional A, HTTPS hints -- and every
+ * prefix of a good message refused.
+ */
+#define MX_MSG "00 00 81 80 00 01 00 01 00 00 00 01 02 'mx 04 'test 00 00 0f " \
+	"00 01 c0 0c 00 0f 00 01 00 00 00 3c 00 11 00 0a 08 'internal " \
+	"04 'test 00 08 'internal 04 'test 00 00 01 00 01 00 00 00 3c 00 04 " \
+	"7f 00 00 03"
+#define HTTPS_MSG(p6len) "00 00 81 80 00 01 00 01 00 00 00 00 07 'allowed " \
+	"04 'test 00 00 41 00 01 c0 0c 00 41 00 01 00 00 00 3c 00 23 00 01 00 " \
+	"00 04 00 08 7f 00 00 03 c6 12 00 01 00 06 00 " p6len " " \
+	"00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01"
+
+static void
+hex_append(struct buf *m, const char *s)
+{
+	static struct buf t;
+
+	hex(&t, s);
+	memcpy(m->b + m->len, t.b, t.len);
+	m->len += t.len;
+}
+
+static void
+test_answer_addrs(void)
+{
+	struct netaddr a[DNS_ANSWER_ADDRS_MAX];
+	struct buf b;
+	size_t n = 99, cut, i;
+
+	hex(&b, MX_MSG);
+	CHECK(dns_answer_addrs(b.b, b.len, a, &n) == 0 && n == 1 &&
+	    a[0].family == AF_INET && a[0].a[0] == 127 && a[0].a[3] == 3);
+	for (cut = 0; cut < b.len; cut++)
+		CHECK_MSG(dns_answer_addrs(b.b, cut, a, &n) == -1, "mx prefix %zu",
+		    cut);
+	hex(&b, HTTPS_MSG("10"));
+	CHECK(dns_answer_addrs(b.b, b.len, a, &n) == 0 && n == 3 &&
+	    a[0].a[0] == 127 && a[1].a[0] == 198 && a[1].a[1] == 18 &&
+	    a[2].family == AF_INET6 && a[2].a[15] == 1);
+	for (cut = 0; cut < b.len; cut++)
+		CHECK_MSG(dns_answer_addrs(b.b, cut, a, &n) == -1,
+		    "https prefix %zu", cut);
+	/* A SvcParam longer than the record: refused. */
+	hex(&b, HTTPS_MSG("11"));
+	CHECK(dns_answer_addrs(b.b, b.len, a, &n) == -1);
+	/* More addresses than there is room for: refused, never written past. */
+	hex(&b, "00 00 81 80 00 01 00 41 00 00 00 00 01 'a 04 'test 00 00 10 00 01");
+	for (i = 0; i <= DNS_ANSWER_ADDRS_MAX; i++)
+		hex_append(&b, "c0 0c 00 01 00 01 00 00 00 3c 00 04 c6 12 00 01");
+	CHECK(dns_answer_addrs(b.b, b.len, a, &n) == -1);
+}
+
 int
 main(void)
 {
+	test_answer_addrs();
 	test_parse_table();
 	test_name_limits();
 	test_pointer_hops();
