@@ -602,6 +602,25 @@ dns_asked(struct dns_pending *p, int st, uint64_t id)
 	dns_end_blocked(p, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED);
 }
 
+/* The query's question through decide() on the exchange's policy. */
+static void
+dns_decide_query(struct dns_pending *p, struct decision *d)
+{
+	const struct dns_msg *m = &p->msg;
+	struct decide_env env;
+	struct decide_q q;
+
+	dns_env(p, &env);
+	memset(&q, 0, sizeof(q));
+	q.listener = DECIDE_DNS;
+	q.id = p->x->has_ident ? &p->x->ident : NULL;
+	q.host = m->qname.text;
+	q.hostlen = m->qname.text_len;
+	q.qtype = m->qtype;
+	q.qclass = m->qclass;
+	(void)decide(&env, &q, d);
+}
+
 /*
  * An answered question decides a held query on the policy in force now,
  * not the one it was asked under: a reload that denied the name meanwhile
@@ -613,22 +632,11 @@ static int
 dns_redecide(struct dns_pending *p)
 {
 	struct dns_server *srv = p->srv;
-	const struct dns_msg *m = &p->msg;
-	struct decide_env env;
-	struct decide_q q;
 	struct decision d;
 
 	policy_unref(p->x->pol);
 	p->x->pol = srv->env.policy_get(srv->env.policy_arg);
-	dns_env(p, &env);
-	memset(&q, 0, sizeof(q));
-	q.listener = DECIDE_DNS;
-	q.id = p->x->has_ident ? &p->x->ident : NULL;
-	q.host = m->qname.text;
-	q.hostlen = m->qname.text_len;
-	q.qtype = m->qtype;
-	q.qclass = m->qclass;
-	(void)decide(&env, &q, &d);
+	dns_decide_query(p, &d);
 	if (d.v.ask || d.reason == REASON_NONE)
 		return 0;
 	p->x->verdict = d.v;
@@ -690,20 +698,9 @@ static void
 dns_decide(struct dns_pending *p)
 {
 	struct dns_server *srv = p->srv;
-	const struct dns_msg *m = &p->msg;
-	struct decide_env env;
-	struct decide_q q;
 	struct decision d;
 
-	dns_env(p, &env);
-	memset(&q, 0, sizeof(q));
-	q.listener = DECIDE_DNS;
-	q.id = p->x->has_ident ? &p->x->ident : NULL;
-	q.host = m->qname.text;
-	q.hostlen = m->qname.text_len;
-	q.qtype = m->qtype;
-	q.qclass = m->qclass;
-	(void)decide(&env, &q, &d);
+	dns_decide_query(p, &d);
 	exchange_decided(p->x);
 	p->x->verdict = d.v;
 	if (d.target_ok)
