@@ -1100,9 +1100,16 @@ check_audit(int extra_rows, char malformed[2][64], const char *pipe_client,
 	static const char sql[] = "SELECT sandbox, host, method, ip, status,"
 	    " decision, rule, reason, port, duration_ms FROM events"
 	    " WHERE kind = 'dns' AND client = ?";
+	/*
+	 * A case's rows: its client's address and port, its name and type
+	 * (the kernel may give two cases' sockets the same ephemeral port).
+	 */
+	static const char csql[] = "SELECT sandbox, host, method, ip, status,"
+	    " decision, rule, reason, port, duration_ms FROM events"
+	    " WHERE kind = 'dns' AND client = ? AND host IS ? AND method IS ?";
 	const struct scase *c;
 	sqlite3 *db;
-	sqlite3_stmt *st;
+	sqlite3_stmt *st, *cst;
 	char tbuf[16];
 	const char *method;
 	size_t i;
@@ -1111,39 +1118,44 @@ check_audit(int extra_rows, char malformed[2][64], const char *pipe_client,
 	CHECK(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) ==
 	    SQLITE_OK);
 	CHECK(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_prepare_v2(db, csql, -1, &cst, NULL) == SQLITE_OK);
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		c = &cases[i];
-		sqlite3_reset(st);
-		sqlite3_bind_text(st, 1, c->client, -1, SQLITE_STATIC);
 		rows = 0;
 		method = c->method ? c->method : dns_type_name(c->qtype, tbuf,
 		    sizeof(tbuf));
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		sqlite3_reset(cst);
+		sqlite3_bind_text(cst, 1, c->client, -1, SQLITE_STATIC);
+		sqlite3_bind_text(cst, 2, c->host ? c->host : c->name, -1,
+		    SQLITE_STATIC);
+		sqlite3_bind_text(cst, 3, method, -1, SQLITE_TRANSIENT);
+		while ((rc = sqlite3_step(cst)) == SQLITE_ROW) {
 			rows++;
-			CHECK_MSG(sql_text_eq(st, 0, c->sandbox) &&
-			    sql_text_eq(st, 1, c->host ? c->host : c->name) &&
-			    sql_text_eq(st, 2, method) &&
-			    sql_ip_ok(st, 3, c) &&
-			    sqlite3_column_int(st, 4) == c->rcode &&
-			    sql_text_eq(st, 5, c->decision) &&
-			    sql_text_eq(st, 6, c->rule) &&
-			    sql_text_eq(st, 7, c->reason) &&
-			    sqlite3_column_type(st, 8) == SQLITE_NULL &&
-			    sqlite3_column_int(st, 9) >= 0,
+			CHECK_MSG(sql_text_eq(cst, 0, c->sandbox) &&
+			    sql_text_eq(cst, 1, c->host ? c->host : c->name) &&
+			    sql_text_eq(cst, 2, method) &&
+			    sql_ip_ok(cst, 3, c) &&
+			    sqlite3_column_int(cst, 4) == c->rcode &&
+			    sql_text_eq(cst, 5, c->decision) &&
+			    sql_text_eq(cst, 6, c->rule) &&
+			    sql_text_eq(cst, 7, c->reason) &&
+			    sqlite3_column_type(cst, 8) == SQLITE_NULL &&
+			    sqlite3_column_int(cst, 9) >= 0,
 			    "%s: audit row %s|%s|%s|%s|%d|%s|%s|%s", c->what,
-			    sqlite3_column_text(st, 0),
-			    sqlite3_column_text(st, 1),
-			    sqlite3_column_text(st, 2),
-			    sqlite3_column_text(st, 3),
-			    sqlite3_column_int(st, 4),
-			    sqlite3_column_text(st, 5),
-			    sqlite3_column_text(st, 6),
-			    sqlite3_column_text(st, 7));
+			    sqlite3_column_text(cst, 0),
+			    sqlite3_column_text(cst, 1),
+			    sqlite3_column_text(cst, 2),
+			    sqlite3_column_text(cst, 3),
+			    sqlite3_column_int(cst, 4),
+			    sqlite3_column_text(cst, 5),
+			    sqlite3_column_text(cst, 6),
+			    sqlite3_column_text(cst, 7));
 		}
 		CHECK_MSG(rows == 1, "%s: %d audit rows for %s", c->what, rows,
 		    c->client);
 		total++;
 	}
+	sqlite3_finalize(cst);
 	for (i = 0; i < 2; i++) {
 		sqlite3_reset(st);
 		sqlite3_bind_text(st, 1, malformed[i], -1, SQLITE_STATIC);
