@@ -172,6 +172,10 @@ daemon_run(struct config *cfg, struct policy *pol, char *err, size_t errlen)
 		goto early;
 	}
 	/* 2. The audit log, the CA and GeoIP, through the keeper client. */
+	if (privdrop_audit_share(pd, cfg, &why) == -1) {
+		rc = fail_line(err, errlen, 1, why);
+		goto early;
+	}
 	if (daemon_parts_open(cfg, kc, &parts) == -1) {
 		log_take_held(held, sizeof(held));
 		rc = fail_line(err, errlen, 1, held);

@@ -200,13 +200,19 @@ done:
 }
 
 /*
- * audit.read_group: audit.db and its -wal and -shm become root:GROUP 0640
- * (SQLite gives a -wal or -shm it creates later the database's owner and
- * mode). Readers open it read-only; a file that is not a regular one is
- * not touched.
+ * audit.read_group: audit.db and its -wal and -shm become root:GROUP 0640.
+ * This runs before SQLite opens the database: SQLite, as root, gives the
+ * -wal and -shm it creates the database's owner, group and mode. Done after,
+ * the close() of our own descriptor would drop every POSIX lock this process
+ * holds on that file -- SQLite's shared lock on audit.db and its dead-man
+ * lock on the -shm -- and the next reader running as root would take the
+ * -shm for abandoned and truncate it under the writer's mapping (SIGBUS).
+ * A missing audit.db is created here, empty (SQLite's new database); a file
+ * that is not a regular one is not touched.
  */
-static int
-audit_share(const struct privdrop *pd, const char *db, const char *group)
+int
+privdrop_audit_share(const struct privdrop *pd, const struct config *cfg,
+    const char **errstr)
 {
 	static const char *const suffix[] = { "", "-wal", "-shm" };
 	char path[4096];
@@ -214,17 +220,20 @@ audit_share(const struct privdrop *pd, const char *db, const char *group)
 	size_t i;
 	int fd, rc;
 
+	if (pd == NULL || !pd->audit_group)
+		return 0;
 	for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
-		rc = snprintf(path, sizeof(path), "%s%s", db, suffix[i]);
+		rc = snprintf(path, sizeof(path), "%s%s", cfg->audit_db,
+		    suffix[i]);
 		if (rc < 0 || (size_t)rc >= sizeof(path)) {
 			errno = ENAMETOOLONG;
-			return -1;
+			goto fail;
 		}
-		if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-		    O_CLOEXEC)) == -1) {
+		if ((fd = open(path, (i == 0 ? O_CREAT : 0) | O_RDONLY |
+		    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600)) == -1) {
 			if (errno == ENOENT && i > 0)
 				continue;
-			return -1;
+			goto fail;
 		}
 		errno = 0;
 		rc = fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
@@ -234,11 +243,15 @@ audit_share(const struct privdrop *pd, const char *db, const char *group)
 			errno = EINVAL;
 		close(fd);
 		if (rc == -1)
-			return -1;
+			goto fail;
 	}
 	log_info("audit.read_group: %s is root:%s 0640 (readable by the "
-	    "group's members)", db, group);
+	    "group's members)", cfg->audit_db, cfg->audit_read_group);
 	return 0;
+fail:
+	*errstr = pd_err("cannot give %s to audit.read_group %s: %s",
+	    cfg->audit_db, cfg->audit_read_group, strerror(errno));
+	return -1;
 }
 
 static int
@@ -346,12 +359,6 @@ privdrop_apply(struct privdrop *pd, const struct config *cfg,
 
 	if (pd == NULL)
 		return 0;
-	if (pd->audit_group && audit_share(pd, cfg->audit_db,
-	    cfg->audit_read_group) == -1) {
-		*errstr = pd_err("cannot give %s to audit.read_group %s: %s",
-		    cfg->audit_db, cfg->audit_read_group, strerror(errno));
-		return -1;
-	}
 	if (state_dir_share(cfg->state_dir, pd->audit_group ? pd->audit_gid :
 	    pd->gid) == -1) {
 		*errstr = pd_err("cannot give state_dir %s to group of user "

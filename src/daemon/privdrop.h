@@ -26,6 +26,8 @@ int	privdrop_prepare(const struct config *cfg, struct privdrop **out,
  * be opened, and load the seccomp filter on all threads. Does nothing for a
  * NULL pd. -1 with *errstr: the caller must exit.
  */
+int	privdrop_audit_share(const struct privdrop *pd,
+	    const struct config *cfg, const char **errstr);
 int	privdrop_apply(struct privdrop *pd, const struct config *cfg,
 	    const char **errstr);
 void	privdrop_free(struct privdrop *pd);

@@ -6,6 +6,7 @@ raw sockets, requests). Every process is started here and stopped by PID.
 
 import atexit
 import base64
+import fcntl
 import hashlib
 import http.server
 import json
@@ -704,6 +705,45 @@ class Blackhole:
         for c in self.fill:
             c.close()
         self.sock.close()
+
+
+# ---------------------------------------------------------------- sqlite locks
+
+# Where SQLite (os_unix.c) keeps the locks a live connection holds all along:
+# the shared lock on a WAL database file (SHARED_FIRST, 510 bytes from
+# 0x40000002) and the "dead-man switch" byte of its -shm (offset 128).
+SQLITE_SHARED = (0x40000002, 510)
+SQLITE_SHM_DMS = (128, 1)
+
+
+def lock_takeover(path, start, length):
+    """Whether this process could take an exclusive POSIX lock on those
+    bytes of path: what an SQLite connection opening the file tries before
+    it takes a database or -shm for abandoned (and truncates the -shm)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, length, start)
+        except OSError:
+            return False
+        fcntl.lockf(fd, fcntl.LOCK_UN, length, start)
+        return True
+    finally:
+        os.close(fd)
+
+
+def posix_locks(pid, path):
+    """The POSIX locks /proc/locks shows pid holding on path's inode."""
+    ino = os.stat(path).st_ino
+    out = []
+    with open("/proc/locks") as f:
+        for line in f:
+            w = line.split()
+            if "->" in w or len(w) < 8 or w[1] != "POSIX":
+                continue
+            if int(w[4]) == pid and int(w[5].split(":")[2]) == ino:
+                out.append("%s %s-%s" % (w[3], w[6], w[7]))
+    return out
 
 
 # ---------------------------------------------------------------- gateway

@@ -22,9 +22,10 @@ import grp
 import json
 import os
 import pwd
+import sqlite3
 import subprocess
 import sys
-import time
+import threading
 import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree clean
@@ -136,6 +137,57 @@ class AuditGroupTest(unittest.TestCase):
         for name in os.listdir(os.path.join(self.td.path, "var")):
             st = os.stat(os.path.join(self.td.path, "var", name))
             self.assertNotEqual(st.st_uid, pwd.getpwnam(ANALYST).pw_uid, name)
+
+    def test_gateway_keeps_its_sqlite_locks(self):
+        """Sharing the files must not cost the writer its SQLite locks:
+        closing any descriptor of a file drops every POSIX lock the process
+        holds on it. Without them a reader running as root takes the -shm
+        for abandoned and truncates it under the gateway's mapping (SIGBUS,
+        seen in CI), and could checkpoint and delete the -wal it writes."""
+        var = os.path.join(self.td.path, "var")
+        pid = self.gw.proc.pid
+        for name, (start, length) in (("audit.db-shm", T.SQLITE_SHM_DMS),
+                                      ("audit.db", T.SQLITE_SHARED)):
+            path = os.path.join(var, name)
+            self.assertFalse(T.lock_takeover(path, start, length),
+                "%s: nothing holds bytes %d+%d; the gateway's locks: %s" %
+                (name, start, length, T.posix_locks(pid, path)))
+            self.assertTrue(T.posix_locks(pid, path), name)
+
+    def test_root_readers_while_the_gateway_writes(self):
+        """Readers as root (an operator's sqlite3, `sudo sandgate audit`)
+        come and go while the gateway writes: it stays up and every row
+        lands in the file they read."""
+        db = os.path.join(self.td.path, "var", "audit.db")
+        stop = []
+        opened = [0]
+
+        def readers():
+            while not stop:
+                con = sqlite3.connect("file:%s?mode=ro" % db, uri=True,
+                                      timeout=5)
+                con.execute("SELECT count(*) FROM events").fetchone()
+                con.close()
+                opened[0] += 1
+
+        t = threading.Thread(target=readers)
+        t.start()
+        try:
+            for i in range(60):
+                self.get("/burst/%d" % i)
+        finally:
+            stop.append(1)
+            t.join()
+        self.assertTrue(self.gw.proc.alive(), self.gw.log_tail())
+        self.assertGreater(opened[0], 10)
+        self.assertTrue(self.gw.wait_audit(timeout=10, path="/burst/59"))
+        paths = {r["path"] for r in self.gw.audit_rows(host="alpha.test")}
+        self.assertEqual({"/burst/%d" % i for i in range(60)} - paths, set())
+        r = as_user(ANALYST, "audit", "-c", self.gw.cfg_path, "--format",
+                    "json", "--host", "alpha.test", "--limit", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("/burst/59", [json.loads(l)["path"]
+                                    for l in r.stdout.splitlines()])
 
     def test_member_reaches_nothing_else(self):
         uid = pwd.getpwnam(ANALYST).pw_uid

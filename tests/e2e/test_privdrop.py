@@ -193,6 +193,18 @@ class PrivDropTest(unittest.TestCase):
         self.assertTrue(mode & 0o010, oct(mode))
         self.assertFalse(mode & 0o027, oct(mode))
 
+    def test_05_audit_writer_keeps_its_sqlite_locks(self):
+        """Nothing the drop does to state_dir costs the audit writer its
+        SQLite locks (a close() of any descriptor of the file would): a
+        reader running as root must not take the database over."""
+        var = os.path.join(self.td.path, "var")
+        for name, (start, length) in (("audit.db-shm", T.SQLITE_SHM_DMS),
+                                      ("audit.db", T.SQLITE_SHARED)):
+            path = os.path.join(var, name)
+            self.assertFalse(T.lock_takeover(path, start, length),
+                "%s: the gateway's locks: %s" % (name,
+                T.posix_locks(self.pid, path)))
+
     # -------------------------------------------------------------- serving
 
     def test_10_plain_http(self):
