@@ -10,7 +10,6 @@ servers do; the assertions are on what arrived there.
 """
 
 import os
-import socket
 import ssl
 import struct
 import sys
