@@ -786,9 +786,10 @@ class InterceptTest(unittest.TestCase):
         self.assertLess(len(set(mine)), n, mine)
         other = conns("share-other", self.url, ["--interface", OTHER_SOURCE])
         self.assertFalse(set(other) & set(mine), (mine, other))
-        rows = self.gw.audit_rows()
-        self.assertTrue(any(r.get("sandbox") == "icpt-two" and
-            (r.get("path") or "").startswith("/ok/share-other-") for r in rows))
+        # The rows come from the asynchronous writer: wait for them.
+        self.assertTrue(self.gw.wait_audit(timeout=10, sandbox="icpt-two",
+            pred=lambda r: (r.get("path") or "").startswith(
+                "/ok/share-other-")))
         byip = conns("share-ip", lambda p: "https://%s:%d%s" % (ORIGIN_HOST,
             self.port, p))
         self.assertFalse(set(byip) & (set(mine) | set(other)),
