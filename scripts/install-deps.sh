@@ -19,7 +19,7 @@ esac
 RUN_PKGS="build-essential cmake pkg-config
 libssl-dev libevent-dev libc-ares-dev libyaml-dev libsqlite3-dev
 libmaxminddb-dev libjansson-dev libmnl-dev libnftables-dev libseccomp-dev libsystemd-dev
-libnghttp2-dev libpq-dev libncurses-dev libhyperscan-dev zlib1g-dev
+libnghttp2-dev libpq-dev libncurses-dev libhyperscan-dev zlib1g-dev libidn2-dev
 crun runsc iproute2 nftables curl"
 
 # The tests' clients, servers and tools; the sanitizer and fuzz builds (clang);

@@ -1,24 +1,49 @@
 /*
  * Host names as the policy compares them: one normal form (lower-case
- * ASCII, no trailing dot, U-labels as punycode A-labels, LDH syntax) shared
- * by the loader and the matcher, and the path glob.
+ * ASCII, no trailing dot, U-labels as A-labels after UTS #46 mapping, LDH
+ * syntax) shared by the loader and the matcher, and the path glob.
  */
 #include <stdint.h>
 #include <string.h>
+
+#include <idn2.h>
 
 #include "core/policy_int.h"
 
 #define NAME_IN_MAX	1024	/* input bytes looked at, U-labels included */
 #define LABEL_MAX	63
 
-/* RFC 3492 parameters for IDNA. */
-#define PC_BASE		36
-#define PC_TMIN		1
-#define PC_TMAX		26
-#define PC_SKEW		38
-#define PC_DAMP		700
-#define PC_INITIAL_BIAS	72
-#define PC_INITIAL_N	128
+static int
+is_ldh(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	    c == '-' || c == '_';
+}
+
+/*
+ * One ASCII label l[0..n) into out (room for LABEL_MAX bytes), lower-case.
+ * Returns the length written or -1.
+ */
+static int
+label_normalize(const char *l, size_t n, char *out)
+{
+	size_t i;
+	int c;
+
+	if (n == 0 || n > LABEL_MAX)
+		return -1;
+	for (i = 0; i < n; i++) {
+		c = (unsigned char)l[i];
+		if (c >= 'A' && c <= 'Z')
+			c += 'a' - 'A';
+		if (!is_ldh(c))
+			return -1;
+		out[i] = (char)c;
+	}
+	if (out[0] == '-' || out[n - 1] == '-')
+		return -1;
+	return (int)n;
+}
 
 /*
  * One code point of strict UTF-8 (no overlongs, no surrogates, nothing past
@@ -63,13 +88,6 @@ utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
 	return n;
 }
 
-/* The full stops UTS #46 maps to '.'. */
-static int
-is_dot(uint32_t c)
-{
-	return c == '.' || c == 0x3002 || c == 0xff0e || c == 0xff61;
-}
-
 /*
  * Non-ASCII code points that are never part of a name we will look up:
  * C1 controls, invisible and bidi formatting characters, noncharacters.
@@ -83,126 +101,40 @@ is_bad_unicode(uint32_t c)
 	    (c & 0xfffe) == 0xfffe;
 }
 
-static int
-is_ldh(uint32_t c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	    c == '-' || c == '_';
-}
-
-static char
-pc_digit(uint32_t d)
-{
-	return d < 26 ? (char)('a' + d) : (char)('0' + d - 26);
-}
-
-static uint32_t
-pc_adapt(uint32_t delta, uint32_t numpoints, int first)
-{
-	uint32_t k = 0;
-
-	delta = first ? delta / PC_DAMP : delta / 2;
-	delta += delta / numpoints;
-	while (delta > ((PC_BASE - PC_TMIN) * PC_TMAX) / 2) {
-		delta /= PC_BASE - PC_TMIN;
-		k += PC_BASE;
-	}
-	return k + (PC_BASE - PC_TMIN + 1) * delta / (delta + PC_SKEW);
-}
-
 /*
- * RFC 3492 encoder: cp[0..n) to out (size outlen), without the "xn--"
- * prefix. Returns the length written, or -1 when it does not fit.
+ * A name with non-ASCII bytes to the ASCII name a client resolves for it:
+ * UTS #46 non-transitional processing (libidn2, as curl and browsers do):
+ * case folding and width mapping, NFC, the full stops that are dots, and
+ * the U-labels as A-labels; invalid UTF-8, disallowed code points, bad
+ * context characters and bidi violations are refused. "bÖse", "böse"
+ * (decomposed) and fullwidth letters are the name "böse" and its
+ * xn--bse-sna, so that a rule written for the one holds for the others.
+ * Invisible code points, which UTS #46 would drop, are refused instead: a
+ * name that holds them is a trick, not a name. Returns a string for
+ * idn2_free(), or NULL.
  */
-static int
-punycode_encode(const uint32_t *cp, size_t n, char *out, size_t outlen)
+static char *
+idn_to_ascii(const char *in, size_t len)
 {
-	uint32_t cn = PC_INITIAL_N, delta = 0, bias = PC_INITIAL_BIAS;
-	uint32_t m, q, t, k;
-	size_t h, b = 0, o = 0, j;
-
-	for (j = 0; j < n; j++) {
-		if (cp[j] < 0x80) {
-			if (o >= outlen)
-				return -1;
-			out[o++] = (char)cp[j];
-			b++;
-		}
-	}
-	if (b > 0) {
-		if (o >= outlen)
-			return -1;
-		out[o++] = '-';
-	}
-	for (h = b; h < n; cn++, delta++) {
-		m = UINT32_MAX;
-		for (j = 0; j < n; j++)
-			if (cp[j] >= cn && cp[j] < m)
-				m = cp[j];
-		if ((uint64_t)delta + (uint64_t)(m - cn) * (h + 1) > UINT32_MAX)
-			return -1;
-		delta += (m - cn) * (uint32_t)(h + 1);
-		cn = m;
-		for (j = 0; j < n; j++) {
-			if (cp[j] < cn && ++delta == 0)
-				return -1;
-			if (cp[j] != cn)
-				continue;
-			for (q = delta, k = PC_BASE; ; k += PC_BASE) {
-				t = k <= bias ? PC_TMIN :
-				    k >= bias + PC_TMAX ? PC_TMAX : k - bias;
-				if (q < t)
-					break;
-				if (o >= outlen)
-					return -1;
-				out[o++] =
-				    pc_digit(t + (q - t) % (PC_BASE - t));
-				q = (q - t) / (PC_BASE - t);
-			}
-			if (o >= outlen)
-				return -1;
-			out[o++] = pc_digit(q);
-			bias = pc_adapt(delta, (uint32_t)h + 1, h == b);
-			delta = 0;
-			h++;
-		}
-	}
-	return (int)o;
-}
-
-/*
- * One label cp[0..n) into out (room for LABEL_MAX bytes). Returns the
- * length written or -1.
- */
-static int
-label_normalize(uint32_t *cp, size_t n, char *out)
-{
+	char buf[NAME_IN_MAX + 1];
+	uint8_t *out = NULL;
+	uint32_t cp;
 	size_t i;
-	int ascii = 1, r;
+	int r;
 
-	if (n == 0 || n > LABEL_MAX)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (cp[i] >= 'A' && cp[i] <= 'Z')
-			cp[i] += 'a' - 'A';
-		if (cp[i] >= 0x80) {
-			ascii = 0;
-			if (is_bad_unicode(cp[i]))
-				return -1;
-		} else if (!is_ldh(cp[i]))
-			return -1;
+	/* Strict UTF-8, and no invisible code point (which UTS #46 drops). */
+	for (i = 0; i < len; i += (size_t)r)
+		if ((r = utf8_decode((const unsigned char *)in + i, len - i,
+		    &cp)) == -1 || cp == 0 || (cp >= 0x80 && is_bad_unicode(cp)))
+			return NULL;
+	memcpy(buf, in, len);
+	buf[len] = '\0';
+	if (idn2_lookup_u8((const uint8_t *)buf, &out, IDN2_NFC_INPUT |
+	    IDN2_NONTRANSITIONAL) != IDN2_OK) {
+		idn2_free(out);
+		return NULL;
 	}
-	if (cp[0] == '-' || cp[n - 1] == '-')
-		return -1;
-	if (ascii) {
-		for (i = 0; i < n; i++)
-			out[i] = (char)cp[i];
-		return (int)n;
-	}
-	memcpy(out, "xn--", 4);
-	if ((r = punycode_encode(cp, n, out + 4, LABEL_MAX - 4)) == -1)
-		return -1;
-	return r + 4;
+	return (char *)out;
 }
 
 /* WHATWG "ends in a number": such a name is an IPv4 form or nothing. */
@@ -237,37 +169,24 @@ policy_name_normalize(const char *in, size_t len, char *out, size_t outlen)
 	return policy_name_canon(in, len, out, outlen, 0);
 }
 
-int
-policy_name_canon(const char *in, size_t len, char *out, size_t outlen,
-    int flags)
+/* The ASCII name in[0..len) in normal form. */
+static int
+ascii_canon(const char *in, size_t len, char *out, size_t outlen, int flags)
 {
-	uint32_t cp[NAME_IN_MAX];
 	char res[POLICY_HOST_MAX + LABEL_MAX + 2];
-	size_t n = 0, i, start, o = 0;
+	size_t i, start, o = 0;
 	int r;
 
-	if (in == NULL || len == 0 || len > NAME_IN_MAX)
+	if (len > 0 && in[len - 1] == '.')
+		len--;
+	if (len == 0)
 		return -1;
-	for (i = 0; i < len; i += (size_t)r) {
-		if ((flags & POLICY_NAME_ASCII) && (unsigned char)in[i] >= 0x80)
-			return -1;
-		if ((r = utf8_decode((const unsigned char *)in + i, len - i,
-		    &cp[n])) == -1)
-			return -1;
-		if (is_dot(cp[n]))
-			cp[n] = '.';
-		n++;
-	}
-	if (cp[n - 1] == '.')
-		n--;
-	if (n == 0)
-		return -1;
-	for (start = 0, i = 0; i <= n; i++) {
-		if (i < n && cp[i] != '.')
+	for (start = 0, i = 0; i <= len; i++) {
+		if (i < len && in[i] != '.')
 			continue;
 		if (o > 0)
 			res[o++] = '.';
-		if ((r = label_normalize(cp + start, i - start, res + o)) == -1)
+		if ((r = label_normalize(in + start, i - start, res + o)) == -1)
 			return -1;
 		o += (size_t)r;
 		if (o > POLICY_HOST_MAX)
@@ -280,6 +199,28 @@ policy_name_canon(const char *in, size_t len, char *out, size_t outlen,
 	memcpy(out, res, o);
 	out[o] = '\0';
 	return (int)o;
+}
+
+int
+policy_name_canon(const char *in, size_t len, char *out, size_t outlen,
+    int flags)
+{
+	char *a;
+	size_t i;
+	int r;
+
+	if (in == NULL || len == 0 || len > NAME_IN_MAX)
+		return -1;
+	for (i = 0; i < len && (unsigned char)in[i] < 0x80; i++)
+		;
+	if (i == len)
+		return ascii_canon(in, len, out, outlen, flags);
+	if ((flags & POLICY_NAME_ASCII) || (a = idn_to_ascii(in, len)) == NULL)
+		return -1;
+	/* No second mapping: what it gave must be the normal form's ASCII. */
+	r = ascii_canon(a, strlen(a), out, outlen, flags);
+	idn2_free(a);
+	return r;
 }
 
 int

@@ -9,10 +9,12 @@ internationalised names are converted to A-labels").
 IdnFoldingProbe: a deny rule on a name inside an allowed wildcard zone,
 reached over SOCKS5 (domain address type) with a Unicode spelling of that
 same name that IDNA folds onto it: a capital non-ASCII letter, fullwidth
-letters, a decomposed umlaut. The gateway punycodes the code points as they
-came (no case folding above ASCII, no width mapping, no NFC), so the spelling
-becomes another, allowed A-label and the tunnel opens. These tests FAIL on
-the current binary.
+letters, a decomposed umlaut. The gateway used to punycode the code points
+as they came (no case folding above ASCII, no width mapping, no NFC), so
+the spelling became another, allowed A-label and the tunnel opened; names
+now go through UTS #46 (libidn2), as curl and browsers map them. The same
+mapping on the policy side: a rule written with a capital Unicode letter
+names the A-label clients send.
 
 AddressFormsProbe (passes): short and odd IPv4 spellings of an internal
 address no allow_private entry covers, through CONNECT and absolute-form,
@@ -41,7 +43,8 @@ OTHER = "127.0.0.3"    # internal, covered by nothing
 
 
 def a_label(ulabel):
-    """RFC 3492 of the code points as given (what the gateway computes)."""
+    """RFC 3492 of the code points as given (what the gateway computed
+    before names were mapped: the Host a granted tunnel would carry)."""
     return "xn--" + ulabel.encode("punycode").decode().lower()
 
 
@@ -157,7 +160,8 @@ class IdnFoldingProbe(_Base):
                     "allow": [{"host": "*.wild.test", "ports": [po]},
                               {"host": "*.idn.test", "ports": [po]}],
                     "deny": [{"host": "evil.wild.test"},
-                             {"host": "böse.idn.test"}],
+                             {"host": "böse.idn.test"},
+                             {"host": "BÖSE2.idn.test"}],
                     "allow_private": [ORIGIN + "/32"]}]}
 
     def assert_denied(self, spelling, note):
@@ -185,32 +189,61 @@ class IdnFoldingProbe(_Base):
             with self.subTest(spelling=spelling):
                 self.assert_denied(spelling, "control")
 
-    def test_socks5_non_ascii_capital_evades_idn_deny(self):
+    def test_socks5_non_ascii_capital_is_the_denied_name(self):
         """SOCKS5 domain "bÖse.idn.test" (U+00D6 capital O with diaeresis):
         compared case-insensitively it is the denied böse.idn.test (UTS #46
         maps Ö to ö; IDNA2008 refuses the capital outright, so no reading
         allows it). "Böse.idn.test" (capital ASCII B) is denied; this one
-        is granted 0x00 and the gateway resolves and connects to
+        was granted 0x00 and the gateway resolved and connected to
         xn--bse-4ja.idn.test, the punycode of the capital as it came
-        (policy_name_canon lower-cases ASCII only)."""
+        (policy_name_canon lower-cased ASCII only)."""
         self.assert_denied("bÖse.idn.test", "capital non-ASCII letter")
 
-    def test_socks5_fullwidth_letters_evade_deny(self):
+    def test_socks5_fullwidth_letters_are_the_denied_name(self):
         """SOCKS5 domain "ｅｖｉｌ.wild.test" (U+FF45 ...): UTS #46 maps
         fullwidth letters to ASCII, so the name is evil.wild.test, which a
         deny rule names (IDNA2008 disallows them: invalid either way). The
-        gateway maps the fullwidth full stop (its is_dot()) but not the
-        letters: it decides and resolves xn--qi7ciaj2b.wild.test, allowed
-        by *.wild.test, and grants the tunnel."""
+        gateway mapped the fullwidth full stop but not the letters: it
+        decided and resolved xn--qi7ciaj2b.wild.test, allowed by
+        *.wild.test, and granted the tunnel."""
         self.assert_denied("ｅｖｉｌ.wild.test", "fullwidth letters")
 
-    def test_socks5_decomposed_umlaut_evades_idn_deny(self):
+    def test_socks5_decomposed_umlaut_is_the_denied_name(self):
         """SOCKS5 domain "bo\\u0308se.idn.test" (o + U+0308 combining
         diaeresis, NFD): IDNA (RFC 5891 §5.2, UTS #46) takes names in NFC,
-        i.e. böse.idn.test, denied. The gateway punycodes the decomposed
+        i.e. böse.idn.test, denied. The gateway punycoded the decomposed
         code points to xn--bose-wwc.idn.test, allowed by *.idn.test, and
-        grants the tunnel."""
+        granted the tunnel."""
         self.assert_denied("bo\u0308se.idn.test", "decomposed (NFD) umlaut")
+
+    def test_socks5_fullwidth_digits_are_an_address(self):
+        """SOCKS5 domain "１２７.０.０.３": UTS #46 maps fullwidth digits to
+        digits, so it is the address 127.0.0.3, internal and covered by no
+        allow_private entry; a name ending in a number is no name (SPEC
+        §4: an IP in any form is an IP). Refused, never a tunnel."""
+        rep, _ = self.socks("１２７.０.０.３".encode(), self.other.port)
+        self.assertNotEqual(rep[1:2], b"\x00", rep)
+        time.sleep(0.2)
+        self.assertEqual(self.other.conns, [])
+        rows = [r for r in self.gw.audit_rows(kind="socks5")
+                if r["port"] == self.other.port]
+        self.assertEqual([(r["decision"], r["reason"]) for r in rows][-1:],
+                         [("deny", "invalid-host")], rows)
+
+    def test_rule_with_a_capital_unicode_letter_names_the_a_label(self):
+        """A deny rule written "BÖSE2.idn.test" is the name every client
+        sends as xn--bse2-5qa.idn.test (curl, browsers: UTS #46 folds the
+        capital). It was punycoded as written (xn--bse2-tmb...), matched
+        nothing a client sends, and *.idn.test let the request through."""
+        tag = "cap-%d" % os.getpid()
+        r = T.raw_request(self.gw.port,
+            "GET http://xn--bse2-5qa.idn.test:%d/%s HTTP/1.1\r\nHost: "
+            "xn--bse2-5qa.idn.test:%d\r\nConnection: close\r\n\r\n" % (
+                self.origin.port, tag, self.origin.port))
+        self.assertIsNotNone(r)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual([q for q in self.origin.requests
+                          if tag in q["path"]], [])
 
 
 class AddressFormsProbe(_Base):
