@@ -112,21 +112,31 @@ ingress_refuse(struct exchange *s, int status, enum sg_reason reason,
 	exchange_http_error(s, status, reason, detail);
 }
 
-/* 302 to the same target without sg_token, and the token as a cookie. */
+/*
+ * 302 to the same target without sg_token, and the token as a cookie. The
+ * Location is a path on this host: a target that starts with two slashes
+ * ("//evil.example/x", or "/\evil..." which browsers read alike) would be a
+ * network-path reference to another host, so it gets a "/." in front
+ * (the same path once dot segments are removed, and no authority).
+ */
 static void
 ingress_redirect(struct exchange *s, const char *target, const char *tok,
     size_t toklen)
 {
 	struct evbuffer *out = bufferevent_get_output(s->c->cbev);
+	const char *dot = "";
+
+	if (target[0] == '/' && (target[1] == '/' || target[1] == '\\'))
+		dot = "/.";
 
 	exchange_log(s, VERDICT_ALLOW, 302, REASON_INGRESS_TOKEN_REDIRECT);
 	evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\n"
-	    "Location: %s\r\n"
+	    "Location: %s%s\r\n"
 	    "Set-Cookie: sg_token=%.*s; Path=/; HttpOnly; SameSite=Lax%s\r\n"
 	    "Cache-Control: no-store\r\n"
 	    "Content-Length: 0\r\n"
 	    "Connection: close\r\n\r\n",
-	    target[0] != '\0' ? target : "/", (int)toklen, tok,
+	    dot, target[0] != '\0' ? target : "/", (int)toklen, tok,
 	    s->c->intercepted ? "; Secure" : "");
 	exchange_finish(s, CLOSE_DONE);
 }
@@ -327,6 +337,27 @@ ingress_refused(struct exchange *s, enum sg_reason r, const char *id)
 	}
 }
 
+/* h[0..len) without a last ":digits" (a port; not inside an IPv6 "[...]"). */
+static size_t
+host_without_port(const char *h, size_t len)
+{
+	size_t i = len;
+
+	while (i > 0 && h[i - 1] >= '0' && h[i - 1] <= '9')
+		i--;
+	if (i > 0 && h[i - 1] == ':' && memchr(h + i, ']', len - i) == NULL)
+		return i - 1;
+	return len;
+}
+
+static void
+lower_ascii(char *s)
+{
+	for (; *s != '\0'; s++)
+		if (*s >= 'A' && *s <= 'Z')
+			*s += 'a' - 'A';
+}
+
 void
 ingress_request(struct exchange *s, const struct http_request *req, int n)
 {
@@ -383,8 +414,10 @@ ingress_request(struct exchange *s, const struct http_request *req, int n)
 	}
 	r = ingress_host_parse(fhost, fhostlen, s->p->cfg->ingress_domain, &ih);
 	if (r == INGRESS_HOST_BAD) {
-		log_escape_word(fhost, fhostlen, s->target.host,
-		    sizeof(s->target.host));
+		/* The row's host as any row's: lower-case, without its port. */
+		log_escape_word(fhost, host_without_port(fhost, fhostlen),
+		    s->target.host, sizeof(s->target.host));
+		lower_ascii(s->target.host);
 		ingress_refuse(s, 400, REASON_BAD_REQUEST, "malformed Host");
 		return;
 	}

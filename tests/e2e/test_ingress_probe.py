@@ -74,8 +74,9 @@ class IngressProbe(unittest.TestCase):
 
     # ------------------------------------------------ the token link's 302
 
-    def _redirect_stays_on_host(self, target):
-        r, _ = self.send("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, self.hw))
+    def _redirect_stays_on_host(self, target, host=None):
+        r, _ = self.send("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (
+            target, host or self.hw))
         self.assertEqual(r.status, 302, r)
         loc = r.header("Location")
         # How a browser reads a Location (WHATWG URL, http is a special
@@ -85,40 +86,56 @@ class IngressProbe(unittest.TestCase):
         self.assertFalse(lead.startswith("//"),
             "the token link %r is answered 302 Location: %r, which a browser "
             "follows to another host" % (target, loc))
+        base = "http://%s:%d/" % (self.hw, self.iport)
+        self.assertEqual(urllib.parse.urlsplit(urllib.parse.urljoin(
+            base, lead)).hostname, self.hw, loc)
+        return loc
 
-    def test_token_link_redirects_to_another_host(self):
+    def test_token_link_redirect_stays_on_host(self):
         """docs/ingress.md "Tokens and cookies" 1.: `?sg_token=TOKEN` is
         answered `302 Found` with `Location:` "the same path and query
         without sg_token" -- the way back to this sandbox's page, on this
         host. Sent: `GET //evil.example/x?sg_token=TOKEN` with `Host:
-        PORT-web.sandbox.localhost` and the right token. Happened: 302 with
+        PORT-web.sandbox.localhost` and the right token. It was answered 302
         `Location: //evil.example/x` (and the Set-Cookie), a network-path
         reference (RFC 3986 section 4.2): resolved against the request URL
         it names host evil.example (checked here with urljoin). So a token
         link on the gateway's own domain redirects to any site. Needs a
-        valid token in the link."""
+        valid token in the link. Now the Location is "/.//evil.example/x":
+        the same path, on this host."""
         base = "http://%s:%d/" % (self.hw, self.iport)
         self.assertEqual(urllib.parse.urlsplit(urllib.parse.urljoin(
             base, "//evil.example/x")).hostname, "evil.example")
-        self._redirect_stays_on_host("//evil.example/x?sg_token=" + TOKEN)
+        loc = self._redirect_stays_on_host("//evil.example/x?sg_token=" +
+                                           TOKEN)
+        self.assertEqual(loc, "/.//evil.example/x")
+        # Variants: three slashes, absolute form, the query kept.
+        self._redirect_stays_on_host("///evil.example/x?sg_token=" + TOKEN)
+        loc = self._redirect_stays_on_host(
+            "http://%s:%d//evil.example/y?a=1&sg_token=%s" % (
+                self.hw, self.iport, TOKEN))
+        self.assertEqual(loc, "/.//evil.example/y?a=1")
 
-    def test_token_link_redirects_to_another_host_backslash(self):
+    def test_token_link_redirect_stays_on_host_backslash(self):
         """As above with `GET /\\evil.example/x?sg_token=TOKEN`: Location is
         `/\\evil.example/x`; the WHATWG URL Standard (what browsers parse
         Location with) reads a backslash as a slash in http URLs, so this
-        is the same network-path reference to evil.example."""
-        self._redirect_stays_on_host("/\\evil.example/x?sg_token=" + TOKEN)
+        was the same network-path reference to evil.example."""
+        for t in ("/\\evil.example/x", "/\\\\evil.example/x",
+                  "/\\/evil.example/x"):
+            with self.subTest(target=t):
+                self._redirect_stays_on_host(t + "?sg_token=" + TOKEN)
 
     # ------------------------------------------------ audit row fields
 
-    def test_refused_row_host_keeps_port(self):
+    def test_refused_row_host_without_port(self):
         """docs/audit.md "Ingress rows": `host` is "the host it asked for,
         lower-case, without port (`8000-web.sandbox.localhost`)". Sent:
         `GET /p08 HTTP/1.1` with `Host: PORT-WEB.Sandbox.Localhost:08080`
         (a leading-zero listener port: 400 bad-request, docs/ingress.md
-        "Routing"). Happened: the 400 row's host is the header as sent,
-        port included (`PORT-web.sandbox.localhost:08080`, lower-cased),
-        where the docs say a row's host has no port."""
+        "Routing"). The 400 row's host was the header as sent, port
+        included (`PORT-web.sandbox.localhost:08080`), where the docs say
+        a row's host has no port."""
         host = self.hw.upper().replace("SANDBOX.LOCALHOST", "Sandbox.Localhost")
         r, client = self.send("GET /p08 HTTP/1.1\r\nHost: %s:08080\r\n\r\n" % host)
         self.assertEqual(r.status, 400, r)
