@@ -77,24 +77,34 @@ dechunk(char *b, size_t n)
 	}
 }
 
-/* An error word from the body, [a-z_] only (invalid_grant...), or "". */
+/*
+ * The error code of the body, when it is one RFC 6749 (section 5.2, and the
+ * two of 4.1.2.1 token endpoints use too) defines; "unlisted error code"
+ * for any other string, "" for none. The endpoint's own text never goes
+ * into the message: an endpoint that echoes the request (the refresh token,
+ * the client secret) in "error" would hand them to the log and to the
+ * sandbox's 502.
+ */
 static void
 error_word(const char *body, size_t len, char *out, size_t outlen)
 {
+	static const char *const codes[] = { "invalid_request",
+	    "invalid_client", "invalid_grant", "unauthorized_client",
+	    "unsupported_grant_type", "invalid_scope", "server_error",
+	    "temporarily_unavailable" };
 	json_t *j, *e;
 	const char *s;
-	size_t i, k = 0;
+	size_t i;
 
 	out[0] = '\0';
 	if ((j = json_loadb(body, len, 0, NULL)) == NULL)
 		return;
-	if (json_is_object(j) && (e = json_object_get(j, "error")) != NULL &&
-	    json_is_string(e)) {
-		s = json_string_value(e);
-		for (i = 0; s[i] != '\0' && k + 1 < outlen && k < 40; i++)
-			if ((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_')
-				out[k++] = s[i];
-		out[k] = '\0';
+	if (json_is_object(j) && (e = json_object_get(j, "error")) != NULL) {
+		s = json_is_string(e) ? json_string_value(e) : "";
+		snprintf(out, outlen, "unlisted error code");
+		for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+			if (strcmp(s, codes[i]) == 0)
+				snprintf(out, outlen, "%s", codes[i]);
 	}
 	json_decref(j);
 }

@@ -144,6 +144,17 @@ test_answer(void)
 	CHECK(answer("HTTP/1.1 400 Bad\r\n\r\n{\"error\":\"invalid_grant\"}",
 	    &a) == -1);
 	CHECK(strstr(a.why, "400 invalid_grant") != NULL);
+	/* Any other "error" text is the endpoint's, maybe an echo of the
+	 * refresh token: never copied into the message. */
+	CHECK(answer("HTTP/1.1 400 Bad\r\n\r\n{\"error\":\"rt_refresh_token"
+	    "value\"}", &a) == -1);
+	CHECK(strstr(a.why, "rt_") == NULL && strstr(a.why, "refresh") == NULL);
+	CHECK(strstr(a.why, "400 unlisted error code") != NULL);
+	CHECK(answer("HTTP/1.1 400 Bad\r\n\r\n{\"error\":\"invalid_grant:"
+	    "rt_x\"}", &a) == -1);
+	CHECK(strstr(a.why, "rt") == NULL);
+	CHECK(answer("HTTP/1.1 401 No\r\n\r\n{\"error\":7}", &a) == -1);
+	CHECK(strstr(a.why, "401 unlisted error code") != NULL);
 	CHECK(answer("SSH-2.0-x\r\n\r\n", &a) == -1);
 }
 
