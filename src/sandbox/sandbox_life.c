@@ -372,6 +372,37 @@ teardown(struct life *l)
 	sandbox_state_close(l->st);
 }
 
+/*
+ * Another live sandbox whose host-side veth has our name (a 32-bit hash of
+ * the id: ids that collide): its name into other. After a reconcile, every
+ * bundle directory is a live sandbox's (or one a launcher is making), and
+ * our network steps would take its rules and its veth for leftovers.
+ */
+static int
+veth_name_taken(const struct sandbox_net *mine, char *other, size_t otherlen)
+{
+	struct sandbox_net n;
+	struct dirent *de;
+	DIR *d;
+	int taken = 0;
+
+	if ((d = opendir(SANDBOX_RUN_DIR "/bundles")) == NULL)
+		return 0;
+	while (!taken && (de = readdir(d)) != NULL) {
+		if (!sandbox_valid_id(de->d_name) ||
+		    strcmp(de->d_name, mine->id) == 0)
+			continue;
+		sandbox_net_names(de->d_name, &n);
+		if (strcmp(n.veth_host, mine->veth_host) == 0) {
+			snprintf(other, otherlen, "%.*s", SANDBOX_ID_MAX,
+			    de->d_name);
+			taken = 1;
+		}
+	}
+	closedir(d);
+	return taken;
+}
+
 /* Under the launcher lock: reconcile, claim the id, build the network. */
 static int
 up_claim(struct life *l, const char *token, const struct sandbox_dest *tp,
@@ -379,6 +410,7 @@ up_claim(struct life *l, const char *token, const struct sandbox_dest *tp,
 {
 	struct sandbox_row row;
 	const char *err;
+	char other[SANDBOX_ID_MAX + 1];
 	int fd, rc = -1, i;
 
 	if ((fd = sandbox_lock()) == -1) {
@@ -387,6 +419,12 @@ up_claim(struct life *l, const char *token, const struct sandbox_dest *tp,
 		return -1;
 	}
 	sandbox_reconcile(l->st);
+	if (veth_name_taken(&l->net, other, sizeof(other))) {
+		sandbox_err("sandbox: %s: its network interface %s would be "
+		    "sandbox %s's too (the ids' hashes collide): choose another "
+		    "id", l->net.id, l->net.veth_host, other);
+		goto out;
+	}
 	if (mkdir(l->dir, 0711) == -1) {
 		sandbox_err("sandbox: %s: %s", l->net.id, errno == EEXIST ?
 		    "a sandbox with this id exists" : strerror(errno));
