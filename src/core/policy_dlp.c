@@ -113,7 +113,8 @@ static void
 pd_allow(struct ycheck *c, const struct ynode *n, struct policy_dlp_allow *a,
     const struct ynode **rule_at)
 {
-	char norm[POLICY_HOST_MAX + 2], esc[80];
+	char norm[POLICY_HOST_MAX + 2], esc[80], canon[2048 + 2];
+	size_t clen;
 	const struct ynode *k;
 	const char *s, *name;
 
@@ -143,6 +144,16 @@ pd_allow(struct ycheck *c, const struct ynode *n, struct policy_dlp_allow *a,
 				continue;
 			if (s[0] != '/') {
 				ycheck_err(c, k, "path: a glob starting with '/'");
+				continue;
+			}
+			/* Matched in canonical form, as paths: globs are. */
+			if (policy_path_canon(s, strlen(s), canon,
+			    sizeof(canon), &clen) != POLICY_PATH_OK ||
+			    strcmp(canon, s) != 0) {
+				ycheck_err(c, k, "path: \"%s\": requests are "
+				    "matched in canonical form (no dot segments, "
+				    "'//', ';', escapes that need none); write "
+				    "it so", ycheck_esc(s, esc, sizeof(esc)));
 				continue;
 			}
 			a->path = pd_strdup(c, k, s);
@@ -315,17 +326,27 @@ policy_dlp_exempt(const struct policy_dlp *d, const char *host,
     const char *path, const char *rule)
 {
 	const struct policy_dlp_allow *a;
-	size_t i, plen;
+	char canon[POLICY_PATH_MAX];
+	size_t i, clen = 0;
+	int canon_ok = -1;	/* -1: not yet computed */
 
 	if (d == NULL)
 		return 1;
-	plen = path != NULL ? strcspn(path, "?#") : 0;
 	for (i = 0; i < d->n_allow; i++) {
 		a = &d->allow[i];
 		if (!pd_host_match(a, host))
 			continue;
-		if (a->path != NULL && (path == NULL ||
-		    !policy_glob_match(a->path, path, plen)))
+		/*
+		 * The glob matches the canonical path, as path rules do: an
+		 * exemption for "/public/..." is not "/public/../upload"'s. An
+		 * ambiguous or bad path gets no path exemption at all.
+		 */
+		if (a->path != NULL && canon_ok == -1)
+			canon_ok = path != NULL && policy_path_canon(path,
+			    strlen(path), canon, sizeof(canon), &clen) ==
+			    POLICY_PATH_OK;
+		if (a->path != NULL && (!canon_ok ||
+		    !policy_glob_match(a->path, canon, clen)))
 			continue;
 		if (a->rule == NULL || (rule != NULL &&
 		    strcmp(a->rule, rule) == 0))

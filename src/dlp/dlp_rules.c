@@ -16,7 +16,8 @@
 /* The generic assignment's keys: one list for the regex and the docs. */
 #define ASSIGN_KEYS "(?:password|passwd|pwd|secret|api_?key|apikey|" \
 	"access_?token|auth_?token|client_?secret|private_?token|secret_?key)"
-#define ASSIGN_SEP "[\"']?[ \\t]{0,4}[:=][ \\t]{0,4}[\"']?"
+/* Blanks around the sign, or one '+' (a form-encoded space: a+%3D+b). */
+#define ASSIGN_SEP "[\"']?(?:[ \\t]{0,4}|\\+)[:=](?:[ \\t]{0,4}|\\+)[\"']?"
 
 static const struct dlp_rule defaults[] = {
 	{ "aws-access-key-id", "(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z2-7]{16}",
@@ -166,14 +167,50 @@ assign_value(const unsigned char *m, size_t n)
 	while (i < n && (isalnum(m[i]) || m[i] == '_'))
 		i++;
 	while (i < n && (m[i] == '"' || m[i] == '\'' || m[i] == ' ' ||
-	    m[i] == '\t'))
+	    m[i] == '\t' || m[i] == '+'))
 		i++;
 	if (i < n && (m[i] == ':' || m[i] == '='))
+		i++;
+	if (i < n && m[i] == '+')
 		i++;
 	while (i < n && (m[i] == '"' || m[i] == '\'' || m[i] == ' ' ||
 	    m[i] == '\t'))
 		i++;
 	return i;
+}
+
+/*
+ * An assignment's value that is not a secret whatever its entropy: a file
+ * path (PWD=/home/runner/work/app, OLDPWD=...) or a chain of identifiers
+ * (minified {password:this.state.passwordConfirmation}). Hyperscan reports
+ * each end of a match, so a chain cut after its dot counts too.
+ */
+static int
+assign_harmless(const unsigned char *v, size_t n)
+{
+	size_t i, dots = 0;
+	int seg = 0;		/* characters in the current segment */
+
+	if (n > 0 && (v[0] == '/' || (n > 1 && v[0] == '~' && v[1] == '/'))) {
+		for (i = 0; i < n; i++)
+			if (!isalnum(v[i]) && strchr("._/~-", v[i]) == NULL)
+				break;
+		if (i == n)
+			return 1;
+	}
+	for (i = 0; i < n; i++) {
+		if (v[i] == '.') {
+			if (seg == 0)
+				return 0;
+			dots++;
+			seg = 0;
+		} else if (isalpha(v[i]) || v[i] == '_' || v[i] == '$' ||
+		    (seg > 0 && isdigit(v[i])))
+			seg++;
+		else
+			return 0;
+	}
+	return dots >= 2;
 }
 
 int
@@ -192,6 +229,10 @@ dlp_rule_check(const struct dlp_rule *r, const unsigned char *m, size_t n,
 	if (*toklen < r->min_token)
 		return 0;
 	if (dlp_is_example(m + *tok, *toklen))
+		return 0;
+	/* generic-secret only: an AWS secret key may well start with '/'. */
+	if (r->check == DLP_CHK_ASSIGN && strcmp(r->id, "generic-secret") == 0 &&
+	    assign_harmless(m + *tok, *toklen))
 		return 0;
 	if (r->entropy > 0 && dlp_entropy(m + *tok, *toklen) < r->entropy)
 		return 0;

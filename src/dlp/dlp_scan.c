@@ -14,7 +14,8 @@
 
 #include "dlp/dlp_int.h"
 
-#define PCT_LAYERS	3
+#define PCT_LAYERS	3	/* before the JSON escapes */
+#define PCT_POST	PCT_LAYERS	/* one more after them: \u0025 is '%' */
 #define PRIME		DLP_HISTORY	/* bytes of an inactive view scanned when it wakes */
 #define B64_MIN		16	/* a shorter base64 run is not decoded */
 #define HEX_MIN		32
@@ -68,7 +69,7 @@ struct dlp_scan {
 	dlp_skip_fn		 skip;
 	void			*arg;
 	struct view		 v[DLP_VIEW_MAX];
-	struct pct		 pct[PCT_LAYERS];
+	struct pct		 pct[PCT_LAYERS + 1];	/* the last: after JSON */
 	struct jsesc		 js;
 	struct run		 b64, hex;
 	int			 wake;	/* an escape was undone: the unescaped view wakes */
@@ -739,18 +740,27 @@ u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
 	}
 }
 
+static void	pct_in(struct dlp_scan *, int, unsigned char);
+
+/* What the JSON decoder gives: through the percent layer after it. */
+static void
+js_out(struct dlp_scan *s, unsigned char c)
+{
+	pct_in(s, PCT_POST, c);
+}
+
 static void
 utf8_out(struct dlp_scan *s, uint32_t cp)
 {
 	if (cp < 0x80)
-		u_out(s, (unsigned char)cp);
+		js_out(s, (unsigned char)cp);
 	else if (cp < 0x800) {
-		u_out(s, (unsigned char)(0xc0 | cp >> 6));
-		u_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
+		js_out(s, (unsigned char)(0xc0 | cp >> 6));
+		js_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
 	} else {
-		u_out(s, (unsigned char)(0xe0 | cp >> 12));
-		u_out(s, (unsigned char)(0x80 | (cp >> 6 & 0x3f)));
-		u_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
+		js_out(s, (unsigned char)(0xe0 | cp >> 12));
+		js_out(s, (unsigned char)(0x80 | (cp >> 6 & 0x3f)));
+		js_out(s, (unsigned char)(0x80 | (cp & 0x3f)));
 	}
 }
 
@@ -767,7 +777,7 @@ json_in(struct dlp_scan *s, unsigned char c)
 		if (c == '\\')
 			j->st = 1;
 		else
-			u_out(s, c);
+			js_out(s, c);
 		return;
 	}
 	if (j->st == 1) {
@@ -779,9 +789,9 @@ json_in(struct dlp_scan *s, unsigned char c)
 		j->st = 0;
 		if (c != '\0' && (k = strchr(from, c)) != NULL) {
 			s->wake = 1;
-			u_out(s, (unsigned char)to[k - from]);
+			js_out(s, (unsigned char)to[k - from]);
 		} else {
-			u_out(s, '\\');
+			js_out(s, '\\');
 			json_in(s, c);
 		}
 		return;
@@ -797,32 +807,43 @@ json_in(struct dlp_scan *s, unsigned char c)
 		}
 		return;
 	}
-	u_out(s, '\\');
-	u_out(s, 'u');
+	js_out(s, '\\');
+	js_out(s, 'u');
 	for (i = 0; i < j->st - 2; i++)
-		u_out(s, j->raw[i]);
+		js_out(s, j->raw[i]);
 	j->st = 0;
 	json_in(s, c);
 }
 
-/* Percent layer l (0..2), then the next, then JSON escapes. */
+/* What percent layer l gives: the next layer, the JSON escapes, or out. */
+static void
+pct_next(struct dlp_scan *s, int l, unsigned char c)
+{
+	if (l + 1 < PCT_LAYERS)
+		pct_in(s, l + 1, c);
+	else if (l + 1 == PCT_LAYERS)
+		json_in(s, c);
+	else
+		u_out(s, c);
+}
+
+/*
+ * Percent layer l: 0..2 before the JSON escapes (%5Cu0041), PCT_POST after
+ * them (\u002541: a JSON escape that writes '%').
+ */
 static void
 pct_in(struct dlp_scan *s, int l, unsigned char c)
 {
 	struct pct *p;
 	int h;
 
-	if (l == PCT_LAYERS) {
-		json_in(s, c);
-		return;
-	}
 	p = &s->pct[l];
 	switch (p->st) {
 	case 0:
 		if (c == '%')
 			p->st = 1;
 		else
-			pct_in(s, l + 1, c);
+			pct_next(s, l, c);
 		return;
 	case 1:
 		if ((h = hexval(c)) >= 0) {
@@ -832,18 +853,18 @@ pct_in(struct dlp_scan *s, int l, unsigned char c)
 			return;
 		}
 		p->st = 0;
-		pct_in(s, l + 1, '%');
+		pct_next(s, l, '%');
 		pct_in(s, l, c);
 		return;
 	default:
 		p->st = 0;
 		if ((h = hexval(c)) >= 0) {
 			s->wake = 1;
-			pct_in(s, l + 1, (unsigned char)(p->hi << 4 | h));
+			pct_next(s, l, (unsigned char)(p->hi << 4 | h));
 			return;
 		}
-		pct_in(s, l + 1, '%');
-		pct_in(s, l + 1, (unsigned char)p->c1);
+		pct_next(s, l, '%');
+		pct_next(s, l, (unsigned char)p->c1);
 		pct_in(s, l, c);
 	}
 }
@@ -873,7 +894,8 @@ dlp_scan_feed(struct dlp_scan *s, const void *buf, size_t n,
 	if (view_feed(s, DLP_VIEW_RAW, p, n) == 0) {
 		for (i = 0; i < n && !s->found; ) {
 			if (s->pct[0].st == 0 && s->pct[1].st == 0 &&
-			    s->pct[2].st == 0 && s->js.st == 0) {
+			    s->pct[2].st == 0 && s->pct[PCT_POST].st == 0 &&
+			    s->js.st == 0) {
 				for (j = i; j < n && p[j] != '%' && p[j] != '\\'; j++)
 					;
 				u_bulk(s, p + i, j - i);
@@ -929,6 +951,19 @@ decoders_reset(struct dlp_scan *s)
 	memset(s->hn, 0, sizeof(s->hn));
 }
 
+/* What percent layer l holds goes on as it came. */
+static void
+pct_flush(struct dlp_scan *s, int l)
+{
+	int st = s->pct[l].st;
+
+	s->pct[l].st = 0;
+	if (st >= 1)
+		pct_next(s, l, '%');
+	if (st == 2)
+		pct_next(s, l, (unsigned char)s->pct[l].c1);
+}
+
 int
 dlp_scan_end(struct dlp_scan *s, struct dlp_finding *f)
 {
@@ -938,20 +973,17 @@ dlp_scan_end(struct dlp_scan *s, struct dlp_finding *f)
 		return 0;
 	if (!s->found) {
 		/* What the decoders hold goes out as it came. */
-		for (l = 0; l < PCT_LAYERS; l++) {
-			if (s->pct[l].st >= 1)
-				pct_in(s, l + 1, '%');
-			if (s->pct[l].st == 2)
-				pct_in(s, l + 1, (unsigned char)s->pct[l].c1);
-			s->pct[l].st = 0;
-		}
+		for (l = 0; l < PCT_LAYERS; l++)
+			pct_flush(s, l);
 		if (s->js.st >= 1)
-			u_out(s, '\\');
+			js_out(s, '\\');
 		if (s->js.st >= 2) {
-			u_out(s, 'u');
+			js_out(s, 'u');
 			for (i = 0; i < s->js.st - 2; i++)
-				u_out(s, s->js.raw[i]);
+				js_out(s, s->js.raw[i]);
 		}
+		s->js.st = 0;
+		pct_flush(s, PCT_POST);
 		run_end(s, &s->b64);
 		run_end(s, &s->hex);
 		if (!s->found)

@@ -96,7 +96,7 @@ struct sample {
 	char		 text[1024];
 };
 
-static struct sample samples[16];
+static struct sample samples[24];
 static size_t n_samples;
 
 static struct sample *
@@ -164,6 +164,14 @@ make_samples(void)
 	s = add("generic-secret");
 	rand_from(a, 32, B62);
 	snprintf(s->text, sizeof(s->text), "api_key=%s", a);
+	/* form-encoded: "password = v" is password+%3D+v, decoded a+=+v */
+	s = add("generic-secret");
+	rand_from(a, 24, B62);
+	snprintf(s->text, sizeof(s->text), "note=password+=+%s&x=1", a);
+	/* a secret key may start with '/' (not taken for a path) */
+	s = add("aws-secret-access-key");
+	rand_from(a, 39, B62);
+	snprintf(s->text, sizeof(s->text), "aws_secret_access_key=/%s\n", a);
 }
 
 static int
@@ -559,6 +567,11 @@ test_tap(int defaults)
 		{ "a NEEDLE-in-the-vault b", DLP_VIEW_RAW },
 		{ "q=NEEDLE%252Din%252Dthe%252Dvault", DLP_VIEW_UNESCAPED },
 		{ "{\"v\":\"\\u004eEEDLE-in-the-vault\"}", DLP_VIEW_UNESCAPED },
+		/* a JSON escape that writes '%': percent after JSON too */
+		{ "{\"v\":\"\\u00254eEEDLE\\u00252Din-the-vault\"}",
+		    DLP_VIEW_UNESCAPED },
+		{ "{\"v\":\"\\u0025%34eEEDLE-in-the-vault\"}",
+		    DLP_VIEW_UNESCAPED },
 		{ "d=eHhORUVETEUtaW4tdGhlLXZhdWx0eXg=", DLP_VIEW_BASE64 },
 		{ "h=4e4545444c452d696e2d7468652d7661756c74", DLP_VIEW_HEX },
 	};
