@@ -738,6 +738,38 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	return 0;
 }
 
+/*
+ * A RST_STREAM we send because of the client's frames (a window update
+ * that overflows, a frame on a closed stream, a malformed head, a stream
+ * over the limit) costs us what its own RST_STREAM does -- the origin
+ * request already under way ends -- so it counts toward the same limit
+ * ("MadeYouReset", CVE-2025-8671): else a client churns origin requests
+ * without ever sending a reset.
+ */
+static int
+on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	struct h2_conn *c = arg;
+
+	(void)ng;
+	if (f->hd.type != NGHTTP2_RST_STREAM)
+		return 0;
+	switch (f->rst_stream.error_code) {
+	case NGHTTP2_PROTOCOL_ERROR:
+	case NGHTTP2_FLOW_CONTROL_ERROR:
+	case NGHTTP2_STREAM_CLOSED:
+	case NGHTTP2_FRAME_SIZE_ERROR:
+	case NGHTTP2_REFUSED_STREAM:
+		if (!bucket_take(&c->resets, c->s->p->cfg->h2_max_resets))
+			h2_calm(c, "limits.http2.max_resets_per_second "
+			    "(resets its frames caused)");
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
 static int
 on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
@@ -945,6 +977,7 @@ h2_session_new(struct h2_conn *c)
 	    on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
 	    on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
