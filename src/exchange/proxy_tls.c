@@ -157,6 +157,14 @@ proxy_tls_worker_free(struct worker *w)
 #define TLS_READ_BULK		16384
 #define CSOCK_HWM		(256 * 1024)
 /*
+ * Ciphertext read from the socket that the filter has not taken: reading
+ * pauses there. The filter stops taking when its reader does (an HTTP/2
+ * stream whose window is shut): what waits then is this, not the 256 KiB
+ * of CSOCK_HWM (100 such streams held 25 MiB more). The kernel's socket
+ * buffer keeps the rest, and TCP's window stops the origin.
+ */
+#define CSOCK_READ_HWM		(32 * 1024)
+/*
  * Deferred callbacks: a filter that decrypts a last record and a
  * close_notify in one pass reports the end before it has stored that
  * record (libevent 2.1 do_read); deferred, the read callback runs first.
@@ -234,7 +242,8 @@ csock_far_write_cb(struct bufferevent *bev, void *arg)
 	struct csock *cs = arg;
 
 	if (!cs->dead && cs->read_paused &&
-	    evbuffer_get_length(bufferevent_get_output(cs->far)) < CSOCK_HWM) {
+	    evbuffer_get_length(bufferevent_get_output(cs->far)) <
+	    CSOCK_READ_HWM) {
 		cs->read_paused = 0;
 		event_add(cs->rev, NULL);
 	}
@@ -332,7 +341,7 @@ csock_read_cb(evutil_socket_t fd, short what, void *arg)
 	if (cs->dead)
 		return;
 	csock_tidy_later(cs);
-	if (evbuffer_get_length(out) >= CSOCK_HWM) {
+	if (evbuffer_get_length(out) >= CSOCK_READ_HWM) {
 		cs->read_paused = 1;
 		event_del(cs->rev);
 	}
