@@ -17,7 +17,6 @@ import os
 import socket
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -131,6 +130,16 @@ class _Base(unittest.TestCase):
 
     def rss_kb(self):
         return int(T.proc_status(self.gw.proc.pid)["VmRSS"].split()[0])
+
+    def assert_grown_at_most(self, grown, bound, msg):
+        """VmRSS grew by grown KiB, at most bound. Not under ASan: its
+        quarantine keeps freed memory (256 MiB), so RSS follows the churn,
+        not what is held; the test's other checks still run."""
+        if T.ASAN:
+            print("  (ASan: the VmRSS bound is not checked; grew %d KiB, "
+                  "bound %d KiB)" % (grown, bound))
+            return
+        self.assertLessEqual(grown, bound, msg)
 
     def h2(self, host, port, **kw):
         return H2(self, host, port, **kw)
@@ -281,7 +290,7 @@ class StalledStreamsMemoryTest(_Base):
         baseline = r1 - r0
         stalled = max(r2, r3) - r1
         bound = baseline + S * (64 + 64 + 32 + 16) + 8192
-        self.assertLessEqual(
+        self.assert_grown_at_most(
             stalled, bound,
             "VmRSS %d -> %d KiB for %d streams with an idle origin (%d KiB "
             "each), -> %d / %d KiB for %d stalled downloads (%d KiB each); "
@@ -322,7 +331,7 @@ class BoundedFloodsTest(_Base):
         self.assertTrue(H2.status(st) == 431 or st["rst"] is not None or
                         h.goaway is not None, st)
         self.assertEqual(self.echo.find("/echo/bomb"), [])
-        self.assertLess(peak - r0, 32 * 1024, (r0, peak))
+        self.assert_grown_at_most(peak - r0, 32 * 1024, (r0, peak))
         self.assert_alive()
 
     def test_hpack_bomb_in_request_trailers(self):
@@ -343,7 +352,7 @@ class BoundedFloodsTest(_Base):
         peak = self.rss_kb()
         self.assertTrue(st["rst"] is not None or H2.status(st) is not None or
                         h.goaway is not None, st)
-        self.assertLess(peak - r0, 32 * 1024, (r0, peak))
+        self.assert_grown_at_most(peak - r0, 32 * 1024, (r0, peak))
         for r in self.echo.find("/echo/tbomb"):
             self.assertLess(len(r.get("trailers", b"")), 1 << 20)
         self.assert_alive()
@@ -366,7 +375,7 @@ class BoundedFloodsTest(_Base):
         reached = len(self.plain.requests) - before
         self.assertGreater(sent // len(req), 5000)
         self.assertLess(reached, 5000, reached)
-        self.assertLess(r1 - r0, 32 * 1024, (r0, r1))
+        self.assert_grown_at_most(r1 - r0, 32 * 1024, (r0, r1))
         self.assert_alive()
 
     def test_endless_chunk_extension_and_trailers(self):
@@ -389,7 +398,7 @@ class BoundedFloodsTest(_Base):
                 sent = self.flood(s, filler, 5, 256 << 20)
                 r1 = self.rss_kb()
                 self.assertLess(sent, 64 << 20, sent)
-                self.assertLess(r1 - r0, 32 * 1024, (r0, r1))
+                self.assert_grown_at_most(r1 - r0, 32 * 1024, (r0, r1))
         self.assert_alive()
 
     def test_dns_tcp_queries_never_read(self):
@@ -409,7 +418,7 @@ class BoundedFloodsTest(_Base):
         sent = self.flood(s, msg * 1000, 5, 64 << 20)
         r1 = self.rss_kb()
         self.assertGreater(sent // len(msg), 2000)
-        self.assertLess(r1 - r0, 32 * 1024, (r0, r1))
+        self.assert_grown_at_most(r1 - r0, 32 * 1024, (r0, r1))
         time.sleep(1.1)  # a new second's worth of dns_queries_per_second
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.addCleanup(u.close)
