@@ -50,10 +50,16 @@ struct policy_identity {
 	int	ask;	/* the static sandbox says ask: true (docs/approvals.md) */
 };
 
-/* 0 and *out filled when a static sandbox's source covers src; -1 otherwise. */
 /* 1 when id[0..len) is a sandbox id: [a-z0-9][a-z0-9-]{0,39}. */
 int	policy_valid_id(const char *id, size_t len);
+/*
+ * 0 and *out filled when a sandbox has src: a registered one (below) first,
+ * then the static sandbox whose source prefix covering it is the longest;
+ * -1 otherwise. policy_static_source: the static sandboxes alone.
+ */
 int	policy_identify_source(const struct policy *, const struct netaddr *src,
+	    struct policy_identity *out);
+int	policy_static_source(const struct policy *, const struct netaddr *src,
 	    struct policy_identity *out);
 /*
  * Proxy auth (Basic id:token, SOCKS5 user/pass): 0 when the sandbox exists,

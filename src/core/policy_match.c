@@ -475,14 +475,23 @@ int
 policy_identify_source(const struct policy *p, const struct netaddr *src,
     struct policy_identity *out)
 {
+	if (p == NULL || src == NULL)
+		return -1;
+	if (policy_registry_lookup(src, out) == 0)
+		return 0;
+	return policy_static_source(p, src, out);
+}
+
+int
+policy_static_source(const struct policy *p, const struct netaddr *src,
+    struct policy_identity *out)
+{
 	const struct policy_sandbox *sb;
 	size_t i, j;
 	int best = -1, bestbits = -1;
 
 	if (p == NULL || src == NULL)
 		return -1;
-	if (policy_registry_lookup(src, out) == 0)
-		return 0;
 	if (p->source_idx != NULL)
 		cidr_set_lookup(p->source_idx, src, longest_cb, &best);
 	else {

@@ -273,6 +273,21 @@ register_sandbox(struct proxy *p, struct evhttp_request *req)
 			admin_reply_error(req, 409, "a static sandbox has this id");
 			return;
 		}
+		/*
+		 * A registered address is looked up before the static
+		 * sandboxes: one inside a static sandbox's sources would take
+		 * its traffic over (a source belongs to one sandbox only).
+		 */
+		if (policy_static_source(pol, &addr, &st) == 0) {
+			char why[128];
+
+			policy_unref(pol);
+			json_decref(body);
+			snprintf(why, sizeof(why), "the source is static sandbox "
+			    "%s's", st.sandbox);
+			admin_reply_error(req, 409, why);
+			return;
+		}
 	}
 	if (!policy_has(pol, pname)) {
 		policy_unref(pol);
