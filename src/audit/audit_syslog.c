@@ -103,9 +103,11 @@ size_t
 audit_syslog_format(const struct audit_val row[AUDIT_NCOLS], int json,
     const char *hostname, int pid, char *buf, size_t len)
 {
+	static const int msg_cols[] = { AUDIT_COL_DECISION, AUDIT_COL_KIND,
+	    AUDIT_COL_HOST, AUDIT_COL_REASON };
 	struct fbuf b = { buf, 0, len };
 	char num[128], *js = NULL;
-	size_t jl = 0, i;
+	size_t jl = 0, i, k;
 	FILE *mem;
 	int c;
 
@@ -149,17 +151,19 @@ audit_syslog_format(const struct audit_val row[AUDIT_NCOLS], int json,
 			fb_putc(&b, '"');
 		}
 		fb_puts(&b, "] ");
-		/* A short message for people reading the collector's files. */
-		for (c = 0; c < AUDIT_NCOLS; c++)
-			if (c == AUDIT_COL_DECISION || c == AUDIT_COL_KIND ||
-			    c == AUDIT_COL_HOST || c == AUDIT_COL_REASON) {
-				if (row[c].type == AUDIT_V_TEXT)
-					fb_sdval(&b, row[c].p, row[c].len);
-				else
-					fb_putc(&b, '-');
-				if (c != AUDIT_COL_REASON)
-					fb_putc(&b, ' ');
-			}
+		/*
+		 * A short message for people reading the collector's files,
+		 * in the documented order: DECISION KIND HOST REASON.
+		 */
+		for (k = 0; k < sizeof(msg_cols) / sizeof(msg_cols[0]); k++) {
+			c = msg_cols[k];
+			if (row[c].type == AUDIT_V_TEXT)
+				fb_sdval(&b, row[c].p, row[c].len);
+			else
+				fb_putc(&b, '-');
+			if (c != AUDIT_COL_REASON)
+				fb_putc(&b, ' ');
+		}
 	}
 	if (b.cap > 0)
 		b.p[b.len < b.cap ? b.len : b.cap - 1] = '\0';

@@ -332,6 +332,23 @@ exchange_close(struct exchange *s, enum sg_close reason)
 	event_active(s->free_ev, EV_TIMEOUT, 0);
 }
 
+/*
+ * A tunnel still waiting for its first bytes, whose client began a TLS
+ * record (a ClientHello, cut short) and went: a handshake with the gateway
+ * that failed when the gateway was to terminate it (tls: intercept, or a
+ * credential bound), not a clean tunnel (docs/audit.md client-tls-error).
+ */
+static int
+client_tls_cut(struct exchange *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->c->cbev);
+	unsigned char b;
+
+	if (evbuffer_copyout(in, &b, 1) != 1 || b != 0x16)
+		return 0;
+	return s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s);
+}
+
 void
 client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -351,6 +368,15 @@ client_event_cb(struct bufferevent *bev, short what, void *arg)
 			log_warnx("session %llu: client TLS handshake for %s "
 			    "failed (does the client trust the sandgate CA?)",
 			    (unsigned long long)s->id, s->target.host);
+		s->verdict.allow = 0;
+		exchange_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS);
+		exchange_close(s, CLOSE_FAILED);
+		return;
+	}
+	if (s->state == S_SNIFF && client_tls_cut(s)) {
+		log_info("session %llu: the client's TLS handshake for %s ended "
+		    "in its ClientHello", (unsigned long long)s->id,
+		    s->target.host);
 		s->verdict.allow = 0;
 		exchange_log(s, VERDICT_ERROR, 0, REASON_CLIENT_TLS);
 		exchange_close(s, CLOSE_FAILED);

@@ -295,6 +295,73 @@ absolute_request(struct exchange *s, const struct http_request *req, int n)
 	upstream_resolve(s, forward_resolved);
 }
 
+/*
+ * A request line whose target did not parse, though it has the shape of
+ * a destination -- host[:port] in a CONNECT or an http(s) URL -- because
+ * the host holds bytes no host name has (bad!host, ev=il.test) or the
+ * port is 0: an invalid destination. Its row names it as the client
+ * wrote it, escaped, never as null (docs/audit.md). 1 when so.
+ */
+static int
+invalid_destination(struct exchange *s, const struct http_request *r)
+{
+	const char *a, *e, *c, *h;
+	unsigned long port = 0;
+	int connect, has_port, bad = 0;
+
+	if (r->method.len == 0 || r->target.len == 0)
+		return 0;
+	a = r->target.p;
+	e = a + r->target.len;
+	connect = r->method.len == 7 && memcmp(r->method.p, "CONNECT", 7) == 0;
+	if (connect)
+		;
+	else if (r->target.len > 7 && strncasecmp(a, "http://", 7) == 0)
+		a += 7;
+	else if (r->target.len > 8 && strncasecmp(a, "https://", 8) == 0)
+		a += 8;
+	else
+		return 0;
+	if (!connect)
+		for (h = a; h < e; h++)
+			if (*h == '/') {
+				e = h;
+				break;
+			}
+	if (e == a || *a == '[' || memchr(a, '@', (size_t)(e - a)) != NULL ||
+	    memchr(a, '/', (size_t)(e - a)) != NULL ||
+	    memchr(a, '?', (size_t)(e - a)) != NULL)
+		return 0;
+	for (c = e; c > a && isdigit((unsigned char)c[-1]); c--)
+		;
+	has_port = c > a && c < e && c[-1] == ':';
+	if (has_port) {
+		if (e - c > 5)
+			return 0;
+		for (h = c; h < e; h++)
+			port = port * 10 + (unsigned long)(*h - '0');
+		if (port > 65535)
+			return 0;
+		bad = port == 0;
+		e = c - 1;
+	} else if (connect)
+		return 0;
+	if (e == a || e - a > 255)
+		return 0;
+	for (h = a; h < e && !bad; h++)
+		if (!isalnum((unsigned char)*h) && strchr("-._~", *h) == NULL)
+			bad = 1;
+	if (!bad)
+		return 0;
+	log_escape_word(a, (size_t)(e - a), s->target.host,
+	    sizeof(s->target.host));
+	s->target.port = (uint16_t)port;
+	snprintf(s->fwd.method, sizeof(s->fwd.method), "%.*s",
+	    (int)r->method.len, r->method.p);
+	snprintf(s->verdict.rule, sizeof(s->verdict.rule), "default-deny");
+	return 1;
+}
+
 static void
 forward_resolved(struct exchange *s)
 {
@@ -368,6 +435,11 @@ http_head_read(struct exchange *s)
 		exchange_deny(s, 505, REASON_BAD_REQUEST, "only HTTP/1.0 and 1.1");
 		return;
 	default:
+		if (n < 0 && invalid_destination(s, &req)) {
+			exchange_deny(s, 403, REASON_INVALID_HOST,
+			    "not a valid host name or port");
+			return;
+		}
 		if (n < 0) {
 			exchange_deny(s, 400, REASON_BAD_REQUEST, "malformed request");
 			return;

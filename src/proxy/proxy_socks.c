@@ -100,7 +100,9 @@ socks_auth(struct exchange *s, const uint8_t *p, size_t len)
 		reply[1] = 1;
 		bufferevent_write(s->c->cbev, reply, sizeof(reply));
 		s->has_ident = 0;
-		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
+		/* The row of HTTP's 407 for the same failure (docs/audit.md). */
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
+		exchange_log(s, VERDICT_DENY, 407, REASON_AUTH_FAILED);
 		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}

@@ -100,6 +100,13 @@ test_syslog(void)
 	CHECK(strstr(buf, "prev_hash") == NULL);
 	CHECK(strstr(buf, "hash=\"ab\"") != NULL);
 	CHECK(strchr(buf, '\n') == NULL);
+	/* the message: DECISION KIND HOST REASON (docs/audit.md) */
+	{
+		const char *want = "] deny http a\\\"b\\]c\\\\d.test policy-deny";
+
+		CHECK_MSG(n > strlen(want) && strcmp(buf + n - strlen(want),
+		    want) == 0, "%s", buf);
+	}
 	/* cut to the buffer, NUL-terminated, the length it needs returned */
 	CHECK(audit_syslog_format(row, 0, "gw1", 42, small, sizeof(small)) == n);
 	CHECK(strlen(small) == sizeof(small) - 1);
