@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import socket
-import ssl
 import struct
 import sys
 import threading
