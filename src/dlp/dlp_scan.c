@@ -351,6 +351,27 @@ found(struct dlp_scan *s, const struct dlp_rule *r, enum dlp_view view,
 	dlp_redact(tok, toklen, s->f.excerpt, sizeof(s->f.excerpt));
 }
 
+/*
+ * generic-secret's "secret:" inside an AWS ARN
+ * (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME): a resource type
+ * between colons, and the name after it, not an assignment.
+ */
+static int
+arn_part(const struct dlp_rule *r, const struct view *v, uint64_t afrom,
+    const unsigned char *m, size_t n)
+{
+	unsigned char prev;
+	size_t i;
+
+	if (r->check != DLP_CHK_ASSIGN || strcmp(r->id, "generic-secret") != 0 ||
+	    afrom == 0 || view_bytes(v, afrom - 1, 1, &prev) == -1 ||
+	    prev != ':')
+		return 0;
+	for (i = 0; i < n && (isalnum(m[i]) || m[i] == '_'); i++)
+		;
+	return i < n && m[i] == ':';
+}
+
 static int
 match_cb(unsigned int id, unsigned long long from, unsigned long long to,
     unsigned int flags, void *arg)
@@ -382,6 +403,8 @@ match_cb(unsigned int id, unsigned long long from, unsigned long long to,
 	if (!dlp_rule_check(r, m, n, &tok, &toklen))
 		return 0;
 	if (r->keyword != NULL && !keyword_near(v, r->keyword, ato))
+		return 0;
+	if (arn_part(r, v, afrom, m, n))
 		return 0;
 	found(s, r, c->view, ato, m + tok, toklen);
 	return 1;

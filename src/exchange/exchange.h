@@ -415,6 +415,8 @@ struct exchange {
 	int			 has_ident;
 	struct policy_identity	 ident;
 	struct policy_target	 target;
+	/* The row's host when not target.host (a name that held a secret). */
+	const char		*row_host;
 	struct policy_verdict	 verdict;
 	/*
 	 * Its row's own measures: when it began and the bytes it moved -- a
@@ -1075,10 +1077,13 @@ int		 dlp_trailers(struct exchange *, const char *t, size_t n);
 /*
  * proxy_decide.c: an allowed destination's name (s->target.host) -- a DNS
  * question, a CONNECT or SOCKS5 target, an SNI, a Host -- carrying an
- * encoded payload (docs/dlp.md): 1 refuse (verdict reason and rule set),
- * 0 go on (report: the verdict's report set). where: "dns", "name".
+ * encoded payload or a rule's secret (raw[0..rawlen): the name as the client
+ * wrote it; NULL: the normal form) (docs/dlp.md): 1 refuse (verdict reason
+ * and rule set), 0 go on (report: the verdict's report set). where: "dns",
+ * "name".
  */
-int		 dlp_name(struct exchange *, const char *where);
+int		 dlp_name(struct exchange *, const char *where, const char *raw,
+		    size_t rawlen);
 /* The same for many distinct such names under one parent (b's window). */
 struct dlp_burst;
 int		 dlp_name_burst(struct exchange *, struct dlp_burst *b,

@@ -134,7 +134,8 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
 	/* A destination name carrying an encoded payload (docs/dlp.md). */
 	if (d.reason == REASON_NONE && q.listener != DECIDE_TUNNEL &&
-	    d.target_ok && !s->target.is_ip && dlp_name(s, "name") == 1) {
+	    d.target_ok && !s->target.is_ip && dlp_name(s, "name", in->host,
+	    in->host != NULL ? in->hostlen : 0) == 1) {
 		s->verdict.allow = 0;
 		return REASON_SECRET_DETECTED;
 	}
@@ -185,18 +186,81 @@ name_finding(struct exchange *s, const struct policy_dlp *pd,
 	return 0;
 }
 
+struct name_skip {
+	const struct policy_dlp	*pd;
+	const char		*host;
+};
+
+static int
+name_skip_cb(const char *rule, void *arg)
+{
+	struct name_skip *k = arg;
+
+	return policy_dlp_exempt(k->pd, k->host, NULL, rule);
+}
+
+/*
+ * The rules' secrets in a name (sk_live_... as a label): the name as the
+ * client wrote it (raw, its case: an AWS key id is upper-case), else the
+ * normal form. 1 found (*f), 0 not, -1 no scanner (fail closed).
+ */
+static int
+name_content(struct exchange *s, const struct policy_dlp *pd,
+    const char *raw, size_t rawlen, struct dlp_finding *f)
+{
+	struct name_skip k = { pd, s->target.host };
+	struct dlp_scan *sc;
+	int rc;
+
+	if (raw == NULL || rawlen == 0) {
+		raw = s->target.host;
+		rawlen = strlen(raw);
+	}
+	if ((sc = dlp_scan_new(pd->set, name_skip_cb, &k)) == NULL)
+		return -1;
+	rc = dlp_scan_buf(sc, raw, rawlen, f);
+	dlp_scan_free(sc);
+	return rc;
+}
+
 int
-dlp_name(struct exchange *s, const char *where)
+dlp_name(struct exchange *s, const char *where, const char *raw,
+    size_t rawlen)
 {
 	const struct policy_dlp *pd;
 	struct dlp_finding f;
+	char rbuf[POLICY_HOST_MAX + 16];
+	const char *dot, *last;
+	int rc, buf_len;
 
 	if (!s->has_ident || (pd = policy_dlp_of(s->pol,
-	    s->ident.policy)) == NULL || !dlp_dns_name(s->target.host,
-	    strlen(s->target.host), &f) || policy_dlp_exempt(pd,
-	    s->target.host, NULL, NULL) || policy_dlp_exempt(pd,
-	    s->target.host, NULL, f.rule))
+	    s->ident.policy)) == NULL || policy_dlp_exempt(pd,
+	    s->target.host, NULL, NULL))
 		return 0;
+	if (dlp_dns_name(s->target.host, strlen(s->target.host), &f) &&
+	    !policy_dlp_exempt(pd, s->target.host, NULL, f.rule))
+		return name_finding(s, pd, &f, where);
+	if ((rc = name_content(s, pd, raw, rawlen, &f)) == 0)
+		return 0;
+	/*
+	 * The name holds the secret's own text (not an encoding of it): the
+	 * row keeps its parent only (docs/dlp.md, "What happens").
+	 */
+	if ((last = strrchr(s->target.host, '.')) != NULL) {
+		for (dot = last; dot > s->target.host && dot[-1] != '.'; dot--)
+			;
+		if (dot == s->target.host)	/* two labels: the last alone */
+			dot = last + 1;
+	} else
+		dot = "";
+	buf_len = snprintf(rbuf, sizeof(rbuf), "[redacted].%s", dot);
+	s->row_host = exchange_strndup(s, rbuf, buf_len > 0 &&
+	    (size_t)buf_len < sizeof(rbuf) ? (size_t)buf_len : 0);
+	if (rc == -1) {
+		memset(&f, 0, sizeof(f));
+		snprintf(f.rule, sizeof(f.rule), "scan-error");
+		snprintf(f.excerpt, sizeof(f.excerpt), "-");
+	}
 	return name_finding(s, pd, &f, where);
 }
 

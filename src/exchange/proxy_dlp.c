@@ -266,6 +266,11 @@ finding(struct exchange *s, struct xdlp *x, const char *where,
 		redact_target(s, 1);
 	else if (strcmp(where, "path") == 0)
 		redact_target(s, 0);
+	else if (strcmp(where, "method") == 0) {
+		/* The row's method column would carry it (AKIA... as a method). */
+		explicit_bzero(s->fwd.method, sizeof(s->fwd.method));
+		snprintf(s->fwd.method, sizeof(s->fwd.method), "[redacted]");
+	}
 	log_warnx("dlp: %s (%s) in %s%s%s toward %s, sandbox %s: %s",
 	    f->rule, dlp_severity_word(f->severity), where,
 	    f->view != DLP_VIEW_RAW ? ", " : "",

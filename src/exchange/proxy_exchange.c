@@ -170,6 +170,8 @@ exchange_audit(struct exchange *x, struct audit *a, struct stats *st,
 
 	x->logged = 1;
 	exchange_verdict(x, &decision, &reason);
+	if (ev->host == NULL && x->row_host != NULL)
+		ev->host = x->row_host;
 	if (ev->host == NULL && x->target.host[0] != '\0')
 		ev->host = x->target.host;
 	ev->decision = decision;

@@ -749,7 +749,7 @@ dns_resolve(struct dns_pending *p)
 	const struct dns_msg *m = &p->msg;
 
 	/* A name that carries an encoded payload (docs/dlp.md, "DNS"). */
-	if (dlp_name(p->x, "dns") == 1 ||
+	if (dlp_name(p->x, "dns", m->qname.text, m->qname.text_len) == 1 ||
 	    dlp_name_burst(p->x, dns_burst, (int64_t)dns_now_ms()) == 1) {
 		dns_end_blocked(p, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED);
 		return;

@@ -487,6 +487,34 @@ test_burst(void)
 	rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
 	snprintf(name, sizeof(name), "%s.t.example.org", lab);
 	CHECK(dlp_burst_add(b, "box", name, strlen(name), 70000, &f) == 0);
+	/*
+	 * The window slides: names at 100000, 159000 (three), 160500 and
+	 * 161000. A window counted from the first ends at 160000 and started
+	 * over (two names in it then); the last five are within 60 s.
+	 */
+	for (i = 0; i < 6; i++) {
+		static const int64_t at[] = { 100000, 159000, 159000, 159000,
+		    160500, 161000 };
+
+		rand_from(lab, 16, "abcdefghijklmnopqrstuvwxyz234567");
+		snprintf(name, sizeof(name), "%s.w.example.org", lab);
+		hits = dlp_burst_add(b, "box", name, strlen(name), at[i], &f);
+		CHECK_MSG(hits == (i == 5), "name %d: %d", i, hits);
+	}
+	/* short labels, many of them: counted by what they hold together */
+	for (i = 0; i < 5; i++) {
+		char l2[16], l3[16], l4[16];
+
+		rand_from(lab, 11, "abcdefghijklmnopqrstuvwxyz234567");
+		rand_from(l2, 11, "abcdefghijklmnopqrstuvwxyz234567");
+		rand_from(l3, 11, "abcdefghijklmnopqrstuvwxyz234567");
+		rand_from(l4, 11, "abcdefghijklmnopqrstuvwxyz234567");
+		snprintf(name, sizeof(name), "%s.%s.%s.%s.s.example.org", lab,
+		    l2, l3, l4);
+		hits = dlp_burst_add(b, "box", name, strlen(name), 300000 + i,
+		    &f);
+		CHECK_MSG(hits == (i == 4), "short %d: %d", i, hits);
+	}
 	dlp_burst_free(b);
 }
 
@@ -525,6 +553,12 @@ test_dns(void)
 	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
 	    strcmp(f.rule, "dns-encoded-name") == 0);
 	CHECK(strstr(name, f.excerpt) == NULL);
+	/* hex cut into labels under 40: hex's entropy is at most 4 bits */
+	rand_from(lab, 60, "0123456789abcdef");
+	snprintf(name, sizeof(name), "%.30s.%.30s.x.allowed.example", lab,
+	    lab + 30);
+	CHECK(dlp_dns_name(name, strlen(name), &f) == 1 &&
+	    strcmp(f.rule, "dns-encoded-name") == 0);
 	test_burst();
 }
 

@@ -345,7 +345,16 @@ class Dlp3(unittest.TestCase):
             if self.dns.saw(sec.encode()) or rc != 3:
                 misses.append("%s: rcode %s, asked upstream %s" % (name, rc,
                     self.dns.saw(sec.encode())))
+            self.assert_not_in_rows(sec)
         self.assertEqual(misses, [])
+
+    def assert_not_in_rows(self, sec):
+        """docs/dlp.md: the secret itself never appears in a row (a name
+        that holds one keeps its parent only: [redacted].tok.test)."""
+        time.sleep(0.3)
+        for r in self.gw.audit_rows():
+            for k, v in r.items():
+                self.assertNotIn(sec.lower(), str(v).lower(), (k, r))
 
     def test_connect_short_token_in_name(self):
         """FINDING. A Stripe key `sk_live_<24>` and an AWS key id as a
@@ -367,6 +376,7 @@ class Dlp3(unittest.TestCase):
         self.assertEqual(r.status, 403, r)
         self.assertFalse(self.dns.saw(sec.encode()))
         self.assertFalse(self.plain.received(sec))
+        self.assert_not_in_rows(sec)
         misses = []
         for sec in ("sk_live_" + rand(24), aws_key()):
             name = sec + ".c.exfil.test"
@@ -375,6 +385,7 @@ class Dlp3(unittest.TestCase):
             if self.dns.saw(sec.encode()) or r.status != 403:
                 misses.append("CONNECT %s: %s, asked upstream %s" % (name,
                     r.status, self.dns.saw(sec.encode())))
+            self.assert_not_in_rows(sec)
         self.assertEqual(misses, [])
 
     def test_dns_binary_label(self):
