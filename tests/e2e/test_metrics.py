@@ -320,13 +320,14 @@ class MetricsTest(unittest.TestCase):
             r = T.curl("https://denied.test:443/", proxy=self.gw.url,
                        tmp=self.td.path)
             self.assertEqual(r.status, 403, r)
-        # a target that is no host name: refused before any rule
+        # a target that is no host name: refused before any rule, as an
+        # invalid destination (docs/audit.md: its row names it)
         with socket.create_connection(("127.0.0.1", self.gw.port), 10) as c:
             c.sendall(b"GET http://bad_host!.test/ HTTP/1.1\r\n"
                       b"Host: bad_host!.test\r\nConnection: close\r\n\r\n")
             head = c.recv(4096)
-        self.assertTrue(head.startswith(b"HTTP/1.1 400 "), head)
-        self.assertIn(b"x-sandgate-reason: bad-request", head.lower())
+        self.assertTrue(head.startswith(b"HTTP/1.1 403 "), head)
+        self.assertIn(b"x-sandgate-reason: invalid-host", head.lower())
         self.gw.wait_audit(kind="http", host="allowed.test", decision="allow")
 
         def moved(s):
@@ -344,7 +345,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(delta("sandgate_requests_total", listener="http",
                                decision="allow", reason="none"), 1)
         self.assertEqual(delta("sandgate_requests_total", listener="http",
-                               decision="deny", reason="bad-request"), 1)
+                               decision="deny", reason="invalid-host"), 1)
         # the malformed request named no sandbox: not in a sandbox's count
         self.assertEqual(delta("sandgate_sandbox_requests_total", sandbox="local",
                                decision="deny"), 2)
