@@ -82,7 +82,9 @@ int
 dlp_is_example(const unsigned char *m, size_t n)
 {
 	static const char *const words[] = { "example", "xxxxxxxx", "********",
-	    "placeholder", "changeme", "your_", "dummy", "00000000" };
+	    "placeholder", "changeme", "change-me", "change_me", "replace-me",
+	    "replace_me", "replace-with", "replace_with", "your_", "your-",
+	    "dummy", "00000000" };
 	size_t i, j, wl;
 
 	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {

@@ -21,6 +21,7 @@
 #define HEX_MIN		32
 #define CHECK_MAX	1024	/* bytes of a match handed to its checks */
 #define KEYWORD_WINDOW	128
+#define ARN_BEFORE	64	/* an ARN's service, region and account fit */
 
 struct view {
 	hs_stream_t		*st;
@@ -333,7 +334,8 @@ keyword_near(const struct view *v, const char *kw, uint64_t to)
 	}
 	if (view_bytes(v, from, n, w) == -1)
 		return 0;
-	for (i = 0; i + kl <= n; i++)
+	/* It starts within KEYWORD_WINDOW bytes before the match's end. */
+	for (i = n > KEYWORD_WINDOW ? n - KEYWORD_WINDOW : 0; i + kl <= n; i++)
 		if (strncasecmp((const char *)w + i, kw, kl) == 0)
 			return 1;
 	return 0;
@@ -360,16 +362,25 @@ static int
 arn_part(const struct dlp_rule *r, const struct view *v, uint64_t afrom,
     const unsigned char *m, size_t n)
 {
-	unsigned char prev;
-	size_t i;
+	static const char svc[] = "secretsmanager:";
+	unsigned char before[ARN_BEFORE];
+	size_t i, k, sl = sizeof(svc) - 1;
 
-	if (r->check != DLP_CHK_ASSIGN || strcmp(r->id, "generic-secret") != 0 ||
-	    afrom == 0 || view_bytes(v, afrom - 1, 1, &prev) == -1 ||
-	    prev != ':')
+	if (r->check != DLP_CHK_ASSIGN || strcmp(r->id, "generic-secret") != 0)
+		return 0;
+	k = afrom < sizeof(before) ? (size_t)afrom : sizeof(before);
+	if (k < sl + 1 || view_bytes(v, afrom - k, k, before) == -1 ||
+	    before[k - 1] != ':')
 		return 0;
 	for (i = 0; i < n && (isalnum(m[i]) || m[i] == '_'); i++)
 		;
-	return i < n && m[i] == ':';
+	if (i == n || m[i] != ':')
+		return 0;
+	/* ...:secretsmanager:REGION:ACCOUNT:secret:NAME */
+	for (i = 0; i + sl <= k; i++)
+		if (memcmp(before + i, svc, sl) == 0)
+			return 1;
+	return 0;
 }
 
 static int

@@ -1084,6 +1084,17 @@ int		 dlp_trailers(struct exchange *, const char *t, size_t n);
  */
 int		 dlp_name(struct exchange *, const char *where, const char *raw,
 		    size_t rawlen);
+/*
+ * proxy_dlp_vault.c: the vault values of pol's credentials not bound to
+ * host. dlp_vault_seek: in p[0..n) (a name): 1 one is there, 0 none, -1 no
+ * memory. dlp_vault_seekers: a seeker of them into each of seek[0..nseek)
+ * (left NULL when none is watched): 0, or -1 no memory.
+ */
+struct vault_seeker;
+int		 dlp_vault_seek(struct proxy *, const struct policy *pol,
+		    const char *host, const void *p, size_t n);
+int		 dlp_vault_seekers(struct proxy *, const struct policy *pol,
+		    const char *host, struct vault_seeker **seek, size_t nseek);
 /* The same for many distinct such names under one parent (b's window). */
 struct dlp_burst;
 int		 dlp_name_burst(struct exchange *, struct dlp_burst *b,

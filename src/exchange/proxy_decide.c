@@ -66,6 +66,75 @@ split(const char *v, size_t len, struct decide_authority *a)
 	a->port = has_port ? port : 0;
 }
 
+struct name_skip {
+	const struct policy_dlp	*pd;
+	const char		*host;
+	const char		*path;
+};
+
+static int
+name_skip_cb(const char *rule, void *arg)
+{
+	struct name_skip *k = arg;
+
+	return policy_dlp_exempt(k->pd, k->host, k->path, rule);
+}
+
+/* 1 when p[0..n) holds a rule's secret or a vault value not bound here. */
+static int
+text_has_secret(struct exchange *s, const struct policy_dlp *pd,
+    const char *p, size_t n)
+{
+	struct name_skip k = { pd, s->target.host, s->fwd.path };
+	struct dlp_finding f;
+	struct dlp_scan *sc;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if ((sc = dlp_scan_new(pd->set, name_skip_cb, &k)) == NULL)
+		return 1;	/* cannot tell: keep it out of the row */
+	rc = dlp_scan_buf(sc, p, n, &f);
+	dlp_scan_free(sc);
+	if (rc == 0 && !policy_dlp_exempt(pd, s->target.host, s->fwd.path,
+	    "vault-secret"))
+		rc = dlp_vault_seek(s->p, s->pol, s->target.host, p, n);
+	return rc != 0;
+}
+
+/*
+ * A request the policy refused never reaches dlp's scan, but its row and
+ * log line print its target: a secret there keeps out of them as a dlp
+ * finding's does (docs/dlp.md, "What happens"): the query becomes
+ * "?[redacted]", or the whole target "/[redacted]".
+ */
+static void
+refused_target_scrub(struct exchange *s)
+{
+	const struct policy_dlp *pd;
+	char *old = s->fwd.path, *q, *nw;
+	size_t plen, keep;
+
+	if (old == NULL || !s->has_ident || (pd = policy_dlp_of(s->pol,
+	    s->ident.policy)) == NULL || policy_dlp_exempt(pd, s->target.host,
+	    old, NULL))
+		return;
+	q = strchr(old, '?');
+	plen = q != NULL ? (size_t)(q - old) : strlen(old);
+	if (text_has_secret(s, pd, old, plen))
+		keep = 0;
+	else if (q != NULL && text_has_secret(s, pd, q + 1, strlen(q + 1)))
+		keep = plen;
+	else
+		return;
+	if ((nw = exchange_alloc(s, keep + 16)) == NULL)
+		return;
+	memcpy(nw, old, keep);
+	snprintf(nw + keep, 16, "%s", keep > 0 ? "?[redacted]" : "/[redacted]");
+	explicit_bzero(old, strlen(old));
+	s->fwd.path = nw;
+}
+
 /*
  * audit.on_failure: deny. While audit.db cannot take rows nothing new goes
  * anywhere: the same 503 whatever the policy would say, rule "audit".
@@ -132,6 +201,9 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	s->target = d.target;
 	s->verdict = d.v;
 	snprintf(s->fwd.plan.cred, sizeof(s->fwd.plan.cred), "%s", d.cred);
+	/* Refused by the policy: no secret of its target goes into the row. */
+	if (d.reason != REASON_NONE && !s->approval_held)
+		refused_target_scrub(s);
 	/* A destination name carrying an encoded payload (docs/dlp.md). */
 	if (d.reason == REASON_NONE && q.listener != DECIDE_TUNNEL &&
 	    d.target_ok && !s->target.is_ip && dlp_name(s, "name", in->host,
@@ -186,19 +258,6 @@ name_finding(struct exchange *s, const struct policy_dlp *pd,
 	return 0;
 }
 
-struct name_skip {
-	const struct policy_dlp	*pd;
-	const char		*host;
-};
-
-static int
-name_skip_cb(const char *rule, void *arg)
-{
-	struct name_skip *k = arg;
-
-	return policy_dlp_exempt(k->pd, k->host, NULL, rule);
-}
-
 /*
  * The rules' secrets in a name (sk_live_... as a label): the name as the
  * client wrote it (raw, its case: an AWS key id is upper-case), else the
@@ -208,7 +267,7 @@ static int
 name_content(struct exchange *s, const struct policy_dlp *pd,
     const char *raw, size_t rawlen, struct dlp_finding *f)
 {
-	struct name_skip k = { pd, s->target.host };
+	struct name_skip k = { pd, s->target.host, NULL };
 	struct dlp_scan *sc;
 	int rc;
 
@@ -240,7 +299,17 @@ dlp_name(struct exchange *s, const char *where, const char *raw,
 	if (dlp_dns_name(s->target.host, strlen(s->target.host), &f) &&
 	    !policy_dlp_exempt(pd, s->target.host, NULL, f.rule))
 		return name_finding(s, pd, &f, where);
-	if ((rc = name_content(s, pd, raw, rawlen, &f)) == 0)
+	rc = name_content(s, pd, raw, rawlen, &f);
+	if (rc == 0 && !policy_dlp_exempt(pd, s->target.host, NULL,
+	    "vault-secret") && (rc = dlp_vault_seek(s->p, s->pol,
+	    s->target.host, raw != NULL && rawlen > 0 ? raw : s->target.host,
+	    raw != NULL && rawlen > 0 ? rawlen : strlen(s->target.host))) == 1) {
+		memset(&f, 0, sizeof(f));
+		snprintf(f.rule, sizeof(f.rule), "vault-secret");
+		f.severity = DLP_SEV_CRITICAL;
+		snprintf(f.excerpt, sizeof(f.excerpt), "-");
+	}
+	if (rc == 0)
 		return 0;
 	/*
 	 * The name holds the secret's own text (not an encoding of it): the

@@ -19,8 +19,6 @@
 #include "vault/oauth2.h"
 #include "vault/vault.h"
 
-#define VAULT_CHECK_MAX	64	/* vault entries looked for in one exchange */
-#define SEEK_NAME_MAX	(VAULT_NAME_MAX + 16)	/* "ENTRY#refresh" */
 #define INFLATE_MAX	((uint64_t)256 << 20)	/* decoded bytes of one body */
 #define INFLATE_CHUNK	16384
 #define GZ_FIELD_MAX	4096	/* a gzip member's name, comment, extra field */
@@ -84,39 +82,6 @@ skip_cb(const char *rule, void *arg)
 	return policy_dlp_exempt(x->pd, x->s->target.host, x->s->fwd.path, rule);
 }
 
-struct seek_list {
-	char		 name[VAULT_CHECK_MAX][SEEK_NAME_MAX];
-	const char	*np[VAULT_CHECK_MAX];
-	int		 watch[VAULT_CHECK_MAX];
-	size_t		 n;
-	int		 any;	/* a watched one */
-};
-
-/* Entry secret (+ part) into l, watched unless bound here; once per name. */
-static void
-seek_add(struct seek_list *l, const struct vault_snapshot *snap,
-    const char *secret, const char *part, int bound)
-{
-	char nm[SEEK_NAME_MAX];
-	size_t i;
-
-	if (snprintf(nm, sizeof(nm), "%s%s", secret, part) >= (int)sizeof(nm) ||
-	    !vault_snapshot_has(snap, nm))
-		return;
-	for (i = 0; i < l->n; i++)
-		if (strcmp(l->name[i], nm) == 0) {
-			/* Bound here through any credential: it may go here. */
-			if (bound)
-				l->watch[i] = 0;
-			return;
-		}
-	if (l->n == VAULT_CHECK_MAX)
-		return;
-	memcpy(l->name[l->n], nm, sizeof(nm));
-	l->np[l->n] = l->name[l->n];
-	l->watch[l->n++] = !bound;
-}
-
 /* The scanner's tap: each view's bytes through that view's seeker. */
 static int
 seek_tap(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
@@ -138,58 +103,22 @@ seek_tap(enum dlp_view v, const unsigned char *p, size_t n, void *arg)
  * policy's whole (so one automaton serves every host); the values stay in
  * the vault. 0 (xs->seek NULL when nothing is watched), -1 no memory.
  */
+/*
+ * The gateway's own secrets (docs/dlp.md, "vault-secret"), watched toward a
+ * host they are not bound to. The list is the policy's whole (so one
+ * automaton serves every host); the values stay in the vault. 0 (xs->seek
+ * NULL when nothing is watched), -1 no memory.
+ */
 static int
 seek_new(struct exchange *s, struct xdlp *x, struct xscan *xs)
 {
-	static const char *const aws[] = { VAULT_PART_ID, VAULT_PART_KEY,
-	    VAULT_PART_TOKEN };
-	const struct policy_credential *c;
-	struct vault_snapshot *snap;
-	struct seek_list *l;
-	size_t i, k, nc;
-	int bound, rc = 0;
+	int rc;
 
 	if (policy_dlp_exempt(x->pd, s->target.host, s->fwd.path,
 	    "vault-secret"))
 		return 0;
-	c = policy_all_credentials(s->pol, &nc);
-	if (nc == 0)
-		return 0;
-	pthread_mutex_lock(&s->p->cred_mtx);
-	if ((snap = s->p->snap) != NULL)
-		vault_snapshot_ref(snap);
-	pthread_mutex_unlock(&s->p->cred_mtx);
-	if (snap == NULL)
-		return 0;
-	if ((l = calloc(1, sizeof(*l))) == NULL) {
-		vault_snapshot_unref(snap);
-		return -1;
-	}
-	for (i = 0; i < nc; i++) {
-		bound = policy_credential_bound(&c[i], s->target.host);
-		switch (c[i].kind) {
-		case POLICY_CRED_AWS_SIGV4:
-			for (k = 0; k < 3; k++)
-				seek_add(l, snap, c[i].secret, aws[k], bound);
-			break;
-		case POLICY_CRED_OAUTH2:
-			seek_add(l, snap, c[i].secret, "#access", bound);
-			seek_add(l, snap, c[i].secret, "#refresh", bound);
-			seek_add(l, snap, c[i].secret, OAUTH2_PART_CLIENT, bound);
-			break;
-		default:
-			seek_add(l, snap, c[i].secret, "", bound);
-			break;
-		}
-	}
-	for (i = 0; i < l->n; i++)
-		l->any |= l->watch[i];
-	for (i = 0; l->any && i < DLP_VIEW_MAX; i++)
-		if ((xs->seek[i] = vault_seeker_new(snap, l->np, l->watch,
-		    l->n)) == NULL)
-			rc = -1;
-	free(l);
-	vault_snapshot_unref(snap);
+	rc = dlp_vault_seekers(s->p, s->pol, s->target.host, xs->seek,
+	    DLP_VIEW_MAX);
 	if (rc == 0 && xs->seek[0] != NULL)
 		dlp_scan_tap(xs->scan, seek_tap, xs, "vault-secret");
 	return rc;

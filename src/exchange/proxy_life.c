@@ -346,7 +346,8 @@ client_tls_cut(struct exchange *s)
 
 	if (evbuffer_copyout(in, &b, 1) != 1 || b != 0x16)
 		return 0;
-	return s->verdict.tls == POLICY_TLS_INTERCEPT || cred_host_bound(s);
+	return s->verdict.tls == POLICY_TLS_INTERCEPT || (s->has_ident &&
+	    decide_cred_bound(s->pol, &s->ident, &s->target));
 }
 
 void

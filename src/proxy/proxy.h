@@ -120,6 +120,7 @@ struct addrmem;
 struct stats;
 
 struct dns_server_env {
+	struct proxy		*proxy;		/* its queries' exchanges' (vault values) */
 	struct event_base	*base;
 	struct resolver		*resolver;	/* the worker's own */
 	struct addrmem		*mem;

@@ -797,6 +797,7 @@ dns_handle(struct dns_server *srv, struct dns_tcp *tcp,
 		log_warnx("dns: out of memory, query dropped");
 		return;
 	}
+	p->x->p = srv->env.proxy;	/* dlp: the vault's values (NULL in tests) */
 	rc = dns_msg_parse(buf, len, &p->msg);
 	/* Nothing to answer to, or a response: never answer those. */
 	if (rc == DNS_MSG_SHORT || (p->msg.hdr.flags & DNS_F_QR)) {

@@ -173,6 +173,7 @@ worker_init(struct proxy *p, struct worker *w, int index)
 		struct dns_server_env env;
 
 		memset(&env, 0, sizeof(env));
+		env.proxy = p;
 		env.base = w->base;
 		env.resolver = w->resolver;
 		env.mem = p->addrmem;

@@ -350,31 +350,6 @@ class Dlp4(unittest.TestCase):
                     dist, r and r.status, r and r.body[:70]))
         self.assertEqual(misses, [])
 
-    def test_custom_keyword_raw_key_base64(self):
-        """FINDING. Custom rule acme-key (`keyword: deploy`). Controls,
-        refused 403 acme-key: `deploy_token=<key>` as is, and the whole
-        text `deploy_token=<key>` base64-encoded. Sent: `deploy_token=`
-        followed by the key base64-encoded (what `deploy_token=$(printf
-        %s $KEY | base64)` writes): 200, the body at the origin.
-        docs/dlp.md 127-140: a base64 run is decoded (at every alignment)
-        and the rules run over it; 23: the keyword counts "within 128 bytes
-        before the match's end" -- here it is 13 bytes before the encoded
-        key, in the stream as sent. The keyword is only looked for in the
-        view the match is in (the decoded run), which never holds it."""
-        key = self.acme()
-        for body in ("deploy_token=" + key, base64.b64encode(
-                ("deploy_token=" + key).encode()).decode()):
-            r = self.post(self.mark(), body)
-            self.assertEqual(r.status, 403, "control %r: %r" % (body, r))
-        key = self.acme()
-        body = "deploy_token=" + base64.b64encode(key.encode()).decode()
-        r = self.post(self.mark(), body)
-        self.assertFalse(self.api.received(body[-20:]),
-            "the origin received %r (answer %s)" % (body, r and r.status))
-        self.assertEqual(r.status, 403, r)
-
-    # ------------------------------------------------ rows of refusals
-
     def test_policy_denied_row_keeps_secret(self):
         """FINDING (leak). Requests the policy itself refuses, a secret in
         their query: (a) strict.test allows only paths /ok/*; a GET of
