@@ -268,21 +268,18 @@ fair_refused(struct fairshare *f, struct fair_entry *e, uint64_t now_ms,
  * one from their sandbox's once it is known, and two would count twice).
  */
 static enum fair_verdict
-fair_open(struct fairshare *f, const struct fair_key *k, int take_token,
-    uint64_t now_ms, struct fair_refusal *ref)
+fair_open(struct fairshare *f, const struct fair_key *k, uint32_t max,
+    int take_token, uint64_t now_ms, struct fair_refusal *ref)
 {
 	uint64_t h = fair_hash(f, k);
 	struct fair_stripe *st = fair_stripe(f, h);
 	struct fair_entry *e;
 	enum fair_verdict v = FAIR_OK;
-	uint32_t max;
 
 	pthread_mutex_lock(&st->mtx);
 	/* Out of memory: not counted, not refused. */
 	if ((e = fair_find(f, st, k, h, now_ms, 1)) == NULL)
 		goto out;
-	/* A sandbox's entry takes tokens; a source's has a share of its own. */
-	max = take_token ? f->lim.max_conns : f->lim.src_max_conns;
 	if (max != 0 && e->live >= max)
 		v = FAIR_OVER_CONNS;
 	else if (take_token &&
@@ -324,7 +321,20 @@ fairshare_conn_open(struct fairshare *f, const char *id, uint64_t now_ms,
 	/* An id no policy allows: not counted, not refused. */
 	if (fair_key_sandbox(&k, id) == -1)
 		return FAIR_OK;
-	return fair_open(f, &k, 1, now_ms, ref);
+	/* A sandbox's entry takes tokens; a source's has a share of its own. */
+	return fair_open(f, &k, f->lim.max_conns, 1, now_ms, ref);
+}
+
+enum fair_verdict
+fairshare_stream_open(struct fairshare *f, const char *id, uint64_t now_ms,
+    struct fair_refusal *ref)
+{
+	struct fair_key k;
+
+	memset(ref, 0, sizeof(*ref));
+	if (fair_key_sandbox(&k, id) == -1)
+		return FAIR_OK;
+	return fair_open(f, &k, f->lim.max_conns, 0, now_ms, ref);
 }
 
 void
@@ -388,7 +398,7 @@ fairshare_src_open(struct fairshare *f, const struct netaddr *addr,
 	if (f->lim.src_max_conns == 0)
 		return FAIR_OK;		/* nothing to count: no lock */
 	fair_key_source(&k, addr);
-	return fair_open(f, &k, 0, now_ms, ref);
+	return fair_open(f, &k, f->lim.src_max_conns, 0, now_ms, ref);
 }
 
 void

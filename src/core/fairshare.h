@@ -81,6 +81,13 @@ void		 fairshare_free(struct fairshare *);
  */
 enum fair_verdict fairshare_conn_open(struct fairshare *, const char *sandbox,
 		    uint64_t now_ms, struct fair_refusal *ref);
+/*
+ * An HTTP/2 stream of an identified connection: it holds an origin
+ * connection of its own, so it counts toward the sandbox's max_conns as a
+ * connection does (one fairshare_conn_close later), without a rate token.
+ */
+enum fair_verdict fairshare_stream_open(struct fairshare *, const char *sandbox,
+		    uint64_t now_ms, struct fair_refusal *);
 void		 fairshare_conn_close(struct fairshare *, const char *sandbox,
 		    uint64_t now_ms);
 /*

@@ -471,6 +471,7 @@ struct exchange {
 	/* An HTTP/2 stream's (proxy_h2.c): its stream. */
 	struct h2_stream	*h2st;
 	int			 is_stream;
+	int			 fair_stream;	/* holds a slot of its sandbox's share */
 	/*
 	 * Its own memory (exchange_alloc): the path, the body tail, the
 	 * addresses beyond the inline ones. Freed with it as one unit; nothing
@@ -667,6 +668,8 @@ void		 proxy_fair_evict_cb(evutil_socket_t, short, void *);
  * source: 0, or -1 refused (answered).
  */
 int		 conn_fair_admit(struct exchange *);
+/* An HTTP/2 stream's slot in its sandbox's share: 0, or -1 refused (answered). */
+int		 stream_fair_admit(struct exchange *);
 /* A request head starts (no-op while one is timed); complete. */
 void		 conn_head_begin(struct exchange *);
 void		 conn_head_done(struct exchange *);

@@ -15,6 +15,7 @@
 
 #include "audit/audit.h"
 #include "core/decide.h"
+#include "core/fairshare.h"
 #include "core/log.h"
 #include "core/reason.h"
 #include "core/stats.h"
@@ -226,6 +227,9 @@ exchange_free(struct exchange *x)
 		return;
 	if (x->dlp_free != NULL)
 		x->dlp_free(x->dlp);
+	if (x->fair_stream && x->p != NULL && x->p->fair != NULL)
+		fairshare_conn_close(x->p->fair, x->ident.sandbox,
+		    fairshare_now_ms());
 	approval_exchange_gone(x);
 	policy_unref(x->pol);
 	cred_plan_free(&x->fwd.plan);

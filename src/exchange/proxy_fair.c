@@ -149,6 +149,31 @@ conn_fair_admit(struct exchange *s)
 }
 
 
+/*
+ * An HTTP/2 stream opens an origin connection of its own: it counts toward
+ * its sandbox's limits.per_sandbox.max_connections while it lives, so that
+ * one connection's streams cannot fill the global limits.max_connections
+ * and lock the other sandboxes out. No connections_per_second token: a
+ * stream is a request on a connection that took one.
+ */
+int
+stream_fair_admit(struct exchange *s)
+{
+	struct fair_refusal ref;
+	enum fair_verdict v;
+
+	if (s->p->fair == NULL || !s->has_ident || s->fair_stream)
+		return 0;
+	v = fairshare_stream_open(s->p->fair, s->ident.sandbox,
+	    fairshare_now_ms(), &ref);
+	if (v == FAIR_OK) {
+		s->fair_stream = 1;
+		return 0;
+	}
+	fair_refuse(s, v, &ref);
+	return -1;
+}
+
 /* Is the exchange waiting for a request head (or a SOCKS5 exchange)? */
 static int
 head_pending(const struct exchange *s)

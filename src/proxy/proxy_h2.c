@@ -586,6 +586,11 @@ st_request(struct h2_stream *st, int end_stream)
 	}
 	st->c->s->logged = 1;	/* the connection's rows are its streams' */
 	k = st->x;
+	/* Its sandbox's share holds it (docs/config.md "limits"), or 429. */
+	if (stream_fair_admit(k) == -1) {
+		free(q);
+		return;
+	}
 	if (h2_req_request(q, end_stream, &req) == 0 &&
 	    head_size(&req) > st->c->s->p->cfg->max_header_bytes)
 		q->err = H2_REQ_ERR_TOO_LARGE;

@@ -464,11 +464,38 @@ test_threads(void)
 	fairshare_free(f);
 }
 
+/*
+ * An HTTP/2 stream holds a slot of its sandbox's max_conns, as its
+ * connection does, but takes no connections_per_second token.
+ */
+static void
+test_streams(void)
+{
+	struct fair_limits lim = { 5, 1, 0, 0 };
+	struct fairshare *f = fairshare_new(&lim);
+	struct fair_refusal ref;
+	int i;
+
+	/* The connection takes the one token of its second. */
+	CHECK_INT(fairshare_conn_open(f, "a", 1000, &ref), FAIR_OK);
+	/* Its streams take none: four more fill the five slots. */
+	for (i = 0; i < 4; i++)
+		CHECK_INT(fairshare_stream_open(f, "a", 1000, &ref), FAIR_OK);
+	CHECK_INT(fairshare_stream_open(f, "a", 1000, &ref), FAIR_OVER_CONNS);
+	/* Another sandbox is not touched. */
+	CHECK_INT(fairshare_stream_open(f, "b", 1000, &ref), FAIR_OK);
+	/* A stream ending gives its slot back. */
+	fairshare_conn_close(f, "a", 1000);
+	CHECK_INT(fairshare_stream_open(f, "a", 1000, &ref), FAIR_OK);
+	fairshare_free(f);
+}
+
 int
 main(void)
 {
 	test_bucket();
 	test_max_conns();
+	test_streams();
 	test_rate_and_rows();
 	test_dns();
 	test_no_leak();
