@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 import time
 import unittest
