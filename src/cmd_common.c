@@ -237,6 +237,21 @@ cmd_json_str(json_t *o, const char *key)
 	return s != NULL ? s : "";
 }
 
+const char *
+cmd_json_clean(json_t *o, const char *key)
+{
+	static char ring[8][1024];
+	static unsigned next;
+	const char *s = cmd_json_str(o, key);
+	char *out = ring[next++ % 8];
+	size_t i;
+
+	for (i = 0; s[i] != '\0' && i + 1 < sizeof(ring[0]); i++)
+		out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	out[i] = '\0';
+	return out;
+}
+
 void
 cmd_json_string(const char *s)
 {

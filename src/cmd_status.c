@@ -106,9 +106,9 @@ print_status(json_t *j)
 	    json_object_get(j, "audit"), *lr = json_object_get(j, "last_reload");
 	long long n;
 
-	printf("sandgate %s, up ", cmd_json_str(j, "version"));
+	printf("sandgate %s, up ", cmd_json_clean(j, "version"));
 	print_uptime(num(j, "uptime_s"));
-	printf(" (since %s)\n", cmd_json_str(j, "started"));
+	printf(" (since %s)\n", cmd_json_clean(j, "started"));
 	printf("workers      %lld; connections %lld of %lld, %lld refused at "
 	    "the limit\n", num(j, "workers"), num(j, "connections"),
 	    num(j, "max_connections"), num(j, "refused"));
@@ -156,8 +156,8 @@ print_status(json_t *j)
 		return;
 	}
 	if (json_is_true(json_object_get(lr, "ok"))) {
-		printf("last reload  ok at %s (%s)", cmd_json_str(lr, "at"),
-		    cmd_json_str(lr, "source"));
+		printf("last reload  ok at %s (%s)", cmd_json_clean(lr, "at"),
+		    cmd_json_clean(lr, "source"));
 		if ((n = num(lr, "needs_restart")) > 0)
 			printf("; %lld key%s need%s a restart", n,
 			    plural(n, "", "s"), plural(n, "s", ""));
@@ -166,7 +166,8 @@ print_status(json_t *j)
 	}
 	n = num(lr, "errors");
 	printf("last reload  FAILED at %s (%s), %lld error%s; the policy before "
-	    "it stays in force\n", cmd_json_str(lr, "at"), cmd_json_str(lr, "source"), n,
+	    "it stays in force\n", cmd_json_clean(lr, "at"),
+	    cmd_json_clean(lr, "source"), n,
 	    plural(n, "", "s"));
 	if (json_is_string(json_object_get(lr, "first_error"))) {
 		printf("             ");
@@ -261,7 +262,7 @@ cmd_status(int argc, char *argv[])
 	rc = 0;
 	if (st != 200)
 		rc = cmd_error("status: the admin API answered %d: %s", st,
-		    cmd_json_str(j, "error"));
+		    cmd_json_clean(j, "error"));
 	else if (json)
 		fputs(body, stdout);
 	else
@@ -298,7 +299,7 @@ cmd_reload(int argc, char *argv[])
 				fputc('\n', stderr);
 			}
 		rc = cmd_error("reload failed: %s", st == 400 ?
-		    cmd_json_str(j, "error") : "the admin API did not reload");
+		    cmd_json_clean(j, "error") : "the admin API did not reload");
 	}
 	json_decref(j);
 	free(body);

@@ -87,6 +87,8 @@ int		 cmd_bad_option(const struct cmd_args *, const char *opt);
 void		 cmd_put_clean(FILE *fp, const char *s);
 /* o's string member key, or "" (never NULL). */
 const char	*cmd_json_str(json_t *o, const char *key);
+/* The same with control bytes as '?', for a terminal (8 such at a time). */
+const char	*cmd_json_clean(json_t *o, const char *key);
 /* s as a JSON string on stdout (quotes, escapes), or null for NULL. */
 void		 cmd_json_string(const char *s);
 /* *out (to free): sock, else cfg_path's admin_socket; 0, or 1 with an error said. */
