@@ -170,6 +170,45 @@ def _ephemeral_low():
         return 32768
 
 
+_PORT_DIR = os.path.join(tempfile.gettempdir(), "sgtest-ports")
+
+
+def _reserve_port(port):
+    """Claim port for this process among the tests running beside it (CTest
+    runs four at once): two of them drawing the same free port, each to
+    bind it later, is "Address already in use" for the second (seen in CI).
+    A claim is a file made with O_EXCL, removed when the process exits; one
+    older than an hour is a killed run's, and is taken over."""
+    try:
+        os.makedirs(_PORT_DIR, exist_ok=True)
+    except OSError:
+        return True
+    path = os.path.join(_PORT_DIR, str(port))
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            if time.time() - os.stat(path).st_mtime < 3600:
+                return False
+            os.utime(path)
+        except OSError:
+            return False
+        fd = None
+    except OSError:
+        return True
+    if fd is not None:
+        os.close(fd)
+    atexit.register(_release_port, path)
+    return True
+
+
+def _release_port(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def free_port(host="127.0.0.1", udp_too=False):
     """
     A port free for TCP (and UDP when udp_too) on host right now, for a
@@ -183,6 +222,8 @@ def free_port(host="127.0.0.1", udp_too=False):
     bottom = 10000 if low > 12000 else low + 1
     for _ in range(200):
         port = random.randint(bottom, top)
+        if not _reserve_port(port):
+            continue
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             t.bind((host, port))
