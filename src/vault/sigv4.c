@@ -390,12 +390,14 @@ qp_cmp(const void *a, const void *b)
 	size_t m = x->k_len < y->k_len ? x->k_len : y->k_len;
 	int d;
 
-	if ((d = memcmp(qp_base + x->k_off, qp_base + y->k_off, m)) != 0)
+	if (m > 0 && (d = memcmp(qp_base + x->k_off, qp_base + y->k_off,
+	    m)) != 0)
 		return d;
 	if (x->k_len != y->k_len)
 		return x->k_len < y->k_len ? -1 : 1;
 	m = x->v_len < y->v_len ? x->v_len : y->v_len;
-	if ((d = memcmp(qp_base + x->v_off, qp_base + y->v_off, m)) != 0)
+	if (m > 0 && (d = memcmp(qp_base + x->v_off, qp_base + y->v_off,
+	    m)) != 0)
 		return d;
 	return x->v_len < y->v_len ? -1 : x->v_len > y->v_len;
 }
@@ -451,9 +453,12 @@ canonical_query(struct sigv4_buf *b, const char *q, size_t len, int presigned)
 		for (k = 0; k < n; k++) {
 			if (k > 0)
 				sb_addc(b, '&');
-			sigv4_buf_add(b, enc.p + ps[k].k_off, ps[k].k_len);
+			/* "?=": nothing was encoded, enc.p is NULL (no offset on it) */
+			if (ps[k].k_len > 0)
+				sigv4_buf_add(b, enc.p + ps[k].k_off, ps[k].k_len);
 			sb_addc(b, '=');
-			sigv4_buf_add(b, enc.p + ps[k].v_off, ps[k].v_len);
+			if (ps[k].v_len > 0)
+				sigv4_buf_add(b, enc.p + ps[k].v_off, ps[k].v_len);
 		}
 	}
 	sigv4_buf_free(&enc);
