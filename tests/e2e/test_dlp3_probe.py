@@ -640,7 +640,7 @@ class Dlp3(unittest.TestCase):
         for i in range(40):
             n = "pkg-%d" % i
             lock["packages"]["node_modules/" + n] = {"version": "1.%d.0" % i,
-                "resolved": "https://registry.npmjs.org/%s/-/%s-1.%d.0.tgz" %
+                "resolved": "https://packages.example.com/npm/%s/-/%s-1.%d.0.tgz" %
                 (n, n, i), "integrity": "sha512-" + b64(64), "license": "MIT"}
         out.append(("package-lock.json", "application/json",
             json.dumps(lock, indent=2)))
@@ -649,12 +649,12 @@ class Dlp3(unittest.TestCase):
             % (i, i, hx(64), hx(64)) for i in range(30))))
         out.append(("Cargo.lock", "text/plain", "version = 3\n\n" + "".join(
             '[[package]]\nname = "crate%d"\nversion = "0.%d.1"\nsource = '
-            '"registry+https://github.com/rust-lang/crates.io-index"\n'
+            '"registry+https://index.example.com/crates"\n'
             'checksum = "%s"\n\n' % (i, i, hx(64)) for i in range(30))))
         out.append(("npm publish metadata", "application/json", json.dumps({
             "name": "app", "dist-tags": {"latest": "1.0.0"}, "versions": {
             "1.0.0": {"dist": {"shasum": hx(40), "integrity": "sha512-" +
-            b64(64), "tarball": "https://registry.npmjs.org/app/-/app-1.0.0"
+            b64(64), "tarball": "https://packages.example.com/npm/app/-/app-1.0.0"
             ".tgz"}}}, "_attachments": {"app-1.0.0.tgz": {"content_type":
             "application/octet-stream", "data": b64(3000), "length": 3000}}})))
         spec = {"openapi": "3.0.3", "info": {"title": "Payments", "version":
