@@ -14,6 +14,10 @@
 
 #include "dlp/dlp_int.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define PCT_LAYERS	3	/* before the JSON escapes */
 #define PCT_POST	PCT_LAYERS	/* one more after them: \u0025 is '%' */
 #define PRIME		DLP_HISTORY	/* bytes of an inactive view scanned when it wakes */
@@ -64,6 +68,11 @@ struct run {
 #define B64_ALIGN	4
 #define HEX_ALIGN	2
 #define OBUF		1024
+#define BLOCK		4096	/* dlp_scan_feed's steps (run_masks) */
+
+/* long_starts finds runs of a power of two. */
+_Static_assert((B64_MIN & (B64_MIN - 1)) == 0 && (HEX_MIN & (HEX_MIN - 1)) == 0,
+    "B64_MIN and HEX_MIN are powers of two");
 
 struct dlp_scan {
 	const struct dlp_set	*set;
@@ -580,6 +589,152 @@ hexval(int c)
 	return -1;
 }
 
+#if defined(__SSE2__)
+/* 0xff in each byte of x within [lo, hi], unsigned. */
+static inline __m128i
+in_range(__m128i x, unsigned char lo, unsigned char hi)
+{
+	__m128i d = _mm_sub_epi8(x, _mm_set1_epi8((char)lo));
+
+	return _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((char)(hi - lo))),
+	    d);
+}
+
+static inline __m128i
+is_byte(__m128i x, char c)
+{
+	return _mm_cmpeq_epi8(x, _mm_set1_epi8(c));
+}
+
+/*
+ * Bits i of *b64 and *hex: p[i] (of 16) continues a base64 or a hex run:
+ * what the tables b64t and hext give other than RUN_END (line breaks
+ * included).
+ */
+static inline void
+run_class16(const unsigned char *p, unsigned int *b64, unsigned int *hex)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i folded = _mm_or_si128(x, _mm_set1_epi8(0x20)), both;
+
+	both = _mm_or_si128(in_range(x, '0', '9'),
+	    _mm_or_si128(is_byte(x, '\r'), is_byte(x, '\n')));
+	*b64 = (unsigned int)_mm_movemask_epi8(_mm_or_si128(both,
+	    _mm_or_si128(in_range(folded, 'a', 'z'),
+	    _mm_or_si128(_mm_or_si128(is_byte(x, '+'), is_byte(x, '/')),
+	    _mm_or_si128(is_byte(x, '-'), is_byte(x, '_'))))));
+	*hex = (unsigned int)_mm_movemask_epi8(_mm_or_si128(both,
+	    in_range(folded, 'a', 'f')));
+}
+#endif
+
+/*
+ * Which bytes of p[0..n) (n <= BLOCK) continue a base64 run and a hex
+ * run, a bit each: one pass, sixteen bytes a step where SSE2 is (every
+ * x86-64, which Hyperscan needs anyway).
+ */
+static void
+run_masks(const unsigned char *p, size_t n, uint64_t *mb, uint64_t *mh)
+{
+	size_t i = 0;
+#if defined(__SSE2__)
+	unsigned int b, h;
+#endif
+
+	memset(mb, 0, ((n + 63) / 64) * sizeof(*mb));
+	memset(mh, 0, ((n + 63) / 64) * sizeof(*mh));
+#if defined(__SSE2__)
+	for (; i + 16 <= n; i += 16) {
+		run_class16(p + i, &b, &h);
+		mb[i >> 6] |= (uint64_t)b << (i & 63);
+		mh[i >> 6] |= (uint64_t)h << (i & 63);
+	}
+#endif
+	for (; i < n; i++) {
+		if (b64t[p[i]] != RUN_END)
+			mb[i >> 6] |= (uint64_t)1 << (i & 63);
+		if (hext[p[i]] != RUN_END)
+			mh[i >> 6] |= (uint64_t)1 << (i & 63);
+	}
+}
+
+/*
+ * Bits of word w (of nw) of the mask m where min (16 or 32: a power of
+ * two) set bits in a row start, across into the next word: each step
+ * keeps the bits followed by twice as many set ones.
+ */
+static uint64_t
+long_starts(const uint64_t *m, size_t nw, size_t w, size_t min)
+{
+	unsigned __int128 y = m[w];
+	size_t k;
+
+	if (w + 1 < nw)
+		y |= (unsigned __int128)m[w + 1] << 64;
+	for (k = 1; k < min; k <<= 1)
+		y &= y >> k;
+	return (uint64_t)y;
+}
+
+/* Where the run of set bits through bit a starts, not before lo. */
+static size_t
+run_start(const uint64_t *m, size_t lo, size_t a)
+{
+	size_t w = a >> 6, b;
+	uint64_t x = ~m[w] & ((a & 63) == 63 ? ~(uint64_t)0 :
+	    ((uint64_t)1 << ((a & 63) + 1)) - 1);
+
+	for (;;) {
+		if (x != 0) {
+			b = (w << 6) + 64 - (size_t)__builtin_clzll(x);
+			return b > lo ? b : lo;
+		}
+		if (w == 0 || (w << 6) <= lo)
+			return lo;
+		x = ~m[--w];
+	}
+}
+
+/* The first index in [i, n) whose bit in m is clear (a run ends), or n. */
+static size_t
+mask_end(const uint64_t *m, size_t i, size_t n)
+{
+	uint64_t x;
+	size_t w;
+
+	while (i < n) {
+		w = i >> 6;
+		x = ~m[w] & (~(uint64_t)0 << (i & 63));
+		if (x != 0) {
+			i = (w << 6) + (size_t)__builtin_ctzll(x);
+			return i < n ? i : n;
+		}
+		i = (w + 1) << 6;
+	}
+	return n;
+}
+
+/* The first '%' or '\\' in p[i..n), or n. */
+static size_t
+esc_find(const unsigned char *p, size_t i, size_t n)
+{
+#if defined(__SSE2__)
+	__m128i x;
+	unsigned int m;
+
+	for (; i + 16 <= n; i += 16) {
+		x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		m = (unsigned int)_mm_movemask_epi8(_mm_or_si128(
+		    is_byte(x, '%'), is_byte(x, '\\')));
+		if (m != 0)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#endif
+	for (; i < n && p[i] != '%' && p[i] != '\\'; i++)
+		;
+	return i;
+}
+
 /*
  * Character i (from 0) of the base64 run, value v. Alignment k decodes from
  * character k: its c-th character (c = i - k + 1) completes a byte when
@@ -619,6 +774,53 @@ b64_push(struct dlp_scan *s, size_t i, int v)
 	}
 }
 
+/*
+ * b64_push over p[0..n) (p[0] a base64 character, the run min long or
+ * more, so every character completes a byte of three alignments) up to
+ * the first character that ends the run: how many were taken. The output
+ * buffers are checked once per stretch that fits them, not per byte.
+ */
+static size_t
+b64_stretch(struct dlp_scan *s, const unsigned char *p, size_t n)
+{
+	struct run *r = &s->b64;
+	size_t k = 0, lim, top, i = r->len;
+	uint32_t acc = r->acc;
+	int j, v = 0;
+
+	/* No buffer is full between calls: each is fed when it fills. */
+	while (k < n && v != RUN_END && !s->found) {
+		for (top = 0, j = 0; j < B64_ALIGN; j++)
+			if (s->dn[j] > top)
+				top = s->dn[j];
+		/* Each character gives an alignment one byte at most. */
+		lim = n - k < OBUF - top ? n : k + (OBUF - top);
+		for (; k < lim; k++) {
+			if ((v = b64t[p[k]]) < 0) {
+				if (v == RUN_SKIP)
+					continue;
+				break;
+			}
+			acc = acc << 6 | (uint32_t)v;
+			s->dbuf[(i - 1) & 3][s->dn[(i - 1) & 3]++] =
+			    (unsigned char)(acc >> 4);
+			s->dbuf[(i - 2) & 3][s->dn[(i - 2) & 3]++] =
+			    (unsigned char)(acc >> 2);
+			s->dbuf[(i + 1) & 3][s->dn[(i + 1) & 3]++] =
+			    (unsigned char)acc;
+			i++;
+		}
+		r->len = i;
+		r->acc = acc;
+		for (j = 0; j < B64_ALIGN; j++)
+			if (s->dn[j] == OBUF) {
+				(void)view_feed(s, b64_view[j], s->dbuf[j], OBUF);
+				s->dn[j] = 0;
+			}
+	}
+	return k;
+}
+
 /* Digit i of the hex run: alignment k completes a byte on every 2nd. */
 static void
 hex_push(struct dlp_scan *s, size_t i, int v)
@@ -629,6 +831,40 @@ hex_push(struct dlp_scan *s, size_t i, int v)
 	r->acc = r->acc << 4 | (uint32_t)v;
 	if (k <= i)
 		dec_out(s, 0, (int)k, (unsigned char)r->acc);
+}
+
+/* hex_push over p[0..n) as b64_stretch: how many digits were taken. */
+static size_t
+hex_stretch(struct dlp_scan *s, const unsigned char *p, size_t n)
+{
+	struct run *r = &s->hex;
+	size_t k = 0, lim, top, i = r->len;
+	uint32_t acc = r->acc;
+	int j, v = 0;
+
+	while (k < n && v != RUN_END && !s->found) {
+		top = s->hn[0] > s->hn[1] ? s->hn[0] : s->hn[1];
+		lim = n - k < OBUF - top ? n : k + (OBUF - top);
+		for (; k < lim; k++) {
+			if ((v = hext[p[k]]) < 0) {
+				if (v == RUN_SKIP)
+					continue;
+				break;
+			}
+			acc = acc << 4 | (uint32_t)v;
+			s->hbuf[(i + 1) & 1][s->hn[(i + 1) & 1]++] =
+			    (unsigned char)acc;
+			i++;
+		}
+		r->len = i;
+		r->acc = acc;
+		for (j = 0; j < HEX_ALIGN; j++)
+			if (s->hn[j] == OBUF) {
+				(void)view_feed(s, hex_view[j], s->hbuf[j], OBUF);
+				s->hn[j] = 0;
+			}
+	}
+	return k;
 }
 
 /* A run ends: a separator so that no match joins two runs. */
@@ -664,7 +900,7 @@ static void
 run_take(struct dlp_scan *s, struct run *r, const signed char *t, size_t min,
     const unsigned char *p, size_t n)
 {
-	size_t k, i;
+	size_t k, i, used;
 	int v;
 
 	for (k = 0; k < n; k++) {
@@ -686,61 +922,60 @@ run_take(struct dlp_scan *s, struct run *r, const signed char *t, size_t min,
 					hex_push(s, i, t[r->pend[i]]);
 			}
 		}
-		if (r == &s->b64)
-			b64_push(s, r->len, v);
-		else
-			hex_push(s, r->len, v);
-		r->len++;
+		/* p[k] and what follows it in the run, in one loop. */
+		used = r == &s->b64 ? b64_stretch(s, p + k, n - k) :
+		    hex_stretch(s, p + k, n - k);
+		if (used == 0 || s->found)
+			return;
+		k += used - 1;
 	}
 }
 
 /*
  * runs_in over p[0..n) for one decoder (the common case: bytes no escape
  * decoder changed), the same bytes out in the same order. Only a run that
- * reaches min characters is decoded, so between runs the search skips:
- * when the min-th byte ahead is not a run character, no such run starts
- * before it (most text and binary is crossed a probe per min bytes).
+ * reaches min characters is decoded, so the search goes from run to run
+ * (run_masks: a bit a byte, made sixteen bytes a step) and passes shorter ones by.
  */
 static void
 runs_seg(struct dlp_scan *s, struct run *r, const signed char *t,
-    size_t min, const unsigned char *p, size_t n)
+    size_t min, const unsigned char *p, size_t n, const uint64_t *m, size_t o)
 {
-	size_t i = 0, j, a, e;
+	size_t i = o, end = o + n, a, e, w, nw = (end + 63) / 64;
+	uint64_t l;
 
 	if (r->len > 0) {		/* the run the last bytes left open */
-		for (e = 0; e < n && t[p[e]] != RUN_END; e++)
-			;
-		run_take(s, r, t, min, p, e);
-		if (e == n)
+		e = mask_end(m, o, end);
+		run_take(s, r, t, min, p, e - o);
+		if (e == end)
 			return;
 		run_end(s, r);
 		i = e + 1;
 	}
-	/* Here no run is open: p[i - 1] (if any) is not a run character. */
-	while (i < n) {
-		if (n - i < min) {
-			/* Too few left for a whole run: only the one at the end. */
-			for (a = n; a > i && t[p[a - 1]] != RUN_END; a--)
-				;
-			run_take(s, r, t, min, p + a, n - a);
+	/*
+	 * Here no run is open: p[i - 1] (if any) is not a run character. A
+	 * run of min that ends before the end needs more than min bytes.
+	 */
+	while (i + min < end && !s->found) {
+		/* The next min run characters in a row, at or after i. */
+		w = i >> 6;
+		l = long_starts(m, nw, w, min) & (~(uint64_t)0 << (i & 63));
+		while (l == 0 && ++w < nw)
+			l = long_starts(m, nw, w, min);
+		if (l == 0 || (a = (w << 6) + (size_t)__builtin_ctzll(l)) >= end)
+			break;
+		a = run_start(m, i, a);
+		e = mask_end(m, a, end);
+		run_take(s, r, t, min, p + (a - o), e - a);
+		if (e == end)
 			return;
-		}
-		j = i + min - 1;
-		if (t[p[j]] == RUN_END) {
-			i = j + 1;
-			continue;
-		}
-		for (a = j; a > i && t[p[a - 1]] != RUN_END; a--)
-			;
-		for (e = j + 1; e < n && t[p[e]] != RUN_END; e++)
-			;
-		if (e - a >= min || e == n) {
-			run_take(s, r, t, min, p + a, e - a);
-			if (e == n)
-				return;
-			run_end(s, r);
-		}
+		run_end(s, r);
 		i = e + 1;
+	}
+	/* The run at the end, however short: the next bytes may go on with it. */
+	if (i < end && !s->found && (m[(end - 1) >> 6] >> ((end - 1) & 63) & 1)) {
+		a = run_start(m, i, end - 1);
+		run_take(s, r, t, min, p + (a - o), end - a);
 	}
 }
 
@@ -753,9 +988,13 @@ u_out(struct dlp_scan *s, unsigned char c)
 	runs_in(s, c);
 }
 
-/* p[0..n) unchanged by the escape decoders (none pending, none in it). */
+/*
+ * p[0..n) unchanged by the escape decoders (none pending, none in it);
+ * mb and mh: run_masks of the block p is in, p[0] at bit o.
+ */
 static void
-u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
+u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n,
+    const uint64_t *mb, const uint64_t *mh, size_t o)
 {
 	size_t take;
 
@@ -765,12 +1004,13 @@ u_bulk(struct dlp_scan *s, const unsigned char *p, size_t n)
 			take = n;
 		memcpy(s->ubuf + s->un, p, take);
 		s->un += take;
-		runs_seg(s, &s->b64, b64t, B64_MIN, p, take);
-		runs_seg(s, &s->hex, hext, HEX_MIN, p, take);
+		runs_seg(s, &s->b64, b64t, B64_MIN, p, take, mb, o);
+		runs_seg(s, &s->hex, hext, HEX_MIN, p, take, mh, o);
 		if (s->un == sizeof(s->ubuf))
 			flush_u(s);
 		p += take;
 		n -= take;
+		o += take;
 	}
 }
 
@@ -919,25 +1159,29 @@ dlp_scan_feed(struct dlp_scan *s, const void *buf, size_t n,
     struct dlp_finding *f)
 {
 	const unsigned char *p = buf;
-	size_t i, j;
+	uint64_t mb[BLOCK / 64], mh[BLOCK / 64];
+	size_t i, j, b, bn;
 
 	if ((s->set->db == NULL && s->tap == NULL) || s->found) {
 		result(s, f);
 		return s->found;
 	}
 	if (view_feed(s, DLP_VIEW_RAW, p, n) == 0) {
-		for (i = 0; i < n && !s->found; ) {
-			if (s->pct[0].st == 0 && s->pct[1].st == 0 &&
-			    s->pct[2].st == 0 && s->pct[PCT_POST].st == 0 &&
-			    s->js.st == 0) {
-				for (j = i; j < n && p[j] != '%' && p[j] != '\\'; j++)
-					;
-				u_bulk(s, p + i, j - i);
-				i = j;
-				if (i == n || s->found)
-					break;
+		for (b = 0; b < n && !s->found; b += bn) {
+			bn = n - b < BLOCK ? n - b : BLOCK;
+			run_masks(p + b, bn, mb, mh);
+			for (i = 0; i < bn && !s->found; ) {
+				if (s->pct[0].st == 0 && s->pct[1].st == 0 &&
+				    s->pct[2].st == 0 &&
+				    s->pct[PCT_POST].st == 0 && s->js.st == 0) {
+					j = esc_find(p + b, i, bn);
+					u_bulk(s, p + b + i, j - i, mb, mh, i);
+					i = j;
+					if (i == bn || s->found)
+						break;
+				}
+				pct_in(s, 0, p[b + i++]);
 			}
-			pct_in(s, 0, p[i++]);
 		}
 		if (!s->found)
 			flush_u(s);
