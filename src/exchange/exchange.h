@@ -467,6 +467,7 @@ struct exchange {
 	int			 eof_client;	/* relay half-close bookkeeping */
 	int			 eof_origin;
 	struct ws_relay		*ws;
+	struct tls_watch	*tw;		/* passthrough TLS: further ClientHellos */
 	enum sg_close		 close_reason;	/* NONE until it ends */
 	/* An HTTP/2 stream's (proxy_h2.c): its stream. */
 	struct h2_stream	*h2st;
@@ -1107,6 +1108,21 @@ int		 request_build_head(struct exchange *, const struct http_request *,
 
 /* proxy_relay.c: the decided, connected tunnel's bytes both ways. */
 void		 relay_start(struct exchange *);
+/*
+ * proxy_tlswatch.c: a passed-through TLS tunnel's further ClientHellos
+ * (parse/tls_watch.h). tlswatch_start: its first, first_len bytes of
+ * records, was decided; -1 out of memory. tlswatch_take: how many of the
+ * n bytes bev's input holds may go on now, (size_t)-1 when the exchange
+ * was refused or closed.
+ */
+int		 tlswatch_start(struct exchange *, size_t first_len);
+size_t		 tlswatch_take(struct exchange *, struct bufferevent *, size_t n);
+void		 tlswatch_free(struct exchange *);
+/* Refuse a tunnel: its deny row, a TLS access_denied alert (tls), closed. */
+void		 relay_refuse(struct exchange *, int tls, enum sg_reason,
+		    const char *detail);
+#define TLS_ALERT_LEN	7
+extern const unsigned char tls_alert_access_denied[TLS_ALERT_LEN];
 /* proxy_relay.c: bulk through tunnels the gateway does not read (splice) */
 int		 splice_ready(const struct exchange *);
 int		 splice_start(struct exchange *);

@@ -227,6 +227,7 @@ exchange_free(struct exchange *x)
 		return;
 	if (x->dlp_free != NULL)
 		x->dlp_free(x->dlp);
+	free(x->tw);		/* plain memory (proxy_tlswatch.c) */
 	if (x->fair_stream && x->p != NULL && x->p->fair != NULL)
 		fairshare_conn_close(x->p->fair, x->ident.sandbox,
 		    fairshare_now_ms());

@@ -94,7 +94,16 @@ relay_read_cb(struct bufferevent *bev, void *arg)
 	size_t n = evbuffer_get_length(in);
 
 	exchange_touch(s);
-	evbuffer_add_buffer(out, in);
+	if (s->tw != NULL && !s->c->intercepted) {
+		/* A handshake still in the clear: what may go on of it. */
+		if ((n = tlswatch_take(s, bev, n)) == (size_t)-1)
+			return;
+		if (evbuffer_remove_buffer(in, out, n) != (int)n) {
+			exchange_close(s, CLOSE_NO_MEMORY);
+			return;
+		}
+	} else
+		evbuffer_add_buffer(out, in);
 	if (bev == s->c->cbev)
 		s->up += n;
 	else
@@ -426,6 +435,7 @@ splice_ready(const struct exchange *s)
 	/* Cheapest first: this runs each time a relayed output drains. */
 	return s->up + s->down >= PROXY_SPLICE_AFTER &&
 	    s->splice == NULL && !s->splice_off && !s->c->intercepted &&
+	    s->tw == NULL &&
 	    !s->closing && !atomic_load(&s->p->splice_refused) &&
 	    s->state == S_RELAY && !s->eof_client && !s->eof_origin &&
 	    (s->c->kind == KIND_CONNECT || s->c->kind == KIND_SOCKS5 ||

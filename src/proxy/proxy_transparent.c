@@ -24,10 +24,6 @@
 #define IP6T_SO_ORIGINAL_DST	80
 #endif
 
-static const unsigned char tls_alert_access_denied[] = {
-	0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31
-};
-
 /* Refuse in the protocol the client speaks: alert, 403, or a reset. */
 void
 transparent_refuse(struct exchange *s, enum sg_reason reason)
@@ -392,6 +388,11 @@ transparent_sniff(struct exchange *s)
 		bufferevent_disable(s->c->cbev, EV_READ);
 		if (r != TLS_CH_OK) {
 			deny(s, 403, REASON_PROTOCOL_DENY, "malformed ClientHello");
+			return;
+		}
+		/* If passed through: a further ClientHello must name it too. */
+		if (tlswatch_start(s, ch.consumed) == -1) {
+			exchange_close(s, CLOSE_NO_MEMORY);
 			return;
 		}
 		if (!ch.has_sni) {

@@ -15,22 +15,11 @@
 #include "parse/tls_sni.h"
 
 
-/* A fatal TLS alert, access_denied(49), in a TLS 1.2-framed record. */
-static const unsigned char tls_alert_access_denied[] = {
-	0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31
-};
-
 static void
 tunnel_refuse(struct exchange *s, int tls, enum sg_reason reason,
     const char *detail)
 {
-	s->verdict.allow = 0;
-	exchange_log(s, VERDICT_DENY, 403, reason);
-	log_debug("session %llu: %s", (unsigned long long)s->id, detail);
-	if (tls)
-		bufferevent_write(s->c->cbev, tls_alert_access_denied,
-		    sizeof(tls_alert_access_denied));
-	exchange_finish(s, reason_close(reason));
+	relay_refuse(s, tls, reason, detail);
 }
 
 static void	opaque_connected(struct exchange *);
@@ -210,6 +199,11 @@ sniff_tls(struct exchange *s, const uint8_t *p, size_t len, size_t total)
 		return;
 	}
 	evtimer_del(s->c->timer);
+	/* Passed through: a further ClientHello must name it too. */
+	if (tlswatch_start(s, ch.consumed) == -1) {
+		exchange_close(s, CLOSE_NO_MEMORY);
+		return;
+	}
 	if (EXCHANGE_OBEV(s) != NULL)
 		relay_start(s);
 	else
