@@ -293,7 +293,7 @@ http_request_target(struct http_request *r)
 
 /* method SP request-target SP HTTP-version, the CRLF already cut off. */
 static int
-http_request_line(const char *p, size_t n, struct http_request *r)
+http_request_line(const char *p, size_t n, struct http_request *r, int split)
 {
 	const char *end = p + n, *q, *t;
 	int rc;
@@ -313,7 +313,7 @@ http_request_line(const char *p, size_t n, struct http_request *r)
 	q++;
 	if ((rc = http_version(q, (size_t)(end - q), &r->version_minor)) != 0)
 		return rc;
-	return http_request_target(r);
+	return split ? 0 : http_request_target(r);
 }
 
 /* field-name ":" OWS field-value OWS; no obs-fold, no CTL but HTAB. */
@@ -547,9 +547,10 @@ http_request_check(struct http_request *r)
 	return http_request_fields(r);
 }
 
-int
-http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
-    struct http_request *out)
+/* split: the request line only cut in three, the fields not checked. */
+static int
+http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+    struct http_request *out, int split)
 {
 	size_t max_line, max_head, off = 0, cr, end;
 	int rc;
@@ -566,15 +567,29 @@ http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
 			break;
 		off = cr + 2;
 	}
-	if ((rc = http_request_line(buf + off, cr - off, out)) != 0)
+	if ((rc = http_request_line(buf + off, cr - off, out, split)) != 0)
 		return rc;
 	rc = http_fields(buf, len, cr + 2, max_head, out->headers,
 	    &out->n_headers, &end);
 	if (rc != 1)
 		return rc;
-	if ((rc = http_request_fields(out)) != 0)
+	if (!split && (rc = http_request_fields(out)) != 0)
 		return rc;
 	return (int)end;
+}
+
+int
+http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
+    struct http_request *out)
+{
+	return http_parse_head(buf, len, lim, out, 0);
+}
+
+int
+http_parse_request_fields(const char *buf, size_t len,
+    const struct http_limits *lim, struct http_request *out)
+{
+	return http_parse_head(buf, len, lim, out, 1);
 }
 
 /* HTTP-version SP 3DIGIT [SP reason-phrase] */

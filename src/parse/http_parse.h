@@ -95,6 +95,15 @@ struct http_response {
 int	http_parse_request(const char *buf, size_t len,
 	    const struct http_limits *, struct http_request *out);
 /*
+ * A head http_parse_request refused for its target (a host no name has):
+ * the request line only cut in method, target and version, and the header
+ * fields parsed with the same rules but none of the checks between fields
+ * (Host, framing) -- to learn who sent it (Proxy-Authorization), never to
+ * forward it. The head's length, HTTP_NEED_MORE or an HTTP_ERR_*.
+ */
+int	http_parse_request_fields(const char *buf, size_t len,
+	    const struct http_limits *, struct http_request *out);
+/*
  * A request whose method, target, version and headers were set from
  * another protocol's fields (an HTTP/2 stream: parse/h2_req.h): the checks
  * http_parse_request applies once a head is split -- the method a token,

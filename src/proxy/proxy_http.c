@@ -362,6 +362,33 @@ invalid_destination(struct exchange *s, const struct http_request *r)
 	return 1;
 }
 
+/*
+ * A request to an invalid destination (invalid_destination) is refused as
+ * any other is: who sent it first (a wrong Proxy-Authorization is a 407,
+ * the sandbox's share is taken), then 403 invalid-host in that sandbox's
+ * name; a CONNECT's row says connect. Outside the explicit proxy (a
+ * tunnel's requests, ingress) the connection said who it is already.
+ */
+static void
+invalid_request(struct exchange *s, const char *buf, size_t len,
+    const struct http_limits *lim, struct http_request *req)
+{
+	struct http_request fields;
+
+	if (s->c->kind == KIND_HTTP && !s->c->tunnel_http) {
+		if (req->method.len == 7 &&
+		    memcmp(req->method.p, "CONNECT", 7) == 0)
+			s->c->kind = KIND_CONNECT;
+		/* The fields as they came: an unparsable head has none. */
+		if (http_parse_request_fields(buf, len, lim, &fields) > 0)
+			req = &fields;
+		if (identify(s, req) == -1 || conn_fair_admit(s) == -1)
+			return;
+	}
+	exchange_deny(s, 403, REASON_INVALID_HOST,
+	    "not a valid host name or port");
+}
+
 static void
 forward_resolved(struct exchange *s)
 {
@@ -436,8 +463,7 @@ http_head_read(struct exchange *s)
 		return;
 	default:
 		if (n < 0 && invalid_destination(s, &req)) {
-			exchange_deny(s, 403, REASON_INVALID_HOST,
-			    "not a valid host name or port");
+			invalid_request(s, buf, want, &lim, &req);
 			return;
 		}
 		if (n < 0) {

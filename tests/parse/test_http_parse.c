@@ -906,9 +906,45 @@ test_chunked_limits(void)
 	CHECK_INT(done, 0);
 }
 
+/* A head refused for its target: who sent it can still be read. */
+static void
+test_request_fields(void)
+{
+	static const char bad_host[] = "GET http://q\"y.test/ HTTP/1.1\r\n"
+	    "Host: q\"y.test\r\nProxy-Authorization: Basic dGs6dA==\r\n\r\n";
+	static const char bad_connect[] = "CONNECT q!z.test:443 HTTP/1.1\r\n"
+	    "Proxy-Authorization: Basic dGs6dA==\r\n\r\n";
+	static const char bad_field[] = "GET http://q\"y.test/ HTTP/1.1\r\n"
+	    "Proxy-Authorization : Basic dGs6dA==\r\n\r\n";
+	static const char bare_lf[] = "GET http://q\"y.test/ HTTP/1.1\n"
+	    "Host: a\r\n\r\n";
+	struct http_request r;
+
+	CHECK(http_parse_request(bad_host, sizeof(bad_host) - 1, NULL, &r) < 0);
+	CHECK_INT(http_parse_request_fields(bad_host, sizeof(bad_host) - 1,
+	    NULL, &r), sizeof(bad_host) - 1);
+	CHECK_INT(r.n_headers, 2);
+	CHECK(r.n_headers == 2 && http_header_is(&r.headers[1],
+	    "proxy-authorization"));
+	CHECK(r.method.len == 3 && r.target.len == 16);
+	CHECK(http_parse_request(bad_connect, sizeof(bad_connect) - 1, NULL,
+	    &r) < 0);
+	CHECK_INT(http_parse_request_fields(bad_connect,
+	    sizeof(bad_connect) - 1, NULL, &r), sizeof(bad_connect) - 1);
+	CHECK_INT(r.n_headers, 1);
+	/* the field rules still hold */
+	CHECK(http_parse_request_fields(bad_field, sizeof(bad_field) - 1,
+	    NULL, &r) < 0);
+	CHECK(http_parse_request_fields(bare_lf, sizeof(bare_lf) - 1, NULL,
+	    &r) < 0);
+	CHECK_INT(http_parse_request_fields(bad_host, 20, NULL, &r),
+	    HTTP_NEED_MORE);
+}
+
 int
 main(void)
 {
+	test_request_fields();
 	test_request_table();
 	test_request_limits();
 	test_request_header_count();
