@@ -303,9 +303,31 @@ unscannable(struct exchange *s, struct xdlp *x, const char *where,
 }
 
 /*
+ * gRPC's own message coding (grpc-encoding: gzip, ...): each message
+ * compressed inside the stream, which the origin inflates as it would a
+ * Content-Encoding. The gateway does not undo it: anything but identity
+ * cannot be scanned.
+ */
+static int
+grpc_coded(const struct http_request *req)
+{
+	const struct http_header *h;
+	size_t i;
+
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (http_header_is(h, "grpc-encoding") && !(h->value.len == 8 &&
+		    strncasecmp(h->value.p, "identity", 8) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * The request's Content-Encoding: none or identity, or one of gzip,
  * x-gzip, deflate (undone before the body is scanned); anything else, or
- * more than one, cannot be scanned. -1 refused (answered), 0 go on.
+ * more than one, cannot be scanned; nor can a gRPC message coding.
+ * -1 refused (answered), 0 go on.
  */
 static int
 body_coding(struct exchange *s, struct xdlp *x, const struct http_request *req)
@@ -315,7 +337,11 @@ body_coding(struct exchange *s, struct xdlp *x, const struct http_request *req)
 	size_t i, tl;
 	int bits = 0, n = 0, bad = 0;
 
-	if (req->framing == HTTP_BODY_NONE || x->done)
+	if (x->done)
+		return 0;
+	if (grpc_coded(req))
+		return unscannable(s, x, "header", "a gRPC message coding");
+	if (req->framing == HTTP_BODY_NONE)
 		return 0;
 	for (i = 0; i < req->n_headers; i++) {
 		h = &req->headers[i];
@@ -578,6 +604,24 @@ scan_feed(struct exchange *s, struct xdlp *x, const char *p, size_t n,
 	return -1;
 }
 
+/*
+ * The body ended: its coding with it, whole (a gzip or deflate stream cut
+ * short does not decode), so that nothing after the body -- a WebSocket's
+ * messages -- is read through it. -1 refused, 0 go on.
+ */
+static int
+coding_end(struct exchange *s, struct xdlp *x, const char *where)
+{
+	if (x->z == NULL)
+		return 0;
+	if (!x->zend && x->zin > 0)
+		return unscannable(s, x, where, "its coding does not end");
+	inflateEnd(x->z);
+	free(x->z);
+	x->z = NULL;
+	return 0;
+}
+
 /* The body ended: what the decoders held is scanned too (-1: refused). */
 static int
 body_end(struct exchange *s, struct xdlp *x, const char *where)
@@ -587,6 +631,8 @@ body_end(struct exchange *s, struct xdlp *x, const char *where)
 
 	if (x->done)
 		return 0;
+	if (coding_end(s, x, where) == -1)
+		return -1;
 	memset(&f, 0, sizeof(f));
 	if (dlp_scan_end(x->scan, &f) == 0)
 		return 0;

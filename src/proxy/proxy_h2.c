@@ -275,6 +275,7 @@ grpc_status(int status)
 	case 401: return "16";		/* UNAUTHENTICATED */
 	case 403: return "7";		/* PERMISSION_DENIED */
 	case 404: return "12";		/* UNIMPLEMENTED */
+	case 415: return "12";		/* a coding not taken: UNIMPLEMENTED */
 	case 429: return "8";		/* RESOURCE_EXHAUSTED */
 	default: return "14";		/* UNAVAILABLE */
 	}
