@@ -37,6 +37,9 @@
 #define DNS_SRV_UDP_BURST	64		/* datagrams per wakeup */
 #define DNS_SRV_UDP_BUF		65536
 #define DNS_SRV_PENDING_MAX	4096		/* waiting on the resolver */
+#define DNS_SRV_HELD_MAX	4096		/* held on questions (mode: ask) */
+#define DNS_SRV_HELD_PER_Q	16		/* held on one question */
+#define DNS_WAKE_PENDING	32		/* questions a wake remembers as pending */
 #define DNS_SRV_TCP_MAX		512		/* connections */
 #define DNS_SRV_TCP_INFLIGHT	32		/* queries per connection */
 #define DNS_SRV_TCP_OUT_MAX	(256 * 1024)	/* unread responses */
@@ -78,6 +81,7 @@ struct dns_pending {
 	char			 client[NETADDR_STRLEN + 8];
 	struct dns_msg		 msg;
 	uint64_t		 ask_id;	/* mode: ask: the question it is held on */
+	int			 ask_st;	/* its answer, once collected (ready) */
 };
 
 /* How a query ends. */
@@ -107,6 +111,8 @@ struct dns_server {
 	TAILQ_HEAD(, dns_pending) pending;
 	size_t			 npending;
 	TAILQ_HEAD(, dns_pending) held;	/* mode: ask: waiting for an answer */
+	size_t			 nheld;
+	TAILQ_HEAD(, dns_pending) ready;	/* answered, on their way (held_wake) */
 	uint64_t		 refused_conns;
 	uint8_t			 inbuf[DNS_SRV_UDP_BUF];
 	uint8_t			 outbuf[2 + DNS_MSG_MAX];
@@ -644,27 +650,47 @@ dns_redecide(struct dns_pending *p)
 	return 1;
 }
 
+/*
+ * Questions answered: their held queries go on or are refused. Each held
+ * query collects its answer once (the question counts its waiters); a
+ * question still pending is asked once per wake, not once per query held
+ * on it. Those answered move to the ready list first, then go one by one
+ * (a refusal may free a TCP connection and, with it, other queries: they
+ * leave either list then). Linear in the queries held.
+ */
 void
 dns_server_held_wake(struct dns_server *srv)
 {
 	struct dns_pending *p, *next;
-	uint64_t id;
+	uint64_t pend[DNS_WAKE_PENDING], id;
+	size_t np = 0, i;
 	int st;
 
 	for (p = TAILQ_FIRST(&srv->held); p != NULL; p = next) {
 		next = TAILQ_NEXT(p, link);
-		st = srv->env.ask_collect(srv->env.ask_arg, p->ask_id);
-		if (st == APPROVAL_PENDING)
+		for (i = 0; i < np && pend[i] != p->ask_id; i++)
+			;
+		if (i < np)
 			continue;
+		st = srv->env.ask_collect(srv->env.ask_arg, p->ask_id);
+		if (st == APPROVAL_PENDING) {
+			if (np < DNS_WAKE_PENDING)
+				pend[np++] = p->ask_id;
+			continue;
+		}
 		TAILQ_REMOVE(&srv->held, p, link);
+		srv->nheld--;
+		p->ask_st = st;
+		TAILQ_INSERT_TAIL(&srv->ready, p, link);
+	}
+	while ((p = TAILQ_FIRST(&srv->ready)) != NULL) {
+		TAILQ_REMOVE(&srv->ready, p, link);
 		id = p->ask_id;
 		p->ask_id = 0;
-		if (st == APPROVAL_APPROVED && dns_redecide(p))
+		if (p->ask_st == APPROVAL_APPROVED && dns_redecide(p))
 			;	/* a reload's policy refused it meanwhile */
 		else
-			dns_asked(p, st, id);
-		/* A refusal may have freed next's TCP connection: start over. */
-		next = TAILQ_FIRST(&srv->held);
+			dns_asked(p, p->ask_st, id);
 	}
 }
 
@@ -688,9 +714,32 @@ static void
 dns_held_cancel(struct dns_pending *p)
 {
 	TAILQ_REMOVE(&p->srv->held, p, link);
+	p->srv->nheld--;
 	p->srv->env.ask_leave(p->srv->env.ask_arg, p->ask_id);
 	p->ask_id = 0;
 	dns_unanswered(p);
+}
+
+/* The same for an answered one (it collected its answer already). */
+static void
+dns_ready_cancel(struct dns_pending *p)
+{
+	TAILQ_REMOVE(&p->srv->ready, p, link);
+	p->ask_id = 0;
+	dns_unanswered(p);
+}
+
+/* How many held queries wait on question id (at most DNS_SRV_HELD_PER_Q). */
+static size_t
+dns_held_on(struct dns_server *srv, uint64_t id)
+{
+	struct dns_pending *p;
+	size_t n = 0;
+
+	TAILQ_FOREACH(p, &srv->held, link)
+		if (p->ask_id == id && ++n >= DNS_SRV_HELD_PER_Q)
+			break;
+	return n;
 }
 
 /* The policy's part: everything after the message is known good. */
@@ -713,11 +762,22 @@ dns_decide(struct dns_pending *p)
 		int st = srv->env.ask(srv->env.ask_arg, p->x->ident.sandbox,
 		    p->x->target.host, &id);
 
+		/*
+		 * A question holds a few queries (a resolver's retries), a
+		 * worker's listener a bounded number: more is approval-limit,
+		 * not memory (each held query keeps its exchange).
+		 */
+		if (st == APPROVAL_PENDING && (srv->nheld >= DNS_SRV_HELD_MAX ||
+		    dns_held_on(srv, id) >= DNS_SRV_HELD_PER_Q)) {
+			srv->env.ask_leave(srv->env.ask_arg, id);
+			st = APPROVAL_LIMIT;
+		}
 		if (st == APPROVAL_PENDING) {
 			p->ask_id = id;
 			snprintf(p->x->verdict.rule, sizeof(p->x->verdict.rule),
 			    "approval:%llu", (unsigned long long)id);
 			TAILQ_INSERT_TAIL(&srv->held, p, link);
+			srv->nheld++;
 			return;
 		}
 		dns_asked(p, st, id);
@@ -984,6 +1044,11 @@ dns_tcp_free(struct dns_tcp *c)
 		if (p->tcp == c)
 			dns_held_cancel(p);
 	}
+	for (p = TAILQ_FIRST(&srv->ready); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, link);
+		if (p->tcp == c)
+			dns_ready_cancel(p);
+	}
 	TAILQ_REMOVE(&srv->conns, c, link);
 	srv->nconns--;
 	bufferevent_free(c->bev);
@@ -1053,6 +1118,7 @@ dns_server_new(const struct dns_server_env *env, int udp_fd, int tcp_fd)
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->pending);
 	TAILQ_INIT(&srv->held);
+	TAILQ_INIT(&srv->ready);
 	if (udp_fd != -1) {
 		srv->udp_fd = udp_fd;
 		udp_fd = -1;
@@ -1100,6 +1166,8 @@ dns_server_free(struct dns_server *srv)
 		dns_pending_cancel(p);
 	while ((p = TAILQ_FIRST(&srv->held)) != NULL)
 		dns_held_cancel(p);
+	while ((p = TAILQ_FIRST(&srv->ready)) != NULL)
+		dns_ready_cancel(p);
 	if (srv->udp_ev != NULL)
 		event_free(srv->udp_ev);
 	if (srv->udp_fd != -1)
