@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "helper_parse.h"
 #include "parse/tls_sni.h"
 
 #define OK	TLS_CH_OK
@@ -43,25 +44,6 @@ static const struct seed {
 	{ "curl_ip_nosni.bin", NULL, 1, 1, 1 },
 	{ "python_sni.bin", "py.x.test", 1, 0, 1 },
 };
-
-static size_t
-load_seed(const char *name, uint8_t *buf, size_t cap)
-{
-	const char *dir = getenv("SANDGATE_TEST_DATA");
-	char path[4096];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/fuzz/corpus/fuzz_tls_sni/%s",
-	    dir != NULL ? dir : "..", name);
-	if ((f = fopen(path, "rb")) == NULL) {
-		perror(path);
-		return 0;
-	}
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
 
 static size_t
 be16(const uint8_t *p)

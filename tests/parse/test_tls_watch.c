@@ -12,31 +12,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "helper_parse.h"
 #include "parse/tls_watch.h"
 
 #define CAP	(200 * 1024)
 
 static uint8_t	hello_x[4096], hello_py[4096];
 static size_t	hello_x_len, hello_py_len;
-
-static size_t
-load_seed(const char *name, uint8_t *buf, size_t cap)
-{
-	const char *dir = getenv("SANDGATE_TEST_DATA");
-	char path[4096];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/fuzz/corpus/fuzz_tls_sni/%s",
-	    dir != NULL ? dir : "..", name);
-	if ((f = fopen(path, "rb")) == NULL) {
-		perror(path);
-		return 0;
-	}
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
 
 /* The check: accepts the name x.test only; counts its calls. */
 static int	checks;
