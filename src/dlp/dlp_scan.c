@@ -67,7 +67,8 @@ struct run {
 
 #define B64_ALIGN	4
 #define HEX_ALIGN	2
-#define OBUF		1024
+#define OBUF		2048
+#define UBUF		4096
 #define BLOCK		4096	/* dlp_scan_feed's steps (run_masks) */
 
 /* long_starts finds runs of a power of two. */
@@ -83,7 +84,7 @@ struct dlp_scan {
 	struct jsesc		 js;
 	struct run		 b64, hex;
 	int			 wake;	/* an escape was undone: the unescaped view wakes */
-	unsigned char		 ubuf[1024];
+	unsigned char		 ubuf[UBUF];
 	size_t			 un;
 	/* Decoded bytes per alignment, on their way to their view. */
 	unsigned char		 dbuf[B64_ALIGN][OBUF];
