@@ -15,6 +15,7 @@
 
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -470,6 +471,32 @@ proxy_tls_bev_free(struct bufferevent *bev)
  * client's socket moves from its socket bufferevent to a csock, and the
  * ClientHello, already read, goes to the filter first.
  */
+/*
+ * A session the client resumes is one it had with this sandbox in a
+ * tunnel to this name and port: the context is their digest, and OpenSSL
+ * resumes no session (id or ticket) made under another (RFC 6066 3: not
+ * with another server_name). Without it a session from a tunnel to a.test
+ * was resumed in one to b.test -- a.test's certificate for b.test -- and
+ * by another sandbox.
+ */
+static int
+session_context(struct exchange *s, SSL *ssl)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char id[sizeof(s->ident.sandbox) + sizeof(s->target.host) + 16];
+	int n;
+
+	n = snprintf(id, sizeof(id), "%s%c%s%c%u", s->has_ident ?
+	    s->ident.sandbox : "", '\0', s->target.host, '\0',
+	    (unsigned)s->target.port);
+	if (n < 0 || (size_t)n >= sizeof(id) ||
+	    EVP_Digest(id, (size_t)n, md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen > SSL_MAX_SID_CTX_LENGTH)
+		return -1;
+	return SSL_set_session_id_context(ssl, md, mdlen) == 1 ? 0 : -1;
+}
+
 int
 proxy_tls_intercept_client(struct exchange *s, bufferevent_event_cb on_event)
 {
@@ -494,6 +521,7 @@ proxy_tls_intercept_client(struct exchange *s, bufferevent_event_cb on_event)
 	}
 	exchange_mark(s, MARK_LEAF);
 	if ((ssl = SSL_new(s->w->tls_client_ctx)) == NULL ||
+	    session_context(s, ssl) == -1 ||
 	    SSL_use_certificate(ssl, leaf) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1 ||
 	    SSL_add1_chain_cert(ssl, ca_cert(s->p->ca)) != 1) {
