@@ -113,6 +113,7 @@ struct policy_verdict {
 	char		 rule[POLICY_NAME_MAX + 24]; /* "P:allow[N]", "P:deny[N]", "default-deny", "no-identity" */
 	enum sg_reason	 reason;	/* REASON_NONE while allowed */
 	/* Set from the allow rule that matched: */
+	char		 allow_rule[POLICY_NAME_MAX + 24]; /* "P:allow[N]" whatever rule names the verdict (a report's deny, a dlp finding); "" none */
 	enum policy_tls	 tls;
 	int		 opaque;
 	int		 inspect;	/* the rule limits methods or paths: each request must be seen */

@@ -815,6 +815,8 @@ policy_decide(const struct policy *p, const struct policy_identity *id,
 	if (v->report == REASON_NONE)
 		snprintf(v->rule, sizeof(v->rule), "%s:allow[%d]", def->name,
 		    n);
+	snprintf(v->allow_rule, sizeof(v->allow_rule), "%s:allow[%d]",
+	    def->name, n);
 	v->tls = r->tls;
 	v->opaque = r->opaque;
 	/* Also when a request-level deny rule could still apply. */

@@ -67,7 +67,8 @@ git_prepare(struct exchange *s, const struct http_request *req)
 
 	s->fwd.git_hold = 0;
 	if (s->c->kind == KIND_INGRESS || s->pol == NULL ||
-	    policy_rule_scope(s->pol, s->verdict.rule, &sc) == -1 || !sc.git ||
+	    policy_rule_scope(s->pol, s->verdict.allow_rule, &sc) == -1 ||
+	    !sc.git ||
 	    req->framing == HTTP_BODY_NONE || !is_receive_pack(req))
 		return;
 	s->fwd.git_hold = GIT_HOLD;
@@ -175,7 +176,8 @@ git_check(struct exchange *s, const uint8_t *buf,
 	char detail[PKTLINE_REF_MAX + 160];
 	size_t i;
 
-	if (policy_rule_scope(s->pol, s->verdict.rule, &sc) == -1 || !sc.git)
+	if (policy_rule_scope(s->pol, s->verdict.allow_rule, &sc) == -1 ||
+	    !sc.git)
 		return git_refuse(s, "the rule of this git push is gone");
 	for (i = 0; i < cmds->n; i++) {
 		c = &cmds->cmd[i];
@@ -187,7 +189,8 @@ git_check(struct exchange *s, const uint8_t *buf,
 		    c->op == PKTLINE_DELETE ? "delete" :
 		    c->op == PKTLINE_CREATE ? "create" : "update",
 		    (int)c->ref_len, (const char *)buf + c->ref_off,
-		    s->verdict.rule, c->op == PKTLINE_DELETE && !sc.git_delete ?
+		    s->verdict.allow_rule, c->op == PKTLINE_DELETE &&
+		    !sc.git_delete ?
 		    ", delete: false" : "");
 		return git_refuse(s, detail);
 	}
