@@ -96,27 +96,28 @@ write_target(struct exchange *s, const struct http_request *req,
 }
 
 /*
- * Range and If-Range are dropped from a request into which a secret goes
- * as it is (a static credential, an OAuth2 token): the client would pick
- * the byte ranges of an answer that echoes the request, and the scrubber
- * cannot recognise a secret it only ever sees in pieces. The origin then
- * answers whole (RFC 9110 14.2: a server may ignore Range). aws_sigv4
- * sends no secret key, and object stores need ranges: it keeps them.
+ * Range, If-Range and Request-Range (an old spelling some servers still
+ * honour) are dropped from every request to a host a static credential or
+ * an OAuth2 one is bound to, a secret swapped into it or not: the client
+ * would pick the byte ranges of an answer that echoes the request -- or
+ * one that shows a key the host keeps -- and the scrubber cannot
+ * recognise a secret it only ever sees in pieces. The origin then answers
+ * whole (RFC 9110 14.2: a server may ignore Range). aws_sigv4 sends no
+ * secret key (its key id and session token sign nothing without it), and
+ * object stores need ranges: it keeps them.
  */
 static int
-range_dropped(const struct cred_plan *plan, const struct http_request *req,
-    const struct http_header *hd)
+range_dropped(const struct cred_plan *plan, const struct http_header *hd)
 {
-	const struct policy_credential *c;
-	size_t i;
+	size_t j;
 
-	if (!http_header_is(hd, "Range") && !http_header_is(hd, "If-Range"))
+	if (!http_header_is(hd, "Range") && !http_header_is(hd, "If-Range") &&
+	    !http_header_is(hd, "Request-Range"))
 		return 0;
 	if (plan->query_cred != NULL)
 		return 1;
-	for (i = 0; i < req->n_headers; i++)
-		if ((c = cred_plan_swap(plan, i)) != NULL &&
-		    c->kind != POLICY_CRED_AWS_SIGV4)
+	for (j = 0; j < plan->n_bound; j++)
+		if (plan->bound[j]->kind != POLICY_CRED_AWS_SIGV4)
 			return 1;
 	return 0;
 }
@@ -160,7 +161,7 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 		/* No WebSocket extension: compression hides placeholders. */
 		if (http_header_is(hd, "Sec-WebSocket-Extensions"))
 			continue;
-		if (sig_drops(plan, hd) || range_dropped(plan, req, hd))
+		if (sig_drops(plan, hd) || range_dropped(plan, hd))
 			continue;
 		vault_wbuf_add(h, hd->name.p, hd->name.len);
 		vault_wbuf_add(h, ": ", 2);
@@ -222,7 +223,7 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
 		    http_header_is(hd, "grpc-accept-encoding")))
 			continue;
-		if (sig_drops(plan, hd) || range_dropped(plan, req, hd))
+		if (sig_drops(plan, hd) || range_dropped(plan, hd))
 			continue;
 		for (j = 0; j < hd->name.len; j++) {
 			char c = (char)tolower((unsigned char)hd->name.p[j]);

@@ -39,6 +39,8 @@ enum scrub_kind {
 	K_PCT_SLASH_UP, K_PCT_SLASH_LO,	/* "/" kept (Python's quote) */
 	K_PCT_FORM_UP, K_PCT_FORM_LO,	/* " " as "+" (forms, quote_plus) */
 	K_PCT_JS,		/* !'()* kept (encodeURIComponent) */
+	K_PCT_PHP,		/* "~" as %7E, " " as "+" (PHP urlencode) */
+	K_PCT_JAVA,		/* the same, "*" kept (Java's URLEncoder) */
 	K_NKINDS
 };
 
@@ -187,8 +189,8 @@ json_escape(const unsigned char *in, size_t len, int slash, int ctl,
 }
 
 /*
- * Percent-encoding as other encoders write it: the unreserved bytes and
- * those in keep as they are, a space as "+" when plus, the rest %XX.
+ * Percent-encoding as other encoders write it: letters, digits and the
+ * bytes in keep as they are, a space as "+" when plus, the rest %XX.
  */
 static size_t
 pct_other(const unsigned char *in, size_t len, const char *keep, int plus,
@@ -201,8 +203,7 @@ pct_other(const unsigned char *in, size_t len, const char *keep, int plus,
 	for (i = 0; i < len; i++) {
 		c = in[i];
 		if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' &&
-		    (c | 0x20) <= 'z') || (c != 0 &&
-		    (strchr("-._~", c) != NULL || strchr(keep, c) != NULL)))
+		    (c | 0x20) <= 'z') || (c != 0 && strchr(keep, c) != NULL))
 			out[o++] = (char)c;
 		else if (c == ' ' && plus)
 			out[o++] = '+';
@@ -250,12 +251,16 @@ scrub_encode(enum scrub_kind k, const unsigned char *in, size_t len,
 		return json_escape(in, len, 0, 0, 1, out);
 	case K_PCT_SLASH_UP:
 	case K_PCT_SLASH_LO:
-		return pct_other(in, len, "/", 0, k == K_PCT_SLASH_UP, out);
+		return pct_other(in, len, "-._~/", 0, k == K_PCT_SLASH_UP, out);
 	case K_PCT_FORM_UP:
 	case K_PCT_FORM_LO:
-		return pct_other(in, len, "", 1, k == K_PCT_FORM_UP, out);
+		return pct_other(in, len, "-._~", 1, k == K_PCT_FORM_UP, out);
 	case K_PCT_JS:
-		return pct_other(in, len, "!'()*", 0, 1, out);
+		return pct_other(in, len, "-._~!'()*", 0, 1, out);
+	case K_PCT_PHP:
+		return pct_other(in, len, "-._", 1, 1, out);
+	case K_PCT_JAVA:
+		return pct_other(in, len, "-._*", 1, 1, out);
 	default:
 		return 0;
 	}

@@ -5,7 +5,7 @@
  * and no secret encoding may come through untouched.
  *
  * Input: two bytes of split point, one byte of mode, then the body, where
- *   F5 k      inserts encoding k%23 of secret (k/23)%2 whole,
+ *   F5 k      inserts encoding k%25 of secret (k/25)%2 whole,
  *   F6 k m    its first m%len bytes, F7 k m its last m%len bytes,
  * so that the fuzzer can build secrets, fragments and overlaps.
  * Mode bit 0 picks the secrets: short raw-only ones whose placeholders
@@ -84,11 +84,12 @@ fz_body(const struct fz_config *c, const uint8_t *d, size_t n,
 			ref_putc(b, d[i++]);
 			continue;
 		}
-		k = d[i + 1] % 46;
+		k = d[i + 1] % (2 * REF_MAX_PATS);
 		memset(&enc, 0, sizeof(enc));
 		ref_put(&enc, "", 0);
-		ref_encode((int)(k % 23), (const unsigned char *)c->vals[k / 23],
-		    strlen(c->vals[k / 23]), &enc);
+		ref_encode((int)(k % REF_MAX_PATS), (const unsigned char *)
+		    c->vals[k / REF_MAX_PATS], strlen(c->vals[k / REF_MAX_PATS]),
+		    &enc);
 		if (d[i] == 0xf5 || i + 2 >= n || enc.len == 0) {
 			ref_put(b, enc.b, enc.len);
 			i += 2;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REF_MAX_PATS	23	/* per secret */
+#define REF_MAX_PATS	25	/* per secret */
 
 struct ref_pat {
 	unsigned char	*p;
@@ -148,7 +148,7 @@ ref_json(const unsigned char *s, size_t len, int slash, int ctl, int html,
 	}
 }
 
-/* Other encoders' percent-encoding: keep left as is, space as "+" if plus. */
+/* Other encoders' percent-encoding: letters, digits and keep left as is, space as "+" if plus. */
 static __attribute__((unused)) void
 ref_pct_other(const unsigned char *s, size_t len, const char *keep, int plus,
     int upper, struct ref_buf *o)
@@ -158,7 +158,7 @@ ref_pct_other(const unsigned char *s, size_t len, const char *keep, int plus,
 
 	for (i = 0; i < len; i++) {
 		if (s[i] != 0 && s[i] < 0x80 && (isalnum(s[i]) ||
-		    strchr("-._~", s[i]) != NULL || strchr(keep, s[i]) != NULL))
+		    strchr(keep, s[i]) != NULL))
 			ref_putc(o, s[i]);
 		else if (s[i] == ' ' && plus)
 			ref_putc(o, '+');
@@ -169,7 +169,7 @@ ref_pct_other(const unsigned char *s, size_t len, const char *keep, int plus,
 	}
 }
 
-/* Encoding k (0..22, the scrubber's priority order) of s. */
+/* Encoding k (0..24, the scrubber's priority order) of s. */
 static __attribute__((unused)) void
 ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 {
@@ -184,11 +184,15 @@ ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 	else if (k == 17)
 		ref_json(s, len, 0, 0, 1, o);
 	else if (k <= 19)
-		ref_pct_other(s, len, "/", 0, k == 18, o);
+		ref_pct_other(s, len, "-._~/", 0, k == 18, o);
 	else if (k <= 21)
-		ref_pct_other(s, len, "", 1, k == 20, o);
+		ref_pct_other(s, len, "-._~", 1, k == 20, o);
+	else if (k == 22)
+		ref_pct_other(s, len, "-._~!'()*", 0, 1, o);
+	else if (k == 23)
+		ref_pct_other(s, len, "-._", 1, 1, o);	/* PHP urlencode */
 	else
-		ref_pct_other(s, len, "!'()*", 0, 1, o);
+		ref_pct_other(s, len, "-._*", 1, 1, o);	/* Java URLEncoder */
 }
 
 /*

@@ -17,7 +17,7 @@
 #include "vault/scrub_ref.h"
 
 /* Secret 1 has every byte class the encodings treat differently. */
-static const char S1[] = "sk-proj-Abc123/+xyz\"q\\u\x01\t\x1btail=01<2&3>456789 !";
+static const char S1[] = "sk-proj-Abc123/+xyz\"q\\u\x01\t\x1btail=01<2&3>456789 !~*";
 static const char S2[] = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
 static const char P1[] = "sg-ph-aaaabbbbccccddddeeeeffffgggghhhh";
 static const char P2[] = "sg-ph-2222333344445555666677772222zzzz";
