@@ -195,6 +195,7 @@ struct policy_oauth2 {
 	uint64_t	 refresh_before_ms;
 	/* Snapshot names of the tokens ("SECRET#access", "SECRET#refresh"). */
 	char		*access_name;
+	char		*was_name;	/* "SECRET#prev": the one before, unexpired */
 	char		*refresh_name;
 };
 

@@ -26,6 +26,7 @@ policy_oauth2_free(struct policy_oauth2 *o)
 	free(o->path);
 	free(o->scope);
 	free(o->access_name);
+	free(o->was_name);
 	free(o->refresh_name);
 	free(o);
 }
@@ -214,9 +215,11 @@ policy_oauth2_names(struct policy_oauth2 *o, const char *secret)
 	size_t n = strlen(secret) + sizeof("#refresh");
 
 	if ((o->access_name = malloc(n)) == NULL ||
+	    (o->was_name = malloc(n)) == NULL ||
 	    (o->refresh_name = malloc(n)) == NULL)
 		return -1;
 	snprintf(o->access_name, n, "%s#access", secret);
+	snprintf(o->was_name, n, "%s#prev", secret);
 	snprintf(o->refresh_name, n, "%s#refresh", secret);
 	return 0;
 }

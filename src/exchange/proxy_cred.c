@@ -929,6 +929,11 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 			secrets[n] = c->oauth2->access_name;
 			phs[n++] = plan->x->ph[j];
 		}
+		/* The token before it, still taken by the origin. */
+		if (vault_snapshot_has(plan->snap, c->oauth2->was_name)) {
+			secrets[n] = c->oauth2->was_name;
+			phs[n++] = plan->x->ph[j];
+		}
 		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
 			secrets[n] = c->oauth2->refresh_name;
 			phs[n++] = plan->x->ph[j];

@@ -84,14 +84,14 @@ seek_list_build(const struct policy *pol, const struct vault_snapshot *snap,
 	if (nc == 0)
 		return NULL;
 	if ((l = calloc(1, sizeof(*l))) == NULL ||
-	    (l->name = calloc(nc * 3, sizeof(*l->name))) == NULL ||
-	    (l->np = calloc(nc * 3, sizeof(*l->np))) == NULL ||
-	    (l->watch = calloc(nc * 3, sizeof(*l->watch))) == NULL) {
+	    (l->name = calloc(nc * 4, sizeof(*l->name))) == NULL ||
+	    (l->np = calloc(nc * 4, sizeof(*l->np))) == NULL ||
+	    (l->watch = calloc(nc * 4, sizeof(*l->watch))) == NULL) {
 		seek_list_free(l);
 		*nomem = 1;
 		return NULL;
 	}
-	l->cap = nc * 3;
+	l->cap = nc * 4;
 	for (i = 0; i < nc; i++) {
 		bound = policy_credential_bound(&c[i], host);
 		switch (c[i].kind) {
@@ -101,6 +101,7 @@ seek_list_build(const struct policy *pol, const struct vault_snapshot *snap,
 			break;
 		case POLICY_CRED_OAUTH2:
 			seek_add(l, snap, c[i].secret, "#access", bound);
+			seek_add(l, snap, c[i].secret, OAUTH2_PART_WAS, bound);
 			seek_add(l, snap, c[i].secret, "#refresh", bound);
 			seek_add(l, snap, c[i].secret, OAUTH2_PART_CLIENT, bound);
 			break;

@@ -15,6 +15,8 @@
 #define OAUTH2_TOKEN_MAX	8192	/* an access or refresh token, bytes */
 /* The snapshot entry "ENTRY#client": the client secret (dlp only). */
 #define OAUTH2_PART_CLIENT	"#client"
+/* "ENTRY#prev": the access token the current one replaced, unexpired. */
+#define OAUTH2_PART_WAS		"#prev"
 
 /* Slices of an entry's value; NULL/0: the line is absent. */
 struct oauth2_entry {

@@ -42,6 +42,15 @@ struct oa_entry {
 	int		 fetching;
 	unsigned char	*access;	/* wiped memory, OAUTH2_TOKEN_MAX */
 	size_t		 access_len;	/* 0: none */
+	/*
+	 * The access token the last one replaced, until it expires: the
+	 * origin still takes it, so the scrubber still looks for it (a
+	 * token refreshes at half its life at the latest: one at most).
+	 */
+	char		 was_name[VAULT_SNAP_NAME_MAX + 1];
+	unsigned char	*was;		/* wiped memory, OAUTH2_TOKEN_MAX */
+	size_t		 was_len;	/* 0: none */
+	uint64_t	 was_expires;	/* ms, monotonic */
 	uint64_t	 fresh_until;	/* ms, monotonic: refresh from then */
 	uint64_t	 expires;	/* ms, monotonic */
 	/*
@@ -137,6 +146,7 @@ entry_free(struct oa_entry *e)
 	vault_secmem_free(e->access);
 	vault_secmem_free(e->rt);
 	vault_secmem_free(e->rt_was);
+	vault_secmem_free(e->was);
 	free(e);
 }
 
@@ -194,15 +204,18 @@ entry_get(struct oauth2_tokens *t, const char *secret)
 		return NULL;
 	if ((e->access = vault_secmem_alloc(OAUTH2_TOKEN_MAX)) == NULL ||
 	    (e->rt = vault_secmem_alloc(OAUTH2_TOKEN_MAX)) == NULL ||
-	    (e->rt_was = vault_secmem_alloc(OAUTH2_TOKEN_MAX)) == NULL) {
+	    (e->rt_was = vault_secmem_alloc(OAUTH2_TOKEN_MAX)) == NULL ||
+	    (e->was = vault_secmem_alloc(OAUTH2_TOKEN_MAX)) == NULL) {
 		vault_secmem_free(e->access);
 		vault_secmem_free(e->rt);
+		vault_secmem_free(e->rt_was);
 		free(e);
 		return NULL;
 	}
 	pthread_cond_init(&e->cv, NULL);
 	snprintf(e->secret, sizeof(e->secret), "%s", secret);
 	snprintf(e->access_name, sizeof(e->access_name), "%s#access", secret);
+	snprintf(e->was_name, sizeof(e->was_name), "%s" OAUTH2_PART_WAS, secret);
 	snprintf(e->refresh_name, sizeof(e->refresh_name), "%s#refresh",
 	    secret);
 	t->v[t->n++] = e;
@@ -240,9 +253,9 @@ publish(struct oauth2_tokens *t)
 
 	if (t->base == NULL)
 		return;
-	names = calloc(2 * t->n + 1, sizeof(*names));
-	vals = calloc(2 * t->n + 1, sizeof(*vals));
-	lens = calloc(2 * t->n + 1, sizeof(*lens));
+	names = calloc(3 * t->n + 1, sizeof(*names));
+	vals = calloc(3 * t->n + 1, sizeof(*vals));
+	lens = calloc(3 * t->n + 1, sizeof(*lens));
 	if (names == NULL || vals == NULL || lens == NULL)
 		goto done;
 	for (i = 0; i < t->n; i++) {
@@ -252,6 +265,15 @@ publish(struct oauth2_tokens *t)
 			names[k] = e->access_name;
 			vals[k] = e->access;
 			lens[k++] = e->access_len;
+		}
+		if (e->was_len > 0 && now_ms() >= e->was_expires) {
+			e->was_len = 0;
+			OPENSSL_cleanse(e->was, OAUTH2_TOKEN_MAX);
+		}
+		if (e->was_len > 0) {
+			names[k] = e->was_name;
+			vals[k] = e->was;
+			lens[k++] = e->was_len;
 		}
 		/* The refresh token in use, for the scrubber. */
 		if ((bv = oauth2_snap_value(t->base, e->secret, &blen)) != NULL &&
@@ -742,6 +764,12 @@ ensure(struct oauth2_tokens *t, const struct policy_credential *c,
 	pthread_mutex_lock(&t->mtx);
 	e->fetching = 0;
 	now = now_ms();
+	/* The token this fetch replaces, while the origin still takes it. */
+	if (e->access_len > 0 && now < e->expires) {
+		memcpy(e->was, e->access, e->access_len);
+		e->was_len = e->access_len;
+		e->was_expires = e->expires;
+	}
 	if (rc == 0) {
 		memcpy(e->access, a.access, a.access_len);
 		e->access_len = a.access_len;
