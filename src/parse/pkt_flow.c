@@ -1,5 +1,5 @@
 /*
- * IPv4 header -> source, destination, protocol and destination port, for
+ * IPv4 header -> source, destination, protocol and ports, for
  * the audit row of a dropped sandbox packet. The bytes are the sandbox's:
  * every length is checked against what was copied.
  */
@@ -14,7 +14,7 @@ pkt_flow_parse(const unsigned char *b, size_t len, struct pkt_flow *out)
 	size_t ihl, total;
 
 	memset(out, 0, sizeof(*out));
-	out->port = -1;
+	out->port = out->sport = -1;
 	if (len < 20 || (b[0] >> 4) != 4)
 		return -1;
 	ihl = (size_t)(b[0] & 0x0f) * 4;
@@ -40,7 +40,9 @@ pkt_flow_parse(const unsigned char *b, size_t len, struct pkt_flow *out)
 	}
 	/* a fragment past the first carries no port */
 	if ((((b[6] & 0x1f) << 8) | b[7]) == 0 && len >= ihl + 4 &&
-	    total >= ihl + 4)
+	    total >= ihl + 4) {
+		out->sport = (b[ihl] << 8) | b[ihl + 1];
 		out->port = (b[ihl + 2] << 8) | b[ihl + 3];
+	}
 	return 0;
 }

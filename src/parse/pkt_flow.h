@@ -14,6 +14,7 @@ struct pkt_flow {
 	uint8_t		 proto;		/* IPPROTO_* */
 	const char	*proto_name;	/* "UDP", "TCP", "ICMP", "IP" */
 	int		 port;		/* destination port (UDP, TCP); -1 when none */
+	int		 sport;		/* source port, the same way */
 };
 
 /* 0 and *out filled for an IPv4 packet; -1 for anything else. */

@@ -30,6 +30,16 @@
 #define NFLOG_GROUP_FIRST	4200	/* groups tried, one per gateway */
 #define NFLOG_GROUPS		64
 #define NFLOG_COPY		96	/* bytes of each packet: IP + L4 header */
+#define NFLOG_FLOWS		512	/* flows remembered (a slot each, by hash) */
+#define NFLOG_FLOW_IDLE_MS	30000	/* a flow's gap: UDP conntrack's timeout */
+
+/* A flow the rules dropped lately: its later packets write no row. */
+struct nflog_flow {
+	uint8_t		 src[4], dst[4];
+	uint8_t		 proto;
+	int		 sport, dport;
+	int64_t		 last_ms;	/* 0: empty */
+};
 
 struct nflog {
 	struct mnl_socket	*nl;
@@ -37,6 +47,7 @@ struct nflog {
 	uint16_t		 group;
 	unsigned int		 portid;
 	unsigned int		 seq;
+	struct nflog_flow	 flows[NFLOG_FLOWS];
 };
 
 /* One config command (or copy mode) to the group; 0 when the kernel acks. */
@@ -63,6 +74,12 @@ nflog_config(struct nflog *n, uint16_t group, int cmd, int mode)
 		m.copy_range = htonl(NFLOG_COPY);
 		m.copy_mode = NFULNL_COPY_PACKET;
 		mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof(m), &m);
+		/*
+		 * Each packet at once: the kernel's default holds up to 100
+		 * for a second, and a sandbox that sent and exited within it
+		 * was gone (no owner) when they came.
+		 */
+		mnl_attr_put_u32(nlh, NFULA_CFG_QTHRESH, htonl(1));
 	} else {
 		c.command = (uint8_t)cmd;
 		mnl_attr_put(nlh, NFULA_CFG_CMD, sizeof(c), &c);
@@ -90,6 +107,42 @@ attr_cb(const struct nlattr *a, void *data)
 		pk->len = mnl_attr_get_payload_len(a);
 	}
 	return MNL_CB_OK;
+}
+
+/*
+ * 1 when fl continues a flow dropped within NFLOG_FLOW_IDLE_MS (its time
+ * renewed): the rules log every packet of a flow whose first they dropped
+ * (conntrack never confirms it), and a flow is one row (docs/sandbox.md).
+ */
+static int
+nflog_flow_seen(struct nflog *n, const struct pkt_flow *fl, int64_t now)
+{
+	struct nflog_flow *f;
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		h = (h ^ fl->src[i]) * 16777619u;
+	for (i = 0; i < 4; i++)
+		h = (h ^ fl->dst[i]) * 16777619u;
+	h = (h ^ fl->proto) * 16777619u;
+	h = (h ^ (uint32_t)fl->sport) * 16777619u;
+	h = (h ^ (uint32_t)fl->port) * 16777619u;
+	f = &n->flows[h % NFLOG_FLOWS];
+	if (f->last_ms != 0 && now - f->last_ms < NFLOG_FLOW_IDLE_MS &&
+	    memcmp(f->src, fl->src, 4) == 0 && memcmp(f->dst, fl->dst, 4) == 0 &&
+	    f->proto == fl->proto && f->sport == fl->sport &&
+	    f->dport == fl->port) {
+		f->last_ms = now;
+		return 1;
+	}
+	memcpy(f->src, fl->src, 4);
+	memcpy(f->dst, fl->dst, 4);
+	f->proto = fl->proto;
+	f->sport = fl->sport;
+	f->dport = fl->port;
+	f->last_ms = now;
+	return 0;
 }
 
 /* A dropped packet -> the audit row of the sandbox that sent it, if ours. */
@@ -122,6 +175,10 @@ nflog_packet(struct proxy *p, const unsigned char *b, size_t len)
 	}
 	if (!found)
 		return;		/* another gateway's sandbox, or nobody's */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (nflog_flow_seen(p->nflog, &fl, (int64_t)ts.tv_sec * 1000 +
+	    ts.tv_nsec / 1000000 + 1))
+		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	snprintf(client, sizeof(client), "%s:0", sip);
 	memset(&ev, 0, sizeof(ev));

@@ -118,7 +118,7 @@ rules_raw(struct nft_buf *b, const char *v, const char *guest)
 
 static void
 rules_pre(struct nft_buf *b, const char *v, const char *tnat,
-    const char *dnat, uint16_t log_group)
+    const char *dnat, const char *da, uint16_t dport, uint16_t log_group)
 {
 	nb_add(b, "add chain inet sandgate pre_%s\n", v);
 	nb_add(b, "add rule inet sandgate pre_%s meta nfproto ipv6 drop\n", v);
@@ -126,6 +126,9 @@ rules_pre(struct nft_buf *b, const char *v, const char *tnat,
 	nb_add(b, "add rule inet sandgate pre_%s tcp dport 53 %s\n", v, dnat);
 	nb_add(b, "add rule inet sandgate pre_%s meta l4proto tcp %s\n", v,
 	    tnat);
+	/* The DNS listener's own address and port: let in (rules_in), no row. */
+	nb_add(b, "add rule inet sandgate pre_%s ip daddr %s udp dport %u "
+	    "return\n", v, da, dport);
 	/*
 	 * Nat prerouting sees the first packet of each flow only: what is left
 	 * here (UDP but DNS, ICMP, other protocols) is dropped by the filter
@@ -183,7 +186,7 @@ sandbox_nft_rules(const struct sandbox_net *n, const struct sandbox_dest *tp,
 	nat_to(tp, tnat, sizeof(tnat));
 	nat_to(dns, dnat, sizeof(dnat));
 	rules_raw(&b, v, guest);
-	rules_pre(&b, v, tnat, dnat, log_group);
+	rules_pre(&b, v, tnat, dnat, da, dns->port, log_group);
 	rules_in(&b, v, guest, ta, tp->port, da, dns->port);
 	nb_add(&b, "add element inet sandgate raw_map { \"%s\" : jump raw_%s }\n",
 	    v, v);

@@ -43,6 +43,7 @@ main(void)
 	CHECK(pkt_flow_parse(b, n, &f) == 0);
 	CHECK_STR(f.proto_name, "UDP");
 	CHECK_INT(f.port, 5353);
+	CHECK_INT(f.sport, 40000);	/* a flow is its source port too */
 	CHECK(memcmp(f.dst, dst, 4) == 0 && f.src[0] == 198 && f.src[3] == 2);
 
 	n = mk(b, 5, 6, 0, tcp, sizeof(tcp));
@@ -54,6 +55,7 @@ main(void)
 	CHECK(pkt_flow_parse(b, n, &f) == 0);
 	CHECK_STR(f.proto_name, "ICMP");
 	CHECK_INT(f.port, -1);
+	CHECK_INT(f.sport, -1);
 
 	n = mk(b, 5, 47, 0, icmp, 4);
 	CHECK(pkt_flow_parse(b, n, &f) == 0);
