@@ -257,14 +257,28 @@ struct cred_plan_ext {
 	int			 sig_token;
 };
 
-/* Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three, an oauth2 two. */
-#define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 3)
+/*
+ * Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three,
+ * an oauth2 three (its token, the one before, the refresh token); the
+ * sandbox's credentials and as many of other policies'.
+ */
+#define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 6)
+
+/* What another policy's secret is replaced by in an answer. */
+#define CRED_ALSO_WORD		"sandgate-redacted"
 
 /* What cred_request decided for one request (proxy_cred.c). */
 struct cred_plan {
 	struct vault_snapshot	*snap;		/* reference held while the request lives */
 	const struct policy_credential *bound[CRED_MAX_BOUND];	/* creds bound to this host */
 	size_t			 n_bound;
+	/*
+	 * Other policies' credentials bound to this host (static and oauth2):
+	 * never swapped, but the answer is scrubbed of them too, so that a
+	 * sandbox that does not hold one cannot read it from the host.
+	 */
+	const struct policy_credential *also[CRED_MAX_BOUND];
+	size_t			 n_also;
 	struct cred_plan_ext	*x;		/* NULL: nothing bound, nothing to swap */
 	const struct policy_credential *query_cred;	/* swap in the query */
 	char			 cred[CRED_NAME_MAX + 1];	/* for the audit row */
@@ -882,6 +896,12 @@ void		 cred_issue(struct proxy *, const struct policy *,
 		    const char *sandbox, const char *policy_name);
 void		 cred_forget(struct proxy *, const char *sandbox);
 int		 cred_host_bound(const struct exchange *);
+/* 1 when an answer to the plan's request is scrubbed (a credential bound to its host). */
+static inline int
+cred_plan_scrubs(const struct cred_plan *p)
+{
+	return p->n_bound + p->n_also > 0 && p->snap != NULL;
+}
 /*
  * secrets[i], phs[i] (CRED_SCRUB_MAX room) of the credentials bound to the
  * request's host -- for kind oauth2 its tokens -- how many.

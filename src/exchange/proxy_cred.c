@@ -371,6 +371,37 @@ sigv4_names(struct cred_plan_ext *x, size_t j, const struct policy_credential *c
 }
 
 /* 0, or -1: no memory. */
+/*
+ * Other policies' static and oauth2 credentials bound to this host, not
+ * the sandbox's own (the same vault entry is its own): scrubbed only.
+ */
+static int
+plan_also(struct exchange *s, struct cred_plan *plan)
+{
+	const struct policy_credential *all;
+	size_t i, j, n;
+
+	if (s->target.is_ip)
+		return 0;
+	all = policy_all_credentials(s->pol, &n);
+	for (i = 0; i < n && plan->n_also < CRED_MAX_BOUND; i++) {
+		if (all[i].kind == POLICY_CRED_AWS_SIGV4 ||
+		    !policy_credential_bound(&all[i], s->target.host))
+			continue;
+		for (j = 0; j < plan->n_bound; j++)
+			if (strcmp(plan->bound[j]->secret, all[i].secret) == 0)
+				break;
+		if (j < plan->n_bound)
+			continue;
+		for (j = 0; j < plan->n_also; j++)
+			if (strcmp(plan->also[j]->secret, all[i].secret) == 0)
+				break;
+		if (j == plan->n_also)
+			plan->also[plan->n_also++] = &all[i];
+	}
+	return 0;
+}
+
 static int
 plan_bound(struct exchange *s, const struct cred_phs *ps,
     struct cred_plan *plan)
@@ -396,7 +427,7 @@ plan_bound(struct exchange *s, const struct cred_phs *ps,
 			sigv4_names(plan->x, plan->n_bound, cv[i]);
 		plan->n_bound++;
 	}
-	return 0;
+	return plan_also(s, plan);
 }
 
 /* Where in the request a placeholder was found. */
@@ -601,7 +632,7 @@ cred_request(struct exchange *s, const struct http_request *req,
 		*reason = REASON_INTERNAL_ERROR;
 		return -1;
 	}
-	if (plan->n_bound > 0) {
+	if (plan->n_bound + plan->n_also > 0) {
 		pthread_mutex_lock(&s->p->cred_mtx);
 		plan->snap = s->p->snap;
 		if (plan->snap != NULL)
@@ -885,7 +916,7 @@ cred_name_leaks(struct exchange *s, const char *name, size_t len)
 	size_t n;
 	int leaks;
 
-	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
+	if (!cred_plan_scrubs(&s->fwd.plan))
 		return 0;
 	if ((out = evbuffer_new()) == NULL)
 		return 1;
@@ -937,6 +968,27 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
 			secrets[n] = c->oauth2->refresh_name;
 			phs[n++] = plan->x->ph[j];
+		}
+	}
+	/* Other policies' secrets on this host: a fixed word instead. */
+	for (j = 0; j < plan->n_also; j++) {
+		c = plan->also[j];
+		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL) {
+			secrets[n] = c->secret;
+			phs[n++] = CRED_ALSO_WORD;
+			continue;
+		}
+		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
+			secrets[n] = c->oauth2->access_name;
+			phs[n++] = CRED_ALSO_WORD;
+		}
+		if (vault_snapshot_has(plan->snap, c->oauth2->was_name)) {
+			secrets[n] = c->oauth2->was_name;
+			phs[n++] = CRED_ALSO_WORD;
+		}
+		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
+			secrets[n] = c->oauth2->refresh_name;
+			phs[n++] = CRED_ALSO_WORD;
 		}
 	}
 	return n;

@@ -542,8 +542,7 @@ scrub_setup(struct exchange *s, const struct http_response *r)
 	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n;
 
-	if (f->plan.n_bound == 0 || f->plan.snap == NULL ||
-	    r->framing == HTTP_BODY_NONE)
+	if (!cred_plan_scrubs(&f->plan) || r->framing == HTTP_BODY_NONE)
 		return 0;
 	if (!http_identity_encoded(r->headers, r->n_headers)) {
 		exchange_deny(s, 502, REASON_UPSTREAM_ENCODING, "a credential's "
@@ -714,7 +713,7 @@ hb_value(struct exchange *s, struct headbuf *hb, const char *v, size_t len)
 {
 	const struct cred_plan *plan = &s->fwd.plan;
 
-	if (plan->n_bound > 0 && plan->snap != NULL) {
+	if (cred_plan_scrubs(plan)) {
 		hb_flush(hb);
 		scrub_string(s, v, len, hb->out);
 	} else
@@ -766,7 +765,7 @@ stream_head(struct exchange *s, const struct http_response *r)
 	const char *base;
 	int rv;
 
-	if (plan->n_bound == 0 || plan->snap == NULL) {
+	if (!cred_plan_scrubs(plan)) {
 		c = *r;
 		if (s->fwd.scrub != NULL)
 			c.framing = HTTP_BODY_CHUNKED;

@@ -200,7 +200,7 @@ h2o_free(struct exchange *s)
 static int
 scrubbing(const struct exchange *s)
 {
-	return s->fwd.plan.n_bound > 0 && s->fwd.plan.snap != NULL;
+	return cred_plan_scrubs(&s->fwd.plan);
 }
 
 /* A value toward the client: scrubbed on credential hosts. */

@@ -114,7 +114,7 @@ range_dropped(const struct cred_plan *plan, const struct http_header *hd)
 	if (!http_header_is(hd, "Range") && !http_header_is(hd, "If-Range") &&
 	    !http_header_is(hd, "Request-Range"))
 		return 0;
-	if (plan->query_cred != NULL)
+	if (plan->query_cred != NULL || plan->n_also > 0)
 		return 1;
 	for (j = 0; j < plan->n_bound; j++)
 		if (plan->bound[j]->kind != POLICY_CRED_AWS_SIGV4)
@@ -154,7 +154,8 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 		if (replace_host && http_header_is(hd, "Host"))
 			continue;
 		/* Bound hosts answer uncompressed, so the scrubber sees the secret. */
-		if (plan->n_bound > 0 && http_header_is(hd, "Accept-Encoding"))
+		if (plan->n_bound + plan->n_also > 0 &&
+		    http_header_is(hd, "Accept-Encoding"))
 			continue;
 		if (s->fwd.drop_upgrade && http_header_is(hd, "HTTP2-Settings"))
 			continue;
@@ -175,7 +176,7 @@ write_origin_head(struct exchange *s, const struct http_request *req,
 	}
 	if (sig_token(s, h, 0) == -1)
 		return -1;
-	if (plan->n_bound > 0)
+	if (plan->n_bound + plan->n_also > 0)
 		vault_wbuf_add(h, "Accept-Encoding: identity\r\n", 27);
 	/* The framing the gateway relays by, whatever the client's headers said. */
 	if ((fl = http_framing_header(req->framing, req->content_length, fr,
@@ -220,7 +221,8 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 		if (!http_header_forwardable(hd, req->headers, req->n_headers) ||
 		    http_header_is(hd, "Host") || http_header_is(hd, "TE"))
 			continue;
-		if (plan->n_bound > 0 && (http_header_is(hd, "Accept-Encoding") ||
+		if (plan->n_bound + plan->n_also > 0 &&
+		    (http_header_is(hd, "Accept-Encoding") ||
 		    http_header_is(hd, "grpc-accept-encoding")))
 			continue;
 		if (sig_drops(plan, hd) || range_dropped(plan, hd))
@@ -246,7 +248,7 @@ http_h2_fields(struct exchange *s, const struct http_request *req,
 		(*n)++;
 		break;
 	}
-	if (plan->n_bound > 0) {
+	if (plan->n_bound + plan->n_also > 0) {
 		vault_wbuf_printf(h, "grpc-accept-encoding%cidentity%c"
 		    "accept-encoding%cidentity%c", 0, 0, 0, 0);
 		*n += 2;

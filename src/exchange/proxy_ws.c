@@ -112,7 +112,7 @@ ws_scrub_setup(struct exchange *s)
 	const char *secrets[CRED_SCRUB_MAX], *phs[CRED_SCRUB_MAX];
 	size_t n;
 
-	if (s->fwd.plan.n_bound == 0 || s->fwd.plan.snap == NULL)
+	if (!cred_plan_scrubs(&s->fwd.plan))
 		return 0;
 	n = cred_scrub_lists(s, secrets, phs);
 	if (s->fwd.scrub == NULL && (s->fwd.scrub = vault_scrubber_new(
@@ -136,8 +136,8 @@ ws_raw_allowed(const struct exchange *s)
 	if (s->c->kind == KIND_INGRESS)
 		return 1;
 	/* Under dlp: every byte the sandbox sends is read (docs/dlp.md). */
-	return !s->verdict.inspect && s->fwd.plan.n_bound == 0 &&
-	    !s->c->intercepted && s->dlp == NULL;
+	return !s->verdict.inspect && s->fwd.plan.n_bound +
+	    s->fwd.plan.n_also == 0 && !s->c->intercepted && s->dlp == NULL;
 }
 
 /* The head's one Upgrade field line; NULL when it has none or several. */
@@ -168,7 +168,7 @@ ws_refusal(const struct exchange *s)
 	if (s->verdict.inspect)
 		return "the rule limits methods or paths: only Upgrade: "
 		    "websocket may pass";
-	if (s->fwd.plan.n_bound > 0)
+	if (s->fwd.plan.n_bound + s->fwd.plan.n_also > 0)
 		return "only Upgrade: websocket may reach a credential's host";
 	if (s->dlp != NULL)
 		return "the request is scanned for secrets (dlp): only Upgrade: "

@@ -34,11 +34,11 @@ against). Fixed:
   never sent): the test holds the gateway to that, and docs/credentials.md
   says so.
 
-Not fixed (documented in docs/credentials.md, "What this does not defend
-against"): a second sandbox whose policy allows the bound host but does not
-list the credential gets that host's answers unscrubbed -- it read box-a's
-key from a route that shows the key seen last (the scrubber follows the
-requesting sandbox's credentials). The test was dropped from this file.
+- f03: a second sandbox whose policy allows the bound host but does not
+  list the credential got that host's answers unscrubbed -- it read box-a's
+  key from a route that shows the key seen last (the scrubber followed the
+  requesting sandbox's credentials only). Other policies' static and OAuth2
+  secrets bound to the host are scrubbed too now ("sandgate-redacted").
 
 Held (test_h*, not covered by the other credential tests):
 - h01: header VALUES of a 103 Early Hints / 1xx answer and of the final
@@ -434,6 +434,36 @@ class ScrubProbeTest(_Base):
                           "the key came back in %s answers: %r" % (
                               "8-byte ranged" if partial else "whole",
                               whole[:200]))
+
+    def test_f03_other_sandbox_reads_key_from_bound_host(self):
+        """
+        Promise: SPEC section 7 "Responses are scrubbed: the secret in
+        response headers or body ... comes back to the sandbox as the
+        placeholder"; docs/credentials.md "The whole response of a
+        credential's host is scrubbed"; a sandbox never holds a real key.
+        Sent: box-a makes a normal call (the origin logs its key); box-b
+        (source 127.0.0.5, a policy allowing bound.test with tls:
+        intercept but listing no credential) asks `GET /last`, `/log` and
+        `/last` with Range.
+        Happened (fixed): box-b got "last key: <the real secret>": the
+        scrubber was set up from the credentials of the requesting
+        sandbox's policy only. Now another policy's secret bound to the
+        host comes back as "sandgate-redacted", whole and in any form, and
+        Range goes; box-a still sees its own placeholder.
+        """
+        self.store_key()
+        c = self.tls_conn("bound.test", source=BOX_B_SRC)
+        for path, extra in (("/last", ""), ("/log", ""),
+                            ("/last", "Range: bytes=10-17\r\n")):
+            r = self.get(c, "bound.test", path, extra)
+            self.assertEqual(r.status, 200, (path, extra, r))
+            self.assertIsNone(leaked(r.raw_head + r.body, [SECRET]),
+                              "box-b read box-a's key: %r" % r.body[:200])
+            self.assertIn(b"sandgate-redacted", r.body, (path, r.body[:200]))
+        c = self.tls_conn("bound.test")
+        r = self.get(c, "bound.test", "/last")
+        self.assertIn(PH.encode(), r.body)
+        self.assertNotIn(b"sandgate-redacted", r.body)
 
     def test_f04_percent_encoding_with_tilde_encoded(self):
         """
