@@ -27,9 +27,11 @@ static void	forward_done(struct exchange *);
  */
 static ssize_t
 move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
-    uint64_t *left, struct http_chunked *ck, int *done, size_t limit)
+    uint64_t *left, struct http_chunked *ck, int *done, size_t limit,
+    int drop_trailers)
 {
-	size_t avail = evbuffer_get_length(src), take = 0;
+	size_t avail = evbuffer_get_length(src), take = 0,
+	    trailer0 = ck != NULL ? ck->trailer_len : 0, dropped = 0;
 	struct evbuffer_iovec iov[16];
 	struct evbuffer_ptr at;
 	int i, nvec;
@@ -72,10 +74,22 @@ move_body(struct evbuffer *src, struct evbuffer *dst, enum http_framing fr,
 				take += (size_t)r;
 			}
 		}
+		/*
+		 * A request's trailer fields are not forwarded (RFC 9110
+		 * 6.5.1: intermediaries commonly discard them): they are the
+		 * last bytes taken, and the body ends with an empty section.
+		 */
+		if (drop_trailers)
+			dropped = ck->trailer_len - trailer0;
 		break;
 	}
-	if (take > 0 && evbuffer_remove_buffer(src, dst, take) != (int)take)
+	if (take - dropped > 0 && evbuffer_remove_buffer(src, dst,
+	    take - dropped) != (int)(take - dropped))
 		return -1;
+	if (dropped > 0 && evbuffer_drain(src, dropped) == -1)
+		return -1;
+	if (dropped > 0 && *done)
+		evbuffer_add(dst, "\r\n", 2);
 	return (ssize_t)take;
 }
 
@@ -380,15 +394,14 @@ body_refused(struct exchange *s)
  * An HTTP/2 stream's body, payload as its DATA frames carried it, to an
  * HTTP/1.1 origin: searched like any body (a tail that may start a
  * placeholder waits for the rest), then sent as Content-Length said, or
- * as chunks with the stream's trailers after the last.
+ * as chunks (its trailers are not forwarded).
  */
 static void
 stream_client_read(struct exchange *s)
 {
 	struct forward *f = &s->fwd;
 	struct evbuffer *in = fe_stream_body(s), *out;
-	const char *tr;
-	size_t avail, hold, trlen;
+	size_t avail, hold;
 	int ended, n;
 
 	if (f->req_done || EXCHANGE_OBEV(s) == NULL || in == NULL)
@@ -396,7 +409,7 @@ stream_client_read(struct exchange *s)
 	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	if (evbuffer_get_length(out) > PROXY_HWM)
 		return;		/* origin_write_cb comes back */
-	ended = fe_stream_body_end(s, &tr, &trlen);
+	ended = fe_stream_body_end(s, NULL, NULL);
 	avail = evbuffer_get_length(in);
 	if ((f->req_framing == HTTP_BODY_LENGTH && (avail > f->req_left ||
 	    (ended && avail < f->req_left))) ||
@@ -432,11 +445,10 @@ stream_client_read(struct exchange *s)
 	}
 	if (!ended || evbuffer_get_length(in) > 0)
 		return;
+	/* The stream's trailers are not forwarded, as toward an HTTP/2 origin. */
 	if (f->req_framing == HTTP_BODY_CHUNKED) {
-		evbuffer_add(out, "0\r\n", 3);
-		evbuffer_add(out, tr, trlen);
-		evbuffer_add(out, "\r\n", 2);
-		s->up += 5 + trlen;
+		evbuffer_add(out, "0\r\n\r\n", 5);
+		s->up += 5;
 	}
 	f->req_done = 1;
 	if (f->resp_done)
@@ -474,7 +486,7 @@ forward_client_read(struct exchange *s)
 		return;
 	out = bufferevent_get_output(EXCHANGE_OBEV(s));
 	n = move_body(bufferevent_get_input(s->c->cbev), out, f->req_framing,
-	    &f->req_left, &f->req_chunk, &done, limit);
+	    &f->req_left, &f->req_chunk, &done, limit, 1);
 	if (n < 0) {
 		if (!f->resp_head_done)
 			exchange_deny(s, 400, REASON_BAD_REQUEST,
@@ -958,7 +970,7 @@ origin_body(struct exchange *s)
 	else
 		n = move_body(bufferevent_get_input(EXCHANGE_OBEV(s)), out,
 		    f->resp_framing, &f->resp_left, &f->resp_chunk, &done,
-		    SIZE_MAX);
+		    SIZE_MAX, 0);
 	if (n < 0) {
 		exchange_log(s, VERDICT_ERROR, f->status, REASON_UPSTREAM_ERROR);
 		exchange_finish(s, CLOSE_FAILED);
