@@ -237,6 +237,46 @@ ship_local_hash(struct audit_ship *s, int64_t id, char *out, size_t len)
 }
 
 /*
+ * audit_pg_version's two questions, asked as every other (ship_exec: a
+ * deadline, and a stop that is heard): a store that took the connection
+ * and then answered nothing -- a table lock held, a silent network --
+ * kept the shipper in a blocking PQexec, unreported, and serve from
+ * stopping. 0 and *v (0: no schema), -1 retry later, -2 stop.
+ */
+static int
+ship_version(struct audit_ship *s, int *v)
+{
+	static const char *const q[2] = {
+	    "SELECT to_regclass('sandgate.meta') IS NOT NULL",
+	    "SELECT value FROM sandgate.meta WHERE key = 'schema_version'" };
+	char err[256];
+	PGresult *r;
+	int i, stop;
+
+	*v = 0;
+	for (i = 0; i < 2; i++) {
+		if ((r = ship_exec(s, q[i], 0, NULL, NULL, NULL, &stop)) ==
+		    NULL)
+			return stop ? -2 : -1;
+		if (PQresultStatus(r) != PGRES_TUPLES_OK ||
+		    (i == 0 && PQntuples(r) != 1)) {
+			ship_disconnect(s, audit_pg_error(s->conn, r, err,
+			    sizeof(err)));
+			PQclear(r);
+			return -1;
+		}
+		if (i == 0 && strcmp(PQgetvalue(r, 0, 0), "t") != 0) {
+			PQclear(r);
+			return 0;
+		}
+		if (i == 1 && PQntuples(r) == 1)
+			*v = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	return 0;
+}
+
+/*
  * After connecting: the schema's version, and where this gateway's rows
  * end in the store -- which must be a row of this audit.db, or the name is
  * shared with another gateway (or audit.db was replaced): then shipping
@@ -250,12 +290,10 @@ ship_resume(struct audit_ship *s)
 	char err[256], local[AUDIT_HASH_HEX + 8];
 	PGresult *r;
 	int64_t id = 0, max;
-	int v, stop, found;
+	int v, stop, found, rc;
 
-	if (audit_pg_version(s->conn, &v, err, sizeof(err)) == -1) {
-		ship_disconnect(s, err);
-		return -1;
-	}
+	if ((rc = ship_version(s, &v)) != 0)
+		return rc;
 	if (v != AUDIT_STORE_VERSION) {
 		snprintf(err, sizeof(err), "schema version %d, want %d: run "
 		    "`sandgate audit ship --init`", v, AUDIT_STORE_VERSION);
