@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,32 @@ file_part(const char *s, char *out, size_t len)
  * directory's approved/, and the gateway reloads: kept across restarts,
  * shown by policy check and explain. 0, or the exit status.
  */
+/*
+ * 32 or 128 when host is an IPv4 or IPv6 literal (brackets allowed), its
+ * plain form in out; 0 when it is a name.
+ */
+static int
+ip_literal(const char *host, char *out, size_t len)
+{
+	unsigned char a[16];
+	size_t n = strlen(host);
+
+	if (inet_pton(AF_INET, host, a) == 1) {
+		snprintf(out, len, "%s", host);
+		return 32;
+	}
+	if (n > 2 && host[0] == '[' && host[n - 1] == ']') {
+		host++;
+		n -= 2;
+	}
+	if (n < len) {
+		snprintf(out, len, "%.*s", (int)n, host);
+		if (inet_pton(AF_INET6, out, a) == 1)
+			return 128;
+	}
+	return 0;
+}
+
 static int
 write_always(const char *cfg_path, const char *sock, const char *id,
     const char *scope)
@@ -192,8 +219,9 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 	const char *host = NULL, *pol = NULL, *sb = NULL;
 	json_t *j = NULL, *sj = NULL, *e, *q = NULL;
 	long long port = 0;
+	char ipbuf[INET6_ADDRSTRLEN];
 	size_t i;
-	int st, rc, fd, n;
+	int st, rc, fd, n, ip;
 
 	if ((rc = call("approve", sock, "GET", "/v1/approvals", NULL, &st,
 	    &body, &j)) != 0)
@@ -224,7 +252,13 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 		return cmd_error("approve %s: the gateway does not know sandbox "
 		    "%s's policy", id, sb);
 	}
-	if (scope == NULL)
+	if (scope == NULL && (ip = ip_literal(host, ipbuf, sizeof(ipbuf))) != 0)
+		/* An IP destination is a cidr: rule (a host: one is refused). */
+		n = port != 0 ? snprintf(text, sizeof(text), "    - cidr: "
+		    "\"%s/%d\"\n      ports: [%lld]\n", ipbuf, ip, port) :
+		    snprintf(text, sizeof(text), "    - cidr: \"%s/%d\"\n",
+		    ipbuf, ip);
+	else if (scope == NULL)
 		n = port != 0 ? snprintf(text, sizeof(text), "    - host: "
 		    "\"%s\"\n      ports: [%lld]\n", host, port) :
 		    snprintf(text, sizeof(text), "    - host: \"%s\"\n", host);

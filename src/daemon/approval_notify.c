@@ -23,6 +23,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <jansson.h>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -31,7 +32,33 @@
 #define NOTIFY_MAX	65536
 #define NOTIFY_WAIT_S	10
 
-/* The command, its stdin the question; killed after NOTIFY_WAIT_S. */
+static void
+on_alarm(int sig)
+{
+	(void)sig;	/* only to interrupt a blocking call (EINTR) */
+}
+
+/*
+ * One question's whole time, NOTIFY_WAIT_S: SIGALRM (no SA_RESTART) makes
+ * the call blocked then fail, a TLS handshake or read that trickles
+ * included (per-call socket timeouts let one go on for minutes).
+ */
+static void
+deadline_arm(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	(void)sigaction(SIGALRM, &sa, NULL);
+	alarm(NOTIFY_WAIT_S);
+}
+
+/*
+ * The command, its stdin the question; killed after NOTIFY_WAIT_S with
+ * what it started (its own process group).
+ */
 static void
 run_command(char *const argv[], const char *msg, size_t len)
 {
@@ -52,12 +79,16 @@ run_command(char *const argv[], const char *msg, size_t len)
 		return;
 	}
 	if (pid == 0) {
+		(void)setpgid(0, 0);
+		signal(SIGALRM, SIG_DFL);
+		alarm(0);
 		dup2(in[0], 0);
 		close(in[0]);
 		close(in[1]);
 		execv(argv[0], argv);
 		_exit(127);
 	}
+	(void)setpgid(pid, pid);	/* either side may set it first */
 	close(in[0]);
 	signal(SIGPIPE, SIG_IGN);
 	while (off < len && (w = write(in[1], msg + off, len - off)) > 0)
@@ -66,6 +97,7 @@ run_command(char *const argv[], const char *msg, size_t len)
 	end = time(NULL) + NOTIFY_WAIT_S;
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (time(NULL) >= end) {
+			kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			log_warnx("approval.notify: %s took over %d s: killed",
@@ -191,6 +223,17 @@ post(const char *url, const char *msg, size_t len, const char *ca_bundle)
 	return rc;
 }
 
+/* The "id" of a question's JSON (0 when it has none). */
+static long long
+question_id(const char *msg, size_t len)
+{
+	json_t *j = json_loadb(msg, len, 0, NULL);
+	long long id = (long long)json_integer_value(json_object_get(j, "id"));
+
+	json_decref(j);
+	return id;
+}
+
 static void
 become(const char *user)
 {
@@ -236,12 +279,31 @@ approval_notifier_start(const struct config *cfg)
 	become(cfg->user);
 	signal(SIGHUP, SIG_IGN);
 	while ((n = recv(sv[1], msg, sizeof(msg), 0)) > 0) {
+		uint64_t until;
+		struct timespec ts;
+
+		/* The question's end first, then its JSON. */
+		if ((size_t)n <= sizeof(until))
+			continue;
+		memcpy(&until, msg, sizeof(until));
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
+		    1000000 >= until) {
+			log_warnx("approval %lld: approval.notify not told (the "
+			    "question ended while others were told)",
+			    question_id(msg + sizeof(until),
+			    (size_t)n - sizeof(until)));
+			continue;
+		}
+		deadline_arm();
 		if (cfg->approval_notify_argv[0] != NULL)
-			run_command(cfg->approval_notify_argv, msg, (size_t)n);
-		else if (post(cfg->approval_notify_url, msg, (size_t)n,
-		    cfg->ca_bundle) == -1)
+			run_command(cfg->approval_notify_argv,
+			    msg + sizeof(until), (size_t)n - sizeof(until));
+		else if (post(cfg->approval_notify_url, msg + sizeof(until),
+		    (size_t)n - sizeof(until), cfg->ca_bundle) == -1)
 			log_warnx("approval.notify: POST to %s failed",
 			    cfg->approval_notify_url);
+		alarm(0);
 	}
 	_exit(0);
 }

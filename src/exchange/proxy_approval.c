@@ -38,7 +38,10 @@ static void
 notify(const char *sandbox, const char *host, uint16_t port, uint64_t id,
     uint32_t timeout_ms)
 {
-	char *s;
+	struct timespec ts;
+	uint64_t until;
+	char *s, *m;
+	size_t len;
 	json_t *j;
 
 	if (notify_fd == -1)
@@ -51,8 +54,22 @@ notify(const char *sandbox, const char *host, uint16_t port, uint64_t id,
 		json_decref(j);
 		return;
 	}
-	if (send(notify_fd, s, strlen(s), MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
+	/*
+	 * The question's end (CLOCK_MONOTONIC ms) before it: the notifier
+	 * tells no question that ended while it waited behind others.
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	until = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 +
+	    timeout_ms;
+	len = strlen(s);
+	if ((m = malloc(sizeof(until) + len)) != NULL) {
+		memcpy(m, &until, sizeof(until));
+		memcpy(m + sizeof(until), s, len);
+	}
+	if (m == NULL || send(notify_fd, m, sizeof(until) + len,
+	    MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
 		log_warn("approval %" PRIu64 ": approval.notify not told", id);
+	free(m);
 	free(s);
 	json_decref(j);
 }
