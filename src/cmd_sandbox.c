@@ -347,7 +347,7 @@ sandbox_up(int argc, char *argv[], int detach)
 	struct sandbox_opts o;
 	struct config *cfg;
 	const char *cfg_path, *want_id;
-	char id[SANDBOX_ID_MAX + 1], token[SANDBOX_TOKEN_HEX + 1];
+	char id[SANDBOX_ID_MAX + 1], token[SANDBOX_TOKEN_HEX + 1], err[PATH_MAX + 256];
 	int rc;
 
 	if ((rc = up_parse(argc, argv, &o, &cfg_path, &want_id, detach)) != 0)
@@ -360,6 +360,12 @@ sandbox_up(int argc, char *argv[], int detach)
 		o.runtime = cfg->sandbox_runtime;
 	if (o.rootfs == NULL)
 		o.rootfs = cfg->sandbox_rootfs;
+	/* A root the launcher cannot bind over: said before anything is made. */
+	if (strcmp(o.rootfs, "host") != 0 &&
+	    sandbox_oci_check_rootfs(o.rootfs, err, sizeof(err)) == -1) {
+		config_free(cfg);
+		return cmd_error("sandbox: %s", err);
+	}
 	if (want_id != NULL)
 		snprintf(id, sizeof(id), "%s", want_id);
 	if ((want_id == NULL && new_id(id) == -1) ||

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -479,28 +480,52 @@ dns_pre_cb(const struct resolver_answer *a, void *arg)
 }
 
 /*
- * Cap every TTL of a relayed response (not OPT's, whose TTL field is
- * flags) and give it the client's id. -1 when it does not parse.
+ * A relayed response (an allowed type the gateway does not answer itself)
+ * made the gateway's own, as its answers are (docs/protocols.md "DNS"):
+ * every TTL capped (not OPT's, whose TTL field is flags), the client's id,
+ * its question as it wrote it (case included), RD and CD copied, RA set,
+ * AA cleared, the upstream's RCODE and TC kept; the upstream's OPT (and
+ * whatever follows it) dropped, and the gateway's own added when the query
+ * had one (payload 1232, DO copied). msg has room for cap bytes; *len is
+ * updated. -1 when it does not parse.
  */
 static int
-dns_relay_fix(uint8_t *msg, size_t len, uint16_t id, uint32_t max_ttl)
+dns_relay_fix(uint8_t *msg, size_t *len, size_t cap, const struct dns_msg *q,
+    uint32_t max_ttl)
 {
 	struct dns_header h;
 	struct dns_name qn;
 	struct dns_rr rr;
-	size_t off = DNS_HDR_LEN, i;
-	unsigned total;
+	size_t off = DNS_HDR_LEN, qoff, start, i;
+	unsigned total, kept;
+	uint16_t f;
 
-	if (dns_header_parse(msg, len, &h) == -1 || h.qdcount != 1)
+	if (dns_header_parse(msg, *len, &h) == -1 || h.qdcount != 1)
 		return -1;
-	if (dns_name_read(msg, len, &off, &qn) == -1 || off + 4 > len)
+	qoff = off;
+	if (dns_name_read(msg, *len, &off, &qn) == -1 || off + 4 > *len)
 		return -1;
+	/* The same name (the upstream lower-cases it): the client's bytes. */
+	if (q->has_question && off - qoff == q->qname.wire_len &&
+	    qn.wire_len == q->qname.wire_len &&
+	    strncasecmp((const char *)qn.wire, (const char *)q->qname.wire,
+	    qn.wire_len) == 0)
+		memcpy(msg + qoff, q->qname.wire, q->qname.wire_len);
 	off += 4;
 	total = (unsigned)h.ancount + h.nscount + h.arcount;
-	for (i = 0; i < total; i++) {
-		if (dns_rr_read(msg, len, &off, &rr) == -1)
+	for (i = 0, kept = total; i < total; i++) {
+		start = off;
+		if (dns_rr_read(msg, *len, &off, &rr) == -1)
 			return -1;
-		if (rr.type != 41 && rr.ttl > max_ttl) {
+		if (rr.type == 41) {
+			/* Only additional records follow: they go with it. */
+			if (i < (unsigned)h.ancount + h.nscount)
+				return -1;
+			*len = start;
+			kept = (unsigned)i;
+			break;
+		}
+		if (rr.ttl > max_ttl) {
 			/* The TTL sits just before RDLENGTH and RDATA. */
 			uint8_t *t = msg + rr.rdata_off - 6;
 			t[0] = (uint8_t)(max_ttl >> 24);
@@ -509,8 +534,33 @@ dns_relay_fix(uint8_t *msg, size_t len, uint16_t id, uint32_t max_ttl)
 			t[3] = (uint8_t)max_ttl;
 		}
 	}
-	msg[0] = (uint8_t)(id >> 8);
-	msg[1] = (uint8_t)id;
+	if (kept < total) {
+		h.arcount = (uint16_t)(kept - h.ancount - h.nscount);
+		msg[10] = (uint8_t)(h.arcount >> 8);
+		msg[11] = (uint8_t)h.arcount;
+	}
+	if (q->has_edns) {
+		static const uint8_t opt[11] = { 0, 0, 41, 0x04, 0xd0, 0, 0,
+		    0, 0, 0, 0 };
+
+		if (*len + sizeof(opt) > cap || h.arcount == 0xffff)
+			return -1;
+		memcpy(msg + *len, opt, sizeof(opt));
+		if (q->edns_do)
+			msg[*len + 7] = 0x80;
+		*len += sizeof(opt);
+		h.arcount++;
+		msg[10] = (uint8_t)(h.arcount >> 8);
+		msg[11] = (uint8_t)h.arcount;
+	}
+	/* QR, the upstream's TC and RCODE; the client's opcode, RD and CD; RA. */
+	f = (uint16_t)(0x8000 | (q->hdr.flags & 0x7800) | (h.flags & 0x0200) |
+	    (q->hdr.flags & 0x0100) | 0x0080 | (q->hdr.flags & 0x0010) |
+	    (h.flags & 0x000f));
+	msg[2] = (uint8_t)(f >> 8);
+	msg[3] = (uint8_t)f;
+	msg[0] = (uint8_t)(q->hdr.id >> 8);
+	msg[1] = (uint8_t)q->hdr.id;
 	return 0;
 }
 
@@ -531,7 +581,7 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 	memset(&o, 0, sizeof(o));
 	o.rule = p->x->verdict.rule;
 	if (result != RESOLVER_OK || alen > DNS_MSG_MAX ||
-	    (copy = malloc(alen)) == NULL) {
+	    (copy = malloc(alen + 11)) == NULL) {
 		o.rcode = DNS_RCODE_SERVFAIL;
 		o.decision = VERDICT_ERROR;
 		o.reason = result == RESOLVER_ETIMEOUT ?
@@ -540,7 +590,7 @@ dns_raw_cb(int result, const unsigned char *abuf, size_t alen, void *arg)
 		return;
 	}
 	memcpy(copy, abuf, alen);
-	if (dns_relay_fix(copy, alen, p->msg.hdr.id, max_ttl) == -1 ||
+	if (dns_relay_fix(copy, &alen, alen + 11, &p->msg, max_ttl) == -1 ||
 	    dns_answer_addrs(copy, alen, addrs, &n) == -1) {
 		o.rcode = DNS_RCODE_SERVFAIL;
 		o.decision = VERDICT_ERROR;

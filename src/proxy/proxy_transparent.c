@@ -45,6 +45,15 @@ static void
 deny(struct exchange *s, int status, enum sg_reason reason, const char *detail)
 {
 	s->verdict.allow = 0;
+	/*
+	 * The row names where the connection was going, HTTP or not: the
+	 * address refused and its port (a request with no Host, or one aimed
+	 * at an address not its name's, said nothing of it).
+	 */
+	if (s->fwd.ip.family == 0)
+		s->fwd.ip = s->c->orig_dst;
+	if (s->target.port == 0)
+		s->target.port = s->c->orig_port;
 	if (s->c->sniffed == SNIFF_HTTP) {
 		exchange_deny(s, status, reason, detail);
 		return;

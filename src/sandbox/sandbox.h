@@ -119,6 +119,12 @@ int	 sandbox_oci_write_etc(const char *dir, const struct sandbox_net *,
 	    const char *ca_bundle, const char *sg_ca, const char **errstr);
 /* The skeleton root: mount points and the host's top-level symlinks. */
 int	 sandbox_oci_write_rootfs(const char *dir);
+/*
+ * A prepared root (--rootfs DIR) the launcher can bind its resolv.conf,
+ * hosts and CA bundle over: 0, or -1 with why in err (one is a symlink,
+ * which the runtime would follow inside the root).
+ */
+int	 sandbox_oci_check_rootfs(const char *dir, char *err, size_t len);
 
 /* What `sandbox run` and `sandbox create` were asked for. */
 struct sandbox_opts {

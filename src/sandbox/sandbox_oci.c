@@ -100,6 +100,34 @@ mount_json(const char *dst, const char *type, const char *src,
 	    "source", src, "options", o);
 }
 
+/* What the launcher binds over a prepared root's /etc. */
+static const char *const etc_files[] = { "resolv.conf", "hosts",
+    "ssl/certs/ca-certificates.crt" };
+
+int
+sandbox_oci_check_rootfs(const char *dir, char *err, size_t len)
+{
+	char path[PATH_MAX], to[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	size_t i;
+
+	for (i = 0; i < sizeof(etc_files) / sizeof(etc_files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/etc/%s", dir, etc_files[i]);
+		if (lstat(path, &st) == -1 || !S_ISLNK(st.st_mode))
+			continue;
+		if ((n = readlink(path, to, sizeof(to) - 1)) < 0)
+			n = 0;
+		to[n] = '\0';
+		snprintf(err, len, "--rootfs %s: etc/%s is a symlink (to %s): "
+		    "the launcher binds its own over it, and the runtime would "
+		    "follow the link inside the root; make it a file", dir,
+		    etc_files[i], to);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 add_mounts(json_t *m, const struct sandbox_spec *sp)
 {
@@ -118,8 +146,6 @@ add_mounts(json_t *m, const struct sandbox_spec *sp)
 	    "size=1g", NULL };
 	static const char *const ro_file[] = { "bind", "ro", "nosuid",
 	    "nodev", NULL };
-	static const char *const etc_files[] = { "resolv.conf", "hosts",
-	    "ssl/certs/ca-certificates.crt" };
 	char src[PATH_MAX], dst[64];
 	struct stat st;
 	size_t i;
