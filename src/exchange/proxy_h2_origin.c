@@ -842,6 +842,16 @@ h2up_flush(struct h2up *up)
 	if (nghttp2_session_send(up->ng) != 0)
 		h2up_dead(up, 502, REASON_UPSTREAM_ERROR,
 		    "HTTP/2 to the origin failed");
+	/*
+	 * A connection error nghttp2 handled itself (a PUSH_PROMISE, a frame
+	 * on a stream never opened: GOAWAY sent, mem_recv still positive)
+	 * leaves a session that neither reads nor writes: its streams end
+	 * now, or they hung on an origin that kept TCP open.
+	 */
+	else if (!nghttp2_session_want_read(up->ng) &&
+	    !nghttp2_session_want_write(up->ng))
+		h2up_dead(up, 502, REASON_UPSTREAM_ERROR,
+		    "the origin broke HTTP/2");
 }
 
 static void
