@@ -702,13 +702,13 @@ class HdrProbe(unittest.TestCase):
         """
         c = self.conn()
         c.send("GET http://%s/fwd HTTP/1.1\r\nHost: %s\r\n"
-               "Forwarded: for=10.0.0.1;by=sandgate\r\nX-Forwarded-For: "
-               "10.0.0.1\r\nX-Real-IP: 10.0.0.1\r\n%s\r\n"
+               "Forwarded: for=198.18.0.9;by=sandgate\r\nX-Forwarded-For: "
+               "198.18.0.9\r\nX-Real-IP: 198.18.0.9\r\n%s\r\n"
                % (self.prh, self.prh, "Via: 1.1 sandgate\r\n" * 20))
         r = self.try_read(c)
         self.assertEqual(r.status, 200, r)
         f = head_fields(self.pr.heads_with(b"/fwd ")[0])
-        self.assertIn(("x-forwarded-for", "10.0.0.1"), f)
+        self.assertIn(("x-forwarded-for", "198.18.0.9"), f)
         self.assertEqual(len([1 for k, _ in f if k == "x-forwarded-for"]), 1)
         self.assertEqual(len([1 for k, _ in f if k == "via"]), 21)
 
