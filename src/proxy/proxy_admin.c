@@ -630,32 +630,52 @@ int
 proxy_admin_start(struct proxy *p)
 {
 	struct sockaddr_un sun;
+	char tmp[sizeof(sun.sun_path)];
 	mode_t old;
-	int fd;
+	int fd, n;
 
 	if (p->cfg->admin_socket == NULL)
 		return 0;
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
+	/*
+	 * Bound under a name of its own, listening, and only then renamed
+	 * into place: the path never names a socket that refuses
+	 * connections (bind() makes the file, listen() the queue), so a
+	 * script that waits for the file can connect at once.
+	 */
 	if (strlen(p->cfg->admin_socket) >= sizeof(sun.sun_path)) {
-		log_warnx("admin socket path too long: %s", p->cfg->admin_socket);
+		log_warnx("admin socket path too long: %s",
+		    p->cfg->admin_socket);
 		return -1;
 	}
-	strcpy(sun.sun_path, p->cfg->admin_socket);
+	n = snprintf(tmp, sizeof(tmp), "%s.%ld", p->cfg->admin_socket,
+	    (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp))	/* no room: bound in place */
+		n = snprintf(tmp, sizeof(tmp), "%s", p->cfg->admin_socket);
+	memcpy(sun.sun_path, tmp, (size_t)n + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		return -1;
-	(void)unlink(sun.sun_path);
+	(void)unlink(tmp);
 	old = umask(077);	/* born 0600: never a moment others could connect */
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
 	    listen(fd, 64) == -1) {
 		umask(old);
-		log_warn("admin socket %s", sun.sun_path);
+		log_warn("admin socket %s", tmp);
+		(void)unlink(tmp);
 		close(fd);
 		return -1;
 	}
 	umask(old);
-	(void)chmod(sun.sun_path, 0600);
+	(void)chmod(tmp, 0600);
+	if (strcmp(tmp, p->cfg->admin_socket) != 0 &&
+	    rename(tmp, p->cfg->admin_socket) == -1) {
+		log_warn("admin socket %s", p->cfg->admin_socket);
+		(void)unlink(tmp);
+		close(fd);
+		return -1;
+	}
 	if ((p->admin = evhttp_new(p->main_base)) == NULL ||
 	    evhttp_accept_socket(p->admin, fd) == -1) {
 		close(fd);
@@ -665,7 +685,7 @@ proxy_admin_start(struct proxy *p)
 	    EVHTTP_REQ_DELETE);
 	evhttp_set_max_body_size(p->admin, ADMIN_MAX_BODY);
 	evhttp_set_gencb(p->admin, admin_cb, p);
-	log_info("admin API on %s", sun.sun_path);
+	log_info("admin API on %s", p->cfg->admin_socket);
 	return 0;
 }
 
