@@ -628,6 +628,227 @@ class Origin:
         self.srv.server_close()
 
 
+class Listener:
+    """
+    A TCP listener on host (port 0: any), each connection served in a
+    thread of its own by serve(conn, idx), which a subclass writes (idx:
+    the connection's number, from 0); accepted(conn, idx) runs first, under
+    .lock. The connection is closed when serve returns; OSError, ssl.SSLError,
+    ValueError and EOFError end it quietly. stop() closes the listener and
+    shuts every connection down. A subclass sets its own fields, then calls
+    Listener.__init__ (the thread starts there).
+    """
+
+    def __init__(self, host="127.0.0.2", port=0, backlog=64, rcvbuf=None):
+        if not hasattr(self, "lock"):
+            self.lock = threading.Lock()
+        self.conns = []
+        self.stopping = False
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host
+                                  else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.bind((host, port))
+        self.sock.listen(backlog)
+        self.sock.settimeout(0.1)
+        self.host = host
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def accepted(self, conn, idx):
+        pass
+
+    def serve(self, conn, idx):
+        raise NotImplementedError
+
+    def _loop(self):
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                idx = len(self.conns)
+                self.conns.append(c)
+                self.accepted(c, idx)
+            threading.Thread(target=self._run, args=(c, idx),
+                             daemon=True).start()
+
+    def _run(self, c, idx):
+        try:
+            self.serve(c, idx)
+        except (OSError, ssl.SSLError, ValueError, EOFError):
+            pass
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.thread.join(2)
+
+
+class Recorder(Listener):
+    """A TCP listener on host that keeps every byte it receives, all
+    connections together, in .data, and sends nothing."""
+
+    def __init__(self, host="127.0.0.1", backlog=4):
+        self.data = b""
+        super().__init__(host, backlog=backlog)
+
+    def serve(self, c, idx):
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return
+            with self.lock:
+                self.data += b
+
+    def bytes(self):
+        with self.lock:
+            return self.data
+
+
+class _ScriptedHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        self.server.origin._serve(self.request)
+
+
+class ThreadedServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """A thread a connection (daemons), the address reused."""
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class ScriptedOrigin:
+    """
+    An HTTP/1.1 origin over TLS (cert/key) on host whose answers a subclass
+    writes: answer(req) returns (bytes to send, close after). Every request
+    is recorded in .requests, a dict each: line, method, path, head (the
+    request head as bytes, with its blank line), headers [(name, value)],
+    hmap {lower-case name: value}, body (by Content-Length, or the chunked
+    bytes up to "0\r\n\r\n" as they came: tests send no trailers), sni.
+    record(req) may add to it (called under .lock). Keep-alive: requests
+    are read until the client closes or answer says close.
+    """
+
+    def __init__(self, cert, key, host="127.0.0.2", alpn=("http/1.1",)):
+        self.lock = threading.Lock()
+        self.requests = []
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        if alpn:
+            self.ctx.set_alpn_protocols(list(alpn))
+        self.srv = ThreadedServer((host, 0), _ScriptedHandler)
+        self.srv.origin = self
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever,
+            kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def answer(self, req):
+        raise NotImplementedError
+
+    def record(self, req):
+        pass
+
+    def _serve(self, sock):
+        sock.settimeout(10)
+        try:
+            sock = self.ctx.wrap_socket(sock, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        buf = b""
+
+        def more():
+            b = sock.recv(65536)
+            if not b:
+                raise EOFError
+            return b
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    buf += more()
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                head += b"\r\n\r\n"
+                lines = head.decode("latin-1").split("\r\n")
+                hdrs = []
+                for line in lines[1:]:
+                    if line and ":" in line:
+                        k, v = line.split(":", 1)
+                        hdrs.append((k.strip(), v.strip()))
+                hmap = {k.lower(): v for k, v in hdrs}
+                body = b""
+                try:
+                    if "chunked" in hmap.get("transfer-encoding",
+                                             "").lower():
+                        while b"\r\n0\r\n\r\n" not in b"\r\n" + buf:
+                            buf += more()
+                        end = (b"\r\n" + buf).find(b"\r\n0\r\n\r\n") + 5
+                        body, buf = buf[:end], buf[end:]
+                    elif "content-length" in hmap:
+                        n = int(hmap["content-length"])
+                        while len(buf) < n:
+                            buf += more()
+                        body, buf = buf[:n], buf[n:]
+                except EOFError:
+                    body, buf = buf, b""
+                words = lines[0].split(" ")
+                req = {"line": lines[0], "method": words[0],
+                       "path": words[1] if len(words) > 1 else "",
+                       "head": head, "headers": hdrs, "hmap": hmap,
+                       "body": body, "sni": getattr(sock, "sni", None)}
+                with self.lock:
+                    self.requests.append(req)
+                    self.record(req)
+                out, close = self.answer(req)
+                sock.sendall(out)
+                if close:
+                    return
+        except (OSError, ssl.SSLError, ValueError, EOFError):
+            return
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def find(self, marker):
+        """The requests whose request line holds marker."""
+        with self.lock:
+            return [r for r in self.requests if marker in r["line"]]
+
+    def got(self, needle, marker=""):
+        """needle (bytes or str) in the head or body of a request whose
+        request line holds marker."""
+        if isinstance(needle, str):
+            needle = needle.encode()
+        with self.lock:
+            return any(needle in r["head"] + r["body"]
+                       for r in self.requests if marker in r["line"])
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
 class RawServer:
     """
     A raw TCP listener. mode "record": accept and keep what arrives;
@@ -1358,6 +1579,28 @@ def unix_http(sock_path, data, timeout=10):
         s.close()
         raise
     return http_exchange(s, data)
+
+
+def admin_request(sock_path, method, path, body=None, timeout=10):
+    """One HTTP/1.1 request on the admin socket: (status, headers, json or
+    None); body: bytes as they are, anything else as JSON."""
+    data = b"" if body is None else (body if isinstance(body, bytes)
+        else json.dumps(body).encode())
+    status, hdrs, rest = unix_http(sock_path,
+        ("%s %s HTTP/1.1\r\nHost: sandgate\r\nConnection: close\r\n"
+         "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
+         (method, path, len(data))).encode() + data, timeout)
+    try:
+        doc = json.loads(rest) if rest.strip() else None
+    except ValueError:
+        doc = None
+    return status, hdrs, doc
+
+
+def admin(sock_path, method, path, body=None):
+    """admin_request's (status, json or None)."""
+    status, _, doc = admin_request(sock_path, method, path, body)
+    return status, doc
 
 
 def tcp_http(port, method, path, host=None, headers=(), body=None,

@@ -32,17 +32,7 @@ NAMES = ["ok.test", "held.test", "burst.test", "socks.test", "timeout.test",
          "dok.test", "ddeny.test", "dtime.test", "top.test", "topx.test"]
 
 
-def admin(sock, method, path, body=None):
-    data = b"" if body is None else json.dumps(body).encode()
-    st, _, rest = T.unix_http(sock, ("%s %s HTTP/1.1\r\nHost: sandgate\r\n"
-        "Connection: close\r\nContent-Type: application/json\r\n"
-        "Content-Length: %d\r\n\r\n" % (method, path, len(data))).encode()
-        + data)
-    try:
-        doc = json.loads(rest) if rest.strip() else None
-    except ValueError:
-        doc = None
-    return st, doc
+admin = T.admin
 
 
 def policy(port, max_pending=None):

@@ -38,7 +38,6 @@ What held (passing tests keep the ones no other e2e file covers):
 """
 
 import concurrent.futures
-import json
 import os
 import socket
 import struct
@@ -54,17 +53,7 @@ ORIGIN_HOST = "127.0.0.2"
 VICTIM_SRC = "127.0.0.3"
 
 
-def admin(sock, method, path, body=None):
-    data = b"" if body is None else json.dumps(body).encode()
-    st, _, rest = T.unix_http(sock, ("%s %s HTTP/1.1\r\nHost: sandgate\r\n"
-        "Connection: close\r\nContent-Type: application/json\r\n"
-        "Content-Length: %d\r\n\r\n" % (method, path, len(data))).encode()
-        + data)
-    try:
-        doc = json.loads(rest) if rest.strip() else None
-    except ValueError:
-        doc = None
-    return st, doc
+admin = T.admin
 
 
 def policy(port):

@@ -19,7 +19,6 @@ import socket
 import ssl
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -28,39 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 
 
-class SyslogTCP:
+class SyslogTCP(T.Recorder):
     """A TCP listener on loopback that keeps every byte it receives."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.port = self.sock.getsockname()[1]
-        self.lock = threading.Lock()
-        self.data = b""
-        self.conns = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            threading.Thread(target=self._read, args=(c,), daemon=True).start()
-
-    def _read(self, c):
-        while True:
-            try:
-                b = c.recv(65536)
-            except OSError:
-                return
-            if not b:
-                return
-            with self.lock:
-                self.data += b
 
     def frames(self):
         """RFC 6587 octet counting: [(msg bytes)], and the unparsed rest."""
@@ -78,17 +46,6 @@ class SyslogTCP:
             out.append(buf[start:start + n])
             buf = buf[start + n:]
         return out, buf
-
-    def stop(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        for c in self.conns:
-            try:
-                c.close()
-            except OSError:
-                pass
 
 
 def client_hello(sni):

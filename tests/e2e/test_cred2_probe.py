@@ -48,61 +48,28 @@ NAMES = ["bound.test", "other.test", "third.test"]
 
 # ---------------------------------------------------------------- origin
 
-class _Handler(socketserver.BaseRequestHandler):
-    def handle(self):
-        srv = self.server
-        sock = self.request
-        sock.settimeout(10)
-        try:
-            sock = srv.ssl_ctx.wrap_socket(sock, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    b = sock.recv(65536)
-                    if not b:
-                        return
-                    buf += b
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                head += b"\r\n\r\n"
-                lines = head.decode("latin-1").split("\r\n")
-                hdrs = []
-                for l in lines[1:]:
-                    if l and ":" in l:
-                        k, v = l.split(":", 1)
-                        hdrs.append((k.strip(), v.strip()))
-                hmap = {k.lower(): v for k, v in hdrs}
-                body = b""
-                if "content-length" in hmap:
-                    n = int(hmap["content-length"])
-                    while len(buf) < n:
-                        b = sock.recv(65536)
-                        if not b:
-                            break
-                        buf += b
-                    body, buf = buf[:n], buf[n:]
-                rec = {"head": head, "body": body, "line": lines[0],
-                       "sni": getattr(sock, "sni", None)}
-                with srv.lock:
-                    srv.requests.append(rec)
-                path = lines[0].split(" ")[1] if " " in lines[0] else ""
-                out, close = self.answer(path, head, hmap)
-                sock.sendall(out)
-                if close:
-                    return
-        except (OSError, ssl.SSLError, ValueError):
-            return
-        finally:
-            try:
-                sock.close()
-            except OSError:
-                pass
+class RawOrigin(T.ScriptedOrigin):
+    """The API, answering by path (below); a /store request's key is kept
+    for /last."""
 
-    def answer(self, path, head, hmap):
+    def __init__(self, name, cert, key):
+        self.name = name
+        self.stored = None
+        super().__init__(cert, key, ORIGIN_HOST)
+
+    def got_any_secret(self, marker=""):
+        for s in ALL_SECRETS:
+            for form in secret_forms(s):
+                if self.got(form, marker):
+                    return form
+        return None
+
+    def answer(self, req):
+        return self.respond(req["path"], req["head"], req["hmap"])
+
+    def respond(self, path, head, hmap):
         """(bytes to send, close after)."""
-        srv = self.server
+        srv = self
         auth = hmap.get("authorization", "")
         tok = auth.split(" ", 1)[1] if " " in auth else auth
         tb = tok.encode("latin-1")
@@ -153,51 +120,6 @@ class _Handler(socketserver.BaseRequestHandler):
             body = b""
         return (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                 b"Content-Length: %d\r\n\r\n" % len(head) + body), False
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class RawOrigin:
-    def __init__(self, name, cert, key):
-        self.name = name
-        self.srv = _Server((ORIGIN_HOST, 0), _Handler)
-        self.srv.lock = threading.Lock()
-        self.srv.requests = []
-        self.srv.stored = None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        ctx.set_alpn_protocols(["http/1.1"])
-        self.srv.ssl_ctx = ctx
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever,
-            kwargs={"poll_interval": 0.1}, daemon=True)
-        self.thread.start()
-
-    def got(self, needle, marker=""):
-        """needle (bytes or str) in a request whose request line holds marker."""
-        if isinstance(needle, str):
-            needle = needle.encode()
-        with self.srv.lock:
-            return any(needle in r["head"] + r["body"]
-                       for r in self.srv.requests if marker in r["line"])
-
-    def got_any_secret(self, marker=""):
-        for s in ALL_SECRETS:
-            for form in secret_forms(s):
-                if self.got(form, marker):
-                    return form
-        return None
-
-    def find(self, marker):
-        with self.srv.lock:
-            return [r for r in self.srv.requests if marker in r["line"]]
-
-    def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 POLICY = """\
@@ -643,7 +565,7 @@ class Cred2OAuthTest(unittest.TestCase):
         names = ["%s.test" % n for n in OA_PATHS]
         cls.origin = RawOrigin("api", *cls.pki.leaf("api.test", names))
         cls.addClassCleanup(cls.origin.stop)
-        srv = _Server((TOKEN_HOST, 0), _TokenHandler)
+        srv = T.ThreadedServer((TOKEN_HOST, 0), _TokenHandler)
         srv.lock = threading.Lock()
         srv.calls = []
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -17,10 +17,8 @@ handlers and many frameworks do), /echo (the request head as the body).
 
 import json
 import os
-import socketserver
 import ssl
 import sys
-import threading
 import time
 import unittest
 
@@ -38,69 +36,21 @@ FIXED_PH = "SGPROBEFIXED0001"  # 16 characters: short enough to be a method
 
 # ---------------------------------------------------------------- origin
 
-class _Handler(socketserver.BaseRequestHandler):
-    def handle(self):
-        srv = self.server
-        sock = self.request
-        sock.settimeout(10)
-        try:
-            sock = srv.ssl_ctx.wrap_socket(sock, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    b = sock.recv(65536)
-                    if not b:
-                        return
-                    buf += b
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                head += b"\r\n\r\n"
-                lines = head.decode("latin-1").split("\r\n")
-                hdrs = []
-                for l in lines[1:]:
-                    if l and ":" in l:
-                        k, v = l.split(":", 1)
-                        hdrs.append((k.strip(), v.strip()))
-                hmap = {k.lower(): v for k, v in hdrs}
-                body = b""
-                raw_body = b""
-                if "chunked" in hmap.get("transfer-encoding", "").lower():
-                    # crude (tests send no trailers): up to "0\r\n\r\n"
-                    while b"\r\n0\r\n\r\n" not in buf:
-                        b = sock.recv(65536)
-                        if not b:
-                            break
-                        buf += b
-                    end = buf.find(b"\r\n0\r\n\r\n")
-                    end = len(buf) if end < 0 else end + 7
-                    raw_body, buf = buf[:end], buf[end:]
-                elif "content-length" in hmap:
-                    n = int(hmap["content-length"])
-                    while len(buf) < n:
-                        b = sock.recv(65536)
-                        if not b:
-                            break
-                        buf += b
-                    body, buf = buf[:n], buf[n:]
-                    raw_body = body
-                rec = {"head": head, "raw_body": raw_body,
-                    "line": lines[0], "headers": hdrs}
-                with srv.lock:
-                    srv.requests.append(rec)
-                path = lines[0].split(" ")[1] if " " in lines[0] else ""
-                out = self.answer(path, lines[0].split(" ")[0], head, hmap)
-                sock.sendall(out)
-        except (OSError, ssl.SSLError, ValueError):
-            return
-        finally:
-            try:
-                sock.close()
-            except OSError:
-                pass
+class RawOrigin(T.ScriptedOrigin):
+    """The API, answering by path (below)."""
 
-    def answer(self, path, method, head, hmap):
+    def __init__(self, cert, key):
+        super().__init__(cert, key, ORIGIN_HOST, alpn=None)
+
+    def received(self, needle, marker=""):
+        """needle in a request (whose request line holds marker)."""
+        return self.got(needle, marker)
+
+    def answer(self, req):
+        return self.respond(req["path"], req["method"], req["head"],
+                            req["hmap"]), False
+
+    def respond(self, path, method, head, hmap):
         auth = hmap.get("authorization", "")
         tok = auth[7:] if auth.startswith("Bearer ") else auth
         if path.startswith("/hname"):
@@ -152,41 +102,6 @@ class _Handler(socketserver.BaseRequestHandler):
             body = b""
         return (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                 b"Content-Length: %d\r\n\r\n" % len(head) + body)
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class RawOrigin:
-    def __init__(self, cert, key):
-        self.srv = _Server((ORIGIN_HOST, 0), _Handler)
-        self.srv.lock = threading.Lock()
-        self.srv.requests = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.srv.ssl_ctx = ctx
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever,
-            kwargs={"poll_interval": 0.1}, daemon=True)
-        self.thread.start()
-
-    def received(self, needle, marker=""):
-        """needle in a request (whose request line holds marker)."""
-        if isinstance(needle, str):
-            needle = needle.encode()
-        with self.srv.lock:
-            return any(needle in r["head"] + r["raw_body"]
-                       for r in self.srv.requests if marker in r["line"])
-
-    def find(self, marker):
-        with self.srv.lock:
-            return [r for r in self.srv.requests if marker in r["line"]]
-
-    def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 POLICY = """\

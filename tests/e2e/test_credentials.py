@@ -378,19 +378,7 @@ class EchoOrigin:
 
 # ---------------------------------------------------------------- admin client
 
-def admin_request(sock_path, method, path, body=None, timeout=10):
-    """One HTTP/1.1 request on the admin socket: (status, headers, json or None)."""
-    data = b"" if body is None else (body if isinstance(body, bytes)
-        else json.dumps(body).encode())
-    status, hdrs, rest = T.unix_http(sock_path,
-        ("%s %s HTTP/1.1\r\nHost: sandgate\r\nConnection: close\r\n"
-         "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" %
-         (method, path, len(data))).encode() + data, timeout)
-    try:
-        doc = json.loads(rest) if rest.strip() else None
-    except ValueError:
-        doc = None
-    return status, hdrs, doc
+admin_request = T.admin_request
 
 
 def placeholders_of(entry):

@@ -57,7 +57,6 @@ import socket
 import ssl
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -111,7 +110,7 @@ def x25519_share():
 
 # ---------------------------------------------------------------- origin
 
-class SniOrigin:
+class SniOrigin(T.Listener):
     """A TLS origin (OpenSSL through Python's ssl) serving several names on
     one address. Records the name of every ClientHello its servername
     callback saw; after a handshake answers one HTTP request with
@@ -121,18 +120,8 @@ class SniOrigin:
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(crt, key)
         self.ctx.sni_callback = self._sni
-        self.lock = threading.Lock()
         self.names = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.stopping = False
-        self.conns = []
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
+        super().__init__(host, backlog=16)
 
     def _sni(self, sslobj, name, ctx):
         sslobj.sg_sni = name
@@ -143,47 +132,19 @@ class SniOrigin:
         with self.lock:
             return list(self.names)
 
-    def _loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            with self.lock:
-                self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
+    def serve(self, c, idx):
         c.settimeout(20)
-        try:
-            s = self.ctx.wrap_socket(c, server_side=True)
-            req = b""
-            while b"\r\n\r\n" not in req:
-                b = s.recv(4096)
-                if not b:
-                    return
-                req += b
-            body = ("vhost %s\n" % getattr(s, "sg_sni", None)).encode()
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
-                      b"Connection: close\r\n\r\n" % len(body) + body)
-            s.close()
-        except (OSError, ssl.SSLError, ValueError):
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.stopping = True
-        self.sock.close()
-        with self.lock:
-            for c in self.conns:
-                try:
-                    c.close()
-                except OSError:
-                    pass
-        self.thread.join(2)
+        s = self.ctx.wrap_socket(c, server_side=True)
+        req = b""
+        while b"\r\n\r\n" not in req:
+            b = s.recv(4096)
+            if not b:
+                return
+            req += b
+        body = ("vhost %s\n" % getattr(s, "sg_sni", None)).encode()
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                  b"Connection: close\r\n\r\n" % len(body) + body)
+        s.close()
 
 
 class FrontProbe(unittest.TestCase):

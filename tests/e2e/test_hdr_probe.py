@@ -62,10 +62,8 @@ now: a request's trailers are not forwarded --, N = no promise):
 
 import base64
 import os
-import socket
 import ssl
 import sys
-import threading
 import time
 import unittest
 
@@ -147,43 +145,21 @@ class _Rec:
         return out
 
 
-class EchoOrigin:
+class EchoOrigin(T.Listener):
     """HTTP/1.1 origin (plain or TLS): records raw bytes per connection,
     answers every request with its own head (the bytes it got) as body."""
 
     def __init__(self, cert=None, key=None):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
-        self.sock.listen(32)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
         self.ctx = None
         if cert:
             self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             self.ctx.load_cert_chain(cert, key)
-        self.lock = threading.Lock()
         self.raw = []
         self.heads = []
-        self.conns = []
-        self.stopping = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
+        super().__init__(HOST, backlog=32)
 
-    def _loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            with self.lock:
-                idx = len(self.raw)
-                self.raw.append(b"")
-                self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c, idx),
-                             daemon=True).start()
+    def accepted(self, c, idx):
+        self.raw.append(b"")
 
     def _sink(self, idx):
         def f(b):
@@ -191,43 +167,35 @@ class EchoOrigin:
                 self.raw[idx] += b
         return f
 
-    def _serve(self, c, idx):
+    def serve(self, c, idx):
         c.settimeout(15)
-        try:
-            if self.ctx is not None:
-                c = self.ctx.wrap_socket(c, server_side=True)
-            r = _Rec(c, self._sink(idx))
-            while True:
-                head = r.until(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                hm = {}
-                for l in lines[1:]:
-                    if ":" in l:
-                        k, v = l.split(":", 1)
-                        hm[k.strip().lower()] = v.strip()
-                with self.lock:
-                    self.heads.append(head)
-                if "chunked" in hm.get("transfer-encoding", "").lower():
-                    while True:
-                        line = r.until(b"\r\n")
-                        n = int(line.split(b";")[0].strip(), 16)
-                        if n == 0:
-                            while r.until(b"\r\n") != b"\r\n":
-                                pass
-                            break
-                        r.exact(n + 2)
-                elif "content-length" in hm:
-                    r.exact(int(hm["content-length"]))
-                body = head
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        except (OSError, ValueError, EOFError, ConnectionError):
-            return
-        finally:
-            try:
-                c.close()
-            except OSError:
-                pass
+        if self.ctx is not None:
+            c = self.ctx.wrap_socket(c, server_side=True)
+        r = _Rec(c, self._sink(idx))
+        while True:
+            head = r.until(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            hm = {}
+            for l in lines[1:]:
+                if ":" in l:
+                    k, v = l.split(":", 1)
+                    hm[k.strip().lower()] = v.strip()
+            with self.lock:
+                self.heads.append(head)
+            if "chunked" in hm.get("transfer-encoding", "").lower():
+                while True:
+                    line = r.until(b"\r\n")
+                    n = int(line.split(b";")[0].strip(), 16)
+                    if n == 0:
+                        while r.until(b"\r\n") != b"\r\n":
+                            pass
+                        break
+                    r.exact(n + 2)
+            elif "content-length" in hm:
+                r.exact(int(hm["content-length"]))
+            body = head
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def all_bytes(self):
         with self.lock:
@@ -240,20 +208,6 @@ class EchoOrigin:
     def heads_with(self, needle):
         with self.lock:
             return [h for h in self.heads if needle in h]
-
-    def stop(self):
-        self.stopping = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for c in self.conns:
-                try:
-                    c.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        self.thread.join(2)
 
 
 def head_fields(head):

@@ -16,7 +16,6 @@ import os
 import socket
 import ssl
 import struct
-import subprocess
 import sys
 import time
 import unittest
@@ -363,12 +362,8 @@ class Http2Test(unittest.TestCase):
             raise RuntimeError("vault set: %s" % r.stderr)
         cls.gw.start()
         cls.addClassCleanup(cls.gw.stop)
-        cls.gw_ca = os.path.join(d, "certs", "ca.crt")
         admin = os.path.join(d, "admin.sock")
-        deadline = time.time() + 10 * T.SLOW
-        while time.time() < deadline and not (os.path.exists(cls.gw_ca) and
-                                              os.path.exists(admin)):
-            time.sleep(0.05)
+        cls.gw_ca = cls.gw.wait_admin(admin)
         st, _, doc = admin_request(admin, "GET", "/v1/sandboxes")
         if st != 200:
             raise RuntimeError("GET /v1/sandboxes: %d %r" % (st, doc))

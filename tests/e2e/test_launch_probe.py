@@ -33,7 +33,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import unittest
 import uuid
 
 sys.dont_write_bytecode = True

@@ -73,17 +73,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 
 
-def admin(sock, method, path, body=None):
-    data = b"" if body is None else json.dumps(body).encode()
-    st, _, rest = T.unix_http(sock, ("%s %s HTTP/1.1\r\nHost: sandgate\r\n"
-        "Connection: close\r\nContent-Type: application/json\r\n"
-        "Content-Length: %d\r\n\r\n" % (method, path, len(data))).encode()
-        + data)
-    try:
-        doc = json.loads(rest) if rest.strip() else None
-    except ValueError:
-        doc = None
-    return st, doc
+admin = T.admin
 
 
 def dns_raw(labels, qid):

@@ -43,7 +43,6 @@ Tried, and what held:
 
 import json
 import os
-import pwd
 import signal
 import socket
 import sqlite3
@@ -57,87 +56,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
-PSQL = "/usr/bin/psql"
-SETPRIV = "/usr/bin/setpriv"
-PG_USER = "nobody"
-RUN_AS = "sandgate"
-
-
-def run(argv, **kw):
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, env=T.clean_env(), timeout=60, **kw)
-
-
-class Postgres:
-    """PostgreSQL 15 in a temp dir, as in test_fleet.py, stopped by PID."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.data = os.path.join(tmp, "pgdata")
-        self.sock = os.path.join(tmp, "pgsock")
-        self.port = T.free_port()
-        self.proc = None
-        for d in (self.data, self.sock):
-            os.makedirs(d)
-            subprocess.run(["chown", PG_USER + ":", d], check=True)
-        os.chmod(self.sock, 0o755)
-        r = run(self._as_user([PG_BIN + "/initdb", "-D", self.data, "-U",
-                               "sandgate", "--auth=trust", "-E", "UTF8",
-                               "--locale=C.UTF-8", "--no-sync"]))
-        if r.returncode != 0:
-            raise RuntimeError("initdb failed:\n" + r.stdout + r.stderr)
-
-    @staticmethod
-    def _as_user(argv):
-        pw = pwd.getpwnam(PG_USER)
-        return [SETPRIV, "--reuid=%d" % pw.pw_uid, "--regid=%d" % pw.pw_gid,
-                "--clear-groups", "--"] + argv
-
-    def start(self):
-        self.proc = T.Proc(self._as_user([
-            PG_BIN + "/postgres", "-D", self.data, "-k", self.sock,
-            "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
-            "-c", "fsync=off", "-c", "max_connections=20"]),
-            os.path.join(self.tmp, "postgres.log"))
-        deadline = time.time() + 30 * T.SLOW
-        while time.time() < deadline:
-            if not self.proc.alive():
-                break
-            if self.psql("postgres", "SELECT 1").returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("postgres did not start:\n" + self.proc.log_tail())
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.alive():
-            os.kill(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.p.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-        self.proc.stop()
-        self.proc = None
-
-    def psql(self, db, sql):
-        return run([PSQL, "-X", "-q", "-At", "-F", "\t", "-h", "127.0.0.1",
-                    "-p", str(self.port), "-U", "sandgate", "-d", db,
-                    "-v", "ON_ERROR_STOP=1", "-c", sql])
-
-    def rows(self, sql):
-        r = self.psql("fleet", sql)
-        if r.returncode != 0:
-            raise AssertionError("psql: " + r.stderr)
-        return [line.split("\t") for line in r.stdout.splitlines() if line]
-
-    def url(self):
-        return "postgresql://sandgate@127.0.0.1:%d/fleet" % self.port
-
-
-class NoDns:
-    addr = "127.0.0.1:53"
+from test_fleet import (  # noqa: E402  (its PostgreSQL and constants)
+    PG_BIN, PSQL, RUN_AS, SETPRIV, NoDns, Postgres)
 
 
 HOSTILE_NAMES = [
@@ -216,7 +136,7 @@ class PgHostileTest(unittest.TestCase):
         cls.pg.start()
         r = cls.pg.psql("postgres", "CREATE DATABASE fleet")
         assert r.returncode == 0, r.stderr
-        r = T.run_sandgate("audit", "ship", "--init", "--store", cls.pg.url())
+        r = T.run_sandgate("audit", "ship", "--init", "--store", cls.pg.url_tcp())
         assert r.returncode == 0, r.stderr
         cls.sport = T.free_port()
         policy = {"sandboxes": [T.local_sandbox("p", sid="agent-h")],
@@ -224,7 +144,7 @@ class PgHostileTest(unittest.TestCase):
         d = cls.td.join("gw")
         os.makedirs(d)
         cls.gw = T.Gateway(d, NoDns(), {"p.yaml": policy}, user=RUN_AS,
-                           extra={"audit": {"ship": {"url": cls.pg.url(),
+                           extra={"audit": {"ship": {"url": cls.pg.url_tcp(),
                                                      "gateway": "gw-h"},
                                             "checkpoint_interval": "1s"},
                                   "listen": {"socks5": "127.0.0.1:%d" %
@@ -253,7 +173,7 @@ class PgHostileTest(unittest.TestCase):
         return [json.loads(x) for x in r.stdout.splitlines()]
 
     def store_json(self):
-        r = T.run_sandgate("audit", "--store", self.pg.url(), "--gateway",
+        r = T.run_sandgate("audit", "--store", self.pg.url_tcp(), "--gateway",
                            "gw-h", "--asc", "--limit", "0", "--format",
                            "json")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -298,7 +218,7 @@ class PgHostileTest(unittest.TestCase):
                          ["sandgate.events", "sandgate.meta"])
         self.assertEqual(self.pg.rows("SELECT DISTINCT gateway FROM "
                                       "sandgate.events"), [["gw-h"]])
-        r = T.run_sandgate("audit", "verify", "--store", self.pg.url(),
+        r = T.run_sandgate("audit", "verify", "--store", self.pg.url_tcp(),
                            "--pubkey", os.path.join(self.gw.tmp, "certs",
                                                     "audit.pub"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -333,7 +253,7 @@ class PgStalledStoreTest(unittest.TestCase):
         r = self.pg.psql("postgres", "CREATE DATABASE fleet")
         self.assertEqual(r.returncode, 0, r.stderr)
         r = T.run_sandgate("audit", "ship", "--init", "--store",
-                           self.pg.url())
+                           self.pg.url_tcp())
         self.assertEqual(r.returncode, 0, r.stderr)
         self.locker = T.Proc([PSQL, "-X", "-q", "-h", "127.0.0.1", "-p",
                               str(self.pg.port), "-U", "sandgate", "-d",
@@ -354,7 +274,7 @@ class PgStalledStoreTest(unittest.TestCase):
         self.mport = T.free_port()
         self.gw = T.Gateway(self.td.path, NoDns(), {"p.yaml": policy},
                             user=RUN_AS,
-                            extra={"audit": {"ship": {"url": self.pg.url(),
+                            extra={"audit": {"ship": {"url": self.pg.url_tcp(),
                                                       "gateway": "gw-l"}},
                                    "listen": {"metrics": "127.0.0.1:%d" %
                                               self.mport}})

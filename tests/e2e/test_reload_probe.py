@@ -28,7 +28,6 @@ two steps under policies_watch).
 """
 
 import concurrent.futures
-import json
 import os
 import signal
 import sys
@@ -56,17 +55,7 @@ def eventually(fn, timeout=5.0):
         time.sleep(0.1)
 
 
-def admin(sock, method, path, body=None):
-    data = b"" if body is None else json.dumps(body).encode()
-    st, _, rest = T.unix_http(sock, ("%s %s HTTP/1.1\r\nHost: sandgate\r\n"
-        "Connection: close\r\nContent-Type: application/json\r\n"
-        "Content-Length: %d\r\n\r\n" % (method, path, len(data))).encode()
-        + data)
-    try:
-        doc = json.loads(rest) if rest.strip() else None
-    except ValueError:
-        doc = None
-    return st, doc
+admin = T.admin
 
 
 def get(host, port, path, auth=None, keep=True):

@@ -61,13 +61,10 @@ import json
 import os
 import re
 import socket
-import socketserver
 import ssl
 import sys
-import threading
 import time
 import unittest
-import urllib.parse
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -127,62 +124,26 @@ def ranged(body, hmap, ctype=b"text/plain"):
 
 # ---------------------------------------------------------------- origin
 
-class _Handler(socketserver.BaseRequestHandler):
-    def handle(self):
-        srv = self.server
-        sock = self.request
-        sock.settimeout(10)
-        try:
-            sock = srv.ssl_ctx.wrap_socket(sock, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    b = sock.recv(65536)
-                    if not b:
-                        return
-                    buf += b
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                head += b"\r\n\r\n"
-                lines = head.decode("latin-1").split("\r\n")
-                hmap = {}
-                for l in lines[1:]:
-                    if l and ":" in l:
-                        k, v = l.split(":", 1)
-                        hmap[k.strip().lower()] = v.strip()
-                if "content-length" in hmap:
-                    n = int(hmap["content-length"])
-                    while len(buf) < n:
-                        b = sock.recv(65536)
-                        if not b:
-                            break
-                        buf += b
-                    buf = buf[n:]
-                auth = hmap.get("authorization", "")
-                tok = auth.split(" ", 1)[1] if " " in auth else auth
-                tb = tok.encode("latin-1")
-                with srv.lock:
-                    srv.requests.append({"line": lines[0], "head": head})
-                    if tb and "x-amz" not in auth.lower():
-                        srv.seen.append(tb)
-                path = lines[0].split(" ")[1] if " " in lines[0] else ""
-                method = lines[0].split(" ")[0]
-                out, close = self.answer(method, path, head, hmap, tb)
-                sock.sendall(out)
-                if close:
-                    return
-        except (OSError, ssl.SSLError, ValueError):
-            return
-        finally:
-            try:
-                sock.close()
-            except OSError:
-                pass
+class RawOrigin(T.ScriptedOrigin):
+    """The API: answers by path (below); every key it saw is in .seen."""
 
-    def answer(self, method, path, head, hmap, tb):
-        srv = self.server
+    def __init__(self, cert, key, host=ORIGIN_HOST):
+        self.seen = []
+        super().__init__(cert, key, host)
+
+    def record(self, req):
+        auth = req["hmap"].get("authorization", "")
+        tok = auth.split(" ", 1)[1] if " " in auth else auth
+        req["tb"] = tok.encode("latin-1")
+        if req["tb"] and "x-amz" not in auth.lower():
+            self.seen.append(req["tb"])
+
+    def answer(self, req):
+        return self.respond(req["method"], req["path"], req["head"],
+                            req["hmap"], req["tb"])
+
+    def respond(self, method, path, head, hmap, tb):
+        srv = self
         if path.startswith("/last"):
             # a debug route: the key the API saw last (asked without one)
             with srv.lock:
@@ -236,37 +197,6 @@ class _Handler(socketserver.BaseRequestHandler):
             return (b"HTTP/1.1 200 OK\r\nX-Echo: " + tb + b"\r\n"
                     b"ETag: \"" + tb + b"\"\r\nContent-Length: 10\r\n\r\n"), False
         return ranged(head, hmap), False
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class RawOrigin:
-    def __init__(self, cert, key, host=ORIGIN_HOST):
-        self.srv = _Server((host, 0), _Handler)
-        self.srv.lock = threading.Lock()
-        self.srv.requests = []
-        self.srv.seen = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        ctx.set_alpn_protocols(["http/1.1"])
-        self.srv.ssl_ctx = ctx
-        self.port = self.srv.server_address[1]
-        self.thread = threading.Thread(target=self.srv.serve_forever,
-            kwargs={"poll_interval": 0.1}, daemon=True)
-        self.thread.start()
-
-    def got(self, needle):
-        if isinstance(needle, str):
-            needle = needle.encode()
-        with self.srv.lock:
-            return any(needle in r["head"] for r in self.srv.requests)
-
-    def stop(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 POLICY = """\

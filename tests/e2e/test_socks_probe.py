@@ -19,7 +19,6 @@ import os
 import socket
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -28,267 +27,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import sgtest as T  # noqa: E402
 
-A, AAAA, CNAME, TXT, OPT = 1, 28, 5, 16, 41
+from dnswire import (  # noqa: E402
+    A, AAAA, CNAME, TXT, OPT, build_query, parse, rr, txt_rdata)
+from dnswire import Upstream as _Upstream  # noqa: E402
 
 
-# ------------------------------------------------------------ DNS packets
-
-def enc_name(name):
-    out = b""
-    for label in name.rstrip(".").split("."):
-        if label:
-            b = label.encode("latin-1")
-            out += bytes([len(b)]) + b
-    return out + b"\0"
+def FakeUpstream(zone):
+    """The scripted resolver (dnswire.Upstream) as this file's cases want
+    it: OPT of 1232, no RA."""
+    return _Upstream(zone, opt_size=1232, ra=False)
 
 
-def rr(owner, rtype, rdata, ttl=60, rclass=1):
-    if rtype == A:
-        rdata = socket.inet_pton(socket.AF_INET, rdata)
-    elif rtype == AAAA:
-        rdata = socket.inet_pton(socket.AF_INET6, rdata)
-    elif rtype == CNAME:
-        rdata = enc_name(rdata)
-    return (enc_name(owner) + struct.pack(">HHIH", rtype, rclass, ttl,
-            len(rdata)) + rdata)
-
-
-def txt_rdata(text):
-    out = b""
-    while text:
-        chunk, text = text[:255], text[255:]
-        out += bytes([len(chunk)]) + chunk
-    return out
-
-
-def build_query(name, qtype, qid=0x4242, edns=None, flags=0x0100,
-                qdcount=1, raw_qname=None):
-    ar = 1 if edns is not None else 0
-    q = struct.pack(">HHHHHH", qid, flags, qdcount, 0, 0, ar)
-    q += (raw_qname if raw_qname is not None else enc_name(name))
-    q += struct.pack(">HH", qtype, 1)
-    if edns is not None:
-        q += b"\0" + struct.pack(">HHIH", OPT, edns, 0, 0)
-    return q
-
-
-def skip_name(buf, off):
-    while True:
-        n = buf[off]
-        if n == 0:
-            return off + 1
-        if n & 0xC0 == 0xC0:
-            return off + 2
-        off += 1 + n
-
-
-def read_name(buf, off):
-    labels, hops = [], 0
-    while True:
-        n = buf[off]
-        if n == 0:
-            return ".".join(labels)
-        if n & 0xC0 == 0xC0:
-            off = struct.unpack(">H", buf[off:off + 2])[0] & 0x3FFF
-            hops += 1
-            if hops > 40:
-                raise ValueError("loop")
-            continue
-        labels.append(buf[off + 1:off + 1 + n].decode("latin-1"))
-        off += 1 + n
-
-
-def parse(buf):
-    """(header dict, question name as sent, [(section, owner, type, rdata)])."""
-    qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", buf[:12])
-    h = {"id": qid, "flags": flags, "rcode": flags & 0xF, "tc": bool(flags & 0x200),
-         "qd": qd, "an": an, "ns": ns, "ar": ar}
-    off, qname = 12, None
-    for _ in range(qd):
-        qname = read_name(buf, off)
-        off = skip_name(buf, off) + 4
-    recs = []
-    for sec, cnt in (("an", an), ("ns", ns), ("ar", ar)):
-        for _ in range(cnt):
-            owner = read_name(buf, off)
-            off = skip_name(buf, off)
-            t, c, ttl, ln = struct.unpack(">HHIH", buf[off:off + 10])
-            off += 10
-            data = buf[off:off + ln]
-            off += ln
-            if t == A:
-                data = socket.inet_ntop(socket.AF_INET, data)
-            elif t == AAAA:
-                data = socket.inet_ntop(socket.AF_INET6, data)
-            elif t == CNAME:
-                data = read_name(buf, off - ln)
-            recs.append((sec, owner.lower(), t, data))
-    return h, qname, recs
-
-
-# ------------------------------------------------------------ fake upstream
-
-class FakeUpstream:
-    """
-    A resolver on 127.0.0.1 (UDP and TCP) answering from zone:
-    {lower-case name: {qtype: (answer rrs, additional rrs)}}. A name absent
-    is NXDOMAIN; a type absent is NODATA. The question is echoed as sent.
-    Over UDP an answer longer than the client's size (512, or EDNS) is sent
-    with TC and no records, as servers do.
-    """
-
-    def __init__(self, zone):
-        self.zone = zone
-        self.host = "127.0.0.1"
-        self.port = T.free_port(self.host, udp_too=True)
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind((self.host, self.port))
-        self.udp.settimeout(0.2)
-        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tcp.bind((self.host, self.port))
-        self.tcp.listen(16)
-        self.tcp.settimeout(0.2)
-        self.stopping = False
-        self.asked = []
-        self.threads = [threading.Thread(target=f, daemon=True)
-                        for f in (self._udp_loop, self._tcp_loop)]
-        for t in self.threads:
-            t.start()
-
-    @property
-    def addr(self):
-        return "%s:%d" % (self.host, self.port)
-
-    def answer(self, q, limit):
-        qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", q[:12])
-        qend = skip_name(q, 12) + 4
-        qsec = q[12:qend]
-        name = read_name(q, 12).lower()
-        qtype = struct.unpack(">H", q[qend - 4:qend - 2])[0]
-        self.asked.append((name, qtype))
-        edns = None
-        if ar:
-            o = qend
-            if q[o] == 0 and struct.unpack(">H", q[o + 1:o + 3])[0] == OPT:
-                edns = struct.unpack(">H", q[o + 3:o + 5])[0]
-        rflags = 0x8000 | (flags & 0x0100) | 0x0400  # QR, RD copied, AA
-        if name == "ready.sgtest.test":
-            ans, add = [rr(name, A, "127.0.0.1")] if qtype == A else [], []
-        elif name not in self.zone:
-            ans, add = [], []
-            rflags |= 3
-        else:
-            ans, add = self.zone[name].get(qtype, ([], []))
-        opt = [b"\0" + struct.pack(">HHIH", OPT, 1232, 0, 0)] if edns else []
-        out = (struct.pack(">HHHHHH", qid, rflags, 1, len(ans), 0,
-               len(add) + len(opt)) + qsec + b"".join(ans) + b"".join(add)
-               + b"".join(opt))
-        if limit is not None:
-            lim = max(512, edns or 512)
-            if len(out) > lim:
-                out = (struct.pack(">HHHHHH", qid, rflags | 0x200, 1, 0, 0,
-                       len(opt)) + qsec + b"".join(opt))
-        return out
-
-    def _udp_loop(self):
-        while not self.stopping:
-            try:
-                q, peer = self.udp.recvfrom(65535)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            try:
-                self.udp.sendto(self.answer(q, 512), peer)
-            except Exception:
-                pass
-
-    def _tcp_loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.tcp.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._tcp_serve, args=(c,),
-                             daemon=True).start()
-
-    def _tcp_serve(self, c):
-        c.settimeout(10)
-        buf = b""
-        try:
-            while True:
-                while len(buf) >= 2 and len(buf) >= 2 + struct.unpack(
-                        ">H", buf[:2])[0]:
-                    n = struct.unpack(">H", buf[:2])[0]
-                    q, buf = buf[2:2 + n], buf[2 + n:]
-                    r = self.answer(q, None)
-                    c.sendall(struct.pack(">H", len(r)) + r)
-                b = c.recv(65536)
-                if not b:
-                    return
-                buf += b
-        except Exception:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.stopping = True
-        for s in (self.udp, self.tcp):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-
-class HalfCloseServer:
+class HalfCloseServer(T.Listener):
     """Reads until the client's EOF, then answers b"got:<n>" and closes."""
 
     def __init__(self, host="127.0.0.2"):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.stopping = False
         self.got_eof = []
-        threading.Thread(target=self._loop, daemon=True).start()
+        super().__init__(host, backlog=8)
 
-    def _loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,),
-                             daemon=True).start()
-
-    def _serve(self, c):
+    def serve(self, c, idx):
         c.settimeout(20)
         n = 0
-        try:
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                n += len(b)
-            self.got_eof.append(n)
-            time.sleep(0.3)
-            c.sendall(b"got:%d" % n)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.stopping = True
-        self.sock.close()
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            n += len(b)
+        self.got_eof.append(n)
+        time.sleep(0.3)
+        c.sendall(b"got:%d" % n)
 
 
 # ------------------------------------------------------------ the tests
