@@ -42,6 +42,7 @@
 #define DNS_SRV_HELD_PER_Q	16		/* held on one question */
 #define DNS_WAKE_PENDING	32		/* questions a wake remembers as pending */
 #define DNS_SRV_TCP_MAX		512		/* connections */
+#define DNS_SRV_TCP_PER_SOURCE	64		/* connections of one source address */
 #define DNS_SRV_TCP_INFLIGHT	32		/* queries per connection */
 #define DNS_SRV_TCP_OUT_MAX	(256 * 1024)	/* unread responses */
 #define DNS_SRV_IDLE_MS		10000
@@ -62,6 +63,11 @@ struct dns_tcp {
 	size_t			 inflight;
 	int			 paused;	/* reading stopped for backpressure */
 	int			 eof;
+	/*
+	 * A frame begun must be whole within the idle time, however its
+	 * bytes trickle (the read timeout restarts with each byte).
+	 */
+	struct event		*frame_ev;
 };
 
 /* One query from parse to response. */
@@ -133,6 +139,7 @@ dns_burst_init(void)
 }
 
 static void	dns_tcp_free(struct dns_tcp *);
+static void	dns_tcp_idle_tv(const struct dns_server *, struct timeval *);
 static void	dns_tcp_read_cb(struct bufferevent *, void *);
 
 static uint64_t
@@ -539,7 +546,12 @@ dns_relay_fix(uint8_t *msg, size_t *len, size_t cap, const struct dns_msg *q,
 		msg[10] = (uint8_t)(h.arcount >> 8);
 		msg[11] = (uint8_t)h.arcount;
 	}
-	if (q->has_edns) {
+	/*
+	 * Our OPT, unless it would take the response past the largest
+	 * message: over TCP there is nothing to retry on, and an answer
+	 * without OPT beats TC (the UDP limit is checked later).
+	 */
+	if (q->has_edns && *len + 11 <= DNS_MSG_MAX) {
 		static const uint8_t opt[11] = { 0, 0, 41, 0x04, 0xd0, 0, 0,
 		    0, 0, 0, 0 };
 
@@ -1032,8 +1044,36 @@ dns_tcp_read_cb(struct bufferevent *bev, void *arg)
 			break;
 		dns_handle(c->srv, c, &c->peer, c->peerlen, data + 2, msglen);
 		evbuffer_drain(in, (size_t)used);
+		evtimer_del(c->frame_ev);	/* the next frame's time is its own */
+	}
+	if (evbuffer_get_length(in) == 0)
+		evtimer_del(c->frame_ev);
+	else if (!evtimer_pending(c->frame_ev, NULL)) {
+		struct timeval tv;
+
+		dns_tcp_idle_tv(c->srv, &tv);
+		evtimer_add(c->frame_ev, &tv);
 	}
 	dns_tcp_maybe_done(c);
+}
+
+/* A frame begun and not whole within the idle time: a trickle, closed. */
+static void
+dns_tcp_frame_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_tcp *c = arg;
+	struct timeval tv;
+
+	(void)fd;
+	(void)what;
+	if (c->paused || dns_tcp_has_frame(c)) {
+		/* Whole frames wait on the gateway, not on the client. */
+		dns_tcp_idle_tv(c->srv, &tv);
+		evtimer_add(c->frame_ev, &tv);
+		return;
+	}
+	log_debug("dns: TCP query from a client not whole in time: closed");
+	dns_tcp_free(c);
 }
 
 static void
@@ -1101,8 +1141,39 @@ dns_tcp_free(struct dns_tcp *c)
 	}
 	TAILQ_REMOVE(&srv->conns, c, link);
 	srv->nconns--;
+	if (c->frame_ev != NULL)
+		event_free(c->frame_ev);
 	bufferevent_free(c->bev);
 	free(c);
+}
+
+/* The listener's idle time (dns.idle_timeout, or the built-in 10 s). */
+static void
+dns_tcp_idle_tv(const struct dns_server *srv, struct timeval *tv)
+{
+	uint32_t ms = srv->env.idle_timeout_ms ? srv->env.idle_timeout_ms :
+	    DNS_SRV_IDLE_MS;
+
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+/* The connections open from sa's address (any port). */
+static size_t
+dns_tcp_from(const struct dns_server *srv, const struct sockaddr *sa)
+{
+	const struct dns_tcp *c;
+	struct netaddr a, b;
+	size_t n = 0;
+
+	netaddr_from_sockaddr(sa, &a, NULL);
+	TAILQ_FOREACH(c, &srv->conns, link) {
+		netaddr_from_sockaddr((const struct sockaddr *)&c->peer, &b,
+		    NULL);
+		if (netaddr_cmp(&a, &b) == 0)
+			n++;
+	}
+	return n;
 }
 
 static void
@@ -1112,14 +1183,20 @@ dns_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	struct dns_server *srv = arg;
 	struct dns_tcp *c;
 	struct timeval tv;
-	uint32_t ms = srv->env.idle_timeout_ms ? srv->env.idle_timeout_ms :
-	    DNS_SRV_IDLE_MS;
 
 	if (srv->nconns >= DNS_SRV_TCP_MAX || salen <= 0 ||
 	    (size_t)salen > sizeof(c->peer)) {
 		if (srv->refused_conns++ % 1000 == 0)
 			log_warnx("dns: %d TCP connections: refusing more",
 			    DNS_SRV_TCP_MAX);
+		close(fd);
+		return;
+	}
+	/* One source cannot take every connection from the others. */
+	if (dns_tcp_from(srv, sa) >= DNS_SRV_TCP_PER_SOURCE) {
+		if (srv->refused_conns++ % 1000 == 0)
+			log_warnx("dns: %d TCP connections from one address: "
+			    "refusing more from it", DNS_SRV_TCP_PER_SOURCE);
 		close(fd);
 		return;
 	}
@@ -1136,14 +1213,19 @@ dns_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		free(c);
 		return;
 	}
+	if ((c->frame_ev = evtimer_new(srv->env.base, dns_tcp_frame_cb,
+	    c)) == NULL) {
+		bufferevent_free(c->bev);
+		free(c);
+		return;
+	}
 	TAILQ_INSERT_TAIL(&srv->conns, c, link);
 	srv->nconns++;
 	bufferevent_setcb(c->bev, dns_tcp_read_cb, dns_tcp_write_cb,
 	    dns_tcp_event_cb, c);
 	/* One whole frame always fits, so reading never stalls mid-frame. */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 2 + DNS_MSG_MAX);
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
+	dns_tcp_idle_tv(srv, &tv);
 	bufferevent_set_timeouts(c->bev, &tv, &tv);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
