@@ -285,7 +285,8 @@ exchange_end(struct exchange *s, enum sg_close reason)
 		x->fwd.switched = 0;
 		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
 	}
-	if (EXCHANGE_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow)
+	if (EXCHANGE_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow &&
+	    !x->logged)
 		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS || x->logged ||
 	    !x->verdict.allow || s->is_stream)
@@ -602,6 +603,22 @@ exchange_idle_cb(evutil_socket_t fd, short ev, void *arg)
 		timersub(&idle, &left, &left);
 		evtimer_add(s->idle_ev, &left);
 		return;
+	}
+	/*
+	 * A request forwarded and quiet for the whole idle time (an HTTP/2
+	 * origin's stream has no socket timeout of its own): no answer yet is
+	 * the origin's timeout, an answer cut short an idle-timeout error;
+	 * never the allowed row of an exchange that ended well.
+	 */
+	if (EXCHANGE_IS_HTTP(s) && s->state == S_FORWARD && s->verdict.allow &&
+	    !s->logged) {
+		if (!s->fwd.resp_head_done) {
+			exchange_deny(s, 504, REASON_UPSTREAM_TIMEOUT,
+			    "the origin did not answer in time");
+			return;
+		}
+		exchange_log(s, VERDICT_ERROR, s->fwd.status,
+		    REASON_IDLE_TIMEOUT);
 	}
 	exchange_close(s, CLOSE_TIMEOUT);
 }

@@ -452,7 +452,9 @@ h2_stream_data(struct exchange *k, struct evbuffer *b)
 		return 0;
 	}
 	evbuffer_add_buffer(st->body, b);
-	exchange_touch(st->c->s);	/* an answer flowing: the connection is not idle */
+	/* An answer flowing: neither the stream nor its connection is idle. */
+	exchange_touch(k);
+	exchange_touch(st->c->s);
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
 	return 0;
 }
