@@ -994,8 +994,13 @@ origin_body(struct exchange *s)
 			 * still goes on to it, as it would without the
 			 * gateway, so that both connections stay in step; the
 			 * exchange ends once the body has (forward_client_read),
-			 * or when the origin goes (origin_event_cb).
+			 * or when the origin goes (origin_event_cb). The origin
+			 * connection is never kept: an origin that answered
+			 * unread may take the rest of the body for a request of
+			 * its own, whose body the next request on it -- a
+			 * swapped secret in its head -- would become.
 			 */
+			f->origin_keep_alive = 0;
 			bufferevent_enable(s->c->cbev, EV_READ);
 			forward_client_read(s);
 		} else {
