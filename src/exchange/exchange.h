@@ -310,6 +310,7 @@ struct forward {
 	struct http_chunked	 resp_chunk;
 	int			 client_keep_alive;
 	int			 origin_keep_alive;
+	int			 early_answer;	/* answered before the body ended: the origin connection is retired */
 	int			 upgrade;	/* the request asked to switch protocols */
 	/*
 	 * The origin's 101 went out: the upgraded connection is this request's
@@ -387,6 +388,7 @@ struct conn;
 struct origin {
 	TAILQ_ENTRY(origin)	 entry;		/* on w->pool while kept */
 	int			 kept;		/* 0: an exchange's */
+	int			 retired;	/* kept only to finish writing: never taken */
 	struct worker		*w;
 	struct bufferevent	*bev;
 	struct origin_bind	 bind;		/* bind.host "": not connected yet */
@@ -858,6 +860,7 @@ int		 upstream_guard(struct exchange *);
  * exchange keeps it).
  */
 int		 upstream_keep_in(struct exchange *);
+int		 upstream_retire(struct exchange *);
 /*
  * A kept connection bound for s's current decision (upstream_reusable
  * holds after) moved into its exchange, which has none: 1; 0 when none is.

@@ -1001,6 +1001,7 @@ origin_body(struct exchange *s)
 			 * swapped secret in its head -- would become.
 			 */
 			f->origin_keep_alive = 0;
+			f->early_answer = 1;	/* forward_done: retired */
 			bufferevent_enable(s->c->cbev, EV_READ);
 			forward_client_read(s);
 		} else {
@@ -1156,7 +1157,8 @@ forward_done(struct exchange *s)
 	 * origin connection holding them would hand them to the next request
 	 * (upstream_keep_in keeps none).
 	 */
-	if (!f->origin_keep_alive || upstream_keep_in(s) == -1)
+	if (f->early_answer ? upstream_retire(s) == -1 :
+	    !f->origin_keep_alive || upstream_keep_in(s) == -1)
 		upstream_drop(s);
 	if (!f->client_keep_alive) {
 		exchange_finish(s, CLOSE_DONE);

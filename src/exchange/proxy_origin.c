@@ -150,8 +150,15 @@ kept_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	proxy_worker_trim(w);
 }
 
-int
-upstream_keep_in(struct exchange *s)
+/*
+ * s's origin connection into the worker's pool, for upstream.keepalive_
+ * timeout: to be taken by a later exchange of the same decision, or,
+ * retired, never -- only left to write what it still holds (the rest of a
+ * body an early answer came before: csock flushes it on its own) and
+ * closed by its timer, or when it reads, closes or errs.
+ */
+static int
+pool_in(struct exchange *s, int retired)
 {
 	uint32_t ms = s->p->cfg->keepalive_timeout_ms;
 	struct origin *o = s->o;
@@ -182,9 +189,22 @@ upstream_keep_in(struct exchange *s)
 	bufferevent_setcb(o->bev, kept_read_cb, NULL, kept_event_cb, o);
 	bufferevent_enable(o->bev, EV_READ);
 	o->kept = 1;
+	o->retired = retired;
 	TAILQ_INSERT_TAIL(&w->pool, o, entry);
 	w->n_pool++;
 	return 0;
+}
+
+int
+upstream_keep_in(struct exchange *s)
+{
+	return pool_in(s, 0);
+}
+
+int
+upstream_retire(struct exchange *s)
+{
+	return pool_in(s, 1);
 }
 
 /* o, kept, becomes s's exchange's. */
@@ -217,7 +237,7 @@ upstream_take(struct exchange *s)
 	origin_bind_want(s, &want);
 	/* The most recently kept first: the warmest, the furthest from its timeout. */
 	TAILQ_FOREACH_REVERSE(o, &s->w->pool, origin_pool, entry)
-		if (origin_bind_match(&o->bind, &want, s->addrs,
+		if (!o->retired && origin_bind_match(&o->bind, &want, s->addrs,
 		    s->n_addrs))
 			break;
 	if (o == NULL)
@@ -235,7 +255,8 @@ upstream_keep(struct exchange *s)
 	if (s->o == NULL) {
 		origin_bind_want(s, &want);
 		TAILQ_FOREACH_REVERSE(o, &s->w->pool, origin_pool, entry)
-			if (origin_bind_match(&o->bind, &want, &o->bind.addr, 1))
+			if (!o->retired && origin_bind_match(&o->bind, &want,
+			    &o->bind.addr, 1))
 				break;
 		if (o == NULL)
 			return 0;
