@@ -285,8 +285,13 @@ exchange_end(struct exchange *s, enum sg_close reason)
 		x->fwd.switched = 0;
 		exchange_log(s, VERDICT_ALLOW, 101, REASON_NONE);
 	}
-	if (EXCHANGE_IS_HTTP(s) && s->state == S_FORWARD && x->verdict.allow &&
-	    !x->logged)
+	/*
+	 * A request allowed and ended before it wrote its row -- the client
+	 * went (an HTTP/2 stream reset) while the origin was being connected
+	 * or answered -- still has its row: the decision was made.
+	 */
+	if (EXCHANGE_IS_HTTP(s) && (s->state == S_FORWARD ||
+	    s->state == S_CONNECTING) && x->verdict.allow && !x->logged)
 		exchange_log(s, VERDICT_ALLOW, x->fwd.status, REASON_NONE);
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS || x->logged ||
 	    !x->verdict.allow || s->is_stream)

@@ -657,6 +657,10 @@ st_trailers_check(struct h2_stream *st)
 	if (k == NULL)
 		return 0;
 	if (st->trailers_bad) {
+		/* Its row, as a malformed head's: refused, bad-request. */
+		if (!k->closing && !k->logged)
+			exchange_log(k, VERDICT_DENY, k->fwd.status,
+			    REASON_BAD_REQUEST);
 		st_reset(st, NGHTTP2_PROTOCOL_ERROR);
 		return -1;
 	}
