@@ -223,6 +223,7 @@ decide(const struct decide_env *env, const struct decide_q *q,
 {
 	int valid, tunnel = q->listener == DECIDE_TUNNEL;
 	int dns = q->listener == DECIDE_DNS;
+	size_t i;
 
 	memset(d, 0, sizeof(*d));
 	/* target: recorded before anything can deny, for the row. */
@@ -275,6 +276,25 @@ decide(const struct decide_env *env, const struct decide_q *q,
 	} else if (!policy_decide(env->pol, q->id, &d->target, q->method,
 	    q->path, &d->v))
 		return deny(d, d->v.reason, NULL);
+	/*
+	 * What an origin may read the request as: each reading is decided
+	 * too, and the first refused refuses the request (never asked about:
+	 * an operator is asked about the request as written).
+	 */
+	for (i = 0; !dns && i < q->n_alt; i++) {
+		struct policy_verdict alt;
+
+		if (!policy_decide(env->pol, q->id, &d->target,
+		    q->alt[i].method, q->alt[i].path, &alt)) {
+			d->v = alt;
+			d->v.ask = 0;
+			return deny(d, alt.reason, NULL);
+		}
+		if (d->v.report == REASON_NONE && alt.report != REASON_NONE) {
+			d->v.report = alt.report;
+			snprintf(d->v.rule, sizeof(d->v.rule), "%s", alt.rule);
+		}
+	}
 	d->cred_bound = decide_cred_bound(env->pol, q->id, &d->target);
 	d->intercept = d->v.tls == POLICY_TLS_INTERCEPT || d->cred_bound;
 	/* keeper: an intercepted tunnel needs its leaf signed. */

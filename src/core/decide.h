@@ -17,7 +17,8 @@
  *              a request inside a tunnel must name the tunnel's host
  *   credential an issued placeholder inside the name: credential-misuse
  *   rules      deny and allow rules on host, port, method and path (DNS:
- *              the query type too)
+ *              the query type too); every other reading of the request
+ *              (a method override, a WebDAV Destination) must pass too
  *   keeper     a CONNECT or SOCKS5 tunnel that will be intercepted needs
  *              the key keeper
  *   addresses  every address resolved (or the IP itself): internal ones
@@ -77,6 +78,17 @@ struct decide_authority {
 	uint16_t		 port;		/* 0: none written */
 };
 
+/*
+ * What a request may also be read as by an origin, each to be allowed too:
+ * a method override (X-HTTP-Method-Override: DELETE on a POST) with the
+ * request's path, a WebDAV Destination's path with the request's method.
+ */
+struct decide_alt {
+	const char		*method;
+	const char		*path;
+};
+#define DECIDE_ALT_MAX	8
+
 struct decide_q {
 	enum decide_listener	 listener;
 	const struct policy_identity *id;	/* NULL: no identity */
@@ -88,6 +100,8 @@ struct decide_q {
 	const struct policy_target *target;
 	const char		*method;	/* NULL: on host and port alone */
 	const char		*path;
+	const struct decide_alt	*alt;		/* n_alt more readings to allow */
+	size_t			 n_alt;
 	/* DECIDE_TUNNEL: the request's Host and its absolute target's authority. */
 	const struct decide_authority *tunnel_host;	/* NULL: none, a mismatch */
 	const struct decide_authority *tunnel_abs;	/* NULL: origin form */

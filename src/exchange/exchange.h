@@ -711,6 +711,13 @@ void		 forward_client_read(struct exchange *);
 #define GIT_HOLD		1
 #define GIT_HOLD_ENCODED	2
 void		 git_prepare(struct exchange *, const struct http_request *);
+/*
+ * 1 when, under a rule with git:, the request would write into a
+ * repository by other means than smart HTTP's receive-pack: WebDAV's
+ * methods (git's dumb-HTTP push), or another writing method on a path (or
+ * Destination) inside a repository (docs/policy.md, "git").
+ */
+int		 git_write_refused(struct exchange *, const struct http_request *);
 int		 git_gate(struct exchange *);
 /*
  * proxy_sigv4.c: an aws_sigv4 credential the plan swaps (docs/credentials.md
@@ -759,6 +766,7 @@ void		 exchange_verdict(const struct exchange *, enum sg_verdict *,
  * logged. audit NULL: nothing is written. audit_submit's result.
  */
 struct decide_env;
+struct decide_alt;
 /*
  * The decision's address stage (core/decide.c) for x's target under env:
  * every address reachable (allow_private) and outside denied countries
@@ -815,6 +823,8 @@ struct decide_in {
 	uint16_t	 port;
 	const char	*method;	/* NULL: a tunnel, before its requests */
 	const char	*path;
+	const struct decide_alt *alt;	/* other readings (decide.h) */
+	size_t		 n_alt;
 	int		 tunnel_request;	/* HTTP inside a tunnel: ... */
 	const char	*tunnel_host;	/* ... its Host header (NULL: none) */
 	size_t		 tunnel_host_len;

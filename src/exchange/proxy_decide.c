@@ -164,6 +164,8 @@ proxy_decide(struct exchange *s, const struct decide_in *in)
 	q.id = s->has_ident ? &s->ident : NULL;
 	q.method = in->method;
 	q.path = in->path;
+	q.alt = in->alt;
+	q.n_alt = in->n_alt;
 	if (in->tunnel_host != NULL || in->tunnel_request) {
 		/* Inside a tunnel: its name, and the Host must say the same. */
 		q.listener = DECIDE_TUNNEL;

@@ -58,6 +58,106 @@ is_receive_pack(const struct http_request *req)
 	return n >= sl && strncasecmp(dec + n - sl, GIT_SERVICE, sl) == 0;
 }
 
+/*
+ * 1 when the path (query and fragment cut, escapes decoded, a backslash
+ * read as '/') names a part of a git repository that git's dumb-HTTP push
+ * (WebDAV, `git http-push`) writes: a segment "refs", "objects" or
+ * "hooks", or a last segment "HEAD", "packed-refs", "config" or
+ * "shallow", in any case. A path too long to decode counts as one.
+ */
+static int
+repo_internal(const char *p, size_t len)
+{
+	static const char *const anywhere[] = { "refs", "objects", "hooks" };
+	static const char *const last[] = { "HEAD", "packed-refs", "config",
+	    "shallow" };
+	char dec[2048];
+	size_t n = 0, i, a, b;
+	int hi, lo;
+
+	for (i = 0; i < len && p[i] != '?' && p[i] != '#'; i++) {
+		if (n == sizeof(dec))
+			return 1;
+		if (p[i] == '%' && i + 2 < len &&
+		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
+		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
+			dec[n++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else
+			dec[n++] = p[i];
+		if (dec[n - 1] == '\\')
+			dec[n - 1] = '/';
+	}
+	while (n > 0 && dec[n - 1] == '/')
+		n--;
+	for (a = 0; a < n; a = b + 1) {
+		for (b = a; b < n && dec[b] != '/'; b++)
+			;
+		for (i = 0; i < sizeof(anywhere) / sizeof(anywhere[0]); i++)
+			if (b - a == strlen(anywhere[i]) &&
+			    strncasecmp(dec + a, anywhere[i], b - a) == 0)
+				return 1;
+		if (b == n)
+			for (i = 0; i < sizeof(last) / sizeof(last[0]); i++)
+				if (b - a == strlen(last[i]) &&
+				    strncasecmp(dec + a, last[i], b - a) == 0)
+					return 1;
+	}
+	return 0;
+}
+
+/* The path of a Destination header's value: an absolute URI's, or itself. */
+static void
+destination_path(const struct http_slice *v, const char **p, size_t *len)
+{
+	const char *s = v->p, *e = v->p + v->len, *q;
+
+	*p = s;
+	*len = v->len;
+	if ((q = memchr(s, ':', v->len)) != NULL && q + 2 < e &&
+	    q[1] == '/' && q[2] == '/') {
+		for (q += 3; q < e && *q != '/'; q++)
+			;
+		*p = q;
+		*len = (size_t)(e - q);
+	}
+}
+
+int
+git_write_refused(struct exchange *s, const struct http_request *req)
+{
+	static const char *const reads[] = { "GET", "HEAD", "POST", "OPTIONS",
+	    "PROPFIND" };
+	static const char *const dav[] = { "MKCOL", "COPY", "MOVE",
+	    "PROPPATCH", "LOCK", "UNLOCK" };
+	struct policy_rule_scope sc;
+	const struct http_header *h;
+	const char *m = s->fwd.method, *dp;
+	size_t i, dlen;
+
+	if (s->c->kind == KIND_INGRESS || s->pol == NULL ||
+	    policy_rule_scope(s->pol, s->verdict.allow_rule, &sc) == -1 ||
+	    !sc.git)
+		return 0;
+	for (i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+		if (strcasecmp(m, reads[i]) == 0)
+			return 0;
+	for (i = 0; i < sizeof(dav) / sizeof(dav[0]); i++)
+		if (strcasecmp(m, dav[i]) == 0)
+			return 1;
+	if (repo_internal(req->path.p, req->path.len))
+		return 1;
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (!http_header_is(h, "Destination"))
+			continue;
+		destination_path(&h->value, &dp, &dlen);
+		if (repo_internal(dp, dlen))
+			return 1;
+	}
+	return 0;
+}
+
 void
 git_prepare(struct exchange *s, const struct http_request *req)
 {

@@ -288,6 +288,12 @@ request_cred_check(struct exchange *s, const struct http_request *req)
 	enum sg_reason reason;
 	char detail[256];
 
+	if (git_write_refused(s, req)) {
+		exchange_deny(s, 403, REASON_GIT_REF_DENIED, "git: only smart "
+		    "HTTP pushes are read; a WebDAV (dumb HTTP) write into a "
+		    "repository is refused under a rule with git:");
+		return -1;
+	}
 	if (dlp_request(s, req) == -1)
 		return -1;
 	if (cred_request(s, req, &s->fwd.plan, &reason) == 0) {

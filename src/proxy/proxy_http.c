@@ -15,6 +15,7 @@
 #include "core/decide.h"
 #include "core/log.h"
 #include "core/reason.h"
+#include "core/util.h"
 #include "proxy/front.h"
 #include "vault/vault.h"
 
@@ -136,10 +137,94 @@ absolute_authority(const struct http_request *req, const char **a, size_t *len)
 	*len = (size_t)(q - p);
 }
 
+/* One more reading, its strings in the exchange's memory. */
+static void
+alt_add(struct exchange *s, struct decide_alt *alt, size_t *n,
+    const char *m, size_t mlen, const char *path, size_t plen)
+{
+	if (*n == DECIDE_ALT_MAX)
+		return;
+	alt[*n].method = m != NULL ? exchange_strndup(s, m, mlen) :
+	    s->fwd.method;
+	alt[*n].path = path != NULL ? exchange_strndup(s, path, plen) :
+	    s->fwd.path;
+	if (alt[*n].method != NULL && alt[*n].path != NULL)
+		(*n)++;
+}
+
+/*
+ * What an origin may read the request as besides its method and path
+ * (core/decide.h, struct decide_alt; docs/policy.md "Method overrides and
+ * WebDAV"): the method an override names -- X-HTTP-Method-Override,
+ * X-HTTP-Method, X-Method-Override, a `_method` query parameter (Rails,
+ * Laravel, Symfony, Express's method-override) -- with the request's
+ * path, and a Destination's path (WebDAV MOVE, COPY) with its method.
+ * -1 when a Destination names another host than host[0..hostlen).
+ */
+static int
+request_alts(struct exchange *s, const struct http_request *req,
+    const char *host, size_t hostlen, struct decide_alt *alt, size_t *n)
+{
+	const struct http_header *h;
+	const char *q, *e, *v, *a, *p;
+	char val[64];
+	size_t i, vl;
+	int hi, lo;
+
+	*n = 0;
+	for (i = 0; i < req->n_headers; i++) {
+		h = &req->headers[i];
+		if (http_header_is(h, "X-HTTP-Method-Override") ||
+		    http_header_is(h, "X-HTTP-Method") ||
+		    http_header_is(h, "X-Method-Override"))
+			alt_add(s, alt, n, h->value.p, h->value.len, NULL, 0);
+		else if (http_header_is(h, "Destination")) {
+			v = h->value.p;
+			e = v + h->value.len;
+			p = v;
+			if ((q = memchr(v, ':', h->value.len)) != NULL &&
+			    e - q > 2 && q[1] == '/' && q[2] == '/') {
+				for (a = q + 3, p = a; p < e && *p != '/'; p++)
+					;
+				/* host[:port], no userinfo: the request's host. */
+				for (q = a; q < p && *q != ':' && *q != '@'; q++)
+					;
+				if ((q < p && *q == '@') ||
+				    (size_t)(q - a) != hostlen ||
+				    strncasecmp(a, host, hostlen) != 0)
+					return -1;
+			}
+			alt_add(s, alt, n, NULL, 0, p, (size_t)(e - p));
+		}
+	}
+	/* _method=X in the query, escapes decoded. */
+	if (s->fwd.path != NULL && (q = strchr(s->fwd.path, '?')) != NULL) {
+		for (q++; *q != '\0'; q = *e != '\0' ? e + 1 : e) {
+			e = q + strcspn(q, "&;#");
+			if ((size_t)(e - q) < 8 || strncasecmp(q, "_method=", 8) != 0)
+				continue;
+			for (v = q + 8, vl = 0; v < e && vl < sizeof(val); v++) {
+				if (*v == '%' && e - v > 2 &&
+				    (hi = util_hexval((unsigned char)v[1])) >= 0 &&
+				    (lo = util_hexval((unsigned char)v[2])) >= 0) {
+					val[vl++] = (char)(hi << 4 | lo);
+					v += 2;
+				} else
+					val[vl++] = *v == '+' ? ' ' : *v;
+			}
+			alt_add(s, alt, n, val, vl, NULL, 0);
+			if (*e == '#')
+				break;
+		}
+	}
+	return 0;
+}
+
 /* A request inside a CONNECT tunnel: same name, decided afresh. */
 static void
 tunnel_request(struct exchange *s, const struct http_request *req, int n)
 {
+	struct decide_alt alt[DECIDE_ALT_MAX];
 	struct decide_in in = { 0 };
 	enum sg_reason r;
 	char detail[512];
@@ -151,6 +236,13 @@ tunnel_request(struct exchange *s, const struct http_request *req, int n)
 	s->fwd.head_len = (size_t)n;
 	in.method = s->fwd.method;
 	in.path = s->fwd.path;
+	if (request_alts(s, req, s->target.host, strlen(s->target.host), alt,
+	    &in.n_alt) == -1) {
+		exchange_deny(s, 403, REASON_HOST_MISMATCH, "Destination names "
+		    "another host than the tunnel's");
+		return;
+	}
+	in.alt = alt;
 	in.tunnel_request = 1;
 	if (req->has_host) {
 		in.tunnel_host = req->host_header.p;
@@ -250,6 +342,7 @@ connect_resolved(struct exchange *s)
 static void
 absolute_request(struct exchange *s, const struct http_request *req, int n)
 {
+	struct decide_alt alt[DECIDE_ALT_MAX];
 	struct decide_in in = { 0 };
 	enum sg_reason r;
 	char detail[512];
@@ -264,6 +357,14 @@ absolute_request(struct exchange *s, const struct http_request *req, int n)
 	in.port = req->port;
 	in.method = s->fwd.method;
 	in.path = s->fwd.path;
+	if (request_alts(s, req, req->host.p, req->host.len, alt,
+	    &in.n_alt) == -1) {
+		exchange_note_target(s, req->host.p, req->host.len, req->port);
+		exchange_deny(s, 403, REASON_HOST_MISMATCH, "Destination names "
+		    "another host than the request's");
+		return;
+	}
+	in.alt = alt;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
 		if (s->approval_held)
 			return;		/* asked: read again once answered */

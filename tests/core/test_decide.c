@@ -277,6 +277,61 @@ test_tunnel(const struct policy *p)
 	}
 }
 
+/*
+ * Other readings of a request (a method override, a WebDAV Destination):
+ * each must pass the rules too; the first refused names the row; a
+ * reported one (mode: report) reports.
+ */
+static void
+test_alt(const struct policy *p)
+{
+	static const struct {
+		const char	*method, *path;	/* the reading; NULL: as written */
+		enum sg_reason	 reason;
+		const char	*rule;
+	} tc[] = {
+		{ NULL, NULL, REASON_NONE, "p:allow[3]" },
+		{ "GET", "/v1/other", REASON_NONE, "p:allow[3]" },
+		{ "DELETE", NULL, REASON_POLICY_DENY, "default-deny" },
+		{ "get", NULL, REASON_POLICY_DENY, "default-deny" },
+		{ NULL, "/v2/x", REASON_POLICY_DENY, "default-deny" },
+		{ NULL, "/v1/%2e%2e/v2/x", REASON_AMBIGUOUS_PATH, "p:allow[3]" },
+		{ NULL, "/v1/../v2/x", REASON_POLICY_DENY, "default-deny" },
+	};
+	struct policy_identity id;
+	struct policy_target tun;
+	struct decide_alt alt[2];
+	struct decide_env env;
+	struct decide_q q;
+	struct decision d;
+	size_t i;
+
+	CHECK(policy_identity_by_id(p, "box", &id) == 0);
+	CHECK(policy_target_init(&tun, "paths.example.com", 17, 443) == 0);
+	for (i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+		env_for(&env, p, 0, 0);
+		memset(&q, 0, sizeof(q));
+		q.listener = DECIDE_HTTP;
+		q.id = &id;
+		q.target = &tun;
+		q.method = "GET";
+		q.path = "/v1/x";
+		/* The allowed reading first: the refused one still refuses. */
+		alt[0].method = "GET";
+		alt[0].path = "/v1/y";
+		alt[1].method = tc[i].method != NULL ? tc[i].method : q.method;
+		alt[1].path = tc[i].path != NULL ? tc[i].path : q.path;
+		q.alt = alt;
+		q.n_alt = 2;
+		CHECK_MSG(decide(&env, &q, &d) == tc[i].reason,
+		    "alt case %zu: %s", i, reason_word(d.reason) ?
+		    reason_word(d.reason) : "none");
+		CHECK_MSG(strcmp(d.v.rule, tc[i].rule) == 0,
+		    "alt case %zu: rule %s", i, d.v.rule);
+		CHECK(d.v.allow == (tc[i].reason == REASON_NONE));
+	}
+}
+
 static void
 addr(struct netaddr *a, const char *s)
 {
@@ -598,6 +653,7 @@ main(void)
 	if (p != NULL) {
 		test_cases(p);
 		test_tunnel(p);
+		test_alt(p);
 		test_addrs(p);
 		test_ingress(p);
 		test_identify(p);
