@@ -300,3 +300,22 @@ tls_parse_client_hello(const uint8_t *buf, size_t len,
 	out->consumed = consumed;
 	return TLS_CH_OK;
 }
+
+int
+tls_record_like(const uint8_t *buf, size_t len)
+{
+	if (len == 0)
+		return -1;
+	if (buf[0] >= 0x14 && buf[0] <= 0x18) {
+		if (len < 2)
+			return -1;
+		return buf[1] == 0x03;
+	}
+	/* SSLv2 framing: 2-byte length with the high bit, CLIENT-HELLO, v3+. */
+	if (buf[0] & 0x80) {
+		if (len < 4)
+			return -1;
+		return buf[2] == 0x01 && buf[3] == 0x03;
+	}
+	return 0;
+}

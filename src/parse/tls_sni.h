@@ -32,5 +32,16 @@ struct tls_client_hello {
  */
 int	tls_parse_client_hello(const uint8_t *buf, size_t len,
 	    struct tls_client_hello *out);
+/*
+ * Whether buf[0..len) begins as TLS does, whatever the record: a record
+ * header of any content type a TLS stack reads (change_cipher_spec,
+ * alert, handshake, application_data, heartbeat: 0x14-0x18) with major
+ * version 3, or an SSLv2-compatible ClientHello. A record other than a
+ * handshake ahead of the ClientHello is skipped by some stacks (OpenSSL
+ * skips an empty change_cipher_spec), so such bytes are TLS to a check
+ * of the first bytes, never "neither TLS nor HTTP". 1 yes, 0 no, -1 too
+ * few bytes to tell.
+ */
+int	tls_record_like(const uint8_t *buf, size_t len);
 
 #endif

@@ -377,7 +377,9 @@ transparent_sniff(struct exchange *s)
 		 * waiting is no way around the SNI and Host checks, so TLS or
 		 * HTTP now is refused; anything else is what opaque lets pass.
 		 */
-		r = p[0] == 0x16 ? 1 : http_sniff_request((const char *)p, want);
+		r = p[0] == 0x16 ? 1 : tls_record_like(p, want);
+		if (r == 0)
+			r = http_sniff_request((const char *)p, want);
 		if (r == -1)
 			return;
 		if (r == 1) {
@@ -409,6 +411,17 @@ transparent_sniff(struct exchange *s)
 			return;
 		}
 		decide_name(s, ch.sni, ch.sni_len);
+		return;
+	}
+	/* Another TLS record first: what follows it would pass unread. */
+	if ((r = tls_record_like(p, want)) == -1)
+		return;
+	if (r == 1) {
+		s->c->sniffed = SNIFF_TLS;
+		evtimer_del(s->c->timer);
+		bufferevent_disable(s->c->cbev, EV_READ);
+		deny(s, 403, REASON_PROTOCOL_DENY, "a TLS record other than a "
+		    "ClientHello first");
 		return;
 	}
 	r = http_sniff_request((const char *)p, want);

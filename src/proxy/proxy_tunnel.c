@@ -229,6 +229,19 @@ tunnel_sniff(struct exchange *s)
 		sniff_tls(s, p, want, len);
 		return;
 	}
+	/*
+	 * Another TLS record first (an empty change_cipher_spec, which
+	 * OpenSSL skips): the ClientHello behind it would pass unread, even
+	 * in an opaque tunnel -- TLS there is checked as anywhere.
+	 */
+	if ((r = tls_record_like(p, want)) == -1)
+		return;
+	if (r == 1) {
+		evtimer_del(s->c->timer);
+		tunnel_refuse(s, 1, REASON_PROTOCOL_DENY, "a TLS record other "
+		    "than a ClientHello first");
+		return;
+	}
 	r = http_sniff_request((const char *)p, want);
 	if (r == -1)
 		return;

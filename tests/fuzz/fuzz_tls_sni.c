@@ -20,6 +20,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = tls_parse_client_hello(data, size, &ch);
 	if (rc < TLS_CH_BAD || rc > TLS_CH_OK)
 		abort();
+	/* A ClientHello is TLS to the first-bytes check too. */
+	rk = tls_record_like(data, size);
+	if (rk < -1 || rk > 1 || (rc == TLS_CH_OK && rk != 1) ||
+	    (size >= 4 && rk == -1))
+		abort();
 	if (size > 0 && data[0] != 0x16 && rc != TLS_CH_NOT_TLS)
 		abort();
 	if (rc == TLS_CH_OK) {

@@ -635,6 +635,45 @@ test_not_tls(void)
 		    c[i].len, &ch) == c[i].want, "not-tls case %zu", i);
 }
 
+/* What begins as TLS whatever its record: the first-bytes check's TLS. */
+static void
+test_record_like(void)
+{
+	static const struct {
+		const char	*hex;
+		int		 want;
+	} tc[] = {
+		{ "", -1 },
+		{ "14", -1 },
+		{ "1403030000", 1 },	/* empty change_cipher_spec */
+		{ "1503030002015a", 1 },/* warning alert */
+		{ "16030100", 1 },	/* handshake */
+		{ "1703030000", 1 },	/* application_data */
+		{ "1803030000", 1 },	/* heartbeat */
+		{ "1403", 1 },
+		{ "1300", 0 },
+		{ "1900", 0 },
+		{ "1401", 0 },		/* major version other than 3 */
+		{ "802e", -1 },
+		{ "802e0103", 1 },	/* SSLv2-compatible ClientHello */
+		{ "802e0203", 0 },
+		{ "802e0102", 0 },
+		{ "5353482d", 0 },	/* "SSH-" */
+		{ "474554", 0 },	/* "GET" */
+		{ "00000008", 0 },	/* a length-prefixed binary protocol */
+	};
+	uint8_t b[16];
+	size_t i, k, n;
+
+	for (i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+		n = strlen(tc[i].hex) / 2;
+		for (k = 0; k < n; k++)
+			sscanf(tc[i].hex + 2 * k, "%2hhx", &b[k]);
+		CHECK_MSG(tls_record_like(b, n) == tc[i].want,
+		    "tls_record_like(%s) = %d", tc[i].hex, tls_record_like(b, n));
+	}
+}
+
 int
 main(void)
 {
@@ -642,5 +681,6 @@ main(void)
 	test_corrupt();
 	test_synthetic();
 	test_not_tls();
+	test_record_like();
 	return check_summary();
 }
