@@ -18,6 +18,30 @@
 #define GIT_CTYPE	"application/x-git-receive-pack"
 
 /*
+ * p[0..len) with its percent-escapes decoded into dec (at most cap bytes):
+ * the length written. *full (when not NULL): 1 when p did not fit.
+ */
+static size_t
+pct_decode(const char *p, size_t len, char *dec, size_t cap, int *full)
+{
+	size_t n = 0, i;
+	int hi, lo;
+
+	for (i = 0; i < len && n < cap; i++) {
+		if (p[i] == '%' && i + 2 < len &&
+		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
+		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
+			dec[n++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else
+			dec[n++] = p[i];
+	}
+	if (full != NULL)
+		*full = i < len;
+	return n;
+}
+
+/*
  * 1 when the request is a receive-pack POST: its path (query cut,
  * percent-escapes decoded, trailing slashes dropped) ends in
  * "git-receive-pack" in any case, or its Content-Type is git's request
@@ -29,8 +53,7 @@ is_receive_pack(const struct http_request *req)
 	const struct http_header *h;
 	const char *p = req->path.p, *q;
 	char dec[512];
-	size_t n = 0, i, len = req->path.len, sl = strlen(GIT_SERVICE);
-	int hi, lo;
+	size_t n, i, len = req->path.len, sl = strlen(GIT_SERVICE);
 
 	/* Every Content-Type: origins differ in which of two they read. */
 	for (i = 0; i < req->n_headers; i++) {
@@ -44,15 +67,7 @@ is_receive_pack(const struct http_request *req)
 		len = (size_t)(q - p);
 	/* Only the tail matters: decode the last bytes of the path. */
 	i = len > sizeof(dec) ? len - sizeof(dec) : 0;
-	for (; i < len && n < sizeof(dec); i++) {
-		if (p[i] == '%' && i + 2 < len &&
-		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
-		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
-			dec[n++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else
-			dec[n++] = p[i];
-	}
+	n = pct_decode(p + i, len - i, dec, sizeof(dec), NULL);
 	while (n > 0 && dec[n - 1] == '/')
 		n--;
 	return n >= sl && strncasecmp(dec + n - sl, GIT_SERVICE, sl) == 0;
@@ -72,22 +87,17 @@ repo_internal(const char *p, size_t len)
 	static const char *const last[] = { "HEAD", "packed-refs", "config",
 	    "shallow" };
 	char dec[2048];
-	size_t n = 0, i, a, b;
-	int hi, lo;
+	size_t n, i, a, b;
+	int full;
 
-	for (i = 0; i < len && p[i] != '?' && p[i] != '#'; i++) {
-		if (n == sizeof(dec))
-			return 1;
-		if (p[i] == '%' && i + 2 < len &&
-		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
-		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
-			dec[n++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else
-			dec[n++] = p[i];
-		if (dec[n - 1] == '\\')
-			dec[n - 1] = '/';
-	}
+	for (i = 0; i < len && p[i] != '?' && p[i] != '#'; i++)
+		;
+	n = pct_decode(p, i, dec, sizeof(dec), &full);
+	if (full)
+		return 1;
+	for (i = 0; i < n; i++)
+		if (dec[i] == '\\')
+			dec[i] = '/';
 	while (n > 0 && dec[n - 1] == '/')
 		n--;
 	for (a = 0; a < n; a = b + 1) {

@@ -490,8 +490,14 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 		return 0;
 	}
 	if (response_data(o, data, len) == -1) {
-		h2o_fail(o, 502, REASON_UPSTREAM_ENCODING, "a gRPC message that "
-		    "cannot be scrubbed (compressed, or over 4 MiB)");
+		/* Message by message only on a gRPC stream that is scrubbed. */
+		if (scrubbing(o->s) && o->scrub == NULL)
+			h2o_fail(o, 502, REASON_UPSTREAM_ENCODING, "a gRPC "
+			    "message that cannot be scrubbed (compressed, or "
+			    "over 4 MiB)");
+		else
+			h2o_fail(o, 502, REASON_UPSTREAM_ERROR, "the answer "
+			    "could not be relayed");
 		return 0;
 	}
 	/* The window comes back as the client takes the bytes (h2o_resume). */

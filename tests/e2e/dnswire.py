@@ -58,14 +58,25 @@ def v6s(*addrs):
     return b"".join(socket.inet_pton(socket.AF_INET6, a) for a in addrs)
 
 
+def enc_labels(labels):
+    """A wire name from raw label bytes (so a label may hold a '.')."""
+    return b"".join(bytes([len(lb)]) + lb for lb in labels) + b"\0"
+
+
+def opt_rr(size=1232, options=b"", flags=0):
+    return (b"\0" + struct.pack(">HHIH", OPT, size, flags, len(options)) +
+            options)
+
+
 def build_query(name, qtype, qid=0x4242, edns=None, flags=0x0100,
-                qdcount=1, raw_qname=None):
+                qdcount=1, raw_qname=None, options=b"", qclass=1):
+    """A query; raw_qname: the question's name as wire bytes instead."""
     ar = 1 if edns is not None else 0
     q = struct.pack(">HHHHHH", qid, flags, qdcount, 0, 0, ar)
     q += (raw_qname if raw_qname is not None else enc_name(name))
-    q += struct.pack(">HH", qtype, 1)
+    q += struct.pack(">HH", qtype, qclass)
     if edns is not None:
-        q += b"\0" + struct.pack(">HHIH", OPT, edns, 0, 0)
+        q += opt_rr(edns, options)
     return q
 
 
@@ -97,12 +108,13 @@ def read_name(buf, off):
 
 def parse(buf):
     """(header dict, question name as sent, [(section, owner, type, data,
-    ttl)]): A and AAAA data as text, CNAME as a name, the rest as bytes."""
+    ttl)]): A and AAAA data as text, CNAME as a name, the rest as bytes;
+    the header dict also has the length and an OPT's size and data."""
     qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", buf[:12])
     h = {"id": qid, "flags": flags, "rcode": flags & 0xF,
          "tc": bool(flags & 0x200), "aa": bool(flags & 0x400),
          "rd": bool(flags & 0x100), "ra": bool(flags & 0x80),
-         "qd": qd, "an": an, "ns": ns, "ar": ar}
+         "qd": qd, "an": an, "ns": ns, "ar": ar, "len": len(buf)}
     off, qname = 12, None
     for _ in range(qd):
         qname = read_name(buf, off)
@@ -116,12 +128,15 @@ def parse(buf):
             off += 10
             data = buf[off:off + ln]
             off += ln
-            if t == A:
+            if t == A and ln == 4:
                 data = socket.inet_ntop(socket.AF_INET, data)
-            elif t == AAAA:
+            elif t == AAAA and ln == 16:
                 data = socket.inet_ntop(socket.AF_INET6, data)
             elif t == CNAME:
                 data = read_name(buf, off - ln)
+            elif t == OPT:
+                h["opt_size"] = c
+                h["opt_data"] = data
             recs.append((sec, owner.lower(), t, data, ttl))
     return h, qname, recs
 
@@ -200,7 +215,7 @@ class Upstream:
         else:
             ans, auth, add = entry[:3]
             rcode = entry[3] if len(entry) > 3 else 0
-        opt = [b"\0" + struct.pack(">HHIH", OPT, self.opt_size, 0, 0)]
+        opt = [opt_rr(self.opt_size)]
         if not edns and not self.zone.get(name, {}).get("always_opt"):
             opt = []
         out = (struct.pack(">HHHHHH", qid, rflags | rcode, 1, len(ans),

@@ -58,114 +58,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import sgtest as T  # noqa: E402
 
-A, NS, CNAME, SOA, TXT, AAAA, SRV, OPT, HTTPS = 1, 2, 5, 6, 16, 28, 33, 41, 65
+from dnswire import (  # noqa: E402
+    A, CNAME, TXT, AAAA, OPT, enc_name, enc_labels, parse, read_name, rr,
+    skip_name, txt)
+from dnswire import build_query as _build_query  # noqa: E402
+
 IXFR, AXFR, ANY = 251, 252, 255
-
-
-# ------------------------------------------------------------ DNS packets
-
-def enc_name(name):
-    out = b""
-    for label in name.rstrip(".").split("."):
-        if label:
-            b = label.encode("latin-1")
-            out += bytes([len(b)]) + b
-    return out + b"\0"
-
-
-def enc_labels(labels):
-    """Wire name from raw label bytes (so a label may hold a '.')."""
-    return b"".join(bytes([len(l)]) + l for l in labels) + b"\0"
-
-
-def rr(owner, rtype, rdata, ttl=60, rclass=1):
-    if rtype == A:
-        rdata = socket.inet_pton(socket.AF_INET, rdata)
-    elif rtype == AAAA:
-        rdata = socket.inet_pton(socket.AF_INET6, rdata)
-    elif rtype == CNAME:
-        rdata = enc_name(rdata)
-    return (enc_name(owner) + struct.pack(">HHIH", rtype, rclass, ttl,
-            len(rdata)) + rdata)
-
-
-def txt(text):
-    return bytes([len(text)]) + text
-
-
-def opt_rr(size=1232, options=b"", flags=0):
-    return b"\0" + struct.pack(">HHIH", OPT, size, flags, len(options)) + \
-        options
 
 
 def build_query(name, qtype, qid=0x4242, edns=None, flags=0x0100,
                 wire=None, options=b"", qclass=1):
-    ar = 1 if edns is not None else 0
-    q = struct.pack(">HHHHHH", qid, flags, 1, 0, 0, ar)
-    q += (wire if wire is not None else enc_name(name)) + \
-        struct.pack(">HH", qtype, qclass)
-    if edns is not None:
-        q += opt_rr(edns, options)
-    return q
-
-
-def skip_name(buf, off):
-    while True:
-        n = buf[off]
-        if n == 0:
-            return off + 1
-        if n & 0xC0 == 0xC0:
-            return off + 2
-        off += 1 + n
-
-
-def read_name(buf, off):
-    labels, hops = [], 0
-    while True:
-        n = buf[off]
-        if n == 0:
-            return ".".join(labels)
-        if n & 0xC0 == 0xC0:
-            off = struct.unpack(">H", buf[off:off + 2])[0] & 0x3FFF
-            hops += 1
-            if hops > 40:
-                raise ValueError("loop")
-            continue
-        labels.append(buf[off + 1:off + 1 + n].decode("latin-1"))
-        off += 1 + n
-
-
-def parse(buf):
-    """(header dict, question name as sent, [(sec, owner, type, data, ttl)])."""
-    qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", buf[:12])
-    h = {"id": qid, "flags": flags, "rcode": flags & 0xF,
-         "tc": bool(flags & 0x200), "aa": bool(flags & 0x400),
-         "rd": bool(flags & 0x100), "ra": bool(flags & 0x80),
-         "qd": qd, "an": an, "ns": ns, "ar": ar, "len": len(buf)}
-    off, qname = 12, None
-    for _ in range(qd):
-        qname = read_name(buf, off)
-        off = skip_name(buf, off) + 4
-    recs = []
-    for sec, cnt in (("an", an), ("ns", ns), ("ar", ar)):
-        for _ in range(cnt):
-            owner = read_name(buf, off)
-            off = skip_name(buf, off)
-            t, c, ttl, ln = struct.unpack(">HHIH", buf[off:off + 10])
-            off += 10
-            data = buf[off:off + ln]
-            off += ln
-            if t == A and ln == 4:
-                data = socket.inet_ntop(socket.AF_INET, data)
-            elif t == AAAA and ln == 16:
-                data = socket.inet_ntop(socket.AF_INET6, data)
-            elif t == CNAME:
-                data = read_name(buf, off - ln)
-            elif t == OPT:
-                h["opt_size"] = c
-                h["opt_data"] = data
-            recs.append((sec, owner.lower(), t, data, ttl))
-    return h, qname, recs
+    return _build_query(name, qtype, qid, edns, flags, raw_qname=wire,
+                        options=options, qclass=qclass)
 
 
 def opt_options(q):
@@ -694,6 +598,33 @@ class Dns2Probe(unittest.TestCase):
                           "10 s) was still read and answered: %r" %
                           (time.time() - t0, ans and parse(ans)[0]))
 
+    def test_tcp_deadline_variants(self):
+        """Variants of the trickle fix. (1) A client that stops after the
+        first byte of a frame's length is closed within the idle time and a
+        little (the frame's deadline, not the read timeout). (2) A slow but
+        honest client -- a whole query, 8 s of nothing, another whole query
+        -- gets both answers on one connection: each frame has its own time.
+        """
+        s = self.tcp_conn()
+        s.sendall(b"\x00")
+        s.settimeout(20 * T.SLOW)
+        t0 = time.time()
+        try:
+            gone = s.recv(1) == b""
+        except OSError:
+            gone = True
+        self.assertTrue(gone)
+        self.assertLess(time.time() - t0, 14 * T.SLOW)
+        s = self.tcp_conn()
+        for qid in (0x7301, 0x7302):
+            q = build_query("ok.test", A, qid)
+            s.sendall(struct.pack(">H", len(q)) + q)
+            r = self.tcp_read(s)
+            self.assertIsNotNone(r, "query %#x not answered" % qid)
+            self.assertEqual(parse(r)[0]["id"], qid)
+            if qid == 0x7301:
+                time.sleep(8)
+
     def test_upstream_answer_with_another_id_not_taken(self):
         """docs/protocols.md DNS: 'upstream failure / upstream timeout:
         SERVFAIL, error, dns-error / upstream-timeout'. The upstream
@@ -912,6 +843,34 @@ class Dns2TcpShare(unittest.TestCase):
             return "error: %r" % e
         finally:
             s.close()
+
+    def test_tcp_share_of_one_source(self):
+        """Variant of the lock-out fix, quick: 70 idle connections from one
+        source (127.0.0.1), one worker -- at most 64 are kept, the rest closed at once;
+        another source (127.0.0.3) is answered meanwhile."""
+        conns = []
+
+        def close_all():
+            for c in conns:
+                c.close()
+        self.addCleanup(close_all)
+        for i in range(70):
+            conns.append(socket.create_connection(("127.0.0.1", self.dport),
+                                                  timeout=5))
+        time.sleep(0.5 * T.SLOW)
+        closed = 0
+        for c in conns:
+            c.settimeout(0.05)
+            try:
+                if c.recv(1) == b"":
+                    closed += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                closed += 1
+        self.assertGreaterEqual(closed, 70 - 64)
+        self.assertLess(closed, 70)
+        self.assertIsInstance(self.vic_tcp_ask(0x7401), tuple)
 
     def test_one_sandbox_trickling_locks_others_out_of_dns_tcp(self):
         """FINDING. docs/config.md: 'per_sandbox gives every sandbox the

@@ -70,8 +70,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from test_credentials import TestCA, admin_request, placeholders_of  # noqa: E402
-from test_http2 import H2, frame, DATA, HEADERS, SETTINGS, PING, GOAWAY, \
-    RST_STREAM, WINDOW_UPDATE, CONTINUATION, END_STREAM, END_HEADERS, ACK, \
+from test_http2 import H2, frame, read_frame, DATA, HEADERS, SETTINGS, PING, GOAWAY, \
+    RST_STREAM, CONTINUATION, END_STREAM, END_HEADERS, ACK, \
     NO_ERROR, INTERNAL_ERROR  # noqa: E402
 
 try:
@@ -206,24 +206,7 @@ class EvilH2Origin:
     def conn_of(self, path):
         return [i for i, _, f in self.seen if f.get(":path") == path]
 
-    @staticmethod
-    def read_frame(s, buf):
-        while len(buf[0]) < 9:
-            b = s.recv(65536)
-            if not b:
-                raise EOFError
-            buf[0] += b
-        n = struct.unpack("!I", b"\0" + buf[0][:3])[0]
-        while len(buf[0]) < 9 + n:
-            b = s.recv(65536)
-            if not b:
-                raise EOFError
-            buf[0] += b
-        typ, flags = buf[0][3], buf[0][4]
-        sid = struct.unpack("!I", buf[0][5:9])[0] & 0x7fffffff
-        p = buf[0][9:9 + n]
-        buf[0] = buf[0][9 + n:]
-        return typ, flags, sid, p
+    read_frame = staticmethod(read_frame)
 
     def serve(self, oc):
         s = oc.s

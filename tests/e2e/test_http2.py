@@ -186,6 +186,27 @@ class GrpcOrigin:
         self.server.stop(0)
 
 
+def read_frame(s, buf):
+    """One frame from socket s, buf a one-element list holding what was
+    read past the last frame: (type, flags, stream id, payload)."""
+    while len(buf[0]) < 9:
+        b = s.recv(65536)
+        if not b:
+            raise EOFError
+        buf[0] += b
+    n = struct.unpack("!I", b"\0" + buf[0][:3])[0]
+    while len(buf[0]) < 9 + n:
+        b = s.recv(65536)
+        if not b:
+            raise EOFError
+        buf[0] += b
+    typ, flags = buf[0][3], buf[0][4]
+    sid = struct.unpack("!I", buf[0][5:9])[0] & 0x7fffffff
+    p = buf[0][9:9 + n]
+    buf[0] = buf[0][9 + n:]
+    return typ, flags, sid, p
+
+
 def frame(typ, flags, sid, payload=b""):
     return struct.pack("!I", len(payload))[1:] + bytes([typ, flags]) + \
         struct.pack("!I", sid) + payload
