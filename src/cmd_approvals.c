@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "core/admin_client.h"
+#include "core/approval.h"
 #include "core/config.h"
 #include "sandgate.h"
 
@@ -220,6 +221,7 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 	json_t *j = NULL, *sj = NULL, *e, *q = NULL;
 	long long port = 0;
 	char ipbuf[INET6_ADDRSTRLEN];
+	struct approval_scope sc;
 	size_t i;
 	int st, rc, fd, n, ip;
 
@@ -252,26 +254,37 @@ write_always(const char *cfg_path, const char *sock, const char *id,
 		return cmd_error("approve %s: the gateway does not know sandbox "
 		    "%s's policy", id, sb);
 	}
-	if (scope == NULL && (ip = ip_literal(host, ipbuf, sizeof(ipbuf))) != 0)
+	/*
+	 * A scope is the API's (approval_scope_parse): refused unless it
+	 * covers the question's destination, and written from what it parsed
+	 * to, never from the text as typed.
+	 */
+	if (scope != NULL && (approval_scope_parse(scope, &sc) == -1 ||
+	    !approval_scope_covers(&sc, host, (uint16_t)port))) {
+		rc = cmd_error("approve %s: --scope %s is no scope that covers "
+		    "the question's destination %s:%lld", id, scope, host, port);
+		json_decref(j);
+		json_decref(sj);
+		return rc;
+	}
+	if (scope != NULL) {
+		host = sc.host;
+		port = sc.kind == APPROVAL_SCOPE_HOSTPORT ? sc.port : 0;
+	}
+	if ((scope == NULL || sc.kind != APPROVAL_SCOPE_DOMAIN) &&
+	    (ip = ip_literal(host, ipbuf, sizeof(ipbuf))) != 0)
 		/* An IP destination is a cidr: rule (a host: one is refused). */
 		n = port != 0 ? snprintf(text, sizeof(text), "    - cidr: "
 		    "\"%s/%d\"\n      ports: [%lld]\n", ipbuf, ip, port) :
 		    snprintf(text, sizeof(text), "    - cidr: \"%s/%d\"\n",
 		    ipbuf, ip);
-	else if (scope == NULL)
+	else if (scope != NULL && sc.kind == APPROVAL_SCOPE_DOMAIN)
+		n = snprintf(text, sizeof(text), "    - host: \"%s\"\n"
+		    "    - host: \"*.%s\"\n", sc.host, sc.host);
+	else
 		n = port != 0 ? snprintf(text, sizeof(text), "    - host: "
 		    "\"%s\"\n      ports: [%lld]\n", host, port) :
 		    snprintf(text, sizeof(text), "    - host: \"%s\"\n", host);
-	else if (strncmp(scope, "*.", 2) == 0)
-		n = snprintf(text, sizeof(text), "    - host: \"%s\"\n"
-		    "    - host: \"%s\"\n", scope + 2, scope);
-	else if (strchr(scope, ':') != NULL && scope[0] != '[') {
-		const char *c = strrchr(scope, ':');
-
-		n = snprintf(text, sizeof(text), "    - host: \"%.*s\"\n"
-		    "      ports: [%s]\n", (int)(c - scope), scope, c + 1);
-	} else
-		n = snprintf(text, sizeof(text), "    - host: \"%s\"\n", scope);
 	if (n < 0 || (size_t)n >= sizeof(text) || strpbrk(scope != NULL ?
 	    scope : host, "\"\\\n") != NULL) {
 		json_decref(j);

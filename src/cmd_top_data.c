@@ -539,8 +539,20 @@ top_answer(struct top *t, long long id, int approve)
 void
 top_question_line(const struct top_question *q, char *buf, size_t len)
 {
+	char dest[48];
+	size_t n = strlen(q->dest);
+
+	/*
+	 * A destination too long for its column keeps its end -- the
+	 * registrable domain and the port, what an operator approves --
+	 * behind "..": its start is what a name can make look like another.
+	 */
+	if (n > 40)
+		snprintf(dest, sizeof(dest), "..%s", q->dest + n - 38);
+	else
+		snprintf(dest, sizeof(dest), "%s", q->dest);
 	snprintf(buf, len, "?%-5lld %-20.20s %-40.40s %4lld waiting %5llds",
-	    q->id, q->sandbox, q->dest, q->waiting, q->expires_s);
+	    q->id, q->sandbox, dest, q->waiting, q->expires_s);
 }
 
 static void

@@ -277,6 +277,13 @@ approval_answer(struct approval_table *t, uint64_t id, int approve,
 
 	if ((q = find(t, id)) == NULL || q->state != APPROVAL_PENDING)
 		return -1;
+	/* Past its deadline it timed out, whether or not a tick saw it. */
+	if (now >= q->deadline_ms) {
+		q->state = APPROVAL_TIMEDOUT;
+		if (q->waiting == 0)
+			drop(t, q);
+		return -1;
+	}
 	if (scope != NULL && !approval_scope_covers(scope, q->host, q->port))
 		return -1;
 	if (for_ms > 0) {
@@ -302,6 +309,32 @@ approval_answer(struct approval_table *t, uint64_t id, int approve,
 	if (q->waiting == 0)
 		drop(t, q);
 	return 0;
+}
+
+void
+approval_forget(struct approval_table *t, const char *sandbox)
+{
+	size_t i;
+
+	for (i = 0; i < t->na;)
+		if (strcmp(t->a[i].sandbox, sandbox) == 0) {
+			memmove(&t->a[i], &t->a[i + 1],
+			    (t->na - i - 1) * sizeof(*t->a));
+			t->na--;
+		} else
+			i++;
+	for (i = 0; i < t->nq;) {
+		if (strcmp(t->q[i].sandbox, sandbox) != 0 ||
+		    t->q[i].state != APPROVAL_PENDING) {
+			i++;
+			continue;
+		}
+		t->q[i].state = APPROVAL_GONE;
+		if (t->q[i].waiting == 0)
+			drop(t, &t->q[i]);
+		else
+			i++;
+	}
 }
 
 size_t

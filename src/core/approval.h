@@ -80,11 +80,18 @@ void		 approval_leave(struct approval_table *, uint64_t id);
  * An operator's answer to pending question id. for_ms > 0: it also decides
  * later requests of the sandbox in scope (NULL: the question's host, any
  * port) until now + for_ms. 0, or -1 when id is no pending question or the
- * scope does not cover the question's destination.
+ * scope does not cover the question's destination, or its deadline has
+ * passed (it is TIMEDOUT then, as a tick would have made it).
  */
 int		 approval_answer(struct approval_table *, uint64_t id,
 		    int approve, uint64_t for_ms, const struct approval_scope *,
 		    uint64_t now, struct approval_info *out);
+/*
+ * The sandbox is gone (removed; an id registered again is another
+ * sandbox): its answers go, and its pending questions end (GONE) -- no
+ * later request joins them or is decided by them.
+ */
+void		 approval_forget(struct approval_table *, const char *sandbox);
 /* Questions past their deadline become TIMEDOUT; answers past theirs go. How many changed. */
 size_t		 approval_expire(struct approval_table *, uint64_t now);
 /* The pending questions, oldest first, into out[0..max): how many there are. */

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "audit/audit.h"
+#include "core/approval.h"
 #include "core/log.h"
 #include "core/rate.h"
 #include "core/stats.h"
@@ -616,6 +617,10 @@ admin_cb(struct evhttp_request *req, void *arg)
 			return;
 		}
 		cred_forget(p, id);
+		/* Its questions and answers are no later sandbox's. */
+		pthread_mutex_lock(&p->approval_mtx);
+		approval_forget(p->approvals, id);
+		pthread_mutex_unlock(&p->approval_mtx);
 		admin_audit(p, "DELETE", "/v1/sandboxes", 200, VERDICT_ALLOW,
 		    id, NULL);
 		log_info("admin: sandbox %s removed", id);

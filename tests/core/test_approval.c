@@ -167,6 +167,34 @@ main(void)
 	CHECK_INT(approval_ask(t, "sb5", "cdn.example.com", 443, 4010700,
 	    60000, 10, &id, &created), APPROVAL_PENDING);
 
+	/* An answer past the question's deadline is no answer: timed out. */
+	CHECK_INT(approval_ask(t, "sb7", "late.example.com", 443, 5000000,
+	    1000, 10, &id, &created), APPROVAL_PENDING);
+	CHECK_INT(approval_answer(t, id, 1, 0, NULL, 5001000, NULL), -1);
+	CHECK_INT(approval_collect(t, id, 5000900), APPROVAL_TIMEDOUT);
+	/*
+	 * A sandbox forgotten (removed): its answers go and its pending
+	 * question ends; the same id asking again is asked anew.
+	 */
+	CHECK_INT(approval_ask(t, "sb8", "keep.example.com", 443, 6000000,
+	    60000, 1, &id, &created), APPROVAL_PENDING);
+	CHECK_INT(approval_answer(t, id, 1, 3600000, NULL, 6000100, NULL), 0);
+	CHECK_INT(approval_collect(t, id, 6000100), APPROVAL_APPROVED);
+	CHECK_INT(approval_ask(t, "sb8", "keep.example.com", 443, 6000200,
+	    60000, 1, &id, &created), APPROVAL_APPROVED);
+	CHECK_INT(approval_ask(t, "sb8", "held.example.com", 443, 6000300,
+	    60000, 1, &id2, &created), APPROVAL_PENDING);
+	approval_forget(t, "sb8");
+	CHECK_INT(approval_pending(t, "sb8"), 0);
+	CHECK_INT(approval_ask(t, "sb8", "keep.example.com", 443, 6000400,
+	    60000, 1, &id, &created), APPROVAL_PENDING);
+	CHECK(created && id != id2);
+	/* The old question is no one's to join, and its waiter sees it end. */
+	CHECK_INT(approval_ask(t, "sb8", "held.example.com", 443, 6000500,
+	    60000, 2, &id3, &created), APPROVAL_PENDING);
+	CHECK(created && id3 != id2);
+	CHECK_INT(approval_collect(t, id2, 6000600), APPROVAL_GONE);
+
 	CHECK_INT(approval_state_word(APPROVAL_TIMEDOUT)[0], 't');
 	approval_free(t);
 	return check_summary();
