@@ -204,6 +204,8 @@ struct policy_credential {
 	enum policy_cred_kind kind;
 	struct policy_oauth2 *oauth2;	/* kind oauth2 only */
 	char		*secret;	/* vault entry name, not the value */
+	/* "SECRET#prev": its value before the last rotation (kind static) */
+	char		*prev_name;
 	char		**hosts;	/* normalised names */
 	size_t		 n_hosts;
 	char		**headers;	/* default: Authorization */

@@ -1442,8 +1442,12 @@ pl_credential(struct pload *l, const struct ynode *n)
 			    (cr->name = pl_strdup(l, c, s)) != NULL)
 				name = c;
 		} else if (strcmp(s, "secret") == 0) {
-			if (pl_name(l, c, "secret", &s) == 0)
-				cr->secret = pl_strdup(l, c, s);
+			if (pl_name(l, c, "secret", &s) == 0 &&
+			    (cr->secret = pl_strdup(l, c, s)) != NULL &&
+			    asprintf(&cr->prev_name, "%s#prev", s) == -1) {
+				cr->prev_name = NULL;
+				pl_oom(l, c);
+			}
 		} else if (strcmp(s, "kind") == 0) {
 			if (ycheck_str(&l->c, c, "kind", 32, &s) == -1)
 				continue;
@@ -1884,6 +1888,7 @@ pl_free_policy(struct policy *p)
 	for (i = 0; i < p->n_creds; i++) {
 		free(p->creds[i].name);
 		free(p->creds[i].secret);
+		free(p->creds[i].prev_name);
 		pl_free_strv(p->creds[i].hosts, p->creds[i].n_hosts);
 		pl_free_strv(p->creds[i].headers, p->creds[i].n_headers);
 		free(p->creds[i].env);

@@ -14,6 +14,8 @@
 #include <malloc.h>
 #endif
 
+#include <openssl/crypto.h>
+
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/cred_phs.h"
@@ -204,6 +206,64 @@ cred_init(struct proxy *p)
 	return p->snap != NULL ? 0 : -1;
 }
 
+/*
+ * A static secret's value before a rotation, as "SECRET#prev" in the new
+ * snapshot (carried on while the value stays), so that the scrubber still
+ * finds it (docs/credentials.md, "Rotation"): the old key is valid at the
+ * provider until it is revoked, and an answer quoting a request made with
+ * it -- a request log, an echo -- gave it back raw.
+ */
+static struct vault_snapshot *
+with_previous(struct vault_snapshot *snap, const struct vault_snapshot *old,
+    const struct policy *pol)
+{
+	const struct policy_credential *all;
+	const unsigned char **vals, *ov, *nv;
+	const char **names;
+	struct vault_snapshot *ns;
+	size_t *lens, i, j, k = 0, n, ol, nl;
+
+	all = policy_all_credentials(pol, &n);
+	if (old == NULL || n == 0)
+		return snap;
+	names = calloc(n, sizeof(*names));
+	vals = calloc(n, sizeof(*vals));
+	lens = calloc(n, sizeof(*lens));
+	for (i = 0; i < n && names != NULL && vals != NULL && lens != NULL;
+	    i++) {
+		if (all[i].kind != POLICY_CRED_STATIC || all[i].prev_name == NULL)
+			continue;
+		for (j = 0; j < k && strcmp(names[j], all[i].prev_name) != 0; j++)
+			;
+		if (j < k)
+			continue;	/* one secret, several credentials */
+		ov = vault_snapshot_value(old, all[i].secret, &ol);
+		nv = vault_snapshot_value(snap, all[i].secret, &nl);
+		if (ov != NULL && (nv == NULL || nl != ol ||
+		    CRYPTO_memcmp(ov, nv, ol) != 0)) {
+			vals[k] = ov;		/* rotated now */
+			lens[k] = ol;
+		} else if ((ov = vault_snapshot_value(old, all[i].prev_name,
+		    &ol)) != NULL) {
+			vals[k] = ov;		/* rotated before */
+			lens[k] = ol;
+		} else
+			continue;
+		names[k++] = all[i].prev_name;
+	}
+	ns = k > 0 ? oauth2_snap_extend(snap, names, vals, lens, k) : NULL;
+	free(names);
+	free(vals);
+	free(lens);
+	if (ns == NULL) {
+		if (k > 0)
+			log_warnx("vault: out of memory keeping rotated values");
+		return snap;
+	}
+	vault_snapshot_unref(snap);
+	return ns;
+}
+
 /* New values of the policy's secrets from the keeper, swapped in whole. */
 static void
 secrets_refresh(struct proxy *p, const struct policy *pol)
@@ -211,6 +271,15 @@ secrets_refresh(struct proxy *p, const struct policy *pol)
 	struct vault_snapshot *snap, *old;
 
 	snap = snapshot_for(p, pol);
+	if (snap != NULL) {
+		pthread_mutex_lock(&p->cred_mtx);
+		if ((old = p->snap) != NULL)
+			vault_snapshot_ref(old);
+		pthread_mutex_unlock(&p->cred_mtx);
+		snap = with_previous(snap, old, pol);
+		if (old != NULL)
+			vault_snapshot_unref(old);
+	}
 	if (snap != NULL && p->oauth2 != NULL) {
 		oauth2_tokens_rebase(p->oauth2, snap);	/* publishes p->snap */
 		return;
@@ -953,6 +1022,12 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL) {
 			secrets[n] = c->secret;
 			phs[n++] = plan->x->ph[j];
+			/* The value before a rotation, still valid upstream. */
+			if (c->prev_name != NULL &&
+			    vault_snapshot_has(plan->snap, c->prev_name)) {
+				secrets[n] = c->prev_name;
+				phs[n++] = plan->x->ph[j];
+			}
 			continue;
 		}
 		/* Its tokens, those the request's snapshot holds. */
@@ -976,6 +1051,11 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 		if (c->kind != POLICY_CRED_OAUTH2 || c->oauth2 == NULL) {
 			secrets[n] = c->secret;
 			phs[n++] = CRED_ALSO_WORD;
+			if (c->prev_name != NULL &&
+			    vault_snapshot_has(plan->snap, c->prev_name)) {
+				secrets[n] = c->prev_name;
+				phs[n++] = CRED_ALSO_WORD;
+			}
 			continue;
 		}
 		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
