@@ -8,6 +8,7 @@ Loopback only.
 import socket
 import struct
 import threading
+import time
 
 import sgtest as T
 
@@ -149,19 +150,26 @@ class Upstream:
     {qtype: entry}}, an entry one of
       (answers, additional)                 records, rcode 0
       (answers, authority, additional[, rcode])
-      a callable (query bytes, qid, question section, count) -> the whole
-      response bytes (count: how often this name and type were asked).
-    A name absent is NXDOMAIN, a type absent NODATA; the question is echoed
-    as sent; the zone key "always_opt" adds an OPT whether or not asked.
+      a callable (query bytes, qid, question section, count[, tcp]) ->
+      the whole response bytes, None (no answer) or (delay s, bytes)
+      (count: how often this name and type were asked; tcp passed when
+      tcp_arg).
+    suffixes: {suffix: {qtype: entry}} for the names under it. A name
+    absent is NXDOMAIN, a type absent NODATA; the question is echoed as
+    sent; the zone key "always_opt" adds an OPT whether or not asked.
     Over UDP an answer longer than the client's size (512, or its EDNS size)
     goes with TC and no records, as servers do. opt_size: the size our OPT
-    announces; ra: whether answers carry RA.
+    announces (None: never an OPT); ra: whether answers carry RA. Every
+    query is kept: .asked (name, qtype), .raw (name, qtype, tcp, bytes).
     """
 
-    def __init__(self, zone, opt_size=4000, ra=True):
+    def __init__(self, zone, opt_size=4000, ra=True, suffixes=None,
+                 tcp_arg=False):
         self.zone = zone
+        self.suffixes = suffixes or {}
         self.opt_size = opt_size
         self.ra = ra
+        self.tcp_arg = tcp_arg
         self.count = {}
         self.lock = threading.Lock()
         self.host = "127.0.0.1"
@@ -176,6 +184,7 @@ class Upstream:
         self.tcp.settimeout(0.2)
         self.stopping = False
         self.asked = []
+        self.raw = []
         for f in (self._udp_loop, self._tcp_loop):
             threading.Thread(target=f, daemon=True).start()
 
@@ -183,14 +192,29 @@ class Upstream:
     def addr(self):
         return "%s:%d" % (self.host, self.port)
 
+    def queries(self, name, qtype=None):
+        with self.lock:
+            return [r for r in self.raw if r[0] == name and
+                    (qtype is None or r[1] == qtype)]
+
+    def lookup(self, name):
+        if name in self.zone:
+            return self.zone[name]
+        for suf, z in self.suffixes.items():
+            if name.endswith("." + suf):
+                return z
+        return None
+
     def answer(self, q, limit):
         qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", q[:12])
         qend = skip_name(q, 12) + 4
         qsec = q[12:qend]
         name = read_name(q, 12).lower()
         qtype = struct.unpack(">H", q[qend - 4:qend - 2])[0]
+        tcp = limit is None
         with self.lock:
             self.asked.append((name, qtype))
+            self.raw.append((name, qtype, tcp, q))
             k = (name, qtype)
             self.count[k] = self.count.get(k, 0) + 1
             n = self.count[k]
@@ -202,11 +226,14 @@ class Upstream:
         if self.ra:
             rflags |= 0x0080
         entry = None
+        z = self.lookup(name)
         if name == "ready.sgtest.test":
             entry = ([rr(name, A, "127.0.0.1")] if qtype == A else [], [])
-        elif name in self.zone:
-            entry = self.zone[name].get(qtype, ([], []))
+        elif z is not None:
+            entry = z.get(qtype, ([], []))
         if callable(entry):
+            if self.tcp_arg:
+                return entry(q, qid, qsec, n, tcp)
             return entry(q, qid, qsec, n)
         if entry is None:
             ans, auth, add, rcode = [], [], [], 3
@@ -215,9 +242,10 @@ class Upstream:
         else:
             ans, auth, add = entry[:3]
             rcode = entry[3] if len(entry) > 3 else 0
-        opt = [opt_rr(self.opt_size)]
-        if not edns and not self.zone.get(name, {}).get("always_opt"):
-            opt = []
+        opt = []
+        if self.opt_size is not None and (
+                edns or (z is not None and z.get("always_opt"))):
+            opt = [opt_rr(self.opt_size)]
         out = (struct.pack(">HHHHHH", qid, rflags | rcode, 1, len(ans),
                len(auth), len(add) + len(opt)) + qsec + b"".join(ans) +
                b"".join(auth) + b"".join(add) + b"".join(opt))
@@ -225,6 +253,12 @@ class Upstream:
             out = (struct.pack(">HHHHHH", qid, rflags | 0x200, 1, 0, 0,
                    len(opt)) + qsec + b"".join(opt))
         return out
+
+    def _udp_send(self, r, peer):
+        try:
+            self.udp.sendto(r, peer)
+        except OSError:
+            pass
 
     def _udp_loop(self):
         while not self.stopping:
@@ -236,8 +270,11 @@ class Upstream:
                 return
             try:
                 r = self.answer(q, 512)
-                if r:
-                    self.udp.sendto(r, peer)
+                if isinstance(r, tuple):     # (delay, bytes): answer later
+                    threading.Timer(r[0], self._udp_send,
+                                    (r[1], peer)).start()
+                elif r:
+                    self._udp_send(r, peer)
             except Exception:
                 pass
 
@@ -262,6 +299,9 @@ class Upstream:
                     n = struct.unpack(">H", buf[:2])[0]
                     q, buf = buf[2:2 + n], buf[2 + n:]
                     r = self.answer(q, None)
+                    if isinstance(r, tuple):
+                        time.sleep(r[0])
+                        r = r[1]
                     if r:
                         c.sendall(struct.pack(">H", len(r)) + r)
                 b = c.recv(65536)

@@ -49,7 +49,6 @@ import os
 import socket
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -59,9 +58,10 @@ sys.path.insert(0, HERE)
 import sgtest as T  # noqa: E402
 
 from dnswire import (  # noqa: E402
-    A, CNAME, TXT, AAAA, OPT, enc_name, enc_labels, parse, read_name, rr,
-    skip_name, txt)
+    A, CNAME, TXT, AAAA, OPT, enc_name, enc_labels, parse, rr, skip_name,
+    txt)
 from dnswire import build_query as _build_query  # noqa: E402
+from dnswire import Upstream as _Upstream  # noqa: E402
 
 IXFR, AXFR, ANY = 251, 252, 255
 
@@ -95,153 +95,10 @@ def opt_options(q):
 
 # ------------------------------------------------------------ upstream
 
-class Upstream:
-    """
-    A hostile resolver on 127.0.0.1 (UDP and TCP), after test_dnsup_probe.
-    zone: {lower-case name: {qtype: entry}}, entry either (answers,
-    authority, additional[, rcode]) lists of records, or a callable (query
-    bytes, qid, question section, count, tcp) returning the whole response
-    bytes (None: no answer; (delay, bytes): sent after delay s). suffixes: {suffix: {qtype: entry}} for names
-    under it. Every query is kept in self.raw as (name, qtype, tcp, bytes).
-    """
-
-    def __init__(self, zone, suffixes=None):
-        self.zone = zone
-        self.suffixes = suffixes or {}
-        self.count = {}
-        self.raw = []
-        self.lock = threading.Lock()
-        self.host = "127.0.0.1"
-        self.port = T.free_port(self.host, udp_too=True)
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind((self.host, self.port))
-        self.udp.settimeout(0.2)
-        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tcp.bind((self.host, self.port))
-        self.tcp.listen(16)
-        self.tcp.settimeout(0.2)
-        self.stopping = False
-        for f in (self._udp_loop, self._tcp_loop):
-            threading.Thread(target=f, daemon=True).start()
-
-    @property
-    def addr(self):
-        return "%s:%d" % (self.host, self.port)
-
-    def queries(self, name, qtype=None):
-        with self.lock:
-            return [r for r in self.raw if r[0] == name and
-                    (qtype is None or r[1] == qtype)]
-
-    def lookup(self, name):
-        if name in self.zone:
-            return self.zone[name]
-        for suf, z in self.suffixes.items():
-            if name.endswith("." + suf):
-                return z
-        return None
-
-    def answer(self, q, tcp):
-        qid, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", q[:12])
-        qend = skip_name(q, 12) + 4
-        qsec = q[12:qend]
-        name = read_name(q, 12).lower()
-        qtype = struct.unpack(">H", q[qend - 4:qend - 2])[0]
-        with self.lock:
-            self.raw.append((name, qtype, tcp, q))
-            k = (name, qtype)
-            self.count[k] = self.count.get(k, 0) + 1
-            n = self.count[k]
-        rflags = 0x8000 | (flags & 0x0100) | 0x0400 | 0x0080  # QR RD AA RA
-        entry = None
-        if name == "ready.sgtest.test":
-            entry = ([rr(name, A, "127.0.0.1")] if qtype == A else [], [], [])
-        else:
-            z = self.lookup(name)
-            if z is not None:
-                entry = z.get(qtype, ([], [], []))
-        if callable(entry):
-            return entry(q, qid, qsec, n, tcp)
-        if entry is None:
-            ans, auth, add, rcode = [], [], [], 3
-        else:
-            ans, auth, add = entry[:3]
-            rcode = entry[3] if len(entry) > 3 else 0
-        out = (struct.pack(">HHHHHH", qid, rflags | rcode, 1, len(ans),
-               len(auth), len(add)) + qsec + b"".join(ans) +
-               b"".join(auth) + b"".join(add))
-        if not tcp and len(out) > 512:
-            out = struct.pack(">HHHHHH", qid, rflags | 0x200, 1, 0, 0, 0) + \
-                qsec
-        return out
-
-    def _udp_loop(self):
-        while not self.stopping:
-            try:
-                q, peer = self.udp.recvfrom(65535)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            try:
-                r = self.answer(q, False)
-                if isinstance(r, tuple):     # (delay, bytes): answer later
-                    threading.Timer(r[0], self._udp_send,
-                                    (r[1], peer)).start()
-                elif r:
-                    self.udp.sendto(r, peer)
-            except Exception:
-                pass
-
-    def _udp_send(self, r, peer):
-        try:
-            self.udp.sendto(r, peer)
-        except OSError:
-            pass
-
-    def _tcp_loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.tcp.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._tcp_serve, args=(c,),
-                             daemon=True).start()
-
-    def _tcp_serve(self, c):
-        c.settimeout(10)
-        buf = b""
-        try:
-            while True:
-                while len(buf) >= 2 and len(buf) >= 2 + struct.unpack(
-                        ">H", buf[:2])[0]:
-                    n = struct.unpack(">H", buf[:2])[0]
-                    q, buf = buf[2:2 + n], buf[2 + n:]
-                    r = self.answer(q, True)
-                    if isinstance(r, tuple):
-                        time.sleep(r[0])
-                        r = r[1]
-                    if r:
-                        c.sendall(struct.pack(">H", len(r)) + r)
-                b = c.recv(65536)
-                if not b:
-                    return
-                buf += b
-        except Exception:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.stopping = True
-        for s in (self.udp, self.tcp):
-            try:
-                s.close()
-            except OSError:
-                pass
+def Upstream(zone, suffixes=None):
+    """The scripted resolver (dnswire.Upstream), after test_dnsup_probe:
+    callables get the tcp flag too, no OPT in its answers."""
+    return _Upstream(zone, opt_size=None, suffixes=suffixes, tcp_arg=True)
 
 
 # ------------------------------------------------------------ answers
