@@ -19,6 +19,7 @@ import socket
 import socketserver
 import sqlite3
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1497,6 +1498,28 @@ def open_tunnel(port, target, auth=None, source=None, timeout=10):
         req += "Proxy-Authorization: %s\r\n" % auth
     c.send(req + "\r\n")
     return c, c.read_response("CONNECT")
+
+
+def socks5_tunnel(port, name, dport, timeout=10):
+    """A SOCKS5 CONNECT to name (bytes, a domain) : dport through the
+    SOCKS5 listener on 127.0.0.1:port, no authentication: (Conn on the
+    tunnel, the reply's first ten bytes)."""
+    c = Conn.__new__(Conn)
+    c.sock, c.buf = socket.create_connection(("127.0.0.1", port),
+                                             timeout=timeout * SLOW), b""
+    c.sock.sendall(b"\x05\x01\x00")
+    if c.sock.recv(2) != b"\x05\x00":
+        c.close()
+        raise AssertionError("SOCKS5: no-authentication not chosen")
+    c.sock.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name +
+                   struct.pack(">H", dport))
+    rep = b""
+    while len(rep) < 10:
+        b = c.sock.recv(10 - len(rep))
+        if not b:
+            break
+        rep += b
+    return c, rep
 
 
 def session(proxy_url):

@@ -269,22 +269,9 @@ class Tls2Probe(unittest.TestCase):
         return c
 
     def socks_tunnel(self, name, port):
-        s = socket.create_connection(("127.0.0.1", self.sport),
-                                     timeout=10 * T.SLOW)
-        self.addCleanup(s.close)
-        s.sendall(b"\x05\x01\x00")
-        self.assertEqual(s.recv(2), b"\x05\x00")
-        s.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name +
-                  struct.pack(">H", port))
-        rep = b""
-        while len(rep) < 10:
-            b = s.recv(10 - len(rep))
-            if not b:
-                break
-            rep += b
+        c, rep = T.socks5_tunnel(self.sport, name, port)
+        self.addCleanup(c.close)
         self.assertEqual(rep[:2], b"\x05\x00", rep)
-        c = T.Conn.__new__(T.Conn)
-        c.sock, c.buf = s, b""
         return c
 
     def read_some(self, c, want=64, wait=3.0):
