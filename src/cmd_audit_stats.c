@@ -51,7 +51,7 @@ static const struct stats_sec sections[] = {
 	    "decision = 'report'", "reason", 1, { "reason", "rows" }, 1 },
 	/* mode: ask: questions asked, answers given, held requests' ends. */
 	{ "approvals", "approvals (mode: ask: questions, answers, held "
-	    "requests)", "CASE WHEN method = 'ASK' THEN 'question' "
+	    "requests)", "CASE WHEN method = 'ASK' AND decision IS NULL THEN 'question' "
 	    "WHEN kind = 'admin' THEN 'answer-' || lower(method) "
 	    "ELSE 'request-' || ifnull(reason, decision) END, count(*)",
 	    "rule LIKE 'approval%'", "1", 1, { "row", "rows" }, 1 },

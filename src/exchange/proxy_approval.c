@@ -238,14 +238,14 @@ audit_question(struct exchange *s, uint64_t id)
 
 	snprintf(rule, sizeof(rule), "approval:%" PRIu64, id);
 	memset(&ev, 0, sizeof(ev));
+	/* No client, no status: NULL (docs/audit.md), never "-" or 0. */
 	ev.kind = kind_word(s);
-	ev.client = "-";
 	ev.sandbox = s->ident.sandbox;
 	ev.host = s->target.host;
 	ev.port = s->target.port;
 	ev.asn = -1;
 	ev.method = "ASK";
-	ev.status = 0;
+	ev.status = -1;
 	ev.decision = VERDICT_NONE;
 	ev.rule = rule;
 	ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;
@@ -365,11 +365,11 @@ approval_dns_ask(void *arg, const char *sandbox, const char *host,
 		snprintf(rule, sizeof(rule), "approval:%" PRIu64, *id);
 		memset(&ev, 0, sizeof(ev));
 		ev.kind = "dns";
-		ev.client = "-";
 		ev.sandbox = sandbox;
 		ev.host = host;
 		ev.port = -1;
 		ev.asn = -1;
+		ev.status = -1;
 		ev.method = "ASK";
 		ev.rule = rule;
 		ev.bytes_up = ev.bytes_down = ev.duration_ms = -1;

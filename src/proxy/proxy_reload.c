@@ -52,6 +52,18 @@ reload_remember(struct proxy *p, const char *source, int ok,
 		    sizeof(l->first_error));
 }
 
+/* The first static sandbox whose id is registered at run time, into arg. */
+static void
+registered_cb(const char *id, const char *policy, void *arg)
+{
+	char *twin = arg;
+
+	(void)policy;
+	if (twin[0] == '\0' &&
+	    policy_registry_by_id(id, &(struct policy_identity){ 0 }, NULL) == 0)
+		snprintf(twin, POLICY_NAME_MAX + 1, "%s", id);
+}
+
 int
 proxy_reload(struct proxy *p, const char *source, struct diag *errs,
     struct proxy_reload_info *info)
@@ -61,7 +73,7 @@ proxy_reload(struct proxy *p, const char *source, struct diag *errs,
 	struct policy *npol, *old;
 	struct diag own, *d = errs != NULL ? errs : &own;
 	struct proxy_reload_info *ri = info != NULL ? info : &own_info;
-	char sum[256], line[2048];
+	char sum[256], line[2048], twin[POLICY_NAME_MAX + 1] = "";
 	size_t i;
 
 	diag_init(&own);
@@ -76,6 +88,26 @@ proxy_reload(struct proxy *p, const char *source, struct diag *errs,
 		    "stays in force", d->n, d->n == 1 ? "" : "s");
 		reload_remember(p, source, 0, d, 0);
 		diag_free(&own);
+		config_free(ncfg);
+		atomic_fetch_add(&p->n_reload_err, 1);
+		return -1;
+	}
+	/*
+	 * A static sandbox may not take the id of one registered at run
+	 * time: placeholders, approvals and DELETE go by id, so the two
+	 * would share them (registration answers 409 the other way round).
+	 */
+	policy_foreach_sandbox(npol, registered_cb, &twin);
+	if (twin[0] != '\0') {
+		diag_add(d, p->cfg->file, 0, 0, "sandbox %s is registered at run "
+		    "time (POST /v1/sandboxes): a static sandbox cannot take its "
+		    "id; DELETE it first", twin);
+		log_warnx("reload: sandbox %s is registered at run time: a "
+		    "static sandbox cannot take its id; the previous policy "
+		    "stays in force", twin);
+		reload_remember(p, source, 0, d, 0);
+		diag_free(&own);
+		policy_unref(npol);
 		config_free(ncfg);
 		atomic_fetch_add(&p->n_reload_err, 1);
 		return -1;
