@@ -433,6 +433,7 @@ struct exchange {
 	struct policy_target	 target;
 	/* The row's host when not target.host (a name that held a secret). */
 	const char		*row_host;
+	const char		*row_method;	/* SOCKS5 BIND, UDP-ASSOCIATE */
 	struct policy_verdict	 verdict;
 	/*
 	 * Its row's own measures: when it began and the bytes it moved -- a

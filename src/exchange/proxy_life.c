@@ -646,6 +646,8 @@ exchange_method(const struct exchange *s)
 {
 	if (EXCHANGE_IS_HTTP(s) && s->fwd.method[0])
 		return s->fwd.method;
+	if (s->row_method != NULL)
+		return s->row_method;
 	if (s->c->kind == KIND_HTTP || s->c->kind == KIND_INGRESS ||
 	    (s->c->tunnel_http && s->fwd.request))
 		return NULL;

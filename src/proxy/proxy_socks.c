@@ -42,6 +42,33 @@ socks_resolved(struct exchange *s)
 	tunnel_start(s);
 }
 
+/*
+ * A SOCKS5 refusal before a destination is decided (the reply is written
+ * already): its row as any request's (docs/audit.md) -- the sandbox the
+ * source address identifies, unless the client tried to log in (ident 0),
+ * the HTTP status of the same refusal, the rule no rule made it under --
+ * and the close.
+ */
+static void
+socks_refuse(struct exchange *s, int status, enum sg_reason reason, int ident)
+{
+	struct policy_identity id;
+
+	if (ident && !s->has_ident && !s->c->socks_auth_ok &&
+	    decide_identify(s->pol, &s->c->client_addr, NULL, &id) ==
+	    REASON_NONE) {
+		s->ident = id;
+		s->has_ident = 1;
+	}
+	if (!ident)
+		s->has_ident = 0;
+	if (s->verdict.rule[0] == '\0')
+		snprintf(s->verdict.rule, sizeof(s->verdict.rule), "%s",
+		    s->has_ident ? "default-deny" : "no-identity");
+	exchange_log(s, VERDICT_DENY, status, reason);
+	exchange_finish(s, CLOSE_REFUSED);
+}
+
 static int
 socks_greeting(struct exchange *s, const uint8_t *p, size_t len)
 {
@@ -53,8 +80,7 @@ socks_greeting(struct exchange *s, const uint8_t *p, size_t len)
 		if (n < 0) {
 			/* Not SOCKS5 (or no methods): "no acceptable methods", close. */
 			bufferevent_write(s->c->cbev, reply, sizeof(reply));
-			exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
-			exchange_finish(s, CLOSE_REFUSED);
+			socks_refuse(s, 400, REASON_BAD_REQUEST, 1);
 		}
 		return n < 0 ? -1 : 0;
 	}
@@ -70,8 +96,8 @@ socks_greeting(struct exchange *s, const uint8_t *p, size_t len)
 	}
 	bufferevent_write(s->c->cbev, reply, sizeof(reply));
 	if (reply[1] == SOCKS5_METHOD_REJECT) {
-		exchange_log(s, VERDICT_DENY, 0, REASON_AUTH_FAILED);
-		exchange_finish(s, CLOSE_REFUSED);
+		/* No method it takes: a login that cannot be made, HTTP's 407. */
+		socks_refuse(s, 407, REASON_AUTH_FAILED, 0);
 		return -1;
 	}
 	return n;
@@ -96,9 +122,13 @@ socks_auth(struct exchange *s, const uint8_t *p, size_t len)
 		return -1;
 	}
 	if ((n = socks5_parse_auth(p, len, &a)) <= 0) {
-		if (n < 0)
-			exchange_close(s, CLOSE_REFUSED);
-		return n;
+		if (n < 0) {
+			/* Not RFC 1929 (its version is 1): a failed login. */
+			reply[1] = 1;
+			bufferevent_write(s->c->cbev, reply, sizeof(reply));
+			socks_refuse(s, 407, REASON_AUTH_FAILED, 0);
+		}
+		return n < 0 ? -1 : n;
 	}
 	c.id = a.user;
 	c.idlen = a.ulen;
@@ -138,30 +168,30 @@ socks_request(struct exchange *s, const uint8_t *p, size_t len)
 		return 0;
 	if (n == SOCKS5_ERR_ATYP) {
 		socks_send(s, SOCKS5_REP_ATYP);
-		exchange_log(s, VERDICT_DENY, 0, REASON_BAD_REQUEST);
-		exchange_finish(s, CLOSE_REFUSED);
+		socks_refuse(s, 400, REASON_BAD_REQUEST, 1);
 		return -1;
 	}
-	if (n < 0 && len >= 5 && p[0] == 5 && p[2] == 0 &&
+	if (n < 0 && len >= 7 && p[0] == 5 && p[2] == 0 &&
 	    p[3] == SOCKS5_ATYP_DOMAIN && p[4] == 0) {
 		/* An empty name: an invalid destination, 0x02 with its row. */
 		conn_head_done(s);
-		snprintf(s->verdict.rule, sizeof(s->verdict.rule),
-		    "default-deny");
+		exchange_note_target(s, "", 0, (uint16_t)(p[5] << 8 | p[6]));
 		socks_send(s, SOCKS5_REP_NOT_ALLOWED);
-		exchange_log(s, VERDICT_DENY, 0, REASON_INVALID_HOST);
-		exchange_finish(s, CLOSE_REFUSED);
+		socks_refuse(s, 403, REASON_INVALID_HOST, 1);
 		return -1;
 	}
 	if (n < 0) {
-		exchange_close(s, CLOSE_REFUSED);
+		/* Not a request (version, reserved byte): general failure. */
+		socks_send(s, SOCKS5_REP_FAIL);
+		socks_refuse(s, 400, REASON_BAD_REQUEST, 1);
 		return -1;
 	}
 	conn_head_done(s);
 	if (r.cmd != SOCKS5_CMD_CONNECT) {
 		socks_send(s, SOCKS5_REP_CMD);
-		exchange_log(s, VERDICT_DENY, 0, REASON_METHOD_NOT_SUPPORTED);
-		exchange_finish(s, CLOSE_REFUSED);
+		s->row_method = r.cmd == SOCKS5_CMD_BIND ? "BIND" :
+		    r.cmd == SOCKS5_CMD_UDP ? "UDP-ASSOCIATE" : NULL;
+		socks_refuse(s, 405, REASON_METHOD_NOT_SUPPORTED, 1);
 		return -1;
 	}
 	if (!s->c->socks_auth_ok) {
