@@ -539,7 +539,7 @@ top_answer(struct top *t, long long id, int approve)
 void
 top_question_line(const struct top_question *q, char *buf, size_t len)
 {
-	char dest[48];
+	char dest[sizeof(((struct top_question *)0)->dest) + 3];
 	size_t n = strlen(q->dest);
 
 	/*
