@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/reason.h"
 #include "exchange/exchange.h"
+#include "parse/ingress_host.h"
 #include "vault/vault.h"
 
 static void	origin_read_cb(struct bufferevent *, void *);
@@ -827,6 +828,11 @@ write_client_head(struct exchange *s, const struct http_response *r, int final)
 		const struct http_header *h = &r->headers[i];
 		if (!http_header_forwardable(h, r->headers, r->n_headers) ||
 		    cred_name_leaks(s, h->name.p, h->name.len))
+			continue;
+		/* A guest's app may not set the ingress token's cookie. */
+		if (s->c->kind == KIND_INGRESS &&
+		    http_header_is(h, "Set-Cookie") &&
+		    ingress_set_cookie_is_token(h->value.p, h->value.len))
 			continue;
 		hb_add(&hb, h->name.p, h->name.len);
 		hb_add(&hb, ": ", 2);

@@ -133,11 +133,21 @@ ws_scrub_setup(struct exchange *s)
 static int
 ws_raw_allowed(const struct exchange *s)
 {
+	const struct policy_dlp *pd;
+
 	if (s->c->kind == KIND_INGRESS)
 		return 1;
-	/* Under dlp: every byte the sandbox sends is read (docs/dlp.md). */
+	/*
+	 * Under dlp: every byte the sandbox sends is read (docs/dlp.md). A
+	 * path its allow: exempts is this request's exemption, not the
+	 * connection's: once switched, the bytes are no request of any path
+	 * (a raw relay opened on /pub/ carried a POST to /private/ unread).
+	 * Only a host exempt whole is not scanned.
+	 */
+	pd = s->has_ident ? policy_dlp_of(s->pol, s->ident.policy) : NULL;
 	return !s->verdict.inspect && s->fwd.plan.n_bound +
-	    s->fwd.plan.n_also == 0 && !s->c->intercepted && s->dlp == NULL;
+	    s->fwd.plan.n_also == 0 && !s->c->intercepted && s->dlp == NULL &&
+	    (pd == NULL || policy_dlp_exempt(pd, s->target.host, NULL, NULL));
 }
 
 /* The head's one Upgrade field line; NULL when it has none or several. */

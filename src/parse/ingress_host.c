@@ -236,3 +236,19 @@ ingress_strip_cookie(const char *v, size_t len, char *out, size_t outlen,
 	}
 	return o.over ? -1 : (int)o.len;
 }
+
+int
+ingress_set_cookie_is_token(const char *v, size_t len)
+{
+	size_t a = 0, b;
+
+	while (a < len && (v[a] == ' ' || v[a] == '\t'))
+		a++;
+	for (b = a; b < len && v[b] != '=' && v[b] != ';'; b++)
+		;
+	if (b == len || v[b] != '=')
+		return 0;
+	while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+		b--;
+	return is_token_name(v + a, b - a);
+}

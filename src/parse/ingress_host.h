@@ -59,4 +59,12 @@ int	ingress_strip_query(const char *target, size_t len, char *out,
 int	ingress_strip_cookie(const char *v, size_t len, char *out, size_t outlen,
 	    const char **tok, size_t *toklen);
 
+/*
+ * 1 when a Set-Cookie value sets the gateway's token cookie (its name,
+ * blanks trimmed and escapes decoded, is "sg_token"): a guest's app may
+ * not set it -- with Domain= the parent's, it reached every sandbox's
+ * requests ahead of their own (cookie tossing).
+ */
+int	ingress_set_cookie_is_token(const char *v, size_t len);
+
 #endif

@@ -141,13 +141,30 @@ ingress_redirect(struct exchange *s, const char *target, const char *tok,
 	exchange_finish(s, CLOSE_DONE);
 }
 
+/*
+ * A field an edge sets about the client and its request, which the guest's
+ * app may trust: every X-Forwarded-* (X-Forwarded-User and -Email are a
+ * login proxy's, -Port, -Prefix and -Ssl ProxyFix's and Rack's), its
+ * underscore spelling (CGI-style servers read X_Forwarded_For as the
+ * same), Forwarded, and the other client-address fields. The ingress
+ * listener is the edge: the client's are dropped, never appended to.
+ */
 static int
 header_is_forwarding(const struct http_header *h)
 {
-	return http_header_is(h, "X-Forwarded-For") ||
-	    http_header_is(h, "X-Forwarded-Proto") ||
-	    http_header_is(h, "X-Forwarded-Host") ||
-	    http_header_is(h, "Forwarded");
+	static const char *const names[] = { "Forwarded", "X-Real-IP",
+	    "True-Client-IP", "X-Client-IP", "X-Original-Forwarded-For",
+	    "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP" };
+	const char *n = h->name.p;
+	size_t i, len = h->name.len;
+
+	if (len > 12 && (strncasecmp(n, "X-Forwarded-", 12) == 0 ||
+	    strncasecmp(n, "X_Forwarded_", 12) == 0))
+		return 1;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (http_header_is(h, names[i]))
+			return 1;
+	return 0;
 }
 
 /*
