@@ -415,6 +415,21 @@ class TransparentProbe(unittest.TestCase):
             decision="deny", reason="policy-deny")
         self.assertEqual(self.settled_conns("banner-cidr"), before)
 
+    def test_tls_record_before_clienthello_to_opaque_address(self):
+        """An empty ChangeCipherSpec record (14 03 03 00 00) ahead of a
+        ClientHello naming forbidden.test, to the address a cidr rule with
+        opaque: true allows: TLS all the same (OpenSSL skips the record), so
+        refused -- protocol-not-allowed -- not relayed unread as "neither
+        TLS nor HTTP" (test_tls2_probe: the CONNECT and SOCKS5 variants).
+        The banner origin sees no connection."""
+        before = self.conns("banner-cidr")
+        out = self.chunks(self.cidr_ip, 2222,
+            [(b"\x14\x03\x03\x00\x00" + self.ch(b"forbidden.test"), 0)])
+        self.assertNotIn(b"\x16\x03", out["bytes"][:2], out)
+        self.audit(kind="transparent", port=2222, decision="deny",
+            reason="protocol-not-allowed")
+        self.assertEqual(self.settled_conns("banner-cidr"), before)
+
     def test_second_clienthello_pipelined(self):
         """A passthrough connection to allowed.test's address (port 2323,
         a recording origin): ClientHello SNI allowed.test and a second

@@ -290,11 +290,17 @@ policies:
     allow:
       - host: raw.test
         ports: [{plain}]
+      - host: free.test
+        ports: [{plain}]
     allow_private: [{origin}/32]
     dlp:
       mode: block
       allow:
         - path: "/pub/*"
+        - host: raw.test
+          path: "/onlygh/*"
+          rule: github-token
+        - host: free.test
 credentials:
   - name: ws-key
     secret: ws2-secret
@@ -316,7 +322,7 @@ class Ws2Probe(unittest.TestCase):
                                                          "other.test"]))
         cls.addClassCleanup(cls.origin.stop)
         cls.dns = T.Dnsmasq(d, [(n, ORIGIN_HOST) for n in (
-            "bound.test", "other.test", "raw.test")])
+            "bound.test", "other.test", "raw.test", "free.test")])
         cls.addClassCleanup(cls.dns.stop)
         cls.gw = T.Gateway(d, cls.dns, {"ws2.yaml": POLICY.format(
             tls=cls.origin.tls_port, plain=cls.origin.plain_port,
@@ -777,6 +783,31 @@ class Ws2Probe(unittest.TestCase):
             time.sleep(0.3)
             self.assertFalse(self.origin.got(p, b"PRI"), name)
             self.assertFalse(self.origin.got(p, b"/after"), name)
+
+    def test_f1_variants(self):
+        """Variants of f1's fix (policy dlpx): an upgrade to another protocol
+        on a path exempt from one rule only (/onlygh/, rule github-token)
+        is refused as well (the host is scanned); on free.test, a host the
+        dlp allow: exempts whole, it switches (101 relayed: nothing there
+        is scanned, so nothing is relayed unread that would be read)."""
+        port = self.origin.plain_port
+        c = T.Conn(self.gw.port, source=DLPX_SRC)
+        self.addCleanup(c.close)
+        c.send(self.head("raw.test", "/onlygh/" + self.path("f1v")[1:],
+                         port, proto="example-proto", absolute=True))
+        r = c.read_response()
+        self.assertEqual((r.status, r.header("X-Sandgate-Reason")),
+                         (403, "upgrade-refused"), r)
+        p = "/any/" + self.path("f1w")[1:]
+        self.script(p, self.raw_origin_101(
+            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+            "Upgrade: example-proto\r\n\r\n"))
+        c = T.Conn(self.gw.port, source=DLPX_SRC)
+        self.addCleanup(c.close)
+        c.send(self.head("free.test", p, port, proto="example-proto",
+                         absolute=True))
+        r = c.read_response()
+        self.assertEqual(r.status, 101, r)
 
     def test_f1_dlp_path_exemption_opens_raw_relay(self):
         """
