@@ -300,6 +300,8 @@ policies:
         - host: raw.test
           path: "/onlygh/*"
           rule: github-token
+        - host: raw.test
+          path: "/hp/*"
         - host: free.test
 credentials:
   - name: ws-key
@@ -786,18 +788,24 @@ class Ws2Probe(unittest.TestCase):
 
     def test_f1_variants(self):
         """Variants of f1's fix (policy dlpx): an upgrade to another protocol
-        on a path exempt from one rule only (/onlygh/, rule github-token)
-        is refused as well (the host is scanned); on free.test, a host the
+        on a path exempt from one rule only (/onlygh/, rule github-token),
+        or exempt by an entry naming host and path (/hp/), is refused as
+        well (the host is scanned); on free.test, a host the
         dlp allow: exempts whole, it switches (101 relayed: nothing there
         is scanned, so nothing is relayed unread that would be read)."""
         port = self.origin.plain_port
-        c = T.Conn(self.gw.port, source=DLPX_SRC)
-        self.addCleanup(c.close)
-        c.send(self.head("raw.test", "/onlygh/" + self.path("f1v")[1:],
-                         port, proto="example-proto", absolute=True))
-        r = c.read_response()
-        self.assertEqual((r.status, r.header("X-Sandgate-Reason")),
-                         (403, "upgrade-refused"), r)
+        for pre in ("/onlygh/", "/hp/"):
+            p = pre + self.path("f1v")[1:]
+            self.script(p, self.raw_origin_101(
+                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade"
+                "\r\nUpgrade: example-proto\r\n\r\n"))
+            c = T.Conn(self.gw.port, source=DLPX_SRC)
+            self.addCleanup(c.close)
+            c.send(self.head("raw.test", p, port, proto="example-proto",
+                             absolute=True))
+            r = c.read_response()
+            self.assertEqual((r.status, r.header("X-Sandgate-Reason")),
+                             (403, "upgrade-refused"), (pre, r))
         p = "/any/" + self.path("f1w")[1:]
         self.script(p, self.raw_origin_101(
             "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
