@@ -1912,7 +1912,10 @@ fz_check_rows(void)
 
 	for (i = 0; i < fz.n_rows; i++) {
 		const struct fz_row *r = &fz.rows[i];
-		int connect = strcmp(r->method, "CONNECT") == 0, n;
+		/* A SOCKS5 command's row (BIND, UDP-ASSOCIATE: refused) too. */
+		int connect = strcmp(r->method, "CONNECT") == 0 ||
+		    strcmp(r->method, "BIND") == 0 ||
+		    strcmp(r->method, "UDP-ASSOCIATE") == 0, n;
 
 		if (sscanf(r->rule, "fz:allow[%d]", &n) == 1 && (n < 0 ||
 		    n >= n_allow || strcmp(allow_hosts[n], r->host) != 0))
@@ -1923,7 +1926,7 @@ fz_check_rows(void)
 			fz_fail("audit row [%d] for %s names rule %s", i,
 			    r->host, r->rule);
 
-		/* A SOCKS5 refusal before the request was read names no host. */
+		/* A SOCKS5 refusal before its destination was read names no host. */
 		if (r->client < 0 || r->client >= fz.n_clients ||
 		    fz.clients[r->client].raw_used || r->method[0] == '\0' ||
 		    (connect && r->host[0] == '\0'))
