@@ -49,6 +49,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	check_host(s, size);
 	ingress_token_syntax_ok(s, size);
+	/*
+	 * A Set-Cookie that sets the token: its name, blanks trimmed, is the
+	 * token's name; whatever follows the first '=' does not change that.
+	 */
+	if (ingress_set_cookie_is_token(s, size) &&
+	    (memchr(s, '=', size) == NULL ||
+	    !ingress_set_cookie_is_token(s, (size_t)((const char *)memchr(s,
+	    '=', size) - s) + 1)))
+		abort();
 	/* Request targets and header values never hold a NUL (http_parse). */
 	if (memchr(s, '\0', size) != NULL)
 		return 0;

@@ -215,10 +215,37 @@ test_token_syntax(void)
 	CHECK(!ingress_token_syntax_ok(big, INGRESS_TOKEN_MAX + 1));
 }
 
+/* A guest's Set-Cookie that would set the token cookie. */
+static void
+test_set_cookie(void)
+{
+	static const struct {
+		const char	*v;
+		int		 is;
+	} tc[] = {
+		{ "sg_token=x; Domain=sandbox.localhost; Path=/", 1 },
+		{ "  sg_token =x", 1 },
+		{ "sg%5Ftoken=x", 1 },
+		{ "sg_token=", 1 },
+		{ "sg_tokens=x", 0 },
+		{ "xsg_token=x", 0 },
+		{ "SG_TOKEN=x", 0 },
+		{ "sg_token", 0 },
+		{ "app=1; sg_token=x", 0 },
+		{ "", 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(tc) / sizeof(tc[0]); i++)
+		CHECK_MSG(ingress_set_cookie_is_token(tc[i].v, strlen(tc[i].v)) ==
+		    tc[i].is, "Set-Cookie: %s", tc[i].v);
+}
+
 int
 main(void)
 {
 	test_hosts();
+	test_set_cookie();
 	test_query();
 	test_cookie();
 	test_token_syntax();
