@@ -434,6 +434,7 @@ struct exchange {
 	/* The row's host when not target.host (a name that held a secret). */
 	const char		*row_host;
 	const char		*row_method;	/* SOCKS5 BIND, UDP-ASSOCIATE */
+	struct event		*gone_ev;	/* client_watch: its reset while waiting */
 	struct policy_verdict	 verdict;
 	/*
 	 * Its row's own measures: when it began and the bytes it moved -- a
@@ -871,6 +872,13 @@ int		 upstream_guard(struct exchange *);
  * exchange keeps it).
  */
 int		 upstream_keep_in(struct exchange *);
+/*
+ * proxy_upstream.c: while a lookup, an origin connect or an approval holds
+ * the exchange (the client is not read), a reset of the client's socket
+ * ends it (EV_CLOSED); client_watch_free lets the watch go.
+ */
+void		 client_watch(struct exchange *);
+void		 client_watch_free(struct exchange *);
 int		 upstream_retire(struct exchange *);
 /*
  * A kept connection bound for s's current decision (upstream_reusable

@@ -11,6 +11,7 @@ parts_release(struct exchange *s)
 	h2o_free(s);		/* a stream's HTTP/2 origin session */
 	h2up_release(s);	/* an h2 connection's origin connection */
 	ws_relay_free(s);
+	client_watch_free(s);	/* before the bufferevents: on their socket */
 	splice_free(s);		/* before the bufferevents: it owns the sockets then */
 }
 

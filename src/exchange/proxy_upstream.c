@@ -69,6 +69,56 @@ resolve_cb(int result, const struct netaddr *addrs, size_t n, uint32_t ttl,
 	resolved(s, next);
 }
 
+/*
+ * While the gateway waits on something other than the client -- a lookup,
+ * an origin's connect, an operator's answer -- it reads nothing from it,
+ * so a client that reset its connection was not seen until that wait timed
+ * out, and its sandbox's share stayed taken (all of it, with a few such
+ * connections: the sandbox locked out for connect_timeout or
+ * approval.timeout). One readiness of the socket is watched, without
+ * reading: a reset (SO_ERROR set) ends the exchange; a FIN or more bytes
+ * end the watch (a half-closed client still wants its answer, and bytes
+ * are the request's to read once the wait is over). Plain sockets only: a
+ * TLS client's bytes are under its filter.
+ */
+static void
+client_gone_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange *s = arg;
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	(void)what;
+	if (s->closing || !(s->state == S_RESOLVING ||
+	    s->state == S_CONNECTING || s->approval_held))
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+		exchange_close(s, CLOSE_CLIENT_ERROR);
+}
+
+void
+client_watch(struct exchange *s)
+{
+	evutil_socket_t fd;
+
+	if (s->is_stream || s->c->cbev == NULL ||
+	    bufferevent_get_underlying(s->c->cbev) != NULL ||
+	    (fd = bufferevent_getfd(s->c->cbev)) < 0)
+		return;
+	if (s->gone_ev == NULL && (s->gone_ev = event_new(s->w->base, fd,
+	    EV_READ, client_gone_cb, s)) == NULL)
+		return;
+	(void)event_add(s->gone_ev, NULL);
+}
+
+void
+client_watch_free(struct exchange *s)
+{
+	if (s->gone_ev != NULL)
+		event_free(s->gone_ev);
+	s->gone_ev = NULL;
+}
+
 void
 upstream_resolve(struct exchange *s, void (*next)(struct exchange *))
 {
@@ -76,8 +126,10 @@ upstream_resolve(struct exchange *s, void (*next)(struct exchange *))
 	struct timeval tv;
 
 	s->state = S_RESOLVING;
-	if (EXCHANGE_CBEV(s) != NULL)
+	if (EXCHANGE_CBEV(s) != NULL) {
 		bufferevent_disable(s->c->cbev, EV_READ);
+		client_watch(s);
+	}
 	s->addr_next = 0;
 	if (s->target.is_ip) {
 		(void)exchange_set_addrs(s, &s->target.ip, 1);	/* inline */
@@ -212,8 +264,10 @@ upstream_connect(struct exchange *s, void (*next)(struct exchange *))
 {
 	s->state = S_CONNECTING;
 	s->on_connected = next;
-	if (EXCHANGE_CBEV(s) != NULL)
+	if (EXCHANGE_CBEV(s) != NULL) {
 		bufferevent_disable(s->c->cbev, EV_READ);
+		client_watch(s);
+	}
 	upstream_drop(s);
 	s->addr_next = 0;
 	try_next_addr(s);
