@@ -264,7 +264,6 @@ hold(struct exchange *s, uint64_t id)
 	if (s->c->kind != KIND_SOCKS5 && s->c->kind != KIND_TRANSPARENT)
 		s->head_pending = 1;
 	bufferevent_disable(s->c->cbev, EV_READ);
-	client_watch(s);	/* a client that resets gives its share back */
 }
 
 static void

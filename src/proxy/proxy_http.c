@@ -319,8 +319,11 @@ connect_request(struct exchange *s, const struct http_request *req, int n)
 	in.hostlen = req->host.len;
 	in.port = req->port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
-		if (s->approval_held)
+		if (s->approval_held) {
+			/* Held: a reset of its client gives the share back. */
+			client_watch(s);
 			return;		/* asked: read again once answered */
+		}
 		snprintf(detail, sizeof(detail), "CONNECT %s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
 		exchange_deny(s, 0, r, detail);
@@ -366,8 +369,11 @@ absolute_request(struct exchange *s, const struct http_request *req, int n)
 	}
 	in.alt = alt;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
-		if (s->approval_held)
+		if (s->approval_held) {
+			/* Held: a reset of its client gives the share back. */
+			client_watch(s);
 			return;		/* asked: read again once answered */
+		}
 		snprintf(detail, sizeof(detail), "%s http://%s:%u denied by %s",
 		    s->fwd.method, s->target.host, s->target.port, s->verdict.rule);
 		exchange_deny(s, 0, r, detail);

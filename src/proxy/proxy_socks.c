@@ -214,8 +214,11 @@ socks_request(struct exchange *s, const uint8_t *p, size_t len)
 	in.port = r.port;
 	if ((why = proxy_decide(s, &in)) != REASON_NONE) {
 		/* Asked: the request stays in the input, read again once answered. */
-		if (s->approval_held)
+		if (s->approval_held) {
+			/* Held: a reset of its client gives the share back. */
+			client_watch(s);
 			return -1;
+		}
 		snprintf(detail, sizeof(detail), "%s:%u", s->target.host,
 		    s->target.port);
 		exchange_deny(s, 0, why, detail);

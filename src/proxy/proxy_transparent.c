@@ -259,8 +259,11 @@ decide_name(struct exchange *s, const char *host, size_t len)
 	in.hostlen = len;
 	in.port = s->c->orig_port;
 	if ((r = proxy_decide(s, &in)) != REASON_NONE) {
-		if (s->approval_held)
+		if (s->approval_held) {
+			/* Held: a reset of its client gives the share back. */
+			client_watch(s);
 			return;		/* asked: sniffed again once answered */
+		}
 		snprintf(detail, sizeof(detail), "%s:%u denied by %s",
 		    s->target.host, s->target.port, s->verdict.rule);
 		deny(s, 0, r, detail);
