@@ -516,6 +516,7 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 
 	if (o == NULL || f->hd.stream_id == 0)
 		return 0;
+	exchange_touch(o->s);	/* the origin speaks on it: not idle */
 	if (f->hd.type == NGHTTP2_HEADERS) {
 		if (!o->head_done) {
 			response_head(o, end);
@@ -1110,6 +1111,7 @@ h2o_retry(struct h2o *o)
 	o->retry = 0;
 	o->retried++;
 	o->deferred = 0;
+	exchange_touch(s);	/* the origin answered it, with a refusal */
 	if (up != NULL) {
 		TAILQ_REMOVE(&up->streams, o, entry);
 		o->up = NULL;
