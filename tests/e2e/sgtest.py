@@ -373,21 +373,32 @@ class Dnsmasq:
             argv.append("--host-record=%s,%s" % (name, ip))
         for alias, target in cnames:
             argv.append("--cname=%s,%s" % (alias, target))
-        self.proc = Proc(argv, os.path.join(tmp, "dnsmasq-%d.log" % self.port))
+        # dnsmasq lists the interfaces when it starts; one that goes away
+        # meanwhile (a sandbox test's veth) fails it with ENODEV: again.
+        for attempt in range(3):
+            self.proc = Proc(argv, os.path.join(tmp, "dnsmasq-%d-%d.log" % (
+                self.port, attempt)))
+            if self._answers():
+                return
+            tail = self.proc.log_tail()
+            self.proc.stop()
+            if "failed to find list of interfaces" not in tail:
+                break
+        raise RuntimeError("dnsmasq did not answer:\n" + tail)
+
+    def _answers(self):
         deadline = time.time() + 10
         while time.time() < deadline:
             if not self.proc.alive():
-                break
+                return False
             r = subprocess.run([DIG, "+short", "+time=1", "+tries=1",
-                "@" + host, "-p", str(self.port), "ready.sgtest.test", "A"],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                "@" + self.host, "-p", str(self.port), "ready.sgtest.test",
+                "A"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=clean_env())
             if r.stdout.strip() == b"127.0.0.1":
-                return
+                return True
             time.sleep(0.1)
-        tail = self.proc.log_tail()
-        self.proc.stop()
-        raise RuntimeError("dnsmasq did not answer:\n" + tail)
+        return False
 
     @property
     def addr(self):
