@@ -59,7 +59,6 @@ Findings (failing tests):
 
 import os
 import socket
-import ssl
 import struct
 import sys
 import threading
@@ -70,7 +69,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from test_credentials import TestCA, admin_request, placeholders_of  # noqa: E402
-from test_http2 import H2, frame, read_frame, DATA, HEADERS, SETTINGS, PING, GOAWAY, \
+from test_http2 import H2, H2OriginBase, frame, read_frame, DATA, HEADERS, SETTINGS, PING, GOAWAY, \
     RST_STREAM, CONTINUATION, END_STREAM, END_HEADERS, ACK, \
     NO_ERROR, INTERNAL_ERROR  # noqa: E402
 
@@ -145,58 +144,25 @@ class OConn:
                 self.closed = True
 
 
-class EvilH2Origin:
+class EvilH2Origin(H2OriginBase):
     """TLS + ALPN h2; answers by :path (see answer())."""
 
     def __init__(self, cert, key, settings=b""):
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert, key)
-        self.ctx.set_alpn_protocols(["h2"])
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind((ORIGIN_HOST, 0))
-        self.ls.listen(64)
-        self.port = self.ls.getsockname()[1]
         self.seen = []          # (conn idx, sid, fields)
-        self.conns = []
-        self.stopping = False
-        self.mu = threading.Lock()
-        self.t = threading.Thread(target=self.loop, daemon=True)
-        self.t.start()
+        self.conns = []         # OConn, in the order their TLS came up
+        super().__init__(cert, key, ORIGIN_HOST, backlog=64, timeout=60)
+
+    def serve_h2(self, s, idx):
+        with self.mu:
+            oc = OConn(self, s, len(self.conns))
+            self.conns.append(oc)
+        self.serve(oc)
 
     def stop(self):
-        self.stopping = True
-        try:
-            self.ls.close()
-        except OSError:
-            pass
+        super().stop()
         for c in list(self.conns):
             try:
                 c.s.close()
-            except OSError:
-                pass
-
-    def loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.ls.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
-
-    def conn(self, c):
-        try:
-            c.settimeout(60)
-            s = self.ctx.wrap_socket(c, server_side=True)
-            with self.mu:
-                oc = OConn(self, s, len(self.conns))
-                self.conns.append(oc)
-            self.serve(oc)
-        except Exception:
-            pass
-        finally:
-            try:
-                c.close()
             except OSError:
                 pass
 

@@ -23,11 +23,8 @@ now ends its streams (502 upstream-error; GET, HEAD, OPTIONS go again once).
 """
 
 import os
-import socket
-import ssl
 import struct
 import sys
-import threading
 import time
 import unittest
 
@@ -35,7 +32,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest as T  # noqa: E402
 from test_credentials import TestCA, admin_request, placeholders_of  # noqa: E402
-from test_http2 import H2, frame, read_frame, DATA, HEADERS, SETTINGS, PUSH, \
+from test_http2 import H2, H2OriginBase, frame, read_frame, DATA, HEADERS, SETTINGS, PUSH, \
     CONTINUATION, END_STREAM, END_HEADERS, ACK  # noqa: E402
 
 try:
@@ -70,50 +67,15 @@ credentials:
 """
 
 
-class EvilH2Origin:
+class EvilH2Origin(H2OriginBase):
     """TLS + ALPN h2; answers by :path with hand-made frames."""
 
     def __init__(self, cert, key):
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert, key)
-        self.ctx.set_alpn_protocols(["h2"])
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind((ORIGIN_HOST, 0))
-        self.ls.listen(16)
-        self.port = self.ls.getsockname()[1]
         self.seen = []
-        self.stopping = False
-        self.t = threading.Thread(target=self.loop, daemon=True)
-        self.t.start()
+        super().__init__(cert, key, ORIGIN_HOST)
 
-    def stop(self):
-        self.stopping = True
-        try:
-            self.ls.close()
-        except OSError:
-            pass
-
-    def loop(self):
-        while not self.stopping:
-            try:
-                c, _ = self.ls.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
-
-    def conn(self, c):
-        try:
-            c.settimeout(20)
-            s = self.ctx.wrap_socket(c, server_side=True)
-            self.serve(s)
-        except Exception:
-            pass
-        finally:
-            try:
-                c.close()
-            except OSError:
-                pass
+    def serve_h2(self, s, idx):
+        self.serve(s)
 
     read_frame = staticmethod(read_frame)
 

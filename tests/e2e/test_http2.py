@@ -17,6 +17,7 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 import unittest
 
@@ -184,6 +185,70 @@ class GrpcOrigin:
 
     def stop(self):
         self.server.stop(0)
+
+
+class H2OriginBase:
+    """A TLS origin on host that offers only h2: each connection's TLS
+    socket goes to serve_h2(s, idx) in a thread of its own (idx: its
+    number, from 0), which a subclass writes; whatever it raises ends that
+    connection. stop() closes the listener and every connection."""
+
+    def __init__(self, cert, key, host, backlog=16, timeout=20):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.ctx.set_alpn_protocols(["h2"])
+        self.timeout = timeout
+        self.mu = threading.Lock()
+        self.socks = []
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind((host, 0))
+        self.ls.listen(backlog)
+        self.port = self.ls.getsockname()[1]
+        self.stopping = False
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        while not self.stopping:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            with self.mu:
+                idx = len(self.socks)
+                self.socks.append(c)
+            threading.Thread(target=self._conn, args=(c, idx),
+                             daemon=True).start()
+
+    def _conn(self, c, idx):
+        try:
+            c.settimeout(self.timeout)
+            self.serve_h2(self.ctx.wrap_socket(c, server_side=True), idx)
+        except Exception:
+            pass
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def serve_h2(self, s, idx):
+        raise NotImplementedError
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.ls.close()
+        except OSError:
+            pass
+        with self.mu:
+            socks = list(self.socks)
+        for c in socks:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def read_frame(s, buf):
