@@ -81,7 +81,7 @@ except ImportError:
 ORIGIN_HOST = "127.0.0.2"
 OTHER_SRC = "127.0.0.3"
 SECRET = "sk-H2O2/probe+Secret_0123456789abcdefghijXYZ_v2"
-IDLE = 3.0          # upstream.idle_timeout of the gateway, seconds
+IDLE = 3.0 * T.SLOW  # upstream.idle_timeout of the gateway, seconds (ASan: slower)
 
 POLICY = """\
 sandboxes:
