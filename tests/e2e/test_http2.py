@@ -13,6 +13,7 @@ across DATA frames or in trailers, :authority unlike the SNI, floods.
 
 import hashlib
 import os
+import select
 import socket
 import ssl
 import struct
@@ -187,11 +188,71 @@ class GrpcOrigin:
         self.server.stop(0)
 
 
+class SerialTLS:
+    """
+    One TLS connection shared by a reading thread and writing threads.
+    OpenSSL does not allow SSL_read and SSL_write on one connection at
+    once: an origin whose reader and answer threads did so lost what it
+    read (its kernel receive queue held the gateway's next request while
+    its reader waited forever). Each call here holds a lock, and none
+    waits while holding it for the peer's bytes: the socket is
+    non-blocking, recv waits outside the lock, sendall in select.
+    """
+
+    def __init__(self, s, timeout):
+        s.setblocking(False)
+        self.s, self.timeout = s, timeout
+        self.lock = threading.Lock()
+
+    def fileno(self):
+        return self.s.fileno()
+
+    def _wait(self, want_write, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("TLS %s timed out" %
+                                 ("send" if want_write else "recv"))
+        w = [self.s] if want_write else []
+        select.select([] if want_write else [self.s], w, [], min(left, 0.2))
+
+    def recv(self, n):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with self.lock:
+                try:
+                    return self.s.recv(n)
+                except ssl.SSLWantReadError:
+                    want_write = False
+                except ssl.SSLWantWriteError:
+                    want_write = True
+            self._wait(want_write, deadline)
+
+    def sendall(self, b):
+        view = memoryview(b)
+        deadline = time.monotonic() + self.timeout
+        with self.lock:
+            while view:
+                try:
+                    view = view[self.s.send(view):]
+                except ssl.SSLWantWriteError:
+                    self._wait(True, deadline)
+                except ssl.SSLWantReadError:
+                    self._wait(False, deadline)
+
+    def shutdown(self, how):
+        """The TCP connection's, under the TLS (no close_notify)."""
+        socket.socket.shutdown(self.s, how)
+
+    def close(self):
+        self.s.close()
+
+
 class H2OriginBase:
     """A TLS origin on host that offers only h2: each connection's TLS
     socket goes to serve_h2(s, idx) in a thread of its own (idx: its
     number, from 0), which a subclass writes; whatever it raises ends that
-    connection. stop() closes the listener and every connection."""
+    connection. s is a SerialTLS: threads of the subclass may read and
+    write it at once. stop() closes the listener and every connection."""
 
     def __init__(self, cert, key, host, backlog=16, timeout=20):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -224,7 +285,8 @@ class H2OriginBase:
     def _conn(self, c, idx):
         try:
             c.settimeout(self.timeout)
-            self.serve_h2(self.ctx.wrap_socket(c, server_side=True), idx)
+            self.serve_h2(SerialTLS(self.ctx.wrap_socket(c, server_side=True),
+                                    self.timeout), idx)
         except Exception:
             pass
         finally:
