@@ -1203,6 +1203,11 @@ struct front_ops {
 			    size_t *);
 	void		(*stream_poke)(struct exchange *);
 	struct exchange	*(*stream_parent)(struct exchange *);
+	/*
+	 * A connection's HTTP/2 streams whose exchanges go on: the connection
+	 * is not idle while one does (each stream keeps its own idle time).
+	 */
+	int		(*streams_live)(struct exchange *);
 	/* A worker's DNS listener: its held queries looked at again (mode: ask). */
 	void		(*dns_held_wake)(struct dns_server *);
 };

@@ -610,6 +610,16 @@ exchange_idle_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	}
 	/*
+	 * An HTTP/2 connection whose streams still go on is not idle: each
+	 * stream ends by its own idle time, answered (504 when its origin is
+	 * silent). The connection's timer, due at the same moment, ended them
+	 * as the client's going: unanswered, allowed rows with no status.
+	 */
+	if (s->c->x == s && s->p->fe->streams_live(s) > 0) {
+		exchange_set_idle(s);
+		return;
+	}
+	/*
 	 * A request forwarded and quiet for the whole idle time (an HTTP/2
 	 * origin's stream has no socket timeout of its own): no answer yet is
 	 * the origin's timeout, an answer cut short an idle-timeout error;

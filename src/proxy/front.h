@@ -59,6 +59,8 @@ int		 h2_chosen(struct exchange *);
 void		 h2_start(struct exchange *);
 /* From exchange_close (front_ops.closed). */
 void		 h2_closed(struct exchange *);
+/* The connection's streams whose exchanges have not ended (front_ops). */
+int		 h2_streams_live(struct exchange *);
 
 /*
  * A stream's exchange answers its stream with these, never with HTTP/1.1

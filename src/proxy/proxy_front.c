@@ -88,5 +88,6 @@ const struct front_ops proxy_front_ops = {
 	.stream_body_end = h2_stream_body_end,
 	.stream_poke = h2_stream_poke,
 	.stream_parent = h2_parent,
+	.streams_live = h2_streams_live,
 	.dns_held_wake = dns_server_held_wake,
 };

@@ -1071,6 +1071,21 @@ h2_free(struct exchange *s)
 	free(c);
 }
 
+int
+h2_streams_live(struct exchange *s)
+{
+	struct h2_conn *c = s->c->h2;
+	struct h2_stream *st;
+	int n = 0;
+
+	if (c == NULL || s->c->x != s)
+		return 0;
+	TAILQ_FOREACH(st, &c->streams, entry)
+		if (st->x != NULL)
+			n++;
+	return n;
+}
+
 void
 h2_closed(struct exchange *s)
 {

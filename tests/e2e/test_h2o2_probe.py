@@ -282,7 +282,7 @@ class EvilH2Origin(H2OriginBase):
                 oc.closed = True
                 # shutdown: close() alone leaves the reader thread's recv
                 # holding the socket, and no FIN goes out.
-                socket.socket.shutdown(oc.s, socket.SHUT_RDWR)
+                oc.s.shutdown(socket.SHUT_RDWR)
                 return
             ok(b"second-try")
         elif path.startswith("/cl-under"):
@@ -342,6 +342,10 @@ class EvilH2Origin(H2OriginBase):
                 oc.send(frame(PING, 0, 0, struct.pack("!Q", i)))
                 time.sleep(0.5)
             ok(b"stall-answered")
+        elif path.startswith("/silent"):
+            # never a frame for this stream; refused first when asked
+            if "refused-first" in path and len(self.conn_of(path)) == 1:
+                oc.send(frame(RST_STREAM, 0, sid, struct.pack("!I", 7)))
         elif path.startswith("/trailers"):
             oc.hdrs(sid, [(":status", "200")])
             oc.send(frame(DATA, 0, sid, b"body;"))
@@ -676,6 +680,36 @@ class H2OriginProbe2(unittest.TestCase):
         # allowed exchange (the row said allow with no status).
         self.assertEqual((row["decision"], row["status"], row["reason"]),
                          ("error", 504, "upstream-timeout"), row)
+
+    def test_silent_origin_stream_answered_504(self):
+        """
+        An origin that never answers a GET, on client connections quiet
+        meanwhile: each stream gets 504 upstream-timeout at the idle time,
+        its row says so. FOUND: the client connection's own idle timer,
+        due at the same moment, could fire first and end its streams as
+        the client's going: no answer, an allow row with no status. Four
+        connections at once, as each is a toss of the two timers' order.
+        """
+        self.silent_streams("/silent/%d")
+
+    def test_refused_then_silent_answered_504(self):
+        """The same, the stream refused once and sent again first (its
+        going again was the stream's last activity, after its connection's:
+        FOUND, the connection's timer always came first)."""
+        self.silent_streams("/silent/refused-first/%d")
+
+    def silent_streams(self, fmt):
+        conns = []
+        for i in range(4):
+            h = self.h2(timeout=IDLE * 4 * T.SLOW)
+            h.request(1, path=fmt % i, extra=self.auth())
+            conns.append(h)
+        for i, h in enumerate(conns):
+            st, = h.wait(1)
+            self.assertEqual(H2.status(st), 504, (i, st))
+            row = self.one_row(fmt % i)
+            self.assertEqual((row["decision"], row["status"], row["reason"]),
+                             ("error", 504, "upstream-timeout"), row)
 
     def test_h2_origin_answer_dripping_is_not_idle(self):
         """
