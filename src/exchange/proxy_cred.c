@@ -647,7 +647,7 @@ query_signed(const struct http_request *req)
 {
 	const char *q = memchr(req->path.p, '?', req->path.len);
 	struct sigv4_param qp;
-	size_t at = 0, qlen, kl;
+	size_t at = 0, qlen;
 	char k[32];
 
 	if (q == NULL)
@@ -655,10 +655,9 @@ query_signed(const struct http_request *req)
 	q++;
 	qlen = req->path.len - (size_t)(q - req->path.p);
 	while (sigv4_query_next(q, qlen, &at, &qp)) {
-		if (qp.name.len >= sizeof(k))
+		/* Decoded whatever its length: %58%2D%41... is X-Amz-Credential. */
+		if (sigv4_param_name(&qp, k, sizeof(k)) == -1)
 			continue;
-		kl = sigv4_unescape(qp.name.p, qp.name.len, k);
-		k[kl] = '\0';
 		if (strcasecmp(k, "X-Amz-Credential") == 0 ||
 		    strcasecmp(k, "AWSAccessKeyId") == 0)
 			return 1;

@@ -111,15 +111,13 @@ static void
 presigned_parse(const char *q, size_t len, struct presigned *ps)
 {
 	struct sigv4_param qp;
-	size_t at = 0, kl;
+	size_t at = 0;
 	char k[64];
 
 	memset(ps, 0, sizeof(*ps));
 	while (sigv4_query_next(q, len, &at, &qp)) {
-		if (qp.name.len >= sizeof(k))
+		if (sigv4_param_name(&qp, k, sizeof(k)) == -1)
 			continue;
-		kl = sigv4_unescape(qp.name.p, qp.name.len, k);
-		k[kl] = '\0';
 		if (strcmp(k, "X-Amz-Security-Token") == 0)
 			ps->n_token++;
 		if (strcmp(k, "AWSAccessKeyId") == 0)
@@ -479,14 +477,12 @@ query_out(struct sigctx *x, const unsigned char *id, size_t idlen,
     const unsigned char *tok, size_t toklen, struct sigv4_buf *w)
 {
 	struct sigv4_param qp;
-	size_t at = 0, kl;
+	size_t at = 0;
 	int first = 1;
 	char k[64];
 
 	while (sigv4_query_next(x->qstart, x->qlen, &at, &qp)) {
-		kl = qp.name.len < sizeof(k) ? sigv4_unescape(qp.name.p,
-		    qp.name.len, k) : 0;
-		k[kl] = '\0';
+		(void)sigv4_param_name(&qp, k, sizeof(k));	/* "" when longer */
 		if (strcmp(k, "X-Amz-Signature") == 0 ||
 		    strcmp(k, "X-Amz-Security-Token") == 0)
 			continue;

@@ -280,6 +280,32 @@ sigv4_unescape(const char *p, size_t len, char *out)
 }
 
 int
+sigv4_param_name(const struct sigv4_param *qp, char *out, size_t n)
+{
+	const char *p = qp->name.p;
+	size_t i, o = 0, len = qp->name.len;
+	int hi, lo;
+
+	for (i = 0; i < len; i++) {
+		if (o + 1 >= n) {
+			if (n > 0)
+				out[0] = '\0';
+			return -1;
+		}
+		if (p[i] == '%' && i + 2 < len &&
+		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
+		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
+			out[o++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else
+			out[o++] = p[i];
+	}
+	if (n > 0)
+		out[o] = '\0';
+	return n > 0 ? 0 : -1;
+}
+
+int
 sigv4_query_next(const char *q, size_t len, size_t *at, struct sigv4_param *p)
 {
 	size_t i, start, eq;
@@ -376,12 +402,15 @@ canonical_path(struct sigv4_buf *b, const char *p, size_t len)
 		sb_addc(b, '/');
 }
 
+/*
+ * Each parameter carries the encoded buffer it is in: workers sort at the
+ * same time (a file-wide pointer to it was shared by every thread).
+ */
 struct qparam {
+	const char	*base;
 	size_t		 k_off, k_len;	/* in the encoded buffer */
 	size_t		 v_off, v_len;
 };
-
-static const char *qp_base;
 
 static int
 qp_cmp(const void *a, const void *b)
@@ -390,13 +419,13 @@ qp_cmp(const void *a, const void *b)
 	size_t m = x->k_len < y->k_len ? x->k_len : y->k_len;
 	int d;
 
-	if (m > 0 && (d = memcmp(qp_base + x->k_off, qp_base + y->k_off,
+	if (m > 0 && (d = memcmp(x->base + x->k_off, y->base + y->k_off,
 	    m)) != 0)
 		return d;
 	if (x->k_len != y->k_len)
 		return x->k_len < y->k_len ? -1 : 1;
 	m = x->v_len < y->v_len ? x->v_len : y->v_len;
-	if (m > 0 && (d = memcmp(qp_base + x->v_off, qp_base + y->v_off,
+	if (m > 0 && (d = memcmp(x->base + x->v_off, y->base + y->v_off,
 	    m)) != 0)
 		return d;
 	return x->v_len < y->v_len ? -1 : x->v_len > y->v_len;
@@ -448,7 +477,8 @@ canonical_query(struct sigv4_buf *b, const char *q, size_t len, int presigned)
 	if (rc == SIGV4_OK && enc.err)
 		rc = SIGV4_E_NOMEM;
 	if (rc == SIGV4_OK && n > 0) {
-		qp_base = enc.p;
+		for (k = 0; k < n; k++)
+			ps[k].base = enc.p;
 		qsort(ps, n, sizeof(*ps), qp_cmp);
 		for (k = 0; k < n; k++) {
 			if (k > 0)

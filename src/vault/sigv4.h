@@ -95,6 +95,12 @@ int	sigv4_parse_auth(const char *v, size_t len, struct sigv4_auth *a);
 int	sigv4_s3_style(const struct sigv4_slice *service);
 /* Percent-decode p[0..len) (%XX only) into out (at least len bytes); its length. */
 size_t	sigv4_unescape(const char *p, size_t len, char *out);
+/*
+ * A parameter's name decoded into out (n bytes, NUL-ended): 0, or -1 (and
+ * out "") when it decodes to n bytes or more. Its encoded length does not
+ * bound it: every byte of a name may be written %XX.
+ */
+int	sigv4_param_name(const struct sigv4_param *, char *out, size_t n);
 
 /*
  * The hex SHA-256 of the canonical request: method, canonical URI (S3 style

@@ -2,7 +2,9 @@
  * libFuzzer target for the SigV4 parsers and canonical form (vault/sigv4.c):
  * memory safety on any Authorization value, credential scope and request;
  * what parses lies inside the input; a request that puts in canonical form
- * does so again (the same hash: nothing depends on memory left over).
+ * does so again (the same hash: nothing depends on memory left over); a
+ * query parameter's name decoded into a bounded buffer is what the whole
+ * decoding gives, or refused only when that is too long for it.
  * Input: "auth\nmethod path?query\nname: value\n...".
  */
 #include <stdint.h>
@@ -75,6 +77,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			nh++;
 		}
 		b = nl < e ? nl + 1 : e;
+	}
+	if (r.query.len > 0) {
+		struct sigv4_param qp;
+		size_t at = 0, dl;
+		char whole[8192], k[24];
+
+		while (sigv4_query_next(r.query.p, r.query.len, &at, &qp)) {
+			dl = sigv4_unescape(qp.name.p, qp.name.len, whole);
+			if (sigv4_param_name(&qp, k, sizeof(k)) == 0) {
+				if (dl >= sizeof(k) || memcmp(k, whole, dl) != 0 ||
+				    k[dl] != '\0')
+					abort();
+			} else if (dl < sizeof(k) || k[0] != '\0')
+				abort();
+		}
 	}
 	r.headers = h;
 	r.n_headers = nh;

@@ -230,9 +230,39 @@ test_snapshot_parts(void)
 	vault_snapshot_unref(p);
 }
 
+/* A name is decoded whatever its encoded length; a longer one is -1. */
+static void
+test_param_name(void)
+{
+	static const char q[] =
+	    "%58%2D%41%6D%7A%2D%43%72%65%64%65%6E%74%69%61%6C=AKIA&"
+	    "X-Amz-Date=1&%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41%41=x&"
+	    "AAAAAAAAAAAAAAAA=y";
+	struct sigv4_param qp;
+	size_t at = 0;
+	char k[17];
+
+	CHECK(sigv4_query_next(q, sizeof(q) - 1, &at, &qp) == 1);
+	CHECK(qp.name.len == 48);
+	CHECK(sigv4_param_name(&qp, k, sizeof(k)) == 0);
+	CHECK(strcmp(k, "X-Amz-Credential") == 0);
+	CHECK(sigv4_query_next(q, sizeof(q) - 1, &at, &qp) == 1);
+	CHECK(sigv4_param_name(&qp, k, sizeof(k)) == 0);
+	CHECK(strcmp(k, "X-Amz-Date") == 0);
+	/* Sixteen bytes fit k[17] with its NUL, not k[16]. */
+	CHECK(sigv4_query_next(q, sizeof(q) - 1, &at, &qp) == 1);
+	CHECK(sigv4_param_name(&qp, k, sizeof(k)) == 0);
+	CHECK(strcmp(k, "AAAAAAAAAAAAAAAA") == 0);
+	CHECK(sigv4_param_name(&qp, k, 16) == -1 && k[0] == '\0');
+	CHECK(sigv4_query_next(q, sizeof(q) - 1, &at, &qp) == 1);
+	CHECK(sigv4_param_name(&qp, k, 16) == -1 && k[0] == '\0');
+	CHECK(sigv4_query_next(q, sizeof(q) - 1, &at, &qp) == 0);
+}
+
 int
 main(void)
 {
+	test_param_name();
 	test_snapshot_parts();
 	test_botocore_vectors();
 	test_parse_refusals();
