@@ -197,6 +197,9 @@ struct policy_oauth2 {
 	char		*access_name;
 	char		*was_name;	/* "SECRET#prev": the one before, unexpired */
 	char		*refresh_name;
+	/* ... of the client's secret ("SECRET#client") and Basic ("#basic"). */
+	char		*client_name;
+	char		*basic_name;
 };
 
 struct policy_credential {

@@ -28,6 +28,8 @@ policy_oauth2_free(struct policy_oauth2 *o)
 	free(o->access_name);
 	free(o->was_name);
 	free(o->refresh_name);
+	free(o->client_name);
+	free(o->basic_name);
 	free(o);
 }
 
@@ -216,10 +218,14 @@ policy_oauth2_names(struct policy_oauth2 *o, const char *secret)
 
 	if ((o->access_name = malloc(n)) == NULL ||
 	    (o->was_name = malloc(n)) == NULL ||
-	    (o->refresh_name = malloc(n)) == NULL)
+	    (o->refresh_name = malloc(n)) == NULL ||
+	    (o->client_name = malloc(n)) == NULL ||
+	    (o->basic_name = malloc(n)) == NULL)
 		return -1;
 	snprintf(o->access_name, n, "%s#access", secret);
 	snprintf(o->was_name, n, "%s#prev", secret);
 	snprintf(o->refresh_name, n, "%s#refresh", secret);
+	snprintf(o->client_name, n, "%s#client", secret);
+	snprintf(o->basic_name, n, "%s#basic", secret);
 	return 0;
 }

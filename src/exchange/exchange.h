@@ -259,10 +259,11 @@ struct cred_plan_ext {
 
 /*
  * Secrets a response to a bound host is scrubbed of: an aws_sigv4 has three,
- * an oauth2 three (its token, the one before, the refresh token); the
- * sandbox's credentials and as many of other policies'.
+ * an oauth2 five (its token, the one before, the refresh token, the
+ * client's secret and Basic credentials); the sandbox's credentials and as
+ * many of other policies'.
  */
-#define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 6)
+#define CRED_SCRUB_MAX		(CRED_MAX_BOUND * 10)
 
 /* What another policy's secret is replaced by in an answer. */
 #define CRED_ALSO_WORD		"sandgate-redacted"

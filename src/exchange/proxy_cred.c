@@ -996,6 +996,28 @@ cred_name_leaks(struct exchange *s, const char *name, size_t len)
 	return leaks;
 }
 
+/*
+ * An OAuth2 credential's values the request's snapshot holds, each to come
+ * back as ph: its access token, the one before it (still taken by the
+ * origin), the refresh token, and the client's secret and Basic
+ * credentials (a token endpoint on the API's own host may quote them).
+ */
+static size_t
+oauth2_scrub_list(const struct cred_plan *plan, const struct policy_oauth2 *o,
+    const char *ph, const char **secrets, const char **phs)
+{
+	const char *names[] = { o->access_name, o->was_name, o->refresh_name,
+	    o->client_name, o->basic_name };
+	size_t i, n = 0;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (vault_snapshot_has(plan->snap, names[i])) {
+			secrets[n] = names[i];
+			phs[n++] = ph;
+		}
+	return n;
+}
+
 /* The secrets of the credentials bound to this request's host, and their placeholders. */
 size_t
 cred_scrub_lists(const struct exchange *s, const char **secrets,
@@ -1029,20 +1051,8 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 			}
 			continue;
 		}
-		/* Its tokens, those the request's snapshot holds. */
-		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
-			secrets[n] = c->oauth2->access_name;
-			phs[n++] = plan->x->ph[j];
-		}
-		/* The token before it, still taken by the origin. */
-		if (vault_snapshot_has(plan->snap, c->oauth2->was_name)) {
-			secrets[n] = c->oauth2->was_name;
-			phs[n++] = plan->x->ph[j];
-		}
-		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
-			secrets[n] = c->oauth2->refresh_name;
-			phs[n++] = plan->x->ph[j];
-		}
+		n += oauth2_scrub_list(plan, c->oauth2, plan->x->ph[j],
+		    secrets + n, phs + n);
 	}
 	/* Other policies' secrets on this host: a fixed word instead. */
 	for (j = 0; j < plan->n_also; j++) {
@@ -1057,18 +1067,8 @@ cred_scrub_lists(const struct exchange *s, const char **secrets,
 			}
 			continue;
 		}
-		if (vault_snapshot_has(plan->snap, c->oauth2->access_name)) {
-			secrets[n] = c->oauth2->access_name;
-			phs[n++] = CRED_ALSO_WORD;
-		}
-		if (vault_snapshot_has(plan->snap, c->oauth2->was_name)) {
-			secrets[n] = c->oauth2->was_name;
-			phs[n++] = CRED_ALSO_WORD;
-		}
-		if (vault_snapshot_has(plan->snap, c->oauth2->refresh_name)) {
-			secrets[n] = c->oauth2->refresh_name;
-			phs[n++] = CRED_ALSO_WORD;
-		}
+		n += oauth2_scrub_list(plan, c->oauth2, CRED_ALSO_WORD,
+		    secrets + n, phs + n);
 	}
 	return n;
 }

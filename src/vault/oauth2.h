@@ -15,6 +15,8 @@
 #define OAUTH2_TOKEN_MAX	8192	/* an access or refresh token, bytes */
 /* The snapshot entry "ENTRY#client": the client secret (dlp only). */
 #define OAUTH2_PART_CLIENT	"#client"
+/* "ENTRY#basic": base64 of the client's id:secret, as a token request sends it. */
+#define OAUTH2_PART_BASIC	"#basic"
 /* "ENTRY#prev": the access token the current one replaced, unexpired. */
 #define OAUTH2_PART_WAS		"#prev"
 
@@ -44,15 +46,22 @@ int	oauth2_entry_parse(const unsigned char *val, size_t len,
  */
 long	oauth2_entry_set_refresh(const unsigned char *val, size_t len,
 	    const char *rt, size_t rtlen, unsigned char *out, size_t cap);
+/*
+ * RFC 6749 2.3.1: the Basic credentials of e's client, base64 of its
+ * form-encoded id, ':' and form-encoded secret, allocated in wiped memory
+ * (vault_secmem_free it) with *len; NULL when e has no secret, or no memory.
+ */
+char	*oauth2_entry_basic(const struct oauth2_entry *e, size_t *len);
 /* 1 when t[0..len) may be a token: 1..OAUTH2_TOKEN_MAX bytes 0x21-0x7e. */
 int	oauth2_token_ok(const char *t, size_t len);
 
 /*
  * A new snapshot: src's entries and, for each of names (the entries of
  * oauth2 credentials) that parses, its client secret and refresh token
- * as entries of their own, "NAME" OAUTH2_PART_CLIENT and "NAME#refresh"
- * (dlp looks for them: docs/dlp.md; the tokens' publisher replaces the
- * latter with the refresh token in use). src
+ * as entries of their own, "NAME" OAUTH2_PART_CLIENT and "NAME#refresh",
+ * and its Basic credentials (oauth2_entry_basic) as "NAME" OAUTH2_PART_BASIC
+ * (dlp and the scrubber look for them: docs/dlp.md, docs/credentials.md;
+ * the tokens' publisher replaces "#refresh" with the refresh token in use). src
  * itself when there is none to add (a reference taken); NULL: no memory.
  */
 #define OAUTH2_PART_CLIENT	"#client"

@@ -157,6 +157,30 @@ done:
 	return s;
 }
 
+char *
+oauth2_entry_basic(const struct oauth2_entry *e, size_t *len)
+{
+	size_t cl, n;
+	char *pct, *out;
+
+	if (e->client_secret == NULL)
+		return NULL;
+	cl = 3 * (e->client_id_len + e->client_secret_len) + 1;
+	if ((pct = vault_secmem_alloc(cl)) == NULL)
+		return NULL;
+	if ((out = vault_secmem_alloc(4 * (cl / 3 + 1) + 1)) != NULL) {
+		n = vault_pct_encode((const unsigned char *)e->client_id,
+		    e->client_id_len, 0, 1, pct);
+		pct[n++] = ':';
+		n += vault_pct_encode((const unsigned char *)e->client_secret,
+		    e->client_secret_len, 0, 1, pct + n);
+		*len = vault_b64_encode((const unsigned char *)pct, n,
+		    VAULT_B64_STD, 1, out);
+	}
+	vault_secmem_free(pct);
+	return out;
+}
+
 struct vault_snapshot *
 oauth2_snap_parts(const struct vault_snapshot *src, const char *const *names,
     size_t n)
@@ -168,11 +192,13 @@ oauth2_snap_parts(const struct vault_snapshot *src, const char *const *names,
 	struct vault_snapshot *s = NULL;
 	struct oauth2_entry e;
 	const char *why;
+	char **basic = NULL;
 
-	if ((nm = calloc(2 * n + 1, sizeof(*nm))) == NULL ||
-	    (np = calloc(2 * n + 1, sizeof(*np))) == NULL ||
-	    (vals = calloc(2 * n + 1, sizeof(*vals))) == NULL ||
-	    (lens = calloc(2 * n + 1, sizeof(*lens))) == NULL)
+	if ((nm = calloc(3 * n + 1, sizeof(*nm))) == NULL ||
+	    (np = calloc(3 * n + 1, sizeof(*np))) == NULL ||
+	    (vals = calloc(3 * n + 1, sizeof(*vals))) == NULL ||
+	    (lens = calloc(3 * n + 1, sizeof(*lens))) == NULL ||
+	    (basic = calloc(n + 1, sizeof(*basic))) == NULL)
 		goto done;
 	for (i = 0; i < n; i++) {
 		if ((v = oauth2_snap_value(src, names[i], &len)) == NULL ||
@@ -185,6 +211,14 @@ oauth2_snap_parts(const struct vault_snapshot *src, const char *const *names,
 			np[k] = nm[k];
 			vals[k] = (const unsigned char *)e.client_secret;
 			lens[k++] = e.client_secret_len;
+			/* As a token request's Authorization sends it. */
+			if ((basic[i] = oauth2_entry_basic(&e, &len)) != NULL) {
+				snprintf(nm[k], sizeof(nm[k]), "%s"
+				    OAUTH2_PART_BASIC, names[i]);
+				np[k] = nm[k];
+				vals[k] = (const unsigned char *)basic[i];
+				lens[k++] = len;
+			}
 		}
 		/* The entry's own; the one in use (oauth2_token.c) replaces it. */
 		if (e.refresh_token != NULL) {
@@ -200,6 +234,10 @@ oauth2_snap_parts(const struct vault_snapshot *src, const char *const *names,
 	} else
 		s = oauth2_snap_extend(src, np, vals, lens, k);
 done:
+	if (basic != NULL)
+		for (i = 0; i < n; i++)
+			vault_secmem_free(basic[i]);
+	free(basic);
 	free(nm);
 	free(np);
 	free(vals);

@@ -500,8 +500,7 @@ oa_request(unsigned char *b, const struct policy_oauth2 *o,
     const struct oauth2_entry *ce, const char *rt, size_t rtlen)
 {
 	unsigned char *body = b + OA_HALF;
-	unsigned char *cred = NULL;
-	char line[600];
+	char *cred, line[600];
 	size_t bl = 0, at = 0, cl;
 	int v6 = strchr(o->host, ':') != NULL, ok = 0;
 
@@ -537,26 +536,10 @@ oa_request(unsigned char *b, const struct policy_oauth2 *o,
 		return -1;
 	/* RFC 6749 2.3.1: Basic of the form-encoded id and secret. */
 	if (!o->client_auth_body && ce->client_secret != NULL) {
-		cl = 3 * (ce->client_id_len + ce->client_secret_len) + 1;
-		if ((cred = vault_secmem_alloc(cl + 4 * (cl / 3 + 1) + 8)) ==
-		    NULL)
+		if ((cred = oauth2_entry_basic(ce, &cl)) == NULL)
 			return -1;
-		{
-			size_t n = vault_pct_encode((const unsigned char *)
-			    ce->client_id, ce->client_id_len, 0, 1,
-			    (char *)cred);
-			cred[n++] = ':';
-			n += vault_pct_encode((const unsigned char *)
-			    ce->client_secret, ce->client_secret_len, 0, 1,
-			    (char *)cred + n);
-			if (at + 21 + 4 * (n / 3 + 1) + 2 <= OA_HALF) {
-				memcpy(b + at, "Authorization: Basic ", 21);
-				at += 21;
-				at += vault_b64_encode(cred, n, VAULT_B64_STD,
-				    1, (char *)b + at);
-				ok = rq(b, &at, "\r\n", 2) == 0;
-			}
-		}
+		ok = rq(b, &at, "Authorization: Basic ", 21) == 0 &&
+		    rq(b, &at, cred, cl) == 0 && rq(b, &at, "\r\n", 2) == 0;
 		vault_secmem_free(cred);
 		if (!ok)
 			return -1;

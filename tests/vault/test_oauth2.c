@@ -191,6 +191,29 @@ test_snap_names(void)
 }
 
 /* An oauth2 entry's client secret and refresh token as parts (for dlp). */
+/* RFC 6749 2.3.1: the id and secret form-encoded, then base64. */
+static void
+test_basic(void)
+{
+	struct oauth2_entry e = { "s6BhdRkqt3", 10, "7Fjfp0ZBr1KtDRbnfVdmIw",
+	    22, NULL, 0 };
+	struct oauth2_entry odd = { "a b", 3, "p:w/+", 5, NULL, 0 };
+	struct oauth2_entry pub = { "only", 4, NULL, 0, NULL, 0 };
+	size_t len = 0;
+	char *b;
+
+	b = oauth2_entry_basic(&e, &len);
+	CHECK(b != NULL && len == 44 && memcmp(b,
+	    "czZCaGRSa3F0Mzo3RmpmcDBaQnIxS3REUmJuZlZkbUl3", 44) == 0);
+	vault_secmem_free(b);
+	/* "a%20b:p%3Aw%2F%2B" */
+	b = oauth2_entry_basic(&odd, &len);
+	CHECK(b != NULL && len == 24 &&
+	    memcmp(b, "YSUyMGI6cCUzQXclMkYlMkI=", 24) == 0);
+	vault_secmem_free(b);
+	CHECK(oauth2_entry_basic(&pub, &len) == NULL);
+}
+
 static void
 test_snap_parts(void)
 {
@@ -217,6 +240,11 @@ test_snap_parts(void)
 	v = oauth2_snap_value(x, "crm#refresh", &len);
 	CHECK(v != NULL && len == 9 && memcmp(v, "rt-1a2b3c", 9) == 0);
 	CHECK(oauth2_snap_value(x, "crm", &len) != NULL && len == lens[0]);
+	/* base64("app:cs-9f8e7d"), as a token request's Basic sends it. */
+	v = oauth2_snap_value(x, "crm" OAUTH2_PART_BASIC, &len);
+	CHECK(v != NULL && len == 20 &&
+	    memcmp(v, "YXBwOmNzLTlmOGU3ZA==", 20) == 0);
+	CHECK(!vault_snapshot_has(x, "plain" OAUTH2_PART_BASIC));
 	CHECK(!vault_snapshot_has(x, "bad" OAUTH2_PART_CLIENT));
 	CHECK(!vault_snapshot_has(x, "plain" OAUTH2_PART_CLIENT));
 	CHECK(!vault_snapshot_has(x, "plain#refresh"));
@@ -389,6 +417,7 @@ main(void)
 	test_entry();
 	test_answer();
 	test_snap_names();
+	test_basic();
 	test_snap_parts();
 	test_keeper_put();
 	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
