@@ -41,6 +41,8 @@ enum scrub_kind {
 	K_PCT_JS,		/* !'()* kept (encodeURIComponent) */
 	K_PCT_PHP,		/* "~" as %7E, " " as "+" (PHP urlencode) */
 	K_PCT_JAVA,		/* the same, "*" kept (Java's URLEncoder) */
+	K_PCT_GRPC_UP, K_PCT_GRPC_LO,	/* only "%" and bytes outside 0x20-0x7e
+				   (gRPC's grpc-message) */
 	K_NKINDS
 };
 
@@ -216,6 +218,25 @@ pct_other(const unsigned char *in, size_t len, const char *keep, int plus,
 	return o;
 }
 
+/* gRPC's Percent-Encoded (grpc-message): "%" and bytes outside 0x20-0x7e. */
+static size_t
+pct_grpc(const unsigned char *in, size_t len, int upper, char *out)
+{
+	const char *hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < len; i++) {
+		if (in[i] >= 0x20 && in[i] <= 0x7e && in[i] != '%')
+			out[o++] = (char)in[i];
+		else {
+			out[o++] = '%';
+			out[o++] = hex[in[i] >> 4];
+			out[o++] = hex[in[i] & 15];
+		}
+	}
+	return o;
+}
+
 static size_t
 scrub_encode(enum scrub_kind k, const unsigned char *in, size_t len,
     char *out)
@@ -261,6 +282,9 @@ scrub_encode(enum scrub_kind k, const unsigned char *in, size_t len,
 		return pct_other(in, len, "-._", 1, 1, out);
 	case K_PCT_JAVA:
 		return pct_other(in, len, "-._*", 1, 1, out);
+	case K_PCT_GRPC_UP:
+	case K_PCT_GRPC_LO:
+		return pct_grpc(in, len, k == K_PCT_GRPC_UP, out);
 	default:
 		return 0;
 	}

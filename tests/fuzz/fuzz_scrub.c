@@ -5,7 +5,7 @@
  * and no secret encoding may come through untouched.
  *
  * Input: two bytes of split point, one byte of mode, then the body, where
- *   F5 k      inserts encoding k%25 of secret (k/25)%2 whole,
+ *   F5 k      inserts encoding k%27 of secret (k/27)%2 whole,
  *   F6 k m    its first m%len bytes, F7 k m its last m%len bytes,
  * so that the fuzzer can build secrets, fragments and overlaps.
  * Mode bit 0 picks the secrets: short raw-only ones whose placeholders

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REF_MAX_PATS	25	/* per secret */
+#define REF_MAX_PATS	27	/* per secret */
 
 struct ref_pat {
 	unsigned char	*p;
@@ -169,7 +169,24 @@ ref_pct_other(const unsigned char *s, size_t len, const char *keep, int plus,
 	}
 }
 
-/* Encoding k (0..24, the scrubber's priority order) of s. */
+/* gRPC's percent-encoding: "%" and every byte outside 0x20-0x7e. */
+static __attribute__((unused)) void
+ref_pct_grpc(const unsigned char *s, size_t len, int upper, struct ref_buf *o)
+{
+	char tmp[4];
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] >= 0x20 && s[i] <= 0x7e && s[i] != '%')
+			ref_putc(o, s[i]);
+		else {
+			snprintf(tmp, sizeof(tmp), upper ? "%%%02X" : "%%%02x", s[i]);
+			ref_put(o, tmp, 3);
+		}
+	}
+}
+
+/* Encoding k (0..26, the scrubber's priority order) of s. */
 static __attribute__((unused)) void
 ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 {
@@ -191,8 +208,10 @@ ref_encode(int k, const unsigned char *s, size_t len, struct ref_buf *o)
 		ref_pct_other(s, len, "-._~!'()*", 0, 1, o);
 	else if (k == 23)
 		ref_pct_other(s, len, "-._", 1, 1, o);	/* PHP urlencode */
-	else
+	else if (k == 24)
 		ref_pct_other(s, len, "-._*", 1, 1, o);	/* Java URLEncoder */
+	else
+		ref_pct_grpc(s, len, k == 25, o);	/* gRPC grpc-message */
 }
 
 /*
