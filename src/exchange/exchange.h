@@ -491,6 +491,12 @@ struct exchange {
 	/* An HTTP/2 stream's (proxy_h2.c): its stream. */
 	struct h2_stream	*h2st;
 	int			 is_stream;
+	/*
+	 * It holds one of its connection's c->grpc_big slots (more than 64 KiB
+	 * of a gRPC answer: proxy_h2_origin.c); an HTTP/2 stream that still
+	 * holds that much when the exchange ends takes it over (proxy_h2.c).
+	 */
+	int			 big_slot;
 	int			 fair_stream;	/* holds a slot of its sandbox's share */
 	/*
 	 * Its own memory (exchange_alloc): the path, the body tail, the
@@ -539,6 +545,7 @@ struct conn {
 	struct timespec		 started;	/* accepted */
 	uint32_t		 marks[MARK_N];	/* serve -d: see enum phase_mark */
 	int			 origin_resumed;	/* an origin TLS session was resumed */
+	int			 grpc_big;	/* streams holding a gRPC message over 64 KiB (proxy_h2_origin.c) */
 	enum conn_kind	 kind;
 	char			 client_str[NETADDR_STRLEN + 8];
 	struct netaddr		 client_addr;
@@ -1274,5 +1281,6 @@ fe_stream_parent(struct exchange *s)
 {
 	return s->p->fe->stream_parent(s);
 }
+
 
 #endif

@@ -24,6 +24,14 @@
 
 #define H2O_BUF		(64 * 1024)	/* request bytes held for the origin */
 #define H2O_MSG_MAX	(4 * 1024 * 1024)	/* a gRPC message scrubbed whole */
+/*
+ * Streams of one client connection that may hold more than H2O_BUF of a
+ * gRPC message at once (gathered to be scrubbed whole, or waiting for the
+ * client): the others wait with their window, or 100 stalled streams held
+ * a whole message each (4.5 MiB apiece).
+ */
+#define H2O_BIG_STREAMS	4
+#define H2O_BIG_POLL_MS	50
 #define H2O_FIELDS	(HTTP_MAX_HEADERS + 8)
 #define H2O_RETRIES	3		/* a stream sent again at most this often */
 #define H2UP_STREAMS	100		/* streams one origin connection carries at once */
@@ -85,6 +93,7 @@ struct h2o {
 	size_t			 unconsumed;
 	int			 done;
 	int			 retry, retried;	/* going again (h2o_may_retry), how often */
+	struct event		*big_ev;	/* ... waits for one */
 	struct event		*end_ev;
 	int			 end_status;
 	enum sg_reason		 end_reason;
@@ -101,6 +110,7 @@ static void	h2up_unref(struct h2up *);
  * from the loop: the session (and the nghttp2 session with it) may go.
  */
 static void	h2o_retry(struct h2o *);
+static void	big_cb(evutil_socket_t, short, void *);
 
 static void
 end_cb(evutil_socket_t fd, short what, void *arg)
@@ -178,6 +188,13 @@ h2o_free(struct exchange *s)
 		TAILQ_REMOVE(&o->up->streams, o, entry);
 		h2up_unref(o->up);
 	}
+	/* Its slot, unless the client's stream took it over (proxy_h2.c). */
+	if (s->big_slot) {
+		s->big_slot = 0;
+		s->c->grpc_big--;
+	}
+	if (o->big_ev != NULL)
+		event_free(o->big_ev);
 	if (o->end_ev != NULL)
 		event_free(o->end_ev);
 	if (o->fields != NULL)
@@ -479,6 +496,54 @@ response_data(struct h2o *o, const uint8_t *data, size_t len)
 	return 0;
 }
 
+/* What the stream holds of its answer: for the client, and of a message. */
+static size_t
+h2o_held(const struct h2o *o)
+{
+	return fe_stream_pending(o->s) + evbuffer_get_length(o->msg);
+}
+
+/* Its slot given back once it holds H2O_BUF or less. */
+static void
+h2o_big_release(struct h2o *o)
+{
+	if (o->s->big_slot && h2o_held(o) <= H2O_BUF) {
+		o->s->big_slot = 0;
+		o->s->c->grpc_big--;
+	}
+}
+
+/*
+ * 1 when the origin's window may come back for what the stream holds: at
+ * most H2O_BUF waits for the client, and more of a message than H2O_BUF
+ * only with one of the connection's H2O_BIG_STREAMS slots.
+ */
+static int
+h2o_room(struct h2o *o)
+{
+	if (fe_stream_pending(o->s) > H2O_BUF)
+		return 0;
+	if (o->s->big_slot || h2o_held(o) <= H2O_BUF)
+		return 1;
+	if (o->s->c->grpc_big >= H2O_BIG_STREAMS)
+		return 0;
+	o->s->big_slot = 1;
+	o->s->c->grpc_big++;
+	return 1;
+}
+
+/* Without a slot: looked at again shortly (slots free as clients read). */
+static void
+h2o_big_wait(struct h2o *o)
+{
+	struct timeval tv = { 0, H2O_BIG_POLL_MS * 1000 };
+
+	if (o->big_ev == NULL &&
+	    (o->big_ev = evtimer_new(o->s->w->base, big_cb, o)) == NULL)
+		return;
+	evtimer_add(o->big_ev, &tv);
+}
+
 static int
 on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
     const uint8_t *data, size_t len, void *arg)
@@ -501,10 +566,14 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
 		return 0;
 	}
 	/* The window comes back as the client takes the bytes (h2o_resume). */
-	if (fe_stream_pending(o->s) <= H2O_BUF)
+	h2o_big_release(o);
+	if (h2o_room(o))
 		nghttp2_session_consume(ng, id, len);
-	else
+	else {
 		o->unconsumed += len;
+		if (fe_stream_pending(o->s) <= H2O_BUF)
+			h2o_big_wait(o);	/* a slot, not the client */
+	}
 	return 0;
 }
 
@@ -742,13 +811,28 @@ h2o_resume(struct exchange *s)
 {
 	struct h2o *o = s->h2o;
 
-	if (o == NULL || o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
+	if (o == NULL)
+		return;
+	h2o_big_release(o);
+	if (o->up == NULL || o->sid <= 0 || o->unconsumed == 0 ||
 	    fe_stream_pending(s) > H2O_BUF / 2)
 		return;
+	if (!h2o_room(o)) {
+		h2o_big_wait(o);
+		return;
+	}
 	nghttp2_session_consume(o->up->ng, o->sid, o->unconsumed);
 	o->unconsumed = 0;
 	/* Not inside the client's send: from the loop. */
 	event_active(o->up->flush_ev, EV_TIMEOUT, 0);
+}
+
+static void
+big_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2o *o = arg;
+
+	h2o_resume(o->s);
 }
 
 /* ---- the origin connection ----------------------------------------- */

@@ -70,6 +70,7 @@ struct h2_stream {
 	int			 deferred;
 	int			 h2_origin;	/* answered by an HTTP/2 origin (proxy_h2_origin.c) */
 	int			 req_ended;	/* END_STREAM came and was written */
+	int			 big;		/* holds its ended exchange's c->grpc_big slot */
 	nghttp2_nv		*tr_nv;		/* ... its trailers, sent after the body */
 	size_t			 tr_n;
 };
@@ -184,6 +185,11 @@ stream_exchange_gone(struct exchange *k)
 	k->h2st = NULL;
 	if (st == NULL)
 		return;
+	/* Its answer's slot stays taken while the stream still holds it. */
+	if (k->big_slot && evbuffer_get_length(st->body) > H2_BUF) {
+		k->big_slot = 0;
+		st->big = 1;
+	}
 	st->x = NULL;
 	st->x_done = 1;
 	event_active(st->c->pump_ev, EV_TIMEOUT, 0);
@@ -210,6 +216,16 @@ st_give_back(struct h2_stream *st)
 	st->unconsumed = 0;
 }
 
+/* Its big-answer slot back once it holds H2_BUF or less (or goes). */
+static void
+st_big_release(struct h2_stream *st, int going)
+{
+	if (st->big && (going || evbuffer_get_length(st->body) <= H2_BUF)) {
+		st->big = 0;
+		st->c->s->c->grpc_big--;
+	}
+}
+
 static void
 st_free(struct h2_stream *st)
 {
@@ -218,6 +234,7 @@ st_free(struct h2_stream *st)
 		st_maybe_release(st);
 	stream_exchange_close(st, CLOSE_CLIENT_RESET);
 	st_give_back(st);
+	st_big_release(st, 1);
 	TAILQ_REMOVE(&st->c->streams, st, entry);
 	if (st->reqbody != NULL)
 		evbuffer_free(st->reqbody);
@@ -249,6 +266,7 @@ st_data_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	n = evbuffer_remove(st->body, buf, length);
 	if (n < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	st_big_release(st, 0);
 	if (evbuffer_get_length(st->body) == 0 && st->eof) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->discard = 1;
