@@ -261,13 +261,16 @@ sigv4_s3_style(const struct sigv4_slice *service)
 	return service->len >= 2 && memcmp(service->p, "s3", 2) == 0;
 }
 
-size_t
-sigv4_unescape(const char *p, size_t len, char *out)
+/* %XX decoded into out, at most cap bytes: the length, or SIZE_MAX past cap. */
+static size_t
+unescape_n(const char *p, size_t len, char *out, size_t cap)
 {
 	size_t i, n = 0;
 	int hi, lo;
 
 	for (i = 0; i < len; i++) {
+		if (n == cap)
+			return SIZE_MAX;
 		if (p[i] == '%' && i + 2 < len &&
 		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
 		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
@@ -279,30 +282,26 @@ sigv4_unescape(const char *p, size_t len, char *out)
 	return n;
 }
 
+size_t
+sigv4_unescape(const char *p, size_t len, char *out)
+{
+	return unescape_n(p, len, out, len);	/* never longer than len */
+}
+
 int
 sigv4_param_name(const struct sigv4_param *qp, char *out, size_t n)
 {
-	const char *p = qp->name.p;
-	size_t i, o = 0, len = qp->name.len;
-	int hi, lo;
+	size_t dl;
 
-	for (i = 0; i < len; i++) {
-		if (o + 1 >= n) {
-			if (n > 0)
-				out[0] = '\0';
-			return -1;
-		}
-		if (p[i] == '%' && i + 2 < len &&
-		    (hi = util_hexval((unsigned char)p[i + 1])) >= 0 &&
-		    (lo = util_hexval((unsigned char)p[i + 2])) >= 0) {
-			out[o++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else
-			out[o++] = p[i];
+	if (n == 0)
+		return -1;
+	dl = unescape_n(qp->name.p, qp->name.len, out, n - 1);
+	if (dl == SIZE_MAX) {
+		out[0] = '\0';
+		return -1;
 	}
-	if (n > 0)
-		out[o] = '\0';
-	return n > 0 ? 0 : -1;
+	out[dl] = '\0';
+	return 0;
 }
 
 int
