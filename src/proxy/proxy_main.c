@@ -465,10 +465,18 @@ proxy_run(struct proxy *p)
 	/*
 	 * Workers never see signals: the main loop handles them all. SIGSYS
 	 * stays open: a thread that blocks it when the seccomp filter traps
-	 * a call is killed (privdrop_seccomp.c).
+	 * a call is killed (privdrop_seccomp.c). So do the signals a fault
+	 * raises in the thread itself: blocked, the kernel kills the process
+	 * before any handler (a sanitizer's report) runs.
 	 */
 	sigfillset(&all);
 	sigdelset(&all, SIGSYS);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGABRT);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < p->n_workers; i++) {
 		if (pthread_create(&p->workers[i].thread, NULL, worker_main,
