@@ -422,6 +422,15 @@ class H2OriginProbe2(unittest.TestCase):
         st, = h.wait(1)
         return h, st
 
+    def wait_seen(self, path):
+        """Until the origin has the stream: the next one then shares its
+        connection (sent 50 ms later, a loaded ASan run's next stream found
+        the first one's connection still in its handshake and opened one of
+        its own)."""
+        deadline = time.time() + 10 * T.SLOW
+        while not self.origin.conn_of(path) and time.time() < deadline:
+            time.sleep(0.02)
+
     def rows_settled(self, path, host="evil.test", settle=1.0):
         """The rows of path, once none came for `settle` seconds."""
         deadline = time.time() + 8 * T.SLOW
@@ -524,7 +533,7 @@ class H2OriginProbe2(unittest.TestCase):
                  7: "/ga/go"}
         for sid in sorted(paths):
             h.request(sid, path=paths[sid], extra=self.auth())
-            time.sleep(0.05)
+            self.wait_seen(paths[sid])
         sts = h.wait(*sorted(paths))
         self.assertEqual(H2.status(sts[0]), 200, sts[0])
         self.assertEqual(sts[0]["data"], b"conn0-first")
@@ -556,7 +565,7 @@ class H2OriginProbe2(unittest.TestCase):
         """
         h = self.h2()
         h.request(1, path="/ga/first2", extra=self.auth())
-        time.sleep(0.05)
+        self.wait_seen("/ga/first2")
         h.request(3, path="/ga/headed", extra=self.auth())
         while not h.stream(3)["headers"] and h.pump():
             pass
@@ -577,7 +586,7 @@ class H2OriginProbe2(unittest.TestCase):
         """
         h = self.h2()
         h.request(1, path="/ga/first3", extra=self.auth())
-        time.sleep(0.05)
+        self.wait_seen("/ga/first3")
         h.request(3, method="POST", path="/ga/post", extra=self.auth(),
                   body=b"x" * 1000)
         time.sleep(0.3)
